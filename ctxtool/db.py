@@ -1,0 +1,140 @@
+"""The one engine factory: connection URLs, dialect quirks, credential masking.
+
+Everything that differs between MySQL/MariaDB and SQLite at the connection level lives here, so
+the rest of ctxtool writes one SQLAlchemy Core query for both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from .errors import CtxtoolError
+
+DEFAULT_URL = "sqlite:///ctxtool.db"
+URL_ENV = "CTXTOOL_DATABASE_URL"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# MySQL error codes worth a sentence of their own.
+_MYSQL_HINTS = {
+    1045: "access denied: check the user and password in the URL",
+    1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
+    2003: "cannot reach the server: is it running and listening there?",
+    2005: "unknown host",
+    2013: "lost connection to the server",
+}
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The URL to use: the explicit one, else ``$CTXTOOL_DATABASE_URL``, else ./ctxtool.db."""
+    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def mask_url(url: str | URL) -> str:
+    """The URL as it may be printed: the password replaced by ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(url))
+
+
+def scrub(text: str, url: str | URL | None) -> str:
+    """Remove the password of ``url`` from ``text`` wherever a driver may have echoed it."""
+    if url is None:
+        return text
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        return text
+    if password:
+        text = text.replace(str(password), "***")
+    return text
+
+
+def dialect_family(engine_or_conn: Engine | Connection) -> str:
+    """``"mysql"`` (MySQL, MariaDB and wire-compatible engines) or ``"sqlite"``."""
+    name = engine_or_conn.dialect.name
+    if name in ("mysql", "mariadb"):
+        return "mysql"
+    if name == "sqlite":
+        return "sqlite"
+    raise CtxtoolError(f"unsupported database dialect {name!r}: use mysql+pymysql:// or sqlite://")
+
+
+def create_engine(url: str | None = None, **kwargs) -> Engine:
+    """An engine for ``url`` with ctxtool's settings (utf8mb4, SQLite WAL + write locking)."""
+    raw = resolve_url(url)
+    try:
+        parsed = make_url(raw)
+    except ArgumentError:
+        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}") from None
+    backend = parsed.get_backend_name()
+    if backend in ("mysql", "mariadb"):
+        if "charset" not in parsed.query:
+            parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+        kwargs.setdefault("pool_pre_ping", True)
+        kwargs.setdefault("pool_recycle", 3600)
+        engine = sa.create_engine(parsed, **kwargs)
+    elif backend == "sqlite":
+        kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        engine = sa.create_engine(parsed, **kwargs)
+        _configure_sqlite(engine)
+    else:
+        raise CtxtoolError(
+            f"unsupported database URL {mask_url(raw)!r}: use mysql+pymysql://user:pass@host/db "
+            "or sqlite:///path.db"
+        )
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """Make SQLite behave like a server for concurrent ctxtool processes.
+
+    pysqlite's own transaction handling defers BEGIN until the first write and never wraps DDL;
+    we take over and open every transaction with BEGIN IMMEDIATE, so two writers queue on the
+    busy timeout instead of failing with "database is locked" when a read upgrades to a write.
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if engine.url.database not in (None, "", ":memory:"):
+            cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
+    """One line that says what went wrong talking to the database, without credentials."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        orig = exc.orig
+        args = getattr(orig, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
+        detail = str(args[1]) if code is not None and len(args) > 1 else str(orig)
+        hint = _MYSQL_HINTS.get(code) if code is not None else None
+        text = f"{detail} ({hint})" if hint else detail
+        if code is not None:
+            text = f"[{code}] {text}"
+    else:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = f" at {mask_url(url)}" if url is not None else ""
+    return scrub(f"database error{where}: {text}", url)
+
+
+def check_connection(engine: Engine) -> None:
+    """Fail with a one-line CtxtoolError when the database cannot be reached."""
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except SQLAlchemyError as exc:
+        raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+

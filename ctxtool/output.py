@@ -1,0 +1,116 @@
+"""The one output formatter: every read command prints rows the same ways.
+
+A human table (tabulate, ``--fmt`` picks its style) by default; ``--json`` (an array),
+``--nl`` (one JSON object per line) or ``--csv`` for machines.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+import click
+from tabulate import tabulate, tabulate_formats
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    json: bool = False
+    nl: bool = False
+    csv: bool = False
+    fmt: str = "simple"
+
+    @property
+    def machine(self) -> bool:
+        return self.json or self.nl or self.csv
+
+
+def output_options(func):
+    """Add --json / --nl / --csv / --fmt to a command; it receives ``output: OutputFormat``."""
+    options = [
+        click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
+        click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
+        click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
+        click.option("--fmt", default="simple", show_default=True,
+                     type=click.Choice(sorted(tabulate_formats)), metavar="FORMAT",
+                     help="Table style (any tabulate format: simple, github, grid, plain, ...)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, as_json, as_nl, as_csv, fmt, **kwargs):
+        if sum((as_json, as_nl, as_csv)) > 1:
+            raise click.UsageError("choose one of --json, --nl, --csv")
+        return func(*args, output=OutputFormat(as_json, as_nl, as_csv, fmt), **kwargs)
+
+    return wrapper
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def dumps(value: Any, indent: int | None = 2) -> str:
+    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
+
+
+def render_rows(rows: Sequence[dict], output: OutputFormat,
+                headers: Iterable[str] | None = None) -> str:
+    """Rows (dicts sharing keys) as text in the chosen format."""
+    rows = list(rows)
+    keys = list(headers) if headers is not None else (list(rows[0]) if rows else [])
+    if output.json:
+        return dumps([{k: r.get(k) for k in keys} for r in rows])
+    if output.nl:
+        return "\n".join(dumps({k: r.get(k) for k in keys}, indent=None) for r in rows)
+    if output.csv:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(keys)
+        for r in rows:
+            writer.writerow([_cell(r.get(k), csv_mode=True) for k in keys])
+        return buf.getvalue().rstrip("\n")
+    if not rows:
+        return "(no rows)"
+    return tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
+                    tablefmt=output.fmt, disable_numparse=True)
+
+
+def _cell(value: Any, csv_mode: bool = False) -> Any:
+    if value is None:
+        return "" if csv_mode else "-"
+    if isinstance(value, (dict, list)):
+        return dumps(value, indent=None)
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return to_jsonable(value)
+
+
+def print_rows(rows: Sequence[dict], output: OutputFormat,
+               headers: Iterable[str] | None = None) -> None:
+    click.echo(render_rows(rows, output, headers))
+
+
+def print_document(doc: Any, output: OutputFormat, human: str) -> None:
+    """A single object: JSON for machines, the given human rendering otherwise."""
+    if output.machine:
+        click.echo(dumps(doc, indent=None if output.nl else 2))
+    else:
+        click.echo(human)

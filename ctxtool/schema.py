@@ -1,0 +1,67 @@
+"""SQLAlchemy Core descriptions of the store's tables, for building queries.
+
+The DDL itself lives in the versioned ``sql/<dialect>/`` files; these objects only name the
+columns so queries are written once for every dialect. ``tests/test_schema.py`` checks that the
+two agree.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+agent_session = sa.Table(
+    "agent_session",
+    metadata,
+    sa.Column("session_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("user_id", sa.String(191)),
+    sa.Column("project_id", sa.String(191)),
+    sa.Column("title", sa.String(512)),
+    sa.Column("created_at", sa.DateTime),
+    sa.Column("updated_at", sa.DateTime),
+    sa.Column("model", sa.String(191)),
+    sa.Column("system_prompt", sa.Text),
+    sa.Column("source_format", sa.String(32)),
+    sa.Column("source_id", sa.String(191)),
+    sa.Column("details", sa.JSON),
+    sa.Column("lease_owner", sa.String(191)),
+    sa.Column("lease_expires_at", sa.DateTime),
+)
+
+agent_message = sa.Table(
+    "agent_message",
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("session_id", sa.BigInteger, nullable=False),
+    sa.Column("role", sa.String(32), nullable=False),
+    sa.Column("content", sa.Text),
+    sa.Column("created_at", sa.DateTime),
+    sa.Column("tool_calls", sa.JSON),
+    sa.Column("tool_call_id", sa.String(191)),
+    sa.Column("name", sa.String(191)),
+    sa.Column("token_count", sa.Integer),
+    sa.Column("token_encoding", sa.String(32)),
+    sa.Column("source_id", sa.String(191)),
+    sa.Column("details", sa.JSON),
+)
+
+agent_compaction = sa.Table(
+    "agent_compaction",
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("session_id", sa.BigInteger, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("first_kept_message_id", sa.BigInteger, nullable=False),
+    sa.Column("tokens_before", sa.Integer),
+    sa.Column("created_at", sa.DateTime),
+    sa.Column("parent_compaction_id", sa.BigInteger, nullable=False),
+    sa.Column("summary_tokens", sa.Integer),
+    sa.Column("tokens_after", sa.Integer),
+    sa.Column("summarizer", sa.String(64)),
+    sa.Column("summarizer_model", sa.String(191)),
+    sa.Column("source_id", sa.String(191)),
+    sa.Column("details", sa.JSON),
+)
+
+STORE_TABLES = (agent_session, agent_message, agent_compaction)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
+# .venv, makes sure MariaDB answers on 127.0.0.1:3306 (starting it if needed), and runs pytest
+# against both MariaDB and a SQLite file. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
+
+mysql_up() {
+    .venv/bin/python - <<'PY'
+import os, sys
+import sqlalchemy as sa
+try:
+    with sa.create_engine(os.environ["CTXTOOL_TEST_MYSQL_URL"]).connect() as c:
+        c.exec_driver_sql("SELECT 1")
+except Exception as exc:
+    print(f"MariaDB not answering yet: {exc.__class__.__name__}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+if ! mysql_up 2>/dev/null; then
+    echo "starting MariaDB ..."
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+    for _ in $(seq 1 60); do
+        mysql_up 2>/dev/null && break
+        sleep 1
+    done
+    mysql_up
+fi
+
+exec .venv/bin/python -m pytest "$@"

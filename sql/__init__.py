@@ -1,0 +1,1 @@
+"""Schema migrations, one directory per dialect, shipped inside the package as ``ctxtool.sql``."""

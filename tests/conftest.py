@@ -1,0 +1,93 @@
+"""Fixtures: every store test runs against a real SQLite file and a real MariaDB/MySQL database.
+
+The MySQL server comes from $CTXTOOL_TEST_MYSQL_URL (default root@127.0.0.1:3306, which
+scripts/test.sh makes sure is up). Each test gets its own throw-away database, dropped after.
+An unreachable server fails the tests; it never skips them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from ctxtool.db import create_engine
+from ctxtool.migrate import Migrator
+
+MYSQL_SERVER_URL = os.environ.get("CTXTOOL_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+TRANSCRIPTS = SHARED / "transcripts"
+_counter = itertools.count()
+
+
+def _mysql_database_url(name: str) -> str:
+    return sa.engine.make_url(MYSQL_SERVER_URL).set(database=name).render_as_string(
+        hide_password=False)
+
+
+class Database:
+    """A throw-away database: its URL (for the CLI) and an engine (for the library)."""
+
+    def __init__(self, kind: str, url: str):
+        self.kind = kind
+        self.url = url
+        self.engine = create_engine(url)
+
+    def migrate(self) -> "Database":
+        Migrator(self.engine).up()
+        return self
+
+    def scalar(self, sql: str, **params):
+        with self.engine.connect() as conn:
+            return conn.execute(sa.text(sql), params).scalar()
+
+    def rows(self, sql: str, **params):
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+
+
+@pytest.fixture(params=["sqlite", "mysql"])
+def empty_db(request, tmp_path):
+    """An empty database of each kind (no schema)."""
+    if request.param == "sqlite":
+        db = Database("sqlite", f"sqlite:///{tmp_path / 'ctx.db'}")
+        yield db
+        db.engine.dispose()
+        return
+    name = f"ctxtest_{os.getpid()}_{next(_counter)}"
+    server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    db = Database("mysql", _mysql_database_url(name))
+    try:
+        yield db
+    finally:
+        db.engine.dispose()
+        with server.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        server.dispose()
+
+
+@pytest.fixture
+def db(empty_db):
+    """A database of each kind with the full schema applied."""
+    return empty_db.migrate()
+
+
+@pytest.fixture
+def cli():
+    """Run the real `ctxtool` click entry point; returns the click Result."""
+    from ctxtool.cli import main
+
+    runner = CliRunner()
+
+    def invoke(*args, input=None, env=None):
+        return runner.invoke(main, [str(a) for a in args], input=input, env=env,
+                             catch_exceptions=False)
+
+    return invoke

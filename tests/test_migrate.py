@@ -1,0 +1,206 @@
+"""`ctxtool migrate` and ctxtool.migrate against real SQLite and MariaDB databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ctxtool.errors import CtxtoolError, SchemaNotCurrent
+from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
+from ctxtool.schema import STORE_TABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_split_statements_respects_quotes_and_comments():
+    sql = """
+    -- a comment; with a semicolon
+    CREATE TABLE t (a TEXT DEFAULT 'x;y');  /* block; comment */
+    INSERT INTO t VALUES ('it''s; fine'), ("dq;"), ('back\\'slash;');
+    # hash comment;
+    UPDATE t SET a = 'z'
+    """
+    assert split_statements(sql) == [
+        "CREATE TABLE t (a TEXT DEFAULT 'x;y')",
+        "INSERT INTO t VALUES ('it''s; fine'), (\"dq;\"), ('back\\'slash;')",
+        "UPDATE t SET a = 'z'",
+    ]
+
+
+def test_both_dialects_ship_the_same_versions():
+    mysql = [(m.version, m.name) for m in load_migrations("mysql")]
+    sqlite = [(m.version, m.name) for m in load_migrations("sqlite")]
+    assert mysql == sqlite
+    assert mysql[0] == ("0001", "seed_tables")
+
+
+def test_up_creates_schema_matching_the_core_tables(db):
+    inspector = sa.inspect(db.engine)
+    for table in STORE_TABLES:
+        columns = {c["name"] for c in inspector.get_columns(table.name)}
+        assert columns == {c.name for c in table.columns}, table.name
+    indexes = {i["name"] for i in inspector.get_indexes("agent_message")}
+    assert {"idx_message_session_id_tokens", "uq_message_source"} <= indexes
+    states = Migrator(db.engine).status()
+    assert [s.state for s in states] == ["applied", "applied"]
+
+
+def test_cli_up_status_and_second_up_is_a_no_op(empty_db, cli):
+    result = cli("--db", empty_db.url, "migrate", "status")
+    assert result.exit_code == 3
+    assert "pending" in result.output
+
+    result = cli("--db", empty_db.url, "migrate", "up")
+    assert result.exit_code == 0, result.output
+    assert "applied 0001_seed_tables.sql" in result.output
+    assert "applied 0002_ctxtool_columns.sql" in result.output
+
+    result = cli("--db", empty_db.url, "migrate", "up")
+    assert result.exit_code == 0
+    assert "nothing to apply" in result.output
+
+    result = cli("--db", empty_db.url, "migrate", "status", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    assert [(r["version"], r["state"]) for r in rows] == [("0001", "applied"), ("0002", "applied")]
+    assert all(r["duration_ms"] is not None for r in rows)
+    assert empty_db.scalar(f"SELECT COUNT(*) FROM {HISTORY_TABLE}") == 2
+
+
+def test_up_to_and_dry_run(empty_db, cli):
+    result = cli("--db", empty_db.url, "migrate", "up", "--dry-run")
+    assert result.exit_code == 0
+    assert "CREATE TABLE IF NOT EXISTS agent_session" in result.output
+    assert not sa.inspect(empty_db.engine).has_table("agent_session")
+
+    result = cli("--db", empty_db.url, "migrate", "up", "--to", "0001")
+    assert result.exit_code == 0
+    assert "0002" not in result.output
+    states = {s.version: s.state for s in Migrator(empty_db.engine).status()}
+    assert states == {"0001": "applied", "0002": "pending"}
+    with pytest.raises(SchemaNotCurrent):
+        Migrator(empty_db.engine).require_current()
+
+
+def test_changed_file_is_refused_then_repaired(db, cli):
+    shipped = load_migrations("mysql" if db.kind == "mysql" else "sqlite")
+    edited = [shipped[0], Migration(shipped[1].version, shipped[1].name, shipped[1].sql + "\n-- edit")]
+    migrator = Migrator(db.engine, edited)
+    assert migrator.status()[1].state == "checksum changed"
+    with pytest.raises(CtxtoolError, match="0002_ctxtool_columns.sql changed after it was applied"):
+        migrator.up()
+    actions = migrator.repair("0002")
+    assert actions and "accepted new checksum" in actions[0][1]
+    assert [s.state for s in migrator.status()] == ["applied", "applied"]
+
+
+def test_failed_mysql_migration_is_recorded_and_blocks(db):
+    dialect = "mysql" if db.kind == "mysql" else "sqlite"
+    broken = Migration("0099", "broken", "CREATE TABLE zz_ok (a INT);\nCREATE TABLE zz_bad (a NOSUCHTYPE(;\n")
+    migrator = Migrator(db.engine, load_migrations(dialect) + [broken])
+    with pytest.raises(CtxtoolError, match="0099_broken.sql"):
+        migrator.up()
+    state = migrator.status()[-1]
+    if dialect == "mysql":
+        # DDL is not transactional: the first statement stays, the file is recorded as failed.
+        assert state.state == "failed"
+        assert sa.inspect(db.engine).has_table("zz_ok")
+        with pytest.raises(CtxtoolError, match="failed at statement: CREATE TABLE zz_bad"):
+            migrator.up()
+        assert migrator.repair("0099") == [("0099", "removed failed record; `up` will run it again")]
+        assert migrator.status()[-1].state == "pending"
+    else:
+        # SQLite rolls the whole file back, leaving it pending and nothing half-made.
+        assert state.state == "pending"
+        assert not sa.inspect(db.engine).has_table("zz_ok")
+
+
+def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
+    dialect = "mysql" if empty_db.kind == "mysql" else "sqlite"
+    seed = load_migrations(dialect)[0]
+    with empty_db.engine.begin() as conn:
+        for statement in seed.statements():
+            conn.exec_driver_sql(statement)
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) VALUES (7, 'runtime')")
+        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
+                             "(7, 'user', 'hi'), (7, 'assistant', 'hello'), (7, 'user', 'more')")
+        conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
+                             "VALUES (7, 's1', 2), (7, 's2', 3)")
+    result = cli("--db", empty_db.url, "migrate", "baseline", "--version", "0001")
+    assert result.exit_code == 0, result.output
+    assert "baselined 0001_seed_tables.sql" in result.output
+    result = cli("--db", empty_db.url, "migrate", "up")
+    assert result.exit_code == 0, result.output
+    assert empty_db.rows("SELECT session_id, title FROM agent_session") == [
+        {"session_id": 7, "title": "runtime"}]
+    assert empty_db.scalar("SELECT COUNT(*) FROM agent_message") == 3
+    # Existing checkpoints were chained so the parent unique key could be built.
+    assert empty_db.rows("SELECT summary, parent_compaction_id FROM agent_compaction ORDER BY id") == [
+        {"summary": "s1", "parent_compaction_id": 0}, {"summary": "s2", "parent_compaction_id": 1}]
+    result = cli("--db", empty_db.url, "migrate", "baseline")
+    assert result.exit_code == 1
+    assert "already records" in result.output
+
+
+def test_baseline_refuses_an_empty_database(empty_db, cli):
+    result = cli("--db", empty_db.url, "migrate", "baseline")
+    assert result.exit_code == 1
+    assert "table agent_session does not exist" in result.output
+
+
+def test_commands_refuse_an_old_schema(empty_db):
+    Migrator(empty_db.engine).up(to="0001")
+    with pytest.raises(SchemaNotCurrent, match="0002_ctxtool_columns is pending"):
+        Migrator(empty_db.engine).require_current()
+
+
+def test_concurrent_up_runs_leave_one_correct_history(empty_db):
+    """Two real `ctxtool migrate up` processes at once: both succeed, each file applied once."""
+    cmd = [sys.executable, "-m", "ctxtool", "--db", empty_db.url, "migrate", "up"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    combined = "\n".join(outputs)
+    assert combined.count("applied 0001_seed_tables.sql") == 1
+    assert combined.count("applied 0002_ctxtool_columns.sql") == 1
+    rows = empty_db.rows(f"SELECT version, status FROM {HISTORY_TABLE} ORDER BY version")
+    assert rows == [{"version": "0001", "status": "applied"}, {"version": "0002", "status": "applied"}]
+
+
+def test_password_never_printed(cli):
+    url = "mysql+pymysql://root:s3cr3t-pw@127.0.0.1:1/nosuchdb"
+    result = cli("--db", url, "migrate", "status")
+    assert result.exit_code == 1
+    assert "s3cr3t-pw" not in result.output
+    assert "root:***@127.0.0.1:1" in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_wrong_database_name_is_one_line(cli):
+    url = sa.engine.make_url(os.environ.get("CTXTOOL_TEST_MYSQL_URL",
+                                            "mysql+pymysql://root@127.0.0.1:3306/")).set(
+        database="ctxtool_no_such_db").render_as_string(hide_password=False)
+    result = cli("--db", url, "migrate", "up")
+    assert result.exit_code == 1
+    assert "unknown database" in result.output.lower()
+
+
+def test_wheel_ships_sql_and_vocabularies(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True)
+    wheel = next(tmp_path.glob("ctxtool-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for dialect in ("mysql", "sqlite"):
+        for m in load_migrations(dialect):
+            assert f"ctxtool/sql/{dialect}/{m.filename}" in names
+    assert "ctxtool/vocab/o200k_base.tiktoken" in names
+    assert "ctxtool/vocab/cl100k_base.tiktoken" in names
