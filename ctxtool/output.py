@@ -10,6 +10,7 @@ import csv
 import functools
 import io
 import json
+import sys
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -114,3 +115,32 @@ def print_document(doc: Any, output: OutputFormat, human: str) -> None:
         click.echo(dumps(doc, indent=None if output.nl else 2))
     else:
         click.echo(human)
+
+
+class Progress:
+    """A progress bar on stderr when it is a terminal; silent when piped or under cron."""
+
+    def __init__(self, total: int | None, label: str):
+        self.enabled = self.on_terminal()
+        self.bar = None
+        if self.enabled:
+            self.bar = click.progressbar(length=total, label=label, file=sys.stderr,
+                                         show_pos=True, show_eta=total is not None)
+
+    @staticmethod
+    def on_terminal() -> bool:
+        return sys.stderr.isatty()
+
+    def __enter__(self) -> "Progress":
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False

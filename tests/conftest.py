@@ -91,3 +91,18 @@ def cli():
                              catch_exceptions=False)
 
     return invoke
+
+
+def add_session(db: Database, session_id: int, messages: list[dict], model: str | None = None,
+                system_prompt: str | None = None) -> list[int]:
+    """Write a session the way an agent runtime would (no token counts); return message ids."""
+    from ctxtool.schema import agent_message, agent_session
+
+    with db.engine.begin() as conn:
+        conn.execute(agent_session.insert().values(session_id=session_id, model=model,
+                                                   system_prompt=system_prompt))
+        ids = []
+        for m in messages:
+            result = conn.execute(agent_message.insert().values(session_id=session_id, **m))
+            ids.append(result.inserted_primary_key[0])
+    return ids

@@ -1,0 +1,164 @@
+"""Reading the context store: sessions, messages, checkpoints and restored contexts.
+
+The queries here follow the hot paths the indexes were built for: the latest checkpoint of a
+session (``idx_compaction_session_id``) and the messages of a session from an id on
+(``idx_message_session_id_tokens``). Nothing reads a whole history unless asked to.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .context import Compaction, Message, RestoredContext, Session, restore_context
+from .errors import CtxtoolError
+from .schema import agent_compaction as C
+from .schema import agent_message as M
+from .schema import agent_session as S
+from .tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
+
+_MESSAGE_COLUMNS = [M.c.id, M.c.session_id, M.c.role, M.c.content, M.c.tool_calls,
+                    M.c.tool_call_id, M.c.name, M.c.token_count, M.c.token_encoding,
+                    M.c.created_at, M.c.source_id, M.c.details]
+_SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
+                    S.c.system_prompt, S.c.source_format, S.c.source_id, S.c.created_at,
+                    S.c.updated_at, S.c.details]
+_COMPACTION_COLUMNS = [C.c.id, C.c.session_id, C.c.summary, C.c.first_kept_message_id,
+                       C.c.tokens_before, C.c.parent_compaction_id, C.c.summary_tokens,
+                       C.c.tokens_after, C.c.summarizer, C.c.summarizer_model, C.c.source_id,
+                       C.c.details, C.c.created_at]
+
+
+def message_from_row(row) -> Message:
+    return Message(**row._mapping)
+
+
+def compaction_from_row(row) -> Compaction:
+    return Compaction(**row._mapping)
+
+
+class Store:
+    """The context store behind one engine.
+
+    Example::
+
+        store = Store(create_engine("sqlite:///ctxtool.db"))
+        ctx = store.restored_context(42)
+        send_to_model(ctx.to_openai())
+    """
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def session(self, session_id: int, conn: Connection | None = None) -> Session:
+        """The session, or CtxtoolError naming it when it does not exist."""
+        with _use(self.engine, conn) as c:
+            row = c.execute(sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)).first()
+        if row is None:
+            raise CtxtoolError(f"session {session_id} does not exist")
+        return Session(**row._mapping)
+
+    def session_ids(self, conn: Connection | None = None) -> list[int]:
+        with _use(self.engine, conn) as c:
+            return [r[0] for r in c.execute(sa.select(S.c.session_id).order_by(S.c.session_id))]
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def latest_compaction(self, session_id: int, conn: Connection | None = None) -> Compaction | None:
+        with _use(self.engine, conn) as c:
+            row = c.execute(
+                sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id == session_id)
+                .order_by(C.c.id.desc()).limit(1)
+            ).first()
+        return compaction_from_row(row) if row else None
+
+    def compactions(self, session_id: int, conn: Connection | None = None) -> list[Compaction]:
+        with _use(self.engine, conn) as c:
+            rows = c.execute(sa.select(*_COMPACTION_COLUMNS)
+                             .where(C.c.session_id == session_id).order_by(C.c.id))
+            return [compaction_from_row(r) for r in rows]
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def messages(self, session_id: int, from_id: int | None = None, before_id: int | None = None,
+                 conn: Connection | None = None) -> list[Message]:
+        """Messages of a session in id order, optionally only ``from_id <= id < before_id``."""
+        query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == session_id)
+        if from_id is not None:
+            query = query.where(M.c.id >= from_id)
+        if before_id is not None:
+            query = query.where(M.c.id < before_id)
+        with _use(self.engine, conn) as c:
+            return [message_from_row(r) for r in c.execute(query.order_by(M.c.id))]
+
+    def iter_messages(self, session_id: int, batch: int = 1000,
+                      conn: Connection | None = None) -> Iterator[Message]:
+        """The whole history of a session, in id-keyed batches (flat memory)."""
+        after = 0
+        while True:
+            with _use(self.engine, conn) as c:
+                rows = c.execute(sa.select(*_MESSAGE_COLUMNS)
+                                 .where(M.c.session_id == session_id, M.c.id > after)
+                                 .order_by(M.c.id).limit(batch)).all()
+            if not rows:
+                return
+            for r in rows:
+                yield message_from_row(r)
+            after = rows[-1].id
+
+    # -- restored context ----------------------------------------------------------------------
+
+    def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
+        """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
+        with _use(self.engine, conn) as c:
+            session = self.session(session_id, c)
+            latest = self.latest_compaction(session_id, c)
+            suffix = self.messages(session_id, latest.first_kept_message_id if latest else None,
+                                   conn=c)
+        return restore_context(session_id, session.system_prompt, latest, suffix)
+
+    def context_tokens(self, session_id: int, encoding: str | None = None,
+                       conn: Connection | None = None) -> int:
+        """Current context tokens of a session: what its restored context costs the model.
+
+        Stored per-message counts are used where they match the encoding; the rest (messages
+        the runtime wrote without a count, the system prompt, the summary) are counted now.
+        """
+        with _use(self.engine, conn) as c:
+            session = self.session(session_id, c)
+            ctx = self.restored_context(session_id, c)
+        return restored_context_tokens(ctx, encoding_for_model(session.model, encoding).name)
+
+
+def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
+    """Tokens of a restored context under ``encoding``, reusing stored counts that match it."""
+    total = REPLY_PRIMING_TOKENS
+    head = ctx.texts()[: int(bool(ctx.system_prompt)) + int(ctx.compaction is not None)]
+    missing = [m for m in ctx.messages
+               if m.token_count is None or m.token_encoding != encoding]
+    total += sum(m.token_count for m in ctx.messages
+                 if m.token_count is not None and m.token_encoding == encoding)
+    total += sum(count_messages(head + [m.text() for m in missing], encoding))
+    return total
+
+
+class _use:
+    """Use the given connection, or open (and close) one of the engine's."""
+
+    def __init__(self, engine: Engine, conn: Connection | None):
+        self.engine, self.conn, self.own = engine, conn, None
+
+    def __enter__(self) -> Connection:
+        if self.conn is not None:
+            return self.conn
+        self.own = self.engine.connect()
+        return self.own
+
+    def __exit__(self, *exc):
+        if self.own is not None:
+            self.own.close()
+        return False

@@ -1,0 +1,207 @@
+"""Filling ``agent_message.token_count`` in the database, and the per-session token report.
+
+Counting walks messages in id order in batches: read a batch (keyset on the primary key), encode
+it with one threaded ``encode_ordinary_batch``, write the counts back with one UPDATE per
+encoding, commit. An interrupted run loses at most the batch in flight; a re-run picks up the
+messages still uncounted. Reading the next batch overlaps with encoding the current one.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from .context import Message
+from .schema import agent_compaction as C
+from .schema import agent_message as M
+from .schema import agent_session as S
+from .store import Store, restored_context_tokens
+from .tokens import DEFAULT_ENCODING, count_messages, count_text, encoding_for_model
+
+DEFAULT_BATCH = 2000
+
+
+@dataclass
+class CountResult:
+    messages_counted: int = 0
+    tokens: int = 0
+    batches: int = 0
+    by_encoding: dict[str, int] = field(default_factory=dict)
+
+
+def _expected_encoding(conn, override: str | None):
+    """SQL expression: the encoding each message's session calls for."""
+    if override:
+        return sa.literal(override)
+    models = [r[0] for r in conn.execute(sa.select(S.c.model).distinct()) if r[0] is not None]
+    mapping = {m: encoding_for_model(m).name for m in models}
+    if not mapping:
+        return sa.literal(DEFAULT_ENCODING)
+    return sa.case(mapping, value=S.c.model, else_=sa.literal(DEFAULT_ENCODING))
+
+
+def _pending_filter(expected, recount: bool):
+    if recount:
+        return sa.true()
+    return sa.or_(M.c.token_count.is_(None), M.c.token_encoding.is_(None),
+                  M.c.token_encoding != expected)
+
+
+def count_pending(engine: Engine, session_id: int | None = None, encoding: str | None = None,
+                  recount: bool = False) -> int:
+    """How many messages a :func:`count_tokens` run would (re)count."""
+    with engine.connect() as conn:
+        expected = _expected_encoding(conn, encoding)
+        query = (sa.select(sa.func.count()).select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
+                 .where(_pending_filter(expected, recount)))
+        if session_id is not None:
+            query = query.where(M.c.session_id == session_id)
+        return int(conn.execute(query).scalar() or 0)
+
+
+def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | None = None,
+                 recount: bool = False, batch_size: int = DEFAULT_BATCH,
+                 on_batch: Callable[[int], None] | None = None) -> CountResult:
+    """Count and store tokens of messages that have none or were counted with another encoding.
+
+    ``encoding`` overrides the per-session choice; ``recount`` recounts everything in scope.
+    ``on_batch(n)`` is called after each committed batch of n messages.
+    """
+    result = CountResult()
+    with engine.connect() as conn:
+        expected = _expected_encoding(conn, encoding)
+    base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
+                      expected.label("expected"))
+            .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
+            .where(_pending_filter(expected, recount)))
+    if session_id is not None:
+        base = base.where(M.c.session_id == session_id)
+
+    def fetch(after: int):
+        with engine.connect() as conn:
+            return conn.execute(base.where(M.c.id > after).order_by(M.c.id).limit(batch_size)).all()
+
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        rows = fetch(0)
+        while rows:
+            upcoming = reader.submit(fetch, rows[-1].id)
+            _count_and_store(engine, rows, result)
+            if on_batch:
+                on_batch(len(rows))
+            rows = upcoming.result()
+    return result
+
+
+def _count_and_store(engine: Engine, rows, result: CountResult) -> None:
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(row.expected, []).append(row)
+    with engine.begin() as conn:
+        for enc_name, group in groups.items():
+            counts = count_messages(
+                [Message(r.id, 0, r.role, r.content, r.tool_calls, name=r.name).text()
+                 for r in group], enc_name)
+            cases = " ".join(f"WHEN {int(r.id)} THEN {int(n)}" for r, n in zip(group, counts))
+            ids = ",".join(str(int(r.id)) for r in group)
+            conn.execute(
+                sa.text(f"UPDATE agent_message SET token_count = CASE id {cases} END, "
+                        f"token_encoding = :enc WHERE id IN ({ids})"),
+                {"enc": enc_name},
+            )
+            result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
+            result.tokens += sum(counts)
+            result.messages_counted += len(group)
+    result.batches += 1
+
+
+def count_session_messages(engine: Engine, session_id: int, from_id: int | None = None,
+                           encoding: str | None = None) -> int:
+    """Count the uncounted messages of one session from ``from_id`` on; return how many.
+
+    What compaction calls before measuring a session the runtime wrote without counts: it only
+    touches the restored suffix, never the whole history.
+    """
+    store = Store(engine)
+    session = store.session(session_id)
+    enc_name = encoding_for_model(session.model, encoding).name
+    query = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
+                       sa.literal(enc_name).label("expected"))
+             .where(M.c.session_id == session_id,
+                    sa.or_(M.c.token_count.is_(None), M.c.token_encoding.is_(None),
+                           M.c.token_encoding != enc_name)))
+    if from_id is not None:
+        query = query.where(M.c.id >= from_id)
+    with engine.connect() as conn:
+        rows = conn.execute(query.order_by(M.c.id)).all()
+    if rows:
+        _count_and_store(engine, rows, CountResult())
+    return len(rows)
+
+
+def token_report(engine: Engine, session_id: int | None = None,
+                 encoding: str | None = None) -> list[dict]:
+    """Per session: history vs effective (restored) tokens, summary tokens, provider usage.
+
+    Full-history figures are one aggregate query over the stored counts; the effective context
+    is counted per session from its restored suffix.
+    """
+    store = Store(engine)
+    with engine.connect() as conn:
+        q = sa.select(S.c.session_id, S.c.model, S.c.title).order_by(S.c.session_id)
+        if session_id is not None:
+            store.session(session_id, conn)
+            q = q.where(S.c.session_id == session_id)
+        sessions = conn.execute(q).all()
+        agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
+                         sa.func.sum(M.c.token_count).label("tokens"),
+                         sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
+                         .label("uncounted"))
+               .group_by(M.c.session_id))
+        if session_id is not None:
+            agg = agg.where(M.c.session_id == session_id)
+        totals = {r.session_id: r for r in conn.execute(agg)}
+        ccount = (sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id))
+        if session_id is not None:
+            ccount = ccount.where(C.c.session_id == session_id)
+        compactions = {r.session_id: r.n for r in conn.execute(ccount)}
+        report = []
+        for s in sessions:
+            choice = encoding_for_model(s.model, encoding)
+            ctx = store.restored_context(s.session_id, conn)
+            effective = restored_context_tokens(ctx, choice.name)
+            t = totals.get(s.session_id)
+            history = int(t.tokens or 0) if t else 0
+            summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
+            usage = _latest_provider_usage(conn, s.session_id)
+            report.append({
+                "session_id": s.session_id,
+                "model": s.model,
+                "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
+                "messages": int(t.messages) if t else 0,
+                "uncounted": int(t.uncounted or 0) if t else 0,
+                "history_tokens": history,
+                "effective_tokens": effective,
+                "summary_tokens": summary_tokens,
+                "compactions": compactions.get(s.session_id, 0),
+                "compression": round(history / effective, 2) if effective and history else None,
+                "provider_context_tokens": usage,
+            })
+    return report
+
+
+def _latest_provider_usage(conn, session_id: int) -> int | None:
+    """Context size the provider reported on the latest assistant message that carried usage."""
+    rows = conn.execute(
+        sa.select(M.c.details).where(M.c.session_id == session_id, M.c.role == "assistant",
+                                     M.c.details.is_not(None))
+        .order_by(M.c.id.desc()).limit(20)
+    )
+    for (details,) in rows:
+        usage = (details or {}).get("usage") if isinstance(details, dict) else None
+        if usage:
+            return int(usage.get("context_tokens") or 0) or None
+    return None

@@ -1,0 +1,190 @@
+"""Exact token counts, offline: tiktoken with the vocabularies that ship inside ctxtool.
+
+The chat-format overhead follows OpenAI's published counting recipe (3 tokens per message, 1 per
+name, 3 to prime the reply); a tool call adds its function name and arguments. Claude, Gemini and
+other non-OpenAI models have no public tokenizer here: their counts use o200k_base and are marked
+as estimates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterable, Sequence
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+from .errors import CtxtoolError
+
+# The vocabularies shipped in ctxtool/vocab, pinned to the sha256 tiktoken itself expects.
+SHIPPED_VOCABULARIES = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+# The split patterns and special tokens of the shipped encodings, as tiktoken_ext.openai_public
+# defines them (tests/test_tokens.py checks that these build the identical encoder).
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+_SPECIAL_TOKENS = {
+    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+_PATTERNS = {"cl100k_base": _CL100K_PATTERN, "o200k_base": _O200K_PATTERN}
+
+DEFAULT_ENCODING = "o200k_base"
+
+# OpenAI's recipe (cookbook "How to count tokens with tiktoken"), current chat models.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+TOKENS_PER_TOOL_CALL = 3
+
+_cache: dict[str, tiktoken.Encoding] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class EncodingChoice:
+    """Which encoding counts a model's text, and whether that count is only an estimate."""
+
+    name: str
+    estimate: bool
+    reason: str
+
+
+def encoding_for_model(model: str | None, override: str | None = None) -> EncodingChoice:
+    """Pick the encoding for ``model`` (``override`` wins).
+
+    OpenAI models map through tiktoken's own model table (o200k_base for GPT-4o/4.1/4.5/5 and
+    the o-series, cl100k_base for GPT-4 and 3.5). Anything else (Claude, Gemini, Llama, unknown
+    or missing) is counted with o200k_base and flagged as an estimate.
+    """
+    if override:
+        return EncodingChoice(override, False, "--encoding")
+    if not model:
+        return EncodingChoice(DEFAULT_ENCODING, True, "no model recorded")
+    bare = model.rsplit("/", 1)[-1].strip().lower()
+    try:
+        name = tiktoken.encoding_name_for_model(bare)
+    except KeyError:
+        return EncodingChoice(DEFAULT_ENCODING, True, f"{model} has no public tiktoken encoding")
+    return EncodingChoice(name, False, f"tiktoken model table ({model})")
+
+
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """The tiktoken Encoding ``name``; the shipped ones load from the package, verified by sha256.
+
+    Other encodings go through tiktoken's normal download and cache.
+    """
+    with _lock:
+        if name in _cache:
+            return _cache[name]
+        if name in SHIPPED_VOCABULARIES:
+            path = resources.files("ctxtool.vocab").joinpath(f"{name}.tiktoken")
+            try:
+                ranks = load_tiktoken_bpe(str(path), expected_hash=SHIPPED_VOCABULARIES[name])
+            except ValueError as exc:
+                raise CtxtoolError(f"shipped vocabulary {path} is corrupt: {exc}") from None
+            enc = tiktoken.Encoding(name=name, pat_str=_PATTERNS[name], mergeable_ranks=ranks,
+                                    special_tokens=_SPECIAL_TOKENS[name])
+        else:
+            try:
+                enc = tiktoken.get_encoding(name)
+            except ValueError as exc:
+                raise CtxtoolError(f"unknown encoding {name!r}: {exc}") from None
+            except Exception as exc:  # network, proxy, TLS: tiktoken raises several kinds
+                raise CtxtoolError(
+                    f"cannot load tiktoken encoding {name!r} ({exc.__class__.__name__}); it is not "
+                    f"shipped with ctxtool (only {', '.join(SHIPPED_VOCABULARIES)}) and could not be "
+                    "downloaded: put its .tiktoken file in a directory named by "
+                    "TIKTOKEN_CACHE_DIR, or use --encoding o200k_base"
+                ) from None
+        _cache[name] = enc
+        return enc
+
+
+@dataclass
+class MessageText:
+    """The parts of one stored message that the model reads (what gets counted)."""
+
+    role: str
+    content: str | None = None
+    name: str | None = None
+    tool_calls: Sequence[dict] | None = None
+
+
+def _tool_call_parts(tool_calls: Sequence[dict] | None) -> list[str]:
+    parts: list[str] = []
+    for call in tool_calls or ():
+        function = call.get("function") or {}
+        parts.append(str(function.get("name") or ""))
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        parts.append(arguments or "")
+    return parts
+
+
+def count_messages(messages: Sequence[MessageText], encoding: str | tiktoken.Encoding,
+                   num_threads: int | None = None) -> list[int]:
+    """Token count of each message, chat-format overhead included (reply priming excluded).
+
+    Text is encoded as ordinary text: a special-token string such as ``<|endoftext|>`` in user
+    data is counted like any other characters, never an error. The texts of the whole batch go
+    through one ``encode_ordinary_batch`` call, which spreads them over threads.
+    """
+    enc = get_encoding(encoding) if isinstance(encoding, str) else encoding
+    texts: list[str] = []
+    owners: list[int] = []
+    counts: list[int] = []
+    role_cache: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        role_tokens = role_cache.get(m.role)
+        if role_tokens is None:
+            role_tokens = role_cache[m.role] = len(enc.encode_ordinary(m.role))
+        overhead = TOKENS_PER_MESSAGE + role_tokens
+        if m.content:
+            texts.append(m.content)
+            owners.append(i)
+        if m.name:
+            overhead += TOKENS_PER_NAME
+            texts.append(m.name)
+            owners.append(i)
+        if m.tool_calls:
+            overhead += TOKENS_PER_TOOL_CALL * len(m.tool_calls)
+            for part in _tool_call_parts(m.tool_calls):
+                texts.append(part)
+                owners.append(i)
+        counts.append(overhead)
+    if texts:
+        threads = num_threads or min(8, os.cpu_count() or 1)
+        for owner, tokens in zip(owners, enc.encode_ordinary_batch(texts, num_threads=threads)):
+            counts[owner] += len(tokens)
+    return counts
+
+
+def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Tokens of a bare text (a summary, a system prompt), without message overhead."""
+    return len(get_encoding(encoding).encode_ordinary(text or ""))
+
+
+def context_tokens(message_counts: Iterable[int]) -> int:
+    """Tokens a model reads for a list of already-counted messages: their sum plus reply priming."""
+    return sum(message_counts) + REPLY_PRIMING_TOKENS

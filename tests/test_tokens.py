@@ -1,0 +1,230 @@
+"""Token counting: exact against tiktoken itself, offline, and the `tokens` commands."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import tiktoken
+
+from ctxtool.errors import CtxtoolError
+from ctxtool.token_counting import count_tokens
+from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
+                            TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
+                            encoding_for_model, get_encoding)
+
+from .conftest import SHARED, add_session
+
+URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+SAMPLES = [
+    "hello world",
+    "Grüße aus Köln — naïve café",
+    "日本語のテキストと中文文本，还有한국어",
+    "emoji 🧑🏽‍💻🚀🇫🇷 and ZWJ",
+    "def f(x):\n    return x ** 2  # code\n\t\r\n",
+    "user text containing <|endoftext|> and <|endofprompt|> and <|fim_prefix|>",
+    "",
+    " " * 50 + "trailing",
+]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """tiktoken's own encodings, loaded through its cache from the shared official files."""
+    cache = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ctxtool-tiktoken-ref-{os.getpid()}")
+    os.makedirs(cache, exist_ok=True)
+    for name, url in URLS.items():
+        shutil.copy(SHARED / "tiktoken" / f"{name}.tiktoken",
+                    os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+    old = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    try:
+        import tiktoken_ext.openai_public as public
+
+        yield {name: tiktoken.Encoding(**getattr(public, name)()) for name in URLS}
+    finally:
+        if old is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = old
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", list(URLS))
+def test_shipped_encoding_is_identical_to_tiktokens(name, reference):
+    ours, ref = get_encoding(name), reference[name]
+    assert ours._pat_str == ref._pat_str
+    assert ours._special_tokens == ref._special_tokens
+    assert ours._mergeable_ranks == ref._mergeable_ranks
+    for text in SAMPLES:
+        assert ours.encode_ordinary(text) == ref.encode_ordinary(text)
+        assert count_text(text, name) == len(ref.encode(text, disallowed_special=()))
+
+
+def test_known_counts():
+    assert count_text("hello world", "o200k_base") == 2
+    assert count_text("hello world", "cl100k_base") == 2
+    assert count_text("", "o200k_base") == 0
+    # Special-token strings in user data are ordinary text: several tokens, never an error.
+    assert count_text("<|endoftext|>", "cl100k_base") > 1
+
+
+def test_model_to_encoding():
+    assert encoding_for_model("gpt-4o-2024-08-06").name == "o200k_base"
+    assert encoding_for_model("gpt-5.1-codex").name == "o200k_base"
+    assert encoding_for_model("o3-mini").name == "o200k_base"
+    assert encoding_for_model("openai/gpt-4.1").name == "o200k_base"
+    assert encoding_for_model("gpt-4-0613").name == "cl100k_base"
+    assert encoding_for_model("gpt-3.5-turbo").name == "cl100k_base"
+    claude = encoding_for_model("claude-sonnet-4-5")
+    assert claude.name == "o200k_base" and claude.estimate
+    assert encoding_for_model(None).estimate
+    assert encoding_for_model("claude-3", override="cl100k_base").name == "cl100k_base"
+
+
+def test_message_overhead_follows_the_recipe(reference):
+    ref = reference["o200k_base"]
+    n = lambda s: len(ref.encode_ordinary(s))  # noqa: E731
+    msgs = [
+        MessageText("user", "What is the weather in Paris?"),
+        MessageText("user", "hi", name="alice"),
+        MessageText("assistant", None, tool_calls=[
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "call_2", "type": "function",
+             "function": {"name": "get_time", "arguments": {"tz": "CET"}}},
+        ]),
+        MessageText("tool", "18°C, cloudy"),
+    ]
+    counts = count_messages(msgs, "o200k_base")
+    assert counts[0] == TOKENS_PER_MESSAGE + n("user") + n("What is the weather in Paris?")
+    assert counts[1] == TOKENS_PER_MESSAGE + n("user") + n("hi") + TOKENS_PER_NAME + n("alice")
+    assert counts[2] == (TOKENS_PER_MESSAGE + n("assistant") + 2 * TOKENS_PER_TOOL_CALL
+                         + n("get_weather") + n('{"city": "Paris"}') + n("get_time")
+                         + n('{"tz": "CET"}'))
+    assert counts[3] == TOKENS_PER_MESSAGE + n("tool") + n("18°C, cloudy")
+    assert REPLY_PRIMING_TOKENS == 3
+
+
+def test_huge_message_counts_exactly(reference):
+    text = ("lorem ipsum dolor sit amet, 数字 12345 🚀\n" * 120_000)  # ~5 MB
+    assert len(text.encode()) > 5_000_000
+    [count] = count_messages([MessageText("user", text)], "cl100k_base")
+    ref = reference["cl100k_base"]
+    assert count == TOKENS_PER_MESSAGE + len(ref.encode_ordinary("user")) + len(ref.encode_ordinary(text))
+
+
+def test_counts_offline_out_of_the_box(tmp_path):
+    """A fresh process, no cache, every network route dead: shipped encodings still count."""
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path / "empty-cache"),
+               HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
+               https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
+    code = ("from ctxtool.tokens import count_text; "
+            "print(count_text('hello world', 'o200k_base'), count_text('hello world', 'cl100k_base'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "2"]
+    code = "from ctxtool.tokens import get_encoding; get_encoding('r50k_base')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0
+    assert "TIKTOKEN_CACHE_DIR" in out.stderr
+
+
+def test_unknown_encoding_is_a_clear_error():
+    with pytest.raises(CtxtoolError, match="unknown encoding"):
+        get_encoding("no_such_encoding")
+
+
+MESSAGES = [
+    {"role": "user", "content": "Fix the failing test in src/app.py"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "src/app.py"}'}}]},
+    {"role": "tool", "content": "def main():\n    return 1/0\n", "tool_call_id": "c1"},
+    {"role": "assistant", "content": "Division by zero; fixing. 🚀 <|endoftext|>"},
+]
+
+
+def _expected(msgs, encoding):
+    return count_messages([MessageText(m["role"], m.get("content"), m.get("name"),
+                                       m.get("tool_calls")) for m in msgs], encoding)
+
+
+def test_cli_count_fills_resumes_and_recounts(db, cli):
+    add_session(db, 1, MESSAGES, model="gpt-4o")
+    add_session(db, 2, MESSAGES[:2], model="gpt-4-0613")
+    add_session(db, 3, MESSAGES[:1], model="claude-sonnet-4-5")
+
+    result = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["messages_counted"] == 7
+    assert doc["by_encoding"] == {"o200k_base": 5, "cl100k_base": 2}
+    rows = db.rows("SELECT session_id, token_count, token_encoding FROM agent_message ORDER BY id")
+    assert [r["token_count"] for r in rows[:4]] == _expected(MESSAGES, "o200k_base")
+    assert [r["token_count"] for r in rows[4:6]] == _expected(MESSAGES[:2], "cl100k_base")
+    assert {r["token_encoding"] for r in rows[4:6]} == {"cl100k_base"}
+
+    result = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 0
+
+    # Another encoding: every message of the session is recounted with it.
+    result = cli("--db", db.url, "tokens", "count", "--session", "1", "--encoding", "cl100k_base",
+                 "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 4
+    rows = db.rows("SELECT token_count FROM agent_message WHERE session_id = 1 ORDER BY id")
+    assert [r["token_count"] for r in rows] == _expected(MESSAGES, "cl100k_base")
+    # Back to the session model's encoding, found as "counted with another encoding".
+    result = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 4
+
+    result = cli("--db", db.url, "tokens", "count", "--session", "1", "--recount", "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 4
+
+
+def test_interrupted_count_loses_nothing(db):
+    add_session(db, 1, MESSAGES * 5, model="gpt-4o")
+
+    class Interrupted(Exception):
+        pass
+
+    def stop(_n):
+        raise Interrupted
+
+    with pytest.raises(Interrupted):
+        count_tokens(db.engine, batch_size=6, on_batch=stop)
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 6
+    result = count_tokens(db.engine, batch_size=6)
+    assert result.messages_counted == 14
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NULL") == 0
+
+
+def test_cli_count_usage_errors(db, cli):
+    result = cli("--db", db.url, "tokens", "count")
+    assert result.exit_code == 2
+    result = cli("--db", db.url, "tokens", "count", "--session", "99")
+    assert result.exit_code == 1 and "session 99 does not exist" in result.output
+
+
+def test_cli_report(db, cli):
+    add_session(db, 1, MESSAGES, model="gpt-4o", system_prompt="You are a coding agent.")
+    cli("--db", db.url, "tokens", "count", "--all")
+    result = cli("--db", db.url, "tokens", "report", "--json")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    history = sum(_expected(MESSAGES, "o200k_base"))
+    assert row["history_tokens"] == history
+    system = _expected([{"role": "system", "content": "You are a coding agent."}], "o200k_base")[0]
+    assert row["effective_tokens"] == history + system + REPLY_PRIMING_TOKENS
+    assert row["messages"] == 4 and row["compactions"] == 0 and row["encoding"] == "o200k_base"
+    result = cli("--db", db.url, "tokens", "report")
+    assert "effective_tokens" in result.output
