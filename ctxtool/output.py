@@ -38,7 +38,7 @@ def output_options(func):
         click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
         click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
         click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
-        click.option("--fmt", default="simple", show_default=True,
+        click.option("--fmt", "table_fmt", default="simple", show_default=True,
                      type=click.Choice(sorted(tabulate_formats)), metavar="FORMAT",
                      help="Table style (any tabulate format: simple, github, grid, plain, ...)."),
     ]
@@ -46,10 +46,10 @@ def output_options(func):
         func = option(func)
 
     @functools.wraps(func)
-    def wrapper(*args, as_json, as_nl, as_csv, fmt, **kwargs):
+    def wrapper(*args, as_json, as_nl, as_csv, table_fmt, **kwargs):
         if sum((as_json, as_nl, as_csv)) > 1:
             raise click.UsageError("choose one of --json, --nl, --csv")
-        return func(*args, output=OutputFormat(as_json, as_nl, as_csv, fmt), **kwargs)
+        return func(*args, output=OutputFormat(as_json, as_nl, as_csv, table_fmt), **kwargs)
 
     return wrapper
 

@@ -24,7 +24,7 @@ agent_session = sa.Table(
     sa.Column("system_prompt", sa.Text),
     sa.Column("source_format", sa.String(32)),
     sa.Column("source_id", sa.String(191)),
-    sa.Column("details", sa.JSON),
+    sa.Column("details", sa.JSON(none_as_null=True)),
     sa.Column("lease_owner", sa.String(191)),
     sa.Column("lease_expires_at", sa.DateTime),
 )
@@ -37,13 +37,13 @@ agent_message = sa.Table(
     sa.Column("role", sa.String(32), nullable=False),
     sa.Column("content", sa.Text),
     sa.Column("created_at", sa.DateTime),
-    sa.Column("tool_calls", sa.JSON),
+    sa.Column("tool_calls", sa.JSON(none_as_null=True)),
     sa.Column("tool_call_id", sa.String(191)),
     sa.Column("name", sa.String(191)),
     sa.Column("token_count", sa.Integer),
     sa.Column("token_encoding", sa.String(32)),
     sa.Column("source_id", sa.String(191)),
-    sa.Column("details", sa.JSON),
+    sa.Column("details", sa.JSON(none_as_null=True)),
 )
 
 agent_compaction = sa.Table(
@@ -61,7 +61,7 @@ agent_compaction = sa.Table(
     sa.Column("summarizer", sa.String(64)),
     sa.Column("summarizer_model", sa.String(191)),
     sa.Column("source_id", sa.String(191)),
-    sa.Column("details", sa.JSON),
+    sa.Column("details", sa.JSON(none_as_null=True)),
 )
 
 STORE_TABLES = (agent_session, agent_message, agent_compaction)

@@ -75,7 +75,7 @@ def main(ctx, url):
 
 
 def _register() -> None:
-    from . import migrate, tokens  # noqa: F401  (each module adds its commands to `main`)
+    from . import migrate, tokens, transcripts  # noqa: F401  (each module adds its commands to `main`)
 
 
 _register()

@@ -1,0 +1,59 @@
+"""`ctxtool import`: load agent transcripts into the store."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import CtxtoolError, PartialFailure
+from ..importer import Importer, expand_paths, file_sizes
+from ..output import OutputFormat, Progress, output_options, print_rows
+from ..transcripts import FORMATS
+from . import main, pass_app
+
+_COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "compactions", "error"]
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Transcript format (default: detected per file).")
+@click.option("--skip-invalid", is_flag=True,
+              help="Skip (and count) malformed lines instead of rejecting the file.")
+@output_options
+@pass_app
+def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
+    """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
+
+    PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input.
+    Re-importing a file, or a longer version of it, adds only what is new. Each file's session
+    is written in one transaction: a file with a bad line is rejected whole (exit 1 if every file
+    failed, 4 if some did) unless --skip-invalid.
+
+    Example: ctxtool import ~/.claude/projects/my-project/
+    """
+    engine = app.store_engine()
+    files = expand_paths(paths)
+    if not files:
+        raise CtxtoolError("no transcript files found under " + ", ".join(paths))
+    total = file_sizes(files) if Progress.on_terminal() else None
+    with Progress(total, "importing") as progress:
+        results = Importer(engine, fmt, skip_invalid, on_bytes=progress.update).import_paths(files)
+    rows = [r.as_dict() for r in results]
+    if output.machine:
+        print_rows(rows, output)
+    else:
+        print_rows(rows, output, headers=_COLUMNS)
+        skipped = {}
+        for r in results:
+            for kind, n in r.skipped.items():
+                skipped[kind] = skipped.get(kind, 0) + n
+        if skipped:
+            click.echo("skipped by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
+    failed = [r for r in results if r.error]
+    for r in failed:
+        click.echo(f"Error: {r.error}", err=True)
+    if failed:
+        message = f"{len(failed)} of {len(results)} file(s) failed; nothing was written for them"
+        if len(failed) == len(results):
+            raise CtxtoolError(message)
+        raise PartialFailure(message)

@@ -1,0 +1,362 @@
+"""Importing transcripts into the store: streaming, batched, one transaction per session.
+
+Each file is one session, identified by (source_format, source_id) so that importing it again,
+or a longer version of it, adds only the messages and checkpoints whose source ids are new.
+Messages go in multi-row INSERT batches (bounded in rows and bytes, so memory stays flat);
+checkpoints the agent made become agent_compaction rows pointing at the imported message ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from .db import describe_db_error, dialect_family
+from .errors import CtxtoolError
+from .schema import agent_compaction as C
+from .schema import agent_message as M
+from .schema import agent_session as S
+from .transcripts import (MAX_MESSAGE_BYTES, Line, LineReader, SourceCompaction, SourceMessage,
+                          Transcript, TranscriptError, detect_format, parser_for)
+
+BATCH_ROWS = 1000
+BATCH_BYTES = 4 * 1024 * 1024
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
+_PEEK_LINES = 50
+
+
+@dataclass
+class FileResult:
+    """What importing one file did."""
+
+    path: str
+    format: str | None = None
+    session_id: int | None = None
+    source_id: str | None = None
+    messages_added: int = 0
+    messages_present: int = 0
+    compactions_added: int = 0
+    compactions_present: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"file": self.path, "format": self.format, "session_id": self.session_id,
+                "added": self.messages_added, "present": self.messages_present,
+                "skipped": sum(self.skipped.values()),
+                "compactions": self.compactions_added,
+                "compactions_present": self.compactions_present,
+                "skipped_by_kind": dict(sorted(self.skipped.items())), "error": self.error}
+
+
+def expand_paths(paths: Iterable[str]) -> list[str]:
+    """Files to import: each file as given, directories walked for transcripts, ``-`` = stdin."""
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append(p)
+            continue
+        path = Path(p)
+        if path.is_dir():
+            out.extend(str(f) for f in sorted(path.rglob("*"))
+                       if f.is_file() and f.suffix in TRANSCRIPT_SUFFIXES)
+        elif path.exists():
+            out.append(p)
+        else:
+            raise CtxtoolError(f"{p}: no such file or directory")
+    return out
+
+
+class _CountingStream:
+    """Binary lines from a stream, counting bytes read (for progress)."""
+
+    def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None):
+        self.stream, self.on_bytes = stream, on_bytes
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self.stream:
+            if self.on_bytes:
+                self.on_bytes(len(raw))
+            yield raw
+
+
+def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: bool,
+                    skipped: Counter) -> tuple[str, Transcript]:
+    """Detect the format (unless given) from the first records and start parsing."""
+    raw_iter = iter(stream)
+    peeked: list[bytes] = []
+    first_obj = None
+    first_char = None
+    for raw in raw_iter:
+        peeked.append(raw)
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if b"\x00" in raw:
+            raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
+        if first_char is None:
+            first_char = stripped[:1]
+        try:
+            obj = json.loads(stripped.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if first_char in (b"[", b"{") and len(peeked) == _first_nonblank(peeked):
+                # Not JSONL: one pretty-printed JSON document (an OpenAI message list).
+                return _whole_document(path, peeked, raw_iter, fmt, skipped)
+            if not skip_invalid:
+                break  # LineReader reports this line with its number
+            continue
+        if isinstance(obj, dict):
+            first_obj = obj
+            break
+        if isinstance(obj, list):
+            return _whole_document(path, peeked, raw_iter, fmt, skipped)
+        if len(peeked) >= _PEEK_LINES:
+            break
+    if not any(r.strip() for r in peeked):
+        raise TranscriptError(path, None, "file is empty")
+    lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, skipped)
+    if fmt is None:
+        if first_obj is None:
+            iter(lines).__next__()  # raises the error of the first bad line
+            raise TranscriptError(path, None, "no JSON object found in the first lines")
+        fmt = detect_format(first_obj, path)
+    return fmt, parser_for(fmt)(iter(lines), path, skipped)
+
+
+def _first_nonblank(peeked: list[bytes]) -> int:
+    for i, raw in enumerate(peeked, start=1):
+        if raw.strip():
+            return i
+    return 0
+
+
+def _whole_document(path, peeked, raw_iter, fmt, skipped) -> tuple[str, Transcript]:
+    data = b"".join(itertools.chain(peeked, raw_iter))
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(path, data.count(b"\n", 0, exc.start) + 1, "invalid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    fmt = fmt or detect_format(doc, path)
+    if fmt != "openai-chat":
+        raise TranscriptError(path, None, f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
+    messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
+    if not isinstance(messages, list):
+        raise TranscriptError(path, None, "expected a list of messages")
+    lines = (Line(i, m) if isinstance(m, dict) else _bad_item(path, i)
+             for i, m in enumerate(messages, start=1))
+    transcript = parser_for(fmt)(lines, path, skipped)
+    return fmt, transcript
+
+
+def _bad_item(path: str, index: int):
+    raise TranscriptError(path, None, f"message #{index} is not a JSON object")
+
+
+class Importer:
+    """Imports transcripts into one store.
+
+    Example::
+
+        results = Importer(create_engine(url)).import_paths(["~/.claude/projects/x/"])
+    """
+
+    def __init__(self, engine: Engine, fmt: str | None = None, skip_invalid: bool = False,
+                 on_bytes: Callable[[int], None] | None = None):
+        self.engine = engine
+        self.fmt = fmt
+        self.skip_invalid = skip_invalid
+        self.on_bytes = on_bytes
+        self.dialect = dialect_family(engine)
+        self._max_packet: int | None = None
+
+    def import_paths(self, paths: Iterable[str]) -> list[FileResult]:
+        return [self.import_file(p) for p in expand_paths(paths)]
+
+    def import_file(self, path: str) -> FileResult:
+        """Import one file; errors are reported in the result, with nothing written for it."""
+        result = FileResult(path)
+        try:
+            if path == "-":
+                data = sys.stdin.buffer.read()
+                digest = hashlib.sha1(data[:65536]).hexdigest()[:16]
+                self._import_stream("<stdin>", io.BytesIO(data), f"stdin-{digest}", result)
+            else:
+                with open(path, "rb") as stream:
+                    self._import_stream(path, stream, Path(path).stem, result)
+        except CtxtoolError as exc:
+            result.error = str(exc)
+        except SQLAlchemyError as exc:
+            result.error = f"{path}: {describe_db_error(exc)}"
+        except OSError as exc:
+            result.error = f"{path}: {exc.strerror or exc}"
+        return result
+
+    # -- one session -----------------------------------------------------------------------------
+
+    def _import_stream(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult) -> None:
+        fmt, transcript = open_transcript(path, _CountingStream(stream, self.on_bytes), self.fmt,
+                                          self.skip_invalid, result.skipped)
+        result.format = fmt
+        records = transcript.records
+        first = next(records, None)  # headers are read by now: the session's source id is known
+        src = transcript.session
+        src.source_id = src.source_id or fallback_id
+        result.source_id = src.source_id
+        session_id, created = self._session_for(src.source_format, src.source_id)
+        result.session_id = session_id
+        try:
+            with self.engine.begin() as conn:
+                self._write_session(conn, session_id, transcript,
+                                    itertools.chain([first] if first else [], records), path, result)
+        except BaseException:
+            if created:
+                self._drop_empty_session(session_id)
+            result.messages_added = result.compactions_added = 0
+            raise
+
+    def _session_for(self, source_format: str, source_id: str) -> tuple[int, bool]:
+        """The session id for this source, allocating a new one (committed at once) if needed."""
+        lookup = sa.select(S.c.session_id).where(S.c.source_format == source_format,
+                                                 S.c.source_id == source_id)
+        for _attempt in range(20):
+            with self.engine.begin() as conn:
+                existing = conn.execute(lookup).scalar()
+                if existing is not None:
+                    return int(existing), False
+            try:
+                with self.engine.begin() as conn:
+                    # One statement allocates max+1 and inserts; a concurrent importer that took
+                    # the same id makes it fail on the primary key, and we try again.
+                    conn.execute(sa.text(
+                        "INSERT INTO agent_session (session_id, source_format, source_id) "
+                        "SELECT COALESCE(MAX(session_id), 0) + 1, :f, :s FROM agent_session"),
+                        {"f": source_format, "s": source_id})
+                    new_id = conn.execute(lookup).scalar()
+                return int(new_id), True
+            except IntegrityError:
+                continue
+        raise CtxtoolError(f"could not allocate a session id for {source_format}:{source_id}")
+
+    def _drop_empty_session(self, session_id: int) -> None:
+        with self.engine.begin() as conn:
+            has_rows = conn.execute(sa.select(M.c.id).where(M.c.session_id == session_id).limit(1)).first()
+            if has_rows is None:
+                conn.execute(S.delete().where(S.c.session_id == session_id))
+
+    def _write_session(self, conn: Connection, session_id: int, transcript: Transcript,
+                       records: Iterator, path: str, result: FileResult) -> None:
+        present_messages = {r[0] for r in conn.execute(
+            sa.select(M.c.source_id).where(M.c.session_id == session_id,
+                                           M.c.source_id.is_not(None)))}
+        present_compactions = {r[0] for r in conn.execute(
+            sa.select(C.c.source_id).where(C.c.session_id == session_id,
+                                           C.c.source_id.is_not(None)))}
+        max_bytes = min(MAX_MESSAGE_BYTES, self._max_message_bytes(conn))
+        # created_at is NOT NULL: a record without a usable time takes the last one seen.
+        last_time = transcript.session.created_at or datetime.now(timezone.utc).replace(tzinfo=None)
+        batch: list[dict] = []
+        batch_bytes = 0
+        waiting: list[SourceCompaction] = []   # compactions whose first kept message comes next
+        ready: list[tuple[SourceCompaction, str]] = []  # (compaction, first kept source id)
+
+        def flush():
+            nonlocal batch, batch_bytes
+            if batch:
+                conn.execute(M.insert(), batch)
+                result.messages_added += len(batch)
+                batch, batch_bytes = [], 0
+            for comp, first_kept in ready:
+                self._write_compaction(conn, session_id, comp, first_kept, path, result)
+            ready.clear()
+
+        for rec in records:
+            if isinstance(rec, SourceCompaction):
+                if rec.source_id in present_compactions:
+                    result.compactions_present += 1
+                    continue
+                present_compactions.add(rec.source_id)
+                if rec.first_kept_source_id is None:
+                    waiting.append(rec)
+                else:
+                    ready.append((rec, rec.first_kept_source_id))
+                continue
+            msg: SourceMessage = rec
+            for comp in waiting:
+                ready.append((comp, msg.source_id))
+            waiting.clear()
+            if msg.source_id in present_messages:
+                result.messages_present += 1
+            else:
+                present_messages.add(msg.source_id)
+                size = len(msg.content.encode("utf-8")) if msg.content else 0
+                if size > max_bytes:
+                    raise TranscriptError(
+                        path, msg.line,
+                        f"message of {size / 1048576:.1f} MB is larger than the {max_bytes / 1048576:.0f} MB "
+                        "the store accepts (MEDIUMTEXT / max_allowed_packet)")
+                last_time = msg.created_at or last_time
+                batch.append({
+                    "session_id": session_id, "role": msg.role, "content": msg.content,
+                    "created_at": last_time, "tool_calls": msg.tool_calls,
+                    "tool_call_id": msg.tool_call_id, "name": msg.name, "source_id": msg.source_id,
+                    "details": msg.details or None,
+                })
+                batch_bytes += size
+            if len(batch) >= BATCH_ROWS or batch_bytes >= BATCH_BYTES or ready:
+                flush()
+        flush()
+        for _comp in waiting:
+            result.skipped["compaction_without_kept_message"] += 1
+        self._update_session(conn, session_id, transcript)
+
+    def _write_compaction(self, conn: Connection, session_id: int, comp: SourceCompaction,
+                          first_kept_source: str, path: str, result: FileResult) -> None:
+        first_kept = conn.execute(sa.select(M.c.id).where(
+            M.c.session_id == session_id, M.c.source_id == first_kept_source)).scalar()
+        if first_kept is None or not comp.summary.strip():
+            result.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
+            return
+        parent = conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == session_id)).scalar()
+        conn.execute(C.insert().values(
+            session_id=session_id, summary=comp.summary, first_kept_message_id=first_kept,
+            tokens_before=comp.tokens_before, parent_compaction_id=parent or 0,
+            summarizer=f"imported:{result.format}", source_id=comp.source_id,
+            details=comp.details or None,
+        ))
+        result.compactions_added += 1
+
+    def _update_session(self, conn: Connection, session_id: int, transcript: Transcript) -> None:
+        src = transcript.session
+        values = {k: v for k, v in {
+            "title": (src.title or "")[:512] or None, "model": src.model,
+            "system_prompt": src.system_prompt, "created_at": src.created_at,
+            "details": {k: v for k, v in src.details.items() if v is not None} or None,
+        }.items() if v is not None}
+        if values:
+            conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
+
+    def _max_message_bytes(self, conn: Connection) -> int:
+        if self.dialect != "mysql":
+            return MAX_MESSAGE_BYTES
+        if self._max_packet is None:
+            self._max_packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
+        return self._max_packet - 64 * 1024  # room for the statement around the text
+
+
+def file_sizes(paths: Iterable[str]) -> int:
+    return sum(os.path.getsize(p) for p in paths if p != "-")
