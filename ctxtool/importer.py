@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +52,7 @@ class FileResult:
     compactions_added: int = 0
     compactions_present: int = 0
     skipped: Counter = field(default_factory=Counter)
+    converted: Counter = field(default_factory=Counter)
     error: str | None = None
 
     def as_dict(self) -> dict:
@@ -59,7 +61,8 @@ class FileResult:
                 "skipped": sum(self.skipped.values()),
                 "compactions": self.compactions_added,
                 "compactions_present": self.compactions_present,
-                "skipped_by_kind": dict(sorted(self.skipped.items())), "error": self.error}
+                "skipped_by_kind": dict(sorted(self.skipped.items())),
+                "converted_by_kind": dict(sorted(self.converted.items())), "error": self.error}
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
@@ -269,57 +272,83 @@ class Importer:
         max_bytes = min(MAX_MESSAGE_BYTES, self._max_message_bytes(conn))
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         last_time = transcript.session.created_at or datetime.now(timezone.utc).replace(tzinfo=None)
-        batch: list[dict] = []
+        batch: list[tuple] = []
         batch_bytes = 0
         waiting: list[SourceCompaction] = []   # compactions whose first kept message comes next
         ready: list[tuple[SourceCompaction, str]] = []  # (compaction, first kept source id)
+        call_ids: set[str] = set()
+        insert_sql = _insert_messages_sql(self.dialect)
+        # Parsing overlaps with the database: one writer thread runs each flush in order while
+        # the next batch is parsed (at most one batch in flight, so memory stays bounded).
+        writer = ThreadPoolExecutor(max_workers=1)
+        in_flight: Future | None = None
+
+        def write(rows: list[tuple], comps: list[tuple[SourceCompaction, str]]) -> None:
+            if rows:
+                # Positional parameters straight to the driver's executemany: PyMySQL turns
+                # it into multi-row INSERTs, one round trip per ~1 MB.
+                conn.exec_driver_sql(insert_sql, rows)
+                result.messages_added += len(rows)
+            for comp, first_kept in comps:
+                self._write_compaction(conn, session_id, comp, first_kept, path, result)
 
         def flush():
-            nonlocal batch, batch_bytes
-            if batch:
-                conn.execute(M.insert(), batch)
-                result.messages_added += len(batch)
-                batch, batch_bytes = [], 0
-            for comp, first_kept in ready:
-                self._write_compaction(conn, session_id, comp, first_kept, path, result)
-            ready.clear()
+            nonlocal batch, batch_bytes, ready, in_flight
+            if in_flight is not None:
+                in_flight.result()
+            in_flight = writer.submit(write, batch, ready)
+            batch, batch_bytes, ready = [], 0, []
 
-        for rec in records:
-            if isinstance(rec, SourceCompaction):
-                if rec.source_id in present_compactions:
-                    result.compactions_present += 1
+        try:
+            for rec in records:
+                if isinstance(rec, SourceCompaction):
+                    if rec.source_id in present_compactions:
+                        result.compactions_present += 1
+                        continue
+                    present_compactions.add(rec.source_id)
+                    if rec.first_kept_source_id is None:
+                        waiting.append(rec)
+                    else:
+                        ready.append((rec, rec.first_kept_source_id))
                     continue
-                present_compactions.add(rec.source_id)
-                if rec.first_kept_source_id is None:
-                    waiting.append(rec)
+                msg: SourceMessage = rec
+                if msg.tool_calls:
+                    call_ids.update(c["id"] for c in msg.tool_calls)
+                elif msg.role == "tool" and msg.tool_call_id not in call_ids:
+                    # A result whose call is not in the transcript (trimmed, or made by a skipped
+                    # item) would make the restored context invalid for an API: keep its text as
+                    # a user message and say so.
+                    msg.details = {**(msg.details or {}), "source_role": "tool",
+                                   "orphan_tool_call_id": msg.tool_call_id}
+                    msg.role, msg.tool_call_id = "user", None
+                    result.converted["orphan_tool_result_to_user"] += 1
+                for comp in waiting:
+                    ready.append((comp, msg.source_id))
+                waiting.clear()
+                if msg.source_id in present_messages:
+                    result.messages_present += 1
                 else:
-                    ready.append((rec, rec.first_kept_source_id))
-                continue
-            msg: SourceMessage = rec
-            for comp in waiting:
-                ready.append((comp, msg.source_id))
-            waiting.clear()
-            if msg.source_id in present_messages:
-                result.messages_present += 1
-            else:
-                present_messages.add(msg.source_id)
-                size = len(msg.content.encode("utf-8")) if msg.content else 0
-                if size > max_bytes:
-                    raise TranscriptError(
-                        path, msg.line,
-                        f"message of {size / 1048576:.1f} MB is larger than the {max_bytes / 1048576:.0f} MB "
-                        "the store accepts (MEDIUMTEXT / max_allowed_packet)")
-                last_time = msg.created_at or last_time
-                batch.append({
-                    "session_id": session_id, "role": msg.role, "content": msg.content,
-                    "created_at": last_time, "tool_calls": msg.tool_calls,
-                    "tool_call_id": msg.tool_call_id, "name": msg.name, "source_id": msg.source_id,
-                    "details": msg.details or None,
-                })
-                batch_bytes += size
-            if len(batch) >= BATCH_ROWS or batch_bytes >= BATCH_BYTES or ready:
-                flush()
-        flush()
+                    present_messages.add(msg.source_id)
+                    size = len(msg.content.encode("utf-8")) if msg.content else 0
+                    if size > max_bytes:
+                        raise TranscriptError(
+                            path, msg.line,
+                            f"message of {size / 1048576:.1f} MB is larger than the {max_bytes / 1048576:.0f} MB "
+                            "the store accepts (MEDIUMTEXT / max_allowed_packet)")
+                    last_time = msg.created_at or last_time
+                    batch.append((
+                        session_id, msg.role, msg.content, last_time.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                        _json(msg.tool_calls), msg.tool_call_id, msg.name, msg.source_id,
+                        _json(msg.details),
+                    ))
+                    batch_bytes += size
+                if len(batch) >= BATCH_ROWS or batch_bytes >= BATCH_BYTES or ready:
+                    flush()
+            flush()
+            in_flight.result()
+        finally:
+            # Never leave the writer using the connection while the transaction ends.
+            writer.shutdown(wait=True)
         for _comp in waiting:
             result.skipped["compaction_without_kept_message"] += 1
         self._update_session(conn, session_id, transcript)
@@ -356,6 +385,17 @@ class Importer:
         if self._max_packet is None:
             self._max_packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
         return self._max_packet - 64 * 1024  # room for the statement around the text
+
+
+def _insert_messages_sql(dialect: str) -> str:
+    mark = "?" if dialect == "sqlite" else "%s"
+    columns = ("session_id, role, content, created_at, tool_calls, tool_call_id, name, "
+               "source_id, details")
+    return f"INSERT INTO agent_message ({columns}) VALUES ({', '.join([mark] * 9)})"
+
+
+def _json(value) -> str | None:
+    return json.dumps(value, ensure_ascii=False) if value else None
 
 
 def file_sizes(paths: Iterable[str]) -> int:

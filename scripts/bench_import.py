@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Benchmark `ctxtool import` against a bare PyMySQL executemany of the same rows, in one run.
+
+Generates a Claude Code-shaped transcript of N messages (user text, assistant text + tool_use,
+tool_result), then into a throw-away MariaDB database measures:
+  baseline  PyMySQL cursor.executemany(INSERT agent_message ...) of the rows ctxtool stores
+  ctxtool   Importer(...).import_file(path): read + parse + normalise + batched insert
+and prints messages/s for both and the ratio (target: ctxtool >= 0.5x baseline).
+With --rss-file-mb M it also imports an M MB transcript in a child process and reports its peak
+RSS (target: < 200 MB for 500 MB).
+
+Example: .venv/bin/python scripts/bench_import.py --messages 200000 --rss-file-mb 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import pymysql
+import sqlalchemy as sa
+
+from ctxtool.db import create_engine
+from ctxtool.importer import Importer
+from ctxtool.migrate import Migrator
+from ctxtool.transcripts import Line, parser_for
+
+WORDS = ("the agent reads src/app.py and runs pytest -x error ZeroDivisionError at line 42 "
+         "refactor handler returns JSON ok true deploy migration rollback").split()
+
+
+def write_transcript(path: str, messages: int, seed: int = 1, filler: int = 0) -> int:
+    """A Claude Code JSONL file with ``messages`` stored messages; returns its size in bytes."""
+    rng = random.Random(seed)
+    parent = None
+    with open(path, "w") as out:
+        n = 0
+        while n < messages:
+            turn = n // 3
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 60)))
+            if filler:
+                text += " " + "x" * filler
+            common = {"sessionId": "bench-session", "cwd": "/w", "version": "2.0.0",
+                      "isSidechain": False, "timestamp": "2026-01-01T00:00:00.000Z"}
+            recs = [
+                {**common, "type": "user", "uuid": f"u{turn}", "parentUuid": parent,
+                 "message": {"role": "user", "content": text}},
+                {**common, "type": "assistant", "uuid": f"a{turn}", "parentUuid": f"u{turn}",
+                 "message": {"id": f"msg{turn}", "role": "assistant", "model": "claude-sonnet-4-5",
+                             "content": [{"type": "text", "text": text[:80]},
+                                         {"type": "tool_use", "id": f"t{turn}", "name": "Read",
+                                          "input": {"file_path": f"/w/src/f{turn}.py"}}],
+                             "usage": {"input_tokens": 100 + turn, "output_tokens": 20}}},
+                {**common, "type": "user", "uuid": f"r{turn}", "parentUuid": f"a{turn}",
+                 "message": {"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": f"t{turn}", "content": text}]}},
+            ]
+            for rec in recs:
+                out.write(json.dumps(rec) + "\n")
+            parent = f"r{turn}"
+            n += 3
+    return os.path.getsize(path)
+
+
+def fresh_database(url: str) -> sa.Engine:
+    server = sa.create_engine(url.rsplit("/", 1)[0] + "/", isolation_level="AUTOCOMMIT")
+    name = url.rsplit("/", 1)[1]
+    with server.connect() as c:
+        c.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        c.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    engine = create_engine(url)
+    Migrator(engine).up()
+    return engine
+
+
+def rows_of(path: str) -> list[tuple]:
+    """The rows ctxtool would store, parsed once, for the bare-insert baseline."""
+    from collections import Counter
+
+    with open(path) as f:
+        lines = (Line(i, json.loads(line)) for i, line in enumerate(f, 1))
+        transcript = parser_for("claude-code")(lines, path, Counter())
+        return [(9, m.role, m.content, "2026-01-01 00:00:00", json.dumps(m.tool_calls) if m.tool_calls else None,
+                 m.tool_call_id, m.source_id, json.dumps(m.details) if m.details else None)
+                for m in transcript.records]
+
+
+def baseline(url: str, rows: list[tuple]) -> float:
+    u = sa.engine.make_url(url)
+    conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "",
+                           database=u.database, charset="utf8mb4")
+    t0 = time.perf_counter()
+    with conn.cursor() as cur:
+        for i in range(0, len(rows), 1000):
+            cur.executemany(
+                "INSERT INTO agent_message (session_id, role, content, created_at, tool_calls, "
+                "tool_call_id, source_id, details) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                rows[i:i + 1000])
+    conn.commit()
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_import")
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rss-file-mb", type=int, default=0)
+    parser.add_argument("--child-import", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child_import:  # the RSS measurement runs the real import in its own process
+        res = Importer(create_engine(args.db)).import_file(args.child_import)
+        assert res.error is None, res.error
+        print(res.messages_added)
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.jsonl")
+        size = write_transcript(path, args.messages)
+        rows = rows_of(path)
+        n = len(rows)
+        engine = fresh_database(args.db)
+        t_base = baseline(args.db, rows)
+        del rows
+        with engine.begin() as c:
+            c.exec_driver_sql("DELETE FROM agent_message")
+        t0 = time.perf_counter()
+        res = Importer(engine).import_file(path)
+        t_ours = time.perf_counter() - t0
+        assert res.error is None and res.messages_added == n, res
+        print(f"corpus: {n} messages, {size / 1e6:.1f} MB Claude Code JSONL")
+        print(f"baseline PyMySQL executemany: {n / t_base:9.0f} msg/s ({t_base:.2f}s, rows pre-built)")
+        print(f"ctxtool import (parse+insert): {n / t_ours:9.0f} msg/s ({t_ours:.2f}s)")
+        print(f"ratio ctxtool/baseline: {t_base / t_ours:.2f}x  (target >= 0.5x)")
+
+        if args.rss_file_mb:
+            big = os.path.join(tmp, "big.jsonl")
+            per_msg = 1100  # bytes per stored message with the filler below
+            size = write_transcript(big, args.rss_file_mb * 1_000_000 // per_msg, filler=700)
+            fresh_database(args.db)
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, __file__, "--db", args.db, "--child-import", big],
+                                 check=True, capture_output=True, text=True)
+            elapsed = time.perf_counter() - t0
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            print(f"large file: {size / 1e6:.0f} MB, {out.stdout.strip()} messages in {elapsed:.1f}s, "
+                  f"peak RSS of the importing process {peak:.0f} MB (target < 200 MB)")
+
+
+if __name__ == "__main__":
+    main()

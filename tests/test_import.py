@@ -1,0 +1,207 @@
+"""`ctxtool import` on the real transcripts in ../shared and on hand-made edge cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxtool.importer import Importer
+from ctxtool.store import Store
+
+from .conftest import TRANSCRIPTS
+
+ALL_FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj"))
+# Checkpoints the agents made, per file (from the INDEX notes and the files themselves).
+EXPECTED_COMPACTIONS = {
+    "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl": 1,
+    "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl": 1,
+    "agent-sessions-codex-small.jsonl": 6,
+    "before-compaction.jsonl": 2,
+    "agent-sessions-pi-small.jsonl": 2,
+}
+
+
+def _import(db, *paths, fmt=None, skip_invalid=False):
+    return Importer(db.engine, fmt, skip_invalid).import_paths([str(p) for p in paths])
+
+
+def assert_tool_pairs_valid(store: Store, session_id: int) -> None:
+    """Every tool result answers a call made earlier in the same session (OpenAI validity)."""
+    calls: set[str] = set()
+    for m in store.iter_messages(session_id):
+        if m.role == "assistant" and m.tool_calls:
+            calls.update(c["id"] for c in m.tool_calls)
+        if m.role == "tool":
+            assert m.tool_call_id in calls, f"orphan tool result {m.id} in session {session_id}"
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name[:40])
+def test_real_transcripts_import_idempotently(db, path):
+    [first] = _import(db, path)
+    assert first.error is None, first.error
+    assert first.messages_added > 0
+    assert first.compactions_added == EXPECTED_COMPACTIONS.get(path.name, 0)
+    [again] = _import(db, path)
+    assert again.error is None
+    assert again.session_id == first.session_id
+    assert (again.messages_added, again.compactions_added) == (0, 0)
+    assert again.messages_present == first.messages_added
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == first.messages_added
+    store = Store(db.engine)
+    assert_tool_pairs_valid(store, first.session_id)
+    for comp in store.compactions(first.session_id):
+        kept = db.scalar("SELECT session_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+        assert kept == first.session_id
+    ctx = store.restored_context(first.session_id)
+    assert ctx.to_openai()
+
+
+def test_claude_code_compaction_maps_boundary_and_summary(db):
+    path = TRANSCRIPTS / "claude-code" / "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl"
+    records = [json.loads(line) for line in path.open()]
+    boundary = next(r for r in records if r.get("subtype") == "compact_boundary")
+    summary_at = next(i for i, r in enumerate(records) if r.get("isCompactSummary"))
+    summary_text = records[summary_at]["message"]["content"]
+    next_uuid = next(r["uuid"] for r in records[summary_at + 1:]
+                     if r.get("type") in ("user", "assistant") and not r.get("isSidechain"))
+    [res] = _import(db, path)
+    [comp] = Store(db.engine).compactions(res.session_id)
+    assert comp.tokens_before == boundary["compactMetadata"]["preTokens"]
+    assert comp.summary == summary_text
+    assert comp.summarizer == "imported:claude-code"
+    kept = db.rows("SELECT source_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+    assert kept[0]["source_id"] == next_uuid
+    # The summary itself is the checkpoint, not a message.
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE content = :c", c=summary_text) == 0
+    assert db.scalar("SELECT model FROM agent_session WHERE session_id = :s", s=res.session_id)
+
+
+def test_pi_v1_first_kept_entry_index(db):
+    path = TRANSCRIPTS / "pi" / "before-compaction.jsonl"
+    lines = path.read_text().splitlines()
+    compactions = [json.loads(line) for line in lines if '"type":"compaction"' in line]
+    [res] = _import(db, path)
+    stored = Store(db.engine).compactions(res.session_id)
+    assert [c.tokens_before for c in stored] == [c["tokensBefore"] for c in compactions]
+    assert stored[1].parent_compaction_id == stored[0].id and stored[0].parent_compaction_id == 0
+    for comp, src in zip(stored, compactions):
+        target = json.loads(lines[src["firstKeptEntryIndex"]])["message"]["content"][0]["text"]
+        content = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+        assert content == target
+
+
+def test_grown_transcript_adds_only_the_new_part(db, tmp_path):
+    src = TRANSCRIPTS / "pi" / "large-session.jsonl"
+    lines = src.read_bytes().splitlines(keepends=True)
+    part = tmp_path / "large-session.jsonl"
+    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    [first] = _import(db, part)
+    part.write_bytes(b"".join(lines))
+    [second] = _import(db, part)
+    assert second.session_id == first.session_id
+    assert second.messages_present == first.messages_added
+    total = first.messages_added + second.messages_added
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == total
+    assert db.scalar("SELECT COUNT(DISTINCT source_id) FROM agent_message") == total
+    # Same result as importing the whole file at once.
+    other = tmp_path / "other" / "large-session.jsonl"
+    other.parent.mkdir()
+    other.write_bytes(b"".join(lines))
+    assert _import(db, other)[0].messages_present == total
+
+
+def _write(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": "done"}]
+
+
+def _jsonl(records) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def test_malformed_line_rejects_the_file_and_writes_nothing(db, cli, tmp_path):
+    # Enough good lines before the bad one that several insert batches ran already.
+    good = [{"role": "user", "content": f"m{i}"} for i in range(2500)]
+    path = _write(tmp_path, "chat.jsonl", _jsonl(good) + b'{"role": "user", "content": \n')
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 1
+    assert f"{path}:2501: malformed JSON" in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 0
+
+    result = cli("--db", db.url, "import", "--skip-invalid", "--json", path)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row["added"] == 2500 and row["skipped_by_kind"] == {"invalid_line": 1}
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty.jsonl", b"\n\n", "file is empty"),
+    ("junk.jsonl", bytes(range(256)) * 4, "binary data"),
+    ("latin1.jsonl", _jsonl(CHAT[:2]) + '{"role": "user", "content": "caf\xe9"}\n'.encode("latin-1"),
+     ":3: invalid UTF-8"),
+    ("other.jsonl", b'{"foo": 1, "bar": 2}\n', "cannot tell the transcript format"),
+    ("notjson.txt", b"hello world\n", ":1: malformed JSON"),
+])
+def test_bad_files_get_one_clear_error(db, cli, tmp_path, name, content, message):
+    path = _write(tmp_path, name, content)
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert str(path) in result.output
+    assert "Traceback" not in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+
+
+def test_huge_messages(db, tmp_path):
+    big = "x" * (5 * 1024 * 1024)
+    ok = _write(tmp_path, "big.jsonl", _jsonl([{"role": "user", "content": big}]))
+    [res] = _import(db, ok)
+    assert res.error is None and res.messages_added == 1
+    assert db.scalar("SELECT LENGTH(content) FROM agent_message") == len(big)
+    too_big = _write(tmp_path, "huge.jsonl", _jsonl(CHAT[:2] + [{"role": "user", "content": "y" * (17 * 1024 * 1024)}]))
+    [res] = _import(db, too_big)
+    assert res.error and f"{too_big}:3: message of 17.0 MB is larger than" in res.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 1
+
+
+def test_openai_chat_array_stdin_and_json_summary(db, cli, tmp_path):
+    array = _write(tmp_path, "conv.json", json.dumps(CHAT, indent=2).encode())
+    result = cli("--db", db.url, "import", "--json", array)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["format"], row["added"]) == ("openai-chat", 4)
+    session = Store(db.engine).session(row["session_id"])
+    assert session.system_prompt == "be brief"
+    ctx = Store(db.engine).restored_context(row["session_id"]).to_openai()
+    assert ctx[0] == {"role": "system", "content": "be brief"}
+    assert ctx[2]["tool_calls"][0]["function"]["name"] == "ls"
+    assert ctx[3] == {"role": "tool", "content": "a.py", "tool_call_id": "c1"}
+
+    result = cli("--db", db.url, "import", "-", "--json", input=_jsonl(CHAT).decode())
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row["added"] == 4 and row["file"] == "-"
+    result = cli("--db", db.url, "import", "-", "--json", input=_jsonl(CHAT).decode())
+    assert json.loads(result.stdout)[0]["present"] == 4
+
+
+def test_directory_import_with_one_bad_file_is_partial(db, cli, tmp_path):
+    _write(tmp_path, "a.jsonl", _jsonl(CHAT))
+    _write(tmp_path, "b.jsonl", b"{broken\n")
+    result = cli("--db", db.url, "import", tmp_path)
+    assert result.exit_code == 4
+    assert "1 of 2 file(s) failed" in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 4
+    result = cli("--db", db.url, "import", tmp_path / "missing.jsonl")
+    assert result.exit_code == 1 and "no such file" in result.output
