@@ -277,26 +277,25 @@ class Importer:
         waiting: list[SourceCompaction] = []   # compactions whose first kept message comes next
         ready: list[tuple[SourceCompaction, str]] = []  # (compaction, first kept source id)
         call_ids: set[str] = set()
-        insert_sql = _insert_messages_sql(self.dialect)
-        # Parsing overlaps with the database: one writer thread runs each flush in order while
-        # the next batch is parsed (at most one batch in flight, so memory stays bounded).
+        inserts = _MessageInserts(conn, self.dialect)
+        # Parsing overlaps with the database: the main thread parses and renders each batch,
+        # one writer thread sends it (releasing the GIL while the server works), in order, with
+        # at most one batch in flight so memory stays bounded.
         writer = ThreadPoolExecutor(max_workers=1)
         in_flight: Future | None = None
 
-        def write(rows: list[tuple], comps: list[tuple[SourceCompaction, str]]) -> None:
-            if rows:
-                # Positional parameters straight to the driver's executemany: PyMySQL turns
-                # it into multi-row INSERTs, one round trip per ~1 MB.
-                conn.exec_driver_sql(insert_sql, rows)
-                result.messages_added += len(rows)
+        def write(payload, count: int, comps: list[tuple[SourceCompaction, str]]) -> None:
+            inserts.send(payload)
+            result.messages_added += count
             for comp, first_kept in comps:
                 self._write_compaction(conn, session_id, comp, first_kept, path, result)
 
         def flush():
             nonlocal batch, batch_bytes, ready, in_flight
+            payload = inserts.render(batch)
             if in_flight is not None:
                 in_flight.result()
-            in_flight = writer.submit(write, batch, ready)
+            in_flight = writer.submit(write, payload, len(batch), ready)
             batch, batch_bytes, ready = [], 0, []
 
         try:
@@ -387,11 +386,51 @@ class Importer:
         return self._max_packet - 64 * 1024  # room for the statement around the text
 
 
-def _insert_messages_sql(dialect: str) -> str:
-    mark = "?" if dialect == "sqlite" else "%s"
-    columns = ("session_id, role, content, created_at, tool_calls, tool_call_id, name, "
+class _MessageInserts:
+    """Multi-row INSERTs of message rows, rendered apart from sending them.
+
+    MySQL: the main thread renders rows into INSERT statements of about 1 MB with the driver's
+    own ``mogrify`` (the CPU-heavy part); the writer thread only sends them. SQLite: rows go to
+    the driver's ``executemany`` as they are.
+    """
+
+    COLUMNS = ("session_id, role, content, created_at, tool_calls, tool_call_id, name, "
                "source_id, details")
-    return f"INSERT INTO agent_message ({columns}) VALUES ({', '.join([mark] * 9)})"
+    STATEMENT_BYTES = 1_000_000
+
+    def __init__(self, conn: Connection, dialect: str):
+        self.conn = conn
+        self.dialect = dialect
+        self.head = f"INSERT INTO agent_message ({self.COLUMNS}) VALUES "
+        if dialect == "mysql":
+            self.cursor = conn.connection.dbapi_connection.cursor()
+            self.row = "(" + ",".join(["%s"] * 9) + ")"
+        else:
+            self.sql = self.head + "(" + ",".join(["?"] * 9) + ")"
+
+    def render(self, rows: list[tuple]):
+        if self.dialect != "mysql" or not rows:
+            return rows
+        statements, parts, size = [], [], 0
+        for row in rows:
+            literal = self.cursor.mogrify(self.row, row)
+            if parts and size + len(literal) > self.STATEMENT_BYTES:
+                statements.append(self.head + ",".join(parts))
+                parts, size = [], 0
+            parts.append(literal)
+            size += len(literal) + 1
+        if parts:
+            statements.append(self.head + ",".join(parts))
+        return statements
+
+    def send(self, payload) -> None:
+        if not payload:
+            return
+        if self.dialect == "mysql":
+            for statement in payload:
+                self.cursor.execute(statement)
+        else:
+            self.conn.exec_driver_sql(self.sql, payload)
 
 
 def _json(value) -> str | None:
