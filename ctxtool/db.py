@@ -75,6 +75,10 @@ def create_engine(url: str | None = None, **kwargs) -> Engine:
     if backend in ("mysql", "mariadb"):
         if "charset" not in parsed.query:
             parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+        # Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC.
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        connect_args.setdefault("init_command", "SET time_zone = '+00:00'")
+        kwargs["connect_args"] = connect_args
         kwargs.setdefault("pool_pre_ping", True)
         kwargs.setdefault("pool_recycle", 3600)
         engine = sa.create_engine(parsed, **kwargs)
@@ -138,3 +142,18 @@ def check_connection(engine: Engine) -> None:
     except SQLAlchemyError as exc:
         raise CtxtoolError(describe_db_error(exc, engine.url)) from None
 
+
+
+def server_now(dialect: str):
+    """SQL for the database server's current UTC time (leases use server time, never ours)."""
+    if dialect == "mysql":
+        return sa.text("UTC_TIMESTAMP(6)")
+    return sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now')")
+
+
+def server_now_plus(dialect: str, seconds: int):
+    """SQL for server time ``seconds`` from now."""
+    seconds = int(seconds)
+    if dialect == "mysql":
+        return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {seconds} SECOND")
+    return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+{seconds} seconds')")

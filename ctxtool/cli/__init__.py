@@ -39,17 +39,23 @@ class AppContext:
     def __init__(self, url: str | None):
         self.url = url
         self._engine = None
+        self.engine_options: dict = {}
 
     @property
     def engine(self):
         if self._engine is None:
-            self._engine = create_engine(self.url)
+            self._engine = create_engine(self.url, **self.engine_options)
         return self._engine
 
-    def store_engine(self):
-        """The engine after checking the schema is current (every command but `migrate`)."""
+    def store_engine(self, **engine_options):
+        """The engine after checking the schema is current (every command but `migrate`).
+
+        ``engine_options`` (e.g. a pool size for many workers) apply if no engine exists yet.
+        """
         from ..migrate import Migrator
 
+        if self._engine is None:
+            self.engine_options.update(engine_options)
         Migrator(self.engine).require_current()
         return self.engine
 
@@ -75,7 +81,7 @@ def main(ctx, url):
 
 
 def _register() -> None:
-    from . import migrate, tokens, transcripts  # noqa: F401  (each module adds its commands to `main`)
+    from . import compact, migrate, tokens, transcripts  # noqa: F401  (each module adds its commands to `main`)
 
 
 _register()

@@ -1,0 +1,343 @@
+"""Running compaction against the store: one session, or a cron batch on many workers.
+
+The planning is pure (``ctxtool.compaction``); this module reads the restored suffix, calls the
+summarizer, and appends the checkpoint. Safety against other compactors (other threads, other
+hosts): a session is claimed with a lease (owner + expiry on server time, taken by a
+conditional UPDATE whose affected-row count says who won, so it works on engines where
+``FOR UPDATE SKIP LOCKED`` does not lock, such as TiDB); the checkpoint is one INSERT in one
+transaction, re-checked against the lease and the parent checkpoint, and the unique key
+(session_id, parent_compaction_id) rejects a second child of the same parent whatever happens.
+A crash leaves no checkpoint or a complete one; an expired lease is simply taken over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from .compaction import (CompactionSettings, PlanMessage, files_touched, merge_file_lists,
+                         plan_compaction, should_compact)
+from .context import SUMMARY_PREFIX, Message
+from .db import describe_db_error, dialect_family, server_now, server_now_plus
+from .errors import CtxtoolError
+from .schema import agent_compaction as C
+from .schema import agent_message as M
+from .schema import agent_session as S
+from .store import Store, restored_context_tokens
+from .summarizers import Summarizer
+from .token_counting import count_session_messages
+from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, encoding_for_model
+
+DEFAULT_LEASE_SECONDS = 900
+
+# Outcome statuses.
+COMPACTED = "compacted"
+PLANNED = "planned"            # dry run
+BELOW_THRESHOLD = "below_threshold"
+NOTHING_TO_CUT = "nothing_to_cut"
+LEASE_HELD = "lease_held"      # another compactor holds the session
+LOST_RACE = "lost_race"        # another checkpoint was appended first; nothing written
+REJECTED = "rejected"          # the summary was empty or not smaller; nothing written
+FAILED = "failed"
+OK_STATUSES = {COMPACTED, PLANNED, BELOW_THRESHOLD, NOTHING_TO_CUT, LEASE_HELD, LOST_RACE}
+
+
+@dataclass
+class CompactionOutcome:
+    session_id: int
+    status: str
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    threshold: int | None = None
+    summarised_messages: int | None = None
+    kept_messages: int | None = None
+    first_kept_message_id: int | None = None
+    split_turn: bool | None = None
+    compaction_id: int | None = None
+    summarizer: str | None = None
+    model: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    summarizer_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATUSES
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["seconds"] = round(self.seconds, 3)
+        d["summarizer_seconds"] = round(self.summarizer_seconds, 3)
+        return d
+
+
+@dataclass
+class Candidate:
+    """A session found by the batch query, with its effective-context figures."""
+
+    session_id: int
+    model: str | None
+    estimated_tokens: int
+    uncounted: int
+    last_message_id: int
+
+
+def parse_duration(text: str | None) -> int | None:
+    """``90s``, ``10m``, ``2h``, ``1d`` (or bare seconds) as seconds."""
+    if not text:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text)
+    if not match:
+        raise CtxtoolError(f"invalid duration {text!r}: use e.g. 90s, 10m, 2h, 1d")
+    return int(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Compactor:
+    """Compacts sessions of one store with one summarizer.
+
+    Example::
+
+        compactor = Compactor(engine, ExtractiveSummarizer(), CompactionSettings())
+        outcome = compactor.compact_session(42)
+        outcomes = compactor.compact_all(workers=8, older_than=600)
+    """
+
+    def __init__(self, engine: Engine, summarizer: Summarizer, settings: CompactionSettings,
+                 owner: str | None = None, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+                 encoding: str | None = None):
+        self.engine = engine
+        self.summarizer = summarizer
+        self.settings = settings
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease_seconds
+        self.encoding = encoding
+        self.dialect = dialect_family(engine)
+        self.store = Store(engine)
+
+    # -- one session -----------------------------------------------------------------------------
+
+    def compact_session(self, session_id: int, force: bool = False, dry_run: bool = False) -> CompactionOutcome:
+        """Compact one session if it is over its threshold (or ``force``); never raises for
+        per-session failures, which are reported in the outcome."""
+        started = time.perf_counter()
+        out = CompactionOutcome(session_id, FAILED, summarizer=self.summarizer.name,
+                                model=self.summarizer.model)
+        try:
+            self._compact(session_id, force, dry_run, out)
+        except CtxtoolError as exc:  # SummarizerError included
+            out.status, out.error = FAILED, str(exc)
+        except SQLAlchemyError as exc:
+            out.status, out.error = FAILED, describe_db_error(exc)
+        out.seconds = time.perf_counter() - started
+        return out
+
+    def _compact(self, session_id: int, force: bool, dry_run: bool, out: CompactionOutcome) -> None:
+        session = self.store.session(session_id)
+        encoding = encoding_for_model(session.model, self.encoding).name
+        latest = self.store.latest_compaction(session_id)
+        # Messages the runtime wrote without a count are counted first (restored suffix only).
+        count_session_messages(self.engine, session_id,
+                               latest.first_kept_message_id if latest else None, self.encoding)
+        ctx = self.store.restored_context(session_id)
+        out.tokens_before = restored_context_tokens(ctx, encoding)
+        out.threshold = self.settings.threshold(session.model)
+        if not force and not should_compact(out.tokens_before, session.model, self.settings):
+            out.status = BELOW_THRESHOLD
+            return
+        plan = plan_compaction([_plan_message(m) for m in ctx.messages],
+                               self.settings.keep_recent_tokens)
+        if plan is None:
+            out.status = NOTHING_TO_CUT
+            return
+        out.summarised_messages = len(plan.summarised_ids)
+        out.kept_messages = len(plan.kept_ids)
+        out.first_kept_message_id = plan.first_kept_message_id
+        out.split_turn = plan.split_turn
+        out.notes = plan.notes
+        previous_summary_tokens = (count_messages([MessageText("user", SUMMARY_PREFIX + latest.summary)],
+                                                  encoding)[0] if latest else 0)
+        replaced_tokens = plan.summarised_tokens + previous_summary_tokens
+        if dry_run:
+            out.status = PLANNED
+            return
+        if not self._claim(session_id):
+            out.status = LEASE_HELD
+            return
+        try:
+            # Re-read under the lease: another compactor may have finished just before we won.
+            fresh = self.store.latest_compaction(session_id)
+            if (fresh.id if fresh else 0) != (latest.id if latest else 0):
+                out.status = LOST_RACE
+                return
+            summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
+            read, modified = files_touched([c for m in summarised for c in (m.tool_calls or ())])
+            files = merge_file_lists(latest.details if latest else None, read, modified)
+            llm_started = time.perf_counter()
+            summary = self.summarizer.summarize(latest.summary if latest else None, summarised, files)
+            out.summarizer_seconds = time.perf_counter() - llm_started
+            out.summarizer, out.model = summary.summarizer, summary.model
+            summary_message_tokens = count_messages(
+                [MessageText("user", SUMMARY_PREFIX + summary.text)], encoding)[0]
+            if not summary.text.strip():
+                out.status, out.error = REJECTED, "summary is empty"
+                return
+            if summary_message_tokens >= replaced_tokens:
+                out.status = REJECTED
+                out.error = (f"summary ({summary_message_tokens} tokens) is not smaller than what it "
+                             f"replaces ({replaced_tokens} tokens)")
+                return
+            out.tokens_after = out.tokens_before - replaced_tokens + summary_message_tokens
+            details = {**files, "split_turn": plan.split_turn,
+                       "summarised_messages": len(plan.summarised_ids),
+                       "summarised_from_message_id": plan.summarised_ids[0],
+                       "encoding": encoding}
+            out.compaction_id = self._append(session_id, latest.id if latest else 0, {
+                "session_id": session_id, "summary": summary.text,
+                "first_kept_message_id": plan.first_kept_message_id,
+                "tokens_before": out.tokens_before, "tokens_after": out.tokens_after,
+                "summary_tokens": summary_message_tokens,
+                "summarizer": summary.summarizer, "summarizer_model": summary.model,
+                "details": details,
+            })
+            out.status = COMPACTED if out.compaction_id else LOST_RACE
+        finally:
+            self._release(session_id)
+
+    def _append(self, session_id: int, parent_id: int, values: dict) -> int | None:
+        """Append the checkpoint in one transaction; None if another compactor got there first."""
+        try:
+            with self.engine.begin() as conn:
+                still_ours = conn.execute(
+                    S.update().where(S.c.session_id == session_id, S.c.lease_owner == self.owner)
+                    .values(lease_expires_at=server_now_plus(self.dialect, self.lease_seconds))
+                ).rowcount
+                if still_ours != 1:
+                    return None
+                latest = conn.execute(sa.select(sa.func.max(C.c.id))
+                                      .where(C.c.session_id == session_id)).scalar()
+                if (latest or 0) != parent_id:
+                    return None
+                result = conn.execute(C.insert().values(parent_compaction_id=parent_id, **values))
+                return int(result.inserted_primary_key[0])
+        except IntegrityError:
+            return None  # uq_compaction_parent: a sibling checkpoint already exists
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    def _claim(self, session_id: int) -> bool:
+        """Take the session's lease if it is free or expired; the affected-row count decides."""
+        now = server_now(self.dialect)
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                S.update()
+                .where(S.c.session_id == session_id,
+                       sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < now,
+                              S.c.lease_owner == self.owner))
+                .values(lease_owner=self.owner,
+                        lease_expires_at=server_now_plus(self.dialect, self.lease_seconds))
+            ).rowcount
+        return taken == 1
+
+    def _release(self, session_id: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(S.update().where(S.c.session_id == session_id, S.c.lease_owner == self.owner)
+                         .values(lease_owner=None, lease_expires_at=None))
+
+    # -- the batch -------------------------------------------------------------------------------
+
+    def find_candidates(self, force: bool = False, older_than: int | None = None) -> list[Candidate]:
+        """Sessions over threshold, found with one aggregate query over effective contexts.
+
+        The query joins each session to its latest checkpoint and sums stored token counts of
+        the messages from its cut on (the covering index idx_message_session_id_tokens), so the
+        cost follows the restored suffixes, not the total history. Sessions with uncounted
+        messages are counted (suffix only) and measured again.
+        """
+        rows = self._effective_rows()
+        uncounted = [r for r in rows if r.uncounted]
+        for r in uncounted:
+            count_session_messages(self.engine, r.session_id, r.first_kept_message_id, self.encoding)
+        if uncounted:
+            rows = self._effective_rows()
+        candidates = []
+        for r in rows:
+            estimate = int(r.tokens or 0) + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
+            if force or estimate > self.settings.threshold(r.model):
+                candidates.append(Candidate(r.session_id, r.model, estimate, int(r.uncounted or 0),
+                                            int(r.last_message_id)))
+        if older_than is not None and candidates:
+            candidates = self._quiet_for(candidates, older_than)
+        candidates.sort(key=lambda c: (-(c.estimated_tokens - self.settings.threshold(c.model)),
+                                       c.session_id))
+        return candidates
+
+    def _effective_rows(self):
+        latest_id = (sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id)
+                     .scalar_subquery())
+        cp = C.alias("cp")
+        query = (
+            sa.select(S.c.session_id, S.c.model, cp.c.summary_tokens, cp.c.first_kept_message_id,
+                      sa.func.sum(M.c.token_count).label("tokens"),
+                      sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0)).label("uncounted"),
+                      sa.func.max(M.c.id).label("last_message_id"))
+            .select_from(
+                S.outerjoin(cp, cp.c.id == latest_id)
+                .join(M, sa.and_(M.c.session_id == S.c.session_id,
+                                 M.c.id >= sa.func.coalesce(cp.c.first_kept_message_id, 0))))
+            .where(sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < server_now(self.dialect)))
+            .group_by(S.c.session_id, S.c.model, cp.c.summary_tokens, cp.c.first_kept_message_id)
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(query).all()
+
+    def _quiet_for(self, candidates: list[Candidate], seconds: int) -> list[Candidate]:
+        """Keep sessions whose newest message is older than ``seconds`` (server time)."""
+        ids = [c.last_message_id for c in candidates]
+        cutoff_sql = (f"UTC_TIMESTAMP(6) - INTERVAL {int(seconds)} SECOND" if self.dialect == "mysql"
+                      else f"strftime('%Y-%m-%d %H:%M:%f', 'now', '-{int(seconds)} seconds')")
+        quiet: set[int] = set()
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 1000):
+                chunk = ids[i:i + 1000]
+                quiet.update(r[0] for r in conn.execute(
+                    sa.select(M.c.id).where(M.c.id.in_(chunk), M.c.created_at < sa.text(cutoff_sql))))
+        return [c for c in candidates if c.last_message_id in quiet]
+
+    def compact_all(self, workers: int = 1, limit: int | None = None, older_than: int | None = None,
+                    force: bool = False, dry_run: bool = False,
+                    on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
+        """Find sessions over threshold and compact them with ``workers`` concurrent calls."""
+        candidates = self.find_candidates(force=force, older_than=older_than)
+        if limit is not None:
+            candidates = candidates[:limit]
+        outcomes: list[CompactionOutcome] = []
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(self.compact_session, c.session_id, force, dry_run)
+                       for c in candidates]
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                if on_done:
+                    on_done(outcome)
+        outcomes.sort(key=lambda o: o.session_id)
+        return outcomes
+
+
+def _plan_message(m: Message) -> PlanMessage:
+    return PlanMessage(m.id, m.role, m.token_count or 0,
+                       tuple(c.get("id") or "" for c in (m.tool_calls or ())), m.tool_call_id)

@@ -1,0 +1,97 @@
+"""A local OpenAI-compatible chat-completions server for tests and benchmarks.
+
+The real ``openai`` client talks to it over HTTP on 127.0.0.1. Its behaviour is scripted:
+fixed delay, a queue of failure statuses before success, garbage or empty answers, hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeLLM:
+    """Start with ``with FakeLLM() as llm:``; point clients at ``llm.base_url``."""
+
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+        self.failures: deque[int] = deque()   # statuses to answer before succeeding
+        self.mode = "ok"                      # ok | garbage | no_choices | empty | long | hang | length
+        self.summary_text = "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeLLM":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        return False
+
+    def _handler(self):
+        llm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with llm.lock:
+                    llm.requests.append(body)
+                    status = llm.failures.popleft() if llm.failures else 200
+                    mode = llm.mode
+                if llm.delay:
+                    time.sleep(llm.delay)
+                if status != 200:
+                    return self._send(status, {"error": {"message": f"scripted {status}",
+                                                         "type": "server_error"}},
+                                      {"retry-after-ms": "5"})
+                if mode == "hang":
+                    time.sleep(30)
+                if mode == "garbage":
+                    return self._raw(200, b"<html>definitely not json", "text/html")
+                if mode == "no_choices":
+                    return self._send(200, {"id": "x", "object": "chat.completion", "created": 0,
+                                            "model": body.get("model"), "choices": []})
+                text = {"empty": "", "long": "word " * 50_000}.get(mode, llm.summary_text)
+                finish = "length" if mode == "length" else "stop"
+                self._send(200, {
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "finish_reason": finish,
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                })
+
+            def _send(self, status, payload, headers=None):
+                self._raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _raw(self, status, data, ctype, headers=None):
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
