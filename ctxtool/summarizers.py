@@ -158,7 +158,10 @@ class OpenAISummarizer:
         except (openai.APIError, ValueError, TypeError) as exc:
             raise SummarizerError(f"unusable summarizer response ({self._where()}): "
                                   f"{exc.__class__.__name__}: {_clip(str(exc))}") from None
-        choices = getattr(response, "choices", None)
+        if not hasattr(response, "choices"):
+            raise SummarizerError(f"unusable summarizer response ({self._where()}): not a chat "
+                                  f"completion: {_clip(str(response), 80)}")
+        choices = response.choices
         if not choices or not getattr(choices[0], "message", None):
             raise SummarizerError(f"summarizer response has no message ({self._where()})")
         text = choices[0].message.content

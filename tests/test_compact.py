@@ -1,0 +1,307 @@
+"""`ctxtool compact` against real databases and a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from ctxtool.compaction import CompactionSettings
+from ctxtool.compactor import Compactor
+from ctxtool.context import SUMMARY_PREFIX
+from ctxtool.schema import agent_compaction, agent_message
+from ctxtool.store import Store
+from ctxtool.summarizers import ExtractiveSummarizer, OpenAISummarizer
+
+from .conftest import add_session
+from .llm_server import FakeLLM
+
+# Small windows so a few dozen messages are "over threshold".
+LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]
+SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
+
+
+def coding_session(turns: int, tag: str = "") -> list[dict]:
+    msgs = []
+    for t in range(turns):
+        msgs.append({"role": "user", "content": f"Turn {t}{tag}: please fix the failing test in src/mod{t}.py " * 8})
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call{t}", "type": "function",
+             "function": {"name": "read", "arguments": json.dumps({"path": f"src/mod{t}.py"})}}]})
+        body = "\n".join(f"line {i}: value = compute({i}) # Error: ZeroDivisionError" if i == 3 else
+                         f"line {i}: value = compute({i})" for i in range(40))
+        msgs.append({"role": "tool", "tool_call_id": f"call{t}", "content": body})
+        msgs.append({"role": "assistant", "content": f"Fixed mod{t}. Moving on to the next file."})
+    return msgs
+
+
+def history_fingerprint(db) -> str:
+    rows = db.rows("SELECT id, session_id, role, content, tool_call_id FROM agent_message ORDER BY id")
+    return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
+
+
+def assert_valid_context(store: Store, session_id: int) -> None:
+    ctx = store.restored_context(session_id)
+    calls = set()
+    for m in ctx.to_openai():
+        for c in m.get("tool_calls") or ():
+            calls.add(c["id"])
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in calls, "orphan tool result in restored context"
+
+
+def test_extractive_compaction_end_to_end(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt="You are a coder.")
+    before = history_fingerprint(db)
+    store = Store(db.engine)
+    tokens_before = store.context_tokens(1)
+
+    result = cli("--db", db.url, "compact", "1", "--dry-run", *LIMITS)
+    assert result.exit_code == 0, result.output
+    assert "session 1: planned" in result.output and "first kept message" in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+
+    result = cli("--db", db.url, "compact", "1", "--json", *LIMITS)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["status"] == "compacted" and out["summarizer"] == "extractive"
+    assert out["tokens_before"] == tokens_before
+    [cp] = store.compactions(1)
+    assert cp.summarizer == "extractive" and cp.parent_compaction_id == 0
+    assert cp.tokens_before == tokens_before and cp.tokens_after == out["tokens_after"]
+    assert cp.first_kept_message_id == out["first_kept_message_id"]
+    assert "src/mod0.py" in cp.details["read_files"]
+    assert "## Goal" in cp.summary and "Turn 0" in cp.summary
+    assert history_fingerprint(db) == before, "compaction must never change history"
+    ctx = store.restored_context(1)
+    assert ctx.messages[0].id == cp.first_kept_message_id
+    assert ctx.messages[0].role == "user"
+    assert store.context_tokens(1) == out["tokens_after"] < tokens_before
+    assert_valid_context(store, 1)
+    # Every message got a token count on the way.
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NULL") == 0
+
+    # Below threshold now: nothing happens, exit 0.
+    result = cli("--db", db.url, "compact", "1", *LIMITS)
+    assert result.exit_code == 0 and "below_threshold" in result.output
+
+
+def test_iterative_compaction_chains_and_covers_everything(db):
+    add_session(db, 1, coding_session(10), model="gpt-4o")
+    with FakeLLM() as llm:
+        summarizer = OpenAISummarizer("test-model", llm.base_url, "k", timeout=10, max_retries=0)
+        compactor = Compactor(db.engine, summarizer, SETTINGS)
+        first = compactor.compact_session(1)
+        assert first.status == "compacted", first.error
+        # The agent keeps working: more messages arrive, then another compaction.
+        with db.engine.begin() as conn:
+            for m in coding_session(10, tag="b"):
+                conn.execute(agent_message.insert().values(session_id=1, **m))
+        llm.summary_text = "## Goal\nSecond summary."
+        second = compactor.compact_session(1)
+        assert second.status == "compacted", second.error
+        prompt = llm.requests[-1]["messages"][1]["content"]
+    c1, c2 = Store(db.engine).compactions(1)
+    assert c2.parent_compaction_id == c1.id and c2.first_kept_message_id > c1.first_kept_message_id
+    assert c2.summarizer == "openai" and c2.summarizer_model == "test-model"
+    # The second summary updates the first with exactly the messages from c1's cut to c2's.
+    assert "<previous-summary>\n## Goal\nFix the bug." in prompt
+    ids = [r["id"] for r in db.rows("SELECT id FROM agent_message WHERE session_id = 1 ORDER BY id")]
+    span = [i for i in ids if c1.first_kept_message_id <= i < c2.first_kept_message_id]
+    first_span_text = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=span[0])
+    assert first_span_text.split(":")[0] in prompt
+    assert db.scalar("SELECT content FROM agent_message WHERE id = :i", i=ids[0]).split(":")[0] not in prompt
+    assert c2.details["summarised_from_message_id"] == c1.first_kept_message_id
+    assert c2.details["summarised_messages"] == len(span)
+
+
+@pytest.mark.parametrize("mode,status,needle", [
+    ("garbage", "failed", "not a chat completion"),
+    ("no_choices", "failed", "no message"),
+    ("empty", "failed", "empty summary"),
+    ("length", "failed", "max_tokens"),
+    ("long", "rejected", "not smaller than what it replaces"),
+])
+def test_bad_llm_answers_write_nothing(db, mode, status, needle):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.mode = mode
+        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                              SETTINGS)
+        outcome = compactor.compact_session(1)
+    assert outcome.status == status and needle in outcome.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
+
+
+def test_retries_on_500_and_429_then_succeeds(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.failures.extend([500, 429, 503])
+        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", "m",
+                     "--base-url", llm.base_url, "--retries", "3", "--json", *LIMITS,
+                     env={"OPENAI_API_KEY": "sk-test"})
+        assert len(llm.requests) == 4
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "compacted"
+    with FakeLLM() as llm:
+        llm.failures.extend([500] * 5)
+        result = cli("--db", db.url, "compact", "1", "--force", "--summarizer", "openai",
+                     "--base-url", llm.base_url, "--retries", "1", *LIMITS)
+    assert result.exit_code == 1 and "HTTP 500 after retries" in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+
+
+def test_timeout_fails_cleanly(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.mode = "hang"
+        summarizer = OpenAISummarizer("m", llm.base_url, "k", timeout=0.5, max_retries=1)
+        outcome = Compactor(db.engine, summarizer, SETTINGS).compact_session(1)
+    assert outcome.status == "failed" and "timed out" in outcome.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+
+
+def test_auto_picks_extractive_without_endpoint_and_openai_with(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    env = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+    result = cli("--db", db.url, "compact", "1", "--dry-run", *LIMITS, env=env)
+    assert "summarizer: extractive" in result.output
+    with FakeLLM() as llm:
+        result = cli("--db", db.url, "compact", "1", *LIMITS,
+                     env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test"})
+        assert result.exit_code == 0, result.output
+        assert "summarizer: openai" in result.output and len(llm.requests) == 1
+    assert Store(db.engine).compactions(1)[0].summarizer == "openai"
+
+
+def test_compact_all_batch_statuses_and_exit_codes(db, cli):
+    for sid in range(1, 6):
+        add_session(db, sid, coding_session(12 if sid <= 4 else 2), model="gpt-4o")
+    result = cli("--db", db.url, "compact", "--all", "--dry-run", "--json", *LIMITS)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["session_id"] for r in rows] == [1, 2, 3, 4]
+    assert {r["status"] for r in rows} == {"planned"}
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+
+    result = cli("--db", db.url, "compact", "--all", "--limit", "2", "--json", *LIMITS)
+    assert [r["status"] for r in json.loads(result.stdout)] == ["compacted", "compacted"]
+
+    with FakeLLM() as llm:
+        llm.mode = "empty"
+        result = cli("--db", db.url, "compact", "--all", "--workers", "2", "--summarizer", "openai",
+                     "--base-url", llm.base_url, "--retries", "0", "--json", *LIMITS)
+    assert result.exit_code == 4
+    assert {r["status"] for r in json.loads(result.stdout)} == {"failed"}
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 2
+
+    result = cli("--db", db.url, "compact", "--all", "--older-than", "1h", *LIMITS)
+    assert result.exit_code == 0 and "0 session(s) over threshold" in result.output
+
+
+def test_leases(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
+    future = "2999-01-01 00:00:00" if db.kind == "sqlite" else "2999-01-01 00:00:00.000000"
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'other-host', lease_expires_at = :t"),
+                     {"t": future})
+    assert compactor.compact_session(1).status == "lease_held"
+    assert compactor.find_candidates() == []  # leased sessions are not even candidates
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
+    outcome = compactor.compact_session(1)
+    assert outcome.status == "compacted"  # an expired lease is taken over
+    assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
+
+
+def test_parent_unique_key_is_the_last_line_of_defence(db):
+    add_session(db, 1, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    row = {"session_id": 1, "summary": "s", "first_kept_message_id": 2, "parent_compaction_id": 0}
+    with db.engine.begin() as conn:
+        conn.execute(agent_compaction.insert().values(**row))
+    with pytest.raises(sa.exc.IntegrityError):
+        with db.engine.begin() as conn:
+            conn.execute(agent_compaction.insert().values(**row))
+
+
+def test_live_agent_writes_during_compaction_land_after_the_cut(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM(delay=0.5) as llm:
+        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                              SETTINGS)
+
+        def agent():
+            time.sleep(0.2)
+            with db.engine.begin() as conn:
+                conn.execute(agent_message.insert().values(session_id=1, role="user", content="new while compacting"))
+
+        writer = threading.Thread(target=agent)
+        writer.start()
+        outcome = compactor.compact_session(1)
+        writer.join()
+    assert outcome.status == "compacted", outcome.error
+    ctx = Store(db.engine).restored_context(1)
+    assert ctx.messages[-1].content == "new while compacting"
+    assert ctx.to_openai()[0]["content"].startswith(SUMMARY_PREFIX)
+
+
+def _compact_all_cmd(url: str, base_url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "ctxtool", "--db", url, "compact", "--all", "--workers", "4",
+            "--summarizer", "openai", "--base-url", base_url, "--json", *LIMITS, *extra]
+
+
+@pytest.mark.slow
+def test_two_compact_all_processes_compact_each_session_once(db):
+    for sid in range(1, 21):
+        add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
+    with FakeLLM(delay=0.1) as llm:
+        env = dict(os.environ, OPENAI_API_KEY="sk-test")
+        procs = [subprocess.Popen(_compact_all_cmd(db.url, llm.base_url), env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    statuses = [r["status"] for out, _ in outs for r in json.loads(out)]
+    assert statuses.count("compacted") == 20
+    assert set(statuses) <= {"compacted", "lease_held", "lost_race", "below_threshold"}
+    per_session = db.rows("SELECT session_id, COUNT(*) AS n FROM agent_compaction GROUP BY session_id")
+    assert sorted((r["session_id"], r["n"]) for r in per_session) == [(s, 1) for s in range(1, 21)]
+    for sid in range(1, 21):
+        assert_valid_context(Store(db.engine), sid)
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_no_checkpoint_and_a_rerun_completes(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.mode = "hang"
+        proc = subprocess.Popen(_compact_all_cmd(db.url, llm.base_url),
+                                env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while not llm.requests and time.time() < deadline:
+            time.sleep(0.05)
+        assert llm.requests, "compaction never reached the LLM"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+    assert db.scalar("SELECT lease_owner FROM agent_session") is not None  # the dead run's lease
+    with db.engine.begin() as conn:  # time passes: the lease expires
+        conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
+    with FakeLLM() as llm:
+        out = subprocess.run(_compact_all_cmd(db.url, llm.base_url),
+                             env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [r["status"] for r in json.loads(out.stdout)] == ["compacted"]
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1

@@ -1,0 +1,167 @@
+"""The cut-point planner over plain lists: examples and hypothesis properties."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxtool.compaction import (CompactionSettings, PlanMessage, context_window_for, files_touched,
+                                is_safe_cut, merge_file_lists, plan_compaction, should_compact)
+
+
+def user(i, t=100):
+    return PlanMessage(i, "user", t)
+
+
+def call(i, ids, t=50):
+    return PlanMessage(i, "assistant", t, tuple(ids))
+
+
+def result(i, cid, t=100):
+    return PlanMessage(i, "tool", t, tool_call_id=cid)
+
+
+def say(i, t=50):
+    return PlanMessage(i, "assistant", t)
+
+
+def test_threshold_uses_the_model_window_and_reserve():
+    s = CompactionSettings()
+    assert s.threshold("gpt-4o-2024-08-06") == 128_000 - 16_384
+    assert s.threshold("claude-sonnet-4-5") == 200_000 - 16_384
+    assert s.threshold("gpt-4-0613") == 8_192 - 16_384  # tiny window: always over
+    assert context_window_for("gpt-4o-mini") == 128_000
+    assert context_window_for("unknown-model") == 128_000
+    assert CompactionSettings(context_window=50_000, reserve_tokens=1000).threshold("gpt-4o") == 49_000
+    assert should_compact(112_000, "gpt-4o", s) and not should_compact(111_000, "gpt-4o", s)
+
+
+def test_cut_at_turn_boundary_keeping_at_least_the_budget():
+    msgs = [user(1), call(2, ["a"]), result(3, "a"), say(4),
+            user(5), call(6, ["b"]), result(7, "b"), say(8),
+            user(9), say(10)]
+    plan = plan_compaction(msgs, keep_recent_tokens=200)
+    # Budget reached at message 8; nearest user message at or before it is 5.
+    assert plan.first_kept_message_id == 5
+    assert plan.summarised_ids == [1, 2, 3, 4]
+    assert plan.kept_tokens >= 200 and not plan.split_turn
+
+
+def test_never_cuts_between_call_and_result():
+    msgs = [user(1, 10), call(2, ["a", "b"], 10), result(3, "a", 500), result(4, "b", 500), say(5, 10)]
+    for cut in range(1, 5):
+        assert is_safe_cut(msgs, cut) == (cut in (1, 4)), cut  # index 1 = id 2, index 4 = id 5
+    plan = plan_compaction(msgs, keep_recent_tokens=400)
+    # One turn bigger than the budget: split inside it at the assistant message that makes the
+    # calls (its results stay with it), never at a tool result.
+    assert plan.split_turn
+    assert plan.first_kept_message_id == 2
+    assert plan.summarised_ids == [1]
+
+
+def test_split_turn_at_assistant_after_answered_calls():
+    msgs = [user(1, 10), call(2, ["a"], 10), result(3, "a", 300), call(4, ["b"], 10),
+            result(5, "b", 300), say(6, 300)]
+    plan = plan_compaction(msgs, keep_recent_tokens=500)
+    assert plan.split_turn and plan.first_kept_message_id == 4
+    kept = [m for m in msgs if m.id >= plan.first_kept_message_id]
+    assert all(m.tool_call_id != "a" for m in kept)
+
+
+def test_nothing_to_summarise():
+    assert plan_compaction([user(1), say(2)], keep_recent_tokens=10_000) is None
+    assert plan_compaction([user(1)], keep_recent_tokens=0) is None
+
+
+def test_files_touched_from_tool_calls():
+    calls = [
+        {"id": "1", "function": {"name": "Read", "arguments": '{"file_path": "/src/a.py"}'}},
+        {"id": "2", "function": {"name": "edit", "arguments": '{"path": "/src/b.py"}'}},
+        {"id": "3", "function": {"name": "read", "arguments": '{"path": "/src/b.py"}'}},
+        {"id": "4", "function": {"name": "apply_patch",
+                                 "arguments": "*** Begin Patch\n*** Update File: src/c.py\n@@\n*** End Patch"}},
+        {"id": "5", "function": {"name": "bash", "arguments": "not json"}},
+    ]
+    read, modified = files_touched(calls)
+    assert read == ["/src/a.py"]
+    assert modified == ["/src/b.py", "src/c.py"]
+    merged = merge_file_lists({"read_files": ["/src/b.py", "/old.py"], "modified_files": ["/x.py"]},
+                              read, modified)
+    assert merged == {"read_files": ["/old.py", "/src/a.py"],
+                      "modified_files": ["/x.py", "/src/b.py", "src/c.py"]}
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+@st.composite
+def sessions(draw, min_turns=1, max_turns=12):
+    """Random sessions: turns of user text, tool-call rounds (parallel calls), assistant text."""
+    msgs: list[PlanMessage] = []
+    next_id = draw(st.integers(1, 1000))
+    call_no = 0
+    for _ in range(draw(st.integers(min_turns, max_turns))):
+        msgs.append(PlanMessage(next_id, "user", draw(st.integers(1, 3000))))
+        next_id += 1
+        for _ in range(draw(st.integers(0, 4))):
+            ids = []
+            for _ in range(draw(st.integers(1, 3))):
+                call_no += 1
+                ids.append(f"c{call_no}")
+            msgs.append(PlanMessage(next_id, "assistant", draw(st.integers(1, 500)), tuple(ids)))
+            next_id += 1
+            for cid in ids:
+                msgs.append(PlanMessage(next_id, "tool", draw(st.integers(1, 5000)), tool_call_id=cid))
+                next_id += 1
+        if draw(st.booleans()):
+            msgs.append(PlanMessage(next_id, "assistant", draw(st.integers(1, 2000))))
+            next_id += 1
+        next_id += draw(st.integers(0, 3))  # ids need not be dense (other sessions interleave)
+    return msgs
+
+
+def _no_orphans(kept: list[PlanMessage]) -> bool:
+    calls = {c for m in kept for c in m.call_ids}
+    return all(m.tool_call_id in calls for m in kept if m.role == "tool")
+
+
+@settings(max_examples=400, deadline=None)
+@given(sessions(), st.integers(0, 20_000))
+def test_plan_properties(msgs, budget):
+    plan = plan_compaction(msgs, budget)
+    if plan is None:
+        return
+    cut = next(i for i, m in enumerate(msgs) if m.id == plan.first_kept_message_id)
+    kept, summarised = msgs[cut:], msgs[:cut]
+    assert summarised and kept
+    assert plan.summarised_ids == [m.id for m in summarised]
+    assert kept[0].role != "tool"
+    assert _no_orphans(kept)
+    assert is_safe_cut(msgs, cut)
+    if not plan.notes:
+        assert plan.kept_tokens >= budget
+    if not plan.split_turn:
+        assert kept[0].role == "user"
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions(min_turns=2, max_turns=20), st.integers(100, 8000), st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_iterative_compactions_cover_every_message_exactly_once(msgs, budget, growth):
+    """Compact repeatedly while the session grows: each checkpoint summarises exactly the span
+    from the previous first kept message to its own cut, so every message is summarised at most
+    once, and summarised spans + the final kept suffix are the whole history, in order."""
+    visible = 0
+    first_kept_index = 0
+    spans: list[list[int]] = []
+    for step in growth:
+        visible = min(len(msgs), visible + step)
+        suffix = msgs[first_kept_index:visible]
+        plan = plan_compaction(suffix, budget)
+        if plan is None:
+            continue
+        assert plan.summarised_ids[0] == suffix[0].id  # starts where the previous one kept
+        spans.append(plan.summarised_ids)
+        first_kept_index = next(i for i, m in enumerate(msgs) if m.id == plan.first_kept_message_id)
+        assert _no_orphans(msgs[first_kept_index:visible])
+    covered = [i for span in spans for i in span] + [m.id for m in msgs[first_kept_index:visible]]
+    assert covered == [m.id for m in msgs[:visible]]
