@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .compaction import (CompactionSettings, PlanMessage, files_touched, merge_file_lists,
                          plan_compaction, should_compact)
-from .context import SUMMARY_PREFIX, Message
+from .context import SUMMARY_PREFIX, Message, restore_context
 from .db import describe_db_error, dialect_family, server_now, server_now_plus
 from .errors import CtxtoolError
 from .schema import agent_compaction as C
@@ -35,7 +35,7 @@ from .schema import agent_message as M
 from .schema import agent_session as S
 from .store import Store, restored_context_tokens
 from .summarizers import Summarizer
-from .token_counting import count_session_messages
+from .token_counting import count_loaded_messages, count_session_messages
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, encoding_for_model
 
 DEFAULT_LEASE_SECONDS = 900
@@ -147,85 +147,91 @@ class Compactor:
         return out
 
     def _compact(self, session_id: int, force: bool, dry_run: bool, out: CompactionOutcome) -> None:
-        session = self.store.session(session_id)
-        encoding = encoding_for_model(session.model, self.encoding).name
-        latest = self.store.latest_compaction(session_id)
-        # Messages the runtime wrote without a count are counted first (restored suffix only).
-        count_session_messages(self.engine, session_id,
-                               latest.first_kept_message_id if latest else None, self.encoding)
-        ctx = self.store.restored_context(session_id)
-        out.tokens_before = restored_context_tokens(ctx, encoding)
-        out.threshold = self.settings.threshold(session.model)
-        if not force and not should_compact(out.tokens_before, session.model, self.settings):
-            out.status = BELOW_THRESHOLD
-            return
-        plan = plan_compaction([_plan_message(m) for m in ctx.messages],
-                               self.settings.keep_recent_tokens)
-        if plan is None:
-            out.status = NOTHING_TO_CUT
-            return
-        out.summarised_messages = len(plan.summarised_ids)
-        out.kept_messages = len(plan.kept_ids)
-        out.first_kept_message_id = plan.first_kept_message_id
-        out.split_turn = plan.split_turn
-        out.notes = plan.notes
-        previous_summary_tokens = (count_messages([MessageText("user", SUMMARY_PREFIX + latest.summary)],
-                                                  encoding)[0] if latest else 0)
-        replaced_tokens = plan.summarised_tokens + previous_summary_tokens
-        if dry_run:
-            out.status = PLANNED
-            return
-        if not self._claim(session_id):
-            out.status = LEASE_HELD
-            return
-        try:
-            # Re-read under the lease: another compactor may have finished just before we won.
-            fresh = self.store.latest_compaction(session_id)
-            if (fresh.id if fresh else 0) != (latest.id if latest else 0):
-                out.status = LOST_RACE
+        # One connection for the whole session; each phase ends its transaction, so nothing
+        # (in particular SQLite's write lock) is held while the summarizer works.
+        with self.engine.connect() as conn:
+            session = self.store.session(session_id, conn)
+            encoding = encoding_for_model(session.model, self.encoding).name
+            latest = self.store.latest_compaction(session_id, conn)
+            suffix = self.store.messages(session_id, latest.first_kept_message_id if latest else None,
+                                         conn=conn)
+            # Messages the runtime wrote without a count are counted first (the suffix only).
+            count_loaded_messages(conn, suffix, encoding)
+            conn.commit()
+            ctx = restore_context(session_id, session.system_prompt, latest, suffix)
+            out.tokens_before = restored_context_tokens(ctx, encoding)
+            out.threshold = self.settings.threshold(session.model)
+            if not force and not should_compact(out.tokens_before, session.model, self.settings):
+                out.status = BELOW_THRESHOLD
                 return
-            summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
-            read, modified = files_touched([c for m in summarised for c in (m.tool_calls or ())])
-            files = merge_file_lists(latest.details if latest else None, read, modified)
-            llm_started = time.perf_counter()
-            summary = self.summarizer.summarize(latest.summary if latest else None, summarised, files)
-            out.summarizer_seconds = time.perf_counter() - llm_started
-            out.summarizer, out.model = summary.summarizer, summary.model
-            summary_message_tokens = count_messages(
-                [MessageText("user", SUMMARY_PREFIX + summary.text)], encoding)[0]
-            if not summary.text.strip():
-                out.status, out.error = REJECTED, "summary is empty"
+            plan = plan_compaction([_plan_message(m) for m in ctx.messages],
+                                   self.settings.keep_recent_tokens)
+            if plan is None:
+                out.status = NOTHING_TO_CUT
                 return
-            if summary_message_tokens >= replaced_tokens:
-                out.status = REJECTED
-                out.error = (f"summary ({summary_message_tokens} tokens) is not smaller than what it "
-                             f"replaces ({replaced_tokens} tokens)")
+            out.summarised_messages = len(plan.summarised_ids)
+            out.kept_messages = len(plan.kept_ids)
+            out.first_kept_message_id = plan.first_kept_message_id
+            out.split_turn = plan.split_turn
+            out.notes = plan.notes
+            if dry_run:
+                out.status = PLANNED
                 return
-            out.tokens_after = out.tokens_before - replaced_tokens + summary_message_tokens
-            details = {**files, "split_turn": plan.split_turn,
-                       "summarised_messages": len(plan.summarised_ids),
-                       "summarised_from_message_id": plan.summarised_ids[0],
-                       "encoding": encoding}
-            out.compaction_id = self._append(session_id, latest.id if latest else 0, {
-                "session_id": session_id, "summary": summary.text,
-                "first_kept_message_id": plan.first_kept_message_id,
-                "tokens_before": out.tokens_before, "tokens_after": out.tokens_after,
-                "summary_tokens": summary_message_tokens,
-                "summarizer": summary.summarizer, "summarizer_model": summary.model,
-                "details": details,
-            })
-            out.status = COMPACTED if out.compaction_id else LOST_RACE
-        finally:
-            self._release(session_id)
+            parent_id = latest.id if latest else 0
+            claimed = self._claim(conn, session_id, parent_id)
+            if claimed is not True:
+                out.status = claimed
+                return
+            try:
+                self._summarise_and_append(conn, session_id, encoding, latest, ctx, plan, out)
+            finally:
+                if out.status != COMPACTED:
+                    self._release(conn, session_id)
 
-    def _append(self, session_id: int, parent_id: int, values: dict) -> int | None:
-        """Append the checkpoint in one transaction; None if another compactor got there first."""
+    def _summarise_and_append(self, conn, session_id, encoding, latest, ctx, plan, out) -> None:
+        summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
+        read, modified = files_touched([c for m in summarised for c in (m.tool_calls or ())])
+        files = merge_file_lists(latest.details if latest else None, read, modified)
+        llm_started = time.perf_counter()
+        summary = self.summarizer.summarize(latest.summary if latest else None, summarised, files)
+        out.summarizer_seconds = time.perf_counter() - llm_started
+        out.summarizer, out.model = summary.summarizer, summary.model
+        if not summary.text.strip():
+            out.status, out.error = REJECTED, "summary is empty"
+            return
+        previous_summary_message = ([MessageText("user", SUMMARY_PREFIX + latest.summary)]
+                                    if latest else [])
+        counts = count_messages(previous_summary_message
+                                + [MessageText("user", SUMMARY_PREFIX + summary.text)], encoding)
+        summary_tokens = counts[-1]
+        replaced_tokens = plan.summarised_tokens + (counts[0] if latest else 0)
+        if summary_tokens >= replaced_tokens:
+            out.status = REJECTED
+            out.error = (f"summary ({summary_tokens} tokens) is not smaller than what it "
+                         f"replaces ({replaced_tokens} tokens)")
+            return
+        out.tokens_after = out.tokens_before - replaced_tokens + summary_tokens
+        details = {**files, "split_turn": plan.split_turn,
+                   "summarised_messages": len(plan.summarised_ids),
+                   "summarised_from_message_id": plan.summarised_ids[0], "encoding": encoding}
+        out.compaction_id = self._append(conn, session_id, latest.id if latest else 0, {
+            "session_id": session_id, "summary": summary.text,
+            "first_kept_message_id": plan.first_kept_message_id,
+            "tokens_before": out.tokens_before, "tokens_after": out.tokens_after,
+            "summary_tokens": summary_tokens,
+            "summarizer": summary.summarizer, "summarizer_model": summary.model,
+            "details": details,
+        })
+        out.status = COMPACTED if out.compaction_id else LOST_RACE
+
+    def _append(self, conn, session_id: int, parent_id: int, values: dict) -> int | None:
+        """Append the checkpoint and release the lease in one transaction; None if another
+        compactor got there first (lease lost, a newer checkpoint, or the unique key)."""
         try:
-            with self.engine.begin() as conn:
+            with conn.begin():
                 still_ours = conn.execute(
                     S.update().where(S.c.session_id == session_id, S.c.lease_owner == self.owner)
-                    .values(lease_expires_at=server_now_plus(self.dialect, self.lease_seconds))
-                ).rowcount
+                    .values(lease_owner=None, lease_expires_at=None)).rowcount
                 if still_ours != 1:
                     return None
                 latest = conn.execute(sa.select(sa.func.max(C.c.id))
@@ -239,10 +245,11 @@ class Compactor:
 
     # -- leases ----------------------------------------------------------------------------------
 
-    def _claim(self, session_id: int) -> bool:
-        """Take the session's lease if it is free or expired; the affected-row count decides."""
+    def _claim(self, conn, session_id: int, parent_id: int) -> bool | str:
+        """Take the session's lease if it is free or expired (the affected-row count decides),
+        and check no checkpoint was appended since we planned; True, or the status why not."""
         now = server_now(self.dialect)
-        with self.engine.begin() as conn:
+        with conn.begin() as tx:
             taken = conn.execute(
                 S.update()
                 .where(S.c.session_id == session_id,
@@ -251,10 +258,18 @@ class Compactor:
                 .values(lease_owner=self.owner,
                         lease_expires_at=server_now_plus(self.dialect, self.lease_seconds))
             ).rowcount
-        return taken == 1
+            if taken != 1:
+                tx.rollback()
+                return LEASE_HELD
+            latest = conn.execute(sa.select(sa.func.max(C.c.id))
+                                  .where(C.c.session_id == session_id)).scalar()
+            if (latest or 0) != parent_id:
+                tx.rollback()  # another compactor finished between our read and our claim
+                return LOST_RACE
+        return True
 
-    def _release(self, session_id: int) -> None:
-        with self.engine.begin() as conn:
+    def _release(self, conn, session_id: int) -> None:
+        with conn.begin():
             conn.execute(S.update().where(S.c.session_id == session_id, S.c.lease_owner == self.owner)
                          .values(lease_owner=None, lease_expires_at=None))
 

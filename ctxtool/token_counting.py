@@ -105,17 +105,35 @@ def _count_and_store(engine: Engine, rows, result: CountResult) -> None:
             counts = count_messages(
                 [Message(r.id, 0, r.role, r.content, r.tool_calls, name=r.name).text()
                  for r in group], enc_name)
-            cases = " ".join(f"WHEN {int(r.id)} THEN {int(n)}" for r, n in zip(group, counts))
-            ids = ",".join(str(int(r.id)) for r in group)
-            conn.execute(
-                sa.text(f"UPDATE agent_message SET token_count = CASE id {cases} END, "
-                        f"token_encoding = :enc WHERE id IN ({ids})"),
-                {"enc": enc_name},
-            )
+            store_counts(conn, [r.id for r in group], counts, enc_name)
             result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
             result.tokens += sum(counts)
             result.messages_counted += len(group)
     result.batches += 1
+
+
+def store_counts(conn, ids: list[int], counts: list[int], encoding: str) -> None:
+    """Write token counts for many messages with one UPDATE (ids and counts are integers)."""
+    if not ids:
+        return
+    cases = " ".join(f"WHEN {int(i)} THEN {int(n)}" for i, n in zip(ids, counts))
+    conn.execute(
+        sa.text(f"UPDATE agent_message SET token_count = CASE id {cases} END, "
+                f"token_encoding = :enc WHERE id IN ({','.join(str(int(i)) for i in ids)})"),
+        {"enc": encoding},
+    )
+
+
+def count_loaded_messages(conn, messages: list[Message], encoding: str) -> int:
+    """Count the given messages that have no count under ``encoding``, store the counts and set
+    them on the objects; return how many were counted. The caller commits."""
+    missing = [m for m in messages if m.token_count is None or m.token_encoding != encoding]
+    if missing:
+        counts = count_messages([m.text() for m in missing], encoding)
+        store_counts(conn, [m.id for m in missing], counts, encoding)
+        for m, n in zip(missing, counts):
+            m.token_count, m.token_encoding = n, encoding
+    return len(missing)
 
 
 def count_session_messages(engine: Engine, session_id: int, from_id: int | None = None,
@@ -126,20 +144,10 @@ def count_session_messages(engine: Engine, session_id: int, from_id: int | None 
     touches the restored suffix, never the whole history.
     """
     store = Store(engine)
-    session = store.session(session_id)
-    enc_name = encoding_for_model(session.model, encoding).name
-    query = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
-                       sa.literal(enc_name).label("expected"))
-             .where(M.c.session_id == session_id,
-                    sa.or_(M.c.token_count.is_(None), M.c.token_encoding.is_(None),
-                           M.c.token_encoding != enc_name)))
-    if from_id is not None:
-        query = query.where(M.c.id >= from_id)
-    with engine.connect() as conn:
-        rows = conn.execute(query.order_by(M.c.id)).all()
-    if rows:
-        _count_and_store(engine, rows, CountResult())
-    return len(rows)
+    with engine.begin() as conn:
+        session = store.session(session_id, conn)
+        enc_name = encoding_for_model(session.model, encoding).name
+        return count_loaded_messages(conn, store.messages(session_id, from_id, conn=conn), enc_name)
 
 
 def token_report(engine: Engine, session_id: int | None = None,

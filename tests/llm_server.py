@@ -7,6 +7,7 @@ fixed delay, a queue of failure statuses before success, garbage or empty answer
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -48,6 +49,12 @@ class FakeLLM:
 
             def log_message(self, *args):  # keep test output clean
                 pass
+
+            def setup(self):
+                super().setup()
+                # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm
+                # and the client's delayed ACK add ~40 ms to every answer.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
@@ -95,3 +102,23 @@ class FakeLLM:
                     pass
 
         return Handler
+
+
+def main() -> None:
+    """Run standalone (for benchmarks): prints its base URL, serves until killed."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="local OpenAI-compatible test server")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    args = parser.parse_args()
+    with FakeLLM(delay=args.delay) as llm:
+        print(llm.base_url, flush=True)
+        try:
+            sys.stdin.read()  # until the parent closes our stdin
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
