@@ -276,7 +276,7 @@ class Importer:
         batch_bytes = 0
         waiting: list[SourceCompaction] = []   # compactions whose first kept message comes next
         ready: list[tuple[SourceCompaction, str]] = []  # (compaction, first kept source id)
-        call_ids: set[str] = set()
+        call_owner: dict[str, str] = {}  # tool call id -> source id of the message making it
         inserts = _MessageInserts(conn, self.dialect)
         # Parsing overlaps with the database: the main thread parses and renders each batch,
         # one writer thread sends it (releasing the GIL while the server works), in order, with
@@ -312,8 +312,9 @@ class Importer:
                     continue
                 msg: SourceMessage = rec
                 if msg.tool_calls:
-                    call_ids.update(c["id"] for c in msg.tool_calls)
-                elif msg.role == "tool" and msg.tool_call_id not in call_ids:
+                    for c in msg.tool_calls:
+                        call_owner[c["id"]] = msg.source_id
+                elif msg.role == "tool" and msg.tool_call_id not in call_owner:
                     # A result whose call is not in the transcript (trimmed, or made by a skipped
                     # item) would make the restored context invalid for an API: keep its text as
                     # a user message and say so.
@@ -322,7 +323,13 @@ class Importer:
                     msg.role, msg.tool_call_id = "user", None
                     result.converted["orphan_tool_result_to_user"] += 1
                 for comp in waiting:
-                    ready.append((comp, msg.source_id))
+                    first_kept = msg.source_id
+                    if msg.role == "tool":
+                        # The agent kept a tool result but summarised its call: keep the call
+                        # too, or the restored context would hold an orphan result.
+                        first_kept = call_owner[msg.tool_call_id]
+                        comp.details = {**(comp.details or {}), "first_kept_moved_to_call_of": msg.source_id}
+                    ready.append((comp, first_kept))
                 waiting.clear()
                 if msg.source_id in present_messages:
                     result.messages_present += 1

@@ -162,3 +162,31 @@ class _use:
         if self.own is not None:
             self.own.close()
         return False
+
+
+def validate(engine: Engine, session_id: int | None = None):
+    """Check the consistency rules (``ctxtool.validation``) for one session or all of them.
+
+    Reads each session's checkpoints, the messages they point at and its restored suffix;
+    never whole histories.
+    """
+    from .validation import MessageRef, validate_session
+
+    store = Store(engine)
+    issues = []
+    with engine.connect() as conn:
+        ids = [session_id] if session_id is not None else store.session_ids(conn)
+        if session_id is not None:
+            store.session(session_id, conn)
+        for sid in ids:
+            compactions = store.compactions(sid, conn)
+            refs = {}
+            wanted = sorted({c.first_kept_message_id for c in compactions})
+            if wanted:
+                rows = conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role)
+                                    .where(M.c.id.in_(wanted)))
+                refs = {r.id: MessageRef(r.id, r.session_id, r.role) for r in rows}
+            latest = compactions[-1] if compactions else None
+            suffix = store.messages(sid, latest.first_kept_message_id if latest else None, conn=conn)
+            issues.extend(validate_session(sid, compactions, refs, suffix))
+    return issues, len(ids)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxtool.importer import Importer
-from ctxtool.store import Store
+from ctxtool.store import Store, validate
 
 from .conftest import TRANSCRIPTS
 
@@ -56,6 +56,8 @@ def test_real_transcripts_import_idempotently(db, path):
         assert kept == first.session_id
     ctx = store.restored_context(first.session_id)
     assert ctx.to_openai()
+    issues, _ = validate(db.engine, first.session_id)
+    assert [i for i in issues if i.severity == "error"] == []
 
 
 def test_claude_code_compaction_maps_boundary_and_summary(db):

@@ -1,0 +1,111 @@
+"""Checkpoint consistency rules, as pure functions over plain records.
+
+What must hold for every session, whoever wrote its checkpoints (ctxtool, an agent runtime, an
+import): each checkpoint points at a message of its own session that can start a context; the
+checkpoints form one chain; cuts never move backwards; the restored context is a valid
+OpenAI-style list (every tool result answers a call it contains).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .context import Compaction, Message
+
+ERROR, WARNING = "error", "warning"
+
+
+@dataclass(frozen=True)
+class Issue:
+    session_id: int
+    severity: str
+    rule: str
+    message: str
+    compaction_id: int | None = None
+    message_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"session_id": self.session_id, "severity": self.severity, "rule": self.rule,
+                "compaction_id": self.compaction_id, "message_id": self.message_id,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """What the rules need of a message a checkpoint points at."""
+
+    id: int
+    session_id: int
+    role: str
+
+
+def validate_session(session_id: int, compactions: Sequence[Compaction],
+                     referenced: Mapping[int, MessageRef], suffix: Sequence[Message]) -> list[Issue]:
+    """Every rule, for one session.
+
+    ``compactions`` in id order; ``referenced`` holds the messages their first_kept ids point at;
+    ``suffix`` is the restored suffix (messages from the latest checkpoint's cut on).
+    """
+    issues: list[Issue] = []
+    add = issues.append
+    previous: Compaction | None = None
+    for cp in compactions:
+        ref = referenced.get(cp.first_kept_message_id)
+        if ref is None:
+            add(Issue(session_id, ERROR, "first_kept_missing",
+                      f"checkpoint {cp.id} keeps from message {cp.first_kept_message_id}, which does "
+                      "not exist", cp.id, cp.first_kept_message_id))
+        elif ref.session_id != session_id:
+            add(Issue(session_id, ERROR, "first_kept_other_session",
+                      f"checkpoint {cp.id} keeps from message {ref.id} of session {ref.session_id}",
+                      cp.id, ref.id))
+        elif ref.role == "tool":
+            add(Issue(session_id, ERROR, "cut_orphans_tool_result",
+                      f"checkpoint {cp.id} keeps from a tool result: its call was summarised",
+                      cp.id, ref.id))
+        expected_parent = previous.id if previous else 0
+        if cp.parent_compaction_id != expected_parent:
+            add(Issue(session_id, ERROR, "chain_broken",
+                      f"checkpoint {cp.id} has parent {cp.parent_compaction_id}, expected "
+                      f"{expected_parent} (the previous checkpoint)", cp.id))
+        if previous and cp.first_kept_message_id < previous.first_kept_message_id:
+            add(Issue(session_id, WARNING, "cut_moved_back",
+                      f"checkpoint {cp.id} keeps from {cp.first_kept_message_id}, before the previous "
+                      f"checkpoint's cut {previous.first_kept_message_id}", cp.id))
+        if not (cp.summary or "").strip():
+            add(Issue(session_id, ERROR, "empty_summary", f"checkpoint {cp.id} has an empty summary",
+                      cp.id))
+        if cp.tokens_before is not None and cp.tokens_after is not None \
+                and cp.tokens_after >= cp.tokens_before:
+            add(Issue(session_id, WARNING, "not_smaller",
+                      f"checkpoint {cp.id} did not shrink the context ({cp.tokens_before} -> "
+                      f"{cp.tokens_after} tokens)", cp.id))
+        previous = cp
+    issues.extend(validate_restored_messages(session_id, suffix))
+    return issues
+
+
+def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> list[Issue]:
+    """The restored suffix must pair every tool result with a call it contains; a call without
+    a result is only acceptable as the very last message (the agent is waiting on it)."""
+    issues: list[Issue] = []
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for m in messages:
+        if m.role == "assistant":
+            for c in m.tool_calls or ():
+                calls[c.get("id") or ""] = m.id
+        elif m.role == "tool":
+            if m.tool_call_id not in calls:
+                issues.append(Issue(session_id, ERROR, "orphan_tool_result",
+                                    f"tool result {m.id} answers call {m.tool_call_id!r}, which is not "
+                                    "in the restored context", message_id=m.id))
+            answered.add(m.tool_call_id or "")
+    last_id = messages[-1].id if messages else None
+    for call_id, message_id in calls.items():
+        if call_id not in answered and message_id != last_id:
+            issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
+                                f"tool call {call_id!r} of message {message_id} has no result",
+                                message_id=message_id))
+    return issues

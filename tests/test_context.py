@@ -1,0 +1,104 @@
+"""Restored context and consistency rules: pure functions, and `context show` / `validate`."""
+
+from __future__ import annotations
+
+import json
+
+from ctxtool.context import SUMMARY_PREFIX, Compaction, Message, restore_context
+from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
+
+from .conftest import add_session
+from .test_compact import LIMITS, coding_session
+
+
+def msg(i, role="user", session=1, **kw):
+    return Message(i, session, role, kw.pop("content", f"m{i}"), **kw)
+
+
+def call(i, cid):
+    return msg(i, "assistant", content=None,
+               tool_calls=[{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}])
+
+
+def test_restore_context_takes_the_suffix_of_the_latest_checkpoint_only():
+    history = [msg(5), msg(1), msg(3, "assistant"), msg(4, session=2), msg(7), msg(6, "assistant")]
+    cp = Compaction(10, 1, "the summary", first_kept_message_id=5)
+    ctx = restore_context(1, "sys", cp, history)
+    assert [m.id for m in ctx.messages] == [5, 6, 7]
+    out = ctx.to_openai()
+    assert out[0] == {"role": "system", "content": "sys"}
+    assert out[1] == {"role": "user", "content": SUMMARY_PREFIX + "the summary"}
+    assert [m["content"] for m in out[2:]] == ["m5", "m6", "m7"]
+    no_cp = restore_context(1, None, None, history)
+    assert [m.id for m in no_cp.messages] == [1, 3, 5, 6, 7]
+    assert no_cp.to_openai()[0]["content"] == "m1"
+
+
+def test_tool_messages_round_trip_to_openai_shape():
+    ctx = restore_context(1, None, None, [call(1, "c1"), msg(2, "tool", tool_call_id="c1", content="ok")])
+    assert ctx.to_openai() == [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+    ]
+
+
+def test_validation_rules():
+    refs = {3: MessageRef(3, 1, "user"), 6: MessageRef(6, 1, "tool"), 9: MessageRef(9, 2, "user")}
+    cps = [
+        Compaction(1, 1, "s1", 3, tokens_before=100, tokens_after=50),
+        Compaction(2, 1, "s2", 6, parent_compaction_id=1),
+        Compaction(3, 1, "", 9, parent_compaction_id=1),
+        Compaction(4, 1, "s4", 4, parent_compaction_id=3, tokens_before=10, tokens_after=20),
+    ]
+    rules = [(i.rule, i.compaction_id) for i in validate_session(1, cps, refs, [])]
+    assert rules == [
+        ("cut_orphans_tool_result", 2),
+        ("first_kept_other_session", 3), ("chain_broken", 3), ("empty_summary", 3),
+        ("first_kept_missing", 4), ("cut_moved_back", 4), ("not_smaller", 4),
+    ]
+    assert validate_session(1, cps[:1], refs, []) == []
+
+
+def test_restored_messages_rules():
+    ok = [msg(1), call(2, "a"), msg(3, "tool", tool_call_id="a"), call(4, "b")]
+    assert validate_restored_messages(1, ok) == []  # a trailing call may still be waiting
+    bad = [msg(3, "tool", tool_call_id="a"), call(4, "b"), msg(5)]
+    assert [i.rule for i in validate_restored_messages(1, bad)] == ["orphan_tool_result",
+                                                                     "unanswered_tool_call"]
+
+
+def test_cli_context_show_and_validate(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt="You are a coder.")
+    assert cli("--db", db.url, "compact", "1", *LIMITS).exit_code == 0
+    cp = db.rows("SELECT id, first_kept_message_id, summary FROM agent_compaction")[0]
+
+    result = cli("--db", db.url, "context", "show", "1")
+    assert result.exit_code == 0, result.output
+    assert f"first_kept_message_id:  {cp['first_kept_message_id']}" in result.output
+    assert "[summary of checkpoint" in result.output and "You are a coder." in result.output
+
+    doc = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
+    kept = db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id >= :i",
+                     i=cp["first_kept_message_id"])
+    assert doc["messages_kept"] == kept and len(doc["messages"]) == kept + 2
+    assert doc["messages"][1]["content"] == SUMMARY_PREFIX + cp["summary"]
+    assert doc["context_tokens"] > 0
+    listed = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
+    assert listed == doc["messages"]
+
+    result = cli("--db", db.url, "context", "show", "99")
+    assert result.exit_code == 1 and "session 99 does not exist" in result.output
+
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+
+    # Corrupt the checkpoint the way a buggy runtime would: cut at a tool result.
+    tool_id = db.scalar("SELECT MIN(id) FROM agent_message WHERE role = 'tool' AND id > :i",
+                        i=cp["first_kept_message_id"])
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE agent_compaction SET first_kept_message_id = {tool_id}")
+    result = cli("--db", db.url, "validate", "--session", "1", "--json")
+    assert result.exit_code == 1
+    rules = {i["rule"] for i in json.loads(result.stdout)}
+    assert {"cut_orphans_tool_result", "orphan_tool_result"} <= rules
