@@ -159,7 +159,7 @@ def token_report(engine: Engine, session_id: int | None = None,
     """
     store = Store(engine)
     with engine.connect() as conn:
-        q = sa.select(S.c.session_id, S.c.model, S.c.title).order_by(S.c.session_id)
+        q = sa.select(S.c.session_id, S.c.model, S.c.title, S.c.details).order_by(S.c.session_id)
         if session_id is not None:
             store.session(session_id, conn)
             q = q.where(S.c.session_id == session_id)
@@ -185,6 +185,8 @@ def token_report(engine: Engine, session_id: int | None = None,
             history = int(t.tokens or 0) if t else 0
             summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
             usage = _latest_provider_usage(conn, s.session_id)
+            if usage is None and isinstance(s.details, dict):  # Codex reports usage per turn
+                usage = (s.details.get("last_usage") or {}).get("context_tokens")
             report.append({
                 "session_id": s.session_id,
                 "model": s.model,
