@@ -28,8 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from ctxtool.compaction import CompactionSettings  # noqa: E402
 from ctxtool.compactor import Compactor  # noqa: E402
-from ctxtool.db import create_engine  # noqa: E402
-from ctxtool.migrate import Migrator  # noqa: E402
+from benchdb import fresh_database  # noqa: E402
 from ctxtool.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.summarizers import OpenAISummarizer  # noqa: E402
 from ctxtool.token_counting import count_tokens  # noqa: E402
@@ -51,13 +50,7 @@ def session_messages(turns: int) -> list[dict]:
 
 
 def setup(url: str, sessions: int) -> sa.Engine:
-    server = sa.create_engine(url.rsplit("/", 1)[0] + "/", isolation_level="AUTOCOMMIT")
-    name = url.rsplit("/", 1)[1]
-    with server.connect() as c:
-        c.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        c.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    engine = create_engine(url, pool_size=40, max_overflow=10)
-    Migrator(engine).up()
+    engine = fresh_database(url, pool_size=40, max_overflow=10)
     msgs = session_messages(12)
     with engine.begin() as conn:
         conn.execute(agent_session.insert(), [{"session_id": s, "model": "gpt-4o"}

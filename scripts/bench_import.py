@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
-from ctxtool.migrate import Migrator
+from benchdb import fresh_database
 from ctxtool.transcripts import Line, parser_for
 
 WORDS = ("the agent reads src/app.py and runs pytest -x error ZeroDivisionError at line 42 "
@@ -67,17 +67,6 @@ def write_transcript(path: str, messages: int, seed: int = 1, filler: int = 0) -
             parent = f"r{turn}"
             n += 3
     return os.path.getsize(path)
-
-
-def fresh_database(url: str) -> sa.Engine:
-    server = sa.create_engine(url.rsplit("/", 1)[0] + "/", isolation_level="AUTOCOMMIT")
-    name = url.rsplit("/", 1)[1]
-    with server.connect() as c:
-        c.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        c.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    engine = create_engine(url)
-    Migrator(engine).up()
-    return engine
 
 
 def rows_of(path: str) -> list[tuple]:

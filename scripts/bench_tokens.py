@@ -18,8 +18,7 @@ import time
 
 import sqlalchemy as sa
 
-from ctxtool.db import create_engine
-from ctxtool.migrate import Migrator
+from benchdb import fresh_database
 from ctxtool.schema import agent_message, agent_session
 from ctxtool.token_counting import count_tokens
 from ctxtool.tokens import get_encoding
@@ -35,13 +34,7 @@ def make_text(rng: random.Random) -> str:
 
 
 def setup(url: str, n: int, seed: int = 7) -> tuple[sa.Engine, list[str]]:
-    server = sa.create_engine(url.rsplit("/", 1)[0] + "/", isolation_level="AUTOCOMMIT")
-    name = url.rsplit("/", 1)[1]
-    with server.connect() as c:
-        c.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        c.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    engine = create_engine(url)
-    Migrator(engine).up()
+    engine = fresh_database(url)
     rng = random.Random(seed)
     texts = [make_text(rng) for _ in range(n)]
     sessions = max(1, n // 500)
