@@ -30,8 +30,9 @@ from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
-from .transcripts import (MAX_MESSAGE_BYTES, Line, LineReader, SourceCompaction, SourceMessage,
-                          Transcript, TranscriptError, detect_format, parser_for)
+from .transcripts import (MAX_MESSAGE_BYTES, BranchedTranscript, Line, LineReader,
+                          SourceCompaction, SourceMessage, Transcript, TranscriptError,
+                          detect_format, parser_for, transcript_module)
 
 BATCH_ROWS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
@@ -97,7 +98,7 @@ class _CountingStream:
 
 
 def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: bool,
-                    skipped: Counter) -> tuple[str, Transcript]:
+                    skipped: Counter, main: set[str] | None = None) -> tuple[str, Transcript]:
     """Detect the format (unless given) from the first records and start parsing."""
     raw_iter = iter(stream)
     peeked: list[bytes] = []
@@ -136,7 +137,7 @@ def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: 
             iter(lines).__next__()  # raises the error of the first bad line
             raise TranscriptError(path, None, "no JSON object found in the first lines")
         fmt = detect_format(first_obj, path)
-    return fmt, parser_for(fmt)(iter(lines), path, skipped)
+    return fmt, parser_for(fmt)(iter(lines), path, skipped, main)
 
 
 def _first_nonblank(peeked: list[bytes]) -> int:
@@ -212,8 +213,24 @@ class Importer:
     # -- one session -----------------------------------------------------------------------------
 
     def _import_stream(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult) -> None:
+        try:
+            self._import_pass(path, stream, fallback_id, result, None)
+        except BranchedTranscript:
+            # A tree with abandoned branches: nothing was written (the transaction rolled back).
+            # Find the main line in a first pass, then import only it.
+            stream.seek(0)
+            result.skipped.clear()
+            result.converted.clear()
+            result.messages_present = result.compactions_present = 0
+            lines = LineReader(path, stream, self.skip_invalid, Counter())
+            main = transcript_module(result.format).main_line_ids(iter(lines))
+            stream.seek(0)
+            self._import_pass(path, stream, fallback_id, result, main)
+
+    def _import_pass(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult,
+                     main: set[str] | None) -> None:
         fmt, transcript = open_transcript(path, _CountingStream(stream, self.on_bytes), self.fmt,
-                                          self.skip_invalid, result.skipped)
+                                          self.skip_invalid, result.skipped, main)
         result.format = fmt
         records = transcript.records
         first = next(records, None)  # headers are read by now: the session's source id is known
@@ -334,7 +351,7 @@ class Importer:
                 if msg.source_id in present_messages:
                     result.messages_present += 1
                 else:
-                    present_messages.add(msg.source_id)
+                    # New ids need no remembering: the parser keeps source ids unique per file.
                     size = len(msg.content.encode("utf-8")) if msg.content else 0
                     if size > max_bytes:
                         raise TranscriptError(

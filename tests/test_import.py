@@ -207,3 +207,49 @@ def test_directory_import_with_one_bad_file_is_partial(db, cli, tmp_path):
     assert db.scalar("SELECT COUNT(*) FROM agent_message") == 4
     result = cli("--db", db.url, "import", tmp_path / "missing.jsonl")
     assert result.exit_code == 1 and "no such file" in result.output
+
+
+def _cc(uuid, parent, kind, text, **extra):
+    message = {"role": kind, "content": text}
+    if kind == "assistant":
+        message = {"id": f"msg-{uuid}", "role": "assistant", "model": "claude-sonnet-4-5",
+                   "content": [{"type": "text", "text": text}]}
+    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "branchy",
+            "isSidechain": False, "timestamp": "2026-01-01T00:00:00Z", "message": message, **extra}
+
+
+def test_abandoned_branches_are_not_part_of_the_main_line(db, tmp_path):
+    """A rewind (the user edited a message): only the path to the newest record is imported."""
+    records = [
+        _cc("u1", None, "user", "first question"),
+        _cc("a1", "u1", "assistant", "first answer"),
+        _cc("u2", "a1", "user", "second question (abandoned)"),
+        _cc("a2", "u2", "assistant", "answer to the abandoned question"),
+        {"type": "progress", "uuid": "p1", "parentUuid": "a1", "sessionId": "branchy"},
+        _cc("u2b", "a1", "user", "second question, edited"),
+        _cc("a2b", "u2b", "assistant", "answer on the main line"),
+    ]
+    path = _write(tmp_path, "branchy.jsonl", _jsonl(records))
+    [res] = _import(db, path)
+    assert res.error is None, res.error
+    contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
+    assert contents == ["first question", "first answer", "second question, edited",
+                        "answer on the main line"]
+    assert res.skipped["abandoned_branch:user"] == 1 and res.skipped["abandoned_branch:assistant"] == 1
+    [again] = _import(db, path)
+    assert (again.messages_added, again.messages_present) == (0, 4)
+
+
+def test_pi_tree_branches(db, tmp_path):
+    def entry(i, parent, role, text):
+        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": role, "content": [{"type": "text", "text": text}]}}
+
+    records = [{"type": "session", "version": 3, "id": "pi-tree", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+               entry("e1", None, "user", "goal"), entry("e2", "e1", "assistant", "plan A"),
+               entry("e3", "e2", "user", "no, plan B"), entry("e4", "e1", "assistant", "plan B"),
+               entry("e5", "e4", "user", "thanks")]
+    [res] = _import(db, _write(tmp_path, "tree.jsonl", _jsonl(records)))
+    assert res.error is None, res.error
+    contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
+    assert contents == ["goal", "plan B", "thanks"]

@@ -76,6 +76,38 @@ class SourceCompaction:
 Record = SourceMessage | SourceCompaction
 
 
+class BranchedTranscript(Exception):
+    """A tree-shaped transcript (Claude Code, Pi v2+) turned out not to be linear.
+
+    Parsers assume a linear file (the common case, one pass); on meeting a record whose parent
+    is not the record before it they raise this, and the importer parses again with the main
+    line found by a first pass (:func:`main_line`).
+    """
+
+
+class LinearityCheck:
+    """Raises BranchedTranscript when a record's parent is not the previous record."""
+
+    def __init__(self):
+        self.previous: str | None = None
+
+    def __call__(self, record_id: str, parent_id: str | None) -> None:
+        if parent_id is not None and self.previous is not None and parent_id != self.previous:
+            raise BranchedTranscript(record_id)
+        self.previous = record_id
+
+
+def main_line(links: dict[str, str | None], leaf: str | None) -> set[str]:
+    """Ids on the path from ``leaf`` (the newest record) back to the root; branches that were
+    abandoned (a rewind, an edited message) are not on it. Safe against cycles."""
+    path: set[str] = set()
+    node = leaf
+    while node is not None and node not in path:
+        path.add(node)
+        node = links.get(node)
+    return path
+
+
 @dataclass
 class Line:
     """A parsed JSONL line: its number and its object."""
@@ -234,8 +266,12 @@ def detect_format(first: dict | list, path: str) -> str:
                  f"{', '.join(sorted(first)[:8])}); pass --format {{{','.join(FORMATS)}}}")
 
 
-def parser_for(name: str) -> Callable[..., Transcript]:
+def transcript_module(name: str):
+    """The module that knows format ``name`` (its ``parse``, and ``main_line_ids`` for trees)."""
     from . import claude_code, codex, openai_chat, pi
 
-    return {"claude-code": claude_code.parse, "codex": codex.parse, "pi": pi.parse,
-            "openai-chat": openai_chat.parse}[name]
+    return {"claude-code": claude_code, "codex": codex, "pi": pi, "openai-chat": openai_chat}[name]
+
+
+def parser_for(name: str) -> Callable[..., Transcript]:
+    return transcript_module(name).parse

@@ -17,19 +17,44 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from . import (Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
-               first_line_title, normalise_usage, parse_time, text_of, tool_call)
+from . import (LinearityCheck, Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
+               first_line_title, main_line, normalise_usage, parse_time, text_of, tool_call)
 
 FORMAT = "claude-code"
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter) -> Transcript:
+def parse(lines: Iterator[Line], path: str, skipped: Counter,
+          main: set[str] | None = None) -> Transcript:
+    """Parse assuming a linear file, or keep only the records in ``main`` (see main_line_ids)."""
     session = SourceSession(FORMAT)
-    return Transcript(session, _records(lines, session, skipped), skipped)
+    return Transcript(session, _records(lines, session, skipped, main), skipped)
 
 
-def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) -> Iterator[Record]:
+def _link(rec: dict) -> tuple[str, str | None] | None:
+    """(uuid, parent uuid) of a main-conversation record; a compaction boundary links through
+    ``logicalParentUuid``. Sidechain records are another conversation."""
+    if rec.get("isSidechain") or not isinstance(rec.get("uuid"), str):
+        return None
+    parent = rec.get("parentUuid") or rec.get("logicalParentUuid")
+    return rec["uuid"], parent if isinstance(parent, str) else None
+
+
+def main_line_ids(lines: Iterator[Line]) -> set[str]:
+    """First pass over a branched file: the uuids on the path from its newest record."""
+    links: dict[str, str | None] = {}
+    leaf = None
+    for line in lines:
+        link = _link(line.obj)
+        if link:
+            links[link[0]] = link[1]
+            leaf = link[0]
+    return main_line(links, leaf)
+
+
+def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
+             main: set[str] | None) -> Iterator[Record]:
     ids = UniqueIds()
+    linear = LinearityCheck()
     titles: dict[str, str] = {}
     pending_assistant: SourceMessage | None = None
     pending_api_id: str | None = None
@@ -49,6 +74,12 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) ->
             session.details["cwd"] = rec.get("cwd")
             session.details["version"] = rec.get("version")
             session.details["git_branch"] = rec.get("gitBranch")
+        link = _link(rec)
+        if link and main is None:
+            linear(*link)
+        elif link and link[0] not in main:
+            skipped[f"abandoned_branch:{kind}"] += 1
+            continue
         if session.created_at is None and kind in ("user", "assistant"):
             session.created_at = parse_time(rec.get("timestamp"))
         if kind == "summary":

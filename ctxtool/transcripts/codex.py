@@ -25,7 +25,9 @@ _TEXT_BLOCKS = ("input_text", "output_text", "text")
 _ROLE = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter) -> Transcript:
+def parse(lines: Iterator[Line], path: str, skipped: Counter,
+          main: set[str] | None = None) -> Transcript:
+    """Parse the file (``main`` is for tree formats; this one is linear)."""
     session = SourceSession(FORMAT)
     return Transcript(session, _records(lines, session, skipped), skipped)
 

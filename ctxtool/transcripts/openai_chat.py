@@ -18,7 +18,9 @@ _KNOWN = {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "nam
 _ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter) -> Transcript:
+def parse(lines: Iterator[Line], path: str, skipped: Counter,
+          main: set[str] | None = None) -> Transcript:
+    """Parse the file (``main`` is for tree formats; this one is linear)."""
     session = SourceSession(FORMAT)
     return Transcript(session, _records(lines, session, skipped), skipped)
 

@@ -15,19 +15,43 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from . import (Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
-               first_line_title, normalise_usage, parse_time, text_of, tool_call)
+from . import (LinearityCheck, Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
+               first_line_title, main_line, normalise_usage, parse_time, text_of, tool_call)
 
 FORMAT = "pi"
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter) -> Transcript:
+def parse(lines: Iterator[Line], path: str, skipped: Counter,
+          main: set[str] | None = None) -> Transcript:
+    """Parse assuming a linear file, or keep only the entries in ``main`` (see main_line_ids)."""
     session = SourceSession(FORMAT)
-    return Transcript(session, _records(lines, session, skipped), skipped)
+    return Transcript(session, _records(lines, session, skipped, main), skipped)
 
 
-def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) -> Iterator[Record]:
+def _link(rec: dict) -> tuple[str, str | None] | None:
+    """(id, parentId) of a v2+ tree entry; None for the header and v1 entries (no ids)."""
+    if rec.get("type") == "session" or not isinstance(rec.get("id"), str):
+        return None
+    parent = rec.get("parentId")
+    return rec["id"], parent if isinstance(parent, str) else None
+
+
+def main_line_ids(lines: Iterator[Line]) -> set[str]:
+    """First pass over a branched file: the entry ids on the path from its newest entry."""
+    links: dict[str, str | None] = {}
+    leaf = None
+    for line in lines:
+        link = _link(line.obj)
+        if link:
+            links[link[0]] = link[1]
+            leaf = link[0]
+    return main_line(links, leaf)
+
+
+def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
+             main: set[str] | None) -> Iterator[Record]:
     ids = UniqueIds()
+    linear = LinearityCheck()
     entry_index = -1
     # Entry key (v2 id, or v1 index) -> source id of the first message at or after that entry.
     by_key: dict[str, str | None] = {}
@@ -47,6 +71,12 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) ->
         rec = line.obj
         entry_index += 1
         kind = rec.get("type")
+        link = _link(rec)
+        if link and main is None:
+            linear(*link)
+        elif link and link[0] not in main:
+            skipped[f"abandoned_branch:{kind}"] += 1
+            continue
         key_v1 = f"#{entry_index}"
         entry_id = rec.get("id") if isinstance(rec.get("id"), str) and kind != "session" else None
         if kind == "session":
