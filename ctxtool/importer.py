@@ -23,7 +23,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .db import describe_db_error, dialect_family
 from .errors import CtxtoolError
@@ -214,18 +214,33 @@ class Importer:
 
     def _import_stream(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult) -> None:
         try:
-            self._import_pass(path, stream, fallback_id, result, None)
+            for attempt in range(3):
+                try:
+                    self._import_pass(path, stream, fallback_id, result, None)
+                    break
+                except (IntegrityError, OperationalError) as exc:
+                    # Another import of the same transcript wrote the same messages first
+                    # (unique source ids; or the two deadlocked on them): nothing of ours was
+                    # written; the next attempt finds them present.
+                    if attempt == 2 or not _lost_to_concurrent_import(exc):
+                        raise
+                    stream.seek(0)
+                    self._reset(result)
         except BranchedTranscript:
             # A tree with abandoned branches: nothing was written (the transaction rolled back).
             # Find the main line in a first pass, then import only it.
             stream.seek(0)
-            result.skipped.clear()
-            result.converted.clear()
-            result.messages_present = result.compactions_present = 0
+            self._reset(result)
             lines = LineReader(path, stream, self.skip_invalid, Counter())
             main = transcript_module(result.format).main_line_ids(iter(lines))
             stream.seek(0)
             self._import_pass(path, stream, fallback_id, result, main)
+
+    @staticmethod
+    def _reset(result: FileResult) -> None:
+        result.skipped.clear()
+        result.converted.clear()
+        result.messages_present = result.compactions_present = 0
 
     def _import_pass(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult,
                      main: set[str] | None) -> None:
@@ -243,8 +258,11 @@ class Importer:
             with self.engine.begin() as conn:
                 self._write_session(conn, session_id, transcript,
                                     itertools.chain([first] if first else [], records), path, result)
-        except BaseException:
-            if created:
+        except BaseException as exc:
+            # Bad input leaves nothing behind. A database conflict or a branch signal keeps the
+            # (empty) session row: the next attempt, or a concurrent import of the same
+            # transcript, is already using it.
+            if created and not isinstance(exc, (SQLAlchemyError, BranchedTranscript)):
                 self._drop_empty_session(session_id)
             result.messages_added = result.compactions_added = 0
             raise
@@ -452,9 +470,22 @@ class _MessageInserts:
             return
         if self.dialect == "mysql":
             for statement in payload:
-                self.cursor.execute(statement)
+                try:
+                    self.cursor.execute(statement)
+                except self.conn.dialect.loaded_dbapi.Error as exc:
+                    # Raw-cursor errors get SQLAlchemy's types, like every other statement's.
+                    raise sa.exc.DBAPIError.instance(
+                        statement[:200], None, exc, self.conn.dialect.loaded_dbapi.Error) from exc
         else:
             self.conn.exec_driver_sql(self.sql, payload)
+
+
+def _lost_to_concurrent_import(exc: SQLAlchemyError) -> bool:
+    """A duplicate source id, or a MySQL deadlock (1213) between two imports of one file."""
+    if isinstance(exc, IntegrityError):
+        return True
+    args = getattr(getattr(exc, "orig", None), "args", ())
+    return bool(args) and args[0] == 1213
 
 
 def _json(value) -> str | None:

@@ -120,12 +120,13 @@ def print_document(doc: Any, output: OutputFormat, human: str) -> None:
 class Progress:
     """A progress bar on stderr when it is a terminal; silent when piped or under cron."""
 
-    def __init__(self, total: int | None, label: str):
+    def __init__(self, total: int | None, label: str, show_pos: bool = True):
         self.enabled = self.on_terminal()
         self.bar = None
         if self.enabled:
             self.bar = click.progressbar(length=total, label=label, file=sys.stderr,
-                                         show_pos=True, show_eta=total is not None)
+                                         show_pos=show_pos, show_percent=total is not None,
+                                         show_eta=total is not None)
 
     @staticmethod
     def on_terminal() -> bool:

@@ -253,3 +253,53 @@ def test_pi_tree_branches(db, tmp_path):
     assert res.error is None, res.error
     contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
     assert contents == ["goal", "plan B", "thanks"]
+
+
+def test_two_imports_of_one_file_at_once(db):
+    """Concurrent imports of the same transcript: every message exactly once, no error."""
+    import threading
+
+    path = TRANSCRIPTS / "pi" / "large-session.jsonl"
+    results = []
+    threads = [threading.Thread(target=lambda: results.extend(_import(db, path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.error for r in results] == [None, None]
+    total = sum(r.messages_added for r in results)
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == total
+    assert db.scalar("SELECT COUNT(DISTINCT session_id) FROM agent_message") == 1
+    assert sorted(r.messages_present for r in results)[0] == 0
+
+
+def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str]:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdout=subprocess.DEVNULL,
+                            stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=120), b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_on_a_terminal_and_quiet_when_piped(db, cli):
+    path = TRANSCRIPTS / "pi" / "before-compaction.jsonl"
+    code, terminal = _run_with_stderr_on_a_terminal(["--db", db.url, "import", str(path)])
+    assert code == 0, terminal
+    assert "importing" in terminal and "100%" in terminal
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 0 and "importing" not in result.output

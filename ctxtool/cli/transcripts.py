@@ -36,7 +36,7 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
     if not files:
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
     total = file_sizes(files) if Progress.on_terminal() else None
-    with Progress(total, "importing") as progress:
+    with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
         results = Importer(engine, fmt, skip_invalid, on_bytes=progress.update).import_paths(files)
     rows = [r.as_dict() for r in results]
     if output.machine:
