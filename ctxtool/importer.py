@@ -116,8 +116,10 @@ def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: 
         try:
             obj = json.loads(stripped.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            if first_char in (b"[", b"{") and len(peeked) == _first_nonblank(peeked):
-                # Not JSONL: one pretty-printed JSON document (an OpenAI message list).
+            if first_char in (b"[", b"{") and len(peeked) == _first_nonblank(peeked) \
+                    and stripped.endswith((b"{", b"[", b",")):
+                # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
+                # first line opens an object or array. A broken JSONL record is reported below.
                 return _whole_document(path, peeked, raw_iter, fmt, skipped)
             if not skip_invalid:
                 break  # LineReader reports this line with its number

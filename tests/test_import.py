@@ -303,3 +303,11 @@ def test_progress_on_a_terminal_and_quiet_when_piped(db, cli):
     assert "importing" in terminal and "100%" in terminal
     result = cli("--db", db.url, "import", path)
     assert result.exit_code == 0 and "importing" not in result.output
+
+
+def test_bad_first_line_of_jsonl_is_named_and_skippable(db, tmp_path):
+    path = _write(tmp_path, "first.jsonl", b'{"role": "user", "content": "unterminated}\n' + _jsonl(CHAT[1:]))
+    [res] = _import(db, path)
+    assert res.error and f"{path}:1: malformed JSON" in res.error
+    [res] = _import(db, path, skip_invalid=True)
+    assert res.error is None and res.messages_added == 4 and res.skipped["invalid_line"] == 1
