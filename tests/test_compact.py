@@ -305,3 +305,26 @@ def test_kill_9_leaves_no_checkpoint_and_a_rerun_completes(db):
     assert out.returncode == 0, out.stderr
     assert [r["status"] for r in json.loads(out.stdout)] == ["compacted"]
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+
+
+def test_candidates_read_only_effective_contexts(db):
+    """Finding sessions over threshold costs the messages since each cut, not whole histories."""
+    add_session(db, 1, coding_session(60), model="gpt-4o")      # 240 messages, compacted below
+    add_session(db, 2, coding_session(3), model="gpt-4o")       # small, never compacted
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
+    assert compactor.compact_session(1).status == "compacted"
+    cut = Store(db.engine).latest_compaction(1).first_kept_message_id
+    effective = db.scalar("SELECT COUNT(*) FROM agent_message WHERE (session_id = 1 AND id >= :c) "
+                          "OR session_id = 2", c=cut)
+    assert effective < 40 < db.scalar("SELECT COUNT(*) FROM agent_message")
+
+    def handler_reads():
+        return int(db.rows("SHOW GLOBAL STATUS LIKE 'Handler_read_next'")[0]["Value"])
+
+    before = handler_reads() if db.kind == "mysql" else 0
+    rows = {r.session_id: r for r in compactor._effective_rows()}
+    if db.kind == "mysql":
+        assert handler_reads() - before <= effective + 10
+    expected = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1 AND id >= :c", c=cut)
+    assert rows[1].tokens == expected and rows[1].first_kept_message_id == cut
+    assert rows[2].uncounted == 12 and rows[2].first_kept_message_id is None
