@@ -34,7 +34,7 @@ from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
 from .store import Store, restored_context_tokens
-from .summarizers import Summarizer
+from .summarizers import Summarizer, SummaryRequest
 from .token_counting import count_loaded_messages, count_session_messages
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, encoding_for_model
 
@@ -207,7 +207,8 @@ class Compactor:
         read, modified = files_touched([c for m in summarised for c in (m.tool_calls or ())])
         files = merge_file_lists(latest.details if latest else None, read, modified)
         llm_started = time.perf_counter()
-        summary = self.summarizer.summarize(latest.summary if latest else None, summarised, files)
+        summary = self.summarizer.summarize(SummaryRequest(
+            latest.summary if latest else None, summarised, files, plan.split_turn))
         out.summarizer_seconds = time.perf_counter() - llm_started
         out.summarizer, out.model = summary.summarizer, summary.model
         if not summary.text.strip():

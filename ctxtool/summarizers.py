@@ -29,12 +29,25 @@ class Summary:
     model: str | None = None
 
 
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What a summarizer is asked to do: fold ``messages`` into ``previous_summary``.
+
+    ``split_turn``: the cut falls inside a turn, so the request that started the turn is being
+    summarised while the work on it stays verbatim; the summary must state it.
+    """
+
+    previous_summary: str | None
+    messages: Sequence[Message]
+    files: dict
+    split_turn: bool = False
+
+
 class Summarizer(Protocol):
     name: str
     model: str | None
 
-    def summarize(self, previous_summary: str | None, messages: Sequence[Message],
-                  files: dict) -> Summary: ...
+    def summarize(self, request: SummaryRequest) -> Summary: ...
 
 
 class SummarizerError(CtxtoolError):
@@ -99,9 +112,10 @@ SUMMARY_FORMAT = """Use this exact format:
 Keep each section concise. Preserve exact file paths, identifiers and error messages."""
 
 
-def build_prompt(previous_summary: str | None, messages: Sequence[Message], files: dict) -> str:
+def build_prompt(request: SummaryRequest) -> str:
     """The user prompt: the span to summarise, and the previous summary to update (iterative)."""
-    parts = [f"<conversation>\n{render_conversation(messages)}\n</conversation>"]
+    previous_summary, files = request.previous_summary, request.files
+    parts = [f"<conversation>\n{render_conversation(request.messages)}\n</conversation>"]
     if previous_summary:
         parts.append(f"<previous-summary>\n{previous_summary}\n</previous-summary>")
         parts.append(
@@ -110,6 +124,10 @@ def build_prompt(previous_summary: str | None, messages: Sequence[Message], file
             "decisions, next steps and critical context. " + SUMMARY_FORMAT)
     else:
         parts.append("Summarise the conversation above. " + SUMMARY_FORMAT)
+    if request.split_turn:
+        parts.append("The conversation continues after this point in the middle of the current "
+                     "turn: the agent's work on the latest user request is kept verbatim, the "
+                     "request itself is not. State that request exactly under Goal or In Progress.")
     if files.get("read_files") or files.get("modified_files"):
         parts.append("Files read: " + ", ".join(files.get("read_files") or []) +
                      "\nFiles modified: " + ", ".join(files.get("modified_files") or []))
@@ -138,13 +156,13 @@ class OpenAISummarizer:
             base_url=self.base_url, timeout=timeout, max_retries=max_retries)
         self._openai = openai
 
-    def summarize(self, previous_summary, messages, files) -> Summary:
+    def summarize(self, request: SummaryRequest) -> Summary:
         openai = self._openai
         try:
             response = self.client.chat.completions.create(
                 model=self.model,
                 messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": build_prompt(previous_summary, messages, files)}],
+                          {"role": "user", "content": build_prompt(request)}],
                 max_tokens=self.max_summary_tokens,
                 temperature=0,
             )
@@ -201,7 +219,8 @@ class ExtractiveSummarizer:
         self.max_requests = max_requests
         self.max_errors = max_errors
 
-    def summarize(self, previous_summary, messages, files) -> Summary:
+    def summarize(self, request: SummaryRequest) -> Summary:
+        previous_summary, messages, files = request.previous_summary, request.messages, request.files
         users = [m.content.strip() for m in messages
                  if m.role == "user" and m.content and m.content.strip()
                  and not (m.details or {}).get("is_meta")]
@@ -226,6 +245,8 @@ class ExtractiveSummarizer:
         if previous_tools and previous_tools not in ("(none in this span)",):
             out += [f"Earlier: {self._clip(previous_tools, 300)}"]
         out += ["", "## Last errors"] + ([f"- {e}" for e in errors] or ["- (none)"])
+        if request.split_turn and users:
+            out += ["", "## In progress (the turn continues after this summary)", self._clip(users[-1])]
         out += ["", f"({len(messages)} messages summarised extractively; no LLM was used)"]
         return Summary("\n".join(out), self.name, None)
 

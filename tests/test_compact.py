@@ -328,3 +328,29 @@ def test_candidates_read_only_effective_contexts(db):
     expected = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1 AND id >= :c", c=cut)
     assert rows[1].tokens == expected and rows[1].first_kept_message_id == cut
     assert rows[2].uncounted == 12 and rows[2].first_kept_message_id is None
+
+
+def test_one_turn_larger_than_the_budget_is_split_safely(db):
+    turn = coding_session(12)
+    one_turn = [turn[0]] + [m for m in turn if m["role"] != "user"]  # one request, 36 steps
+    add_session(db, 1, one_turn, model="gpt-4o")
+    with FakeLLM() as llm:
+        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                              SETTINGS)
+        outcome = compactor.compact_session(1)
+        prompt = llm.requests[0]["messages"][1]["content"]
+    assert outcome.status == "compacted" and outcome.split_turn
+    assert "middle of the current turn" in prompt and "Turn 0" in prompt
+    cp = Store(db.engine).latest_compaction(1)
+    assert cp.details["split_turn"] is True
+    assert db.scalar("SELECT role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id) == "assistant"
+    assert_valid_context(Store(db.engine), 1)
+
+
+def test_commands_refuse_an_old_schema_with_exit_3(empty_db, cli):
+    assert cli("--db", empty_db.url, "migrate", "up", "--to", "0001").exit_code == 0
+    for args in (["compact", "--all"], ["tokens", "report"], ["import", "-"], ["validate"]):
+        result = cli("--db", empty_db.url, *args, input="")
+        assert result.exit_code == 3, args
+        assert "0002_ctxtool_columns is pending" in result.output
+        assert len(result.output.strip().splitlines()) == 1
