@@ -97,9 +97,17 @@ class LinearityCheck:
         self.previous = record_id
 
 
-def main_line(links: dict[str, str | None], leaf: str | None) -> set[str]:
-    """Ids on the path from ``leaf`` (the newest record) back to the root; branches that were
-    abandoned (a rewind, an edited message) are not on it. Safe against cycles."""
+def main_line(lines: Iterable[Line], link: Callable[[dict], tuple[str, str | None] | None]) -> set[str]:
+    """First pass over a branched tree file: the ids on the path from its newest record back to
+    the root (``link`` gives a record's (id, parent id), or None for records outside the tree).
+    Abandoned branches (a rewind, an edited message) are not on it. Safe against cycles."""
+    links: dict[str, str | None] = {}
+    leaf = None
+    for line in lines:
+        found = link(line.obj)
+        if found:
+            links[found[0]] = found[1]
+            leaf = found[0]
     path: set[str] = set()
     node = leaf
     while node is not None and node not in path:

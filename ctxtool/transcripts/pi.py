@@ -37,15 +37,8 @@ def _link(rec: dict) -> tuple[str, str | None] | None:
 
 
 def main_line_ids(lines: Iterator[Line]) -> set[str]:
-    """First pass over a branched file: the entry ids on the path from its newest entry."""
-    links: dict[str, str | None] = {}
-    leaf = None
-    for line in lines:
-        link = _link(line.obj)
-        if link:
-            links[link[0]] = link[1]
-            leaf = link[0]
-    return main_line(links, leaf)
+    """First pass over a branched file: the entry ids on the path from its newest record."""
+    return main_line(lines, _link)
 
 
 def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
