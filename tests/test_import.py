@@ -311,3 +311,24 @@ def test_bad_first_line_of_jsonl_is_named_and_skippable(db, tmp_path):
     assert res.error and f"{path}:1: malformed JSON" in res.error
     [res] = _import(db, path, skip_invalid=True)
     assert res.error is None and res.messages_added == 4 and res.skipped["invalid_line"] == 1
+
+
+def test_openai_legacy_function_call_becomes_a_paired_tool_call(db, tmp_path):
+    legacy = [{"role": "user", "content": "weather?"},
+              {"role": "assistant", "content": None,
+               "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+              {"role": "function", "name": "get_weather", "content": "-3°C"},
+              {"role": "assistant", "content": "It is -3°C in Oslo."}]
+    [res] = _import(db, _write(tmp_path, "legacy.jsonl", _jsonl(legacy)), fmt="openai-chat")
+    assert res.error is None and not res.converted
+    ctx = Store(db.engine).restored_context(res.session_id).to_openai()
+    assert ctx[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}
+    assert ctx[2] == {"role": "tool", "content": "-3°C", "tool_call_id": ctx[1]["tool_calls"][0]["id"]}
+
+
+def test_invalid_database_url_is_one_line(cli):
+    result = cli("--db", "postgresql://u:pw-secret@h/db", "tokens", "report")
+    assert result.exit_code == 1 and "unsupported database URL" in result.output
+    assert "pw-secret" not in result.output
+    result = cli("--db", "::not a url::", "migrate", "status")
+    assert result.exit_code == 1 and "invalid database URL" in result.output
