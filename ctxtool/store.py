@@ -190,3 +190,36 @@ def validate(engine: Engine, session_id: int | None = None):
             suffix = store.messages(sid, latest.first_kept_message_id if latest else None, conn=conn)
             issues.extend(validate_session(sid, compactions, refs, suffix))
     return issues, len(ids)
+
+
+def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | None = None,
+                  source_format: str | None = None, limit: int = 50) -> list[dict]:
+    """The newest sessions (by id) with message and checkpoint counts, for finding one to
+    inspect. Counts come from the indexes (no message text is read)."""
+    query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
+                      S.c.source_format, S.c.source_id, S.c.created_at,
+                      S.c.lease_owner).order_by(S.c.session_id.desc()).limit(limit)
+    if user_id is not None:
+        query = query.where(S.c.user_id == user_id)
+    if project_id is not None:
+        query = query.where(S.c.project_id == project_id)
+    if source_format is not None:
+        query = query.where(S.c.source_format == source_format)
+    with engine.connect() as conn:
+        sessions = conn.execute(query).all()
+        ids = [s.session_id for s in sessions]
+        if not ids:
+            return []
+        messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
+                                     .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
+        last = dict(conn.execute(sa.select(M.c.session_id, sa.func.max(M.c.id))
+                                 .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
+        compactions = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
+                                        .where(C.c.session_id.in_(ids)).group_by(C.c.session_id)).all())
+    return [{"session_id": s.session_id, "title": s.title, "model": s.model,
+             "user_id": s.user_id, "project_id": s.project_id,
+             "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
+             "messages": int(messages.get(s.session_id, 0)),
+             "compactions": int(compactions.get(s.session_id, 0)),
+             "last_message_id": last.get(s.session_id),
+             "created_at": s.created_at, "leased_by": s.lease_owner} for s in sessions]

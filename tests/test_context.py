@@ -102,3 +102,16 @@ def test_cli_context_show_and_validate(db, cli):
     assert result.exit_code == 1
     rules = {i["rule"] for i in json.loads(result.stdout)}
     assert {"cut_orphans_tool_result", "orphan_tool_result"} <= rules
+
+
+def test_cli_sessions_list(db, cli):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    add_session(db, 2, coding_session(1), model="claude-sonnet-4-5")
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE agent_session SET project_id = 'shop' WHERE session_id = 2")
+    rows = json.loads(cli("--db", db.url, "sessions", "list", "--json").stdout)
+    assert [(r["session_id"], r["messages"], r["compactions"]) for r in rows] == [(2, 4, 0), (1, 8, 0)]
+    rows = json.loads(cli("--db", db.url, "sessions", "list", "--project", "shop", "--json").stdout)
+    assert [r["session_id"] for r in rows] == [2]
+    result = cli("--db", db.url, "sessions", "list", "--limit", "1")
+    assert result.exit_code == 0 and "claude-sonnet-4-5" in result.output and "gpt-4o" not in result.output

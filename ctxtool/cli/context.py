@@ -1,5 +1,5 @@
-"""`ctxtool context show` and `ctxtool validate`: what a session restores to, and whether its
-checkpoints are consistent."""
+"""`ctxtool context show`, `ctxtool validate`, `ctxtool sessions list`: what a session
+restores to, whether its checkpoints are consistent, and which sessions there are."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import click
 
 from ..errors import CtxtoolError
 from ..output import OutputFormat, dumps, output_options, print_rows
-from ..store import Store, restored_context_tokens, validate
+from ..store import Store, list_sessions, restored_context_tokens, validate
 from ..tokens import encoding_for_model
 from . import main, pass_app
 
@@ -98,3 +98,29 @@ def validate_cmd(app, session_id, output: OutputFormat):
                    f"{len(issues) - len(errors)} warning(s)", err=True)
     if errors:
         raise CtxtoolError(f"{len(errors)} consistency error(s) found")
+
+
+@main.group()
+def sessions():
+    """Find sessions to inspect.
+
+    Example: ctxtool sessions list --project shop --limit 20
+    """
+
+
+@sessions.command("list")
+@click.option("--user", "user_id", help="Only this user_id.")
+@click.option("--project", "project_id", help="Only this project_id.")
+@click.option("--source-format", help="Only sessions imported from this format (e.g. claude-code).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
+@output_options
+@pass_app
+def sessions_list(app, user_id, project_id, source_format, limit, output: OutputFormat):
+    """The newest sessions with their message and checkpoint counts.
+
+    Example: ctxtool sessions list --json
+    """
+    rows = list_sessions(app.store_engine(), user_id, project_id, source_format, limit)
+    print_rows(rows, output, headers=None if output.machine else
+               ["session_id", "title", "model", "source", "messages", "compactions",
+                "last_message_id", "created_at"])
