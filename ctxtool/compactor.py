@@ -145,7 +145,8 @@ class Compactor:
 
     # -- one session -----------------------------------------------------------------------------
 
-    def compact_session(self, session_id: int, force: bool = False, dry_run: bool = False) -> CompactionOutcome:
+    def compact_session(self, session_id: int, force: bool = False,
+                        dry_run: bool = False) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``); never raises for
         per-session failures, which are reported in the outcome."""
         started = time.perf_counter()
@@ -344,7 +345,8 @@ class Compactor:
                                   for sid, r in chunk.items()))
                 sums = conn.execute(
                     sa.select(M.c.session_id, sa.func.sum(M.c.token_count).label("tokens"),
-                              sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0)).label("uncounted"),
+                              sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
+                              .label("uncounted"),
                               sa.func.max(M.c.id).label("last_message_id"))
                     .where(ranges).group_by(M.c.session_id))
                 for row in sums:

@@ -159,7 +159,8 @@ def _whole_document(path, peeked, raw_iter, fmt, skipped) -> tuple[str, Transcri
         raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     fmt = fmt or detect_format(doc, path)
     if fmt != "openai-chat":
-        raise TranscriptError(path, None, f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
+        raise TranscriptError(path, None,
+                              f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
     messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
     if not isinstance(messages, list):
         raise TranscriptError(path, None, "expected a list of messages")
@@ -376,7 +377,8 @@ class Importer:
                     if size > max_bytes:
                         raise TranscriptError(
                             path, msg.line,
-                            f"message of {size / 1048576:.1f} MB is larger than the {max_bytes / 1048576:.0f} MB "
+                            f"message of {size / 1048576:.1f} MB is larger than the "
+                            f"{max_bytes / 1048576:.0f} MB "
                             "the store accepts (MEDIUMTEXT / max_allowed_packet)")
                     last_time = msg.created_at or last_time
                     batch.append((

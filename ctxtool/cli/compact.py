@@ -21,7 +21,8 @@ _COLUMNS = ["session_id", "status", "tokens_before", "tokens_after", "summarised
 @main.command()
 @click.argument("session_id", type=int, required=False)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job).")
-@click.option("--limit", type=click.IntRange(1), help="With --all: at most N sessions, largest overrun first.")
+@click.option("--limit", type=click.IntRange(1),
+              help="With --all: at most N sessions, largest overrun first.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="Concurrent compactions (LLM calls) with --all.")
 @click.option("--older-than", metavar="DURATION",
@@ -32,7 +33,8 @@ _COLUMNS = ["session_id", "status", "tokens_before", "tokens_after", "summarised
               type=click.Choice(["auto", "openai", "extractive"]),
               help="auto = openai when an endpoint is configured, else extractive.")
 @click.option("--model", help="Summary model [env CTXTOOL_SUMMARY_MODEL; default gpt-4o-mini].")
-@click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]. "
+@click.option("--base-url", envvar="OPENAI_BASE_URL",
+              help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]. "
               "The key comes from OPENAI_API_KEY.")
 @click.option("--timeout", default=DEFAULT_TIMEOUT_S, show_default=True, type=float,
               help="Seconds per LLM request.")

@@ -85,16 +85,31 @@ class BranchedTranscript(Exception):
     """
 
 
-class LinearityCheck:
-    """Raises BranchedTranscript when a record's parent is not the previous record."""
+class MainLineFilter:
+    """Keeps a tree-format parser on the session's main line.
 
-    def __init__(self):
+    Without a known main line it checks that the file is linear (each record's parent is the
+    record before it) and raises BranchedTranscript otherwise; with one (from :func:`main_line`)
+    it drops, and counts, the records of abandoned branches.
+    """
+
+    def __init__(self, main: set[str] | None):
+        self.main = main
         self.previous: str | None = None
 
-    def __call__(self, record_id: str, parent_id: str | None) -> None:
-        if parent_id is not None and self.previous is not None and parent_id != self.previous:
-            raise BranchedTranscript(record_id)
-        self.previous = record_id
+    def keeps(self, link: tuple[str, str | None] | None, kind: str | None, skipped: Counter) -> bool:
+        if link is None:
+            return True
+        record_id, parent_id = link
+        if self.main is None:
+            if parent_id is not None and self.previous is not None and parent_id != self.previous:
+                raise BranchedTranscript(record_id)
+            self.previous = record_id
+            return True
+        if record_id in self.main:
+            return True
+        skipped[f"abandoned_branch:{kind}"] += 1
+        return False
 
 
 def main_line(lines: Iterable[Line], link: Callable[[dict], tuple[str, str | None] | None]) -> set[str]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from . import (LinearityCheck, Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
-               first_line_title, main_line, normalise_usage, parse_time, text_of, tool_call)
+from . import (Line, MainLineFilter, Record, SourceCompaction, SourceMessage, SourceSession,
+               Transcript, UniqueIds, first_line_title, main_line, normalise_usage, parse_time,
+               text_of, tool_call)
 
 FORMAT = "claude-code"
 
@@ -47,7 +48,7 @@ def main_line_ids(lines: Iterator[Line]) -> set[str]:
 def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
              main: set[str] | None) -> Iterator[Record]:
     ids = UniqueIds()
-    linear = LinearityCheck()
+    on_main_line = MainLineFilter(main)
     titles: dict[str, str] = {}
     pending_assistant: SourceMessage | None = None
     pending_api_id: str | None = None
@@ -67,11 +68,7 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
             session.details["cwd"] = rec.get("cwd")
             session.details["version"] = rec.get("version")
             session.details["git_branch"] = rec.get("gitBranch")
-        link = _link(rec)
-        if link and main is None:
-            linear(*link)
-        elif link and link[0] not in main:
-            skipped[f"abandoned_branch:{kind}"] += 1
+        if not on_main_line.keeps(_link(rec), kind, skipped):
             continue
         if session.created_at is None and kind in ("user", "assistant"):
             session.created_at = parse_time(rec.get("timestamp"))

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from . import (LinearityCheck, Line, Record, SourceCompaction, SourceMessage, SourceSession, Transcript, UniqueIds,
-               first_line_title, main_line, normalise_usage, parse_time, text_of, tool_call)
+from . import (Line, MainLineFilter, Record, SourceCompaction, SourceMessage, SourceSession,
+               Transcript, UniqueIds, first_line_title, main_line, normalise_usage, parse_time,
+               text_of, tool_call)
 
 FORMAT = "pi"
 
@@ -44,7 +45,7 @@ def main_line_ids(lines: Iterator[Line]) -> set[str]:
 def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
              main: set[str] | None) -> Iterator[Record]:
     ids = UniqueIds()
-    linear = LinearityCheck()
+    on_main_line = MainLineFilter(main)
     entry_index = -1
     # Entry key (v2 id, or v1 index) -> source id of the first message at or after that entry.
     by_key: dict[str, str | None] = {}
@@ -64,11 +65,7 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
         rec = line.obj
         entry_index += 1
         kind = rec.get("type")
-        link = _link(rec)
-        if link and main is None:
-            linear(*link)
-        elif link and link[0] not in main:
-            skipped[f"abandoned_branch:{kind}"] += 1
+        if not on_main_line.keeps(_link(rec), kind, skipped):
             continue
         key_v1 = f"#{entry_index}"
         entry_id = rec.get("id") if isinstance(rec.get("id"), str) and kind != "session" else None
