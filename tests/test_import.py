@@ -332,3 +332,25 @@ def test_invalid_database_url_is_one_line(cli):
     assert "pw-secret" not in result.output
     result = cli("--db", "::not a url::", "migrate", "status")
     assert result.exit_code == 1 and "invalid database URL" in result.output
+
+
+def test_codex_compacted_keeps_message_and_replacement_history(db, tmp_path):
+    def item(role, text):
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    records = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "cx-1", "cwd": "/w"}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": item("user", "build it")},
+        {"timestamp": "2026-01-01T00:00:02Z", "type": "compacted", "payload": {
+            "message": "Summary: built half.",
+            "replacement_history": [item("user", "build it"), item("user", "Summary: built half.")]}},
+        {"timestamp": "2026-01-01T00:00:03Z", "type": "response_item", "payload": item("user", "continue")},
+    ]
+    [res] = _import(db, _write(tmp_path, "rollout.jsonl", _jsonl(records)))
+    assert res.error is None and res.compactions_added == 1
+    [cp] = Store(db.engine).compactions(res.session_id)
+    assert cp.summary.startswith("Summary: built half.")
+    assert "## Messages kept by Codex" in cp.summary and "[user] build it" in cp.summary
+    assert cp.summary.count("Summary: built half.") == 1
+    kept = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=cp.first_kept_message_id)
+    assert kept == "continue"

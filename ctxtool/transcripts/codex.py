@@ -105,13 +105,8 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) ->
         if kind == "compacted":
             if calls:
                 yield flush()
-            summary = payload.get("message") or ""
             history = payload.get("replacement_history")
-            if not summary.strip() and isinstance(history, list):
-                summary = "\n\n".join(
-                    f"[{h.get('role')}] {text_of(h.get('content'), None, _TEXT_BLOCKS)}"
-                    for h in history if isinstance(h, dict) and h.get("type") == "message")
-            yield SourceCompaction(ids(None, line.number), summary, line.number,
+            yield SourceCompaction(ids(None, line.number), _compacted_summary(payload), line.number,
                                    details={"replacement_history_items":
                                             len(history) if isinstance(history, list) else 0})
             continue
@@ -154,3 +149,21 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) ->
             skipped[f"response_item:{item}"] += 1
     if calls:
         yield flush()
+
+
+def _compacted_summary(payload: dict) -> str:
+    """The text a ``compacted`` record leaves in the context: Codex replaces the history with
+    its ``replacement_history`` (recent user messages and the summary), or, in older versions,
+    with ``message`` alone. Both become the checkpoint's summary, so nothing Codex kept is lost."""
+    summary = (payload.get("message") or "").strip()
+    history = payload.get("replacement_history")
+    kept = []
+    for item in history if isinstance(history, list) else ():
+        if isinstance(item, dict) and item.get("type") == "message":
+            text = text_of(item.get("content"), None, _TEXT_BLOCKS).strip()
+            if text and text != summary:
+                kept.append(f"[{item.get('role')}] {text}")
+    if not kept:
+        return summary
+    kept_text = "\n\n".join(kept)
+    return f"{summary}\n\n## Messages kept by Codex\n\n{kept_text}" if summary else kept_text
