@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from .context import Message
+from .db import mask_url
 from .errors import CtxtoolError
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
@@ -48,6 +49,8 @@ class Summarizer(Protocol):
     model: str | None
 
     def summarize(self, request: SummaryRequest) -> Summary: ...
+
+    def describe(self) -> str: ...
 
 
 class SummarizerError(CtxtoolError):
@@ -190,8 +193,12 @@ class OpenAISummarizer:
                                   f"({self._where()}); raise --max-summary-tokens")
         return Summary(text.strip(), self.name, getattr(response, "model", None) or self.model)
 
+    def describe(self) -> str:
+        """Which summarizer runs where, for reports (credentials in the URL masked)."""
+        return f"openai ({self._where()})"
+
     def _where(self) -> str:
-        return f"model {self.model} at {self.base_url or 'api.openai.com'}"
+        return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -249,6 +256,9 @@ class ExtractiveSummarizer:
             out += ["", "## In progress (the turn continues after this summary)", self._clip(users[-1])]
         out += ["", f"({len(messages)} messages summarised extractively; no LLM was used)"]
         return Summary("\n".join(out), self.name, None)
+
+    def describe(self) -> str:
+        return "extractive (deterministic, no LLM)"
 
     def _clip(self, text: str, limit: int | None = None) -> str:
         limit = limit or self.request_chars

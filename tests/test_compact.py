@@ -354,3 +354,11 @@ def test_commands_refuse_an_old_schema_with_exit_3(empty_db, cli):
         assert result.exit_code == 3, args
         assert "0002_ctxtool_columns is pending" in result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+def test_summarizer_url_credentials_are_masked(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    summarizer = OpenAISummarizer("m", "http://svc:hunter2@127.0.0.1:9/v1", "k", timeout=1, max_retries=0)
+    assert "hunter2" not in summarizer.describe() and "svc:***@" in summarizer.describe()
+    outcome = Compactor(db.engine, summarizer, SETTINGS).compact_session(1)
+    assert outcome.status == "failed" and "hunter2" not in outcome.error

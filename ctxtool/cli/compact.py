@@ -77,9 +77,7 @@ def compact(app, session_id, all_sessions, limit, workers, older_than, dry_run, 
     settings = CompactionSettings(context_window, reserve_tokens, keep_recent_tokens)
     compactor = Compactor(engine, summarizer, settings, lease_seconds=lease, encoding=encoding)
     if not output.machine:
-        where = f" ({summarizer.model} at {getattr(summarizer, 'base_url', None) or 'default endpoint'})" \
-            if summarizer.name == "openai" else " (deterministic, no LLM)"
-        click.echo(f"summarizer: {summarizer.name}{where}", err=True)
+        click.echo(f"summarizer: {summarizer.describe()}", err=True)
 
     if session_id is not None:
         outcome = compactor.compact_session(session_id, force=force, dry_run=dry_run)
