@@ -373,13 +373,18 @@ class Compactor:
                     force: bool = False, dry_run: bool = False,
                     on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
         """Find sessions over threshold and compact them with ``workers`` concurrent calls."""
-        candidates = self.find_candidates(force=force, older_than=older_than)
-        if limit is not None:
-            candidates = candidates[:limit]
+        candidates = self.find_candidates(force=force, older_than=older_than)[:limit]
+        return self.compact_sessions([c.session_id for c in candidates], workers, force, dry_run,
+                                     on_done)
+
+    def compact_sessions(self, session_ids: list[int], workers: int = 1, force: bool = False,
+                         dry_run: bool = False,
+                         on_done: Callable[[CompactionOutcome], None] | None = None
+                         ) -> list[CompactionOutcome]:
+        """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
         outcomes: list[CompactionOutcome] = []
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(self.compact_session, c.session_id, force, dry_run)
-                       for c in candidates]
+            futures = [pool.submit(self.compact_session, sid, force, dry_run) for sid in session_ids]
             for future in as_completed(futures):
                 outcome = future.result()
                 outcomes.append(outcome)

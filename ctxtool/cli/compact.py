@@ -89,13 +89,10 @@ def compact(app, session_id, all_sessions, limit, workers, older_than, dry_run, 
             raise CtxtoolError(f"session {session_id}: {outcome.status}: {outcome.error}")
         return
 
-    total = None
-    if Progress.on_terminal():
-        total = len(compactor.find_candidates(force=force, older_than=parse_duration(older_than)))
-    with Progress(total, "compacting") as progress:
-        outcomes = compactor.compact_all(workers=workers, limit=limit,
-                                         older_than=parse_duration(older_than), force=force,
-                                         dry_run=dry_run, on_done=lambda _o: progress.update(1))
+    candidates = compactor.find_candidates(force=force, older_than=parse_duration(older_than))[:limit]
+    with Progress(len(candidates), "compacting") as progress:
+        outcomes = compactor.compact_sessions([c.session_id for c in candidates], workers, force,
+                                              dry_run, on_done=lambda _o: progress.update(1))
     print_rows([o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS)
     if not output.machine:
         done = sum(o.status == COMPACTED for o in outcomes)
