@@ -354,3 +354,28 @@ def test_codex_compacted_keeps_message_and_replacement_history(db, tmp_path):
     assert cp.summary.count("Summary: built half.") == 1
     kept = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=cp.first_kept_message_id)
     assert kept == "continue"
+
+
+def test_pi_context_entries_and_session_name(db, tmp_path):
+    def entry(i, parent, kind, **fields):
+        return {"type": kind, "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z", **fields}
+
+    records = [
+        {"type": "session", "version": 3, "id": "pi-ext", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        entry("e1", None, "message", message={"role": "user", "content": "start"}),
+        entry("e2", "e1", "custom_message", customType="todo", content="Injected: 3 todos open", display=True),
+        entry("e3", "e2", "branch_summary", fromId="x", summary="Tried approach A, it failed."),
+        entry("e4", "e3", "message", message={"role": "bashExecution", "command": "ls", "output": "a",
+                                              "excludeFromContext": True}),
+        entry("e5", "e4", "custom", customType="state", data={"n": 1}),
+        entry("e6", "e5", "session_info", name="Refactor auth"),
+        entry("e7", "e6", "label", targetId="e1", label="start"),
+    ]
+    [res] = _import(db, _write(tmp_path, "ext.jsonl", _jsonl(records)))
+    assert res.error is None
+    rows = db.rows("SELECT role, content FROM agent_message ORDER BY id")
+    assert [r["content"] for r in rows] == [
+        "start", "Injected: 3 todos open",
+        "The conversation came back from another branch, summarised here:\n\nTried approach A, it failed."]
+    assert db.scalar("SELECT title FROM agent_session") == "Refactor auth"
+    assert res.skipped["message:bashExecution"] == 1 and res.skipped["custom"] == 1

@@ -4,8 +4,10 @@ v1 (no ``version``): a header then linear entries without ids; a compaction poin
 kept entry by ``firstKeptEntryIndex`` (index over the file's entries, header = 0).
 v2/v3: entries carry ``id``/``parentId``; a compaction names ``firstKeptEntryId``.
 Message roles: user, assistant (text, thinking, toolCall blocks), toolResult, bashExecution (a
-shell command the user ran, which pi puts in the context as user text), custom/hookMessage.
-``model_change`` sets the session's model; ``thinking_level_change`` and others are counted.
+shell command the user ran, which pi puts in the context as user text, unless excluded),
+custom/hookMessage. ``custom_message`` and ``branch_summary`` entries take part in the context
+too and become user messages. ``model_change`` sets the session's model, ``session_info`` its
+title; ``thinking_level_change``, ``label``, ``custom`` (extension state) are counted.
 
 A first-kept entry that is not a message resolves to the next message after it.
 """
@@ -46,6 +48,7 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
              main: set[str] | None) -> Iterator[Record]:
     ids = UniqueIds()
     on_main_line = MainLineFilter(main)
+    named_title: str | None = None  # a session_info name beats the first user message
     entry_index = -1
     # Entry key (v2 id, or v1 index) -> source id of the first message at or after that entry.
     by_key: dict[str, str | None] = {}
@@ -77,8 +80,11 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
                                                         "branchedFrom", "parentSession")
                                     if rec.get(k) is not None})
             continue
-        if kind == "message":
-            message = rec.get("message") or {}
+        if kind in ("message", "custom_message", "branch_summary"):
+            # Extension messages and branch summaries take part in the LLM context too.
+            message = (rec.get("message") or {}) if kind == "message" else (
+                {"role": "custom", "content": rec.get("content"), "customType": rec.get("customType")}
+                if kind == "custom_message" else {"role": "branchSummary", "summary": rec.get("summary")})
             out = _message(message, ids(entry_id, line.number), line.number,
                            parse_time(rec.get("timestamp")) or parse_time(message.get("timestamp")),
                            skipped)
@@ -97,6 +103,9 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
         if kind == "model_change":
             session.model = rec.get("modelId") or session.model
             skipped["model_change"] += 1
+        elif kind == "session_info" and rec.get("name"):
+            named_title = str(rec["name"])
+            skipped["session_info"] += 1
         elif kind == "compaction":
             target = rec.get("firstKeptEntryId")
             key = target if isinstance(target, str) else (
@@ -113,6 +122,8 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
                                    details=details or None)
         else:
             skipped[str(kind)] += 1
+    if named_title:
+        session.title = named_title
 
 
 def _remember_keys(remember, entry_id, key_v1, source_id) -> None:
@@ -128,7 +139,12 @@ def _message(message: dict, source_id: str, line: int, when, skipped: Counter) -
         return SourceMessage(source_id, "user", text_of(content, skipped), line, created_at=when)
     if role in ("custom", "hookMessage"):
         return SourceMessage(source_id, "user", text_of(content, skipped), line, created_at=when,
-                             details={"source_role": role})
+                             details={"source_role": role, "custom_type": message.get("customType")})
+    if role == "branchSummary":
+        text = ("The conversation came back from another branch, summarised here:\n\n"
+                + str(message.get("summary") or ""))
+        return SourceMessage(source_id, "user", text, line, created_at=when,
+                             details={"source_role": "branch_summary"})
     if role == "assistant":
         texts, calls, thinking = [], [], []
         for block in content if isinstance(content, list) else [content]:
@@ -163,6 +179,8 @@ def _message(message: dict, source_id: str, line: int, when, skipped: Counter) -
                              tool_call_id=message.get("toolCallId"), name=message.get("toolName"),
                              created_at=when, details=details)
     if role == "bashExecution":
+        if message.get("excludeFromContext"):
+            return None  # a `!!` command: shown to the user, never sent to the model
         text = f"$ {message.get('command', '')}\n{message.get('output', '')}"
         return SourceMessage(source_id, "user", text, line, created_at=when,
                              details={"source_role": "bashExecution",
