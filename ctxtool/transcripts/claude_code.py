@@ -135,6 +135,9 @@ def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
             yield flush()
         content = message.get("content")
         base_id = rec.get("uuid")
+        if rec.get("toolUseResult") is not None:
+            # The UI's structured copy of a tool result; the model sees the tool_result block.
+            skipped["field:toolUseResult"] += 1
         if isinstance(content, list):
             results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             text = text_of([b for b in content if not (isinstance(b, dict)
