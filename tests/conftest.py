@@ -29,6 +29,26 @@ def _mysql_database_url(name: str) -> str:
         hide_password=False)
 
 
+# MySQL 8's default SQL mode. MariaDB's default is laxer (no ONLY_FULL_GROUP_BY): running the
+# suite under MySQL's rules catches SQL that MariaDB would accept and MySQL 8 would refuse.
+MYSQL8_SQL_MODE = ("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+                   "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def mysql8_sql_mode():
+    server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        previous = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
+        conn.exec_driver_sql(f"SET GLOBAL sql_mode = '{MYSQL8_SQL_MODE}'")
+    try:
+        yield
+    finally:
+        with server.connect() as conn:
+            conn.exec_driver_sql("SET GLOBAL sql_mode = %s", (previous,))
+        server.dispose()
+
+
 class Database:
     """A throw-away database: its URL (for the CLI) and an engine (for the library)."""
 
