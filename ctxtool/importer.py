@@ -136,8 +136,8 @@ def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: 
     lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, skipped)
     if fmt is None:
         if first_obj is None:
-            iter(lines).__next__()  # raises the error of the first bad line
-            raise TranscriptError(path, None, "no JSON object found in the first lines")
+            next(iter(lines), None)  # raises the error of the first bad line, if there is one
+            raise TranscriptError(path, None, "no complete JSON record in the first lines")
         fmt = detect_format(first_obj, path)
     return fmt, parser_for(fmt)(iter(lines), path, skipped, main)
 
@@ -307,6 +307,14 @@ class Importer:
         present_compactions = {r[0] for r in conn.execute(
             sa.select(C.c.source_id).where(C.c.session_id == session_id,
                                            C.c.source_id.is_not(None)))}
+        # The previous import may have stopped inside a message the agent was still writing
+        # (Claude Code streams one assistant message as several records): that last stored
+        # message is completed if the transcript now holds more of it.
+        last_stored = conn.execute(
+            sa.select(M.c.id, M.c.source_id, M.c.content, M.c.tool_calls)
+            .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
+            .order_by(M.c.id.desc()).limit(1)).first() if present_messages else None
+        completions: list[tuple[int, SourceMessage]] = []
         max_bytes = min(MAX_MESSAGE_BYTES, self._max_message_bytes(conn))
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         last_time = transcript.session.created_at or datetime.now(timezone.utc).replace(tzinfo=None)
@@ -322,7 +330,12 @@ class Importer:
         writer = ThreadPoolExecutor(max_workers=1)
         in_flight: Future | None = None
 
-        def write(payload, count: int, comps: list[tuple[SourceCompaction, str]]) -> None:
+        def write(payload, count: int, comps: list[tuple[SourceCompaction, str]],
+                  completed: list[tuple[int, SourceMessage]]) -> None:
+            for message_id, full in completed:
+                conn.execute(M.update().where(M.c.id == message_id).values(
+                    content=full.content, tool_calls=full.tool_calls, details=full.details or None,
+                    token_count=None, token_encoding=None))
             inserts.send(payload)
             result.messages_added += count
             for comp, first_kept in comps:
@@ -333,8 +346,9 @@ class Importer:
             payload = inserts.render(batch)
             if in_flight is not None:
                 in_flight.result()
-            in_flight = writer.submit(write, payload, len(batch), ready)
+            in_flight = writer.submit(write, payload, len(batch), ready, list(completions))
             batch, batch_bytes, ready = [], 0, []
+            completions.clear()
 
         try:
             for rec in records:
@@ -371,6 +385,10 @@ class Importer:
                 waiting.clear()
                 if msg.source_id in present_messages:
                     result.messages_present += 1
+                    if last_stored is not None and msg.source_id == last_stored.source_id \
+                            and _grew(msg, last_stored):
+                        completions.append((last_stored.id, msg))
+                        result.converted["completed_partial_message"] += 1
                 else:
                     # New ids need no remembering: the parser keeps source ids unique per file.
                     size = len(msg.content.encode("utf-8")) if msg.content else 0
@@ -387,7 +405,7 @@ class Importer:
                         _json(msg.details),
                     ))
                     batch_bytes += size
-                if len(batch) >= BATCH_ROWS or batch_bytes >= BATCH_BYTES or ready:
+                if len(batch) >= BATCH_ROWS or batch_bytes >= BATCH_BYTES or ready or completions:
                     flush()
             flush()
             in_flight.result()
@@ -482,6 +500,12 @@ class _MessageInserts:
                         statement[:200], None, exc, self.conn.dialect.loaded_dbapi.Error) from exc
         else:
             self.conn.exec_driver_sql(self.sql, payload)
+
+
+def _grew(parsed: SourceMessage, stored) -> bool:
+    """The transcript now holds more of this message than was stored (more blocks written)."""
+    return (len(parsed.tool_calls or []) > len(stored.tool_calls or [])
+            or len(parsed.content or "") > len(stored.content or ""))
 
 
 def _lost_to_concurrent_import(exc: SQLAlchemyError) -> bool:

@@ -379,3 +379,50 @@ def test_pi_context_entries_and_session_name(db, tmp_path):
         "The conversation came back from another branch, summarised here:\n\nTried approach A, it failed."]
     assert db.scalar("SELECT title FROM agent_session") == "Refactor auth"
     assert res.skipped["message:bashExecution"] == 1 and res.skipped["custom"] == 1
+
+
+def test_live_transcript_with_an_unterminated_last_line(db, tmp_path):
+    """An agent still writing its transcript: the partial last line waits for the next import."""
+    full = _jsonl(CHAT)
+    cut = full[: full.rindex(b"\n", 0, len(full) - 1) + 20]  # last record half written
+    path = _write(tmp_path, "live.jsonl", cut)
+    [first] = _import(db, path)
+    assert first.error is None and first.skipped["incomplete_last_line"] == 1
+    assert first.messages_added == 3
+    path.write_bytes(full)
+    [second] = _import(db, path)
+    assert (second.messages_added, second.messages_present) == (1, 3)
+    only_partial = _write(tmp_path, "starting.jsonl", b'{"role": "user", "con')
+    [res] = _import(db, only_partial)
+    assert res.error and "no complete JSON record" in res.error
+
+
+def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_path):
+    """Claude Code writes one assistant message as several records; an import can fall between
+    them. The next import completes the stored message, so its tool call pairs with the result."""
+    def assistant(uuid, parent, block):
+        rec = _cc(uuid, parent, "assistant", "")
+        rec["message"]["id"] = "msg-1"
+        rec["message"]["content"] = [block]
+        return rec
+
+    records = [
+        _cc("u1", None, "user", "list the files"),
+        assistant("a1", "u1", {"type": "text", "text": "Let me look."}),
+        assistant("a2", "a1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}),
+        {**_cc("r1", "a2", "user", ""), "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}},
+    ]
+    path = _write(tmp_path, "streaming.jsonl", _jsonl(records[:2]))
+    [first] = _import(db, path)
+    assert first.messages_added == 2
+    path.write_bytes(_jsonl(records))
+    [second] = _import(db, path)
+    assert second.error is None and second.converted == {"completed_partial_message": 1}
+    assert (second.messages_added, second.messages_present) == (1, 2)
+    store = Store(db.engine)
+    assert_tool_pairs_valid(store, second.session_id)
+    assistant_row = db.rows("SELECT content, tool_calls FROM agent_message WHERE role = 'assistant'")[0]
+    assert assistant_row["content"] == "Let me look."
+    issues, _ = validate(db.engine, second.session_id)
+    assert issues == []
