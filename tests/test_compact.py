@@ -362,3 +362,27 @@ def test_summarizer_url_credentials_are_masked(db):
     assert "hunter2" not in summarizer.describe() and "svc:***@" in summarizer.describe()
     outcome = Compactor(db.engine, summarizer, SETTINGS).compact_session(1)
     assert outcome.status == "failed" and "hunter2" not in outcome.error
+
+
+def test_a_taken_over_lease_stops_the_slow_owner_from_writing(db):
+    """A's LLM call outlives its lease; B takes the session over and compacts it. When A's
+    answer finally arrives, A must not append a second checkpoint."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM(delay=1.5) as llm:
+        slow = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                         SETTINGS, owner="host-a")
+        result = {}
+        worker = threading.Thread(target=lambda: result.update(a=slow.compact_session(1)))
+        worker.start()
+        deadline = time.time() + 10
+        while not llm.requests and time.time() < deadline:
+            time.sleep(0.02)
+        with db.engine.begin() as conn:  # A's lease runs out while its LLM call is in flight
+            conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
+        b = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="host-b").compact_session(1)
+        worker.join()
+    assert b.status == "compacted"
+    assert result["a"].status == "lost_race" and result["a"].compaction_id is None
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+    assert db.scalar("SELECT summarizer FROM agent_compaction") == "extractive"
+    assert db.scalar("SELECT lease_owner FROM agent_session") is None
