@@ -28,7 +28,8 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from .compaction import (CompactionSettings, PlanMessage, files_touched, merge_file_lists,
                          plan_compaction, should_compact)
 from .context import SUMMARY_PREFIX, Message, restore_context
-from .db import describe_db_error, dialect_family, server_now, server_now_plus
+from .db import (describe_db_error, dialect_family, read_connection, server_now,
+                 server_now_plus)
 from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
@@ -337,7 +338,7 @@ class Compactor:
             .where(sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < server_now(self.dialect)))
         )
         out: list[_EffectiveContext] = []
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             sessions = conn.execute(sessions_query).all()
             for i in range(0, len(sessions), _SESSIONS_PER_RANGE_QUERY):
                 chunk = {r.session_id: r for r in sessions[i:i + _SESSIONS_PER_RANGE_QUERY]}
@@ -362,7 +363,7 @@ class Compactor:
         cutoff_sql = (f"UTC_TIMESTAMP(6) - INTERVAL {int(seconds)} SECOND" if self.dialect == "mysql"
                       else f"strftime('%Y-%m-%d %H:%M:%f', 'now', '-{int(seconds)} seconds')")
         quiet: set[int] = set()
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             for i in range(0, len(ids), 1000):
                 chunk = ids[i:i + 1000]
                 quiet.update(r[0] for r in conn.execute(

@@ -94,6 +94,15 @@ def create_engine(url: str | None = None, **kwargs) -> Engine:
     return engine
 
 
+_READ_ONLY = "ctxtool_read_only"
+
+
+def read_connection(engine: Engine) -> Connection:
+    """A connection for reading only. On SQLite its transactions begin DEFERRED, so a report or
+    `context show` runs while an import or a compaction holds the write lock."""
+    return engine.connect().execution_options(**{_READ_ONLY: True})
+
+
 def _configure_sqlite(engine: Engine) -> None:
     """Make SQLite behave like a server for concurrent ctxtool processes.
 
@@ -114,7 +123,12 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Readers (see read_connection) take no write lock: with WAL they neither wait for a
+        # writer nor block one.
+        if conn.get_execution_options().get(_READ_ONLY):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
@@ -137,7 +151,7 @@ def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
 def check_connection(engine: Engine) -> None:
     """Fail with a one-line CtxtoolError when the database cannot be reached."""
     try:
-        with engine.connect() as conn:
+        with read_connection(engine) as conn:
             conn.exec_driver_sql("SELECT 1")
     except SQLAlchemyError as exc:
         raise CtxtoolError(describe_db_error(exc, engine.url)) from None

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from .db import describe_db_error, dialect_family
+from .db import describe_db_error, dialect_family, read_connection
 from .errors import CtxtoolError, SchemaNotCurrent
 
 HISTORY_TABLE = "ctxtool_schema_history"
@@ -216,7 +216,7 @@ class Migrator:
     def history(self, conn: Connection | None = None) -> dict[str, HistoryRow]:
         """The history table as {version: row}; empty when ctxtool never ran here."""
         if conn is None:
-            with self.engine.connect() as own:
+            with read_connection(self.engine) as own:
                 return self.history(own)
         if not sa.inspect(conn).has_table(HISTORY_TABLE):
             return {}

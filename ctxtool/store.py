@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .context import Compaction, Message, RestoredContext, Session, restore_context
+from .db import read_connection
 from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
@@ -155,7 +156,7 @@ class _use:
     def __enter__(self) -> Connection:
         if self.conn is not None:
             return self.conn
-        self.own = self.engine.connect()
+        self.own = read_connection(self.engine)
         return self.own
 
     def __exit__(self, *exc):
@@ -174,7 +175,7 @@ def validate(engine: Engine, session_id: int | None = None):
 
     store = Store(engine)
     issues = []
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         ids = [session_id] if session_id is not None else store.session_ids(conn)
         if session_id is not None:
             store.session(session_id, conn)
@@ -205,7 +206,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
         query = query.where(S.c.project_id == project_id)
     if source_format is not None:
         query = query.where(S.c.source_format == source_format)
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         sessions = conn.execute(query).all()
         ids = [s.session_id for s in sessions]
         if not ids:

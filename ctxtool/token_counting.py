@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .context import Message
+from .db import read_connection
 from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
@@ -54,7 +55,7 @@ def _pending_filter(expected, recount: bool):
 def count_pending(engine: Engine, session_id: int | None = None, encoding: str | None = None,
                   recount: bool = False) -> int:
     """How many messages a :func:`count_tokens` run would (re)count."""
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         expected = _expected_encoding(conn, encoding)
         query = (sa.select(sa.func.count()).select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
                  .where(_pending_filter(expected, recount)))
@@ -72,7 +73,7 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
     ``on_batch(n)`` is called after each committed batch of n messages.
     """
     result = CountResult()
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         expected = _expected_encoding(conn, encoding)
     base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
                       expected.label("expected"))
@@ -82,7 +83,7 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
         base = base.where(M.c.session_id == session_id)
 
     def fetch(after: int):
-        with engine.connect() as conn:
+        with read_connection(engine) as conn:
             return conn.execute(base.where(M.c.id > after).order_by(M.c.id).limit(batch_size)).all()
 
     with ThreadPoolExecutor(max_workers=1) as reader:
@@ -158,7 +159,7 @@ def token_report(engine: Engine, session_id: int | None = None,
     is counted per session from its restored suffix.
     """
     store = Store(engine)
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         q = sa.select(S.c.session_id, S.c.model, S.c.title, S.c.details).order_by(S.c.session_id)
         if session_id is not None:
             store.session(session_id, conn)

@@ -115,3 +115,29 @@ def test_cli_sessions_list(db, cli):
     assert [r["session_id"] for r in rows] == [2]
     result = cli("--db", db.url, "sessions", "list", "--limit", "1")
     assert result.exit_code == 0 and "claude-sonnet-4-5" in result.output and "gpt-4o" not in result.output
+
+
+def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
+    """SQLite: `context show`, `sessions list`, `tokens report` and `validate` run while another
+    connection holds the write lock (an import or a compaction in progress)."""
+    import threading
+
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    writer = db.engine.connect()
+    writer.begin()  # BEGIN IMMEDIATE on SQLite: the write lock, held until rollback
+    writer.exec_driver_sql("UPDATE agent_session SET title = 'busy' WHERE session_id = 1")
+    results = {}
+
+    def read_all():
+        for name, args in (("show", ["context", "show", "1", "--json"]), ("list", ["sessions", "list"]),
+                           ("report", ["tokens", "report"]), ("validate", ["validate"])):
+            results[name] = cli("--db", db.url, *args).exit_code
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    reader.join(timeout=20)  # a reader blocked by the lock would wait out the 30 s busy timeout
+    finished = not reader.is_alive()
+    writer.rollback()
+    writer.close()
+    reader.join()
+    assert finished and results == {"show": 0, "list": 0, "report": 0, "validate": 0}
