@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .compaction import (CompactionSettings, PlanMessage, files_touched, merge_file_lists,
@@ -318,7 +318,7 @@ class Compactor:
                                        c.session_id))
         return candidates
 
-    def _effective_rows(self) -> list[_EffectiveContext]:
+    def _effective_rows(self, conn: Connection | None = None) -> list[_EffectiveContext]:
         """Per unleased session: its latest cut, and the sum of stored token counts from there.
 
         Two indexed steps. First, every session with its latest checkpoint (one query, through
@@ -329,6 +329,9 @@ class Compactor:
         is planned as a lookup on session_id alone and reads whole histories instead (MariaDB
         has no LATERAL), as EXPLAIN and the handler counters show.
         """
+        if conn is None:
+            with read_connection(self.engine) as own:
+                return self._effective_rows(own)
         latest_id = (sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id)
                      .scalar_subquery())
         cp = C.alias("cp")
@@ -338,23 +341,22 @@ class Compactor:
             .where(sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < server_now(self.dialect)))
         )
         out: list[_EffectiveContext] = []
-        with read_connection(self.engine) as conn:
-            sessions = conn.execute(sessions_query).all()
-            for i in range(0, len(sessions), _SESSIONS_PER_RANGE_QUERY):
-                chunk = {r.session_id: r for r in sessions[i:i + _SESSIONS_PER_RANGE_QUERY]}
-                ranges = sa.or_(*(sa.and_(M.c.session_id == sid, M.c.id >= (r.first_kept_message_id or 0))
-                                  for sid, r in chunk.items()))
-                sums = conn.execute(
-                    sa.select(M.c.session_id, sa.func.sum(M.c.token_count).label("tokens"),
-                              sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
-                              .label("uncounted"),
-                              sa.func.max(M.c.id).label("last_message_id"))
-                    .where(ranges).group_by(M.c.session_id))
-                for row in sums:
-                    r = chunk[row.session_id]
-                    out.append(_EffectiveContext(r.session_id, r.model, r.summary_tokens,
-                                                 r.first_kept_message_id, int(row.tokens or 0),
-                                                 int(row.uncounted or 0), int(row.last_message_id)))
+        sessions = conn.execute(sessions_query).all()
+        for i in range(0, len(sessions), _SESSIONS_PER_RANGE_QUERY):
+            chunk = {r.session_id: r for r in sessions[i:i + _SESSIONS_PER_RANGE_QUERY]}
+            ranges = sa.or_(*(sa.and_(M.c.session_id == sid, M.c.id >= (r.first_kept_message_id or 0))
+                              for sid, r in chunk.items()))
+            sums = conn.execute(
+                sa.select(M.c.session_id, sa.func.sum(M.c.token_count).label("tokens"),
+                          sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
+                          .label("uncounted"),
+                          sa.func.max(M.c.id).label("last_message_id"))
+                .where(ranges).group_by(M.c.session_id))
+            for row in sums:
+                r = chunk[row.session_id]
+                out.append(_EffectiveContext(r.session_id, r.model, r.summary_tokens,
+                                             r.first_kept_message_id, int(row.tokens or 0),
+                                             int(row.uncounted or 0), int(row.last_message_id)))
         return out
 
     def _quiet_for(self, candidates: list[Candidate], seconds: int) -> list[Candidate]:

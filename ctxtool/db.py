@@ -117,7 +117,11 @@ def _configure_sqlite(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         if engine.url.database not in (None, "", ":memory:"):
-            cur.execute("PRAGMA journal_mode = WAL")
+            # WAL persists in the file; switching needs a lock, so only the first connection
+            # to a new file does it (others would contend for it when processes start at once).
+            cur.execute("PRAGMA journal_mode")
+            if str(cur.fetchone()[0]).lower() != "wal":
+                cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
 

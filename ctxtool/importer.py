@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ BATCH_ROWS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
 _PEEK_LINES = 50
+_CONFLICT_ATTEMPTS = 5
 
 
 @dataclass
@@ -217,7 +219,7 @@ class Importer:
 
     def _import_stream(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult) -> None:
         try:
-            for attempt in range(3):
+            for attempt in range(_CONFLICT_ATTEMPTS):
                 try:
                     self._import_pass(path, stream, fallback_id, result, None)
                     break
@@ -225,8 +227,9 @@ class Importer:
                     # Another import of the same transcript wrote the same messages first
                     # (unique source ids; or the two deadlocked on them): nothing of ours was
                     # written; the next attempt finds them present.
-                    if attempt == 2 or not _lost_to_concurrent_import(exc):
+                    if attempt == _CONFLICT_ATTEMPTS - 1 or not _lost_to_concurrent_import(exc):
                         raise
+                    time.sleep(0.05 * (attempt + 1))
                     stream.seek(0)
                     self._reset(result)
         except BranchedTranscript:

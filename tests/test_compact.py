@@ -318,13 +318,15 @@ def test_candidates_read_only_effective_contexts(db):
                           "OR session_id = 2", c=cut)
     assert effective < 40 < db.scalar("SELECT COUNT(*) FROM agent_message")
 
-    def handler_reads():
-        return int(db.rows("SHOW GLOBAL STATUS LIKE 'Handler_read_next'")[0]["Value"])
+    with db.engine.connect() as conn:  # the session's own counter: other connections don't count
 
-    before = handler_reads() if db.kind == "mysql" else 0
-    rows = {r.session_id: r for r in compactor._effective_rows()}
-    if db.kind == "mysql":
-        assert handler_reads() - before <= effective + 10
+        def handler_reads():
+            return int(conn.execute(sa.text("SHOW SESSION STATUS LIKE 'Handler_read_next'")).first()[1])
+
+        before = handler_reads() if db.kind == "mysql" else 0
+        rows = {r.session_id: r for r in compactor._effective_rows(conn)}
+        if db.kind == "mysql":
+            assert handler_reads() - before <= effective + 10
     expected = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1 AND id >= :c", c=cut)
     assert rows[1].tokens == expected and rows[1].first_kept_message_id == cut
     assert rows[2].uncounted == 12 and rows[2].first_kept_message_id is None
