@@ -84,6 +84,9 @@ class CompactionOutcome:
 
 
 _SESSIONS_PER_RANGE_QUERY = 500
+# What a system prompt or an imported summary may add to the summed message counts: sessions
+# this close to their threshold are measured exactly before they are left out.
+NEAR_THRESHOLD_TOKENS = 32_768
 
 
 @dataclass
@@ -293,12 +296,13 @@ class Compactor:
     # -- the batch -------------------------------------------------------------------------------
 
     def find_candidates(self, force: bool = False, older_than: int | None = None) -> list[Candidate]:
-        """Sessions over threshold, found with one aggregate query over effective contexts.
+        """Sessions over threshold, measured over their effective contexts only.
 
-        The query joins each session to its latest checkpoint and sums stored token counts of
-        the messages from its cut on (the covering index idx_message_session_id_tokens), so the
-        cost follows the restored suffixes, not the total history. Sessions with uncounted
-        messages are counted (suffix only) and measured again.
+        The stored token counts of the messages since each session's cut are summed with index
+        range reads (see _effective_rows); sessions with uncounted messages are counted (suffix
+        only) and measured again. That sum leaves out the system prompt (and the summary of an
+        imported checkpoint), so sessions within NEAR_THRESHOLD_TOKENS of their threshold are
+        measured exactly; the cost still follows the effective contexts.
         """
         rows = self._effective_rows()
         uncounted = [r for r in rows if r.uncounted]
@@ -308,8 +312,11 @@ class Compactor:
             rows = self._effective_rows()
         candidates = []
         for r in rows:
+            threshold = self.settings.threshold(r.model)
             estimate = int(r.tokens or 0) + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
-            if force or estimate > self.settings.threshold(r.model):
+            if not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold:
+                estimate = self.store.context_tokens(r.session_id, self.encoding)
+            if force or estimate > threshold:
                 candidates.append(Candidate(r.session_id, r.model, estimate, int(r.uncounted or 0),
                                             int(r.last_message_id)))
         if older_than is not None and candidates:

@@ -20,6 +20,7 @@ from ctxtool.context import SUMMARY_PREFIX
 from ctxtool.schema import agent_compaction, agent_message
 from ctxtool.store import Store
 from ctxtool.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxtool.token_counting import count_tokens
 
 from .conftest import add_session
 from .llm_server import FakeLLM
@@ -388,3 +389,14 @@ def test_a_taken_over_lease_stops_the_slow_owner_from_writing(db):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
     assert db.scalar("SELECT summarizer FROM agent_compaction") == "extractive"
     assert db.scalar("SELECT lease_owner FROM agent_session") is None
+
+
+def test_a_session_over_threshold_only_by_its_system_prompt_is_found(db):
+    add_session(db, 1, coding_session(8), model="gpt-4o", system_prompt="You are careful. " * 400)
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
+    count_tokens(db.engine)
+    messages_only = db.scalar("SELECT SUM(token_count) FROM agent_message")
+    assert messages_only < SETTINGS.threshold("gpt-4o") < Store(db.engine).context_tokens(1)
+    [candidate] = compactor.find_candidates()
+    assert candidate.session_id == 1
+    assert candidate.estimated_tokens == Store(db.engine).context_tokens(1)
