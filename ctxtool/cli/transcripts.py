@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import click
 
 from ..errors import CtxtoolError, PartialFailure
@@ -10,6 +12,7 @@ from ..output import OutputFormat, Progress, output_options, print_rows
 from ..transcripts import FORMATS
 from . import main, pass_app
 
+_KINDS_SHOWN = 12
 _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "compactions", "error"]
 
 
@@ -43,12 +46,13 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         print_rows(rows, output)
     else:
         print_rows(rows, output, headers=_COLUMNS)
-        skipped = {}
-        for r in results:
-            for kind, n in r.skipped.items():
-                skipped[kind] = skipped.get(kind, 0) + n
-        if skipped:
-            click.echo("skipped by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
+        for label, attr in (("skipped", "skipped"), ("converted", "converted")):
+            totals: Counter = sum((getattr(r, attr) for r in results), Counter())
+            if totals:
+                shown = ", ".join(f"{k}={v}" for k, v in totals.most_common(_KINDS_SHOWN))
+                more = len(totals) - _KINDS_SHOWN
+                click.echo(f"{label} by kind: {shown}"
+                           + (f", and {more} more kinds (see --json)" if more > 0 else ""))
     failed = [r for r in results if r.error]
     for r in failed:
         click.echo(f"Error: {r.error}", err=True)
