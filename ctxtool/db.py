@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
+import time
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
@@ -103,6 +105,29 @@ def read_connection(engine: Engine) -> Connection:
     return engine.connect().execution_options(**{_READ_ONLY: True})
 
 
+def _switch_to_wal(cur) -> None:
+    """Put the file in WAL mode (it persists in the file, so usually it already is).
+
+    Switching takes an exclusive lock and SQLite answers "database is locked" at once, without
+    the busy timeout, when another process holds a lock on the new file at that moment (two
+    `ctxtool` runs starting together). Retry until the switch is done, by us or by the other.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode")
+            if str(cur.fetchone()[0]).lower() == "wal":
+                return
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _configure_sqlite(engine: Engine) -> None:
     """Make SQLite behave like a server for concurrent ctxtool processes.
 
@@ -117,11 +142,7 @@ def _configure_sqlite(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         if engine.url.database not in (None, "", ":memory:"):
-            # WAL persists in the file; switching needs a lock, so only the first connection
-            # to a new file does it (others would contend for it when processes start at once).
-            cur.execute("PRAGMA journal_mode")
-            if str(cur.fetchone()[0]).lower() != "wal":
-                cur.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
 

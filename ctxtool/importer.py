@@ -12,7 +12,6 @@ import hashlib
 import io
 import itertools
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -31,14 +30,12 @@ from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
-from .transcripts import (MAX_MESSAGE_BYTES, BranchedTranscript, Line, LineReader,
-                          SourceCompaction, SourceMessage, Transcript, TranscriptError,
-                          detect_format, parser_for, transcript_module)
+from .transcripts import (MAX_MESSAGE_BYTES, BranchedTranscript, SourceCompaction,
+                          SourceMessage, Transcript, TranscriptError, transcript_module)
+from .transcripts.files import CountingStream, LineReader, expand_paths, open_transcript
 
 BATCH_ROWS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
-_PEEK_LINES = 50
 _CONFLICT_ATTEMPTS = 5
 
 
@@ -66,114 +63,6 @@ class FileResult:
                 "compactions_present": self.compactions_present,
                 "skipped_by_kind": dict(sorted(self.skipped.items())),
                 "converted_by_kind": dict(sorted(self.converted.items())), "error": self.error}
-
-
-def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files to import: each file as given, directories walked for transcripts, ``-`` = stdin."""
-    out: list[str] = []
-    for p in paths:
-        if p == "-":
-            out.append(p)
-            continue
-        path = Path(p)
-        if path.is_dir():
-            out.extend(str(f) for f in sorted(path.rglob("*"))
-                       if f.is_file() and f.suffix in TRANSCRIPT_SUFFIXES)
-        elif path.exists():
-            out.append(p)
-        else:
-            raise CtxtoolError(f"{p}: no such file or directory")
-    return out
-
-
-class _CountingStream:
-    """Binary lines from a stream, counting bytes read (for progress)."""
-
-    def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None):
-        self.stream, self.on_bytes = stream, on_bytes
-
-    def __iter__(self) -> Iterator[bytes]:
-        for raw in self.stream:
-            if self.on_bytes:
-                self.on_bytes(len(raw))
-            yield raw
-
-
-def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: bool,
-                    skipped: Counter, main: set[str] | None = None) -> tuple[str, Transcript]:
-    """Detect the format (unless given) from the first records and start parsing."""
-    raw_iter = iter(stream)
-    peeked: list[bytes] = []
-    first_obj = None
-    first_char = None
-    for raw in raw_iter:
-        peeked.append(raw)
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        if b"\x00" in raw:
-            raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
-        if first_char is None:
-            first_char = stripped[:1]
-        try:
-            obj = json.loads(stripped.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            if first_char in (b"[", b"{") and len(peeked) == _first_nonblank(peeked) \
-                    and stripped.endswith((b"{", b"[", b",")):
-                # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
-                # first line opens an object or array. A broken JSONL record is reported below.
-                return _whole_document(path, peeked, raw_iter, fmt, skipped)
-            if not skip_invalid:
-                break  # LineReader reports this line with its number
-            continue
-        if isinstance(obj, dict):
-            first_obj = obj
-            break
-        if isinstance(obj, list):
-            return _whole_document(path, peeked, raw_iter, fmt, skipped)
-        if len(peeked) >= _PEEK_LINES:
-            break
-    if not any(r.strip() for r in peeked):
-        raise TranscriptError(path, None, "file is empty")
-    lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, skipped)
-    if fmt is None:
-        if first_obj is None:
-            next(iter(lines), None)  # raises the error of the first bad line, if there is one
-            raise TranscriptError(path, None, "no complete JSON record in the first lines")
-        fmt = detect_format(first_obj, path)
-    return fmt, parser_for(fmt)(iter(lines), path, skipped, main)
-
-
-def _first_nonblank(peeked: list[bytes]) -> int:
-    for i, raw in enumerate(peeked, start=1):
-        if raw.strip():
-            return i
-    return 0
-
-
-def _whole_document(path, peeked, raw_iter, fmt, skipped) -> tuple[str, Transcript]:
-    data = b"".join(itertools.chain(peeked, raw_iter))
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(path, data.count(b"\n", 0, exc.start) + 1, "invalid UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
-    fmt = fmt or detect_format(doc, path)
-    if fmt != "openai-chat":
-        raise TranscriptError(path, None,
-                              f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
-    messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
-    if not isinstance(messages, list):
-        raise TranscriptError(path, None, "expected a list of messages")
-    lines = (Line(i, m) if isinstance(m, dict) else _bad_item(path, i)
-             for i, m in enumerate(messages, start=1))
-    transcript = parser_for(fmt)(lines, path, skipped)
-    return fmt, transcript
-
-
-def _bad_item(path: str, index: int):
-    raise TranscriptError(path, None, f"message #{index} is not a JSON object")
 
 
 class Importer:
@@ -250,7 +139,7 @@ class Importer:
 
     def _import_pass(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult,
                      main: set[str] | None) -> None:
-        fmt, transcript = open_transcript(path, _CountingStream(stream, self.on_bytes), self.fmt,
+        fmt, transcript = open_transcript(path, CountingStream(stream, self.on_bytes), self.fmt,
                                           self.skip_invalid, result.skipped, main)
         result.format = fmt
         records = transcript.records
@@ -521,7 +410,3 @@ def _lost_to_concurrent_import(exc: SQLAlchemyError) -> bool:
 
 def _json(value) -> str | None:
     return json.dumps(value, ensure_ascii=False) if value else None
-
-
-def file_sizes(paths: Iterable[str]) -> int:
-    return sum(os.path.getsize(p) for p in paths if p != "-")

@@ -7,7 +7,8 @@ from collections import Counter
 import click
 
 from ..errors import CtxtoolError, PartialFailure
-from ..importer import Importer, expand_paths, file_sizes
+from ..importer import Importer
+from ..transcripts.files import expand_paths, file_sizes
 from ..output import OutputFormat, Progress, output_options, print_rows
 from ..transcripts import FORMATS
 from . import main, pass_app

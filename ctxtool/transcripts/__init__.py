@@ -149,45 +149,6 @@ class Transcript:
         self.skipped = skipped
 
 
-class LineReader:
-    """JSON lines from a binary stream, with line numbers, clear errors and optional skipping."""
-
-    def __init__(self, path: str, stream: Iterable[bytes], skip_invalid: bool, skipped: Counter):
-        self.path = path
-        self.stream = stream
-        self.skip_invalid = skip_invalid
-        self.skipped = skipped
-
-    def __iter__(self) -> Iterator[Line]:
-        for number, raw in enumerate(self.stream, start=1):
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-                obj = json.loads(text)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                if not raw.endswith(b"\n"):
-                    # An unterminated last line: the agent is still writing it. Not an error;
-                    # the next import of the grown file picks it up.
-                    self.skipped["incomplete_last_line"] += 1
-                    continue
-                if isinstance(exc, UnicodeDecodeError):
-                    self._bad(number, f"invalid UTF-8 at byte {exc.start} of the line")
-                else:
-                    snippet = text.strip()[:40].encode("unicode_escape").decode("ascii")
-                    self._bad(number, f"malformed JSON ({exc.msg} at column {exc.colno}): {snippet!r}")
-                continue
-            if not isinstance(obj, dict):
-                self._bad(number, f"expected a JSON object, found {type(obj).__name__}")
-                continue
-            yield Line(number, obj)
-
-    def _bad(self, number: int, message: str) -> None:
-        if not self.skip_invalid:
-            raise TranscriptError(self.path, number, message + " (use --skip-invalid to skip such lines)")
-        self.skipped["invalid_line"] += 1
-
-
 def text_of(content: Any, skipped: Counter | None = None, kinds: tuple[str, ...] = ("text",)) -> str:
     """Plain text of a string or a list of content blocks (only blocks of ``kinds``)."""
     if content is None:
@@ -265,32 +226,6 @@ def first_line_title(text: str | None, limit: int = 80) -> str | None:
 
 
 FORMATS = ("claude-code", "codex", "pi", "openai-chat")
-
-
-def detect_format(first: dict | list, path: str) -> str:
-    """Name the format of a transcript from its first JSON record (or whole-file JSON value)."""
-    if isinstance(first, list) or (isinstance(first, dict) and (
-            isinstance(first.get("history"), list) or isinstance(first.get("messages"), list))):
-        return "openai-chat"
-    if not isinstance(first, dict):
-        raise TranscriptError(path, None, "not a transcript: the first record is not a JSON object")
-    kind = first.get("type")
-    if kind == "session" and ("cwd" in first or "version" in first or "id" in first):
-        return "pi"
-    if kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted") \
-            and "payload" in first:
-        return "codex"
-    if "record_type" in first or (kind is None and {"id", "timestamp"} <= set(first)
-                                  and ("instructions" in first or "git" in first)):
-        return "codex"
-    if "sessionId" in first or kind in ("summary", "queue-operation", "file-history-snapshot") \
-            or ("uuid" in first and kind in ("user", "assistant", "system")):
-        return "claude-code"
-    if "role" in first:
-        return "openai-chat"
-    raise TranscriptError(
-        path, 1, f"cannot tell the transcript format (first record has keys "
-                 f"{', '.join(sorted(first)[:8])}); pass --format {{{','.join(FORMATS)}}}")
 
 
 def transcript_module(name: str):
