@@ -59,6 +59,7 @@ class CompactionOutcome:
     status: str
     tokens_before: int | None = None
     tokens_after: int | None = None
+    tokens_kept: int | None = None  # tokens after, before the new summary is added (the plan)
     threshold: int | None = None
     summarised_messages: int | None = None
     kept_messages: int | None = None
@@ -193,6 +194,9 @@ class Compactor:
             out.first_kept_message_id = plan.first_kept_message_id
             out.split_turn = plan.split_turn
             out.notes = plan.notes
+            replaced_tokens = plan.summarised_tokens + (_summary_message_tokens(latest.summary, encoding)
+                                                        if latest else 0)
+            out.tokens_kept = out.tokens_before - replaced_tokens
             if dry_run:
                 out.status = PLANNED
                 return
@@ -202,12 +206,14 @@ class Compactor:
                 out.status = claimed
                 return
             try:
-                self._summarise_and_append(conn, session_id, encoding, latest, ctx, plan, out)
+                self._summarise_and_append(conn, session_id, encoding, latest, ctx, plan,
+                                           replaced_tokens, out)
             finally:
                 if out.status != COMPACTED:
                     self._release(conn, session_id)
 
-    def _summarise_and_append(self, conn, session_id, encoding, latest, ctx, plan, out) -> None:
+    def _summarise_and_append(self, conn, session_id, encoding, latest, ctx, plan,
+                              replaced_tokens: int, out) -> None:
         summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
         read, modified = files_touched([c for m in summarised for c in (m.tool_calls or ())])
         files = merge_file_lists(latest.details if latest else None, read, modified)
@@ -219,12 +225,7 @@ class Compactor:
         if not summary.text.strip():
             out.status, out.error = REJECTED, "summary is empty"
             return
-        previous_summary_message = ([MessageText("user", SUMMARY_PREFIX + latest.summary)]
-                                    if latest else [])
-        counts = count_messages(previous_summary_message
-                                + [MessageText("user", SUMMARY_PREFIX + summary.text)], encoding)
-        summary_tokens = counts[-1]
-        replaced_tokens = plan.summarised_tokens + (counts[0] if latest else 0)
+        summary_tokens = _summary_message_tokens(summary.text, encoding)
         if summary_tokens >= replaced_tokens:
             out.status = REJECTED
             out.error = (f"summary ({summary_tokens} tokens) is not smaller than what it "
@@ -402,6 +403,11 @@ class Compactor:
                     on_done(outcome)
         outcomes.sort(key=lambda o: o.session_id)
         return outcomes
+
+
+def _summary_message_tokens(summary: str, encoding: str) -> int:
+    """Tokens of a summary as the restored context carries it (a user message with a preface)."""
+    return count_messages([MessageText("user", SUMMARY_PREFIX + summary)], encoding)[0]
 
 
 def _plan_message(m: Message) -> PlanMessage:

@@ -68,6 +68,8 @@ def test_extractive_compaction_end_to_end(db, cli):
     result = cli("--db", db.url, "compact", "1", "--dry-run", *LIMITS)
     assert result.exit_code == 0, result.output
     assert "session 1: planned" in result.output and "first kept message" in result.output
+    planned = json.loads(cli("--db", db.url, "compact", "1", "--dry-run", "--json", *LIMITS).stdout)
+    assert f"tokens after:       {planned['tokens_kept']} + the new summary" in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
 
     result = cli("--db", db.url, "compact", "1", "--json", *LIMITS)
@@ -86,6 +88,8 @@ def test_extractive_compaction_end_to_end(db, cli):
     assert ctx.messages[0].id == cp.first_kept_message_id
     assert ctx.messages[0].role == "user"
     assert store.context_tokens(1) == out["tokens_after"] < tokens_before
+    # The plan's figure plus the summary the run wrote is what the context costs now.
+    assert out["tokens_after"] == planned["tokens_kept"] + cp.summary_tokens
     assert_valid_context(store, 1)
     # Every message got a token count on the way.
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NULL") == 0

@@ -13,9 +13,9 @@ from ..summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_
                            make_summarizer)
 from . import main, pass_app
 
-_COLUMNS = ["session_id", "status", "tokens_before", "tokens_after", "summarised_messages",
-            "kept_messages", "first_kept_message_id", "split_turn", "summarizer", "model",
-            "seconds", "error"]
+_COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
+            "summarised_messages", "kept_messages", "first_kept_message_id", "split_turn",
+            "summarizer", "model", "seconds", "error"]
 
 
 @main.command()
@@ -113,6 +113,8 @@ def _print_outcome(o) -> None:
         lines.append(f"  summarised / kept:  {o.summarised_messages} / {o.kept_messages} messages")
     if o.tokens_after is not None:
         lines.append(f"  tokens after:       {o.tokens_after}")
+    elif o.tokens_kept is not None:
+        lines.append(f"  tokens after:       {o.tokens_kept} + the new summary")
     if o.compaction_id:
         lines.append(f"  checkpoint:         {o.compaction_id} by {o.summarizer}"
                      f"{' (' + o.model + ')' if o.model else ''}")
