@@ -34,7 +34,7 @@ from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
-from .store import Store, restored_context_tokens
+from .store import SESSIONS_PER_RANGE_QUERY, Store, restored_context_tokens, suffix_ranges
 from .summarizers import Summarizer, SummaryRequest
 from .token_counting import count_loaded_messages, count_session_messages
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, encoding_for_model
@@ -84,7 +84,6 @@ class CompactionOutcome:
         return d
 
 
-_SESSIONS_PER_RANGE_QUERY = 500
 # What a system prompt or an imported summary may add to the summed message counts: sessions
 # this close to their threshold are measured exactly before they are left out.
 NEAR_THRESHOLD_TOKENS = 32_768
@@ -255,9 +254,7 @@ class Compactor:
                     .values(lease_owner=None, lease_expires_at=None)).rowcount
                 if still_ours != 1:
                     return None
-                latest = conn.execute(sa.select(sa.func.max(C.c.id))
-                                      .where(C.c.session_id == session_id)).scalar()
-                if (latest or 0) != parent_id:
+                if self.store.latest_compaction_id(session_id, conn) != parent_id:
                     return None
                 result = conn.execute(C.insert().values(parent_compaction_id=parent_id, **values))
                 return int(result.inserted_primary_key[0])
@@ -282,9 +279,7 @@ class Compactor:
             if taken != 1:
                 tx.rollback()
                 return LEASE_HELD
-            latest = conn.execute(sa.select(sa.func.max(C.c.id))
-                                  .where(C.c.session_id == session_id)).scalar()
-            if (latest or 0) != parent_id:
+            if self.store.latest_compaction_id(session_id, conn) != parent_id:
                 tx.rollback()  # another compactor finished between our read and our claim
                 return LOST_RACE
         return True
@@ -330,12 +325,8 @@ class Compactor:
         """Per unleased session: its latest cut, and the sum of stored token counts from there.
 
         Two indexed steps. First, every session with its latest checkpoint (one query, through
-        idx_compaction_session_id). Then the messages since each cut, as one range per session
-        on idx_message_session_id_tokens: ``(session_id = s AND id >= cut) OR ...`` for up to
-        500 sessions per query. The range optimizer reads exactly the effective contexts from
-        the covering index; a join (or correlated subquery) on ``id >= cp.first_kept_message_id``
-        is planned as a lookup on session_id alone and reads whole histories instead (MariaDB
-        has no LATERAL), as EXPLAIN and the handler counters show.
+        idx_compaction_session_id). Then the stored counts since each cut, summed from the
+        covering index with store.suffix_ranges, 500 sessions per query.
         """
         if conn is None:
             with read_connection(self.engine) as own:
@@ -350,10 +341,9 @@ class Compactor:
         )
         out: list[_EffectiveContext] = []
         sessions = conn.execute(sessions_query).all()
-        for i in range(0, len(sessions), _SESSIONS_PER_RANGE_QUERY):
-            chunk = {r.session_id: r for r in sessions[i:i + _SESSIONS_PER_RANGE_QUERY]}
-            ranges = sa.or_(*(sa.and_(M.c.session_id == sid, M.c.id >= (r.first_kept_message_id or 0))
-                              for sid, r in chunk.items()))
+        for i in range(0, len(sessions), SESSIONS_PER_RANGE_QUERY):
+            chunk = {r.session_id: r for r in sessions[i:i + SESSIONS_PER_RANGE_QUERY]}
+            ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
             sums = conn.execute(
                 sa.select(M.c.session_id, sa.func.sum(M.c.token_count).label("tokens"),
                           sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
@@ -370,14 +360,13 @@ class Compactor:
     def _quiet_for(self, candidates: list[Candidate], seconds: int) -> list[Candidate]:
         """Keep sessions whose newest message is older than ``seconds`` (server time)."""
         ids = [c.last_message_id for c in candidates]
-        cutoff_sql = (f"UTC_TIMESTAMP(6) - INTERVAL {int(seconds)} SECOND" if self.dialect == "mysql"
-                      else f"strftime('%Y-%m-%d %H:%M:%f', 'now', '-{int(seconds)} seconds')")
+        cutoff = server_now_plus(self.dialect, -seconds)
         quiet: set[int] = set()
         with read_connection(self.engine) as conn:
             for i in range(0, len(ids), 1000):
                 chunk = ids[i:i + 1000]
                 quiet.update(r[0] for r in conn.execute(
-                    sa.select(M.c.id).where(M.c.id.in_(chunk), M.c.created_at < sa.text(cutoff_sql))))
+                    sa.select(M.c.id).where(M.c.id.in_(chunk), M.c.created_at < cutoff)))
         return [c for c in candidates if c.last_message_id in quiet]
 
     def compact_all(self, workers: int = 1, limit: int | None = None, older_than: int | None = None,

@@ -191,8 +191,8 @@ def server_now(dialect: str):
 
 
 def server_now_plus(dialect: str, seconds: int):
-    """SQL for server time ``seconds`` from now."""
+    """SQL for server time ``seconds`` from now (negative: ago)."""
     seconds = int(seconds)
     if dialect == "mysql":
         return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {seconds} SECOND")
-    return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+{seconds} seconds')")
+    return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{seconds:+d} seconds')")

@@ -30,6 +30,7 @@ from .errors import CtxtoolError
 from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
+from .store import Store
 from .transcripts import (MAX_MESSAGE_BYTES, BranchedTranscript, SourceCompaction,
                           SourceMessage, Transcript, TranscriptError, transcript_module)
 from .transcripts.files import CountingStream, LineReader, expand_paths, open_transcript
@@ -315,10 +316,10 @@ class Importer:
         if first_kept is None or not comp.summary.strip():
             result.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
             return
-        parent = conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == session_id)).scalar()
         conn.execute(C.insert().values(
             session_id=session_id, summary=comp.summary, first_kept_message_id=first_kept,
-            tokens_before=comp.tokens_before, parent_compaction_id=parent or 0,
+            tokens_before=comp.tokens_before,
+            parent_compaction_id=Store(self.engine).latest_compaction_id(session_id, conn),
             summarizer=f"imported:{result.format}", source_id=comp.source_id,
             details=comp.details or None,
         ))

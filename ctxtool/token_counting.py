@@ -21,7 +21,8 @@ from .schema import agent_compaction as C
 from .schema import agent_message as M
 from .schema import agent_session as S
 from .store import Store, restored_context_tokens
-from .tokens import DEFAULT_ENCODING, count_messages, count_text, encoding_for_model
+from .tokens import (DEFAULT_ENCODING, MessageText, count_messages, count_text,
+                     encoding_for_model)
 
 DEFAULT_BATCH = 2000
 
@@ -103,9 +104,8 @@ def _count_and_store(engine: Engine, rows, result: CountResult) -> None:
         groups.setdefault(row.expected, []).append(row)
     with engine.begin() as conn:
         for enc_name, group in groups.items():
-            counts = count_messages(
-                [Message(r.id, 0, r.role, r.content, r.tool_calls, name=r.name).text()
-                 for r in group], enc_name)
+            counts = count_messages([MessageText(r.role, r.content, r.name, r.tool_calls)
+                                     for r in group], enc_name)
             store_counts(conn, [r.id for r in group], counts, enc_name)
             result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
             result.tokens += sum(counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import OutputFormat, Progress, output_options, print_document, print_rows
+from ..store import Store
 from ..token_counting import count_pending, count_tokens, token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
 from . import main, pass_app
@@ -40,9 +41,7 @@ def count_cmd(app, session_id, all_sessions, encoding, recount, batch_size, outp
     if encoding:
         get_encoding(encoding)  # fail fast, before touching the database
     if session_id is not None:
-        from ..store import Store
-
-        Store(engine).session(session_id)
+        Store(engine).session(session_id)  # names a missing session before any work
     total = count_pending(engine, session_id, encoding, recount) if Progress.on_terminal() else None
     with Progress(total, "counting tokens") as progress:
         result = count_tokens(engine, session_id, encoding, recount, batch_size, progress.update)
