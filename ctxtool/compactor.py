@@ -27,13 +27,12 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .compaction import (CompactionSettings, PlanMessage, files_touched, merge_file_lists,
                          plan_compaction, should_compact)
-from .context import SUMMARY_PREFIX, Message, restore_context
-from .db import (describe_db_error, dialect_family, read_connection, server_now,
-                 server_now_plus)
+from .records import SUMMARY_PREFIX, Message, restore_context
+from .db import describe_db_error, dialect_of, read_connection
 from .errors import CtxtoolError
-from .schema import agent_compaction as C
-from .schema import agent_message as M
-from .schema import agent_session as S
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .db.schema import agent_session as S
 from .store import SESSIONS_PER_RANGE_QUERY, Store, restored_context_tokens, suffix_ranges
 from .summarizers import Summarizer, SummaryRequest
 from .token_counting import count_loaded_messages, count_session_messages
@@ -144,7 +143,7 @@ class Compactor:
         self.owner = owner or default_owner()
         self.lease_seconds = lease_seconds
         self.encoding = encoding
-        self.dialect = dialect_family(engine)
+        self.dialect = dialect_of(engine)
         self.store = Store(engine)
 
     # -- one session -----------------------------------------------------------------------------
@@ -266,7 +265,7 @@ class Compactor:
     def _claim(self, conn, session_id: int, parent_id: int) -> bool | str:
         """Take the session's lease if it is free or expired (the affected-row count decides),
         and check no checkpoint was appended since we planned; True, or the status why not."""
-        now = server_now(self.dialect)
+        now = self.dialect.server_now()
         with conn.begin() as tx:
             taken = conn.execute(
                 S.update()
@@ -274,7 +273,7 @@ class Compactor:
                        sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < now,
                               S.c.lease_owner == self.owner))
                 .values(lease_owner=self.owner,
-                        lease_expires_at=server_now_plus(self.dialect, self.lease_seconds))
+                        lease_expires_at=self.dialect.server_now_plus(self.lease_seconds))
             ).rowcount
             if taken != 1:
                 tx.rollback()
@@ -337,7 +336,7 @@ class Compactor:
         sessions_query = (
             sa.select(S.c.session_id, S.c.model, cp.c.summary_tokens, cp.c.first_kept_message_id)
             .select_from(S.outerjoin(cp, cp.c.id == latest_id))
-            .where(sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < server_now(self.dialect)))
+            .where(sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < self.dialect.server_now()))
         )
         out: list[_EffectiveContext] = []
         sessions = conn.execute(sessions_query).all()
@@ -360,7 +359,7 @@ class Compactor:
     def _quiet_for(self, candidates: list[Candidate], seconds: int) -> list[Candidate]:
         """Keep sessions whose newest message is older than ``seconds`` (server time)."""
         ids = [c.last_message_id for c in candidates]
-        cutoff = server_now_plus(self.dialect, -seconds)
+        cutoff = self.dialect.server_now_plus(-seconds)
         quiet: set[int] = set()
         with read_connection(self.engine) as conn:
             for i in range(0, len(ids), 1000):

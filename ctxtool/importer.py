@@ -25,11 +25,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import describe_db_error, dialect_family
+from .db import describe_db_error, dialect_of
 from .errors import CtxtoolError
-from .schema import agent_compaction as C
-from .schema import agent_message as M
-from .schema import agent_session as S
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .db.schema import MESSAGE_INSERT_COLUMNS
+from .db.schema import agent_session as S
 from .store import Store
 from .transcripts import (MAX_MESSAGE_BYTES, BranchedTranscript, SourceCompaction,
                           SourceMessage, Transcript, TranscriptError, transcript_module)
@@ -80,8 +81,7 @@ class Importer:
         self.fmt = fmt
         self.skip_invalid = skip_invalid
         self.on_bytes = on_bytes
-        self.dialect = dialect_family(engine)
-        self._max_packet: int | None = None
+        self.dialect = dialect_of(engine)
 
     def import_paths(self, paths: Iterable[str]) -> list[FileResult]:
         return [self.import_file(p) for p in expand_paths(paths)]
@@ -117,7 +117,7 @@ class Importer:
                     # Another import of the same transcript wrote the same messages first
                     # (unique source ids; or the two deadlocked on them): nothing of ours was
                     # written; the next attempt finds them present.
-                    if attempt == _CONFLICT_ATTEMPTS - 1 or not _lost_to_concurrent_import(exc):
+                    if attempt == _CONFLICT_ATTEMPTS - 1 or not self.dialect.is_write_conflict(exc):
                         raise
                     time.sleep(0.05 * (attempt + 1))
                     stream.seek(0)
@@ -208,7 +208,7 @@ class Importer:
             .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
             .order_by(M.c.id.desc()).limit(1)).first() if present_messages else None
         completions: list[tuple[int, SourceMessage]] = []
-        max_bytes = min(MAX_MESSAGE_BYTES, self._max_message_bytes(conn))
+        max_bytes = self.dialect.max_message_bytes(conn)
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         last_time = transcript.session.created_at or datetime.now(timezone.utc).replace(tzinfo=None)
         batch: list[tuple] = []
@@ -216,7 +216,7 @@ class Importer:
         waiting: list[SourceCompaction] = []   # compactions whose first kept message comes next
         ready: list[tuple[SourceCompaction, str]] = []  # (compaction, first kept source id)
         call_owner: dict[str, str] = {}  # tool call id -> source id of the message making it
-        inserts = _MessageInserts(conn, self.dialect)
+        inserts = self.dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
         # Parsing overlaps with the database: the main thread parses and renders each batch,
         # one writer thread sends it (releasing the GIL while the server works), in order, with
         # at most one batch in flight so memory stays bounded.
@@ -335,78 +335,12 @@ class Importer:
         if values:
             conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
 
-    def _max_message_bytes(self, conn: Connection) -> int:
-        if self.dialect != "mysql":
-            return MAX_MESSAGE_BYTES
-        if self._max_packet is None:
-            self._max_packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
-        return self._max_packet - 64 * 1024  # room for the statement around the text
-
-
-class _MessageInserts:
-    """Multi-row INSERTs of message rows, rendered apart from sending them.
-
-    MySQL: the main thread renders rows into INSERT statements of about 1 MB with the driver's
-    own ``mogrify`` (the CPU-heavy part); the writer thread only sends them. SQLite: rows go to
-    the driver's ``executemany`` as they are.
-    """
-
-    COLUMNS = ("session_id, role, content, created_at, tool_calls, tool_call_id, name, "
-               "source_id, details")
-    STATEMENT_BYTES = 1_000_000
-
-    def __init__(self, conn: Connection, dialect: str):
-        self.conn = conn
-        self.dialect = dialect
-        self.head = f"INSERT INTO agent_message ({self.COLUMNS}) VALUES "
-        if dialect == "mysql":
-            self.cursor = conn.connection.dbapi_connection.cursor()
-            self.row = "(" + ",".join(["%s"] * 9) + ")"
-        else:
-            self.sql = self.head + "(" + ",".join(["?"] * 9) + ")"
-
-    def render(self, rows: list[tuple]):
-        if self.dialect != "mysql" or not rows:
-            return rows
-        statements, parts, size = [], [], 0
-        for row in rows:
-            literal = self.cursor.mogrify(self.row, row)
-            if parts and size + len(literal) > self.STATEMENT_BYTES:
-                statements.append(self.head + ",".join(parts))
-                parts, size = [], 0
-            parts.append(literal)
-            size += len(literal) + 1
-        if parts:
-            statements.append(self.head + ",".join(parts))
-        return statements
-
-    def send(self, payload) -> None:
-        if not payload:
-            return
-        if self.dialect == "mysql":
-            for statement in payload:
-                try:
-                    self.cursor.execute(statement)
-                except self.conn.dialect.loaded_dbapi.Error as exc:
-                    # Raw-cursor errors get SQLAlchemy's types, like every other statement's.
-                    raise sa.exc.DBAPIError.instance(
-                        statement[:200], None, exc, self.conn.dialect.loaded_dbapi.Error) from exc
-        else:
-            self.conn.exec_driver_sql(self.sql, payload)
 
 
 def _grew(parsed: SourceMessage, stored) -> bool:
     """The transcript now holds more of this message than was stored (more blocks written)."""
     return (len(parsed.tool_calls or []) > len(stored.tool_calls or [])
             or len(parsed.content or "") > len(stored.content or ""))
-
-
-def _lost_to_concurrent_import(exc: SQLAlchemyError) -> bool:
-    """A duplicate source id, or a MySQL deadlock (1213) between two imports of one file."""
-    if isinstance(exc, IntegrityError):
-        return True
-    args = getattr(getattr(exc, "orig", None), "args", ())
-    return bool(args) and args[0] == 1213
 
 
 def _json(value) -> str | None:

@@ -12,12 +12,12 @@ from typing import Iterator, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .context import Compaction, Message, RestoredContext, Session, restore_context
+from .records import Compaction, Message, RestoredContext, Session, restore_context
 from .db import read_connection
 from .errors import CtxtoolError
-from .schema import agent_compaction as C
-from .schema import agent_message as M
-from .schema import agent_session as S
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .db.schema import agent_session as S
 from .tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
 _MESSAGE_COLUMNS = [M.c.id, M.c.session_id, M.c.role, M.c.content, M.c.tool_calls,

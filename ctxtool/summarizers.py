@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from .context import Message
+from .records import Message
 from .db import mask_url
 from .errors import CtxtoolError
 

@@ -15,11 +15,11 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .context import Message
+from .records import Message
 from .db import read_connection
-from .schema import agent_compaction as C
-from .schema import agent_message as M
-from .schema import agent_session as S
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .db.schema import agent_session as S
 from .store import Store, restored_context_tokens
 from .tokens import (DEFAULT_ENCODING, MessageText, count_messages, count_text,
                      encoding_for_model)

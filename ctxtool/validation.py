@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .context import Compaction, Message
+from .records import Compaction, Message
 
 ERROR, WARNING = "error", "warning"
 

@@ -19,7 +19,7 @@ import time
 import sqlalchemy as sa
 
 from benchdb import fresh_database
-from ctxtool.schema import agent_message, agent_session
+from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.token_counting import count_tokens
 from ctxtool.tokens import get_encoding
 

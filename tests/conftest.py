@@ -116,7 +116,7 @@ def cli():
 def add_session(db: Database, session_id: int, messages: list[dict], model: str | None = None,
                 system_prompt: str | None = None) -> list[int]:
     """Write a session the way an agent runtime would (no token counts); return message ids."""
-    from ctxtool.schema import agent_message, agent_session
+    from ctxtool.db.schema import agent_message, agent_session
 
     with db.engine.begin() as conn:
         conn.execute(agent_session.insert().values(session_id=session_id, model=model,

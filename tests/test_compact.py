@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from ctxtool.compaction import CompactionSettings
 from ctxtool.compactor import Compactor
-from ctxtool.context import SUMMARY_PREFIX
-from ctxtool.schema import agent_compaction, agent_message
+from ctxtool.records import SUMMARY_PREFIX
+from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.store import Store
 from ctxtool.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.token_counting import count_tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ctxtool.context import SUMMARY_PREFIX, Compaction, Message, restore_context
+from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
 from .conftest import add_session

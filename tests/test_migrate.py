@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
-from ctxtool.schema import STORE_TABLES
+from ctxtool.db.schema import STORE_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ def status(app, output: OutputFormat):
     migrator = _migrator(app)
     states = migrator.status()
     if not output.machine:
-        click.echo(f"database: {mask_url(app.engine.url)} ({migrator.dialect})")
+        click.echo(f"database: {mask_url(app.engine.url)} ({migrator.dialect.name})")
     print_rows([s.as_dict() for s in states], output)
     bad = [s for s in states if not s.ok]
     if bad:

@@ -8,6 +8,7 @@ two agree.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 metadata = sa.MetaData()
 
@@ -65,3 +66,30 @@ agent_compaction = sa.Table(
 )
 
 STORE_TABLES = (agent_session, agent_message, agent_compaction)
+
+# The message columns an importer writes (the rest are the id, and counts filled later). The one
+# list: the bulk insert, the importer's rows and the tests take it from here.
+MESSAGE_INSERT_COLUMNS = ("session_id", "role", "content", "created_at", "tool_calls",
+                          "tool_call_id", "name", "source_id", "details")
+
+# ctxtool's own migration history. Not in sql/: it must exist before the first file runs, and it
+# is created from this description on every dialect (``create(checkfirst=True)``).
+HISTORY_TABLE = "ctxtool_schema_history"
+_MICROSECONDS = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+_LONG_TEXT = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+schema_history = sa.Table(
+    HISTORY_TABLE,
+    sa.MetaData(),
+    sa.Column("version", sa.String(32), primary_key=True, autoincrement=False),
+    sa.Column("name", sa.String(191), nullable=False),
+    sa.Column("checksum", sa.String(64), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", _MICROSECONDS, nullable=False),
+    sa.Column("applied_at", _MICROSECONDS),
+    sa.Column("duration_ms", sa.Integer),
+    sa.Column("failed_statement", _LONG_TEXT),
+    sa.Column("error", sa.Text),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+    mysql_collate="utf8mb4_unicode_ci",
+)

@@ -1,7 +1,7 @@
-"""The one engine factory: connection URLs, dialect quirks, credential masking.
+"""The one engine factory: connection URLs, credential masking, SQLite's server-like settings.
 
-Everything that differs between MySQL/MariaDB and SQLite at the connection level lives here, so
-the rest of ctxtool writes one SQLAlchemy Core query for both.
+Everything that differs between MySQL/MariaDB and SQLite at the connection level lives in this
+package (``ctxtool.db``), so the rest of ctxtool writes one SQLAlchemy Core query for both.
 """
 
 from __future__ import annotations
@@ -10,24 +10,16 @@ import os
 import re
 import sqlite3
 import time
+
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError
 
-from .errors import CtxtoolError
+from ..errors import CtxtoolError
 
 DEFAULT_URL = "sqlite:///ctxtool.db"
 URL_ENV = "CTXTOOL_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-# MySQL error codes worth a sentence of their own.
-_MYSQL_HINTS = {
-    1045: "access denied: check the user and password in the URL",
-    1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
-    2003: "cannot reach the server: is it running and listening there?",
-    2005: "unknown host",
-    2013: "lost connection to the server",
-}
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -54,16 +46,6 @@ def scrub(text: str, url: str | URL | None) -> str:
     if password:
         text = text.replace(str(password), "***")
     return text
-
-
-def dialect_family(engine_or_conn: Engine | Connection) -> str:
-    """``"mysql"`` (MySQL, MariaDB and wire-compatible engines) or ``"sqlite"``."""
-    name = engine_or_conn.dialect.name
-    if name in ("mysql", "mariadb"):
-        return "mysql"
-    if name == "sqlite":
-        return "sqlite"
-    raise CtxtoolError(f"unsupported database dialect {name!r}: use mysql+pymysql:// or sqlite://")
 
 
 def create_engine(url: str | None = None, **kwargs) -> Engine:
@@ -154,45 +136,3 @@ def _configure_sqlite(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
         else:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
-    """One line that says what went wrong talking to the database, without credentials."""
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        orig = exc.orig
-        args = getattr(orig, "args", ())
-        code = args[0] if args and isinstance(args[0], int) else None
-        detail = str(args[1]) if code is not None and len(args) > 1 else str(orig)
-        hint = _MYSQL_HINTS.get(code) if code is not None else None
-        text = f"{detail} ({hint})" if hint else detail
-        if code is not None:
-            text = f"[{code}] {text}"
-    else:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    where = f" at {mask_url(url)}" if url is not None else ""
-    return scrub(f"database error{where}: {text}", url)
-
-
-def check_connection(engine: Engine) -> None:
-    """Fail with a one-line CtxtoolError when the database cannot be reached."""
-    try:
-        with read_connection(engine) as conn:
-            conn.exec_driver_sql("SELECT 1")
-    except SQLAlchemyError as exc:
-        raise CtxtoolError(describe_db_error(exc, engine.url)) from None
-
-
-
-def server_now(dialect: str):
-    """SQL for the database server's current UTC time (leases use server time, never ours)."""
-    if dialect == "mysql":
-        return sa.text("UTC_TIMESTAMP(6)")
-    return sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now')")
-
-
-def server_now_plus(dialect: str, seconds: int):
-    """SQL for server time ``seconds`` from now (negative: ago)."""
-    seconds = int(seconds)
-    if dialect == "mysql":
-        return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {seconds} SECOND")
-    return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{seconds:+d} seconds')")

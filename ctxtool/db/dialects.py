@@ -1,0 +1,228 @@
+"""One object per database family, chosen once per engine: everything that differs between
+MySQL/MariaDB and SQLite beyond the connection (alembic's ``ddl/<dialect>.py`` shape).
+
+No module outside ``ctxtool.db`` compares dialect names: it asks ``dialect_of(engine)`` for
+server time, the migration lock, whether DDL is transactional, bulk message inserts, the size
+of the largest statement, and whether an error was a write conflict with another writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from ..errors import CtxtoolError
+from .errors import describe_db_error
+
+MIGRATION_LOCK_TIMEOUT_S = 60
+# A MEDIUMTEXT holds 16 MiB - 1 bytes: the largest message text the MySQL schema stores.
+MEDIUMTEXT_BYTES = 16 * 1024 * 1024 - 1
+STATEMENT_OVERHEAD = 64 * 1024  # room for the statement around one row's text
+
+
+class Dialect:
+    """What ctxtool needs to know of one database family."""
+
+    name: str = ""
+    transactional_ddl: bool = False
+
+    def server_now(self) -> sa.TextClause:
+        """SQL for the server's current UTC time (leases use server time, never ours)."""
+        raise NotImplementedError
+
+    def server_now_plus(self, seconds: int) -> sa.TextClause:
+        """SQL for server time ``seconds`` from now (negative: ago)."""
+        raise NotImplementedError
+
+    def migration_lock(self, engine: Engine) -> contextlib.AbstractContextManager[Connection]:
+        """One connection holding the migration lock for a whole run."""
+        raise NotImplementedError
+
+    def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
+        """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
+        return contextlib.nullcontext()
+
+    def message_inserts(self, conn: Connection, table: sa.Table,
+                        columns: Sequence[str]) -> "BulkInsert":
+        return BulkInsert(conn, table, columns)
+
+    def max_statement_bytes(self, conn: Connection) -> int:
+        """The largest statement the server accepts, in bytes."""
+        raise NotImplementedError
+
+    def max_message_bytes(self, conn: Connection) -> int:
+        """The largest message text ctxtool stores: a MEDIUMTEXT on every database (a SQLite
+        store must stay movable to MySQL), less where the server takes smaller statements."""
+        return min(MEDIUMTEXT_BYTES, self.max_statement_bytes(conn) - STATEMENT_OVERHEAD)
+
+    def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
+        """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
+        return isinstance(exc, IntegrityError)
+
+
+class BulkInsert:
+    """Multi-row INSERTs, rendered apart from sending them, so a parsing thread can render the
+    next batch while a writer thread sends this one. The default sends rows with the driver's
+    ``executemany`` as they are."""
+
+    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str]):
+        self.conn = conn
+        self.columns = list(columns)
+        marks = ",".join(["?"] * len(self.columns))
+        self.sql = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES ({marks})"
+
+    def render(self, rows: list[tuple]):
+        return rows
+
+    def send(self, payload) -> None:
+        if payload:
+            self.conn.exec_driver_sql(self.sql, payload)
+
+
+class _MySQLBulkInsert(BulkInsert):
+    """The rows rendered into INSERT statements of about 1 MB with the driver's own ``mogrify``
+    (the CPU-heavy part, done by the caller's thread); ``send`` only ships the statements."""
+
+    STATEMENT_BYTES = 1_000_000
+
+    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str]):
+        self.conn = conn
+        self.columns = list(columns)
+        self.head = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES "
+        self.row = "(" + ",".join(["%s"] * len(self.columns)) + ")"
+        self.cursor = conn.connection.dbapi_connection.cursor()
+
+    def render(self, rows: list[tuple]) -> list[str]:
+        statements, parts, size = [], [], 0
+        for row in rows:
+            literal = self.cursor.mogrify(self.row, row)
+            if parts and size + len(literal) > self.STATEMENT_BYTES:
+                statements.append(self.head + ",".join(parts))
+                parts, size = [], 0
+            parts.append(literal)
+            size += len(literal) + 1
+        if parts:
+            statements.append(self.head + ",".join(parts))
+        return statements
+
+    def send(self, payload) -> None:
+        dbapi_error = self.conn.dialect.loaded_dbapi.Error
+        for statement in payload or ():
+            try:
+                self.cursor.execute(statement)
+            except dbapi_error as exc:
+                # Raw-cursor errors get SQLAlchemy's types, like every other statement's.
+                raise sa.exc.DBAPIError.instance(statement[:200], None, exc, dbapi_error) from exc
+
+
+class MySQL(Dialect):
+    """MySQL 8, MariaDB 10.11 and wire-compatible engines."""
+
+    name = "mysql"
+    transactional_ddl = False
+    DEADLOCK = 1213
+
+    def server_now(self):
+        return sa.text("UTC_TIMESTAMP(6)")
+
+    def server_now_plus(self, seconds: int):
+        return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {int(seconds)} SECOND")
+
+    @contextlib.contextmanager
+    def migration_lock(self, engine: Engine) -> Iterator[Connection]:
+        """GET_LOCK named after the database, held by one autocommit connection that also runs
+        every statement (MySQL DDL commits anyway)."""
+        try:
+            conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        except SQLAlchemyError as exc:
+            raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+        try:
+            database = conn.exec_driver_sql("SELECT DATABASE()").scalar() or ""
+            name = f"ctxtool_migrate:{database}"[:64]
+            got = conn.execute(sa.text("SELECT GET_LOCK(:n, :t)"),
+                               {"n": name, "t": MIGRATION_LOCK_TIMEOUT_S}).scalar()
+            if got != 1:
+                raise CtxtoolError(f"another `ctxtool migrate` holds lock {name!r} (waited "
+                                   f"{MIGRATION_LOCK_TIMEOUT_S}s); try again when it finishes")
+            try:
+                yield conn
+            finally:
+                conn.execute(sa.text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+        finally:
+            conn.close()
+
+    def message_inserts(self, conn, table, columns):
+        return _MySQLBulkInsert(conn, table, columns)
+
+    def max_statement_bytes(self, conn: Connection) -> int:
+        cached = conn.info.get("ctxtool_max_allowed_packet")
+        if cached is None:
+            cached = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
+            conn.info["ctxtool_max_allowed_packet"] = cached
+        return cached
+
+    def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
+        if isinstance(exc, IntegrityError):
+            return True
+        args = getattr(getattr(exc, "orig", None), "args", ())
+        return isinstance(exc, OperationalError) and bool(args) and args[0] == self.DEADLOCK
+
+
+class SQLite(Dialect):
+    """The embedded default: one file, WAL, writers serialised by BEGIN IMMEDIATE."""
+
+    name = "sqlite"
+    transactional_ddl = True
+    MAX_STATEMENT_BYTES = 1_000_000_000  # SQLITE_MAX_LENGTH
+
+    def server_now(self):
+        return sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now')")
+
+    def server_now_plus(self, seconds: int):
+        return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{int(seconds):+d} seconds')")
+
+    @contextlib.contextmanager
+    def migration_lock(self, engine: Engine) -> Iterator[Connection]:
+        """The connection's own BEGIN IMMEDIATE transaction, open for the whole run, serialises
+        writers (a second run waits on the busy timeout). A file that failed already rolled back
+        to its savepoint (see migration_step): the files before it are kept."""
+        try:
+            conn = engine.connect()
+            tx = conn.begin()
+        except SQLAlchemyError as exc:
+            raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+        try:
+            yield conn
+        except CtxtoolError:
+            tx.commit()
+            raise
+        except BaseException:
+            tx.rollback()
+            raise
+        else:
+            tx.commit()
+        finally:
+            conn.close()
+
+    def migration_step(self, conn: Connection):
+        return conn.begin_nested()
+
+    def max_statement_bytes(self, conn: Connection) -> int:
+        return self.MAX_STATEMENT_BYTES
+
+
+_DIALECTS = {"mysql": MySQL(), "mariadb": MySQL(), "sqlite": SQLite()}
+
+
+def dialect_of(engine_or_conn: Engine | Connection) -> Dialect:
+    """The dialect object for an engine or connection."""
+    name = engine_or_conn.dialect.name
+    try:
+        return _DIALECTS[name]
+    except KeyError:
+        raise CtxtoolError(f"unsupported database dialect {name!r}: "
+                           "use mysql+pymysql:// or sqlite://") from None

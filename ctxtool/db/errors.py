@@ -1,0 +1,35 @@
+"""Database errors as one line an operator can act on: said once, at the edge, never with a
+password in it."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
+
+from .engine import mask_url, scrub
+
+# MySQL error codes worth a sentence of their own.
+_MYSQL_HINTS = {
+    1045: "access denied: check the user and password in the URL",
+    1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
+    2003: "cannot reach the server: is it running and listening there?",
+    2005: "unknown host",
+    2013: "lost connection to the server",
+}
+
+
+def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
+    """One line that says what went wrong talking to the database, without credentials."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        orig = exc.orig
+        args = getattr(orig, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
+        detail = str(args[1]) if code is not None and len(args) > 1 else str(orig)
+        hint = _MYSQL_HINTS.get(code) if code is not None else None
+        text = f"{detail} ({hint})" if hint else detail
+        if code is not None:
+            text = f"[{code}] {text}"
+    else:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = f" at {mask_url(url)}" if url is not None else ""
+    return scrub(f"database error{where}: {text}", url)

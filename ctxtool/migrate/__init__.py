@@ -1,0 +1,15 @@
+"""Versioned schema migrations from ``sql/<dialect>/NNNN_name.sql``, recorded in a history table.
+
+``files`` loads and splits the shipped files, ``states`` judges where a database stands (pure),
+``runner`` applies them under the dialect's lock.
+"""
+
+from ..db.schema import HISTORY_TABLE
+from .files import Migration, load_migrations, split_statements
+from .runner import Migrator
+from .states import (APPLIED, BASELINE, CHANGED, FAILED, MISSING, PENDING, RUNNING,
+                     HistoryRow, MigrationState, migration_states)
+
+__all__ = ["APPLIED", "BASELINE", "CHANGED", "FAILED", "HISTORY_TABLE", "MISSING", "PENDING",
+           "RUNNING", "HistoryRow", "Migration", "MigrationState", "Migrator", "load_migrations",
+           "migration_states", "split_statements"]

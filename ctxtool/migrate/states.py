@@ -1,0 +1,139 @@
+"""Where a database stands against the shipped migrations: pure functions over the files and
+the history table's rows (no I/O), so every verdict `status`, `up` and `repair` act on can be
+tested with plain lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Mapping, Sequence
+
+from ..errors import CtxtoolError
+from .files import Migration
+
+# Statuses recorded in the history table.
+APPLIED, BASELINE, RUNNING, FAILED = "applied", "baseline", "running", "failed"
+# Further states shown by `status`.
+PENDING, CHANGED, MISSING = "pending", "checksum changed", "file missing"
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    version: str
+    name: str
+    checksum: str
+    status: str
+    started_at: object
+    applied_at: object
+    duration_ms: int | None
+    failed_statement: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    """What `status` reports for one version: the file, its history row, and the verdict."""
+
+    version: str
+    name: str
+    state: str
+    applied_at: object = None
+    duration_ms: int | None = None
+    checksum: str | None = None
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state in (APPLIED, BASELINE)
+
+    def as_dict(self) -> dict:
+        return {
+            "version": self.version,
+            "name": self.name,
+            "state": self.state,
+            "applied_at": _fmt_time(self.applied_at),
+            "duration_ms": self.duration_ms,
+            "checksum": self.checksum[:12] if self.checksum else None,
+            "detail": self.detail,
+        }
+
+
+def _fmt_time(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)[:19]
+
+
+
+
+def migration_states(migrations: Sequence[Migration],
+                     history: Mapping[str, HistoryRow]) -> list[MigrationState]:
+    """Every known version with its state, in version order."""
+    states: list[MigrationState] = []
+    for m in migrations:
+        row = history.get(m.version)
+        if row is None:
+            states.append(MigrationState(m.version, m.name, PENDING, checksum=m.checksum))
+        elif row.status in (FAILED, RUNNING):
+            detail = row.error or "interrupted before it finished"
+            states.append(MigrationState(m.version, m.name, row.status, row.started_at, None,
+                                         row.checksum, detail))
+        elif row.checksum != m.checksum:
+            states.append(MigrationState(m.version, m.name, CHANGED, row.applied_at,
+                                         row.duration_ms, m.checksum,
+                                         f"recorded {row.checksum[:12]}, file now {m.checksum[:12]}"))
+        else:
+            states.append(MigrationState(m.version, m.name, row.status, row.applied_at,
+                                         row.duration_ms, row.checksum))
+    known = {m.version for m in migrations}
+    for version, row in sorted(history.items()):
+        if version not in known:
+            states.append(MigrationState(version, row.name, MISSING, row.applied_at,
+                                         row.duration_ms, row.checksum,
+                                         "recorded here but not shipped with this ctxtool"))
+    states.sort(key=lambda s: s.version)
+    return states
+
+
+def pending_migrations(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
+                       to: str | None = None) -> list[Migration]:
+    """The files `up` would apply, in order (up to and including ``to``)."""
+    return [m for m in migrations
+            if m.version not in history and (to is None or m.version <= to)]
+
+
+def refuse_unsafe(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
+                  folder: str) -> None:
+    """Raise when `up` must not run: a file failed or was interrupted, or an applied file
+    changed. The message says what to check and which command clears it."""
+    files = {m.version: m for m in migrations}
+    for v, row in sorted(history.items()):
+        name = f"{v}_{row.name}.sql"
+        if row.status in (FAILED, RUNNING):
+            what = "failed" if row.status == FAILED else "was interrupted"
+            stmt = (row.failed_statement or "").strip().splitlines()
+            at = f" at statement: {stmt[0][:120]}" if stmt else ""
+            raise CtxtoolError(
+                f"migration {name} {what}{at} ({row.error or 'no error recorded'}). "
+                f"Its earlier statements may have been applied: check the schema, revert or "
+                f"finish them by hand, then run `ctxtool migrate repair {v}` and `up` again"
+            )
+        if v in files and files[v].checksum != row.checksum:
+            raise CtxtoolError(
+                f"migration {folder}/{name} changed after it was applied (checksum "
+                f"{row.checksum[:12]} recorded, {files[v].checksum[:12]} now); restore the "
+                f"file, or accept it deliberately with `ctxtool migrate repair {v}`"
+            )
+
+
+def not_current_message(states: Sequence[MigrationState]) -> str | None:
+    """Why the schema is not current, in one line; None when every file is applied."""
+    bad = [s for s in states if not s.ok]
+    if not bad:
+        return None
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"database schema is not current: {first.version}_{first.name} is {first.state}"
+            f"{more}; run `ctxtool migrate status`, then `ctxtool migrate up`")
