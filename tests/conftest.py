@@ -35,8 +35,10 @@ MYSQL8_SQL_MODE = ("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZE
                    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def mysql8_sql_mode():
+    """Every MySQL test runs under MySQL 8's rules. Requested by the MySQL fixtures only, so the
+    pure tests run with no server at all."""
     server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
         previous = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
@@ -73,6 +75,8 @@ class Database:
 @pytest.fixture(params=["sqlite", "mysql"])
 def empty_db(request, tmp_path):
     """An empty database of each kind (no schema)."""
+    if request.param == "mysql":
+        request.getfixturevalue("mysql8_sql_mode")
     if request.param == "sqlite":
         db = Database("sqlite", f"sqlite:///{tmp_path / 'ctx.db'}")
         yield db
@@ -111,18 +115,3 @@ def cli():
                              catch_exceptions=False)
 
     return invoke
-
-
-def add_session(db: Database, session_id: int, messages: list[dict], model: str | None = None,
-                system_prompt: str | None = None) -> list[int]:
-    """Write a session the way an agent runtime would (no token counts); return message ids."""
-    from ctxtool.db.schema import agent_message, agent_session
-
-    with db.engine.begin() as conn:
-        conn.execute(agent_session.insert().values(session_id=session_id, model=model,
-                                                   system_prompt=system_prompt))
-        ids = []
-        for m in messages:
-            result = conn.execute(agent_message.insert().values(session_id=session_id, **m))
-            ids.append(result.inserted_primary_key[0])
-    return ids

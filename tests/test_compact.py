@@ -22,42 +22,8 @@ from ctxtool.store import Store
 from ctxtool.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.token_counting import count_tokens
 
-from .conftest import add_session
+from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session, history_fingerprint
 from .llm_server import FakeLLM
-
-# Small windows so a few dozen messages are "over threshold".
-LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]
-SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
-
-
-def coding_session(turns: int, tag: str = "") -> list[dict]:
-    msgs = []
-    for t in range(turns):
-        msgs.append({"role": "user", "content": f"Turn {t}{tag}: please fix the failing test in src/mod{t}.py " * 8})
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call{t}", "type": "function",
-             "function": {"name": "read", "arguments": json.dumps({"path": f"src/mod{t}.py"})}}]})
-        body = "\n".join(f"line {i}: value = compute({i}) # Error: ZeroDivisionError" if i == 3 else
-                         f"line {i}: value = compute({i})" for i in range(40))
-        msgs.append({"role": "tool", "tool_call_id": f"call{t}", "content": body})
-        msgs.append({"role": "assistant", "content": f"Fixed mod{t}. Moving on to the next file."})
-    return msgs
-
-
-def history_fingerprint(db) -> str:
-    rows = db.rows("SELECT id, session_id, role, content, tool_call_id FROM agent_message ORDER BY id")
-    return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
-
-
-def assert_valid_context(store: Store, session_id: int) -> None:
-    ctx = store.restored_context(session_id)
-    calls = set()
-    for m in ctx.to_openai():
-        for c in m.get("tool_calls") or ():
-            calls.add(c["id"])
-        if m["role"] == "tool":
-            assert m["tool_call_id"] in calls, "orphan tool result in restored context"
-
 
 def test_extractive_compaction_end_to_end(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt="You are a coder.")

@@ -7,8 +7,8 @@ import json
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
-from .conftest import add_session
-from .test_compact import LIMITS, coding_session
+from .builders import add_session
+from .builders import LIMITS, coding_session
 
 
 def msg(i, role="user", session=1, **kw):

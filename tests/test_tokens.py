@@ -18,7 +18,8 @@ from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER
                             TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
                             encoding_for_model, get_encoding)
 
-from .conftest import SHARED, add_session
+from .builders import add_session
+from .conftest import SHARED
 
 URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",

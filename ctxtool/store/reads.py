@@ -12,13 +12,13 @@ from typing import Iterator, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .records import Compaction, Message, RestoredContext, Session, restore_context
-from .db import read_connection
-from .errors import CtxtoolError
-from .db.schema import agent_compaction as C
-from .db.schema import agent_message as M
-from .db.schema import agent_session as S
-from .tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
+from ..records import Compaction, Message, RestoredContext, Session, restore_context
+from ..db import read_connection
+from ..errors import CtxtoolError
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
 _MESSAGE_COLUMNS = [M.c.id, M.c.session_id, M.c.role, M.c.content, M.c.tool_calls,
                     M.c.tool_call_id, M.c.name, M.c.token_count, M.c.token_encoding,
@@ -193,7 +193,7 @@ def validate(engine: Engine, session_id: int | None = None):
     Per 500 sessions, three queries: their checkpoints, the messages those point at, and their
     restored suffixes (ids, roles and tool links only). Never whole histories.
     """
-    from .validation import MessageRef, validate_session
+    from ..validation import MessageRef, validate_session
 
     store = Store(engine)
     issues = []
