@@ -54,6 +54,18 @@ def output_options(func):
     return wrapper
 
 
+def json_option(func):
+    """Add --json to a command that prints one document (not rows): it receives ``output:
+    OutputFormat``. Row formats (--nl, --csv, --fmt) are offered only where there are rows."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
+    @functools.wraps(func)
+    def wrapper(*args, as_json, **kwargs):
+        return func(*args, output=OutputFormat(json=as_json), **kwargs)
+
+    return wrapper
+
+
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
@@ -110,9 +122,10 @@ def print_rows(rows: Sequence[dict], output: OutputFormat,
 
 
 def print_document(doc: Any, output: OutputFormat, human: str) -> None:
-    """A single object: JSON for machines, the given human rendering otherwise."""
-    if output.machine:
-        click.echo(dumps(doc, indent=None if output.nl else 2))
+    """A single object (commands with :func:`json_option`): JSON for machines, the given human
+    rendering otherwise."""
+    if output.json:
+        click.echo(dumps(doc))
     else:
         click.echo(human)
 

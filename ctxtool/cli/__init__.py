@@ -81,7 +81,7 @@ def main(ctx, url):
 
 
 def _register() -> None:
-    from . import compact, context, migrate, tokens, transcripts  # noqa: F401  (each module adds its commands to `main`)
+    from . import compact, context, migrate, sessions, tokens, transcripts, validate  # noqa: F401  (each module adds its commands to `main`)
 
 
 _register()

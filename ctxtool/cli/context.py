@@ -1,13 +1,11 @@
-"""`ctxtool context show`, `ctxtool validate`, `ctxtool sessions list`: what a session
-restores to, whether its checkpoints are consistent, and which sessions there are."""
+"""`ctxtool context show`: what a session restores to."""
 
 from __future__ import annotations
 
 import click
 
-from ..errors import CtxtoolError
 from ..output import OutputFormat, dumps, output_options, print_rows
-from ..store import Store, list_sessions, restored_context_tokens, validate
+from ..store import Store, restored_context_tokens
 from ..tokens import encoding_for_model
 from . import main, pass_app
 
@@ -75,52 +73,3 @@ def show(app, session_id, as_openai, width, output: OutputFormat):
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-@main.command("validate")
-@click.option("--session", "session_id", type=int, help="Only this session (default: all).")
-@output_options
-@pass_app
-def validate_cmd(app, session_id, output: OutputFormat):
-    """Check checkpoint consistency: cuts point at messages of their session and never orphan a
-    tool result, checkpoints form one chain, restored contexts are valid for an API.
-
-    Exits 1 when any error is found (warnings alone exit 0).
-
-    Example: ctxtool validate --json
-    """
-    issues, checked = validate(app.store_engine(), session_id)
-    print_rows([i.as_dict() for i in issues], output,
-               headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"])
-    errors = [i for i in issues if i.severity == "error"]
-    if not output.machine:
-        click.echo(f"{checked} session(s) checked: {len(errors)} error(s), "
-                   f"{len(issues) - len(errors)} warning(s)", err=True)
-    if errors:
-        raise CtxtoolError(f"{len(errors)} consistency error(s) found")
-
-
-@main.group()
-def sessions():
-    """Find sessions to inspect.
-
-    Example: ctxtool sessions list --project shop --limit 20
-    """
-
-
-@sessions.command("list")
-@click.option("--user", "user_id", help="Only this user_id.")
-@click.option("--project", "project_id", help="Only this project_id.")
-@click.option("--source-format", help="Only sessions imported from this format (e.g. claude-code).")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
-@output_options
-@pass_app
-def sessions_list(app, user_id, project_id, source_format, limit, output: OutputFormat):
-    """The newest sessions with their message and checkpoint counts.
-
-    Example: ctxtool sessions list --json
-    """
-    rows = list_sessions(app.store_engine(), user_id, project_id, source_format, limit)
-    print_rows(rows, output, headers=None if output.machine else
-               ["session_id", "title", "model", "source", "messages", "compactions",
-                "last_message_id", "created_at"])

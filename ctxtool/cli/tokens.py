@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import OutputFormat, Progress, output_options, print_document, print_rows
+from ..output import OutputFormat, Progress, json_option, output_options, print_document, print_rows
 from ..store import Store
 from ..token_counting import count_pending, count_tokens, token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
@@ -26,7 +26,7 @@ def tokens():
                                  f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).")
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
 @click.option("--batch-size", default=2000, show_default=True, type=click.IntRange(1, 50000))
-@output_options
+@json_option
 @pass_app
 def count_cmd(app, session_id, all_sessions, encoding, recount, batch_size, output: OutputFormat):
     """Fill agent_message token counts where missing or counted with another encoding.
