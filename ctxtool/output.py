@@ -10,6 +10,7 @@ import csv
 import functools
 import io
 import json
+import re
 import sys
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -52,6 +53,39 @@ def output_options(func):
         return func(*args, output=OutputFormat(as_json, as_nl, as_csv, table_fmt), **kwargs)
 
     return wrapper
+
+
+# C0 and C1 controls, DEL, and the Unicode bidi overrides that can disguise text; newline and
+# tab are layout (allowed only where a caller says so).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_LAYOUT = re.compile(r"[\n\t]")
+
+
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape_control(match: re.Match) -> str:
+    ch = match.group(0)
+    if ch in _NAMED:
+        return _NAMED[ch]
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def visible(text: Any, newlines: bool = False) -> str:
+    """Text safe to print on a terminal: control characters (ESC, OSC, BEL, CR, bidi overrides)
+    shown as ``\\x1b``-style escapes, so stored data can neither drive the terminal (clear it,
+    write the clipboard, fake lines) nor hide. With ``newlines`` line breaks and tabs stay.
+    Machine output (--json) is never passed through this: it stays exact."""
+    text = "" if text is None else str(text)
+    text = _CONTROL.sub(_escape_control, text)
+    if not newlines:
+        text = _LAYOUT.sub(_escape_control, text)
+    return text
+
+
+def echo_text(text: str, newlines: bool = True, err: bool = False) -> None:
+    """Print human text that may hold stored data (titles, prompts, summaries, contents)."""
+    click.echo(visible(text, newlines=newlines), err=err)
 
 
 def json_option(func):
@@ -107,13 +141,16 @@ def render_rows(rows: Sequence[dict], output: OutputFormat,
 
 
 def _cell(value: Any, csv_mode: bool = False) -> Any:
+    """A table or CSV cell: stored text made visible (a CSV opened in a terminal, or a table,
+    must not carry escape sequences)."""
     if value is None:
         return "" if csv_mode else "-"
     if isinstance(value, (dict, list)):
-        return dumps(value, indent=None)
+        return visible(dumps(value, indent=None))
     if isinstance(value, float):
         return f"{value:.2f}"
-    return to_jsonable(value)
+    value = to_jsonable(value)
+    return visible(value) if isinstance(value, str) else value
 
 
 def print_rows(rows: Sequence[dict], output: OutputFormat,
