@@ -21,7 +21,7 @@ SUMMARY_PREFIX = (
 class Message:
     """One row of agent_message, as the library passes it around."""
 
-    id: int
+    id: int  # None only for a synthetic tool result (see ContextEntry)
     session_id: int
     role: str
     content: str | None = None
@@ -85,6 +85,77 @@ class Session:
     details: dict | None = None
 
 
+# The content of the tool result ctxtool adds for a call that has none (see ContextEntry).
+NO_RESULT_TEXT = "No result was recorded for this tool call."
+# Prefix of a tool result whose call is not in the context, sent as a user message instead.
+ORPHAN_RESULT_PREFIX = "Result of tool call {call_id} (the call itself is not in this context):\n"
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One message of a context in the order an OpenAI-style API accepts it.
+
+    Chat Completions rejects a list where an assistant's ``tool_calls`` are not answered, each
+    by one ``tool`` message, before the next other message. Stored histories break that rule
+    (an interrupted run, a Codex export filtered to the conversation, a notice written between a
+    call and its result), so the list sent to a model is the stored messages with: a result
+    recorded later moved up to right after its call (``moved``); a call with no result answered
+    by a synthetic result saying so (``synthetic``, as Pi does for orphaned calls); a result
+    whose call is not in the context sent as a user message (``orphan``).
+    """
+
+    message: Message
+    synthetic: bool = False
+    moved: bool = False
+    orphan: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        if self.orphan:
+            return {"role": "user", "content": ORPHAN_RESULT_PREFIX.format(
+                call_id=self.message.tool_call_id) + (self.message.content or "")}
+        return self.message.to_openai()
+
+    def text(self) -> MessageText:
+        if self.orphan:
+            return MessageText("user", self.to_openai()["content"])
+        return self.message.text()
+
+
+def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
+    """The messages as an API-valid sequence (see :class:`ContextEntry`); pure, order kept
+    otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``."""
+    results: dict[str, int] = {}  # call id -> index of its first recorded result
+    for i, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id is not None and m.tool_call_id not in results:
+            results[m.tool_call_id] = i
+    placed: set[int] = set()
+    out: list[ContextEntry] = []
+    for i, m in enumerate(messages):
+        if i in placed:
+            continue
+        if m.role == "tool":
+            # Still here: not the first result of a call that came before it in the list.
+            out.append(ContextEntry(m, orphan=True))
+            continue
+        out.append(ContextEntry(m))
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        follows = i + 1  # results recorded right after the call keep their place
+        for call in m.tool_calls:
+            call_id = call.get("id") if isinstance(call, dict) else None
+            j = results.get(call_id) if call_id is not None else None
+            if j is not None and j > i and j not in placed:
+                placed.add(j)
+                moved = any(k not in placed and messages[k].role != "tool"
+                            for k in range(follows, j))
+                out.append(ContextEntry(messages[j], moved=moved))
+            else:
+                out.append(ContextEntry(Message(None, m.session_id, "tool", NO_RESULT_TEXT,  # type: ignore[arg-type]
+                                                tool_call_id=call_id or "",
+                                                created_at=m.created_at), synthetic=True))
+    return out
+
+
 @dataclass
 class RestoredContext:
     """What the model sees after a restart: built by :func:`restore_context`."""
@@ -103,26 +174,32 @@ class RestoredContext:
             return None
         return {"role": "user", "content": SUMMARY_PREFIX + self.compaction.summary}
 
+    def entries(self) -> list[ContextEntry]:
+        """The messages in the order sent to a model, tool calls all answered."""
+        return answer_tool_calls(self.messages)
+
     def to_openai(self) -> list[dict[str, Any]]:
-        """The context as an OpenAI-style message list, ready to send back to an API."""
+        """The context as an OpenAI-style message list, ready to send back to an API: system
+        prompt, summary (as a user message), then :meth:`entries`."""
         out: list[dict[str, Any]] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
         summary = self.summary_message()
         if summary:
             out.append(summary)
-        out.extend(m.to_openai() for m in self.messages)
+        out.extend(e.to_openai() for e in self.entries())
         return out
 
     def texts(self) -> list[MessageText]:
-        """Everything the model reads, as countable texts (system prompt and summary included)."""
+        """Everything the model reads, as countable texts (system prompt, summary and synthetic
+        tool results included)."""
         out: list[MessageText] = []
         if self.system_prompt:
             out.append(MessageText("system", self.system_prompt))
         summary = self.summary_message()
         if summary:
             out.append(MessageText("user", summary["content"]))
-        out.extend(m.text() for m in self.messages)
+        out.extend(e.text() for e in self.entries())
         return out
 
 

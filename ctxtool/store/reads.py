@@ -142,15 +142,26 @@ class Store:
 
 
 def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
-    """Tokens of a restored context under ``encoding``, reusing stored counts that match it."""
-    total = REPLY_PRIMING_TOKENS
-    head = ctx.texts()[: int(bool(ctx.system_prompt)) + int(ctx.compaction is not None)]
-    missing = [m for m in ctx.messages
-               if m.token_count is None or m.token_encoding != encoding]
-    total += sum(m.token_count for m in ctx.messages
-                 if m.token_count is not None and m.token_encoding == encoding)
-    total += sum(count_messages(head + [m.text() for m in missing], encoding))
-    return total
+    """Tokens of a restored context under ``encoding``, reusing stored counts that match it
+    (synthetic tool results and the summary included: they are sent too)."""
+    return REPLY_PRIMING_TOKENS + sum(context_token_counts(ctx, encoding))
+
+
+def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
+    """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
+    stored counts reused where they were made with ``encoding``, the rest counted now."""
+    texts = ctx.texts()
+    head = int(bool(ctx.system_prompt)) + int(ctx.compaction is not None)
+    counts: list[int | None] = [None] * len(texts)
+    for i, entry in enumerate(ctx.entries(), start=head):
+        m = entry.message
+        if not (entry.synthetic or entry.orphan) and m.token_count is not None \
+                and m.token_encoding == encoding:
+            counts[i] = m.token_count
+    missing = [i for i, c in enumerate(counts) if c is None]
+    for i, n in zip(missing, count_messages([texts[i] for i in missing], encoding)):
+        counts[i] = n
+    return counts  # type: ignore[return-value]
 
 
 class _use:
