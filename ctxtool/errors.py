@@ -23,6 +23,14 @@ class SchemaNotCurrent(CtxtoolError):
     exit_code = 3
 
 
+class MissingDatabase(SchemaNotCurrent):
+    """A SQLite store that does not exist yet (only `migrate up` creates one)."""
+
+    def __init__(self, message: str, path):
+        super().__init__(message)
+        self.path = path
+
+
 class PartialFailure(CtxtoolError):
     """A batch finished but some items failed; the report says which."""
 

@@ -1,30 +1,148 @@
 """The ``ctxtool`` command: a thin click layer over the library.
 
-Each command group lives in its own module; this one builds the root group, resolves the database
-URL once, and turns library errors into one-line messages with an exit code.
+Each command group lives in its own module; this one builds the root group, resolves the
+database URL and the configuration file once, gives every command ``--db``, and is the one
+place where errors become a line on stderr with an exit code (library errors, database errors,
+a closed pipe, and — never silently — a bug).
 """
 
 from __future__ import annotations
+
+import errno
+import os
+import sys
 
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from .. import __version__
-from ..db import DEFAULT_URL, URL_ENV, create_engine, describe_db_error
+from ..config import load_config
+from ..db import DEFAULT_URL, URL_ENV, create_engine, describe_db_error, scrub
 from ..errors import CtxtoolError
+
+DEBUG_ENV = "CTXTOOL_DEBUG"
+
+
+class AppContext:
+    """What every command needs: the database URL and, lazily, one engine for it."""
+
+    def __init__(self, url: str | None, config=None):
+        self.url = url
+        self.config = config
+        self._engine = None
+        self._must_exist = True
+        self.engine_options: dict = {}
+
+    def use_url(self, url: str) -> None:
+        """A ``--db`` given after the subcommand wins over the one before it."""
+        self.url = url
+        self._engine = None
+
+    def engine(self, *, create: bool = False, **engine_options):
+        """The engine. Only `migrate up` may ``create`` a SQLite file; every other command
+        names a missing one instead of leaving an empty file behind."""
+        if self._engine is None:
+            self.engine_options.update(engine_options)
+            self._engine = create_engine(self.url, must_exist=not create, **self.engine_options)
+        return self._engine
+
+    def checked_engine(self, **engine_options):
+        """The engine after checking the schema is current (every command but `migrate`).
+
+        ``engine_options`` (e.g. a pool size for many workers) apply if no engine exists yet.
+        """
+        from ..migrate import Migrator
+
+        engine = self.engine(**engine_options)
+        Migrator(engine).require_current()
+        return engine
+
+    # Kept for the command modules written before the rename.
+    store_engine = checked_engine
+
+
+pass_app = click.make_pass_decorator(AppContext)
+
+
+def _first_paragraph(help_text: str | None) -> str:
+    paragraph = (help_text or "").strip().split("\n\n")[0]
+    return " ".join(paragraph.split())
+
+
+class _Command(click.Command):
+    """Every command takes ``--db`` (also after its name) and lists its whole first paragraph
+    in the parent's help, not 45 characters of it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--db", "db_url"], metavar="URL", expose_value=True,
+            help=f"Database URL (overrides the one before the command) [env {URL_ENV}]."))
+
+    def invoke(self, ctx):
+        url = ctx.params.pop("db_url", None)
+        if url:
+            ctx.find_object(AppContext).use_url(url)
+        return super().invoke(ctx)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.short_help or _first_paragraph(self.help)
 
 
 class _Group(click.Group):
-    """Root group that reports CtxtoolError / database errors as ``Error: ...`` + exit code."""
+    command_class = _Command
+    group_class = type  # subgroups are _Groups too
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.short_help or _first_paragraph(self.help)
+
+
+class _Root(_Group):
+    """Reports every failure as one line and an exit code: ``CtxtoolError`` carries its code,
+    database errors are described without credentials, a closed pipe (``| head``) is not an
+    error, and anything else is a bug, said as such (``CTXTOOL_DEBUG=1`` shows the traceback)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except CtxtoolError as exc:
-            _fail(str(exc), exc.exit_code)
+            _fail(_scrubbed(ctx, str(exc)), exc.exit_code)
         except SQLAlchemyError as exc:
-            url = ctx.obj.url if isinstance(ctx.obj, AppContext) else None
-            _fail(describe_db_error(exc, url), 1)
+            _fail(describe_db_error(exc, _url(ctx)), 1)
+        except BrokenPipeError:
+            _quiet_closed_pipe()
+            ctx.exit(0)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if os.environ.get(DEBUG_ENV):
+                raise
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                _quiet_closed_pipe()
+                ctx.exit(0)
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            _fail(_scrubbed(ctx, f"internal error: {type(exc).__name__}: {text} — this is a "
+                                 f"bug in ctxtool; {DEBUG_ENV}=1 shows the traceback"), 1)
+
+
+def _url(ctx) -> str | None:
+    app = ctx.find_object(AppContext)
+    return app.url if app is not None else None
+
+
+def _scrubbed(ctx, text: str) -> str:
+    return scrub(text, _url(ctx))
+
+
+def _quiet_closed_pipe() -> None:
+    """The reader went away (``ctxtool ... | head``): stop writing, exit 0, say nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _fail(message: str, code: int):
@@ -33,37 +151,41 @@ def _fail(message: str, code: int):
     raise err
 
 
-class AppContext:
-    """What every command needs: the database URL and, lazily, one engine for it."""
-
-    def __init__(self, url: str | None):
-        self.url = url
-        self._engine = None
-        self.engine_options: dict = {}
-
-    @property
-    def engine(self):
-        if self._engine is None:
-            self._engine = create_engine(self.url, **self.engine_options)
-        return self._engine
-
-    def store_engine(self, **engine_options):
-        """The engine after checking the schema is current (every command but `migrate`).
-
-        ``engine_options`` (e.g. a pool size for many workers) apply if no engine exists yet.
-        """
-        from ..migrate import Migrator
-
-        if self._engine is None:
-            self.engine_options.update(engine_options)
-        Migrator(self.engine).require_current()
-        return self.engine
+def _by_parameter_name(command: click.Command, table: dict) -> dict:
+    """A config table keyed the way click's ``default_map`` wants it: an option written as in
+    the command line (``summarizer``, ``keep-recent-tokens``) becomes its parameter's name."""
+    out: dict = {}
+    for key, value in table.items():
+        sub = command.commands.get(key) if isinstance(command, click.Group) else None
+        if sub is not None and isinstance(value, dict):
+            out[key] = _by_parameter_name(sub, value)
+            continue
+        flag = "--" + key.replace("_", "-")
+        param = next((p for p in command.params
+                      if p.name == key or flag in getattr(p, "opts", ())), None)
+        out[param.name if param is not None else key] = value
+    return out
 
 
-pass_app = click.make_pass_decorator(AppContext)
+def _load_config(ctx, _param, value):
+    """Eager: the configuration file is read before any other option, so its values become
+    the defaults of every option (click's ``default_map``)."""
+    try:
+        config = load_config(value)
+    except CtxtoolError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param_hint="--config") from None
+    ctx.default_map = {**_by_parameter_name(ctx.command, config.option_defaults()),
+                       **(ctx.default_map or {})}
+    ctx.meta["ctxtool.config"] = config
+    return value
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"],
+                                           "max_content_width": 100})
+@click.option("--config", "config_path", metavar="PATH", is_eager=True, expose_value=False,
+              callback=_load_config,
+              help="Configuration file [env CTXTOOL_CONFIG; default ./ctxtool.toml, then "
+                   "$XDG_CONFIG_HOME/ctxtool/config.toml].")
 @click.option("--db", "url", envvar=URL_ENV, metavar="URL",
               help=f"Database URL, e.g. mysql+pymysql://user:pass@host:3306/db "
                    f"[env {URL_ENV}; default {DEFAULT_URL}]")
@@ -77,11 +199,12 @@ def main(ctx, url):
 
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
-    ctx.obj = AppContext(url)
+    ctx.obj = AppContext(url, ctx.meta.get("ctxtool.config"))
 
 
 def _register() -> None:
-    from . import compact, context, migrate, sessions, tokens, transcripts, validate  # noqa: F401  (each module adds its commands to `main`)
+    from . import (compact, config, context, migrate, sessions, tokens,  # noqa: F401
+                   transcripts, validate)  # each module adds its commands to `main`
 
 
 _register()

@@ -5,15 +5,17 @@ from __future__ import annotations
 import click
 
 from ..db import check_connection, mask_url
-from ..errors import SchemaNotCurrent
-from ..migrate import Migrator
+from ..db.dialects import dialect_of_url
+from ..errors import MissingDatabase, SchemaNotCurrent
+from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, output_options, print_rows
 from . import main, pass_app
 
 
-def _migrator(app) -> Migrator:
-    check_connection(app.engine)
-    return Migrator(app.engine)
+def _migrator(app, create: bool = False) -> Migrator:
+    engine = app.engine(create=create)
+    check_connection(engine)
+    return Migrator(engine)
 
 
 @main.group()
@@ -34,10 +36,17 @@ def status(app, output: OutputFormat):
 
     Example: ctxtool migrate status --json
     """
-    migrator = _migrator(app)
-    states = migrator.status()
+    try:
+        migrator = _migrator(app)
+    except MissingDatabase as missing:
+        # Nothing applied yet, and status must not create the file to say so.
+        states = migration_states(load_migrations(dialect_of_url(app.url).name), {})
+        where = f"{missing.path} (does not exist yet)"
+    else:
+        states = migrator.status()
+        where = f"{mask_url(app.engine().url)} ({migrator.dialect.name})"
     if not output.machine:
-        click.echo(f"database: {mask_url(app.engine.url)} ({migrator.dialect.name})")
+        click.echo(f"database: {where}")
     print_rows([s.as_dict() for s in states], output)
     bad = [s for s in states if not s.ok]
     if bad:
@@ -56,9 +65,12 @@ def up(app, to, dry_run):
 
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
-    migrator = _migrator(app)
     if dry_run:
-        pending = migrator.up(to=to, dry_run=True)
+        try:
+            pending = _migrator(app).up(to=to, dry_run=True)
+        except MissingDatabase:  # a dry run never creates the file: every file would run
+            pending = [m for m in load_migrations(dialect_of_url(app.url).name)
+                       if to is None or m.version <= to]
         if not pending:
             click.echo("schema is up to date; nothing to apply")
         for m in pending:
@@ -66,6 +78,7 @@ def up(app, to, dry_run):
             for statement in m.statements():
                 click.echo(statement + ";\n")
         return
+    migrator = _migrator(app, create=True)
 
     def report(m):
         click.echo(f"applied {m.filename}")
@@ -74,7 +87,7 @@ def up(app, to, dry_run):
     if not applied:
         click.echo("schema is up to date; nothing to apply")
     else:
-        click.echo(f"{len(applied)} migration(s) applied to {mask_url(app.engine.url)}")
+        click.echo(f"{len(applied)} migration(s) applied to {mask_url(app.engine().url)}")
 
 
 @migrate.command()

@@ -2,8 +2,8 @@
 descriptions, and database errors as one line. Nothing outside this package names a dialect."""
 
 from .dialects import Dialect, dialect_of
-from .engine import (DEFAULT_URL, URL_ENV, create_engine, mask_url, read_connection,
-                     resolve_url, scrub)
+from .engine import create_engine, read_connection
+from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
 from .errors import describe_db_error
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "Dialect", "create_engine", "describe_db_error",

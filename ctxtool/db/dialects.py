@@ -226,3 +226,10 @@ def dialect_of(engine_or_conn: Engine | Connection) -> Dialect:
     except KeyError:
         raise CtxtoolError(f"unsupported database dialect {name!r}: "
                            "use mysql+pymysql:// or sqlite://") from None
+
+
+def dialect_of_url(url: str | None) -> Dialect:
+    """The dialect object a URL will use, without connecting."""
+    from .urls import parse_url, resolve_url
+
+    return _DIALECTS[parse_url(resolve_url(url)).get_backend_name()]

@@ -6,57 +6,27 @@ package (``ctxtool.db``), so the rest of ctxtool writes one SQLAlchemy Core quer
 
 from __future__ import annotations
 
-import os
-import re
 import sqlite3
 import time
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import Connection, Engine
 
-from ..errors import CtxtoolError
+from ..errors import CtxtoolError, MissingDatabase
+from .urls import mask_url, parse_url, resolve_url, sqlite_path
 
-DEFAULT_URL = "sqlite:///ctxtool.db"
-URL_ENV = "CTXTOOL_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def resolve_url(url: str | None = None) -> str:
-    """The URL to use: the explicit one, else ``$CTXTOOL_DATABASE_URL``, else ./ctxtool.db."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs) -> Engine:
+    """An engine for ``url`` with ctxtool's settings (utf8mb4, SQLite WAL + write locking).
 
-
-def mask_url(url: str | URL) -> str:
-    """The URL as it may be printed: the password replaced by ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(url))
-
-
-def scrub(text: str, url: str | URL | None) -> str:
-    """Remove the password of ``url`` from ``text`` wherever a driver may have echoed it."""
-    if url is None:
-        return text
-    try:
-        password = make_url(url).password
-    except ArgumentError:
-        return text
-    if password:
-        text = text.replace(str(password), "***")
-    return text
-
-
-def create_engine(url: str | None = None, **kwargs) -> Engine:
-    """An engine for ``url`` with ctxtool's settings (utf8mb4, SQLite WAL + write locking)."""
+    ``must_exist``: a SQLite file that is not there is an error naming it, instead of an empty
+    database created as a side effect (every command but `migrate up` reads an existing store).
+    """
     raw = resolve_url(url)
-    try:
-        parsed = make_url(raw)
-    except ArgumentError:
-        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}") from None
-    backend = parsed.get_backend_name()
-    if backend in ("mysql", "mariadb"):
+    parsed = parse_url(raw)
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
         if "charset" not in parsed.query:
             parsed = parsed.update_query_dict({"charset": "utf8mb4"})
         # Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC.
@@ -65,17 +35,28 @@ def create_engine(url: str | None = None, **kwargs) -> Engine:
         kwargs["connect_args"] = connect_args
         kwargs.setdefault("pool_pre_ping", True)
         kwargs.setdefault("pool_recycle", 3600)
-        engine = sa.create_engine(parsed, **kwargs)
-    elif backend == "sqlite":
-        kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        engine = sa.create_engine(parsed, **kwargs)
-        _configure_sqlite(engine)
-    else:
-        raise CtxtoolError(
-            f"unsupported database URL {mask_url(raw)!r}: use mysql+pymysql://user:pass@host/db "
-            "or sqlite:///path.db"
-        )
+        return _engine(parsed, raw, kwargs)
+    path = sqlite_path(parsed)
+    if path is not None:
+        if must_exist and not path.exists():
+            raise MissingDatabase(f"database {path} does not exist; create it with "
+                                  f"`ctxtool --db {mask_url(raw)} migrate up`", path)
+        if not path.parent.is_dir():
+            raise CtxtoolError(f"database {path}: directory {path.parent} does not exist")
+    kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = _engine(parsed, raw, kwargs)
+    _configure_sqlite(engine)
     return engine
+
+
+def _engine(parsed, raw: str, kwargs: dict) -> Engine:
+    try:
+        return sa.create_engine(parsed, **kwargs)
+    except ImportError as exc:
+        raise CtxtoolError(f"database URL {mask_url(raw)!r}: its driver is not installed "
+                           f"({exc.name or exc}); use mysql+pymysql:// or sqlite:///") from None
+    except (sa.exc.ArgumentError, TypeError, ValueError) as exc:
+        raise CtxtoolError(f"database URL {mask_url(raw)!r}: {exc}") from None
 
 
 _READ_ONLY = "ctxtool_read_only"

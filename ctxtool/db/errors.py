@@ -6,11 +6,13 @@ from __future__ import annotations
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
-from .engine import mask_url, scrub
+from .urls import mask_url, scrub, sqlite_path
 
 # MySQL error codes worth a sentence of their own.
 _MYSQL_HINTS = {
     1045: "access denied: check the user and password in the URL",
+    1698: "access denied: this user may not log in with a password here (e.g. root with "
+          "unix_socket auth); create a user with a password, or connect over the socket",
     1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
     2003: "cannot reach the server: is it running and listening there?",
     2005: "unknown host",
@@ -32,4 +34,21 @@ def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
     else:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     where = f" at {mask_url(url)}" if url is not None else ""
-    return scrub(f"database error{where}: {text}", url)
+    text = scrub(text, url)
+    if "unable to open database file" in text and url is not None:
+        text += _sqlite_file_hint(url)
+    return f"database error{where}: {text}"
+
+
+def _sqlite_file_hint(url) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        path = sqlite_path(make_url(url))
+    except Exception:  # a hint only: never fail while describing a failure
+        return ""
+    if path is None:
+        return ""
+    if not path.parent.is_dir():
+        return f" ({path}: directory {path.parent} does not exist)"
+    return f" ({path}: check the permissions of the file and its directory)"

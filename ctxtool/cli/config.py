@@ -1,0 +1,80 @@
+"""`ctxtool config` and `ctxtool completion`: what is in force, and shell completion."""
+
+from __future__ import annotations
+
+import click
+from click.core import ParameterSource
+from click.shell_completion import get_completion_class
+
+from ..db import DEFAULT_URL, URL_ENV, mask_url
+from ..output import OutputFormat, output_options, print_rows
+from . import _by_parameter_name, main
+
+_SOURCES = {ParameterSource.COMMANDLINE: "option", ParameterSource.ENVIRONMENT: "environment",
+            ParameterSource.DEFAULT_MAP: "config file", ParameterSource.DEFAULT: "default"}
+_NOT_SETTINGS = {"db_url", "table_fmt", "limit"}
+_UNSET = getattr(click.core, "UNSET", None)  # click >= 8.2 marks "no default" with a sentinel
+# Commands whose options a configuration file usually sets.
+_CONFIGURED_COMMANDS = ("compact", "import")
+
+
+@main.command("config")
+@output_options
+@click.pass_context
+def config_cmd(ctx, output: OutputFormat):
+    """Show the settings in force and where each comes from (option, environment, config file
+    or default). Passwords are masked.
+
+    Example: ctxtool --config ./ctxtool.toml config
+    """
+    root = ctx.find_root()
+    app = ctx.obj
+    config = app.config
+    url_source = _SOURCES.get(root.get_parameter_source("url"), "default")
+    if app.url is None:
+        url_source = "default"
+    rows = [{"setting": "config_file", "value": str(config.path) if config and config.path else None,
+             "source": "--config / CTXTOOL_CONFIG / ./ctxtool.toml / $XDG_CONFIG_HOME"},
+            {"setting": "database.url", "value": mask_url(app.url or DEFAULT_URL),
+             "source": url_source if url_source != "environment" else f"environment {URL_ENV}"}]
+    defaults = (config.option_defaults() if config else {})
+    for name in _CONFIGURED_COMMANDS:
+        command = main.commands.get(name)
+        if command is None:
+            continue
+        section = _by_parameter_name(command, defaults.get(name) or {})
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.is_flag or param.name in _NOT_SETTINGS:
+                continue
+            value, source = _resolve(param, section)
+            rows.append({"setting": f"{name}.{param.name}", "value": value, "source": source})
+    print_rows(rows, output, headers=["setting", "value", "source"])
+
+
+def _resolve(param: click.Option, section: dict):
+    """An option's value before any command line: environment, config file, default."""
+    import os
+
+    envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+    for var in envvars:
+        if os.environ.get(var):
+            shown = os.environ[var]
+            return (mask_url(shown) if "url" in param.name else shown), f"environment {var}"
+    if param.name in section:
+        return section[param.name], "config file"
+    default = param.default if not callable(param.default) else param.default()
+    return (None if default is _UNSET else default), "default"
+
+
+@main.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the shell completion script for SHELL.
+
+    \b
+    Examples:
+      eval "$(ctxtool completion bash)"          # in ~/.bashrc
+      ctxtool completion fish > ~/.config/fish/completions/ctxtool.fish
+    """
+    cls = get_completion_class(shell)
+    click.echo(cls(main, {}, "ctxtool", "_CTXTOOL_COMPLETE").source())

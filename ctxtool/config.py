@@ -1,0 +1,85 @@
+"""The configuration file: the database URL and any command's option defaults, in TOML.
+
+Precedence is the usual one: a command-line option, then the environment, then this file,
+then the built-in default. The file's tables are named after commands, so ``[compact]`` holds
+``compact``'s options (``reserve_tokens = 2000``) and ``[database] url`` the store's URL;
+``ctxtool config`` shows what is in force and where each value came from.
+
+Looked up in order: ``--config PATH``, ``$CTXTOOL_CONFIG``, ``./ctxtool.toml``,
+``$XDG_CONFIG_HOME/ctxtool/config.toml`` (``~/.config/...``). The first that exists wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CtxtoolError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+CONFIG_ENV = "CTXTOOL_CONFIG"
+LOCAL_NAME = "ctxtool.toml"
+
+
+@dataclass
+class Config:
+    """A loaded configuration file (or none): where it is, and what it says."""
+
+    path: Path | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def database_url(self) -> str | None:
+        value = (self.data.get("database") or {}).get("url")
+        return str(value) if value else None
+
+    def option_defaults(self) -> dict[str, Any]:
+        """The file as click's ``default_map``: command tables by name, options by their
+        parameter names (``reserve-tokens`` and ``reserve_tokens`` both work)."""
+        out = _normalise(self.data)
+        out.pop("database", None)
+        if self.database_url:
+            out["url"] = self.database_url
+        return out
+
+
+def _normalise(table: dict[str, Any]) -> dict[str, Any]:
+    return {key.replace("-", "_"): _normalise(value) if isinstance(value, dict) else value
+            for key, value in table.items()}
+
+
+def candidate_paths(explicit: str | None = None, cwd: Path | None = None) -> list[Path]:
+    """Where a configuration file is looked for, in order."""
+    if explicit:
+        return [Path(explicit).expanduser()]
+    found = []
+    if os.environ.get(CONFIG_ENV):
+        found.append(Path(os.environ[CONFIG_ENV]).expanduser())
+    found.append((cwd or Path.cwd()) / LOCAL_NAME)
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    found.append(Path(xdg) / "ctxtool" / "config.toml")
+    return found
+
+
+def load_config(explicit: str | None = None) -> Config:
+    """The configuration in force; an explicit path that does not exist is an error."""
+    for path in candidate_paths(explicit):
+        if not path.is_file():
+            if explicit or (path == candidate_paths()[0] and os.environ.get(CONFIG_ENV)):
+                raise CtxtoolError(f"configuration file {path} does not exist")
+            continue
+        try:
+            data = tomllib.loads(path.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CtxtoolError(f"{path}: cannot read the configuration file ({exc})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise CtxtoolError(f"{path}: invalid TOML: {exc}") from None
+        return Config(path, data)
+    return Config()

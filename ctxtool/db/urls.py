@@ -1,0 +1,167 @@
+"""Database URLs: which one is in force, what it may say, and how it is printed.
+
+A URL carries a password, and operators paste URLs wrong in every way there is (no scheme, a
+missing colon, an unescaped ``@`` in the password, the password as a query argument). Masking
+is therefore textual and works on any string, parsed or not; a URL that parses is also checked
+here, so a bad port or an unknown option is one line before any driver sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..errors import CtxtoolError
+
+DEFAULT_URL = "sqlite:///ctxtool.db"
+URL_ENV = "CTXTOOL_DATABASE_URL"
+
+# What people type, and the driver ctxtool ships for it.
+_DRIVER_ALIASES = {"mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql",
+                   "sqlite": "sqlite", "sqlite+pysqlite": "sqlite"}
+_SUPPORTED = "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb://) or sqlite:///path.db"
+
+# Query arguments PyMySQL takes from a URL, and which of them are numbers.
+_MYSQL_OPTIONS = {"charset", "collation", "connect_timeout", "read_timeout", "write_timeout",
+                  "unix_socket", "init_command", "local_infile", "ssl_ca", "ssl_cert", "ssl_key",
+                  "ssl_verify_cert", "ssl_verify_identity", "ssl_disabled", "program_name",
+                  "binary_prefix", "autocommit", "client_flag", "max_allowed_packet",
+                  "bind_address", "compress", "sql_mode"}
+_MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_flag",
+                  "max_allowed_packet", "local_infile"}
+_SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token")
+
+_QUERY_SECRET = re.compile(rf"(?i)([?&;](?:{'|'.join(_SECRET_KEYS)})=)[^&;#\s]*")
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The URL to use: the explicit one, else ``$CTXTOOL_DATABASE_URL``, else ./ctxtool.db."""
+    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def mask_url(url: str | URL) -> str:
+    """The URL as it may be printed: every password replaced by ``***``.
+
+    Textual, so it also masks what does not parse: the part between the user's colon and the
+    *last* ``@`` of the authority (an unescaped ``@`` in a password must not leak its tail),
+    and password-like query arguments.
+    """
+    if isinstance(url, URL):
+        url = url.render_as_string(hide_password=False)
+    text = str(url)
+    scheme_end = text.find("://")
+    start = scheme_end + 3 if scheme_end >= 0 else 0
+    at = text.rfind("@", start, _authority_end(text, start))
+    if at >= 0:
+        colon = text.find(":", start, at)
+        if colon >= 0:
+            text = text[:colon + 1] + "***" + text[at:]
+    return _QUERY_SECRET.sub(r"\1***", text)
+
+
+def _authority_end(text: str, start: int) -> int:
+    """Where the authority part ends: at the query, or the end. A password may hold ``/``, so
+    the path cannot be told apart before the last ``@``."""
+    q = text.find("?", start)
+    return len(text) if q < 0 else q
+
+
+def secrets_of(url: str | URL | None) -> list[str]:
+    """The passwords a URL holds (in the authority or the query), for scrubbing driver text."""
+    if url is None:
+        return []
+    if isinstance(url, URL):
+        found = [str(url.password)] if url.password else []
+        found += [str(v) for k, v in url.query.items() if k.lower() in _SECRET_KEYS]
+        return [s for s in found if s]
+    text = str(url)
+    scheme_end = text.find("://")
+    start = scheme_end + 3 if scheme_end >= 0 else 0
+    found = []
+    at = text.rfind("@", start, _authority_end(text, start))
+    colon = text.find(":", start, at) if at >= 0 else -1
+    if colon >= 0:
+        found.append(text[colon + 1:at])
+    found += [m.group(0).split("=", 1)[1] for m in _QUERY_SECRET.finditer(text)]
+    return [s for s in found if s and s != "***"]
+
+
+def scrub(text: str, url: str | URL | None) -> str:
+    """Remove the passwords of ``url`` from ``text`` wherever a driver may have echoed them.
+
+    A short password is replaced only as a whole word, so "pw" does not mangle every "pw" in
+    an error message the way a bare string replace would.
+    """
+    for secret in sorted(secrets_of(url), key=len, reverse=True):
+        if len(secret) >= 6:
+            text = text.replace(secret, "***")
+        else:
+            text = re.sub(rf"(?<![\w]){re.escape(secret)}(?![\w])", "***", text)
+    return text
+
+
+def parse_url(raw: str) -> URL:
+    """A checked URL: driver aliases resolved (``mysql://`` is PyMySQL), the port a number,
+    every query argument one the driver knows, with a value of the right kind."""
+    if "://" not in raw:
+        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: no scheme ({_SUPPORTED})")
+    try:
+        url = make_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: "
+                           f"{_reason(exc, raw)} ({_SUPPORTED})") from None
+    if url.host and "@" in url.host:
+        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: the password holds an "
+                           "unescaped '@'; write it as %40")
+    scheme = url.drivername
+    if scheme in _DRIVER_ALIASES:
+        url = url.set(drivername=_DRIVER_ALIASES[scheme])
+    elif url.get_backend_name() in ("mysql", "mariadb"):
+        if url.get_driver_name() != "pymysql":
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: driver {url.get_driver_name()!r} is not "
+                f"installed with ctxtool; use {url.get_backend_name()}+pymysql:// (or "
+                f"{url.get_backend_name()}://)")
+    elif url.get_backend_name() != "sqlite":
+        raise CtxtoolError(f"unsupported database URL {mask_url(raw)!r}: {_SUPPORTED}")
+    if url.get_backend_name() in ("mysql", "mariadb"):
+        _check_mysql_options(url, raw)
+    return url
+
+
+def _reason(exc: Exception, raw: str) -> str:
+    text = str(exc)
+    if "int()" in text:
+        return "the port is not a number"
+    return scrub(text.splitlines()[0] if text else type(exc).__name__, raw)
+
+
+def _check_mysql_options(url: URL, raw: str) -> None:
+    for key, value in url.query.items():
+        if key.lower() in _SECRET_KEYS:
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: put the password in the user "
+                               "part (user:password@host), not in a query argument")
+        if key not in _MYSQL_OPTIONS:
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} "
+                               f"(known: {', '.join(sorted(_MYSQL_OPTIONS))})")
+        values = value if isinstance(value, tuple) else (value,)
+        if key in _MYSQL_NUMERIC and not all(v.isdigit() for v in values):
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be a whole number, "
+                               f"not {values[0]!r}")
+        if key == "charset":
+            from pymysql.charset import charset_by_name
+
+            if charset_by_name(values[0]) is None:
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown charset "
+                                   f"{values[0]!r} (ctxtool needs utf8mb4)")
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The absolute file of a SQLite URL; None for an in-memory database."""
+    if url.database in (None, "", ":memory:") or str(url.database).startswith("file:"):
+        return None
+    return Path(url.database).expanduser().resolve()
