@@ -140,15 +140,23 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
         out.append(ContextEntry(m))
         if m.role != "assistant" or not m.tool_calls:
             continue
-        follows = i + 1  # results recorded right after the call keep their place
-        for call in m.tool_calls:
-            call_id = call.get("id") if isinstance(call, dict) else None
-            j = results.get(call_id) if call_id is not None else None
-            if j is not None and j > i and j not in placed:
-                placed.add(j)
-                moved = any(k not in placed and messages[k].role != "tool"
-                            for k in range(follows, j))
-                out.append(ContextEntry(messages[j], moved=moved))
+        call_ids = [c.get("id") if isinstance(c, dict) else None for c in m.tool_calls]
+        wanted = {cid for cid in call_ids if cid is not None}
+        j = i + 1  # the results recorded right after the call keep their place and order
+        while j < len(messages) and messages[j].role == "tool" \
+                and messages[j].tool_call_id in wanted and results.get(messages[j].tool_call_id) == j:
+            placed.add(j)
+            wanted.discard(messages[j].tool_call_id)
+            out.append(ContextEntry(messages[j]))
+            j += 1
+        for call_id in call_ids:
+            if call_id not in wanted:
+                continue
+            wanted.discard(call_id)
+            k = results.get(call_id)
+            if k is not None and k > i and k not in placed:
+                placed.add(k)
+                out.append(ContextEntry(messages[k], moved=True))
             else:
                 out.append(ContextEntry(Message(None, m.session_id, "tool", NO_RESULT_TEXT,  # type: ignore[arg-type]
                                                 tool_call_id=call_id or "",

@@ -1,75 +1,196 @@
-"""`ctxtool context show`: what a session restores to."""
+"""`ctxtool context`: what a session restores to, at any checkpoint, and how it came about."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ..output import OutputFormat, dumps, output_options, print_rows
-from ..store import Store, restored_context_tokens
-from ..tokens import encoding_for_model
+from ..errors import CtxtoolError
+from ..export import FORMATS, describe_header, message_rows, render, render_text
+from ..inspection import ContextView
+from ..output import OutputFormat, dumps, json_option, output_options, print_rows, visible
+from ..store.reads import SessionHistory, Store
+from ..terminal import fit_table, page, table_width
 from . import main, pass_app
+
+
+# A message table written to a pipe or file keeps lines this long (--width 0: whole).
+PIPED_WIDTH = 160
 
 
 @main.group()
 def context():
-    """Inspect the restored (effective) context of a session.
+    """Inspect the restored (effective) context of a session, now or at any checkpoint.
 
-    Example: ctxtool context show 42
+    Example: ctxtool context show fe5e1c67 --full
     """
+
+
+def _history(app, session: str) -> SessionHistory:
+    return SessionHistory(Store(app.store_engine()), session)
+
+
+def _at_options(func):
+    func = click.option("--before-first", is_flag=True,
+                        help="The context before the first checkpoint (no summary).")(func)
+    return click.option("--at", "at", type=int, metavar="CHECKPOINT",
+                        help="The context as it was after this checkpoint (see `context "
+                             "checkpoints`), until the next one replaced it.")(func)
+
+
+def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
+    if at is not None and before_first:
+        raise click.UsageError("choose one of --at and --before-first")
+    return _history(app, session).view(at, before_first)
 
 
 @context.command("show")
-@click.argument("session_id", type=int)
+@click.argument("session")
+@_at_options
+@click.option("--full", is_flag=True,
+              help="Whole contents with real newlines, tool calls with their arguments, results "
+                   "with their tool's name (through a pager on a terminal).")
 @click.option("--openai", "as_openai", is_flag=True,
-              help="Print only the OpenAI-style message list (JSON), ready to send to an API.")
-@click.option("--width", default=100, show_default=True, type=click.IntRange(20),
-              help="Characters of each message shown in the table.")
+              help="Print only the OpenAI-style message list (JSON), ready to send to an API: "
+                   "the summary is its first user message, every tool call is answered.")
+@click.option("--width", type=click.IntRange(0), metavar="N",
+              help="Characters per line of the message table (default: the terminal's, 160 "
+                   "when piped; 0: no limit).")
+@json_option
+@pass_app
+def show(app, session, at, before_first, full, as_openai, width, output: OutputFormat):
+    """Show system prompt + summary + the messages kept since its cut.
+
+    Without --at: the latest checkpoint and every message after its cut. With --at CHECKPOINT:
+    that checkpoint's summary and the messages of its context until the next checkpoint
+    replaced it (those the next one summarised, and those it kept that were written by its
+    time). SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+
+    \b
+    Example: ctxtool context show 42
+             ctxtool context show fe5e1c67 --at 3 --full
+             ctxtool context show 42 --json | jq '.messages[] | {id, role, token_count}'
+    """
+    view = _view(app, session, at, before_first)
+    if as_openai:
+        click.echo(dumps([i.openai for i in view.items]))
+        return
+    if output.json:
+        click.echo(dumps(view.document()))
+        return
+    if full:
+        page(render_text(view))
+        return
+    page(_table_view(view, table_width(width, piped=PIPED_WIDTH)))
+
+
+def _table_view(view: ContextView, width: int | None) -> str:
+    lines = [f"{label + ':':19}{visible(value)}" for label, value in describe_header(view)]
+    for item in view.items:
+        if item.kind == "system_prompt":
+            lines += ["", "[system prompt]", visible(item.openai["content"], newlines=True)]
+        elif item.kind == "summary":
+            from ..inspection import summary_text
+
+            cp = view.point.checkpoint
+            lines += ["", f"[summary of checkpoint {cp.id}, cut at message "  # type: ignore[union-attr]
+                          f"{cp.first_kept_message_id}]",  # type: ignore[union-attr]
+                      visible(summary_text(item), newlines=True)]
+    rows = message_rows(view)
+    lines += ["", fit_table(rows, OutputFormat(), ["id", "role", "tokens", "tool", "content"],
+                            width, ["content", "tool"])]
+    if rows:
+        lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
+    return "\n".join(lines)
+
+
+@context.command("checkpoints")
+@click.argument("session")
 @output_options
 @pass_app
-def show(app, session_id, as_openai, width, output: OutputFormat):
-    """Show system prompt + latest summary + the messages kept since its cut.
+def checkpoints(app, session, output: OutputFormat):
+    """Every checkpoint of a session in order: parent, time, summarizer and model, cut,
+    messages summarised, tokens before / after, summary tokens and retention (after / before).
 
-    Example: ctxtool context show 42 --json
+    SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+
+    Example: ctxtool context checkpoints a5c478e1
     """
-    store = Store(app.store_engine())
-    session = store.session(session_id)
-    ctx = store.restored_context(session_id)
-    if as_openai:
-        click.echo(dumps(ctx.to_openai()))
-        return
-    choice = encoding_for_model(session.model)
-    tokens = restored_context_tokens(ctx, choice.name)
-    cp = ctx.compaction
-    header = {
-        "session_id": session_id, "title": session.title, "model": session.model,
-        "checkpoint_id": cp.id if cp else None,
-        "first_kept_message_id": cp.first_kept_message_id if cp else None,
-        "summarizer": cp.summarizer if cp else None,
-        "messages_kept": len(ctx.messages), "context_tokens": tokens,
-        "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
-    }
+    rows = _history(app, session).checkpoint_rows()
     if output.machine:
-        click.echo(dumps({**header, "messages": ctx.to_openai()}))
+        print_rows(rows, output)
         return
-    for key, value in header.items():
-        click.echo(f"{key + ':':24}{'-' if value is None else value}")
-    if ctx.system_prompt:
-        click.echo(f"\n[system prompt]\n{_clip(ctx.system_prompt, width * 3)}")
-    if cp:
-        click.echo(f"\n[summary of checkpoint {cp.id}]\n{cp.summary}")
-    click.echo("")
-    rows = []
-    for m in ctx.messages:
-        text = m.content or ""
-        if m.tool_calls:
-            text = (text + " " if text else "") + " ".join(
-                f"→{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
-                for c in m.tool_calls)
-        rows.append({"id": m.id, "role": m.role, "tokens": m.token_count,
-                     "tool_call_id": m.tool_call_id, "content": _clip(text, width)})
-    print_rows(rows, output)
+    print_rows(rows, output, ["checkpoint_id", "parent_id", "created_at", "summarizer",
+                              "summarizer_model", "first_kept_message_id", "messages_summarised",
+                              "tokens_before", "tokens_after", "summary_tokens", "retention"])
 
 
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+@context.command("diff")
+@click.argument("session")
+@click.argument("a", type=int, required=False)
+@click.argument("b", type=int, required=False)
+@json_option
+@pass_app
+def diff(app, session, a, b, output: OutputFormat):
+    """What changed from checkpoint A to checkpoint B: the summaries as a unified diff, how far
+    the cut moved, and the messages that went from kept to summarised.
+
+    Default: the last two checkpoints (before the first one and the first, when there is only
+    one). A alone: A against the checkpoint before it. A = 0: before the first checkpoint.
+    SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+
+    Example: ctxtool context diff 42
+    """
+    d = _history(app, session).diff(a, b)
+    if output.json:
+        click.echo(dumps(d.as_dict()))
+        return
+    a_name = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
+    lines = [f"from {a_name} to checkpoint {d.b.id}",
+             f"cut: message {d.a.first_kept_message_id if d.a else '(start)'} -> "
+             f"{d.b.first_kept_message_id}" + (" (moved BACK)" if d.as_dict()["cut_moved_back"]
+                                                else f", {len(d.newly_summarised)} messages went "
+                                                     "from kept to summarised"), ""]
+    lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
+    if d.newly_summarised:
+        lines += ["", "now summarised:"]
+        rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
+                 "content": m.content or " ".join(
+                     str((c.get("function") or {}).get("name")) for c in m.tool_calls or ()
+                     if isinstance(c, dict))} for m in d.newly_summarised]
+        lines.append(fit_table(rows, OutputFormat(), ["id", "role", "tokens", "content"],
+                               table_width(None, piped=PIPED_WIDTH), ["content"]))
+    page("\n".join(lines))
+
+
+@context.command("export")
+@click.argument("session")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown",
+              show_default=True,
+              help="markdown (a bug report), html (one self-contained page) or jsonl (an "
+                   "OpenAI-chat transcript `ctxtool import` reads back).")
+@_at_options
+@click.option("-o", "--output", "path", type=click.Path(dir_okay=False, writable=True),
+              help="Write to this file instead of standard output.")
+@pass_app
+def export(app, session, fmt, at, before_first, path):
+    """Export a session's restored context (the latest, or --at a checkpoint).
+
+    SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+
+    \b
+    Example: ctxtool context export 42 --format html -o session-42.html
+             ctxtool context export 42 --format jsonl | ctxtool import - --format openai-chat
+    """
+    text = render(_view(app, session, at, before_first), fmt)
+    if path:
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CtxtoolError(f"cannot write {path}: {exc.strerror or exc}") from None
+        click.echo(f"wrote {path} ({fmt}, {len(text.encode())} bytes)", err=True)
+    elif fmt == "jsonl":
+        click.echo(text, nl=False)
+    else:
+        page(text.rstrip("\n"))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta, timezone
+
 import click
 
 from ..output import OutputFormat, output_options, print_rows
 from ..store import list_sessions
+from ..terminal import fit_table, table_width
 from . import main, pass_app
 
 
@@ -13,23 +17,94 @@ from . import main, pass_app
 def sessions():
     """Find sessions to inspect.
 
-    Example: ctxtool sessions list --project shop --limit 20
+    Example: ctxtool sessions list --search "failing test" --limit 20
     """
+
+
+class SinceType(click.ParamType):
+    """A point in time: an ISO date or time (UTC), or an age such as 30m, 12h, 7d, 2w."""
+
+    name = "SINCE"
+    _AGE = re.compile(r"^(\d+)\s*([smhdw])$")
+    _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            return value
+        text = str(value).strip()
+        age = self._AGE.match(text)
+        if age:
+            delta = timedelta(**{self._UNITS[age.group(2)]: int(age.group(1))})
+            return datetime.now(timezone.utc).replace(tzinfo=None) - delta
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
+                      "age (30m, 12h, 7d, 2w)", param, ctx)
+        if when.tzinfo is not None:
+            when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        return when
+
+
+def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
+    """The compaction settings whose threshold `--over-window` uses (the same as `compact`'s).
+    Compaction is being restructured; take its settings from wherever they live now."""
+    try:
+        from ..compaction import CompactionSettings
+    except ImportError:  # pragma: no cover - a package layout after the restructuring
+        from ..compaction.plan import CompactionSettings  # type: ignore[no-redef]
+    options = {"context_window": context_window}
+    if reserve_tokens is not None:
+        options["reserve_tokens"] = reserve_tokens
+    return CompactionSettings(**options)
 
 
 @sessions.command("list")
 @click.option("--user", "user_id", help="Only this user_id.")
 @click.option("--project", "project_id", help="Only this project_id.")
 @click.option("--source-format", help="Only sessions imported from this format (e.g. claude-code).")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--search", metavar="TEXT",
+              help="Only sessions whose title, source id or first request contains TEXT "
+                   "(case-insensitive).")
+@click.option("--model", help="Only sessions of this model (or a model starting with it).")
+@click.option("--since", type=SinceType(),
+              help="Only sessions created since then: a date/time (UTC) or an age (7d, 12h).")
+@click.option("--over-window", is_flag=True,
+              help="Only sessions whose restored context is over their compaction threshold "
+                   "(context window - reserve); adds context_tokens and threshold.")
+@click.option("--context-window", type=click.IntRange(1), metavar="TOKENS",
+              help="With --over-window: the window to assume instead of the model's.")
+@click.option("--reserve-tokens", type=click.IntRange(0), metavar="TOKENS",
+              help="With --over-window: tokens kept free below the window (as `compact`).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1),
+              help="At most this many sessions, newest first.")
+@click.option("--width", type=click.IntRange(0), metavar="N",
+              help="Fit the table in N characters (default: the terminal's width; 0: no limit).")
 @output_options
 @pass_app
-def sessions_list(app, user_id, project_id, source_format, limit, output: OutputFormat):
+def sessions_list(app, user_id, project_id, source_format, search, model, since, over_window,
+                  context_window, reserve_tokens, limit, width, output: OutputFormat):
     """The newest sessions with their message and checkpoint counts.
 
-    Example: ctxtool sessions list --json
+    The table fits the terminal (long titles and sources shortened); --json has every value
+    whole.
+
+    \b
+    Example: ctxtool sessions list --search fe5e1c67
+             ctxtool sessions list --model claude --since 7d --json
+             ctxtool sessions list --over-window --limit 10
     """
-    rows = list_sessions(app.store_engine(), user_id, project_id, source_format, limit)
-    print_rows(rows, output, headers=None if output.machine else
-               ["session_id", "title", "model", "source", "messages", "compactions",
-                "last_message_id", "created_at"])
+    settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
+    rows = list_sessions(app.store_engine(), user_id, project_id, source_format, limit,
+                         search=search, model=model, since=since, over_window=settings)
+    if output.machine:
+        print_rows(rows, output)
+        return
+    headers = ["session_id", "title", "model", "source", "messages", "compactions",
+               "last_message_id", "created_at"]
+    if over_window:
+        headers[6:6] = ["context_tokens", "threshold"]
+    for r in rows:
+        if r.get("created_at") is not None:
+            r["created_at"] = r["created_at"].isoformat(sep=" ", timespec="seconds")
+    click.echo(fit_table(rows, output, headers, table_width(width), ["title", "source", "model"]))

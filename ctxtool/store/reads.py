@@ -7,6 +7,7 @@ session (``idx_compaction_session_id``) and the messages of a session from an id
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Iterator, Mapping
 
 import sqlalchemy as sa
@@ -62,6 +63,45 @@ class Store:
         if row is None:
             raise CtxtoolError(f"session {session_id} does not exist")
         return Session(**row._mapping)
+
+    def resolve_session(self, ref: str | int, conn: Connection | None = None) -> int:
+        """The ctxtool id of the session ``ref`` names: its id, its source id (the transcript's
+        session id, e.g. a Claude Code UUID), ``format:source_id`` as `sessions list` shows it,
+        or a unique prefix of a source id. An unknown or ambiguous reference is a CtxtoolError
+        naming it (an ambiguous prefix lists its candidates)."""
+        text = str(ref).strip()
+        with _use(self.engine, conn) as c:
+            if text.isdigit() and str(int(text)) == text:
+                found = c.execute(sa.select(S.c.session_id)
+                                  .where(S.c.session_id == int(text))).scalar()
+                if found is not None:
+                    return int(found)
+            if not text:
+                raise CtxtoolError("no session given")
+            query = sa.select(S.c.session_id, S.c.source_format, S.c.source_id, S.c.title)
+            conditions = [S.c.source_id.startswith(text, autoescape=True)]
+            fmt, _, rest = text.partition(":")
+            if rest:
+                conditions.append(sa.and_(S.c.source_format == fmt,
+                                          S.c.source_id.startswith(rest, autoescape=True)))
+            rows = c.execute(query.where(sa.or_(*conditions)).order_by(S.c.session_id)
+                             .limit(51)).all()
+        # The database may compare case-insensitively: the exact spelling decides.
+        def full(r) -> str:
+            return f"{r.source_format}:{r.source_id}"
+        exact = [r for r in rows if r.source_id == text or full(r) == text]
+        prefixed = [r for r in rows if (r.source_id or "").startswith(text)
+                    or full(r).startswith(text)] or rows
+        candidates = exact or prefixed
+        if len(candidates) == 1:
+            return int(candidates[0].session_id)
+        if not candidates:
+            raise CtxtoolError(f"session {text} does not exist (no session id, source id or "
+                               "source id prefix matches it)")
+        shown = "; ".join(f"{r.session_id} ({full(r)})" for r in candidates[:10])
+        more = f"; and {len(candidates) - 10} more" if len(candidates) > 10 else ""
+        raise CtxtoolError(f"session {text} is ambiguous, it is a prefix of the source ids of "
+                           f"sessions {shown}{more}: give more characters or the id")
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with _use(self.engine, conn) as c:
@@ -139,6 +179,78 @@ class Store:
             session = self.session(session_id, c)
             ctx = self.restored_context(session_id, c)
         return restored_context_tokens(ctx, encoding_for_model(session.model, encoding).name)
+
+
+class SessionHistory:
+    """Reads for looking back at one session: its checkpoints, its context at any of them,
+    and what changed between two (the rules are in ``ctxtool.inspection``)."""
+
+    def __init__(self, store: Store, ref: str | int):
+        self.store = store
+        self.session_id = store.resolve_session(ref)
+        self.session = store.session(self.session_id)
+        self.compactions = store.compactions(self.session_id)
+
+    def point(self, checkpoint_id: int | None = None, before_first: bool = False):
+        from ..inspection import point_in_history
+
+        return point_in_history(self.compactions, checkpoint_id, before_first,
+                                str(self.session_id))
+
+    def messages_at(self, point) -> list[Message]:
+        """The messages of the context at ``point``: one id range, bounded by the next
+        checkpoint where there is one (never the history after it)."""
+        query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == self.session_id)
+        if point.first_id is not None:
+            query = query.where(M.c.id >= point.first_id)
+        nxt = point.replaced_by
+        if nxt is not None:
+            query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id,
+                                       M.c.created_at <= nxt.created_at))
+        with _use(self.store.engine, None) as c:
+            rows = [message_from_row(r) for r in c.execute(query.order_by(M.c.id))]
+        return [m for m in rows if point.holds(m)]
+
+    def view(self, checkpoint_id: int | None = None, before_first: bool = False,
+             encoding: str | None = None):
+        """The :class:`~ctxtool.inspection.ContextView` at a checkpoint (default: the latest)."""
+        from ..inspection import build_view, context_at
+
+        point = self.point(checkpoint_id, before_first)
+        ctx = context_at(self.session, point, self.messages_at(point))
+        choice = encoding_for_model(self.session.model, encoding)
+        counts = context_token_counts(ctx, choice.name)
+        return build_view(self.session, point, ctx, counts, choice.name, choice.estimate)
+
+    def checkpoint_rows(self) -> list[dict]:
+        """Every checkpoint in order with the stored messages each one summarised."""
+        from ..inspection import checkpoint_rows
+        from ..tokens import count_text
+
+        encoding = encoding_for_model(self.session.model).name
+        summarised = []
+        with _use(self.store.engine, None) as c:
+            previous = None
+            for cp in self.compactions:
+                query = sa.select(sa.func.count()).where(
+                    M.c.session_id == self.session_id, M.c.id < cp.first_kept_message_id)
+                if previous is not None:
+                    query = query.where(M.c.id >= previous.first_kept_message_id)
+                summarised.append(int(c.execute(query).scalar() or 0))
+                previous = cp
+        summary_tokens = [cp.summary_tokens if cp.summary_tokens is not None
+                          else count_text(cp.summary, encoding) for cp in self.compactions]
+        return checkpoint_rows(self.compactions, summarised, summary_tokens)
+
+    def diff(self, a: int | None = None, b: int | None = None):
+        """:class:`~ctxtool.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
+        from ..inspection import diff_checkpoints, pick_pair
+
+        first, second = pick_pair(self.compactions, a, b, str(self.session_id))
+        between = self.store.messages(self.session_id,
+                                      first.first_kept_message_id if first else None,
+                                      second.first_kept_message_id)
+        return diff_checkpoints(first, second, between)
 
 
 def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
@@ -239,20 +351,57 @@ def validate(engine: Engine, session_id: int | None = None):
 
 
 def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | None = None,
-                  source_format: str | None = None, limit: int = 50) -> list[dict]:
+                  source_format: str | None = None, limit: int = 50, *,
+                  search: str | None = None, model: str | None = None,
+                  since: datetime | None = None, over_window=None) -> list[dict]:
     """The newest sessions (by id) with message and checkpoint counts, for finding one to
-    inspect. Counts come from the indexes (no message text is read)."""
+    inspect. Counts come from the indexes (no message text is read).
+
+    ``search`` matches (case-insensitively) the title, the source id or the first user message;
+    ``model`` is a model name or its prefix; ``since`` keeps sessions created at or after it.
+    ``over_window`` (anything with ``threshold(model) -> int``, e.g. CompactionSettings) keeps
+    only sessions whose restored context is over their threshold: those are measured one by
+    one, newest first, until ``limit`` are found, and get ``context_tokens`` and ``threshold``.
+    """
     query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
                       S.c.source_format, S.c.source_id, S.c.created_at,
-                      S.c.lease_owner).order_by(S.c.session_id.desc()).limit(limit)
+                      S.c.lease_owner).order_by(S.c.session_id.desc())
     if user_id is not None:
         query = query.where(S.c.user_id == user_id)
     if project_id is not None:
         query = query.where(S.c.project_id == project_id)
     if source_format is not None:
         query = query.where(S.c.source_format == source_format)
+    if model is not None:
+        query = query.where(S.c.model.startswith(model, autoescape=True))
+    if since is not None:
+        query = query.where(S.c.created_at >= since)
+    if search:
+        pattern = "%" + search.lower().replace("/", "//").replace("%", "/%") \
+            .replace("_", "/_") + "%"
+        first_user = (sa.select(M.c.session_id, sa.func.min(M.c.id).label("first_id"))
+                      .where(M.c.role == "user").group_by(M.c.session_id).subquery())
+        first_request = (sa.select(first_user.c.session_id)
+                         .join(M, M.c.id == first_user.c.first_id)
+                         .where(sa.func.lower(M.c.content).like(pattern, escape="/")))
+        query = query.where(sa.or_(sa.func.lower(S.c.title).like(pattern, escape="/"),
+                                   sa.func.lower(S.c.source_id).like(pattern, escape="/"),
+                                   S.c.session_id.in_(first_request)))
+    store = Store(engine)
     with read_connection(engine) as conn:
-        sessions = conn.execute(query).all()
+        if over_window is None:
+            sessions = conn.execute(query.limit(limit)).all()
+            measured: dict[int, tuple[int, int]] = {}
+        else:
+            sessions, measured = [], {}
+            for s in conn.execution_options(yield_per=200).execute(query):
+                tokens = store.context_tokens(s.session_id)
+                threshold = over_window.threshold(s.model)
+                if tokens > threshold:
+                    sessions.append(s)
+                    measured[s.session_id] = (tokens, threshold)
+                    if len(sessions) >= limit:
+                        break
         ids = [s.session_id for s in sessions]
         if not ids:
             return []
@@ -262,10 +411,16 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
                                  .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
         compactions = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
                                         .where(C.c.session_id.in_(ids)).group_by(C.c.session_id)).all())
-    return [{"session_id": s.session_id, "title": s.title, "model": s.model,
-             "user_id": s.user_id, "project_id": s.project_id,
-             "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-             "messages": int(messages.get(s.session_id, 0)),
-             "compactions": int(compactions.get(s.session_id, 0)),
-             "last_message_id": last.get(s.session_id),
-             "created_at": s.created_at, "leased_by": s.lease_owner} for s in sessions]
+    rows = []
+    for s in sessions:
+        row = {"session_id": s.session_id, "title": s.title, "model": s.model,
+               "user_id": s.user_id, "project_id": s.project_id,
+               "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
+               "messages": int(messages.get(s.session_id, 0)),
+               "compactions": int(compactions.get(s.session_id, 0)),
+               "last_message_id": last.get(s.session_id),
+               "created_at": s.created_at, "leased_by": s.lease_owner}
+        if over_window is not None:
+            row["context_tokens"], row["threshold"] = measured[s.session_id]
+        rows.append(row)
+    return rows

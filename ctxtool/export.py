@@ -1,0 +1,277 @@
+"""Renderings of a :class:`~ctxtool.inspection.ContextView`: plain text, Markdown, HTML, JSONL.
+
+Pure functions from a view to a string, so `context show --full`, `context export` and library
+callers print the same thing. Stored text in the human renderings (text, Markdown, HTML) goes
+through ``output.visible``: a transcript can hold terminal escape sequences, and a bug report or
+a page must neither carry nor hide them. JSONL stays exact: it is the OpenAI message list that
+``ctxtool import`` reads back to the same restored context.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from .inspection import ContextView, ViewItem, summary_text
+from .output import to_jsonable, visible
+
+FORMATS = ("markdown", "html", "jsonl")
+
+
+def _text(value: Any) -> str:
+    return visible(value, newlines=True)
+
+
+def _time(item: ViewItem) -> str:
+    return item.created_at.isoformat(sep=" ", timespec="seconds") if item.created_at else ""
+
+
+def call_label(call: dict[str, Any] | None) -> str:
+    """``name(arguments)`` of a tool call, as stored."""
+    if not call:
+        return "?"
+    args = call.get("arguments")
+    if args is not None and not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False)
+    return f"{call.get('name') or '?'}({args or ''})"
+
+
+def result_label(item: ViewItem) -> str:
+    """What a tool result answers: the tool's name and its call id (never a bare id)."""
+    call = item.answers
+    call_id = item.openai.get("tool_call_id") or (item.message.tool_call_id if item.message else "")
+    if item.kind == "orphan_result":
+        return f"result of call {call_id}, whose call is not in this context (sent as a user message)"
+    name = (call or {}).get("name") or "?"
+    if item.kind == "synthetic_result":
+        return f"no result was recorded for {name} ({call_id}): ctxtool sends a synthetic result"
+    moved = ", recorded later and moved up to its call" if item.kind == "moved_result" else ""
+    return f"result of {name} ({call_id}){moved}"
+
+
+def item_title(item: ViewItem) -> str:
+    """The heading of one message: id, role, what it is, time and tokens."""
+    if item.kind == "system_prompt":
+        return f"system prompt · {item.tokens} tokens"
+    if item.kind == "summary":
+        return f"summary (sent as a user message) · {item.tokens} tokens"
+    ident = f"#{item.id}" if item.id is not None else "#-"
+    role = item.openai.get("role")
+    parts = [f"{ident} {role}"]
+    if item.message is not None and item.message.role == "tool":
+        parts.append(result_label(item))
+    if _time(item):
+        parts.append(_time(item))
+    parts.append(f"{item.tokens} tokens")
+    return " · ".join(parts)
+
+
+def describe_header(view: ContextView) -> list[tuple[str, str]]:
+    """The header as (label, value) pairs for the human renderings."""
+    h = view.header()
+    pairs = [("session", f"{h['session_id']}" + (f" ({h['source']})" if h["source"] else "")),
+             ("title", h["title"] or "-"), ("model", h["model"] or "-"), ("context", h["at"]),
+             ("messages kept", str(h["messages_kept"])),
+             ("context tokens", f"{h['context_tokens']}, counted with {h['encoding']}")]
+    if h["synthetic_results"]:
+        pairs.append(("synthetic results", f"{h['synthetic_results']} tool calls have no recorded "
+                      "result: each is answered with \"no result was recorded\" in --openai"))
+    return pairs
+
+
+def _cut_line(view: ContextView) -> str | None:
+    cp = view.point.checkpoint
+    if cp is None:
+        return None
+    return (f"cut: messages from #{cp.first_kept_message_id} on are kept verbatim; everything "
+            f"before is in the summary of checkpoint {cp.id}")
+
+
+# -- plain text (context show --full) --------------------------------------------------------
+
+def render_text(view: ContextView) -> str:
+    """Whole contents with real newlines, calls with their arguments, results with the tool's
+    name and call: what ``context show --full`` prints (through a pager on a terminal)."""
+    out = [f"{label + ':':19}{_text(value)}" for label, value in describe_header(view)]
+    for item in view.items:
+        if item.kind == "message" and item is _first_message(view):
+            cut = _cut_line(view)
+            if cut:
+                out += ["", f"──── {cut} ────"]
+        out += ["", f"── {_text(item_title(item))} ──"]
+        content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
+        if content:
+            out.append(_text(content))
+        for call in item.openai.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out.append(_text(f"→ call {call_label({'name': fn.get('name'), 'arguments': fn.get('arguments')})}"
+                             f"  [{call.get('id')}]"))
+    return "\n".join(out)
+
+
+def _first_message(view: ContextView) -> ViewItem | None:
+    return next((i for i in view.items if i.kind not in ("system_prompt", "summary")), None)
+
+
+def message_rows(view: ContextView) -> list[dict[str, Any]]:
+    """One row per message for the table view: whole values, one line each (the CLI fits them
+    to the terminal)."""
+    rows = []
+    for item in view.items:
+        m = item.openai
+        if item.kind in ("system_prompt", "summary"):
+            continue
+        calls = [c.get("function") or {} for c in m.get("tool_calls") or ()]
+        if item.message is not None and item.message.role == "tool":
+            tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + \
+                str((item.answers or {}).get("name") or "?")
+        else:
+            tool = ", ".join("→ " + str(fn.get("name")) for fn in calls)
+        text = m.get("content") or ""
+        if calls:
+            text = " ".join([text] * bool(text) + [call_label(
+                {"name": fn.get("name"), "arguments": fn.get("arguments")}) for fn in calls])
+        rows.append({"id": item.id, "role": m.get("role"), "tokens": item.tokens,
+                     "tool": tool or None, "content": text})
+    return rows
+
+
+# -- Markdown (a bug report) -----------------------------------------------------------------
+
+def _fence(text: str, lang: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def render_markdown(view: ContextView) -> str:
+    h = view.header()
+    out = [f"# Session {h['session_id']}: {_text(h['title'] or 'untitled')}", ""]
+    out += [f"- **{label}:** {_text(value)}" for label, value in describe_header(view)]
+    for item in view.items:
+        if item.kind == "message" and item is _first_message(view) and _cut_line(view):
+            out += ["", f"---", "", f"> ✂ **{_cut_line(view)}**"]
+        out += ["", f"## {_text(item_title(item))}", ""]
+        content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
+        if item.kind == "summary":
+            out.append(f"> Summary of checkpoint {view.point.checkpoint.id}, written by "  # type: ignore[union-attr]
+                       f"{_text(view.point.checkpoint.summarizer or 'unknown')}:")  # type: ignore[union-attr]
+            out.append("")
+        if content:
+            out.append(_fence(_text(content)))
+        for call in item.openai.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out += ["", f"**→ call `{_text(fn.get('name'))}`** `{_text(call.get('id'))}`", "",
+                    _fence(_text(_pretty(fn.get("arguments"))), "json")]
+    return "\n".join(out) + "\n"
+
+
+def _pretty(arguments: Any) -> str:
+    """Arguments as indented JSON when they parse, else as stored."""
+    if isinstance(arguments, str):
+        try:
+            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        except ValueError:
+            return arguments
+    return json.dumps(arguments, indent=2, ensure_ascii=False)
+
+
+# -- HTML (one self-contained page) ----------------------------------------------------------
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;background:#f6f7f9;color:#1d2127}
+main{max-width:980px;margin:0 auto;padding:24px}
+h1{font-size:22px;margin:0 0 12px}
+table.meta{border-collapse:collapse;margin-bottom:20px;font-size:14px}
+table.meta th{text-align:left;color:#5b6470;padding:2px 14px 2px 0;font-weight:600;vertical-align:top}
+.msg{background:#fff;border:1px solid #dde1e6;border-left:5px solid #9aa4b1;border-radius:6px;margin:10px 0;padding:8px 12px}
+.msg .head{font-size:13px;color:#5b6470;display:flex;gap:10px;flex-wrap:wrap}
+.msg .head b{color:#1d2127}
+.tokens{margin-left:auto;background:#eef1f4;border-radius:10px;padding:0 8px}
+.user{border-left-color:#2f6fde}.assistant{border-left-color:#1f9d55}.tool{border-left-color:#b7791f}
+.system{border-left-color:#6b46c1}
+.summary{border:2px dashed #6b46c1;background:#f7f3ff}
+.synthetic{border-left-color:#d64545;background:#fff6f6}
+pre{white-space:pre-wrap;word-wrap:break-word;font:13px/1.4 ui-monospace,Menlo,Consolas,monospace;margin:6px 0;background:#f8f9fb;padding:6px 8px;border-radius:4px}
+details{margin:6px 0}
+summary{cursor:pointer;font-size:13px;color:#374151}
+.cut{margin:22px 0;border-top:3px double #d64545;text-align:center}
+.cut span{position:relative;top:-12px;background:#f6f7f9;padding:0 10px;color:#d64545;font-weight:600;font-size:13px}
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(_text(value), quote=True)
+
+
+def render_html(view: ContextView) -> str:
+    """A single page with no external resource: inline CSS, no script; tool calls and results
+    collapse in ``<details>`` (closed), the summary and the cut are marked."""
+    h = view.header()
+    title = f"Session {h['session_id']}: {h['title'] or 'untitled'}"
+    meta = "".join(f"<tr><th>{_esc(label)}</th><td>{_esc(value)}</td></tr>"
+                   for label, value in describe_header(view))
+    body = []
+    for item in view.items:
+        if item.kind == "message" and item is _first_message(view) and _cut_line(view):
+            body.append(f'<div class="cut" id="cut"><span>✂ {_esc(_cut_line(view))}</span></div>')
+        body.append(_html_item(view, item))
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
+        f"<h1>{_esc(title)}</h1><table class=\"meta\">{meta}</table>\n"
+        + "\n".join(body) + "\n</main></body></html>\n")
+
+
+def _html_item(view: ContextView, item: ViewItem) -> str:
+    role = item.openai.get("role") or ""
+    classes = ["msg", role]
+    if item.kind == "summary":
+        classes.append("summary")
+    if item.kind == "synthetic_result":
+        classes.append("synthetic")
+    ident = f"#{item.id}" if item.id is not None else ""
+    if item.kind == "system_prompt":
+        label = "system prompt"
+    elif item.kind == "summary":
+        cp = view.point.checkpoint
+        label = f"summary of checkpoint {cp.id} ({cp.summarizer or 'unknown'})"  # type: ignore[union-attr]
+    elif item.message is not None and item.message.role == "tool":
+        label = result_label(item)
+    else:
+        label = role
+    head = (f'<div class="head"><b>{_esc(ident)} {_esc(label)}</b>'
+            f"<span>{_esc(_time(item))}</span>"
+            f'<span class="tokens">{item.tokens} tokens</span></div>')
+    content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
+    parts = [head]
+    is_result = item.message is not None and item.message.role == "tool"
+    if content:
+        pre = f"<pre>{_esc(content)}</pre>"
+        if is_result:
+            pre = f"<details><summary>{_esc(len(content))} characters</summary>{pre}</details>"
+        parts.append(pre)
+    for call in item.openai.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(f'<details class="call"><summary>→ call <b>{_esc(fn.get("name"))}</b> '
+                     f'<code>{_esc(call.get("id"))}</code></summary>'
+                     f"<pre>{_esc(_pretty(fn.get('arguments')))}</pre></details>")
+    msg_id = f' id="m{item.id}"' if item.id is not None else ""
+    return f'<section class="{" ".join(classes)}"{msg_id}>{"".join(parts)}</section>'
+
+
+# -- JSONL (OpenAI chat, re-importable) ------------------------------------------------------
+
+def render_jsonl(view: ContextView) -> str:
+    """The OpenAI message list, one message per line: ``ctxtool import --format openai-chat``
+    reads it back to the same restored context (system prompt, summary as a user message, tool
+    calls all answered)."""
+    return "".join(json.dumps(to_jsonable(item.openai), ensure_ascii=False) + "\n"
+                   for item in view.items)
+
+
+def render(view: ContextView, fmt: str) -> str:
+    return {"markdown": render_markdown, "html": render_html, "jsonl": render_jsonl}[fmt](view)

@@ -1,0 +1,292 @@
+"""A session's context at any point of its history, and what changed between checkpoints.
+
+Pure functions over plain records (the store reads them, the CLI and the exports render them):
+which context a checkpoint restored to, the checkpoint history with what each one summarised,
+the difference between two checkpoints, and the :class:`ContextView` every rendering shares (the
+exact messages sent to a model, with ids, times, token counts and tool names).
+
+The context "at" a checkpoint is the one it restored to for as long as it was the latest: its
+summary plus the messages from its cut that existed until the next checkpoint replaced it, or
+every message after its cut when it is still the latest. "Existed until the next checkpoint" is
+decided by id where the store knows (every message the next checkpoint summarised, ``id <
+next.first_kept_message_id``, was there) and by time only for the messages the next checkpoint
+kept (written no later than the next checkpoint): message times come from transcripts or the
+runtime, checkpoint times from the database server, so ids are trusted first.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+from .errors import CtxtoolError
+from .records import SUMMARY_PREFIX, Compaction, ContextEntry, Message, RestoredContext, Session
+
+
+@dataclass(frozen=True)
+class ContextPoint:
+    """Which restored context: after ``checkpoint`` (None: before the first one) until
+    ``replaced_by`` (None: it is the latest, so up to now)."""
+
+    checkpoint: Compaction | None
+    replaced_by: Compaction | None
+
+    @property
+    def latest(self) -> bool:
+        return self.replaced_by is None
+
+    @property
+    def first_id(self) -> int | None:
+        """The first message id in this context (None: from the session's first message)."""
+        return self.checkpoint.first_kept_message_id if self.checkpoint else None
+
+    def describe(self) -> str:
+        """One line saying which messages this context holds, and why."""
+        if self.checkpoint is None and self.replaced_by is None:
+            return "no checkpoint: every message of the session"
+        where = (f"checkpoint {self.checkpoint.id} (cut at message "
+                 f"{self.checkpoint.first_kept_message_id})" if self.checkpoint
+                 else "before the first checkpoint")
+        if self.replaced_by is None:
+            return f"{where}, the latest: its summary and every message after its cut"
+        return (f"{where}, as it stood until checkpoint {self.replaced_by.id} replaced it: the "
+                f"messages checkpoint {self.replaced_by.id} summarised, and those it kept that "
+                f"were written by its time ({_time(self.replaced_by.created_at)})")
+
+    def holds(self, m: Message) -> bool:
+        """Whether message ``m`` (of this session) is in this context."""
+        if self.first_id is not None and m.id < self.first_id:
+            return False
+        nxt = self.replaced_by
+        if nxt is None or m.id < nxt.first_kept_message_id:
+            return True
+        return m.created_at is None or nxt.created_at is None or m.created_at <= nxt.created_at
+
+
+def point_in_history(compactions: Sequence[Compaction], checkpoint_id: int | None = None,
+                     before_first: bool = False, session_label: str = "") -> ContextPoint:
+    """The point of ``--at CHECKPOINT`` / ``--before-first`` / the latest (neither), over a
+    session's checkpoints in id order. A checkpoint of another session is an error."""
+    cps = list(compactions)
+    if before_first:
+        return ContextPoint(None, cps[0] if cps else None)
+    if checkpoint_id is None:
+        return ContextPoint(cps[-1] if cps else None, None)
+    for i, cp in enumerate(cps):
+        if cp.id == checkpoint_id:
+            return ContextPoint(cp, cps[i + 1] if i + 1 < len(cps) else None)
+    known = ", ".join(str(c.id) for c in cps) or "none"
+    raise CtxtoolError(f"session {session_label}: checkpoint {checkpoint_id} is not one of its "
+                       f"checkpoints ({known}); see `ctxtool context checkpoints`")
+
+
+def context_at(session: Session, point: ContextPoint,
+               messages: Sequence[Message]) -> RestoredContext:
+    """The restored context at ``point``, selected from ``messages`` (any superset of it)."""
+    kept = sorted((m for m in messages if m.session_id == session.session_id and point.holds(m)),
+                  key=lambda m: m.id)
+    return RestoredContext(session.session_id, session.system_prompt, point.checkpoint, kept)
+
+
+# -- the checkpoint history -------------------------------------------------------------------
+
+def checkpoint_rows(compactions: Sequence[Compaction], summarised: Sequence[int],
+                    summary_tokens: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per checkpoint: ``summarised[i]`` is how many stored messages lie between the
+    previous cut and checkpoint i's cut; ``summary_tokens[i]`` its summary's tokens (stored or
+    counted). Retention is tokens after / before, where both were recorded."""
+    rows = []
+    previous: Compaction | None = None
+    for cp, n, st in zip(compactions, summarised, summary_tokens):
+        retention = (round(cp.tokens_after / cp.tokens_before, 3)
+                     if cp.tokens_before and cp.tokens_after is not None else None)
+        rows.append({
+            "checkpoint_id": cp.id, "parent_id": cp.parent_compaction_id or None,
+            "created_at": cp.created_at, "summarizer": cp.summarizer,
+            "summarizer_model": cp.summarizer_model,
+            "cut_from": previous.first_kept_message_id if previous else None,
+            "first_kept_message_id": cp.first_kept_message_id,
+            "messages_summarised": n, "tokens_before": cp.tokens_before,
+            "tokens_after": cp.tokens_after, "summary_tokens": st, "retention": retention,
+            "source_id": cp.source_id,
+        })
+        previous = cp
+    return rows
+
+
+@dataclass
+class CheckpointDiff:
+    """What changed from checkpoint ``a`` (None: before the first) to checkpoint ``b``."""
+
+    a: Compaction | None
+    b: Compaction
+    summary_diff: list[str]
+    newly_summarised: list[Message]  # from a's cut to b's: kept by a, summarised by b
+
+    @property
+    def cut_from(self) -> int:
+        return self.a.first_kept_message_id if self.a else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "from_checkpoint_id": self.a.id if self.a else None,
+            "to_checkpoint_id": self.b.id,
+            "cut_from": self.a.first_kept_message_id if self.a else None,
+            "cut_to": self.b.first_kept_message_id,
+            "cut_moved_back": self.b.first_kept_message_id < self.cut_from,
+            "summary_before": self.a.summary if self.a else None,
+            "summary_after": self.b.summary,
+            "summary_diff": self.summary_diff,
+            "newly_summarised": [{"id": m.id, "role": m.role, "created_at": m.created_at,
+                                  "token_count": m.token_count} for m in self.newly_summarised],
+        }
+
+
+def diff_checkpoints(a: Compaction | None, b: Compaction,
+                     messages: Sequence[Message]) -> CheckpointDiff:
+    """The unified diff of the two summaries, and which of ``messages`` (any superset of the
+    range) went from kept by ``a`` to summarised by ``b``: ids from a's cut up to b's."""
+    before = (a.summary if a else "").splitlines()
+    after = b.summary.splitlines()
+    lines = list(difflib.unified_diff(before, after,
+                                      f"checkpoint {a.id}" if a else "before first checkpoint",
+                                      f"checkpoint {b.id}", lineterm="", n=2))
+    start = a.first_kept_message_id if a else 0
+    moved = [m for m in messages if start <= m.id < b.first_kept_message_id]
+    return CheckpointDiff(a, b, lines, moved)
+
+
+def pick_pair(compactions: Sequence[Compaction], a: int | None,
+              b: int | None, session_label: str = "") -> tuple[Compaction | None, Compaction]:
+    """The two checkpoints of ``context diff``: the given ids (0 = before the first), by
+    default the last two (or before-first and the only one)."""
+    cps = list(compactions)
+    if not cps:
+        raise CtxtoolError(f"session {session_label} has no checkpoints to compare")
+    by_id = {c.id: c for c in cps}
+
+    def get(cid: int) -> Compaction:
+        if cid not in by_id:
+            raise CtxtoolError(f"session {session_label}: checkpoint {cid} is not one of its "
+                               f"checkpoints ({', '.join(map(str, by_id))})")
+        return by_id[cid]
+
+    if a is None and b is None:
+        return (cps[-2] if len(cps) > 1 else None), cps[-1]
+    if b is None:  # one id given: compare it with the checkpoint before it
+        target = get(a)  # type: ignore[arg-type]
+        i = cps.index(target)
+        return (cps[i - 1] if i else None), target
+    return (None if a == 0 else get(a)), get(b)  # type: ignore[arg-type]
+
+
+# -- the view every rendering shares ---------------------------------------------------------
+
+@dataclass
+class ViewItem:
+    """One message as sent to the model, with what a reader needs to know about it."""
+
+    kind: str  # system_prompt, summary, message, synthetic_result, moved_result, orphan_result
+    openai: dict[str, Any]
+    tokens: int
+    message: Message | None = None
+    answers: dict[str, Any] | None = None  # for a tool result: the call (id, name, arguments)
+
+    @property
+    def id(self) -> int | None:
+        return self.message.id if self.message else None
+
+    @property
+    def created_at(self) -> datetime | None:
+        return self.message.created_at if self.message and self.kind != "synthetic_result" \
+            else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The OpenAI message plus ``id``, ``created_at``, ``token_count`` and ``kind``."""
+        return {"id": self.id, "created_at": self.created_at, "token_count": self.tokens,
+                "kind": self.kind, **self.openai}
+
+
+@dataclass
+class ContextView:
+    """A session's restored context at one point, ready to render in any format."""
+
+    session: Session
+    point: ContextPoint
+    context: RestoredContext
+    encoding: str
+    estimate: bool
+    items: list[ViewItem] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        from .tokens import REPLY_PRIMING_TOKENS
+
+        return REPLY_PRIMING_TOKENS + sum(i.tokens for i in self.items)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for i in self.items if i.kind == kind)
+
+    def header(self) -> dict[str, Any]:
+        cp = self.point.checkpoint
+        s = self.session
+        return {
+            "session_id": s.session_id, "title": s.title, "model": s.model,
+            "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
+            "at": self.point.describe(),
+            "checkpoint_id": cp.id if cp else None,
+            "replaced_by_checkpoint_id": self.point.replaced_by.id if self.point.replaced_by
+            else None,
+            "first_kept_message_id": cp.first_kept_message_id if cp else None,
+            "summarizer": cp.summarizer if cp else None,
+            "messages_kept": len(self.context.messages),
+            "synthetic_results": self.count("synthetic_result"),
+            "context_tokens": self.tokens,
+            "encoding": self.encoding + (" (estimate)" if self.estimate else ""),
+        }
+
+    def document(self) -> dict[str, Any]:
+        """The ``--json`` document: header, system prompt, summary and every message."""
+        return {**self.header(), "system_prompt": self.context.system_prompt,
+                "summary": self.context.summary,
+                "messages": [i.as_dict() for i in self.items]}
+
+
+def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
+               counts: Sequence[int], encoding: str, estimate: bool) -> ContextView:
+    """Assemble the view; ``counts`` are the tokens of each message of ``ctx.to_openai()``."""
+    openai = ctx.to_openai()
+    items: list[ViewItem] = []
+    i = 0
+    if ctx.system_prompt:
+        items.append(ViewItem("system_prompt", openai[0], counts[0]))
+        i = 1
+    if ctx.compaction is not None:
+        items.append(ViewItem("summary", openai[i], counts[i]))
+        i += 1
+    calls: dict[str, dict[str, Any]] = {}
+    entries: list[ContextEntry] = ctx.entries()
+    for entry, msg, n in zip(entries, openai[i:], counts[i:]):
+        m = entry.message
+        for c in m.tool_calls or ():
+            if isinstance(c, dict):
+                fn = c.get("function") or {}
+                calls[str(c.get("id"))] = {"id": c.get("id"), "name": fn.get("name"),
+                                           "arguments": fn.get("arguments")}
+        kind = ("synthetic_result" if entry.synthetic else "moved_result" if entry.moved
+                else "orphan_result" if entry.orphan else "message")
+        answers = calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
+        items.append(ViewItem(kind, msg, n, m, answers))
+    return ContextView(session, point, ctx, encoding, estimate, items)
+
+
+def summary_text(item: ViewItem) -> str:
+    """The summary as written by the summarizer (without the prefix sent to the model)."""
+    content = item.openai.get("content") or ""
+    return content[len(SUMMARY_PREFIX):] if content.startswith(SUMMARY_PREFIX) else content
+
+
+def _time(value: datetime | None) -> str:
+    return value.isoformat(sep=" ", timespec="seconds") if value else "unknown time"
