@@ -124,17 +124,23 @@ class ContextEntry:
 def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     """The messages as an API-valid sequence (see :class:`ContextEntry`); pure, order kept
     otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``."""
-    results: dict[str, int] = {}  # call id -> index of its first recorded result
+    results: dict[str, list[int]] = {}  # call id -> indexes of its recorded results
     for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id is not None and m.tool_call_id not in results:
-            results[m.tool_call_id] = i
+        if m.role == "tool" and m.tool_call_id is not None:
+            results.setdefault(m.tool_call_id, []).append(i)
     placed: set[int] = set()
+
+    def result_after(i: int, call_id: str) -> int | None:
+        # A runtime may reuse a call id in a later turn: each call takes the first result
+        # after it that no earlier call took.
+        return next((j for j in results.get(call_id, ()) if j > i and j not in placed), None)
+
     out: list[ContextEntry] = []
     for i, m in enumerate(messages):
         if i in placed:
             continue
         if m.role == "tool":
-            # Still here: not the first result of a call that came before it in the list.
+            # Still here: no call before it in the list took it.
             out.append(ContextEntry(m, orphan=True))
             continue
         out.append(ContextEntry(m))
@@ -143,8 +149,8 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
         call_ids = [c.get("id") if isinstance(c, dict) else None for c in m.tool_calls]
         wanted = {cid for cid in call_ids if cid is not None}
         j = i + 1  # the results recorded right after the call keep their place and order
-        while j < len(messages) and messages[j].role == "tool" \
-                and messages[j].tool_call_id in wanted and results.get(messages[j].tool_call_id) == j:
+        while j < len(messages) and j not in placed and messages[j].role == "tool" \
+                and messages[j].tool_call_id in wanted:
             placed.add(j)
             wanted.discard(messages[j].tool_call_id)
             out.append(ContextEntry(messages[j]))
@@ -153,8 +159,8 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
             if call_id not in wanted:
                 continue
             wanted.discard(call_id)
-            k = results.get(call_id)
-            if k is not None and k > i and k not in placed:
+            k = result_after(i, call_id)
+            if k is not None:
                 placed.add(k)
                 out.append(ContextEntry(messages[k], moved=True))
             else:

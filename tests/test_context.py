@@ -75,7 +75,7 @@ def test_cli_context_show_and_validate(db, cli):
 
     result = cli("--db", db.url, "context", "show", "1")
     assert result.exit_code == 0, result.output
-    assert f"first_kept_message_id:  {cp['first_kept_message_id']}" in result.output
+    assert f"cut at message {cp['first_kept_message_id']}" in result.output
     assert "[summary of checkpoint" in result.output and "You are a coder." in result.output
 
     doc = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
@@ -83,9 +83,12 @@ def test_cli_context_show_and_validate(db, cli):
                      i=cp["first_kept_message_id"])
     assert doc["messages_kept"] == kept and len(doc["messages"]) == kept + 2
     assert doc["messages"][1]["content"] == SUMMARY_PREFIX + cp["summary"]
+    assert doc["summary"] == cp["summary"] and doc["system_prompt"] == "You are a coder."
     assert doc["context_tokens"] > 0
     listed = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
-    assert listed == doc["messages"]
+    assert listed == [{k: v for k, v in m.items()
+                       if k not in ("id", "created_at", "token_count", "kind")}
+                      for m in doc["messages"]]
 
     result = cli("--db", db.url, "context", "show", "99")
     assert result.exit_code == 1 and "session 99 does not exist" in result.output
