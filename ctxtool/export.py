@@ -76,8 +76,10 @@ def describe_header(view: ContextView) -> list[tuple[str, str]]:
              ("messages kept", str(h["messages_kept"])),
              ("context tokens", f"{h['context_tokens']}, counted with {h['encoding']}")]
     if h["synthetic_results"]:
-        pairs.append(("synthetic results", f"{h['synthetic_results']} tool calls have no recorded "
-                      "result: each is answered with \"no result was recorded\" in --openai"))
+        n = h["synthetic_results"]
+        pairs.append(("synthetic results", f"{n} tool call{'s have' if n > 1 else ' has'} no "
+                      "recorded result: answered with \"no result was recorded\" in every "
+                      "OpenAI-style output and counted"))
     return pairs
 
 
@@ -226,6 +228,12 @@ def render_html(view: ContextView) -> str:
         + "\n".join(body) + "\n</main></body></html>\n")
 
 
+def _preview(text: str, width: int = 90) -> str:
+    """The first non-blank line, shortened: what a collapsed call or result shows."""
+    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _html_item(view: ContextView, item: ViewItem) -> str:
     role = item.openai.get("role") or ""
     classes = ["msg", role]
@@ -252,12 +260,15 @@ def _html_item(view: ContextView, item: ViewItem) -> str:
     if content:
         pre = f"<pre>{_esc(content)}</pre>"
         if is_result:
-            pre = f"<details><summary>{_esc(len(content))} characters</summary>{pre}</details>"
+            lines = content.count("\n") + 1
+            pre = (f"<details><summary>{_esc(_preview(content))} <i>({lines} line"
+                   f"{'s' * (lines > 1)}, {len(content)} characters)</i></summary>{pre}</details>")
         parts.append(pre)
     for call in item.openai.get("tool_calls") or ():
         fn = call.get("function") or {}
         parts.append(f'<details class="call"><summary>→ call <b>{_esc(fn.get("name"))}</b> '
-                     f'<code>{_esc(call.get("id"))}</code></summary>'
+                     f'<code>{_esc(_preview(str(fn.get("arguments") or "")))}</code> '
+                     f'<i>{_esc(call.get("id"))}</i></summary>'
                      f"<pre>{_esc(_pretty(fn.get('arguments')))}</pre></details>")
     msg_id = f' id="m{item.id}"' if item.id is not None else ""
     return f'<section class="{" ".join(classes)}"{msg_id}>{"".join(parts)}</section>'

@@ -1,0 +1,112 @@
+"""`context export --format html|markdown`: one self-contained page, checked in a real headless
+browser (Debian's chromium, which scripts/test.sh installs): it renders, tool calls and results
+are collapsed until opened, the summary and the cut are marked, and nothing is fetched."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .builders import add_session, coding_session
+from .test_inspect_cli import WINDOW, add_messages, run
+
+PROBE = """<script>
+const d = [...document.querySelectorAll('details')];
+const r = {details: d.length, closed: d.every(x => !x.open)};
+const pre = d[0].querySelector('pre');
+const closedHeight = d[0].getBoundingClientRect().height;
+r.hiddenBefore = !pre.checkVisibility();
+d[0].open = true;
+r.shownAfter = pre.checkVisibility() && d[0].getBoundingClientRect().height > closedHeight + 10;
+r.resources = performance.getEntriesByType('resource').length;
+r.summary = document.querySelectorAll('section.summary').length;
+r.cut = document.querySelectorAll('#cut').length;
+r.synthetic = document.querySelectorAll('section.synthetic').length;
+r.height = document.body.scrollHeight;
+r.title = document.title;
+document.body.setAttribute('data-probe', JSON.stringify(r));
+</script>"""
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.fail("chromium is not installed (scripts/test.sh installs Debian's chromium)")
+    return path
+
+
+def browse(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless chromium with every network route closed: a proxy on a closed port and no
+    name resolution, so a page that fetched anything would show it in its resource entries."""
+    return subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1000,1400", *args,
+         page.as_uri()], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def compacted(db, cli):
+    add_session(db, 1, coding_session(8), model="gpt-4o", system_prompt="You are a coder.")
+    run(cli, db, "compact", "1", "--force", *WINDOW, "--keep-recent-tokens", "1200")
+    add_messages(db, 1, [
+        {"role": "user", "content": "Run <b>the</b> tests & report \x1b[2J"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_t", "type": "function",
+             "function": {"name": "bash", "arguments": json.dumps({"cmd": "pytest -q"})}}]}])
+    return db
+
+
+def test_html_export_renders_collapses_and_fetches_nothing(compacted, cli, tmp_path):
+    db = compacted
+    page = tmp_path / "session.html"
+    run(cli, db, "context", "export", "1", "--format", "html", "-o", page)
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<style>" in text
+    assert not re.search(r"""(?:src|href)\s*=|url\(|@import|<script|<link|<img|<iframe""", text, re.I)
+    assert "\x1b" not in text and "&lt;b&gt;the&lt;/b&gt; tests &amp; report" in text
+    details = re.findall(r"<details[^>]*>", text)
+    calls = db.scalar("SELECT COUNT(*) FROM agent_message WHERE tool_calls IS NOT NULL AND id >= "
+                      "(SELECT first_kept_message_id FROM agent_compaction)")
+    assert len(details) >= 2 * calls and not any("open" in d for d in details)
+    assert "tokens</span>" in text and "no result was recorded for bash (call_t)" in text
+
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", PROBE + "</body>"))
+    shown = browse(tmp_path, probe, "--dump-dom")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    found = re.search(r'data-probe="([^"]*)"', shown.stdout)
+    assert found, shown.stdout[:2000]
+    r = json.loads(html.unescape(found.group(1)))
+    assert r["details"] == len(details) and r["closed"]
+    assert r["hiddenBefore"] and r["shownAfter"]  # collapsed until opened
+    assert r["resources"] == 0  # nothing fetched
+    assert r["summary"] == 1 and r["cut"] == 1 and r["synthetic"] == 1
+    assert r["height"] > 1000 and r["title"].startswith("Session 1")
+
+    shot = tmp_path / "session.png"
+    taken = browse(tmp_path, page, f"--screenshot={shot}")
+    assert taken.returncode == 0 and shot.stat().st_size > 20_000
+    Path("/tmp/ctxtool-export-screenshot.png").write_bytes(shot.read_bytes())
+
+
+def test_markdown_export_marks_summary_cut_and_tools(compacted, cli, tmp_path):
+    db = compacted
+    cp = db.rows("SELECT id, first_kept_message_id FROM agent_compaction")[0]
+    out = run(cli, db, "context", "export", "1").output  # markdown to stdout (no pager: piped)
+    assert out.startswith("# Session 1")
+    assert f"## summary (sent as a user message)" in out
+    assert f"✂ **cut: messages from #{cp['first_kept_message_id']} on are kept verbatim" in out
+    assert "**→ call `bash`** `call_t`" in out and '"cmd": "pytest -q"' in out
+    assert "result of read (call7)" in out and "\x1b" not in out
+    at = run(cli, db, "context", "export", "1", "--at", cp["id"], "--format", "markdown").output
+    assert at == out  # one checkpoint: --at it is the latest
+    result = run(cli, db, "context", "export", "1", "-o", tmp_path / "no" / "such" / "dir.md",
+                 code=1)
+    assert result.output.startswith("Error: cannot write")
