@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
 from benchdb import fresh_database
-from ctxtool.transcripts import Line, parser_for
+from ctxtool.transcripts import Line, parse_lines
 
 WORDS = ("the agent reads src/app.py and runs pytest -x error ZeroDivisionError at line 42 "
          "refactor handler returns JSON ok true deploy migration rollback").split()
@@ -71,11 +71,9 @@ def write_transcript(path: str, messages: int, seed: int = 1, filler: int = 0) -
 
 def rows_of(path: str) -> list[tuple]:
     """The rows ctxtool would store, parsed once, for the bare-insert baseline."""
-    from collections import Counter
-
     with open(path) as f:
         lines = (Line(i, json.loads(line)) for i, line in enumerate(f, 1))
-        transcript = parser_for("claude-code")(lines, path, Counter())
+        transcript = parse_lines("claude-code", lines, path)
         return [(9, m.role, m.content, "2026-01-01 00:00:00", json.dumps(m.tool_calls) if m.tool_calls else None,
                  m.tool_call_id, m.source_id, json.dumps(m.details) if m.details else None)
                 for m in transcript.records]

@@ -14,164 +14,179 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Iterator
+from . import fields as f
+from .records import Line, Record, SourceCompaction, SourceMessage
+from .walk import FormatParser
 
-from . import (Line, MainLineFilter, Record, SourceCompaction, SourceMessage, SourceSession,
-               Transcript, UniqueIds, first_line_title, main_line, normalise_usage, parse_time,
-               text_of, tool_call)
-
-FORMAT = "claude-code"
+_KINDS = {"user", "assistant", "system", "summary", "custom-title", "ai-title", "progress",
+          "queue-operation", "file-history-snapshot", "attachment", "result"}
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter,
-          main: set[str] | None = None) -> Transcript:
-    """Parse assuming a linear file, or keep only the records in ``main`` (see main_line_ids)."""
-    session = SourceSession(FORMAT)
-    return Transcript(session, _records(lines, session, skipped, main), skipped)
+class ClaudeCodeParser(FormatParser):
+    name = "claude-code"
+    tree = True
 
+    def __init__(self):
+        super().__init__()
+        self.titles: dict[str, str] = {}
+        self.pending: SourceMessage | None = None  # an assistant message still being streamed
+        self.pending_api_id: str | None = None
+        self.boundary: dict | None = None  # the compact_boundary waiting for its summary
+        self.boundary_line = 0
 
-def _link(rec: dict) -> tuple[str, str | None] | None:
-    """(uuid, parent uuid) of a main-conversation record; a compaction boundary links through
-    ``logicalParentUuid``. Sidechain records are another conversation."""
-    if rec.get("isSidechain") or not isinstance(rec.get("uuid"), str):
-        return None
-    parent = rec.get("parentUuid") or rec.get("logicalParentUuid")
-    return rec["uuid"], parent if isinstance(parent, str) else None
+    @staticmethod
+    def fits(obj: dict) -> bool:
+        return obj.get("type") in _KINDS and ("uuid" in obj or "sessionId" in obj
+                                              or obj.get("type") in ("summary", "queue-operation"))
 
+    @staticmethod
+    def link(rec: dict) -> tuple[str, str | None] | None:
+        """(uuid, parent uuid) of a main-conversation record; a compaction boundary links through
+        ``logicalParentUuid``. Sidechain records are another conversation."""
+        if rec.get("isSidechain") or not isinstance(rec.get("uuid"), str):
+            return None
+        parent = rec.get("parentUuid") or rec.get("logicalParentUuid")
+        return rec["uuid"], parent if isinstance(parent, str) else None
 
-def main_line_ids(lines: Iterator[Line]) -> set[str]:
-    """First pass over a branched file: the uuids on the path from its newest record."""
-    return main_line(lines, _link)
+    def observe(self, rec: dict) -> None:
+        session = self.session
+        if session.source_id is None and isinstance(rec.get("sessionId"), str):
+            session.source_id = f.identifier(rec, "sessionId")
+            for key, field in (("cwd", "cwd"), ("version", "version"), ("git_branch", "gitBranch")):
+                session.details[key] = rec[field] if isinstance(rec.get(field), str) else None
 
+    def kind_of(self, obj: dict) -> str:
+        kind = super().kind_of(obj)
+        if kind == "system" and obj.get("subtype") == "compact_boundary":
+            return "compact_boundary"
+        return kind
 
-def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter,
-             main: set[str] | None) -> Iterator[Record]:
-    ids = UniqueIds()
-    on_main_line = MainLineFilter(main)
-    titles: dict[str, str] = {}
-    pending_assistant: SourceMessage | None = None
-    pending_api_id: str | None = None
-    boundary: dict | None = None
-    boundary_line = 0
+    def unknown(self, kind: str, line: Line) -> None:
+        subtype = line.obj.get("subtype")
+        self.skipped[f"{kind}:{f.label(subtype)}" if subtype else kind] += 1
 
-    def flush():
-        nonlocal pending_assistant, pending_api_id
-        out, pending_assistant, pending_api_id = pending_assistant, None, None
+    def finish(self) -> list[Record]:
+        out = self._flush()
+        if self.boundary is not None:
+            self.skipped["compact_boundary_without_summary"] += 1
+        t = self.titles
+        self.session.title = (t.get("custom-title") or t.get("ai-title") or t.get("summary")
+                              or self.session.title)
         return out
 
-    for line in lines:
+    def _flush(self) -> list[Record]:
+        out, self.pending, self.pending_api_id = self.pending, None, None
+        return [out] if out else []
+
+    # -- one method per record kind ------------------------------------------------------------
+
+    def _summary(self, line: Line) -> None:
+        summary = line.obj.get("summary")
+        if isinstance(summary, str) and summary:
+            self.titles.setdefault("summary", summary)
+        self.skipped["summary"] += 1
+
+    def _title(self, line: Line) -> None:
+        kind = line.obj["type"]
+        value = f.string(line.obj, "customTitle" if kind == "custom-title" else "aiTitle")
+        if value:
+            self.titles[kind] = value
+        self.skipped[kind] += 1
+
+    def _compact_boundary(self, line: Line) -> list[Record]:
+        self.boundary, self.boundary_line = line.obj, line.number
+        self.skipped["system:compact_boundary"] += 1
+        return self._flush()
+
+    def _message(self, line: Line) -> tuple[dict, str] | None:
+        """The checked ``message`` of a user/assistant record, or None for a sidechain one."""
         rec = line.obj
-        kind = rec.get("type")
-        if session.source_id is None and isinstance(rec.get("sessionId"), str):
-            session.source_id = rec["sessionId"]
-            session.details["cwd"] = rec.get("cwd")
-            session.details["version"] = rec.get("version")
-            session.details["git_branch"] = rec.get("gitBranch")
-        if not on_main_line.keeps(_link(rec), kind, skipped):
-            continue
-        if session.created_at is None and kind in ("user", "assistant"):
-            session.created_at = parse_time(rec.get("timestamp"))
-        if kind == "summary":
-            if rec.get("summary"):
-                titles.setdefault("summary", rec["summary"])
-            skipped["summary"] += 1
-            continue
-        if kind in ("custom-title", "ai-title"):
-            value = rec.get("customTitle") or rec.get("aiTitle")
-            if value:
-                titles[kind] = value
-            skipped[kind] += 1
-            continue
-        if kind == "system" and rec.get("subtype") == "compact_boundary":
-            if pending_assistant:
-                yield flush()
-            boundary, boundary_line = rec, line.number
-            skipped["system:compact_boundary"] += 1
-            continue
-        if kind not in ("user", "assistant"):
-            label = f"{kind}:{rec.get('subtype')}" if rec.get("subtype") else str(kind)
-            skipped[label] += 1
-            continue
+        if self.session.created_at is None:
+            self.session.created_at = f.parse_time(rec.get("timestamp"))
+        f.identifier(rec, "uuid")
         if rec.get("isSidechain"):
-            skipped["sidechain"] += 1
-            continue
-        message = rec.get("message") or {}
-        if not isinstance(message, dict):
-            skipped["malformed_message"] += 1
-            continue
-        when = parse_time(rec.get("timestamp"))
+            self.skipped["sidechain"] += 1
+            return None
+        message = f.obj(rec, "message") or {}
+        return message, rec.get("uuid")
 
-        if kind == "user" and rec.get("isCompactSummary"):
-            if pending_assistant:
-                yield flush()
-            meta = (boundary or {}).get("compactMetadata") or {}
-            pre = meta.get("preTokens")
-            yield SourceCompaction(
-                source_id=ids((boundary or {}).get("uuid") or rec.get("uuid"), boundary_line or line.number),
-                summary=text_of(message.get("content")),
-                line=line.number,
-                tokens_before=pre if isinstance(pre, int) else None,
-                details={"trigger": meta.get("trigger"), "summary_uuid": rec.get("uuid")},
-            )
-            boundary = None
-            continue
+    def _assistant(self, line: Line) -> list[Record] | None:
+        found = self._message(line)
+        if found is None:
+            return None
+        message, uuid = found
+        api_id = f.identifier(message, "id")
+        model = f.name(message, "model")
+        out = []
+        if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
+            out = self._flush()
+        if self.pending is None:
+            self.pending = SourceMessage(self.ids(uuid, line.number), "assistant", None,
+                                         line.number, created_at=f.parse_time(line.obj.get("timestamp")),
+                                         details={})
+            self.pending_api_id = api_id
+        _merge_assistant(self.pending, message, self.skipped)
+        if model and model != "<synthetic>":
+            self.session.model = model
+        return out
 
-        if kind == "assistant":
-            api_id = message.get("id")
-            if pending_assistant is not None and (api_id is None or api_id != pending_api_id):
-                yield flush()
-            if pending_assistant is None:
-                pending_assistant = SourceMessage(ids(rec.get("uuid"), line.number), "assistant",
-                                                  None, line.number, created_at=when, details={})
-                pending_api_id = api_id
-            _merge_assistant(pending_assistant, message, skipped)
-            if message.get("model") and message.get("model") != "<synthetic>":
-                session.model = message["model"]
-            continue
-
-        # A user record: its text, and one tool message per tool_result block.
-        if pending_assistant:
-            yield flush()
-        content = message.get("content")
-        base_id = rec.get("uuid")
-        if rec.get("toolUseResult") is not None:
+    def _user(self, line: Line) -> list[Record] | None:
+        found = self._message(line)
+        if found is None:
+            return None
+        message, uuid = found
+        out = self._flush()
+        if line.obj.get("isCompactSummary"):
+            boundary, self.boundary = self.boundary or {}, None
+            return out + [_checkpoint(boundary, self.boundary_line, line, message, self.ids)]
+        if line.obj.get("toolUseResult") is not None:
             # The UI's structured copy of a tool result; the model sees the tool_result block.
-            skipped["field:toolUseResult"] += 1
-        if isinstance(content, list):
-            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-            text = text_of([b for b in content if not (isinstance(b, dict)
-                                                       and b.get("type") == "tool_result")], skipped)
-            for k, block in enumerate(results):
-                body = block.get("content")
-                yield SourceMessage(
-                    ids(base_id, line.number, f"#{k}" if k else ""), "tool",
-                    text_of(body, skipped) if not isinstance(body, str) else body, line.number,
-                    tool_call_id=block.get("tool_use_id"), created_at=when,
-                    details={"is_error": True} if block.get("is_error") else None,
-                )
-            if text:
-                yield SourceMessage(ids(base_id, line.number, "#text" if results else ""), "user",
-                                    text, line.number, created_at=when,
-                                    details={"is_meta": True} if rec.get("isMeta") else None)
-            elif not results:
-                skipped["empty_user"] += 1
-        else:
-            text = text_of(content)
-            if session.title is None and not rec.get("isMeta") and not text.startswith("<"):
-                session.title = first_line_title(text)
-            yield SourceMessage(ids(base_id, line.number), "user", text, line.number,
-                                created_at=when,
-                                details={"is_meta": True} if rec.get("isMeta") else None)
-    if pending_assistant:
-        yield flush()
-    if boundary is not None:
-        skipped["compact_boundary_without_summary"] += 1
-    session.title = (titles.get("custom-title") or titles.get("ai-title") or titles.get("summary")
-                     or session.title)
+            self.skipped["field:toolUseResult"] += 1
+        when = f.parse_time(line.obj.get("timestamp"))
+        meta = {"is_meta": True} if line.obj.get("isMeta") else None
+        content = message.get("content")
+        if not isinstance(content, list):
+            text = f.text_of(content)
+            if self.session.title is None and not line.obj.get("isMeta") and not text.startswith("<"):
+                self.session.title = f.first_line_title(text)
+            return out + [SourceMessage(self.ids(uuid, line.number), "user", text, line.number,
+                                        created_at=when, details=meta)]
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        for k, block in enumerate(results):
+            body = block.get("content")
+            out.append(SourceMessage(
+                self.ids(uuid, line.number, f"#{k}" if k else ""), "tool",
+                body if isinstance(body, str) else f.text_of(body, self.skipped), line.number,
+                tool_call_id=f.identifier(block, "tool_use_id"), created_at=when,
+                details={"is_error": True} if block.get("is_error") else None))
+        text = f.text_of([b for b in content if not (isinstance(b, dict)
+                                                     and b.get("type") == "tool_result")], self.skipped)
+        if text:
+            out.append(SourceMessage(self.ids(uuid, line.number, "#text" if results else ""), "user",
+                                     text, line.number, created_at=when, details=meta))
+        elif not results:
+            self.skipped["empty_user"] += 1
+        return out
+
+    handlers = {"summary": _summary, "custom-title": _title, "ai-title": _title,
+                "compact_boundary": _compact_boundary, "assistant": _assistant, "user": _user}
 
 
-def _merge_assistant(target: SourceMessage, message: dict, skipped: Counter) -> None:
+def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, ids) -> SourceCompaction:
+    """The compact_boundary record and the summary after it, as one checkpoint."""
+    meta = boundary.get("compactMetadata")
+    meta = meta if isinstance(meta, dict) else {}
+    boundary_id = boundary.get("uuid") if isinstance(boundary.get("uuid"), str) else None
+    trigger = meta.get("trigger")
+    return SourceCompaction(
+        source_id=ids(boundary_id or line.obj.get("uuid"), boundary_line or line.number),
+        summary=f.text_of(message.get("content")), line=line.number,
+        tokens_before=f.integer(meta.get("preTokens")),
+        details={"trigger": trigger if isinstance(trigger, str) else None,
+                 "summary_uuid": line.obj.get("uuid")})
+
+
+def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
     """Add one streamed assistant record's blocks (text, thinking, tool_use) to ``target``."""
     content = message.get("content")
     details = target.details if target.details is not None else {}
@@ -182,27 +197,32 @@ def _merge_assistant(target: SourceMessage, message: dict, skipped: Counter) -> 
             continue
         kind = block.get("type")
         if kind == "text":
-            text = block.get("text") or ""
+            text = block.get("text") if isinstance(block.get("text"), str) else ""
             target.content = (target.content + "\n" if target.content else "") + text
         elif kind == "tool_use":
             target.tool_calls = (target.tool_calls or []) + [
-                tool_call(block.get("id") or "", block.get("name") or "", block.get("input"))]
+                f.tool_call(f.identifier(block, "id") or "", f.name(block, "name") or "",
+                            block.get("input"))]
         elif kind in ("thinking", "redacted_thinking"):
-            thought = block.get("thinking") or ""
+            thought = block.get("thinking") if isinstance(block.get("thinking"), str) else ""
             if thought:
                 details["thinking"] = (details.get("thinking", "") + "\n" + thought).lstrip("\n")
         else:
-            skipped[f"block:{kind}"] += 1
+            skipped[f"block:{f.label(kind)}"] += 1
+    _assistant_details(details, message)
+    target.details = details
+
+
+def _assistant_details(details: dict, message: dict) -> None:
     usage = message.get("usage")
     if isinstance(usage, dict):
-        norm = normalise_usage(usage.get("input_tokens"), usage.get("output_tokens"),
-                               usage.get("cache_read_input_tokens"),
-                               usage.get("cache_creation_input_tokens"))
+        norm = f.normalise_usage(usage.get("input_tokens"), usage.get("output_tokens"),
+                                 usage.get("cache_read_input_tokens"),
+                                 usage.get("cache_creation_input_tokens"))
         if norm:
             details["usage"] = norm
-    if message.get("model"):
-        details["model"] = message["model"]
-    if message.get("stop_reason"):
-        details["stop_reason"] = message["stop_reason"]
-    target.details = details
+    for key in ("model", "stop_reason"):
+        if isinstance(message.get(key), str) and message[key]:
+            details[key] = message[key]
+
 

@@ -1,132 +1,119 @@
-"""Finding and opening transcript files: which files, which format, JSONL or one document.
+"""Finding, opening and reading transcript files: which files, which format, JSONL or one document.
 
 Reading stays apart from parsing (one module per format) and from the database (the importer):
-a file is read line by line, its format detected from its first records, and a pretty-printed
-JSON document (an OpenAI message list) told apart from JSONL.
+a file is read line by line, each line checked to be a JSON object a database can store (valid
+UTF-8 and Unicode, no NaN, not nested past what the parser copes with); its format is detected
+from its first records, and a file whose records mostly do not fit the format is refused before
+anything is written. A pretty-printed JSON document (an OpenAI message list) is told apart from
+JSONL.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
 import json
 import os
+import shutil
+import stat
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from ..errors import CtxtoolError
-from . import FORMATS, Line, Transcript, TranscriptError, parser_for
+from . import FORMATS, PARSERS, Line, Transcript, TranscriptError, parse
+from .walk import main_line_ids
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
-_PEEK_LINES = 50
+STDIN = "-"
+_PEEK_RECORDS = 100  # records read ahead to detect and check the format
+_PEEK_LINES = 400
+_BOM = b"\xef\xbb\xbf"
+_STDIN_ID_BYTES = 65536
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files to import: each file as given, directories walked for transcripts, ``-`` = stdin."""
+    """Files to import: each path as given (a missing one is reported when it is imported, so
+    it never stops the others), directories walked for transcripts, ``-`` = stdin."""
     out: list[str] = []
     for p in paths:
-        if p == "-":
-            out.append(p)
-            continue
-        path = Path(p)
-        if path.is_dir():
-            out.extend(str(f) for f in sorted(path.rglob("*"))
-                       if f.is_file() and f.suffix in TRANSCRIPT_SUFFIXES)
-        elif path.exists():
-            out.append(p)
+        if p != STDIN and os.path.isdir(p):
+            found = []
+            for root, dirs, files in os.walk(p):  # never follows a symlinked folder (no loops)
+                dirs.sort()
+                found.extend(os.path.join(root, name) for name in files
+                             if name.endswith(TRANSCRIPT_SUFFIXES))
+            out.extend(sorted(found))
         else:
-            raise CtxtoolError(f"{p}: no such file or directory")
+            out.append(p)
     return out
 
 
-class CountingStream:
-    """Binary lines from a stream, counting bytes read (for progress)."""
+def file_sizes(paths: Iterable[str]) -> int:
+    """Total bytes of the regular files among ``paths`` (the progress bar's total)."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            st = os.stat(p)
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
 
-    def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None):
+
+@contextlib.contextmanager
+def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
+    """The transcript's bytes, seekable (a branched tree is read twice), and the source id a
+    transcript without one of its own gets (see :func:`fallback_source_id`).
+
+    Standard input is spooled to a temporary file, so memory stays flat for any size. Anything
+    that is not a regular file (a FIFO, a device) is refused rather than read: it could block
+    forever."""
+    if path == STDIN:
+        with tempfile.TemporaryFile() as spool:
+            head = sys.stdin.buffer.read(_STDIN_ID_BYTES)
+            spool.write(head)
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.seek(0)
+            yield spool, f"stdin-{hashlib.sha256(head).hexdigest()[:16]}"
+        return
+    mode = os.stat(path).st_mode  # OSError: missing, permission, symlink loop
+    if stat.S_ISDIR(mode):
+        raise TranscriptError(path, None, "is a directory")
+    if not stat.S_ISREG(mode):
+        raise TranscriptError(path, None, "not a regular file (a FIFO, socket or device); "
+                                          "save the transcript to a file first")
+    with open(path, "rb") as stream:
+        yield stream, fallback_source_id(path)
+
+
+def fallback_source_id(path: str) -> str:
+    """The id of a transcript that names no session of its own (OpenAI chat files): its file
+    name plus a hash of its absolute real path. Two files of the same name in two folders
+    (``run1/task-42.traj``, ``run2/task-42.traj``) are two transcripts; the same file imported
+    again (grown, or through a symlink) is the same one; a moved file is a new one."""
+    real = os.path.realpath(path)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{Path(path).stem[:100]}@{digest}"
+
+
+class CountingStream:
+    """Binary lines from a stream, counting bytes read (for progress), a UTF-8 byte order mark
+    dropped from the first line."""
+
+    def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None = None):
         self.stream, self.on_bytes = stream, on_bytes
 
     def __iter__(self) -> Iterator[bytes]:
+        first = True
         for raw in self.stream:
             if self.on_bytes:
                 self.on_bytes(len(raw))
+            if first:
+                first = False
+                if raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
             yield raw
-
-
-def open_transcript(path: str, stream: BinaryIO, fmt: str | None, skip_invalid: bool,
-                    skipped: Counter, main: set[str] | None = None) -> tuple[str, Transcript]:
-    """Detect the format (unless given) from the first records and start parsing."""
-    raw_iter = iter(stream)
-    peeked: list[bytes] = []
-    first_obj = None
-    first_char = None
-    for raw in raw_iter:
-        peeked.append(raw)
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        if b"\x00" in raw:
-            raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
-        if first_char is None:
-            first_char = stripped[:1]
-        try:
-            obj = json.loads(stripped.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            if first_char in (b"[", b"{") and len(peeked) == _first_nonblank(peeked) \
-                    and stripped.endswith((b"{", b"[", b",")):
-                # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
-                # first line opens an object or array. A broken JSONL record is reported below.
-                return _whole_document(path, peeked, raw_iter, fmt, skipped)
-            if not skip_invalid:
-                break  # LineReader reports this line with its number
-            continue
-        if isinstance(obj, dict):
-            first_obj = obj
-            break
-        if isinstance(obj, list):
-            return _whole_document(path, peeked, raw_iter, fmt, skipped)
-        if len(peeked) >= _PEEK_LINES:
-            break
-    if not any(r.strip() for r in peeked):
-        raise TranscriptError(path, None, "file is empty")
-    lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, skipped)
-    if fmt is None:
-        if first_obj is None:
-            next(iter(lines), None)  # raises the error of the first bad line, if there is one
-            raise TranscriptError(path, None, "no complete JSON record in the first lines")
-        fmt = detect_format(first_obj, path)
-    return fmt, parser_for(fmt)(iter(lines), path, skipped, main)
-
-
-def _first_nonblank(peeked: list[bytes]) -> int:
-    for i, raw in enumerate(peeked, start=1):
-        if raw.strip():
-            return i
-    return 0
-
-
-def _whole_document(path, peeked, raw_iter, fmt, skipped) -> tuple[str, Transcript]:
-    data = b"".join(itertools.chain(peeked, raw_iter))
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(path, data.count(b"\n", 0, exc.start) + 1, "invalid UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
-    fmt = fmt or detect_format(doc, path)
-    if fmt != "openai-chat":
-        raise TranscriptError(path, None,
-                              f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
-    messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
-    if not isinstance(messages, list):
-        raise TranscriptError(path, None, "expected a list of messages")
-    lines = (Line(i, m) if isinstance(m, dict) else _bad_item(path, i)
-             for i, m in enumerate(messages, start=1))
-    transcript = parser_for(fmt)(lines, path, skipped)
-    return fmt, transcript
-
-
-def _bad_item(path: str, index: int):
-    raise TranscriptError(path, None, f"message #{index} is not a JSON object")
 
 
 class LineReader:
@@ -142,30 +129,152 @@ class LineReader:
         for number, raw in enumerate(self.stream, start=1):
             if not raw.strip():
                 continue
-            try:
-                text = raw.decode("utf-8")
-                obj = json.loads(text)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                if not raw.endswith(b"\n"):
-                    # An unterminated last line: the agent is still writing it. Not an error;
-                    # the next import of the grown file picks it up.
-                    self.skipped["incomplete_last_line"] += 1
-                    continue
-                if isinstance(exc, UnicodeDecodeError):
-                    self._bad(number, f"invalid UTF-8 at byte {exc.start} of the line")
-                else:
-                    snippet = text.strip()[:40].encode("unicode_escape").decode("ascii")
-                    self._bad(number, f"malformed JSON ({exc.msg} at column {exc.colno}): {snippet!r}")
-                continue
-            if not isinstance(obj, dict):
-                self._bad(number, f"expected a JSON object, found {type(obj).__name__}")
-                continue
-            yield Line(number, obj)
+            obj, problem = decode_line(raw)
+            if problem is None:
+                yield Line(number, obj)
+            elif not raw.endswith(b"\n") and problem.startswith(("malformed", "invalid UTF-8")):
+                # An unterminated last line: the agent is still writing it. Not an error;
+                # the next import of the grown file picks it up.
+                self.skipped["incomplete_last_line"] += 1
+            elif not self.skip_invalid:
+                raise TranscriptError(self.path, number,
+                                      problem + " (use --skip-invalid to skip such lines)")
+            else:
+                self.skipped["invalid_line"] += 1
 
-    def _bad(self, number: int, message: str) -> None:
-        if not self.skip_invalid:
-            raise TranscriptError(self.path, number, message + " (use --skip-invalid to skip such lines)")
-        self.skipped["invalid_line"] += 1
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def decode_line(raw: bytes) -> tuple[object, str | None]:
+    """(the line's object, None), or (None, what is wrong with it)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"invalid UTF-8 at byte {exc.start} of the line"
+    if b"\x00" in raw:
+        return None, "binary data, not a text transcript"
+    try:
+        obj = _decode(text)
+    except json.JSONDecodeError as exc:
+        snippet = text.strip()[:40].encode("unicode_escape").decode("ascii")
+        return None, f"malformed JSON ({exc.msg} at column {exc.colno}): {snippet!r}"
+    except ValueError as exc:  # NaN/Infinity, an integer of thousands of digits
+        return None, f"malformed JSON ({str(exc).splitlines()[0][:80]})"
+    except RecursionError:
+        return None, "malformed JSON (nested too deeply)"
+    if not isinstance(obj, dict):
+        return None, f"expected a JSON object, found {type(obj).__name__}"
+    if (b"\\ud" in raw or b"\\uD" in raw) and _has_lone_surrogate(obj):
+        return None, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff): not valid Unicode"
+    return obj, None
+
+
+def _has_lone_surrogate(obj) -> bool:
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (RecursionError, ValueError):
+        return False
+    return False
+
+
+def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
+                    skip_invalid: bool = False, main: set[str] | None = None) -> Transcript:
+    """Detect the format (unless given) from the first records, check the file's records fit
+    it, and start parsing (lazily: records stream as the caller consumes them)."""
+    raw_iter = iter(stream)
+    peeked: list[bytes] = []
+    samples: list[dict] = []
+    first_bad: tuple[int, str, bytes] | None = None
+    for raw in raw_iter:
+        peeked.append(raw)
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if b"\x00" in raw:
+            raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
+        obj, problem = decode_line(raw)
+        if problem is not None and not samples and first_bad is None and \
+                stripped[:1] in (b"[", b"{") and stripped.endswith((b"{", b"[", b",")):
+            # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
+            # first line opens an object or array.
+            return _whole_document(path, peeked, raw_iter, fmt)
+        if problem is None:
+            samples.append(obj)
+        elif first_bad is None:
+            first_bad = (len(peeked), problem, raw)
+            if not samples and problem.startswith("expected a JSON object, found list"):
+                return _whole_document(path, peeked, raw_iter, fmt)
+        if len(samples) >= _PEEK_RECORDS or len(peeked) >= _PEEK_LINES:
+            break
+    if not any(r.strip() for r in peeked):
+        raise TranscriptError(path, None, "file is empty")
+    if not samples:
+        _no_records(path, first_bad)
+    fmt = fmt or detect_format(samples[0], path)
+    check_fit(path, fmt, samples)
+    parser = PARSERS[fmt]()
+    lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, parser.skipped)
+    return parse(parser, lines, path, skip_invalid, main)
+
+
+def _no_records(path: str, first_bad: tuple[int, str, bytes] | None):
+    """No line of the first ones is a JSON object: this is no JSONL transcript (skipping
+    lines would not help), or only an unterminated first line has been written so far."""
+    number, problem, raw = first_bad
+    if raw.endswith(b"\n"):
+        raise TranscriptError(path, number, f"{problem}; this is not a JSONL transcript")
+    raise TranscriptError(path, None, "no complete JSON record in the first lines")
+
+
+def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
+    """Refuse a file whose first records mostly do not fit ``fmt`` (a wrong --format, or a
+    file that is no transcript), naming the format they do look like."""
+    fitting = sum(1 for s in samples if PARSERS[fmt].fits(s))
+    if fitting * 2 > len(samples):
+        return
+    scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
+    best = max(scores, key=scores.get)
+    hint = (f"they look like {best} ({scores[best]} fit); use --format {best}"
+            if scores[best] > fitting else "they fit no known format")
+    raise TranscriptError(path, None, f"{len(samples) - fitting} of the first {len(samples)} "
+                                      f"records are not {fmt} records: {hint}")
+
+
+def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: bool) -> set[str]:
+    """First pass over a branched tree file (see :func:`ctxtool.transcripts.tree.main_line`)."""
+    return main_line_ids(PARSERS[fmt], LineReader(path, stream, skip_invalid, Counter()))
+
+
+def _whole_document(path, peeked, raw_iter, fmt) -> Transcript:
+    data = b"".join(itertools.chain(peeked, raw_iter))
+    try:
+        doc = _decode(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(path, data.count(b"\n", 0, exc.start) + 1, "invalid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise TranscriptError(path, None, f"malformed JSON ({type(exc).__name__})") from None
+    fmt = fmt or detect_format(doc, path)
+    if fmt != "openai-chat":
+        raise TranscriptError(path, None,
+                              f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
+    messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
+    if not isinstance(messages, list):
+        raise TranscriptError(path, None, "expected a list of messages")
+    for i, m in enumerate(messages, start=1):
+        if not isinstance(m, dict):
+            raise TranscriptError(path, None, f"message #{i} is not a JSON object")
+    if _has_lone_surrogate(messages):
+        raise TranscriptError(path, None, "a string holds a lone UTF-16 surrogate: not valid Unicode")
+    return parse(PARSERS[fmt](), (Line(i, m) for i, m in enumerate(messages, start=1)), path)
 
 
 def detect_format(first: dict | list, path: str) -> str:
@@ -189,10 +298,6 @@ def detect_format(first: dict | list, path: str) -> str:
         return "claude-code"
     if "role" in first:
         return "openai-chat"
-    raise TranscriptError(
-        path, 1, f"cannot tell the transcript format (first record has keys "
-                 f"{', '.join(sorted(first)[:8])}); pass --format {{{','.join(FORMATS)}}}")
-
-
-def file_sizes(paths: Iterable[str]) -> int:
-    return sum(os.path.getsize(p) for p in paths if p != "-")
+    keys = ", ".join(sorted(str(k)[:40] for k in first)[:8])
+    raise TranscriptError(path, 1, f"cannot tell the transcript format (first record has keys "
+                                   f"{keys}); pass --format {{{','.join(FORMATS)}}}")

@@ -8,62 +8,82 @@ Leading system messages become the session's system prompt. Extra fields are kep
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Iterator
+from . import fields as f
+from .records import InvalidRecord, Line, Record, SourceMessage
+from .walk import FormatParser
 
-from . import (Line, Record, SourceMessage, SourceSession, Transcript, UniqueIds, first_line_title,
-               text_of, tool_call)
-
-FORMAT = "openai-chat"
 _KNOWN = {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "name", "function_call"}
 _ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 
 
-def parse(lines: Iterator[Line], path: str, skipped: Counter,
-          main: set[str] | None = None) -> Transcript:
-    """Parse the file (``main`` is for tree formats; this one is linear)."""
-    session = SourceSession(FORMAT)
-    return Transcript(session, _records(lines, session, skipped), skipped)
+class OpenAIChatParser(FormatParser):
+    name = "openai-chat"
 
+    def __init__(self):
+        super().__init__()
+        self.leading = True  # still in the leading system messages
+        self.legacy_calls: dict[str, list[str]] = {}  # function name -> unanswered call ids
 
-def _records(lines: Iterator[Line], session: SourceSession, skipped: Counter) -> Iterator[Record]:
-    ids = UniqueIds()
-    leading = True
-    legacy_calls: dict[str, list[str]] = {}  # function name -> ids of unanswered function_calls
-    for line in lines:
+    @staticmethod
+    def fits(obj: dict) -> bool:
+        return obj.get("role") in _ROLES if isinstance(obj.get("role"), str) else False
+
+    def kind_of(self, obj: dict) -> str:
+        role = obj.get("role")
+        return "message" if isinstance(role, str) and role in _ROLES else f"role:{f.label(role)}"
+
+    def _message(self, line: Line) -> list[Record] | None:
         msg = line.obj
-        role = msg.get("role")
-        if role not in _ROLES:
-            skipped[f"role:{role}"] += 1
-            continue
-        text = text_of(msg.get("content"), skipped)
-        if role in ("system", "developer") and leading:
-            session.system_prompt = text if session.system_prompt is None else (
-                session.system_prompt + "\n\n" + text)
-            continue
-        leading = False
+        role = msg["role"]
+        text = f.text_of(msg.get("content"), self.skipped)
+        if role in ("system", "developer") and self.leading:
+            prompt = self.session.system_prompt
+            self.session.system_prompt = text if prompt is None else prompt + "\n\n" + text
+            return None
+        self.leading = False
         role = {"developer": "system", "function": "tool"}.get(role, role)
-        calls = None
+        calls = self._calls(msg, line.number)
+        call_id = self._call_id(msg)
+        if role == "user" and self.session.title is None:
+            self.session.title = f.first_line_title(text)
+        extra = {k: v for k, v in msg.items() if k not in _KNOWN}
+        own_id = msg.get("id") if isinstance(msg.get("id"), str) else None
+        if own_id is not None:
+            f.identifier(msg, "id")
+        return [SourceMessage(self.ids(own_id, line.number), role,
+                              text if text or not calls else None, line.number,
+                              tool_calls=calls, tool_call_id=call_id,
+                              name=f.name(msg, "name") if role != "tool" else None,
+                              details=extra or None)]
+
+    def _calls(self, msg: dict, number: int) -> list[dict] | None:
         if isinstance(msg.get("tool_calls"), list):
-            calls = [tool_call(c.get("id") or "", (c.get("function") or {}).get("name") or "",
-                               (c.get("function") or {}).get("arguments"))
-                     for c in msg["tool_calls"] if isinstance(c, dict)] or None
-        elif isinstance(msg.get("function_call"), dict):
+            calls = []
+            for c in msg["tool_calls"]:
+                if not isinstance(c, dict):
+                    continue
+                fn = f.obj(c, "function") or {}
+                calls.append(f.tool_call(f.identifier(c, "id") or "", f.name(fn, "name") or "",
+                                         fn.get("arguments")))
+            return calls or None
+        if isinstance(msg.get("function_call"), dict):
             # The legacy (2023) shape: one function_call, answered by a role "function" message.
             fn = msg["function_call"]
-            calls = [tool_call(f"call_L{line.number}", fn.get("name") or "", fn.get("arguments"))]
-            legacy_calls.setdefault(fn.get("name") or "", []).append(calls[0]["id"])
-        call_id = msg.get("tool_call_id")
-        if call_id is None and isinstance(msg.get("tool_call_ids"), list) and msg["tool_call_ids"]:
-            call_id = msg["tool_call_ids"][0]
-        if call_id is None and msg.get("role") == "function" and legacy_calls.get(msg.get("name") or ""):
-            call_id = legacy_calls[msg.get("name") or ""].pop(0)
-        extra = {k: v for k, v in msg.items() if k not in _KNOWN}
-        if role == "user" and session.title is None:
-            session.title = first_line_title(text)
-        yield SourceMessage(ids(msg.get("id") if isinstance(msg.get("id"), str) else None,
-                                line.number),
-                            role, text if text or not calls else None, line.number,
-                            tool_calls=calls, tool_call_id=call_id,
-                            name=msg.get("name") if role != "tool" else None,
-                            details=extra or None)
+            calls = [f.tool_call(f"call_L{number}", f.name(fn, "name") or "", fn.get("arguments"))]
+            self.legacy_calls.setdefault(fn.get("name") or "", []).append(calls[0]["id"])
+            return calls
+        return None
+
+    def _call_id(self, msg: dict) -> str | None:
+        call_id = f.identifier(msg, "tool_call_id")
+        ids = msg.get("tool_call_ids")
+        if call_id is None and isinstance(ids, list) and ids:
+            if not isinstance(ids[0], str):
+                raise InvalidRecord(f"'tool_call_ids' must hold strings, not {f.json_type(ids[0])}")
+            call_id = f.identifier({"tool_call_ids": ids[0]}, "tool_call_ids")
+        name = msg.get("name") if isinstance(msg.get("name"), str) else ""
+        if call_id is None and msg["role"] == "function" and self.legacy_calls.get(name):
+            call_id = self.legacy_calls[name].pop(0)
+        return call_id
+
+    handlers = {"message": _message}

@@ -1,0 +1,255 @@
+"""Writing an imported session: its session row, its messages in batches, its checkpoints.
+
+The import rules themselves are pure (``ctxtool.transcripts.reconcile``); this module only
+turns their actions into statements. Messages go in multi-row INSERT batches, bounded in rows
+and bytes so memory stays flat; parsing overlaps with the database: the caller's thread parses
+and renders each batch while one writer thread sends the previous one (releasing the GIL while
+the server works), in order, with at most one batch in flight.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, namedtuple
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from ..db import dialect_of
+from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
+from ..db.schema import MESSAGE_INSERT_COLUMNS
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..errors import CtxtoolError
+from ..transcripts.reconcile import (Action, CompleteMessage, NewCheckpoint, NewMessage,
+                                     StoredMessage, StoredSession, fingerprint, size_problem)
+from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
+from .reads import Store
+
+BATCH_ROWS = 1000
+BATCH_BYTES = 4 * 1024 * 1024
+# MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
+MAX_JSON_DEPTH = 30
+
+# One agent_message row as the importer inserts it: the columns, in order, come from the schema.
+MessageRow = namedtuple("MessageRow", MESSAGE_INSERT_COLUMNS)
+
+
+class SessionGone(Exception):
+    """The session row this import found was removed (a failed concurrent import cleaned it up)
+    before it was locked: look it up again."""
+
+
+class ImportedSessions:
+    """The agent_session rows of imported transcripts, one per (source_format, source_id)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def find_or_create(self, source_format: str, source_id: str) -> tuple[int, bool]:
+        """The session id for this source, allocating a new one (committed at once) if needed;
+        True when it was created here (and must be dropped if this import fails)."""
+        lookup = sa.select(S.c.session_id).where(S.c.source_format == source_format,
+                                                 S.c.source_id == source_id)
+        for _attempt in range(20):
+            with self.engine.begin() as conn:
+                existing = conn.execute(lookup).scalar()
+                if existing is not None:
+                    return int(existing), False
+            try:
+                with self.engine.begin() as conn:
+                    # One statement allocates max+1 and inserts; a concurrent importer that took
+                    # the same id makes it fail on the primary key, and we try again.
+                    conn.execute(sa.text(
+                        "INSERT INTO agent_session (session_id, source_format, source_id) "
+                        "SELECT COALESCE(MAX(session_id), 0) + 1, :f, :s FROM agent_session"),
+                        {"f": source_format, "s": source_id})
+                    return int(conn.execute(lookup).scalar()), True
+            except IntegrityError:
+                continue
+        raise CtxtoolError(f"could not allocate a session id for {source_format}:{source_id}")
+
+    @staticmethod
+    def lock(conn: Connection, session_id: int) -> None:
+        """Hold the session row for this transaction (the first statement in it, so what is read
+        next includes every import of the same transcript that committed before). Two imports
+        of one transcript queue here instead of racing on its messages."""
+        found = conn.execute(sa.select(S.c.session_id).where(S.c.session_id == session_id)
+                             .with_for_update()).first()
+        if found is None:
+            raise SessionGone(session_id)
+
+    @staticmethod
+    def stored(conn: Connection, session_id: int) -> StoredSession:
+        """What the store holds of this session, for the reconciler."""
+        size = sa.func.coalesce(sa.func.length(sa.cast(M.c.content, sa.LargeBinary)), 0)
+        rows = conn.execute(sa.select(M.c.id, M.c.source_id, M.c.role, size)
+                            .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
+                            .order_by(M.c.id))
+        out = StoredSession()
+        last = None
+        for last in rows:
+            out.messages[last[1]] = fingerprint(last[2], int(last[3]))
+        if last is not None:
+            calls = conn.execute(sa.select(M.c.tool_calls).where(M.c.id == last[0])).scalar()
+            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]),
+                                     len(calls) if isinstance(calls, list) else 0)
+        out.compactions = {r[0] for r in conn.execute(
+            sa.select(C.c.source_id).where(C.c.session_id == session_id, C.c.source_id.is_not(None)))}
+        return out
+
+    @staticmethod
+    def update(conn: Connection, session_id: int, src: SourceSession, path: str) -> None:
+        """What the transcript says about its session (title, model, prompt, start, details)."""
+        details = {k: v for k, v in src.details.items() if v is not None} or None
+        if details:
+            json_text(details, path, None)
+        if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
+            raise TranscriptError(path, None, "system prompt larger than the 16 MB the store accepts")
+        values = {k: v for k, v in {
+            "title": (src.title or "")[:512] or None, "model": src.model,
+            "system_prompt": src.system_prompt, "created_at": src.created_at,
+            "details": details}.items() if v is not None}
+        if values:
+            conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
+
+    def drop_if_empty(self, session_id: int) -> None:
+        """Remove a session row this import created when it wrote nothing into it. The row lock
+        waits for a concurrent import of the same transcript that is using it."""
+        with self.engine.begin() as conn:
+            if conn.execute(sa.select(S.c.session_id).where(S.c.session_id == session_id)
+                            .with_for_update()).first() is None:
+                return
+            used = conn.execute(sa.select(M.c.id).where(M.c.session_id == session_id).limit(1)).first()
+            if used is None:
+                conn.execute(S.delete().where(S.c.session_id == session_id))
+
+
+class MessageWriter:
+    """The write pipeline of one session's import, inside the caller's transaction.
+
+    Use as a context manager: the writer thread never outlives the transaction."""
+
+    def __init__(self, conn: Connection, session_id: int, fmt: str, path: str,
+                 created_at: datetime | None):
+        self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
+        dialect = dialect_of(conn)
+        self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
+        self.inserts = dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
+        # created_at is NOT NULL: a record without a usable time takes the last one seen.
+        self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
+        self.messages_added = self.compactions_added = 0
+        self.skipped: Counter = Counter()
+        self._rows: list[MessageRow] = []
+        self._bytes = 0
+        self._completions: list[CompleteMessage] = []
+        self._checkpoints: list[NewCheckpoint] = []
+        self._thread = ThreadPoolExecutor(max_workers=1)
+        self._in_flight: Future | None = None
+
+    def __enter__(self) -> "MessageWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._thread.shutdown(wait=True)
+
+    def apply(self, actions: list[Action]) -> None:
+        """Queue one record's actions; a batch goes out when full, or before anything that
+        needs the rows before it in the database (a checkpoint's first kept id, a completion)."""
+        for action in actions:
+            if isinstance(action, NewMessage):
+                row = self.row(action.message)
+                self._rows.append(row)
+                self._bytes += len(row.content) if row.content else 0
+            elif isinstance(action, CompleteMessage):
+                self._completions.append(action)
+            else:
+                self._checkpoints.append(action)
+        if (len(self._rows) >= BATCH_ROWS or self._bytes >= BATCH_BYTES or self._checkpoints
+                or self._completions):
+            self._flush()
+
+    def close(self) -> None:
+        """Send what is left and wait for it."""
+        self._flush()
+        if self._in_flight is not None:
+            self._in_flight.result()
+
+    def row(self, msg: SourceMessage) -> MessageRow:
+        tool_calls = json_text(msg.tool_calls, self.path, msg.line)
+        details = json_text(msg.details, self.path, msg.line)
+        problem = size_problem(msg.content, (tool_calls, details), MEDIUMTEXT_BYTES, self.max_row_bytes)
+        if problem:
+            raise TranscriptError(self.path, msg.line, problem)
+        self.last_time = msg.created_at or self.last_time
+        return MessageRow(session_id=self.session_id, role=msg.role, content=msg.content,
+                          created_at=self.last_time.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                          tool_calls=tool_calls, tool_call_id=msg.tool_call_id, name=msg.name,
+                          source_id=msg.source_id, details=details)
+
+    def _flush(self) -> None:
+        payload = self.inserts.render(self._rows)
+        if self._in_flight is not None:
+            self._in_flight.result()
+        self._in_flight = self._thread.submit(self._send, payload, len(self._rows),
+                                              self._completions, self._checkpoints)
+        self._rows, self._bytes, self._completions, self._checkpoints = [], 0, [], []
+
+    def _send(self, payload, count: int, completions: list[CompleteMessage],
+              checkpoints: list[NewCheckpoint]) -> None:
+        """On the writer thread: completions, the batch, then the checkpoints after it."""
+        for done in completions:
+            full = done.message
+            self.conn.execute(M.update().where(M.c.id == done.stored_id).values(
+                content=full.content, tool_calls=full.tool_calls, details=full.details or None,
+                token_count=None, token_encoding=None))
+        self.inserts.send(payload)
+        self.messages_added += count
+        for checkpoint in checkpoints:
+            self._write_checkpoint(checkpoint)
+
+    def _write_checkpoint(self, checkpoint: NewCheckpoint) -> None:
+        comp = checkpoint.compaction
+        first_kept = self.conn.execute(sa.select(M.c.id).where(
+            M.c.session_id == self.session_id,
+            M.c.source_id == checkpoint.first_kept_source_id)).scalar()
+        if first_kept is None or not comp.summary.strip():
+            self.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
+            return
+        details = comp.details or None
+        json_text(details, self.path, comp.line)
+        self.conn.execute(C.insert().values(
+            session_id=self.session_id, summary=comp.summary, first_kept_message_id=first_kept,
+            tokens_before=comp.tokens_before,
+            parent_compaction_id=Store(self.conn.engine).latest_compaction_id(self.session_id, self.conn),
+            summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details))
+        self.compactions_added += 1
+
+
+def json_text(value, path: str, line: int | None) -> str | None:
+    """A JSON column's text; a document nested deeper than every supported server stores is
+    refused with the file and line."""
+    if not value:
+        return None
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        raise TranscriptError(path, line, "a value is nested too deeply to store") from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _depth(value) > MAX_JSON_DEPTH:
+        raise TranscriptError(path, line, f"a value is nested more than {MAX_JSON_DEPTH} levels "
+                                          "deep; the database's JSON columns refuse it")
+    return text
+
+
+def _depth(value) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

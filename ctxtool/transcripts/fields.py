@@ -1,0 +1,166 @@
+"""Typed access to the fields of a source record: every value is checked before it is used.
+
+Transcripts are other programs' output and sometimes hostile (a list where an id belongs, a
+number as a role): the accessors raise :class:`InvalidRecord` naming the field, which the
+shared walk reports as ``file:line`` instead of a traceback deep in a parser. Fields that are
+only informative (a usage count, a time) are read leniently: a wrong type reads as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from .records import InvalidRecord
+
+# A source id plus the suffix a parser may add (``#text``, ``@L12345``) fits VARCHAR(191).
+MAX_ID_CHARS = 160
+# Names, tool call ids and models are VARCHAR(191) in the store.
+MAX_NAME_CHARS = 191
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number", type(None): "null"}
+
+
+def json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def string(rec: dict, key: str, max_chars: int | None = None) -> str | None:
+    """``rec[key]`` as a string, None when absent or null; anything else is invalid."""
+    value = rec.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRecord(f"{key!r} must be a string, not {json_type(value)}")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidRecord(f"{key!r} is {len(value)} characters long (at most {max_chars})")
+    return value
+
+
+def identifier(rec: dict, key: str) -> str | None:
+    """An id that becomes part of a stored key (a record uuid, a call id)."""
+    return string(rec, key, MAX_ID_CHARS)
+
+
+def name(rec: dict, key: str) -> str | None:
+    """A short name stored in a VARCHAR(191) column (a tool name, a model)."""
+    return string(rec, key, MAX_NAME_CHARS)
+
+
+def obj(rec: dict, key: str) -> dict | None:
+    """``rec[key]`` as a JSON object, None when absent or null."""
+    value = rec.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise InvalidRecord(f"{key!r} must be an object, not {json_type(value)}")
+
+
+def integer(value: Any) -> int | None:
+    """An informative count: an integer, or None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO-8601 text or epoch milliseconds as naive UTC; None for anything unparseable or
+    outside the years a DATETIME column holds (1000-9999)."""
+    parsed = _parse_time(value)
+    return parsed if parsed is not None and parsed.year >= 1000 else None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = value / 1000 if value > 1e11 else value
+            return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
+        if isinstance(value, str) and value:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if parsed.tzinfo is not None:
+                parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+            return parsed
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def text_of(content: Any, skipped=None, kinds: tuple[str, ...] = ("text",)) -> str:
+    """Plain text of a string or a list of content blocks (only blocks of ``kinds``); the
+    other blocks are counted in ``skipped`` as ``block:<type>``."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                kind = block.get("type")
+                if kind in kinds or (kind is None and "text" in block):
+                    text = block.get("text")
+                    parts.append(text if isinstance(text, str) else _as_text(text))
+                elif skipped is not None:
+                    skipped[f"block:{label(kind)}"] += 1
+        return "\n".join(p for p in parts if p)
+    return _as_text(content)
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def label(kind: Any) -> str:
+    """A record kind as a counter label: hostile kinds (objects, huge strings) stay short."""
+    if kind is None:
+        return "None"
+    return kind[:64] if isinstance(kind, str) else json_type(kind)
+
+
+def tool_call(call_id: str, name_: str, arguments: Any) -> dict:
+    """An OpenAI-style tool call; non-string arguments are serialised as JSON."""
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name_, "arguments": arguments}}
+
+
+def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,
+                    cache_write: Any = None) -> dict | None:
+    """Provider usage in one shape; ``context_tokens`` is the prompt size the provider saw."""
+    values = [_count(v) for v in (input_tokens, output_tokens, cache_read, cache_write)]
+    if all(v is None for v in values):
+        return None
+    i, o, r, w = (v or 0 for v in values)
+    return {"input_tokens": i, "output_tokens": o, "cache_read_tokens": r,
+            "cache_write_tokens": w, "context_tokens": i + r + w}
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+class UniqueIds:
+    """Source ids, made unique within a file: a repeated id gets its line number appended."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+
+    def __call__(self, wanted: str | None, line: int, suffix: str = "") -> str:
+        base = (wanted or f"L{line}") + suffix
+        if base in self.seen:
+            base = f"{base}@L{line}"
+        self.seen.add(base)
+        return base
+
+
+def first_line_title(text: str | None, limit: int = 80) -> str | None:
+    if not text or not text.strip():
+        return None
+    line = text.strip().splitlines()[0]
+    return (line[: limit - 1] + "…") if len(line) > limit else (line or None)

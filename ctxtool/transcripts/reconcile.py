@@ -1,0 +1,203 @@
+"""The import rules, as one pure step over a transcript's records (no database, plain lists).
+
+Given what the store already holds of a session, :class:`Reconciler` turns each parsed record
+into what must be written:
+
+- a tool result whose call is not in the transcript (trimmed logs, a skipped item) becomes a
+  ``user`` message: an orphan result would make the restored context invalid for an API;
+- a checkpoint whose first kept message is a tool result keeps the call too (its first kept
+  message moves to the assistant message making the call), whichever agent wrote it;
+- the last stored message, caught mid-stream by the previous import, is completed when the
+  transcript now holds more of it;
+- a file that disagrees with the stored messages it claims to extend is refused, not merged.
+
+The size limit is :func:`size_problem`, a rule on the bytes a message costs to send.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from .records import Record, SourceCompaction, SourceMessage, TranscriptError
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """What the store holds of one message: enough to recognise it and to see it grew."""
+
+    id: int
+    source_id: str
+    role: str
+    content_bytes: int
+    tool_calls: int = 0
+
+
+def fingerprint(role: str, content_bytes: int) -> int:
+    """A stored message as one small int (memory stays small for very long sessions)."""
+    return content_bytes * 8 + (ROLES.index(role) if role in ROLES else 7)
+
+
+@dataclass
+class StoredSession:
+    """The session as stored: message fingerprints by source id, checkpoint source ids, and the
+    last stored message (possibly caught mid-stream)."""
+
+    messages: dict[str, int] = field(default_factory=dict)
+    compactions: set[str] = field(default_factory=set)
+    last: StoredMessage | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    message: SourceMessage
+
+
+@dataclass(frozen=True)
+class CompleteMessage:
+    """Rewrite stored message ``stored_id`` with the fuller ``message``."""
+
+    stored_id: int
+    message: SourceMessage
+
+
+@dataclass(frozen=True)
+class NewCheckpoint:
+    compaction: SourceCompaction
+    first_kept_source_id: str
+
+
+Action = NewMessage | CompleteMessage | NewCheckpoint
+
+
+@dataclass
+class Counts:
+    messages_present: int = 0
+    compactions_present: int = 0
+    converted: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+
+
+class Reconciler:
+    """The rules above, one record at a time (records in transcript order)."""
+
+    def __init__(self, path: str, stored: StoredSession | None = None):
+        self.path = path
+        self.stored = stored or StoredSession()
+        self.counts = Counts()
+        self.call_owner: dict[str, str] = {}  # tool call id -> source id of the message making it
+        self.tool_owner: dict[str, str] = {}  # tool result source id -> its call's message
+        self.waiting: list[SourceCompaction] = []  # checkpoints keeping "the next message"
+
+    def run(self, records: Iterable[Record]) -> Iterator[Action]:
+        for rec in records:
+            yield from self.step(rec)
+        self.finish()
+
+    def step(self, rec: Record) -> list[Action]:
+        if isinstance(rec, SourceCompaction):
+            return self._checkpoint(rec)
+        msg = rec
+        self._pair(msg)
+        out: list[Action] = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
+        self.waiting.clear()
+        stored = self.stored.messages.get(msg.source_id)
+        if stored is None:
+            out.insert(0, NewMessage(msg))
+            return out
+        self.counts.messages_present += 1
+        completed = self._compare(msg, stored)
+        return ([completed] if completed else []) + out
+
+    def finish(self) -> None:
+        if self.waiting:
+            self.counts.skipped["compaction_without_kept_message"] += len(self.waiting)
+            self.waiting.clear()
+
+    def _pair(self, msg: SourceMessage) -> None:
+        if msg.tool_calls:
+            for call in msg.tool_calls:
+                self.call_owner[call["id"]] = msg.source_id
+        elif msg.role == "tool":
+            owner = self.call_owner.get(msg.tool_call_id) if msg.tool_call_id else None
+            if owner is not None:
+                self.tool_owner[msg.source_id] = owner
+                return
+            msg.details = {**(msg.details or {}), "source_role": "tool",
+                           "orphan_tool_call_id": msg.tool_call_id}
+            msg.role, msg.tool_call_id = "user", None
+            self.counts.converted["orphan_tool_result_to_user"] += 1
+
+    def _checkpoint(self, comp: SourceCompaction) -> list[Action]:
+        if comp.source_id in self.stored.compactions:
+            self.counts.compactions_present += 1
+            return []
+        self.stored.compactions.add(comp.source_id)
+        if comp.first_kept_source_id is None:
+            self.waiting.append(comp)
+            return []
+        first_kept = comp.first_kept_source_id
+        if first_kept in self.tool_owner:
+            first_kept = self._moved(comp, first_kept)
+        return [NewCheckpoint(comp, first_kept)]
+
+    def _kept_from(self, comp: SourceCompaction, msg: SourceMessage) -> str:
+        """A waiting checkpoint keeps from ``msg``, or from the call of a tool result."""
+        return self._moved(comp, msg.source_id) if msg.source_id in self.tool_owner else msg.source_id
+
+    def _moved(self, comp: SourceCompaction, tool_result: str) -> str:
+        # The agent kept a tool result but summarised its call: keep the call too, or the
+        # restored context would hold an orphan result.
+        comp.details = {**(comp.details or {}), "first_kept_moved_to_call_of": tool_result}
+        return self.tool_owner[tool_result]
+
+    def _compare(self, msg: SourceMessage, stored: int) -> CompleteMessage | None:
+        """A message the store already holds: the same, or the last one grown; else refuse."""
+        size = len(msg.content.encode("utf-8")) if msg.content else 0
+        last = self.stored.last
+        if last is not None and msg.source_id == last.source_id:
+            grew = size > last.content_bytes or len(msg.tool_calls or []) > last.tool_calls
+            if msg.role == last.role and size >= last.content_bytes:
+                if grew:
+                    self.counts.converted["completed_partial_message"] += 1
+                    return CompleteMessage(last.id, msg)
+                return None
+        elif fingerprint(msg.role, size) == stored:
+            return None
+        raise TranscriptError(
+            self.path, msg.line,
+            f"message {msg.source_id!r} differs from the one stored under the same id: this file "
+            "is not a continuation of the transcript imported before (refused, not merged; "
+            "a different transcript needs a session id, or a file path, of its own)")
+
+
+def escaped_bytes(text: str | None) -> int:
+    """Bytes a text costs inside a SQL statement: UTF-8, with the characters MySQL escapes
+    (quote, backslash, newline, ...) counted twice. Exact counting only runs for texts long
+    enough to matter."""
+    if not text:
+        return 0
+    n = len(text.encode("utf-8"))
+    return n + sum(text.count(c) for c in "\\'\"\n\r\x00\x1a")
+
+
+def size_problem(content: str | None, json_texts: Iterable[str | None], max_content_bytes: int,
+                 max_row_bytes: int) -> str | None:
+    """Why a message cannot be stored, or None: its text is larger than the column takes, or
+    the row (text, tool calls, details) is larger than one statement may be once escaped."""
+    texts = [content, *json_texts]
+    if 4 * sum(len(t) for t in texts if t) <= min(max_content_bytes, max_row_bytes):
+        return None  # even at 4 bytes a character it fits: no need to count
+    content_bytes = len(content.encode("utf-8")) if content else 0
+    if content_bytes > max_content_bytes:
+        return (f"message of {content_bytes / 1048576:.1f} MB is larger than the "
+                f"{max_content_bytes / 1048576:.0f} MB the store accepts (MEDIUMTEXT)")
+    sent = sum(escaped_bytes(t) for t in texts)
+    if sent > max_row_bytes:
+        return (f"message of {sent / 1048576:.1f} MB as sent (text escaped, tool-call arguments "
+                f"and details included) is larger than the {max_row_bytes / 1048576:.1f} MB "
+                "the server accepts in one statement (max_allowed_packet)")
+    return None

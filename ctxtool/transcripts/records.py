@@ -1,0 +1,104 @@
+"""The records every transcript format is parsed into, and the errors parsing raises.
+
+A format parser turns the lines of its file into one :class:`SourceSession` (what the
+transcript says about its session) and a stream of :class:`SourceMessage` and
+:class:`SourceCompaction` in conversation order; the importer only ever sees these.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator
+
+from ..errors import CtxtoolError
+
+
+class TranscriptError(CtxtoolError):
+    """Bad input, with the file and line it was found at."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+        self.path, self.line = path, line
+
+
+class InvalidRecord(Exception):
+    """A record that does not fit its format. Raised by the record-kind functions, which do
+    not know the file; the shared walk adds the path and line (or skips it, --skip-invalid)."""
+
+
+class BranchedTranscript(Exception):
+    """A tree-shaped transcript (Claude Code, Pi v2+) turned out not to be linear.
+
+    Parsers assume a linear file (the common case, one pass); on meeting a record whose parent
+    is not the record before it they raise this, and the importer parses again with the main
+    line found by a first pass (:func:`ctxtool.transcripts.tree.main_line`).
+    """
+
+
+@dataclass
+class Line:
+    """A parsed JSONL line: its number and its object."""
+
+    number: int
+    obj: Any
+
+
+@dataclass
+class SourceSession:
+    """What a transcript says about its session; filled in while it is read."""
+
+    source_format: str
+    source_id: str | None = None
+    title: str | None = None
+    model: str | None = None
+    system_prompt: str | None = None
+    created_at: datetime | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SourceMessage:
+    """One message, already in the OpenAI shape (roles system/user/assistant/tool)."""
+
+    source_id: str
+    role: str
+    content: str | None
+    line: int
+    tool_calls: list[dict] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    created_at: datetime | None = None
+    details: dict[str, Any] | None = None
+
+
+@dataclass
+class SourceCompaction:
+    """A checkpoint the agent itself made.
+
+    ``first_kept_source_id`` names the first message kept verbatim; None means "the next
+    message in the transcript" (Claude Code and Codex keep nothing from before the boundary).
+    """
+
+    source_id: str
+    summary: str
+    line: int
+    first_kept_source_id: str | None = None
+    tokens_before: int | None = None
+    details: dict[str, Any] | None = None
+
+
+Record = SourceMessage | SourceCompaction
+
+
+@dataclass
+class Transcript:
+    """A parsed transcript: ``session`` (complete once ``records`` is exhausted), the records,
+    and ``skipped``, a count of source lines that map to no message, by kind."""
+
+    format: str
+    session: SourceSession
+    records: Iterator[Record]
+    skipped: Counter

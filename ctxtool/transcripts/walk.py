@@ -1,0 +1,103 @@
+"""The walk every format shares: lines in, records out, each line checked against its format.
+
+A format is a :class:`FormatParser` subclass: one method per record kind (chosen by
+``kind_of``), the state that spans records (a message being merged, ids seen) on the instance,
+``skipped`` counting what maps to no message. The walk around it is written once: the main-line
+filter of tree formats, and turning a record that does not fit into a ``file:line`` error, or a
+counted skip with ``--skip-invalid``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, ClassVar, Iterable, Iterator
+
+from .fields import UniqueIds, label
+from .records import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
+from .tree import MainLineFilter, main_line
+
+Handler = Callable[["FormatParser", Line], "Iterable[Record] | None"]
+
+
+class FormatParser:
+    """One transcript of one format being parsed."""
+
+    name: ClassVar[str] = ""
+    handlers: ClassVar[dict[str, Handler]] = {}  # record kind -> method
+    tree: ClassVar[bool] = False  # records carry (id, parent id) links
+
+    def __init__(self):
+        self.session = SourceSession(self.name)
+        self.skipped: Counter = Counter()
+        self.ids = UniqueIds()
+
+    # -- what a format defines ------------------------------------------------------------------
+
+    @staticmethod
+    def fits(obj: dict) -> bool:
+        """Does this record look like one of this format? (Refusing a wrong --format.)"""
+        raise NotImplementedError
+
+    def kind_of(self, obj: dict) -> str:
+        """The key of ``handlers`` for this record."""
+        kind = obj.get("type")
+        return kind if isinstance(kind, str) else label(kind)
+
+    @staticmethod
+    def link(obj: dict) -> tuple[str, str | None] | None:
+        """(id, parent id) of a tree record; None outside the tree (and in linear formats)."""
+        return None
+
+    def observe(self, obj: dict) -> None:
+        """Sees every record first, on the main line or not (a session id in every record)."""
+
+    def unknown(self, kind: str, line: Line) -> None:
+        self.skipped[kind] += 1
+
+    def finish(self) -> Iterable[Record]:
+        """Records still held when the file ends (a message being merged)."""
+        return ()
+
+
+def parse(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: bool = False,
+          main: set[str] | None = None) -> Transcript:
+    """Parse ``lines`` with ``parser``; ``main`` (see :func:`main_line_ids`) keeps a tree
+    format to its main line, and without it a branched file raises BranchedTranscript."""
+    return Transcript(parser.name, parser.session,
+                      _walk(parser, lines, path, skip_invalid, main), parser.skipped)
+
+
+def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: bool,
+          main: set[str] | None) -> Iterator[Record]:
+    on_main_line = MainLineFilter(main) if parser.tree else None
+    for line in lines:
+        try:
+            parser.observe(line.obj)
+            kind = parser.kind_of(line.obj)
+            if on_main_line and not on_main_line.keeps(parser.link(line.obj), kind, parser.skipped):
+                continue
+            handler = parser.handlers.get(kind)
+            out = handler(parser, line) if handler else parser.unknown(kind, line)
+        except InvalidRecord as exc:
+            _invalid(parser, path, line.number, str(exc), skip_invalid)
+            continue
+        except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+            # A shape no check above foresaw: still this line's fault, never a traceback.
+            _invalid(parser, path, line.number, f"unexpected record shape ({type(exc).__name__})",
+                     skip_invalid)
+            continue
+        if out:
+            yield from out
+    yield from parser.finish()
+
+
+def _invalid(parser: FormatParser, path: str, number: int, message: str, skip: bool) -> None:
+    if not skip:
+        raise TranscriptError(path, number, f"invalid {parser.name} record: {message} "
+                                            "(use --skip-invalid to skip such records)")
+    parser.skipped["invalid_record"] += 1
+
+
+def main_line_ids(parser_class: type[FormatParser], lines: Iterable[Line]) -> set[str]:
+    """First pass over a branched file: the ids on the path from its newest record."""
+    return main_line(lines, parser_class.link)

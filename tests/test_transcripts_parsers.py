@@ -1,0 +1,222 @@
+"""The format parsers on plain lines: no file, no database (these run with no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxtool.transcripts import (FORMATS, PARSERS, BranchedTranscript, Line, SourceCompaction,
+                                 SourceMessage, TranscriptError, main_line_ids, parse_lines)
+
+
+def lines(*objs) -> list[Line]:
+    return [Line(i, o) for i, o in enumerate(objs, start=1)]
+
+
+def records(fmt: str, *objs, skip_invalid=False, main=None):
+    transcript = parse_lines(fmt, lines(*objs), "t.jsonl", skip_invalid, main)
+    return list(transcript.records), transcript
+
+
+def cc(uuid, parent, kind, content, **extra):
+    message = {"role": kind, "content": content}
+    if kind == "assistant":
+        message = {"id": extra.pop("api_id", f"msg-{uuid}"), "role": "assistant",
+                   "model": "claude-sonnet-4-5", "content": content}
+    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s-1",
+            "timestamp": "2026-01-01T00:00:00Z", "message": message, **extra}
+
+
+def test_registry_names_every_format_once():
+    assert FORMATS == ("claude-code", "codex", "pi", "openai-chat")
+    assert all(PARSERS[f].name == f for f in FORMATS)
+
+
+# -- Claude Code ---------------------------------------------------------------------------------
+
+def test_claude_code_streamed_assistant_records_merge_and_results_become_tool_messages():
+    out, t = records(
+        "claude-code",
+        cc("u1", None, "user", "list files"),
+        cc("a1", "u1", "assistant", [{"type": "thinking", "thinking": "hmm"}], api_id="m1"),
+        cc("a2", "a1", "assistant", [{"type": "text", "text": "Looking."}], api_id="m1"),
+        cc("a3", "a2", "assistant", [{"type": "tool_use", "id": "t1", "name": "Bash",
+                                      "input": {"command": "ls"}}], api_id="m1"),
+        cc("r1", "a3", "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"},
+                                {"type": "text", "text": "and?"}]),
+        {"type": "summary", "summary": "Listing files", "leafUuid": "r1"},
+    )
+    assert [(m.source_id, m.role) for m in out] == [
+        ("u1", "user"), ("a1", "assistant"), ("r1", "tool"), ("r1#text", "user")]
+    assistant = out[1]
+    assert assistant.content == "Looking."
+    assert assistant.tool_calls[0]["function"] == {"name": "Bash", "arguments": '{"command": "ls"}'}
+    assert assistant.details["thinking"] == "hmm"
+    assert out[2].tool_call_id == "t1" and out[2].content == "a.py"
+    assert (t.session.source_id, t.session.model, t.session.title) == (
+        "s-1", "claude-sonnet-4-5", "Listing files")
+    assert t.skipped["summary"] == 1
+
+
+def test_claude_code_boundary_and_summary_become_a_checkpoint():
+    out, _ = records(
+        "claude-code",
+        cc("u1", None, "user", "hi"),
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
+         "logicalParentUuid": "u1", "sessionId": "s-1", "compactMetadata": {"preTokens": 1234,
+                                                                           "trigger": "auto"}},
+        cc("s1", "b1", "user", "Summary of it", isCompactSummary=True),
+        cc("u2", "s1", "user", "go on"),
+    )
+    comp = out[1]
+    assert isinstance(comp, SourceCompaction)
+    assert (comp.source_id, comp.summary, comp.tokens_before) == ("b1", "Summary of it", 1234)
+    assert comp.first_kept_source_id is None  # "the next message"
+    assert [m.source_id for m in out if isinstance(m, SourceMessage)] == ["u1", "u2"]
+
+
+def test_claude_code_sidechains_and_unknown_kinds_are_counted():
+    out, t = records("claude-code", cc("u1", None, "user", "hi"),
+                     {**cc("x1", "u1", "user", "sub-agent"), "isSidechain": True},
+                     {"type": "queue-operation", "sessionId": "s-1"},
+                     {"type": "system", "subtype": "api_error", "uuid": "e1", "parentUuid": "u1"})
+    assert [m.source_id for m in out] == ["u1"]
+    assert t.skipped == {"sidechain": 1, "queue-operation": 1, "system:api_error": 1}
+
+
+def test_claude_code_branch_is_detected_and_the_main_line_kept():
+    objs = [cc("u1", None, "user", "q"), cc("a1", "u1", "assistant", [{"type": "text", "text": "A"}]),
+            cc("u2", "a1", "user", "abandoned"), cc("u2b", "a1", "user", "edited")]
+    with pytest.raises(BranchedTranscript):
+        records("claude-code", *objs)
+    main = main_line_ids(PARSERS["claude-code"], lines(*objs))
+    out, t = records("claude-code", *objs, main=main)
+    assert [m.content for m in out] == ["q", "A", "edited"]
+    assert t.skipped["abandoned_branch:user"] == 1
+
+
+def test_claude_code_record_whose_parent_is_missing_continues_the_line():
+    """A trimmed log: the parent is not in the file. Every earlier record stays on the main
+    line (it used to become an abandoned branch)."""
+    objs = [cc("u1", None, "user", "one"), cc("a1", "u1", "assistant", [{"type": "text", "text": "two"}]),
+            cc("u2", "gone", "user", "three"), cc("a2", "u2", "assistant", [{"type": "text", "text": "four"}])]
+    main = main_line_ids(PARSERS["claude-code"], lines(*objs))
+    assert main == {"u1", "a1", "u2", "a2"}
+    out, _ = records("claude-code", *objs, main=main)
+    assert [m.content for m in out] == ["one", "two", "three", "four"]
+
+
+# -- Codex ---------------------------------------------------------------------------------------
+
+def codex(kind, **payload):
+    return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
+
+
+def test_codex_parallel_calls_are_one_message_and_outputs_are_tool_messages():
+    out, t = records(
+        "codex",
+        codex("session_meta", id="cx", cwd="/w", base_instructions={"text": "be careful"}),
+        codex("turn_context", model="gpt-5"),
+        codex("response_item", type="message", role="user", content=[{"type": "input_text", "text": "go"}]),
+        codex("response_item", type="function_call", name="shell", arguments='{"cmd": "ls"}', call_id="c1"),
+        codex("response_item", type="custom_tool_call", name="apply_patch", input="*** patch", call_id="c2"),
+        codex("response_item", type="function_call_output", call_id="c1", output="a.py"),
+        codex("response_item", type="message", role="developer", content="rules"),
+        codex("event_msg", type="token_count", info={"last_token_usage": {"input_tokens": 10}}),
+    )
+    assert [(m.role, m.source_id) for m in out] == [
+        ("user", "L3"), ("assistant", "L4"), ("tool", "L6"), ("system", "L7")]
+    assert [c["id"] for c in out[1].tool_calls] == ["c1", "c2"]
+    assert out[3].details == {"source_role": "developer"}
+    assert (t.session.source_id, t.session.model, t.session.system_prompt) == ("cx", "gpt-5", "be careful")
+    assert t.skipped["event_msg:token_count"] == 1
+
+
+def test_codex_legacy_layout_without_payload_wrapper():
+    out, t = records("codex", {"id": "legacy-1", "timestamp": "2025-09-01T00:00:00Z", "instructions": "x"},
+                     {"record_type": "state"},
+                     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]})
+    assert [m.content for m in out] == ["hi"]
+    assert t.session.source_id == "legacy-1" and t.skipped["record_type:state"] == 1
+
+
+# -- Pi ------------------------------------------------------------------------------------------
+
+def pi(i, parent, role, content, **extra):
+    return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": role, "content": content, **extra}}
+
+
+def test_pi_messages_and_a_compaction_resolving_its_first_kept_entry():
+    out, t = records(
+        "pi",
+        {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        pi("e1", None, "user", "goal"),
+        pi("e2", "e1", "assistant", [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}]),
+        {"type": "thinking_level_change", "id": "e3", "parentId": "e2"},
+        pi("e4", "e3", "toolResult", [{"type": "text", "text": "data"}], toolCallId="c1", toolName="read"),
+        {"type": "compaction", "id": "e5", "parentId": "e4", "summary": "did things",
+         "firstKeptEntryId": "e3", "tokensBefore": 900},
+    )
+    assert [(m.source_id, m.role) for m in out[:3]] == [("e1", "user"), ("e2", "assistant"), ("e4", "tool")]
+    comp = out[3]
+    # e3 is no message: the first message at or after it is e4.
+    assert (comp.first_kept_source_id, comp.tokens_before) == ("e4", 900)
+    assert t.session.source_id == "pi-1" and t.skipped["thinking_level_change"] == 1
+
+
+def test_pi_v1_first_kept_entry_index_counts_every_entry():
+    out, _ = records("pi", {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"},
+                     {"type": "message", "message": {"role": "user", "content": "a"}},
+                     {"type": "message", "message": {"role": "user", "content": "b"}},
+                     {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 2})
+    assert out[2].first_kept_source_id == out[1].source_id == "L3"
+
+
+# -- OpenAI chat ---------------------------------------------------------------------------------
+
+def test_openai_chat_system_prompt_calls_and_legacy_function_pair():
+    out, t = records(
+        "openai-chat",
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "function_call": {"name": "w", "arguments": "{}"}},
+        {"role": "function", "name": "w", "content": "-3"},
+        {"role": "tool", "tool_call_ids": ["x1"], "content": "r"},
+        {"role": "robot", "content": "?"},
+    )
+    assert t.session.system_prompt == "be brief"
+    assert [m.role for m in out] == ["user", "assistant", "tool", "tool"]
+    assert out[2].tool_call_id == out[1].tool_calls[0]["id"] == "call_L3"
+    assert out[3].tool_call_id == "x1"
+    assert t.skipped == {"role:robot": 1}
+
+
+# -- every format: hostile records are file:line errors, or skipped -------------------------------
+
+HOSTILE = {
+    "claude-code": [cc("u1", None, "user", "hi", message=None) | {"uuid": ["not", "a", "string"]},
+                    {**cc("a1", None, "assistant", []), "message": {"model": ["a", "list"], "content": []}},
+                    {**cc("u1", None, "user", "x"), "message": "not an object"}],
+    "codex": [codex("session_meta", id={"an": "object"}),
+              codex("response_item", type="function_call_output", call_id=["c"], output="x"),
+              codex("compacted", message=42)],
+    "pi": [{"type": "message", "id": "e1", "message": "not an object"},
+           {"type": "compaction", "id": "e2", "summary": ["a", "list"]},
+           pi("e3", None, "toolResult", "x", toolCallId={"id": 1})],
+    "openai-chat": [{"role": "tool", "tool_call_id": ["a", "list"], "content": "x"},
+                    {"role": "user", "content": "x", "name": "n" * 500},
+                    {"role": "tool", "tool_call_ids": [["nested"]], "content": "x"}],
+}
+
+
+@pytest.mark.parametrize("fmt,bad", [(f, b) for f, bs in HOSTILE.items() for b in bs])
+def test_a_record_that_does_not_fit_its_format_is_a_file_line_error_or_skipped(fmt, bad):
+    good = {"claude-code": cc("g1", None, "user", "fine"), "codex": codex("response_item", type="message", role="user", content="fine"),
+            "pi": pi("g1", None, "user", "fine"), "openai-chat": {"role": "user", "content": "fine"}}[fmt]
+    with pytest.raises(TranscriptError) as caught:
+        records(fmt, good, bad)
+    assert str(caught.value).startswith("t.jsonl:2: invalid ")
+    assert "--skip-invalid" in str(caught.value)
+    out, t = records(fmt, good, bad, skip_invalid=True)
+    assert [m.content for m in out] == ["fine"]
+    assert t.skipped["invalid_record"] == 1

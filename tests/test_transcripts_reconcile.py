@@ -1,0 +1,113 @@
+"""The import rules (`transcripts.reconcile`) over plain lists of records: no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxtool.transcripts import SourceCompaction, SourceMessage, TranscriptError
+from ctxtool.transcripts.reconcile import (CompleteMessage, NewCheckpoint, NewMessage, Reconciler,
+                                           StoredMessage, StoredSession, escaped_bytes,
+                                           fingerprint, size_problem)
+
+
+def msg(sid, role, content="x", line=1, **kw):
+    return SourceMessage(sid, role, content, line, **kw)
+
+
+def call(cid):
+    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def run(records, stored=None):
+    rec = Reconciler("t.jsonl", stored)
+    return list(rec.run(records)), rec.counts
+
+
+def test_new_messages_pass_through_in_order():
+    actions, counts = run([msg("a", "user"), msg("b", "assistant")])
+    assert [a.message.source_id for a in actions] == ["a", "b"]
+    assert all(isinstance(a, NewMessage) for a in actions)
+    assert counts.messages_present == 0
+
+
+def test_orphan_tool_result_becomes_a_user_message():
+    orphan = msg("r", "tool", tool_call_id="nobody")
+    actions, counts = run([msg("u", "user"), orphan])
+    assert (orphan.role, orphan.tool_call_id) == ("user", None)
+    assert orphan.details == {"source_role": "tool", "orphan_tool_call_id": "nobody"}
+    assert counts.converted == {"orphan_tool_result_to_user": 1}
+
+
+def test_paired_tool_result_stays_a_tool_message():
+    result = msg("r", "tool", tool_call_id="c1")
+    run([msg("a", "assistant", tool_calls=[call("c1")]), result])
+    assert result.role == "tool"
+
+
+def test_a_checkpoint_keeping_the_next_message_moves_to_the_call_of_a_tool_result():
+    comp = SourceCompaction("k", "summary", 3)
+    actions, _ = run([msg("a", "assistant", tool_calls=[call("c1")]), comp,
+                      msg("r", "tool", tool_call_id="c1")])
+    [checkpoint] = [a for a in actions if isinstance(a, NewCheckpoint)]
+    assert checkpoint.first_kept_source_id == "a"
+    assert comp.details == {"first_kept_moved_to_call_of": "r"}
+    # The checkpoint comes after the message it needs in the store.
+    assert isinstance(actions[-1], NewCheckpoint)
+
+
+def test_a_checkpoint_naming_a_tool_result_moves_to_its_call_too():
+    """Pi names its first kept entry explicitly; a tool result there moves like the others."""
+    comp = SourceCompaction("k", "summary", 4, first_kept_source_id="r")
+    actions, _ = run([msg("u", "user"), msg("a", "assistant", tool_calls=[call("c1")]),
+                      msg("r", "tool", tool_call_id="c1"), comp])
+    assert actions[-1] == NewCheckpoint(comp, "a")
+
+
+def test_a_checkpoint_with_nothing_after_it_waits_and_is_counted():
+    _, counts = run([msg("u", "user"), SourceCompaction("k", "s", 2)])
+    assert counts.skipped == {"compaction_without_kept_message": 1}
+
+
+def test_present_messages_and_checkpoints_are_not_written_again():
+    stored = StoredSession(messages={"u": fingerprint("user", 1)}, compactions={"k"})
+    actions, counts = run([msg("u", "user"), SourceCompaction("k", "s", 2, first_kept_source_id="u"),
+                           msg("v", "user")], stored)
+    assert [type(a) for a in actions] == [NewMessage]
+    assert (counts.messages_present, counts.compactions_present) == (1, 1)
+
+
+def test_the_last_stored_message_caught_mid_stream_is_completed():
+    stored = StoredSession(messages={"a": fingerprint("assistant", 5)},
+                           last=StoredMessage(7, "a", "assistant", 5, 0))
+    grown = msg("a", "assistant", "Look. More", tool_calls=[call("c1")])
+    actions, counts = run([grown], stored)
+    assert actions == [CompleteMessage(7, grown)]
+    assert counts.converted == {"completed_partial_message": 1}
+
+
+@pytest.mark.parametrize("stored_role,stored_bytes", [("user", 99), ("assistant", 1)])
+def test_a_file_that_disagrees_with_what_it_claims_to_extend_is_refused(stored_role, stored_bytes):
+    stored = StoredSession(messages={"L1": fingerprint(stored_role, stored_bytes), "L2": 0},
+                           last=StoredMessage(2, "L2", "user", 0))
+    with pytest.raises(TranscriptError, match=r"t.jsonl:1: message 'L1' differs .* not merged"):
+        run([msg("L1", "user", "x", line=1)], stored)
+
+
+def test_a_shorter_last_message_is_a_disagreement_too():
+    stored = StoredSession(messages={"a": fingerprint("user", 10)}, last=StoredMessage(1, "a", "user", 10))
+    with pytest.raises(TranscriptError):
+        run([msg("a", "user", "short")], stored)
+
+
+def test_escaped_bytes_count_what_mysql_sends():
+    assert escaped_bytes("ab") == 2
+    assert escaped_bytes('a"\n\\') == 7
+    assert escaped_bytes("é") == 2
+
+
+def test_size_problem_counts_escaping_and_tool_call_arguments():
+    assert size_problem("x" * 100, [None], 1000, 1000) is None
+    assert "MEDIUMTEXT" in size_problem("x" * 1001, [None], 1000, 5000)
+    quotes = '"' * 600  # 600 characters, 1200 bytes once escaped
+    assert "max_allowed_packet" in size_problem(quotes, [None], 1000, 1000)
+    assert "tool-call arguments" in size_problem("", ["a" * 1100], 1000, 1000)
