@@ -39,29 +39,41 @@ def clip(text: str, width: int | None) -> str:
 
 
 def fit_table(rows: Sequence[dict], output: OutputFormat, headers: Iterable[str],
-              width: int | None, shrinkable: Sequence[str]) -> str:
+              width: int | None, shrinkable: Sequence[str], optional: Sequence[str] = ()) -> str:
     """The table of ``rows`` with the ``shrinkable`` columns' cells shortened until every line
-    fits in ``width`` (None: as wide as it comes). Widest column first, never below MIN_CELL."""
+    fits in ``width`` (None: as wide as it comes): one cap for all of them, as large as fits,
+    never below MIN_CELL. When that is not enough, the ``optional`` columns are left out, last
+    first."""
     headers = list(headers)
     cells = [{k: (visible(r.get(k)) if isinstance(r.get(k), str) else r.get(k)) for k in headers}
              for r in rows]
-    limits: dict[str, int] = {}
-    while True:
-        shown = [{k: clip(v, limits.get(k)) if isinstance(v, str) and k in limits else v
-                  for k, v in r.items()} for r in cells]
-        text = render_rows(shown, output, headers)
-        if width is None or not rows:
-            return text
-        over = max(len(line) for line in text.splitlines()) - width
-        if over <= 0:
-            return text
-        current = {k: max((len(str(r[k])) for r in shown if isinstance(r[k], str)), default=0)
-                   for k in shrinkable}
-        candidates = [k for k in shrinkable if current[k] > MIN_CELL]
-        if not candidates:
-            return text
-        widest = max(candidates, key=lambda k: current[k])
-        limits[widest] = max(MIN_CELL, current[widest] - over)
+
+    def render(keys: list[str], limits: dict[str, int]) -> tuple[str, int]:
+        shown = [{k: clip(r[k], limits.get(k)) if isinstance(r[k], str) and k in limits
+                  else r[k] for k in keys} for r in cells]
+        text = render_rows(shown, output, keys)
+        return text, max(len(line) for line in text.splitlines())
+
+    if width is None or not rows:
+        return render(headers, {})[0]
+    keys = list(headers)
+    narrowest = {k: MIN_CELL for k in shrinkable}
+    for column in reversed(list(optional)):  # leave out what cannot fit even when shortened
+        if render(keys, narrowest)[1] <= width:
+            break
+        keys.remove(column)
+    text, widest_line = render(keys, {})
+    if widest_line <= width:
+        return text
+    # The largest cap on the shrinkable columns with which the table fits (binary search).
+    low, high = MIN_CELL, max(len(str(r[k])) for r in cells for k in shrinkable if k in keys)
+    while low < high:
+        cap = (low + high + 1) // 2
+        if render(keys, {k: cap for k in shrinkable})[1] <= width:
+            low = cap
+        else:
+            high = cap - 1
+    return render(keys, {k: low for k in shrinkable})[0]
 
 
 def page(text: str) -> None:

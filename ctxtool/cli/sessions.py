@@ -100,11 +100,14 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
     if output.machine:
         print_rows(rows, output)
         return
-    headers = ["session_id", "title", "model", "source", "messages", "compactions",
-               "last_message_id", "created_at"]
-    if over_window:
-        headers[6:6] = ["context_tokens", "threshold"]
-    for r in rows:
-        if r.get("created_at") is not None:
-            r["created_at"] = r["created_at"].isoformat(sep=" ", timespec="seconds")
-    click.echo(fit_table(rows, output, headers, table_width(width), ["title", "source", "model"]))
+    # Short labels and whole-second times keep the table narrow; --json has the full names.
+    labels = {"session_id": "id", "title": "title", "model": "model", "source": "source",
+              "messages": "msgs", "compactions": "checkpoints", "context_tokens": "tokens",
+              "threshold": "threshold", "last_message_id": "last msg", "created_at": "created"}
+    if not over_window:
+        del labels["context_tokens"], labels["threshold"]
+    table = [{label: (r[key].isoformat(sep=" ", timespec="minutes")
+                      if key == "created_at" and r[key] is not None else r[key])
+              for key, label in labels.items()} for r in rows]
+    click.echo(fit_table(table, output, labels.values(), table_width(width),
+                         ["title", "source", "model"], optional=["created", "last msg"]))

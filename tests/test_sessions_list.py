@@ -1,0 +1,88 @@
+"""`sessions list`: search, model, since, over-window and limit filters; the table fits the
+terminal, --json keeps every value whole. MariaDB and SQLite, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+
+from .builders import add_session, coding_session
+from .test_inspect_cli import run
+
+LONG_TITLE = "Refactor the payment module so that retries are idempotent " * 4
+
+
+def three_sessions(db):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    add_session(db, 2, [{"role": "user", "content": "Please migrate the ORDERS_2024 table"},
+                        {"role": "assistant", "content": "Done."}], model="claude-sonnet-4-5")
+    add_session(db, 3, coding_session(12), model="claude-opus-4-1")
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE agent_session SET title = '{LONG_TITLE}', source_format = "
+                             "'claude-code', source_id = 'fe5e1c67-53e7-4862-81ae-d0e013e3270b' "
+                             "WHERE session_id = 3")
+        conn.exec_driver_sql("UPDATE agent_session SET created_at = '2025-01-02 03:04:05' "
+                             "WHERE session_id = 1")
+
+
+def ids(cli, db, *args):
+    return [r["session_id"] for r in json.loads(run(cli, db, "sessions", "list", *args,
+                                                    "--json").output)]
+
+
+def test_filters(db, cli):
+    three_sessions(db)
+    assert ids(cli, db) == [3, 2, 1]
+    assert ids(cli, db, "--search", "orders_2024") == [2]  # first request, case-insensitive
+    assert ids(cli, db, "--search", "IDEMPOTENT") == [3]  # title
+    assert ids(cli, db, "--search", "fe5e1c67") == [3]  # source id
+    assert ids(cli, db, "--search", "src/mod0.py") == [3, 1]
+    assert ids(cli, db, "--search", "src/mod1.py") == []  # only the first request is searched
+    assert ids(cli, db, "--search", "100%") == []  # LIKE wildcards are literal
+    assert ids(cli, db, "--model", "claude") == [3, 2]
+    assert ids(cli, db, "--model", "gpt-4o") == [1]
+    assert ids(cli, db, "--since", "2026-01-01") == [3, 2]
+    assert ids(cli, db, "--since", "3650d") == [3, 2, 1]
+    assert ids(cli, db, "--limit", "2") == [3, 2]
+    result = run(cli, db, "sessions", "list", "--since", "yesterday", code=2)
+    assert "neither a date/time" in result.output
+
+
+def test_over_window(db, cli):
+    three_sessions(db)
+    rows = json.loads(run(cli, db, "sessions", "list", "--over-window", "--context-window", "3000",
+                          "--reserve-tokens", "500", "--json").output)
+    assert [r["session_id"] for r in rows] == [3]
+    assert rows[0]["context_tokens"] > rows[0]["threshold"] == 2500
+    assert ids(cli, db, "--over-window") == []  # 128k/200k windows: nothing is over
+    run(cli, db, "compact", "3", "--summarizer", "extractive", "--context-window", "3000",
+        "--reserve-tokens", "500", "--keep-recent-tokens", "600")
+    assert ids(cli, db, "--over-window", "--context-window", "3000", "--reserve-tokens",
+               "500") == []  # compacted: back under its threshold
+    table = run(cli, db, "sessions", "list", "--over-window", "--context-window", "1200",
+                "--reserve-tokens", "0").output
+    assert "tokens" in table and "threshold" in table
+
+
+def test_table_fits_the_terminal(db, cli):
+    three_sessions(db)
+    for columns, shown in (("80", "Refactor"), ("120", "Refactor the pay")):
+        out = cli("--db", db.url, "sessions", "list", env={"COLUMNS": columns}).output
+        assert max(len(line) for line in out.splitlines()) <= int(columns), out
+        assert "…" in out and shown in out
+    out = run(cli, db, "sessions", "list", "--width", "100").output
+    assert max(len(line) for line in out.splitlines()) <= 100
+    whole = run(cli, db, "sessions", "list", "--width", "0").output
+    assert LONG_TITLE.strip() in whole
+    doc = json.loads(run(cli, db, "sessions", "list", "--json").output)
+    assert doc[0]["title"] == LONG_TITLE.strip() or doc[0]["title"] == LONG_TITLE
+    assert doc[0]["source"] == "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
+
+
+def test_context_table_fits_and_width_zero_is_whole(db, cli):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    out = cli("--db", db.url, "context", "show", "1", env={"COLUMNS": "90"}).output
+    table = out[out.index("id "):].splitlines()
+    assert max(len(line) for line in table[:-1]) <= 90
+    whole = run(cli, db, "context", "show", "1", "--width", "0").output
+    assert "line 39: value = compute(39)" in whole  # a 40-line tool result, whole, on one line
+    assert "\\nline 1: value" in whole
