@@ -25,6 +25,7 @@ from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import BranchedTranscript, Transcript
 from .transcripts.files import (STDIN, CountingStream, expand_paths, main_line_of, open_source,
                                 read_transcript)
+from .transcripts.fields import source_key
 from .transcripts.reconcile import Reconciler
 
 _CONFLICT_ATTEMPTS = 5
@@ -130,7 +131,7 @@ class Importer:
                                      self.skip_invalid, main)
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
-        result.source_id = transcript.session.source_id or fallback_id
+        result.source_id = source_key(transcript.session.source_id or fallback_id)
         result.session_id, created = self.sessions.find_or_create(transcript.format, result.source_id)
         try:
             self._write(path, transcript, itertools.chain([first] if first else [], transcript.records),

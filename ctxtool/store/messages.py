@@ -25,7 +25,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from ..transcripts.reconcile import (Action, CompleteMessage, NewCheckpoint, NewMessage,
+from ..transcripts.reconcile import (PREFIX_CHARS, Action, CompleteMessage, NewCheckpoint, NewMessage,
                                      StoredMessage, StoredSession, fingerprint, size_problem)
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import Store
@@ -87,16 +87,17 @@ class ImportedSessions:
     def stored(conn: Connection, session_id: int) -> StoredSession:
         """What the store holds of this session, for the reconciler."""
         size = sa.func.coalesce(sa.func.length(sa.cast(M.c.content, sa.LargeBinary)), 0)
-        rows = conn.execute(sa.select(M.c.id, M.c.source_id, M.c.role, size)
+        prefix = sa.func.coalesce(sa.func.substr(M.c.content, 1, PREFIX_CHARS), "")
+        rows = conn.execute(sa.select(M.c.id, M.c.source_id, M.c.role, size, prefix)
                             .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
                             .order_by(M.c.id))
         out = StoredSession()
         last = None
         for last in rows:
-            out.messages[last[1]] = fingerprint(last[2], int(last[3]))
+            out.messages[last[1]] = fingerprint(last[2], int(last[3]), last[4])
         if last is not None:
             calls = conn.execute(sa.select(M.c.tool_calls).where(M.c.id == last[0])).scalar()
-            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]),
+            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]), last[4],
                                      len(calls) if isinstance(calls, list) else 0)
         out.compactions = {r[0] for r in conn.execute(
             sa.select(C.c.source_id).where(C.c.session_id == session_id, C.c.source_id.is_not(None)))}
@@ -166,6 +167,7 @@ class MessageWriter:
                 self._rows.append(row)
                 self._bytes += len(row.content) if row.content else 0
             elif isinstance(action, CompleteMessage):
+                self.row(action.message)  # the same checks as a new row
                 self._completions.append(action)
             else:
                 self._checkpoints.append(action)

@@ -145,6 +145,12 @@ def _count(value: Any) -> int | None:
     return None
 
 
+def source_key(value: str) -> str:
+    """An id as stored. Ids are compared byte for byte, but MySQL's binary collation still pads
+    with spaces ('a' = 'a '), so an id that ends in a space gets a '~' to stay distinct."""
+    return value + "~" if value.endswith(" ") else value
+
+
 class UniqueIds:
     """Source ids, made unique within a file: a repeated id gets its line number appended."""
 
@@ -152,7 +158,7 @@ class UniqueIds:
         self.seen: set[str] = set()
 
     def __call__(self, wanted: str | None, line: int, suffix: str = "") -> str:
-        base = (wanted or f"L{line}") + suffix
+        base = source_key((wanted or f"L{line}") + suffix)
         if base in self.seen:
             base = f"{base}@L{line}"
         self.seen.add(base)

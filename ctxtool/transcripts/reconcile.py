@@ -25,6 +25,9 @@ from .records import Record, SourceCompaction, SourceMessage, TranscriptError
 ROLES = ("system", "user", "assistant", "tool")
 
 
+PREFIX_CHARS = 32
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     """What the store holds of one message: enough to recognise it and to see it grew."""
@@ -33,12 +36,16 @@ class StoredMessage:
     source_id: str
     role: str
     content_bytes: int
+    prefix: str = ""  # the first PREFIX_CHARS characters of its content
     tool_calls: int = 0
 
 
-def fingerprint(role: str, content_bytes: int) -> int:
-    """A stored message as one small int (memory stays small for very long sessions)."""
-    return content_bytes * 8 + (ROLES.index(role) if role in ROLES else 7)
+def fingerprint(role: str, content_bytes: int, prefix: str) -> int:
+    """A message as one int (memory stays small for very long sessions): its role, its size
+    and the start of its text. Reading whole contents back would make every re-import of a
+    long session read its whole history; two different messages agreeing on all three is
+    unlikely enough for telling one transcript from another."""
+    return hash((role, content_bytes, prefix))
 
 
 @dataclass
@@ -157,15 +164,17 @@ class Reconciler:
     def _compare(self, msg: SourceMessage, stored: int) -> CompleteMessage | None:
         """A message the store already holds: the same, or the last one grown; else refuse."""
         size = len(msg.content.encode("utf-8")) if msg.content else 0
+        prefix = (msg.content or "")[:PREFIX_CHARS]
         last = self.stored.last
         if last is not None and msg.source_id == last.source_id:
             grew = size > last.content_bytes or len(msg.tool_calls or []) > last.tool_calls
-            if msg.role == last.role and size >= last.content_bytes:
+            if msg.role == last.role and size >= last.content_bytes and (
+                    prefix.startswith(last.prefix) or last.prefix.startswith(prefix)):
                 if grew:
                     self.counts.converted["completed_partial_message"] += 1
                     return CompleteMessage(last.id, msg)
                 return None
-        elif fingerprint(msg.role, size) == stored:
+        elif fingerprint(msg.role, size, prefix) == stored:
             return None
         raise TranscriptError(
             self.path, msg.line,

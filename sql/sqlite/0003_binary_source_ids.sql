@@ -1,0 +1,3 @@
+-- MySQL/MariaDB 0003 gives source ids a binary collation, so ids that differ only in case are
+-- distinct keys. SQLite's TEXT columns already compare with its BINARY collation (byte for byte,
+-- no padding): nothing to change here; the file keeps the two histories at the same version.

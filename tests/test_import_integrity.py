@@ -1,0 +1,250 @@
+"""Issue 9 (import items): a source id names one transcript, hostile records and sizes are
+file:line errors, a failed file leaves nothing behind, and the smaller traps (FIFO, symlink loop,
+BOM, missing parent, Pi cut on a tool result). Every test runs on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxtool.importer import Importer
+from ctxtool.store import Store
+
+from .conftest import TRANSCRIPTS
+
+
+def jsonl(records) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def write(path: Path, records) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(records if isinstance(records, bytes) else jsonl(records))
+    return path
+
+
+def counts(db) -> tuple[int, int, int]:
+    return tuple(db.scalar(f"SELECT COUNT(*) FROM {t}")
+                 for t in ("agent_session", "agent_message", "agent_compaction"))
+
+
+def contents(db, session_id: int) -> list[str]:
+    return [r["content"] for r in db.rows(
+        "SELECT content FROM agent_message WHERE session_id = :s ORDER BY id", s=session_id)]
+
+
+def chat(*texts):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
+
+
+def cc(uuid, parent, kind, text, session="cc-1"):
+    message = {"role": kind, "content": text}
+    if kind == "assistant":
+        message = {"id": f"m-{uuid}", "role": "assistant", "content": [{"type": "text", "text": text}]}
+    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session,
+            "timestamp": "2026-01-01T00:00:00Z", "message": message}
+
+
+# -- item 1: one source id, one transcript ----------------------------------------------------------
+
+def test_same_file_name_in_two_folders_is_two_transcripts(db, cli, tmp_path):
+    alpha = write(tmp_path / "run1" / "task-42.jsonl", chat("ALPHA question", "ALPHA answer"))
+    beta = write(tmp_path / "run2" / "task-42.jsonl", chat("BETA question", "BETA answer", "BETA more"))
+    result = cli("--db", db.url, "import", "--json", tmp_path)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["added"] for r in rows] == [2, 3]
+    a, b = (r["session_id"] for r in rows)
+    assert a != b
+    assert contents(db, a) == ["ALPHA question", "ALPHA answer"]
+    assert contents(db, b) == ["BETA question", "BETA answer", "BETA more"]
+    # The same file again (grown) is the same transcript.
+    write(alpha, chat("ALPHA question", "ALPHA answer", "ALPHA follow-up"))
+    [again] = Importer(db.engine).import_paths([str(alpha)])
+    assert (again.session_id, again.messages_added, again.messages_present) == (a, 1, 2)
+    assert beta.exists()
+
+
+def test_file_names_that_differ_only_in_case_are_two_transcripts(db, tmp_path):
+    upper = write(tmp_path / "Chat.jsonl", chat("upper"))
+    lower = write(tmp_path / "chat.jsonl", chat("lower"))
+    results = Importer(db.engine).import_paths([str(upper), str(lower)])
+    assert [r.error for r in results] == [None, None]
+    assert results[0].session_id != results[1].session_id
+    assert counts(db) == (2, 2, 0)
+
+
+def test_a_file_that_disagrees_with_the_transcript_it_claims_to_extend_is_refused(db, cli, tmp_path):
+    first = write(tmp_path / "a" / "s.jsonl", [cc("u1", None, "user", "original question"),
+                                                cc("a1", "u1", "assistant", "original answer")])
+    assert cli("--db", db.url, "import", first).exit_code == 0
+    before = counts(db)
+    # Another file claiming the same Claude Code session, with other words under the same ids.
+    other = write(tmp_path / "b" / "s.jsonl", [cc("u1", None, "user", "a different question"),
+                                                cc("a1", "u1", "assistant", "original answer"),
+                                                cc("u2", "a1", "user", "and more")])
+    result = cli("--db", db.url, "import", other)
+    assert result.exit_code == 1
+    assert f"{other}:1: message 'u1' differs" in result.output and "not merged" in result.output
+    assert counts(db) == before
+    # An OpenAI chat file replaced in place by another conversation is refused the same way.
+    path = write(tmp_path / "c.jsonl", chat("one", "two"))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    write(path, chat("uno", "dos", "tres"))
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 1 and f"{path}:1: message 'L1' differs" in result.output
+
+
+# -- item 7: ids compared byte for byte ---------------------------------------------------------------
+
+def test_message_ids_that_differ_in_case_or_a_trailing_space_are_distinct(db, tmp_path):
+    records = [{"role": "user", "content": c, "id": i}
+               for c, i in (("a", "Msg-1"), ("b", "msg-1"), ("c", "msg-1 "), ("d", "MSG-1"))]
+    path = write(tmp_path / "ids.jsonl", records)
+    [res] = Importer(db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 4
+    [again] = Importer(db.engine).import_paths([str(path)])
+    assert (again.messages_added, again.messages_present) == (0, 4)
+
+
+# -- item 8: the size that is sent ----------------------------------------------------------------------
+
+def test_size_checks_count_escaped_bytes_and_tool_call_arguments(db, tmp_path):
+    quotes = '"\n' * (5 * 1024 * 1024)  # 10 MiB of text, 20 MiB once escaped for MySQL
+    escaped = write(tmp_path / "quotes.jsonl", chat("hi") + [{"role": "user", "content": quotes}])
+    args = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "write", "arguments": "x" * (17 * 1024 * 1024)}}]}
+    big_call = write(tmp_path / "args.jsonl", chat("hi") + [args])
+    results = Importer(db.engine).import_paths([str(escaped), str(big_call)])
+    if db.kind == "mysql":  # max_allowed_packet 16 MiB
+        assert f"{escaped}:2: message of 20.0 MB as sent" in results[0].error
+        assert f"{big_call}:2: message of 17.0 MB as sent" in results[1].error
+        assert "tool-call arguments" in results[1].error
+        assert counts(db) == (0, 0, 0)
+    else:  # SQLite takes statements up to 1 GB
+        assert [r.error for r in results] == [None, None]
+        assert db.scalar("SELECT MAX(LENGTH(content)) FROM agent_message") == len(quotes)
+
+
+# -- item 9: a failed file leaves no session row ------------------------------------------------------
+
+@pytest.mark.parametrize("bad,where", [
+    (b'{"role": "user", "content": NaN}\n', ":2: malformed JSON"),
+    (b'{"role": "user", "content": "x", "extra": Infinity}\n', ":2: malformed JSON"),
+    (json.dumps({"role": "user", "content": "x", "name": "n" * 300}).encode() + b"\n", ":2: invalid"),
+    (json.dumps({"role": "user", "content": "x", "extra": json.loads("[" * 40 + "]" * 40)}).encode() + b"\n",
+     ":2: a value is nested more than"),
+    (b'{"role": "user", "content": "lone \\ud800 surrogate"}\n', ":2: a string holds a lone"),
+    (b'{"role": "user", "content": "x", "n": ' + b"9" * 5000 + b"}\n", ":2: malformed JSON"),
+])
+def test_a_failed_file_leaves_no_empty_session_row(db, cli, tmp_path, bad, where):
+    path = write(tmp_path / "bad.jsonl", jsonl(chat("fine")) + bad)
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 1, result.output
+    assert f"{path}{where}" in result.output
+    assert "Traceback" not in result.output
+    assert counts(db) == (0, 0, 0)
+
+
+def test_a_model_that_is_a_list_fails_the_file_and_leaves_nothing(db, tmp_path):
+    records = [{"type": "session", "version": 3, "id": "pi-x", "timestamp": "2026-01-01T00:00:00Z"},
+               {"type": "message", "id": "e1", "parentId": None, "message": {"role": "user", "content": "hi"}},
+               {"type": "model_change", "id": "e2", "parentId": "e1", "modelId": ["gpt", "5"]}]
+    path = write(tmp_path / "pi.jsonl", records)
+    [res] = Importer(db.engine).import_paths([str(path)])
+    assert res.error == f"{path}:3: invalid pi record: 'modelId' must be a string, not an array " \
+                        "(use --skip-invalid to skip such records)"
+    assert counts(db) == (0, 0, 0)
+    [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
+    assert res.error is None and res.skipped["invalid_record"] == 1 and counts(db) == (1, 1, 0)
+
+
+# -- item 3: one bad file never stops the others --------------------------------------------------------
+
+def test_a_directory_with_one_hostile_file_imports_all_the_others(db, cli, tmp_path):
+    write(tmp_path / "a.jsonl", chat("first file"))
+    write(tmp_path / "b.jsonl", chat("ok") + [{"role": "tool", "tool_call_id": ["unhashable"], "content": "x"}])
+    write(tmp_path / "c.jsonl", chat("last file", "reply"))
+    result = cli("--db", db.url, "import", tmp_path)
+    assert result.exit_code == 4, result.output
+    assert f"{tmp_path / 'b.jsonl'}:2: invalid openai-chat record: 'tool_call_id' must be a string" \
+        in result.output
+    assert "1 of 3 file(s) failed" in result.output and "Traceback" not in result.output
+    assert counts(db) == (2, 3, 0)
+
+
+# -- item 12 -------------------------------------------------------------------------------------------
+
+def test_pi_checkpoint_whose_first_kept_entry_is_a_tool_result_keeps_the_call(db, tmp_path):
+    def entry(i, parent, message):
+        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
+                "message": message}
+
+    records = [
+        {"type": "session", "version": 3, "id": "pi-cut", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        entry("e1", None, {"role": "user", "content": "read it"}),
+        entry("e2", "e1", {"role": "assistant", "content": [
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}}]}),
+        entry("e3", "e2", {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "A"}]}),
+        entry("e4", "e3", {"role": "assistant", "content": [{"type": "text", "text": "done"}]}),
+        {"type": "compaction", "id": "e5", "parentId": "e4", "summary": "asked to read a",
+         "firstKeptEntryId": "e3", "tokensBefore": 500},
+        entry("e6", "e5", {"role": "user", "content": "next"}),
+    ]
+    [res] = Importer(db.engine).import_paths([str(write(tmp_path / "pi.jsonl", records))])
+    assert res.error is None and res.compactions_added == 1
+    [cp] = Store(db.engine).compactions(res.session_id)
+    kept = db.rows("SELECT source_id, role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id)
+    assert kept == [{"source_id": "e2", "role": "assistant"}]
+    assert cp.details["first_kept_moved_to_call_of"] == "e3"
+    ctx = Store(db.engine).restored_context(res.session_id).to_openai()
+    assert "asked to read a" in ctx[0]["content"]
+    assert [m["role"] for m in ctx[1:]] == ["assistant", "tool", "assistant", "user"]
+
+
+def test_a_fifo_is_refused_at_once(db, tmp_path):
+    fifo = tmp_path / "live.jsonl"
+    os.mkfifo(fifo)
+    write(tmp_path / "ok.jsonl", chat("fine"))
+    proc = subprocess.run([sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 4, proc.stderr
+    assert f"{fifo}: not a regular file" in proc.stderr
+    assert counts(db) == (1, 1, 0)
+
+
+def test_a_symlink_loop_is_named_as_such(db, cli, tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    os.symlink(b, a)
+    os.symlink(a, b)
+    result = cli("--db", db.url, "import", a)
+    assert result.exit_code == 1
+    assert f"{a}: too many levels of symbolic links" in result.output
+    assert "no such file" not in result.output
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_line(db, tmp_path):
+    path = write(tmp_path / "bom.jsonl", b"\xef\xbb\xbf" + jsonl(chat("first", "second")))
+    [res] = Importer(db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 2
+
+
+def test_a_claude_code_record_whose_parent_is_missing_keeps_the_earlier_records(db, tmp_path):
+    records = [cc("u1", None, "user", "one"), cc("a1", "u1", "assistant", "two"),
+               cc("u2", "trimmed-away", "user", "three"), cc("a2", "u2", "assistant", "four")]
+    [res] = Importer(db.engine).import_paths([str(write(tmp_path / "gap.jsonl", records))])
+    assert res.error is None
+    assert contents(db, res.session_id) == ["one", "two", "three", "four"]
+    assert not any(k.startswith("abandoned_branch") for k in res.skipped)
+
+
+def test_a_real_transcript_with_a_bom_and_crlf_free_lines_still_imports(db, tmp_path):
+    src = TRANSCRIPTS / "pi" / "agent-sessions-pi-small.jsonl"
+    path = write(tmp_path / "pi-bom.jsonl", b"\xef\xbb\xbf" + src.read_bytes())
+    [res] = Importer(db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added > 0
