@@ -121,9 +121,20 @@ def checkpoints(app, session, output: OutputFormat):
     if output.machine:
         print_rows(rows, output)
         return
-    print_rows(rows, output, ["checkpoint_id", "parent_id", "created_at", "summarizer",
-                              "summarizer_model", "first_kept_message_id", "messages_summarised",
-                              "tokens_before", "tokens_after", "summary_tokens", "retention"])
+    labels = {"checkpoint_id": "checkpoint", "parent_id": "parent", "created_at": "created",
+              "summarizer": "summarizer", "summarizer_model": "model",
+              "first_kept_message_id": "cut at", "messages_summarised": "summarised",
+              "tokens_before": "before", "tokens_after": "after",
+              "summary_tokens": "summary", "retention": "retained"}
+    table = [{label: (r[key].isoformat(sep=" ", timespec="seconds")
+                      if key == "created_at" and r[key] is not None
+                      else f"{r[key]:.0%}" if key == "retention" and r[key] is not None
+                      else r[key]) for key, label in labels.items()} for r in rows]
+    click.echo(fit_table(table, output, labels.values(), table_width(None),
+                         ["summarizer", "model"], optional=["created", "parent"]))
+    if rows:
+        click.echo("(tokens: the context before and after each checkpoint, and its summary; "
+                   "--json for every field)")
 
 
 @context.command("diff")
