@@ -22,11 +22,11 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from .db import describe_db_error, dialect_of
 from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
-from .transcripts import BranchedTranscript, Transcript
+from .transcripts import PARSERS, BranchedTranscript, Transcript
 from .transcripts.files import (STDIN, CountingStream, expand_paths, main_line_of, open_source,
                                 read_transcript)
 from .transcripts.fields import source_key
-from .transcripts.reconcile import Reconciler
+from .transcripts.reconcile import Disagreement, Reconciler
 
 _CONFLICT_ATTEMPTS = 5
 
@@ -99,6 +99,11 @@ class Importer:
         except OSError as exc:
             reason = exc.strerror or str(exc)
             result.error = f"{shown}: {reason[:1].lower()}{reason[1:]}"
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            # Input no check foresaw reached the driver: still this file's failure only, so
+            # the files after it are imported (from cron, forever otherwise).
+            result.error = (f"{shown}: internal error ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); please report it")
         if result.error:
             result.messages_added = result.compactions_added = 0
         return result
@@ -109,9 +114,14 @@ class Importer:
             try:
                 self._import_pass(path, stream, fallback_id, result, main)
                 return
-            except BranchedTranscript:
+            except (BranchedTranscript, Disagreement) as exc:
                 # A tree with abandoned branches: nothing was written (the transaction rolled
-                # back). Find the main line in a first pass, then import only it.
+                # back). Find the main line in a first pass, then import only it. A disagreement
+                # seen while reading a tree as linear may come from a branch (a tool result
+                # whose call is abandoned reads differently): it is final on the main line only.
+                if isinstance(exc, Disagreement) and (main is not None
+                                                      or not PARSERS[result.format].tree):
+                    raise
                 stream.seek(0)
                 main = main_line_of(path, CountingStream(stream), result.format, self.skip_invalid)
             except (IntegrityError, OperationalError, SessionGone) as exc:
@@ -140,6 +150,7 @@ class Importer:
             if created:
                 try:
                     self.sessions.drop_if_empty(result.session_id)
+                    result.session_id = None
                 except SQLAlchemyError:
                     pass  # the original failure is the one to report
             result.messages_added = result.compactions_added = 0

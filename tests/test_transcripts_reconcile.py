@@ -69,7 +69,7 @@ def test_a_checkpoint_with_nothing_after_it_waits_and_is_counted():
 
 
 def test_present_messages_and_checkpoints_are_not_written_again():
-    stored = StoredSession(messages={"u": fingerprint("user", 1, "x")}, compactions={"k"})
+    stored = StoredSession(messages={"u": fingerprint("user", 1, b"x")}, compactions={"k"})
     actions, counts = run([msg("u", "user"), SourceCompaction("k", "s", 2, first_kept_source_id="u"),
                            msg("v", "user")], stored)
     assert [type(a) for a in actions] == [NewMessage]
@@ -77,8 +77,8 @@ def test_present_messages_and_checkpoints_are_not_written_again():
 
 
 def test_the_last_stored_message_caught_mid_stream_is_completed():
-    stored = StoredSession(messages={"a": fingerprint("assistant", 5, "Look.")},
-                           last=StoredMessage(7, "a", "assistant", 5, "Look.", 0))
+    stored = StoredSession(messages={"a": fingerprint("assistant", 5, b"Look.")},
+                           last=StoredMessage(7, "a", "assistant", 5, b"Look.", 0))
     grown = msg("a", "assistant", "Look. More", tool_calls=[call("c1")])
     actions, counts = run([grown], stored)
     assert actions == [CompleteMessage(7, grown)]
@@ -86,7 +86,7 @@ def test_the_last_stored_message_caught_mid_stream_is_completed():
 
 
 @pytest.mark.parametrize("stored_role,stored_bytes,stored_prefix",
-                         [("user", 99, "x"), ("assistant", 1, "x"), ("user", 1, "y")])
+                         [("user", 99, b"x"), ("assistant", 1, b"x"), ("user", 1, b"y")])
 def test_a_file_that_disagrees_with_what_it_claims_to_extend_is_refused(stored_role, stored_bytes,
                                                                         stored_prefix):
     stored = StoredSession(messages={"L1": fingerprint(stored_role, stored_bytes, stored_prefix),
@@ -97,8 +97,8 @@ def test_a_file_that_disagrees_with_what_it_claims_to_extend_is_refused(stored_r
 
 
 def test_a_shorter_last_message_is_a_disagreement_too():
-    stored = StoredSession(messages={"a": fingerprint("user", 10, "0123456789")},
-                           last=StoredMessage(1, "a", "user", 10, "0123456789"))
+    stored = StoredSession(messages={"a": fingerprint("user", 10, b"0123456789")},
+                           last=StoredMessage(1, "a", "user", 10, b"0123456789"))
     with pytest.raises(TranscriptError):
         run([msg("a", "user", "short")], stored)
 

@@ -25,7 +25,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from ..transcripts.reconcile import (PREFIX_CHARS, Action, CompleteMessage, NewCheckpoint, NewMessage,
+from ..transcripts.reconcile import (PREFIX_BYTES, Action, CompleteMessage, NewCheckpoint, NewMessage,
                                      StoredMessage, StoredSession, fingerprint, size_problem)
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import Store
@@ -86,18 +86,19 @@ class ImportedSessions:
     @staticmethod
     def stored(conn: Connection, session_id: int) -> StoredSession:
         """What the store holds of this session, for the reconciler."""
-        size = sa.func.coalesce(sa.func.length(sa.cast(M.c.content, sa.LargeBinary)), 0)
-        prefix = sa.func.coalesce(sa.func.substr(M.c.content, 1, PREFIX_CHARS), "")
+        content = sa.cast(M.c.content, sa.LargeBinary)  # bytes: NUL characters and all
+        size = sa.func.coalesce(sa.func.length(content), 0)
+        prefix = sa.func.substr(content, 1, PREFIX_BYTES)
         rows = conn.execute(sa.select(M.c.id, M.c.source_id, M.c.role, size, prefix)
                             .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
                             .order_by(M.c.id))
         out = StoredSession()
         last = None
         for last in rows:
-            out.messages[last[1]] = fingerprint(last[2], int(last[3]), last[4])
+            out.messages[last[1]] = fingerprint(last[2], int(last[3]), bytes(last[4] or b""))
         if last is not None:
             calls = conn.execute(sa.select(M.c.tool_calls).where(M.c.id == last[0])).scalar()
-            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]), last[4],
+            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]), bytes(last[4] or b""),
                                      len(calls) if isinstance(calls, list) else 0)
         out.compactions = {r[0] for r in conn.execute(
             sa.select(C.c.source_id).where(C.c.session_id == session_id, C.c.source_id.is_not(None)))}

@@ -36,7 +36,8 @@ class ClaudeCodeParser(FormatParser):
 
     @staticmethod
     def fits(obj: dict) -> bool:
-        return obj.get("type") in _KINDS and ("uuid" in obj or "sessionId" in obj
+        kind = obj.get("type")
+        return isinstance(kind, str) and kind in _KINDS and ("uuid" in obj or "sessionId" in obj
                                               or obj.get("type") in ("summary", "queue-operation"))
 
     @staticmethod

@@ -58,9 +58,14 @@ def obj(rec: dict, key: str) -> dict | None:
     raise InvalidRecord(f"{key!r} must be an object, not {json_type(value)}")
 
 
+INT_RANGE = range(-2 ** 31, 2 ** 31)  # an INT column
+
+
 def integer(value: Any) -> int | None:
-    """An informative count: an integer, or None for anything else."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An informative count: an integer an INT column holds, or None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in INT_RANGE:
+        return value
+    return None
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -141,7 +146,7 @@ def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_r
 
 def _count(value: Any) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return int(value)
+        return integer(int(value))
     return None
 
 

@@ -162,7 +162,8 @@ def decode_line(raw: bytes) -> tuple[object, str | None]:
         obj = _decode(text)
     except json.JSONDecodeError as exc:
         snippet = text.strip()[:40].encode("unicode_escape").decode("ascii")
-        return None, f"malformed JSON ({exc.msg} at column {exc.colno}): {snippet!r}"
+        reason = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg
+        return None, f"malformed JSON ({reason} at column {exc.colno}): {snippet!r}"
     except ValueError as exc:  # NaN/Infinity, an integer of thousands of digits
         return None, f"malformed JSON ({str(exc).splitlines()[0][:80]})"
     except RecursionError:
@@ -217,7 +218,7 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
         raise TranscriptError(path, None, "file is empty")
     if not samples:
         _no_records(path, first_bad)
-    fmt = fmt or detect_format(samples[0], path)
+    fmt = fmt or detect_format(samples[0], path, samples)
     check_fit(path, fmt, samples)
     parser = PARSERS[fmt]()
     lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, parser.skipped)
@@ -277,8 +278,10 @@ def _whole_document(path, peeked, raw_iter, fmt) -> Transcript:
     return parse(PARSERS[fmt](), (Line(i, m) for i, m in enumerate(messages, start=1)), path)
 
 
-def detect_format(first: dict | list, path: str) -> str:
-    """Name the format of a transcript from its first JSON record (or whole-file JSON value)."""
+def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> str:
+    """Name the format of a transcript from its first JSON record (or whole-file JSON value);
+    when that one does not tell (a file without its header), the format most of ``samples``
+    fit."""
     if isinstance(first, list) or (isinstance(first, dict) and (
             isinstance(first.get("history"), list) or isinstance(first.get("messages"), list))):
         return "openai-chat"
@@ -298,6 +301,10 @@ def detect_format(first: dict | list, path: str) -> str:
         return "claude-code"
     if "role" in first:
         return "openai-chat"
+    scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
+    best = max(scores, key=scores.get)
+    if scores[best] * 2 > len(samples):
+        return best
     keys = ", ".join(sorted(str(k)[:40] for k in first)[:8])
     raise TranscriptError(path, 1, f"cannot tell the transcript format (first record has keys "
                                    f"{keys}); pass --format {{{','.join(FORMATS)}}}")

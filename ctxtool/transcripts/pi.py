@@ -36,7 +36,8 @@ class PiParser(FormatParser):
 
     @staticmethod
     def fits(obj: dict) -> bool:
-        return obj.get("type") in _KINDS and ("id" in obj or "timestamp" in obj or "message" in obj)
+        kind = obj.get("type")
+        return isinstance(kind, str) and kind in _KINDS and ("id" in obj or "timestamp" in obj or "message" in obj)
 
     @staticmethod
     def link(rec: dict) -> tuple[str, str | None] | None:

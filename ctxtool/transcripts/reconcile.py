@@ -25,7 +25,7 @@ from .records import Record, SourceCompaction, SourceMessage, TranscriptError
 ROLES = ("system", "user", "assistant", "tool")
 
 
-PREFIX_CHARS = 32
+PREFIX_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,11 @@ class StoredMessage:
     source_id: str
     role: str
     content_bytes: int
-    prefix: str = ""  # the first PREFIX_CHARS characters of its content
+    prefix: bytes = b""  # the first PREFIX_BYTES bytes of its content (UTF-8)
     tool_calls: int = 0
 
 
-def fingerprint(role: str, content_bytes: int, prefix: str) -> int:
+def fingerprint(role: str, content_bytes: int, prefix: bytes) -> int:
     """A message as one int (memory stays small for very long sessions): its role, its size
     and the start of its text. Reading whole contents back would make every re-import of a
     long session read its whole history; two different messages agreeing on all three is
@@ -56,6 +56,10 @@ class StoredSession:
     messages: dict[str, int] = field(default_factory=dict)
     compactions: set[str] = field(default_factory=set)
     last: StoredMessage | None = None
+
+
+class Disagreement(TranscriptError):
+    """The file's message differs from the stored one under the same source id."""
 
 
 @dataclass(frozen=True)
@@ -163,8 +167,8 @@ class Reconciler:
 
     def _compare(self, msg: SourceMessage, stored: int) -> CompleteMessage | None:
         """A message the store already holds: the same, or the last one grown; else refuse."""
-        size = len(msg.content.encode("utf-8")) if msg.content else 0
-        prefix = (msg.content or "")[:PREFIX_CHARS]
+        encoded = msg.content.encode("utf-8") if msg.content else b""
+        size, prefix = len(encoded), encoded[:PREFIX_BYTES]
         last = self.stored.last
         if last is not None and msg.source_id == last.source_id:
             grew = size > last.content_bytes or len(msg.tool_calls or []) > last.tool_calls
@@ -176,7 +180,7 @@ class Reconciler:
                 return None
         elif fingerprint(msg.role, size, prefix) == stored:
             return None
-        raise TranscriptError(
+        raise Disagreement(
             self.path, msg.line,
             f"message {msg.source_id!r} differs from the one stored under the same id: this file "
             "is not a continuation of the transcript imported before (refused, not merged; "
