@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ctxtool.compaction import CompactionSettings
+from ctxtool.compaction.plan import CompactionSettings
 from ctxtool.store import Store
 
 # Small windows so a few dozen messages are "over threshold".
@@ -19,11 +19,11 @@ def coding_session(turns: int, tag: str = "") -> list[dict]:
     for t in range(turns):
         msgs.append({"role": "user", "content": f"Turn {t}{tag}: please fix the failing test in src/mod{t}.py " * 8})
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call{t}", "type": "function",
+            {"id": f"call{t}{tag}", "type": "function",
              "function": {"name": "read", "arguments": json.dumps({"path": f"src/mod{t}.py"})}}]})
         body = "\n".join(f"line {i}: value = compute({i}) # Error: ZeroDivisionError" if i == 3 else
                          f"line {i}: value = compute({i})" for i in range(40))
-        msgs.append({"role": "tool", "tool_call_id": f"call{t}", "content": body})
+        msgs.append({"role": "tool", "tool_call_id": f"call{t}{tag}", "content": body})
         msgs.append({"role": "assistant", "content": f"Fixed mod{t}. Moving on to the next file."})
     return msgs
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction import (CompactionSettings, PlanMessage, context_window_for, files_touched,
-                                is_safe_cut, merge_file_lists, plan_compaction, should_compact)
+from ctxtool.compaction.files import files_touched, merge_file_lists
+from ctxtool.compaction.plan import (CompactionSettings, PlanMessage, context_window_for, is_safe_cut,
+                                     plan_compaction, should_compact)
 
 
 def user(i, t=100):

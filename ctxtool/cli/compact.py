@@ -1,35 +1,52 @@
 """`ctxtool compact`: offline compaction of one session or, from cron, of every session over
-its threshold."""
+its threshold. Parses options into the library's settings objects and prints outcomes."""
 
 from __future__ import annotations
 
 import click
 
-from ..compaction import DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS, CompactionSettings
-from ..compactor import COMPACTED, DEFAULT_LEASE_SECONDS, Compactor, parse_duration
+from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS,
+                          CompactionSettings, Compactor, SummarizerSettings, make_summarizer,
+                          parse_duration)
+from ..compaction.summarizers import DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
-from ..output import OutputFormat, Progress, dumps, output_options, print_rows
-from ..summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
-                           make_summarizer)
+from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
 from . import main, pass_app
 
 _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
-            "summarised_messages", "kept_messages", "first_kept_message_id", "split_turn",
-            "summarizer", "model", "seconds", "error"]
+            "summary_tokens", "retention", "carry_over", "summarised_messages", "kept_messages",
+            "first_kept_message_id", "split_turn", "summarizer", "model", "seconds", "error"]
+
+
+class Duration(click.ParamType):
+    """``90s``, ``10m``, ``2h``, ``1d``: a bad one is a usage error (exit 2)."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_duration(value)
+        except CtxtoolError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @main.command()
 @click.argument("session_id", type=int, required=False)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job).")
 @click.option("--limit", type=click.IntRange(1),
-              help="With --all: at most N sessions, largest overrun first.")
+              help="With --all: compact at most N sessions, the largest overruns first.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="Concurrent compactions (LLM calls) with --all.")
-@click.option("--older-than", metavar="DURATION",
-              help="With --all: only sessions whose newest message is older (e.g. 10m, 2h).")
+@click.option("--older-than", type=Duration(), metavar="DURATION",
+              help="With --all: only sessions whose newest message is older (a number and a "
+              "unit: 90s, 10m, 2h, 1d).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; call no LLM, write nothing.")
+@click.option("--summarize", is_flag=True,
+              help="With --dry-run: also run the summarizer and report summary tokens, retention, "
+              "carry-over and over-window per session, writing nothing (compare settings or models).")
 @click.option("--force", is_flag=True, help="Compact even below the threshold.")
-@click.option("--summarizer", "summarizer_kind", default="auto", show_default=True,
+@click.option("--summarizer", "kind", default="auto", show_default=True,
               type=click.Choice(["auto", "openai", "extractive"]),
               help="auto = openai when an endpoint is configured, else extractive.")
 @click.option("--model", help="Summary model [env CTXTOOL_SUMMARY_MODEL; default gpt-4o-mini].")
@@ -41,66 +58,101 @@ _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_afte
 @click.option("--retries", default=DEFAULT_RETRIES, show_default=True, type=click.IntRange(0, 20),
               help="Retries (with backoff) on 429, 5xx, timeouts.")
 @click.option("--max-summary-tokens", default=DEFAULT_MAX_SUMMARY_TOKENS, show_default=True,
-              type=click.IntRange(64))
+              type=click.IntRange(64),
+              help="Largest summary any summarizer may write (at most a quarter of the threshold "
+              "is used); a longer one is rejected.")
+@click.option("--summary-input-tokens", type=click.IntRange(2048),
+              help="Largest prompt one LLM request may carry; a longer span is folded in chunks "
+              "[default: the summary model's window less the answer and the instructions].")
+@click.option("--request-style", default="auto", show_default=True, type=click.Choice(REQUEST_STYLES),
+              help="LLM request parameters: reasoning = max_completion_tokens and no temperature "
+              "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.")
 @click.option("--context-window", type=click.IntRange(1024),
               help="Override the model's context window.")
-@click.option("--reserve-tokens", default=DEFAULT_RESERVE_TOKENS, show_default=True, type=click.IntRange(0))
+@click.option("--reserve-tokens", default=DEFAULT_RESERVE_TOKENS, show_default=True, type=click.IntRange(0),
+              help="Room kept free for the model's answer: a session compacts above its window "
+              "less this.")
 @click.option("--keep-recent-tokens", default=DEFAULT_KEEP_RECENT_TOKENS, show_default=True,
-              type=click.IntRange(0))
+              type=click.IntRange(0),
+              help="Newest messages kept verbatim (a target: less is kept when needed to fit the "
+              "window).")
 @click.option("--encoding", help="Count tokens with this encoding instead of the session model's.")
-@click.option("--lease-seconds", default=DEFAULT_LEASE_SECONDS, show_default=True, type=click.IntRange(10),
-              help="How long a claimed session stays reserved for this run.")
+@click.option("--lease-seconds", type=click.IntRange(10),
+              help="Hold each claimed session at least this long [default: sized from the "
+              "summarizer: LLM timeout x attempts per request + 60 s; 2 minutes for extractive].")
 @output_options
 @pass_app
-def compact(app, session_id, all_sessions, limit, workers, older_than, dry_run, force,
-            summarizer_kind, model, base_url, timeout, retries, max_summary_tokens,
-            context_window, reserve_tokens, keep_recent_tokens, encoding, lease_seconds,
-            output: OutputFormat):
+def compact(app, session_id, all_sessions, output: OutputFormat, **options):
     """Compact a session's context: summarise old messages, keep recent ones verbatim.
 
     Only adds an agent_compaction row; history is never changed. Exit code 0 when everything
-    went well, 4 when some sessions failed (--all), 1 on error.
+    went well, 4 when some sessions failed or stay over their window (--all), 1 on error.
 
     \b
     Examples:
       ctxtool compact 42 --dry-run
       ctxtool compact --all --workers 8 --older-than 10m
+      ctxtool compact --all --dry-run --summarize --summarizer openai --model gpt-5-mini
     """
     if (session_id is None) == (not all_sessions):
         raise click.UsageError("give a SESSION_ID or --all")
-    if limit is not None and not all_sessions:
+    if options["limit"] is not None and not all_sessions:
         raise click.UsageError("--limit goes with --all")
-    engine = app.store_engine(pool_size=workers + 2, max_overflow=workers)
-    summarizer = make_summarizer(summarizer_kind, model, base_url, None, timeout, retries,
-                                 max_summary_tokens)
-    lease = max(lease_seconds, int(timeout * (retries + 1)) + 60)
-    settings = CompactionSettings(context_window, reserve_tokens, keep_recent_tokens)
-    compactor = Compactor(engine, summarizer, settings, lease_seconds=lease, encoding=encoding)
+    if options["summarize"] and not options["dry_run"]:
+        raise click.UsageError("--summarize goes with --dry-run (a real run summarises anyway)")
+    summarizer = make_summarizer(_summarizer_settings(options))
+    engine = app.store_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
+    compactor = Compactor(engine, summarizer, CompactionSettings(
+        context_window=options["context_window"], reserve_tokens=options["reserve_tokens"],
+        keep_recent_tokens=options["keep_recent_tokens"]),
+        lease_seconds=options["lease_seconds"], encoding=options["encoding"],
+        max_summary_tokens=options["max_summary_tokens"])
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
-
+    run = dict(force=options["force"], dry_run=options["dry_run"], summarize=options["summarize"])
     if session_id is not None:
-        outcome = compactor.compact_session(session_id, force=force, dry_run=dry_run)
-        if output.machine:
-            click.echo(dumps(outcome.as_dict()))
-        else:
-            _print_outcome(outcome)
-        if not outcome.ok:
-            raise CtxtoolError(f"session {session_id}: {outcome.status}: {outcome.error}")
-        return
+        _one(compactor.compact_session(session_id, **run), output)
+    else:
+        _all(compactor, run, options, output)
 
-    candidates = compactor.find_candidates(force=force, older_than=parse_duration(older_than))[:limit]
-    with Progress(len(candidates), "compacting") as progress:
-        outcomes = compactor.compact_sessions([c.session_id for c in candidates], workers, force,
-                                              dry_run, on_done=lambda _o: progress.update(1))
+
+def _summarizer_settings(options: dict) -> SummarizerSettings:
+    return SummarizerSettings(kind=options["kind"], model=options["model"],
+                              base_url=options["base_url"], timeout=options["timeout"],
+                              retries=options["retries"],
+                              max_summary_tokens=options["max_summary_tokens"],
+                              input_tokens=options["summary_input_tokens"],
+                              request_style=options["request_style"])
+
+
+def _one(outcome, output: OutputFormat) -> None:
+    if output.json:
+        click.echo(dumps(outcome.as_dict()))
+    elif output.machine:
+        print_rows([outcome.as_dict()], output, headers=_COLUMNS)
+    elif outcome.status != "failed":
+        _print_outcome(outcome)
+    if not outcome.ok:
+        raise CtxtoolError(outcome.message())
+
+
+def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -> None:
+    batch = compactor.batch(force=run["force"], older_than=options["older_than"],
+                            limit=options["limit"], dry_run=run["dry_run"])
+    with Progress(len(batch.candidates), "compacting") as progress:
+        outcomes = compactor.run_batch(batch, workers=options["workers"],
+                                       on_done=lambda _o: progress.update(1), **run)
     print_rows([o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS)
     if not output.machine:
         done = sum(o.status == COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
+        for o in outcomes:
+            for note in o.notes if o.status == "lease_held" else ():
+                echo_text(f"session {o.session_id}: {note}", err=True)
     failed = [o for o in outcomes if not o.ok]
     if failed:
         raise PartialFailure(f"{len(failed)} of {len(outcomes)} session(s) failed: "
-                             + "; ".join(f"{o.session_id}: {o.error}" for o in failed[:3]))
+                             + "; ".join(o.message() for o in failed[:3]))
 
 
 def _print_outcome(o) -> None:
@@ -115,11 +167,16 @@ def _print_outcome(o) -> None:
         lines.append(f"  tokens after:       {o.tokens_after}")
     elif o.tokens_kept is not None:
         lines.append(f"  tokens after:       {o.tokens_kept} + the new summary")
+    if o.summary_tokens is not None:
+        lines.append(f"  summary:            {o.summary_tokens} tokens, retention "
+                     f"{_percent(o.retention)}, carry-over {_percent(o.carry_over)}")
     if o.compaction_id:
         lines.append(f"  checkpoint:         {o.compaction_id} by {o.summarizer}"
                      f"{' (' + o.model + ')' if o.model else ''}")
     for note in o.notes:
         lines.append(f"  note: {note}")
-    if o.error:
-        lines.append(f"  error: {o.error}")
-    click.echo("\n".join(lines))
+    echo_text("\n".join(lines))
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"

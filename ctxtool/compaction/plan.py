@@ -5,6 +5,9 @@ rules: keep at least ``keep_recent_tokens`` of the most recent messages; cut at 
 (a user message) where possible; never between a tool call and its result, and never leave a
 tool result in the kept part without its call. A turn larger than the budget is cut inside, at
 an assistant message whose earlier tool calls are all answered, and its early part summarised.
+``keep_recent_tokens`` is a target: when the kept part would not fit the window, the cut moves
+forward to the latest-keeping safe cut that fits; when none fits, the plan says ``over_window``
+and names the messages too large to fit.
 Iterative: the messages given are the session's restored suffix (from the previous checkpoint's
 first kept message on), so a new checkpoint covers exactly what the previous one kept and
 nothing falls between two checkpoints.
@@ -12,10 +15,11 @@ nothing falls between two checkpoints.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
+
+from ..records import Message
+from .calls import call_ids
 
 DEFAULT_RESERVE_TOKENS = 16_384
 DEFAULT_KEEP_RECENT_TOKENS = 20_000
@@ -40,8 +44,10 @@ def context_window_for(model: str | None, override: int | None = None) -> int:
     return CONTEXT_WINDOWS[best] if best else DEFAULT_CONTEXT_WINDOW
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompactionSettings:
+    """When a session compacts and how much stays verbatim (keyword-only: each is a rule)."""
+
     context_window: int | None = None  # None: from the session's model
     reserve_tokens: int = DEFAULT_RESERVE_TOKENS
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
@@ -66,6 +72,12 @@ class PlanMessage:
     tool_call_id: str | None = None     # the call a tool result answers
 
 
+def plan_message(m: Message) -> PlanMessage:
+    """The planner's view of a stored message (malformed tool calls carry no id)."""
+    return PlanMessage(m.id, m.role, m.token_count or 0, call_ids(m.tool_calls),
+                       m.tool_call_id if isinstance(m.tool_call_id, str) else None)
+
+
 @dataclass
 class CompactionPlan:
     """Where to cut: messages[:cut] are summarised, messages[cut:] are kept verbatim."""
@@ -77,6 +89,8 @@ class CompactionPlan:
     kept_tokens: int
     split_turn: bool = False
     notes: list[str] = field(default_factory=list)
+    over_window: bool = False            # even the best safe cut keeps more than fits
+    oversized_ids: list[int] = field(default_factory=list)  # the kept messages to blame
 
 
 def is_safe_cut(messages: Sequence[PlanMessage], cut: int) -> bool:
@@ -84,26 +98,54 @@ def is_safe_cut(messages: Sequence[PlanMessage], cut: int) -> bool:
     without its result across the cut."""
     if cut <= 0 or cut >= len(messages) + 1:
         return False
-    if cut < len(messages) and messages[cut].role == "tool":
-        return False
-    summarised_calls: set[str] = set()
-    for m in messages[:cut]:
-        summarised_calls.update(m.call_ids)
-    for m in messages[cut:]:
-        if m.role == "tool" and m.tool_call_id in summarised_calls:
-            return False
-    return True
+    return safe_cuts(messages)[cut]
 
 
-def plan_compaction(messages: Sequence[PlanMessage], keep_recent_tokens: int) -> CompactionPlan | None:
+def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
+    """``safe[c]`` for every cut 0..len: one pass, so planning stays linear on long sessions.
+
+    A cut c is unsafe when messages[c] is a tool result, or when a call made before c is
+    answered at or after c (the interval (call, result] is closed to cuts)."""
+    n = len(messages)
+    where_called: dict[str, int] = {}
+    blocked = [0] * (n + 2)
+    for i, m in enumerate(messages):
+        for cid in m.call_ids:
+            where_called.setdefault(cid, i)
+        if m.role == "tool" and m.tool_call_id in where_called:
+            start = where_called[m.tool_call_id]
+            if start < i:
+                blocked[start + 1] += 1
+                blocked[i + 1] -= 1
+    safe = [False] * (n + 1)
+    open_intervals = 0
+    for c in range(n + 1):
+        open_intervals += blocked[c]
+        safe[c] = c > 0 and open_intervals == 0 and (c == n or messages[c].role != "tool")
+    return safe
+
+
+def plan_compaction(messages: Sequence[PlanMessage], keep_recent_tokens: int,
+                    max_kept_tokens: int | None = None) -> CompactionPlan | None:
     """Choose the cut over a session's restored suffix; None when nothing can be summarised.
 
     The budget is met by walking back from the newest message; the cut then moves back (keeping
     more) to the nearest safe turn boundary. When no such boundary leaves anything to summarise,
-    the turn is split at the nearest safe assistant message instead.
+    the turn is split at the nearest safe assistant message instead. With ``max_kept_tokens``
+    (what fits the window once the system prompt and the summary are in), a plan keeping more
+    moves its cut forward until it fits, or is marked ``over_window``.
     """
     if len(messages) < 2:
         return None
+    safe = safe_cuts(messages)
+    plan = _plan_for_budget(messages, safe, keep_recent_tokens)
+    if max_kept_tokens is None or (plan is not None and plan.kept_tokens <= max_kept_tokens):
+        return plan
+    return _fit_window(messages, safe, plan, max_kept_tokens)
+
+
+def _plan_for_budget(messages: Sequence[PlanMessage], safe: list[bool],
+                     keep_recent_tokens: int) -> CompactionPlan | None:
     # The first index from which the kept tail holds at least the budget.
     kept = 0
     budget_at = 0
@@ -114,22 +156,49 @@ def plan_compaction(messages: Sequence[PlanMessage], keep_recent_tokens: int) ->
             break
     if budget_at <= 0:
         return None  # everything fits in the budget: nothing worth summarising
-
     # Prefer a user message at or before budget_at (keeps >= budget), never index 0.
     for c in range(budget_at, 0, -1):
-        if messages[c].role == "user" and is_safe_cut(messages, c):
+        if messages[c].role == "user" and safe[c]:
             return _plan(messages, c, split=False)
     # One turn larger than the budget: cut inside it, at an assistant message.
     for c in range(budget_at, 0, -1):
-        if messages[c].role == "assistant" and is_safe_cut(messages, c):
+        if messages[c].role == "assistant" and safe[c]:
             return _plan(messages, c, split=True)
     # Nothing safe at or before the budget point: accept keeping less than the budget.
     for c in range(budget_at + 1, len(messages)):
-        if messages[c].role in ("user", "assistant") and is_safe_cut(messages, c):
+        if messages[c].role in ("user", "assistant") and safe[c]:
             plan = _plan(messages, c, split=messages[c].role != "user")
             plan.notes.append("kept less than keep_recent_tokens: no safe cut before it")
             return plan
     return None
+
+
+def _fit_window(messages: Sequence[PlanMessage], safe: list[bool], plan: CompactionPlan | None,
+                max_kept_tokens: int) -> CompactionPlan | None:
+    """The safe cut keeping the most that still fits; else the one keeping the least, marked."""
+    start = 1 if plan is None else next(i for i, m in enumerate(messages)
+                                        if m.id == plan.first_kept_message_id) + 1
+    kept_from = [0] * (len(messages) + 1)
+    for i in range(len(messages) - 1, -1, -1):
+        kept_from[i] = kept_from[i + 1] + messages[i].tokens
+    cuts = [c for c in range(start, len(messages))
+            if safe[c] and messages[c].role in ("user", "assistant")]
+    for c in cuts:
+        if kept_from[c] <= max_kept_tokens:
+            fitted = _plan(messages, c, split=messages[c].role != "user")
+            fitted.notes.append(f"kept {fitted.kept_tokens} tokens, less than keep_recent_tokens, "
+                                "so the context fits its window")
+            return fitted
+    best = _plan(messages, cuts[-1], split=messages[cuts[-1]].role != "user") if cuts else plan
+    if best is None:
+        return None
+    kept = messages[len(messages) - len(best.kept_ids):]
+    too_big = [m.id for m in kept if m.tokens > max_kept_tokens]
+    best.over_window = True
+    best.oversized_ids = too_big or [max(kept, key=lambda m: m.tokens).id]
+    best.notes.append(f"no safe cut keeps under {max_kept_tokens} tokens: the kept part holds "
+                      f"{best.kept_tokens}")
+    return best
 
 
 def _plan(messages: Sequence[PlanMessage], cut: int, split: bool) -> CompactionPlan:
@@ -141,47 +210,3 @@ def _plan(messages: Sequence[PlanMessage], cut: int, split: bool) -> CompactionP
         kept_tokens=sum(m.tokens for m in messages[cut:]),
         split_turn=split,
     )
-
-
-# -- deterministic details taken from tool calls ------------------------------------------------
-
-_READ_TOOLS = re.compile(r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I)
-_WRITE_TOOLS = re.compile(r"^(write|write_file|edit|multiedit|multi_edit|str_replace|"
-                          r"str_replace_editor|create|create_file|apply_patch|patch|notebookedit)$", re.I)
-_PATH_KEYS = ("file_path", "path", "filePath", "filename", "notebook_path")
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
-
-
-def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
-    """(files read, files modified), in first-seen order, from OpenAI-style tool calls."""
-    read: dict[str, None] = {}
-    modified: dict[str, None] = {}
-    for call in tool_calls:
-        function = call.get("function") or {}
-        name = str(function.get("name") or "")
-        raw = function.get("arguments")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else (raw or {})
-        except (TypeError, ValueError):
-            args = {}
-        paths = []
-        if isinstance(args, dict):
-            paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
-        if name.lower() == "apply_patch" or (isinstance(raw, str) and "*** Begin Patch" in raw):
-            text = raw if isinstance(raw, str) else json.dumps(raw)
-            paths += [p.strip() for p in _PATCH_FILE.findall(text.replace("\\n", "\n"))]
-            modified.update(dict.fromkeys(paths))
-        elif _WRITE_TOOLS.match(name):
-            modified.update(dict.fromkeys(paths))
-        elif _READ_TOOLS.match(name):
-            read.update(dict.fromkeys(paths))
-    return [p for p in read if p not in modified], list(modified)
-
-
-def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]) -> dict:
-    """Files of a new checkpoint: the previous checkpoint's plus this span's (iterative)."""
-    prev_read = list((previous or {}).get("read_files") or [])
-    prev_mod = list((previous or {}).get("modified_files") or [])
-    all_mod = list(dict.fromkeys(prev_mod + modified))
-    all_read = [p for p in dict.fromkeys(prev_read + read) if p not in all_mod]
-    return {"read_files": all_read, "modified_files": all_mod}

@@ -1,0 +1,107 @@
+"""The cron batch: which sessions to compact, found over their effective contexts only.
+
+Sums of stored counts come from the indexes (``store.candidates``); a session with uncounted
+messages, or within NEAR_THRESHOLD_TOKENS of its threshold (the sums leave out the system
+prompt and an imported summary), is measured exactly, in memory. Finding writes nothing:
+filling in counts is the explicit :func:`count_missing` step a real run takes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from ..db import read_connection
+from ..store import Store
+from ..store.candidates import EffectiveContext, effective_contexts, quiet_messages
+from ..store.reads import restored_context_tokens
+from ..tokens import REPLY_PRIMING_TOKENS
+from .outcome import LEASE_HELD, CompactionOutcome
+from .plan import CompactionSettings
+from .suffix import read_suffix
+
+# What a system prompt or an imported summary may add to the summed message counts: sessions
+# this close to their threshold are measured exactly before they are left out.
+NEAR_THRESHOLD_TOKENS = 32_768
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A session found by the batch query, with its effective-context figures."""
+
+    session_id: int
+    model: str | None
+    estimated_tokens: int
+    uncounted: int
+    last_message_id: int
+
+
+@dataclass
+class Batch:
+    """Sessions a batch will compact (largest overrun first), and the ones over threshold that
+    a live lease holds (reported, never skipped silently)."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    leased: list[CompactionOutcome] = field(default_factory=list)
+
+
+def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | None, *,
+               force: bool = False, older_than: int | None = None,
+               limit: int | None = None) -> Batch:
+    """The sessions over threshold (all with ``force``), largest overrun first. Reads only."""
+    with read_connection(engine) as conn:
+        rows = effective_contexts(conn)
+    found: list[tuple[EffectiveContext, int]] = []
+    for r in rows:
+        threshold = settings.threshold(r.model)
+        estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
+        if r.uncounted or (not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold):
+            estimate = measure(engine, r.session_id, encoding)
+        if force or estimate > threshold:
+            found.append((r, estimate))
+    if older_than is not None and found:
+        with read_connection(engine) as conn:
+            quiet = quiet_messages(conn, [r.last_message_id for r, _ in found], older_than)
+        found = [(r, e) for r, e in found if r.last_message_id in quiet]
+    found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
+    batch = Batch()
+    for r, estimate in found:
+        if r.lease_owner is not None:
+            batch.leased.append(_leased(r.session_id, r.lease_owner, r.lease_expires_at, estimate,
+                                        settings.threshold(r.model)))
+        else:
+            batch.candidates.append(Candidate(r.session_id, r.model, estimate, r.uncounted,
+                                              r.last_message_id))
+    batch.candidates = batch.candidates[:limit]
+    return batch
+
+
+def measure(engine: Engine, session_id: int, encoding: str | None = None) -> int:
+    """A session's restored context in tokens, missing counts counted in memory (no writes)."""
+    with read_connection(engine) as conn:
+        _, ctx, enc = read_suffix(Store(engine), conn, session_id, encoding, store_counts=False)
+    return restored_context_tokens(ctx, enc)
+
+
+def count_missing(engine: Engine, encoding: str | None = None) -> int:
+    """Store the token counts the runtime left out of the sessions' restored suffixes, so later
+    runs sum the indexes alone; returns how many messages were counted."""
+    with read_connection(engine) as conn:
+        uncounted = [r.session_id for r in effective_contexts(conn) if r.uncounted]
+    store = Store(engine)
+    counted = 0
+    for session_id in uncounted:
+        with engine.begin() as conn:
+            _, ctx, _ = read_suffix(store, conn, session_id, encoding, store_counts=True)
+            counted += len(ctx.messages)
+    return counted
+
+
+def _leased(session_id: int, owner: str, until: datetime | None, estimate: int,
+            threshold: int) -> CompactionOutcome:
+    out = CompactionOutcome(session_id, LEASE_HELD, tokens_before=estimate, threshold=threshold)
+    out.notes.append(f"over threshold, skipped: leased by {owner} until {until} (a run that was "
+                     "killed keeps its lease until then)")
+    return out

@@ -1,0 +1,98 @@
+"""Bounded summarizer input: a span too large for one request is folded in chunks (pure
+chunking; the fold calls the summarizer once per chunk).
+
+The first chunk is summarised onto the previous summary, the next chunk folded onto that, and
+so on, each request within ``input_tokens``: compaction works exactly when a conversation is
+longest. A single message larger than a chunk is clipped, head and tail (errors come at the
+end), and the clip is stated in the text the summarizer reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from ..records import Message
+from ..tokens import get_encoding
+from .summarizers.base import Summary, SummaryRequest, render_message
+from .summarizers.prompt import SYSTEM_PROMPT, build_prompt
+
+SAFETY = 0.97          # token counts of joined pieces are not exactly additive
+MIN_CHUNK_TOKENS = 512
+
+
+def chunk_transcript(messages: Sequence[Message], chunk_tokens: int,
+                     encoding: str) -> list[tuple[list[Message], str]]:
+    """The span as (messages, rendered text) chunks of at most ``chunk_tokens`` tokens each."""
+    enc = get_encoding(encoding)
+    limit = max(MIN_CHUNK_TOKENS, int(chunk_tokens * SAFETY))
+    chunks: list[tuple[list[Message], str]] = []
+    members: list[Message] = []
+    pieces: list[str] = []
+    used = 0
+    for m in messages:
+        text = render_message(m)
+        if not text:
+            continue
+        tokens = enc.encode_ordinary(text)
+        if len(tokens) > limit:
+            text, tokens = clip_tokens(enc, tokens, limit)
+        cost = len(tokens) + 2  # the blank line joining pieces
+        if pieces and used + cost > limit:
+            chunks.append((members, "\n\n".join(pieces)))
+            members, pieces, used = [], [], 0
+        members.append(m)
+        pieces.append(text)
+        used += cost
+    if pieces:
+        chunks.append((members, "\n\n".join(pieces)))
+    return chunks
+
+
+def clip_tokens(enc, tokens: list[int], limit: int) -> tuple[str, list[int]]:
+    """Head (a third) and tail (the rest) of an oversized message, with the clip stated."""
+    note_room = 40
+    keep = max(2, limit - note_room)
+    head, tail = keep // 3, keep - keep // 3
+    note = f"\n... [clipped: {len(tokens) - keep} tokens of {len(tokens)} left out] ...\n"
+    text = enc.decode(tokens[:head]) + note + enc.decode(tokens[-tail:])
+    return text, enc.encode_ordinary(text)
+
+
+def chunk_budget(request: SummaryRequest, input_tokens: int) -> int:
+    """Tokens left for conversation in one request: the bound less the frame around it (system
+    prompt, instructions, files) and the previous summary at its largest (the budget)."""
+    enc = get_encoding(request.encoding)
+    frame = build_prompt(replace(request, transcript="", previous_summary=None))
+    previous = len(enc.encode_ordinary(request.previous_summary or ""))
+    fixed = len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(frame)) + 64
+    return input_tokens - fixed - max(previous, request.max_tokens) - 200
+
+
+def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest,
+         input_tokens: int | None, estimated_tokens: int | None = None) -> Summary:
+    """Summarise ``request`` in one call when it fits ``input_tokens``, else chunk by chunk.
+
+    ``estimated_tokens`` (the span's stored counts) skips rendering and counting the span when
+    it is far below the bound: the rendered span is never larger than its counts by more than
+    the labels, and tool results are clipped."""
+    if input_tokens is None:
+        return summarize(request)
+    budget = chunk_budget(request, input_tokens)
+    if estimated_tokens is not None and \
+            estimated_tokens * 1.25 + 16 * len(request.messages) < budget:
+        return summarize(request)
+    chunks = chunk_transcript(request.messages, budget, request.encoding)
+    if len(chunks) <= 1:
+        members, text = chunks[0] if chunks else ([], "")
+        return summarize(replace(request, transcript=text))
+    summary: Summary | None = None
+    previous = request.previous_summary
+    for i, (members, text) in enumerate(chunks):
+        last = i == len(chunks) - 1
+        summary = summarize(replace(request, previous_summary=previous, messages=members,
+                                    transcript=text, split_turn=request.split_turn and last))
+        previous = summary.text
+    assert summary is not None
+    return replace(summary, requests=len(chunks),
+                   notes=(f"summarised in {len(chunks)} chunks of at most {input_tokens} tokens",))

@@ -1,0 +1,50 @@
+"""Consistency rules about checkpoints that ``validate`` checks (pure).
+
+They use what a checkpoint records of itself in ``details``: how many messages it summarised
+and the sum of their ids (``summarised_messages``, ``summarised_id_sum``), written by the
+append that proved the span in the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..records import Compaction
+from .plan import CompactionSettings
+
+
+def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
+    """Messages inside a checkpoint's summarised range that it did not summarise.
+
+    ``range_ids``: the ids stored now in ``[previous cut, checkpoint.first_kept_message_id)``
+    of its session. Returns [] when they are exactly what the checkpoint summarised; the late
+    message's id when one arrived (the id sums tell which); with several, the ids outside the
+    first..last summarised ids recorded, else every id of the range (they cannot be told
+    apart). None when the checkpoint recorded no span (imported, or written before ctxtool
+    recorded spans): nothing to check.
+    """
+    details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
+    count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
+    if not isinstance(count, int) or not isinstance(id_sum, int):
+        return None
+    ids = list(range_ids)
+    if len(ids) == count and sum(ids) == id_sum:
+        return []
+    if len(ids) == count + 1 and sum(ids) - id_sum in ids:
+        return [sum(ids) - id_sum]
+    last = details.get("summarised_to_message_id")
+    first = details.get("summarised_from_message_id")
+    suspects = [i for i in ids if isinstance(first, int) and isinstance(last, int)
+                and not first <= i <= last]
+    return suspects or ids
+
+
+def over_window(context_tokens: int, model: str | None,
+                settings: CompactionSettings = CompactionSettings()) -> str | None:
+    """A warning when a restored context is larger than its model's threshold (window less the
+    reserve); None when it fits."""
+    threshold = settings.threshold(model)
+    if context_tokens <= threshold:
+        return None
+    return (f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
+            f"tokens (window {threshold + settings.reserve_tokens})")

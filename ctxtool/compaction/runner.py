@@ -1,0 +1,247 @@
+"""Running compaction against the store: one session, or a cron batch on many workers.
+
+The rules are pure (``prepare``, ``check_summary``); the store does leases, candidate queries
+and the checkpoint append; this module reads a session, runs those steps in order and reports
+an outcome. Safe against other compactors on other hosts: a session is claimed with a lease
+(``store.leases``) and the checkpoint append re-checks the lease, the parent and the summarised
+span in one transaction (``store.checkpoints``). A crash leaves no checkpoint or a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..db import describe_db_error
+from ..errors import CtxtoolError
+from ..store import Store, leases
+from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
+from .batch import Batch, Candidate, count_missing, find_batch
+from .fold import fold
+from .outcome import (COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED,
+                      CompactionOutcome)
+from .plan import CompactionSettings
+from .prepare import Preparation, check_summary, checkpoint_values, prepare
+from .settings import lease_seconds_for
+from .summarizers import Summarizer
+from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS
+from .suffix import read_suffix
+
+SPAN_ATTEMPTS = 3  # a message committed late inside the summarised span: plan again
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Compactor:
+    """Compacts sessions of one store with one summarizer.
+
+    Example::
+
+        compactor = Compactor(engine, ExtractiveSummarizer(), CompactionSettings())
+        outcome = compactor.compact_session(42)
+        outcomes = compactor.compact_all(workers=8, older_than=600)
+    """
+
+    def __init__(self, engine: Engine, summarizer: Summarizer, settings: CompactionSettings, *,
+                 owner: str | None = None, lease_seconds: int | None = None,
+                 encoding: str | None = None,
+                 max_summary_tokens: int | None = None):
+        self.engine = engine
+        self.summarizer = summarizer
+        self.settings = settings
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease_seconds
+        self.encoding = encoding
+        self.max_summary_tokens = (max_summary_tokens or getattr(summarizer, "max_summary_tokens", None)
+                                   or DEFAULT_MAX_SUMMARY_TOKENS)
+        self.store = Store(engine)
+
+    # -- one session -----------------------------------------------------------------------------
+
+    def compact_session(self, session_id: int, *, force: bool = False, dry_run: bool = False,
+                        summarize: bool = False) -> CompactionOutcome:
+        """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
+        nothing (``summarize``: run the summarizer and judge its summary all the same). Never
+        raises for per-session failures: they are reported in the outcome."""
+        started = time.perf_counter()
+        out = CompactionOutcome(session_id, FAILED, summarizer=self.summarizer.name,
+                                model=self.summarizer.model)
+        try:
+            for _ in range(SPAN_ATTEMPTS):
+                out.status = FAILED
+                self._compact(session_id, force, dry_run, summarize, out)
+                if out.status != SPAN_CHANGED:
+                    break
+            if out.status == SPAN_CHANGED:
+                out.status, out.error = FAILED, "messages kept arriving inside the summarised span"
+        except CtxtoolError as exc:  # SummarizerError included
+            out.status, out.error = FAILED, str(exc)
+        except SQLAlchemyError as exc:
+            out.status, out.error = FAILED, describe_db_error(exc)
+        out.seconds = time.perf_counter() - started
+        return out
+
+    def _compact(self, session_id: int, force: bool, dry_run: bool, summarize: bool,
+                 out: CompactionOutcome) -> None:
+        # One connection for the whole session; each phase ends its transaction, so nothing
+        # (in particular SQLite's write lock) is held while the summarizer works.
+        with self.engine.connect() as conn:
+            session, prep = self._prepare(conn, session_id, force, write_counts=not dry_run)
+            _record_plan(out, prep)
+            if prep.status or (dry_run and not summarize):
+                out.status = prep.status or PLANNED
+                return
+            if dry_run:
+                values = self._summarise(prep, session.title, out)
+                out.status = _fits(out, prep, EVALUATED) if values else REJECTED
+                return
+            claimed = leases.claim(conn, session_id, self.owner, self._lease_for(prep), prep.parent_id)
+            if claimed != leases.TAKEN:
+                out.status = claimed
+                return
+            try:
+                values = self._summarise(prep, session.title, out)
+                if values is not None:
+                    self._append(conn, prep, values, out)
+                else:
+                    out.status = REJECTED
+            finally:
+                if out.compaction_id is None:
+                    leases.release(conn, session_id, self.owner)
+
+    def _prepare(self, conn: Connection, session_id: int, force: bool,
+                 write_counts: bool) -> tuple:
+        """Read the restored suffix, count what the runtime left uncounted (stored unless this
+        is a dry run, which writes nothing), and prepare the plan."""
+        session, ctx, encoding = read_suffix(self.store, conn, session_id, self.encoding,
+                                             store_counts=write_counts)
+        conn.commit() if write_counts else conn.rollback()
+        prep = prepare(ctx, session.model, self.settings, encoding,
+                       max_summary_tokens=self.max_summary_tokens, force=force)
+        return session, prep
+
+    def _summarise(self, prep: Preparation, title: str | None,
+                   out: CompactionOutcome) -> dict | None:
+        """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
+        the checkpoint row to write, or None with the refusal left in ``out.error``."""
+        started = time.perf_counter()
+        summary = fold(self.summarizer.summarize, prep.request(title), self.summarizer.input_tokens,
+                       estimated_tokens=prep.plan.summarised_tokens)
+        out.summarizer_seconds = time.perf_counter() - started
+        out.summarizer, out.model = summary.summarizer, summary.model
+        out.summarizer_requests = summary.requests
+        out.notes.extend(summary.notes)
+        tokens, refusal = check_summary(prep, summary.text,
+                                        min_carry_over=self.summarizer.min_carry_over)
+        values = checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model)
+        out.summary_tokens = tokens
+        out.retention = values["details"]["quality"]["retention"]
+        out.carry_over = values["details"]["quality"]["carry_over"]
+        out.error = refusal
+        if refusal is not None:
+            return None
+        out.tokens_after = values["tokens_after"]
+        return values
+
+    def _append(self, conn: Connection, prep: Preparation, values: dict,
+                out: CompactionOutcome) -> None:
+        result = append_checkpoint(conn, owner=self.owner, parent_id=prep.parent_id,
+                                   values=values, span=prep.span())
+        if isinstance(result, int):
+            out.compaction_id = result
+            out.status = _fits(out, prep, COMPACTED)
+        else:
+            out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
+
+    def _lease_for(self, prep: Preparation) -> int:
+        requests = 1
+        if self.summarizer.input_tokens:
+            requests = max(1, -(-prep.plan.summarised_tokens // self.summarizer.input_tokens) + 1)
+        return lease_seconds_for(self.summarizer.seconds_per_request(), requests, self.lease_seconds)
+
+    # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
+
+    def find_candidates(self, *, force: bool = False, older_than: int | None = None) -> list[Candidate]:
+        """Sessions over threshold (free of live leases), largest overrun first. Reads only."""
+        return self.find_batch(force=force, older_than=older_than).candidates
+
+    def find_batch(self, *, force: bool = False, older_than: int | None = None,
+                   limit: int | None = None) -> Batch:
+        return find_batch(self.engine, self.settings, self.encoding, force=force,
+                          older_than=older_than, limit=limit)
+
+    def batch(self, *, force: bool = False, older_than: int | None = None,
+              limit: int | None = None, dry_run: bool = False) -> Batch:
+        """What ``compact --all`` works on: missing counts stored first (not on a dry run,
+        which writes nothing), then :meth:`find_batch`."""
+        if not dry_run:
+            count_missing(self.engine, self.encoding)
+        return self.find_batch(force=force, older_than=older_than, limit=limit)
+
+    def run_batch(self, batch: Batch, *, workers: int = 1, force: bool = False,
+                  dry_run: bool = False, summarize: bool = False,
+                  on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
+        """Compact the batch's candidates with ``workers`` concurrent calls; outcomes (leased
+        sessions included) by session id."""
+        outcomes = list(batch.leased) + self.compact_sessions(
+            [c.session_id for c in batch.candidates], workers=workers, force=force,
+            dry_run=dry_run, summarize=summarize, on_done=on_done)
+        return sorted(outcomes, key=lambda o: o.session_id)
+
+    def compact_all(self, *, workers: int = 1, limit: int | None = None,
+                    older_than: int | None = None, force: bool = False, dry_run: bool = False,
+                    summarize: bool = False,
+                    on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
+        """Find sessions over threshold and compact them with ``workers`` concurrent calls."""
+        batch = self.batch(force=force, older_than=older_than, limit=limit, dry_run=dry_run)
+        return self.run_batch(batch, workers=workers, force=force, dry_run=dry_run,
+                              summarize=summarize, on_done=on_done)
+
+    def compact_sessions(self, session_ids: list[int], *, workers: int = 1, force: bool = False,
+                         dry_run: bool = False, summarize: bool = False,
+                         on_done: Callable[[CompactionOutcome], None] | None = None
+                         ) -> list[CompactionOutcome]:
+        """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
+        outcomes: list[CompactionOutcome] = []
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(self.compact_session, sid, force=force, dry_run=dry_run,
+                                   summarize=summarize) for sid in session_ids]
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                if on_done:
+                    on_done(outcome)
+        outcomes.sort(key=lambda o: o.session_id)
+        return outcomes
+
+
+def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
+    out.tokens_before, out.threshold, out.error = prep.tokens_before, prep.threshold, prep.error
+    plan = prep.plan
+    if plan is None:
+        return
+    out.summarised_messages, out.kept_messages = len(plan.summarised_ids), len(plan.kept_ids)
+    out.first_kept_message_id, out.split_turn = plan.first_kept_message_id, plan.split_turn
+    out.notes = list(plan.notes)
+    out.tokens_kept = prep.tokens_kept
+
+
+def _fits(out: CompactionOutcome, prep: Preparation, status: str) -> str:
+    """``status``, or OVER_WINDOW when the context stays over its threshold after all."""
+    if prep.plan is not None and prep.plan.over_window:
+        out.error = prep.error
+        return OVER_WINDOW
+    if out.tokens_after is not None and out.tokens_after > prep.threshold:
+        out.error = (f"restored context of {out.tokens_after} tokens stays over its threshold of "
+                     f"{prep.threshold} tokens")
+        return OVER_WINDOW
+    return status

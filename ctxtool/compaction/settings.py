@@ -1,0 +1,33 @@
+"""Rules about running compaction that every caller gets, not only the CLI: durations and how
+long a lease must last for the summarizer in use."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import CtxtoolError
+
+LEASE_MARGIN_S = 60
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | None) -> int | None:
+    """``90s``, ``10m``, ``2h``, ``1d`` as seconds. A bare number is refused: ``10`` could mean
+    seconds or minutes, and a cron line that guesses wrong compacts live sessions."""
+    if text is None or not str(text).strip():
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", str(text))
+    if not match:
+        raise CtxtoolError(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, 2h, 1d",
+                           exit_code=2)
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def lease_seconds_for(seconds_per_request: float, requests: int = 1,
+                      requested: int | None = None) -> int:
+    """How long to hold a session: the summarizer's worst case for the requests it will make
+    (timeout x attempts for an LLM, per chunk when folding) plus a margin, or the requested
+    figure if that is longer. Sized from the summarizer actually used: an extractive run holds
+    a session for a minute or two, not for an LLM's eleven."""
+    needed = int(seconds_per_request * max(1, requests)) + LEASE_MARGIN_S
+    return max(needed, requested or 0)

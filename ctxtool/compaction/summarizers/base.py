@@ -1,0 +1,85 @@
+"""What every summarizer takes and gives, and the conversation as text for a prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from ...errors import CtxtoolError
+from ...records import Message
+from ..calls import call_arguments, call_name, well_formed_calls
+
+DEFAULT_MAX_SUMMARY_TOKENS = 4096
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_RETRIES = 4
+TOOL_RESULT_CHARS = 2000  # a tool result is clipped to this in the transcript sent to the LLM
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    summarizer: str
+    model: str | None = None
+    requests: int = 1      # calls made (chunked folding makes several)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What a summarizer is asked to do: fold ``messages`` into ``previous_summary``.
+
+    ``split_turn``: the cut falls inside a turn, so the request that started the turn is being
+    summarised while the work on it stays verbatim; the summary must state it.
+    ``max_tokens``: the summary's budget; every summarizer stays within it.
+    ``transcript``: the span already rendered (and clipped) for a prompt, when it was folded.
+    """
+
+    previous_summary: str | None
+    messages: Sequence[Message]
+    files: dict
+    split_turn: bool = False
+    max_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    title: str | None = None
+    encoding: str = "o200k_base"
+    transcript: str | None = None
+
+
+class Summarizer(Protocol):
+    name: str
+    model: str | None
+    # Prompt tokens one request may carry (None: no bound, the span is read whole).
+    input_tokens: int | None
+    # Least share of the previous summary's items an answer must keep (None: not checked).
+    min_carry_over: float | None
+
+    def summarize(self, request: SummaryRequest) -> Summary: ...
+
+    def describe(self) -> str: ...
+
+    def seconds_per_request(self) -> float:
+        """The longest one summarize call may take (retries included): sizes the lease."""
+        ...
+
+
+class SummarizerError(CtxtoolError):
+    """The summarizer failed or answered with something unusable; nothing is written."""
+
+
+def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
+    """One message as plain text for a summarizer prompt (tool results clipped)."""
+    if m.role == "assistant":
+        lines = [f"[Assistant]: {m.content}"] if m.content else []
+        lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}"
+                  for c in well_formed_calls(m.tool_calls)]
+        return "\n\n".join(lines)
+    if m.role == "tool":
+        text = m.content or ""
+        if len(text) > tool_result_chars:
+            text = text[:tool_result_chars] + f"\n... [{len(text) - tool_result_chars} more characters]"
+        return f"[Tool result]: {text}"
+    return f"[{m.role.capitalize()}]: {m.content or ''}"
+
+
+def render_conversation(messages: Sequence[Message], tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
+    """Messages as plain text for a summarizer prompt (tool results clipped)."""
+    return "\n\n".join(t for t in (render_message(m, tool_result_chars) for m in messages) if t)

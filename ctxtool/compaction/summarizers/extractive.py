@@ -1,0 +1,173 @@
+"""The ``extractive`` summarizer: deterministic, no network, no model.
+
+It writes ctxtool's sections (goal, constraints, requests, files, tool usage, errors, the open
+request of a split turn) from the span, and carries the previous summary forward whoever wrote
+it: its sections are merged with the new ones (ctxtool's under their names, anyone else's under
+their own headings), deduplicated, and trimmed oldest-first to the budget with a note saying
+how much was trimmed. The goal and the modified files are never trimmed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ...quality import clip, constraints_in, failed_result_signature, is_real_request
+from ...tokens import get_encoding
+from ..calls import call_name, calls_of
+from ..sections import canonical_heading, is_item, parse_sections
+from .base import Summary, SummaryRequest
+
+MAX_READ_FILES = 40
+MAX_MODIFIED_FILES = 120
+MAX_NEW_ERRORS = 5
+MAX_TOOLS = 12
+_TOOL_COUNT = re.compile(r"([^\s,]+) x(\d+)")
+OUR_SECTIONS = ("Goal", "Constraints & Preferences", "Requests", "Errors")
+
+
+@dataclass
+class _Item:
+    section: str
+    text: str
+    age: int           # lower is older: trimmed first
+    protected: bool = False
+
+
+class ExtractiveSummarizer:
+    """A deterministic summary built from the messages themselves and the previous summary."""
+
+    name = "extractive"
+    model = None
+    input_tokens = None
+    min_carry_over = None
+
+    def __init__(self, request_chars: int = 400):
+        self.request_chars = request_chars
+
+    def seconds_per_request(self) -> float:
+        return 60.0
+
+    def describe(self) -> str:
+        return "extractive (deterministic, no LLM)"
+
+    def summarize(self, request: SummaryRequest) -> Summary:
+        items, foreign_order, tools = self._previous(request.previous_summary)
+        age = len(items)
+        real = [m for m in request.messages if is_real_request(m)]
+        goal = [i for i in items if i.section == "Goal"]
+        if not goal:
+            text = (clip(real[0].content, self.request_chars) if real
+                    else (request.title or "(not stated)"))
+            items.append(_Item("Goal", text, age, protected=True))
+        for m in real:
+            age += 1
+            items.append(_Item("Requests", "- " + clip(m.content, self.request_chars), age))
+            items += [_Item("Constraints & Preferences", "- " + c, age) for c in constraints_in(m.content)]
+        errors = [s for m in request.messages if (s := failed_result_signature(m))]
+        for e in list(dict.fromkeys(errors))[-MAX_NEW_ERRORS:]:
+            age += 1
+            items.append(_Item("Errors", "- " + e, age))
+        if request.split_turn and real:
+            items.append(_Item("In Progress (the turn continues after this summary)",
+                               clip(real[-1].content, self.request_chars), age + 1, protected=True))
+        tools.update(call_name(c) for c in calls_of(request.messages))
+        fixed = self._files(request.files) + ["", "## Tool usage",
+                                              _tool_line(tools) or "(none)"]
+        text, trimmed = _fit(_dedupe(items), foreign_order, fixed, request.max_tokens,
+                             request.encoding)
+        notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
+        if trimmed:
+            notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
+        return Summary(text + "\n\n" + "\n".join(notes), self.name, None)
+
+    def _previous(self, summary: str | None) -> tuple[list[_Item], list[str], Counter]:
+        """The previous summary's items (any writer), its foreign headings in order, and the
+        tool counts it recorded."""
+        items: list[_Item] = []
+        foreign: list[str] = []
+        tools: Counter = Counter()
+        for section in parse_sections(summary):
+            ours = canonical_heading(section.heading)
+            if ours == "Files":
+                continue  # rebuilt from the checkpoint's accumulated file lists
+            if ours == "Tool usage":
+                for line in section.items:
+                    tools.update({n: int(c) for n, c in _TOOL_COUNT.findall(line)})
+                continue
+            name = ours or section.heading
+            if ours is None and name not in foreign:
+                foreign.append(name)
+            for line in section.items:
+                if is_item(line):
+                    items.append(_Item(name, line, len(items), protected=ours == "Goal"))
+        return items, foreign, tools
+
+    @staticmethod
+    def _files(files: dict) -> list[str]:
+        modified = list(files.get("modified_files") or [])
+        read = list(files.get("read_files") or [])
+        lines = ["", "## Files", "Modified: " + (_capped(modified, MAX_MODIFIED_FILES,
+                                                         files.get("modified_files_omitted")) or "(none)"),
+                 "Read: " + (_capped(read, MAX_READ_FILES, files.get("read_files_omitted")) or "(none)")]
+        return lines
+
+
+def _capped(paths: list[str], limit: int, omitted_before: int | None) -> str:
+    """The newest ``limit`` paths, with the number left out said."""
+    left_out = max(0, len(paths) - limit) + int(omitted_before or 0)
+    shown = ", ".join(paths[-limit:])
+    return shown + (f" (and {left_out} more)" if left_out else "")
+
+
+def _tool_line(tools: Counter) -> str:
+    shown = tools.most_common(MAX_TOOLS)
+    rest = len(tools) - len(shown)
+    return ", ".join(f"{n} x{c}" for n, c in shown) + (f" (and {rest} more tools)" if rest else "")
+
+
+def _dedupe(items: list[_Item]) -> list[_Item]:
+    """One item per (section, text), keeping the newest occurrence's age."""
+    seen: dict[tuple[str, str], _Item] = {}
+    for item in items:
+        key = (item.section, " ".join(item.text.lower().split()))
+        if key in seen:
+            item.protected = item.protected or seen.pop(key).protected
+        seen[key] = item
+    return list(seen.values())
+
+
+def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
+         encoding: str) -> tuple[str, int]:
+    """Render within ``budget`` tokens, dropping the oldest unprotected items first."""
+    enc = get_encoding(encoding)
+    cost = {id(i): len(enc.encode_ordinary(i.text)) + 1 for i in items}
+    reserve = 40  # the notes under the summary
+    total = sum(cost.values()) + len(enc.encode_ordinary("\n".join(fixed))) + reserve \
+        + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
+    trimmed = 0
+    for item in sorted((i for i in items if not i.protected), key=lambda i: i.age):
+        if total <= budget:
+            break
+        item.protected = None  # marks dropped
+        total -= cost[id(item)]
+        trimmed += 1
+    kept = [i for i in items if i.protected is not None]
+    order = ["Goal", "Constraints & Preferences", "Requests"]
+    tail = ["Errors"] + [h for h in dict.fromkeys(i.section for i in kept)
+                         if h not in OUR_SECTIONS and h not in foreign] + foreign
+    out: list[str] = []
+    for heading in order:
+        out += _section(heading, kept)
+    out += fixed[1:] if not out else fixed
+    for heading in tail:
+        out += _section(heading, kept)
+    return "\n".join(out).strip(), trimmed
+
+
+def _section(heading: str, kept: list[_Item]) -> list[str]:
+    lines = [i.text for i in kept if i.section == heading]
+    if not lines:
+        return []
+    return ["", f"## {heading}"] + lines

@@ -1,0 +1,75 @@
+"""Session leases: which compactor works on a session, until when (server time).
+
+A lease is taken by a conditional UPDATE whose affected-row count says who won, so it holds on
+engines where ``FOR UPDATE SKIP LOCKED`` does not lock (TiDB); an expired lease is simply taken
+over. Expiry is on the database server's clock, never a host's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..db import dialect_of
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_session as S
+
+TAKEN = "taken"
+HELD = "lease_held"          # another compactor holds the session
+MOVED_ON = "lost_race"       # a checkpoint was appended since the caller read the session
+
+
+@dataclass(frozen=True)
+class Lease:
+    owner: str
+    expires_at: datetime | None
+
+
+def latest_checkpoint_id(conn: Connection, session_id: int) -> int:
+    """Id of the session's latest checkpoint, 0 when it has none (the parent of its next)."""
+    return int(conn.execute(sa.select(sa.func.max(C.c.id))
+                            .where(C.c.session_id == session_id)).scalar() or 0)
+
+
+def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id: int) -> str:
+    """Take the session's lease if it is free, expired or already ours, and check no checkpoint
+    was appended since the caller planned: TAKEN, HELD or MOVED_ON."""
+    dialect = dialect_of(conn)
+    with conn.begin() as tx:
+        taken = conn.execute(
+            S.update()
+            .where(S.c.session_id == session_id,
+                   sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < dialect.server_now(),
+                          S.c.lease_owner == owner))
+            .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
+        ).rowcount
+        if taken != 1:
+            tx.rollback()
+            return HELD
+        if latest_checkpoint_id(conn, session_id) != parent_id:
+            tx.rollback()  # another compactor finished between our read and our claim
+            return MOVED_ON
+    return TAKEN
+
+
+def release(conn: Connection, session_id: int, owner: str) -> None:
+    """Give the lease back (only if it is still ours)."""
+    with conn.begin():
+        give_back(conn, session_id, owner)
+
+
+def give_back(conn: Connection, session_id: int, owner: str) -> bool:
+    """Inside the caller's transaction: clear the lease if it is still ours; True if it was."""
+    return conn.execute(S.update().where(S.c.session_id == session_id, S.c.lease_owner == owner)
+                        .values(lease_owner=None, lease_expires_at=None)).rowcount == 1
+
+
+def holder(conn: Connection, session_id: int) -> Lease | None:
+    """Who holds the session's lease now (None when it is free or expired)."""
+    row = conn.execute(sa.select(S.c.lease_owner, S.c.lease_expires_at)
+                       .where(S.c.session_id == session_id, S.c.lease_owner.is_not(None),
+                              S.c.lease_expires_at >= dialect_of(conn).server_now())).first()
+    return Lease(row.lease_owner, row.lease_expires_at) if row else None
