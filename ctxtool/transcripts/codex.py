@@ -37,7 +37,8 @@ class CodexParser(FormatParser):
     def fits(obj: dict) -> bool:
         kind = obj.get("type")
         return (("payload" in obj and isinstance(kind, str)) or "record_type" in obj
-                or (isinstance(kind, str) and kind in _ITEMS) or (kind is None and "id" in obj and "timestamp" in obj))
+                or (isinstance(kind, str) and kind in _ITEMS and "message" not in obj)  # bare item
+                or (kind is None and "id" in obj and "timestamp" in obj))
 
     def kind_of(self, obj: dict) -> str:
         if isinstance(obj.get("payload"), dict):
