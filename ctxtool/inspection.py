@@ -270,11 +270,9 @@ def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
     entries: list[ContextEntry] = ctx.entries()
     for entry, msg, n in zip(entries, openai[i:], counts[i:]):
         m = entry.message
-        for c in m.tool_calls or ():
-            if isinstance(c, dict):
-                fn = c.get("function") or {}
-                calls[str(c.get("id"))] = {"id": c.get("id"), "name": fn.get("name"),
-                                           "arguments": fn.get("arguments")}
+        for c in m.calls() if m.role == "assistant" else ():
+            calls[c["id"]] = {"id": c["id"], "name": c["function"]["name"],
+                              "arguments": c["function"]["arguments"]}
         kind = ("synthetic_result" if entry.synthetic else "moved_result" if entry.moved
                 else "orphan_result" if entry.orphan else "message")
         answers = calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None

@@ -6,6 +6,7 @@ from that checkpoint's ``first_kept_message_id`` on, in id order. Never the whol
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
@@ -34,14 +35,38 @@ class Message:
     source_id: str | None = None
     details: dict | None = None
 
+    def calls(self) -> list[dict[str, Any]]:
+        """The tool calls in the shape an API accepts: ``{id, type: function, function: {name,
+        arguments (a JSON string)}}``. A runtime may have written odd values (``{"a": 1}``,
+        ``["call_1"]``, ``[null]``, ``42``): entries that are not objects are left out here
+        (``validate`` reports them), so reading such a row never fails."""
+        if not isinstance(self.tool_calls, list):
+            return []
+        out = []
+        for c in self.tool_calls:
+            if not isinstance(c, dict):
+                continue
+            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+            args = fn.get("arguments")
+            if args is None:
+                args = ""
+            elif not isinstance(args, str):
+                args = json.dumps(args, ensure_ascii=False)
+            call_id = c.get("id")
+            out.append({"id": call_id if isinstance(call_id, str) else str(call_id or ""),
+                        "type": "function",
+                        "function": {"name": str(fn.get("name") or ""), "arguments": args}})
+        return out
+
     def text(self) -> MessageText:
-        return MessageText(self.role, self.content, self.name, self.tool_calls)
+        return MessageText(self.role, self.content, self.name, self.calls() or None)
 
     def to_openai(self) -> dict[str, Any]:
         """This message as an OpenAI chat-completions message."""
         out: dict[str, Any] = {"role": self.role, "content": self.content or ""}
-        if self.role == "assistant" and self.tool_calls:
-            out["tool_calls"] = self.tool_calls
+        calls = self.calls() if self.role == "assistant" else []
+        if calls:
+            out["tool_calls"] = calls
             if not self.content:
                 out["content"] = None
         if self.role == "tool":
@@ -144,9 +169,10 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
             out.append(ContextEntry(m, orphan=True))
             continue
         out.append(ContextEntry(m))
-        if m.role != "assistant" or not m.tool_calls:
+        calls = m.calls() if m.role == "assistant" else []
+        if not calls:
             continue
-        call_ids = [c.get("id") if isinstance(c, dict) else None for c in m.tool_calls]
+        call_ids = [c["id"] for c in calls]
         wanted = {cid for cid in call_ids if cid is not None}
         j = i + 1  # the results recorded right after the call keep their place and order
         while j < len(messages) and j not in placed and messages[j].role == "tool" \

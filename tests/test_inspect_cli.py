@@ -88,7 +88,7 @@ def test_checkpoints_diff_and_before_first(db, cli):
     assert all(r["summarizer"] == "extractive" and r["summary_tokens"] > 0 and
                0 < r["retention"] < 1 for r in rows)
     table = run(cli, db, "context", "checkpoints", "1").output
-    assert "messages_summarised" in table and "extractive" in table
+    assert "summarised" in table and "extractive" in table and "%" in table
 
     d = json.loads(run(cli, db, "context", "diff", "1", "--json").output)
     assert (d["from_checkpoint_id"], d["to_checkpoint_id"]) == (cps[0]["id"], cps[1]["id"])
@@ -350,3 +350,20 @@ def test_every_shared_transcript(db, cli, tmp_path):
                                "--openai").output)
         assert again == merge_leading_system(openai), f"session {sid}"
     assert with_checkpoints >= 5 and synthetic >= 1
+
+
+def test_odd_tool_calls_a_runtime_wrote_are_shown_not_fatal(db, cli, tmp_path):
+    add_session(db, 1, [{"role": "user", "content": "go"}], model="gpt-4o")
+    odd = [{"a": 1}, ["call_1"], [None], 42,
+           [{"id": "c9", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]]
+    add_messages(db, 1, [{"role": "assistant", "content": f"odd {i}", "tool_calls": calls}
+                         for i, calls in enumerate(odd)])
+    for args in ((), ("--full",), ("--json",), ("--width", "0")):
+        run(cli, db, "context", "show", "1", *args)
+    for fmt in ("markdown", "html", "jsonl"):
+        run(cli, db, "context", "export", "1", "--format", fmt, "-o", tmp_path / f"x.{fmt}")
+    openai = json.loads(run(cli, db, "context", "show", "1", "--openai").output)
+    assert chat_completions_errors(openai) == []
+    assert openai[-2]["tool_calls"] == [{"id": "c9", "type": "function",
+                                         "function": {"name": "f", "arguments": '{"x": 1}'}}]
+    assert openai[-1] == {"role": "tool", "content": NO_RESULT_TEXT, "tool_call_id": "c9"}

@@ -168,8 +168,7 @@ def diff(app, session, a, b, output: OutputFormat):
         lines += ["", "now summarised:"]
         rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
                  "content": m.content or " ".join(
-                     str((c.get("function") or {}).get("name")) for c in m.tool_calls or ()
-                     if isinstance(c, dict))} for m in d.newly_summarised]
+                     "→ " + c["function"]["name"] for c in m.calls())} for m in d.newly_summarised]
         lines.append(fit_table(rows, OutputFormat(), ["id", "role", "tokens", "content"],
                                table_width(None, piped=PIPED_WIDTH), ["content"]))
     page("\n".join(lines))

@@ -51,8 +51,11 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
     Compaction is being restructured; take its settings from wherever they live now."""
     try:
         from ..compaction import CompactionSettings
-    except ImportError:  # pragma: no cover - a package layout after the restructuring
-        from ..compaction.plan import CompactionSettings  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - a layout of the restructuring in progress
+        try:
+            from ..compaction.settings import CompactionSettings  # type: ignore[no-redef]
+        except ImportError:
+            from ..compaction.plan import CompactionSettings  # type: ignore[no-redef]
     options = {"context_window": context_window}
     if reserve_tokens is not None:
         options["reserve_tokens"] = reserve_tokens
