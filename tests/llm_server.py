@@ -2,16 +2,43 @@
 
 The real ``openai`` client talks to it over HTTP on 127.0.0.1. Its behaviour is scripted:
 fixed delay, a queue of failure statuses before success, garbage or empty answers, hangs.
+It rejects what the real servers reject for a model name: OpenAI's reasoning models (o1, o3,
+o4, gpt-5 but gpt-5-chat) refuse ``max_tokens`` and a non-default ``temperature`` with HTTP 400
+and spend completion tokens on reasoning (a tight ``max_completion_tokens`` ends in
+``finish_reason=length``); open models served by vLLM/Ollama-style servers refuse
+``max_completion_tokens``. ``prompt_tokens`` records each request's prompt size (o200k).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+_REASONING = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
+_OPENAI = re.compile(r"^(gpt-|o\d|chatgpt-|text-)")
+REASONING_TOKENS = 1500  # what a reasoning model spends before it answers
+
+
+def rejection(body: dict) -> str | None:
+    """The 400 message the real API gives for this request's parameters, or None."""
+    model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
+    if _REASONING.match(model):
+        if "max_tokens" in body:
+            return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.")
+        if "temperature" in body and body["temperature"] != 1:
+            return (f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                    "with this model. Only the default (1) value is supported.")
+    elif not _OPENAI.match(model) and model not in ("test-model", "m", "bench") \
+            and "max_completion_tokens" in body:
+        return "max_completion_tokens: Extra inputs are not permitted"
+    return None
 
 
 class FakeLLM:
@@ -23,6 +50,7 @@ class FakeLLM:
         self.mode = "ok"                      # ok | garbage | no_choices | empty | long | hang | length
         self.summary_text = "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
         self.requests: list[dict] = []
+        self.prompt_tokens: list[int] = []
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -59,10 +87,16 @@ class FakeLLM:
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                prompt = sum(_tokens(str(m.get("content") or "")) for m in body.get("messages") or [])
                 with llm.lock:
                     llm.requests.append(body)
+                    llm.prompt_tokens.append(prompt)
                     status = llm.failures.popleft() if llm.failures else 200
                     mode = llm.mode
+                refused = rejection(body)
+                if refused:
+                    return self._send(400, {"error": {"message": refused, "type": "invalid_request_error",
+                                                      "param": None, "code": "unsupported_parameter"}})
                 if llm.delay:
                     time.sleep(llm.delay)
                 if status != 200:
@@ -77,7 +111,14 @@ class FakeLLM:
                     return self._send(200, {"id": "x", "object": "chat.completion", "created": 0,
                                             "model": body.get("model"), "choices": []})
                 text = {"empty": "", "long": "word " * 50_000}.get(mode, llm.summary_text)
+                if callable(text):
+                    text = text(body)
                 finish = "length" if mode == "length" else "stop"
+                cap = body.get("max_completion_tokens")
+                model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
+                if cap is not None and _REASONING.match(model) and \
+                        cap < REASONING_TOKENS + _tokens(text):
+                    text, finish = "", "length"  # the budget went on reasoning
                 self._send(200, {
                     "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model"),
@@ -102,6 +143,12 @@ class FakeLLM:
                     pass
 
         return Handler
+
+
+def _tokens(text: str) -> int:
+    from ctxtool.tokens import count_text
+
+    return count_text(text, "o200k_base")
 
 
 def main() -> None:

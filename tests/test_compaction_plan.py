@@ -166,3 +166,56 @@ def test_iterative_compactions_cover_every_message_exactly_once(msgs, budget, gr
         assert _no_orphans(msgs[first_kept_index:visible])
     covered = [i for span in spans for i in span] + [m.id for m in msgs[first_kept_index:visible]]
     assert covered == [m.id for m in msgs[:visible]]
+
+
+# -- fits the window ------------------------------------------------------------------------------
+
+
+def test_keep_recent_is_a_target_the_window_wins():
+    msgs = [user(1, 100), say(2, 3000), user(3, 100), say(4, 3000), user(5, 100), say(6, 50)]
+    plan = plan_compaction(msgs, keep_recent_tokens=5000)  # keeps 2-6 = 6250 tokens
+    assert plan.first_kept_message_id == 2
+    fitted = plan_compaction(msgs, keep_recent_tokens=5000, max_kept_tokens=1000)
+    assert fitted.first_kept_message_id == 5 and fitted.kept_tokens == 150
+    assert not fitted.over_window and "fits its window" in fitted.notes[0]
+
+
+def test_nothing_safe_fits_is_over_window_naming_the_message():
+    msgs = [user(1), call(2, ["a"]), result(3, "a", t=27_500), say(4, 20)]
+    plan = plan_compaction(msgs, keep_recent_tokens=100, max_kept_tokens=16_000)
+    assert not plan.over_window and plan.first_kept_message_id == 4  # the big result is summarised
+    # Pi's `$ find .` case: the huge result is the newest message, its call must stay with it
+    msgs = [user(1), call(2, ["a"]), result(3, "a", t=27_500)]
+    plan = plan_compaction(msgs, keep_recent_tokens=100, max_kept_tokens=16_000)
+    assert plan.over_window and plan.oversized_ids == [3] and plan.first_kept_message_id == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(sessions(), st.integers(0, 20_000), st.integers(200, 20_000))
+def test_a_fitting_safe_cut_is_always_found(msgs, budget, max_kept):
+    plan = plan_compaction(msgs, budget, max_kept_tokens=max_kept)
+    kept_from = {i: sum(m.tokens for m in msgs[i:]) for i in range(len(msgs))}
+    fitting = [c for c in range(1, len(msgs)) if is_safe_cut(msgs, c)
+               and msgs[c].role in ("user", "assistant") and kept_from[c] <= max_kept]
+    if plan is None:
+        assert not fitting or kept_from[0] <= max_kept
+        return
+    cut = next(i for i, m in enumerate(msgs) if m.id == plan.first_kept_message_id)
+    assert is_safe_cut(msgs, cut) and _no_orphans(msgs[cut:])
+    if fitting:
+        assert not plan.over_window and plan.kept_tokens <= max_kept
+    else:
+        assert plan.over_window and plan.oversized_ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(sessions())
+def test_safe_cuts_agree_with_the_definition(msgs):
+    from ctxtool.compaction.plan import safe_cuts
+
+    safe = safe_cuts(msgs)
+    for c in range(1, len(msgs) + 1):
+        summarised_calls = {cid for m in msgs[:c] for cid in m.call_ids}
+        expected = (c == len(msgs) or msgs[c].role != "tool") and not any(
+            m.role == "tool" and m.tool_call_id in summarised_calls for m in msgs[c:])
+        assert safe[c] == expected

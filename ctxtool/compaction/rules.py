@@ -19,8 +19,8 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
     ``range_ids``: the ids stored now in ``[previous cut, checkpoint.first_kept_message_id)``
     of its session. Returns [] when they are exactly what the checkpoint summarised; the late
     message's id when one arrived (the id sums tell which); with several, the ids outside the
-    first..last summarised ids recorded, else every id of the range (they cannot be told
-    apart). None when the checkpoint recorded no span (imported, or written before ctxtool
+    first..last summarised ids recorded when they account for the difference, else every id
+    of the range (they cannot be told apart). None when the checkpoint recorded no span (imported, or written before ctxtool
     recorded spans): nothing to check.
     """
     details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
@@ -32,12 +32,13 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
         return []
     if len(ids) == count + 1 and sum(ids) - id_sum in ids:
         return [sum(ids) - id_sum]
-    last = details.get("summarised_to_message_id")
     first = details.get("summarised_from_message_id")
-    suspects = [i for i in ids if isinstance(first, int) and isinstance(last, int)
-                and not first <= i <= last]
-    return suspects or ids
-
+    last = details.get("summarised_to_message_id")
+    if isinstance(first, int) and isinstance(last, int):
+        outside = [i for i in ids if not first <= i <= last]
+        if len(ids) - len(outside) == count and sum(ids) - sum(outside) == id_sum:
+            return outside
+    return ids
 
 def over_window(context_tokens: int, model: str | None,
                 settings: CompactionSettings = CompactionSettings()) -> str | None:

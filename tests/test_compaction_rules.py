@@ -1,0 +1,110 @@
+"""Pure compaction rules on plain lists: odd tool calls, durations, leases, request parameters
+per model family, chunked folding, and the checkpoint-span rule `validate` uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxtool.compaction.calls import call_ids, call_name, well_formed_calls
+from ctxtool.compaction.fold import chunk_transcript, fold
+from ctxtool.compaction.plan import CompactionSettings, plan_message
+from ctxtool.compaction.rules import over_window, unsummarised_messages
+from ctxtool.compaction.settings import lease_seconds_for, parse_duration
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, Summary, SummaryRequest
+from ctxtool.compaction.summarizers.openai import request_parameters, request_style
+from ctxtool.errors import CtxtoolError
+from ctxtool.records import Compaction, Message
+from ctxtool.tokens import count_text
+
+
+@pytest.mark.parametrize("raw", [{"a": 1}, ["call_1"], [None], 42, "x", None, [{"function": 7}]])
+def test_odd_tool_calls_are_no_calls(raw):
+    calls = well_formed_calls(raw)
+    assert all(isinstance(c, dict) for c in calls)
+    assert all(call_name(c) == "?" for c in calls)
+    assert plan_message(Message(1, 1, "assistant", None, tool_calls=raw)).call_ids == call_ids(raw)
+    ExtractiveSummarizer().summarize(SummaryRequest(None, [Message(1, 1, "assistant", None, tool_calls=raw)], {}))
+
+
+def test_durations_need_a_unit():
+    assert parse_duration("90s") == 90 and parse_duration("10m") == 600 and parse_duration(" 2h ") == 7200
+    assert parse_duration(None) is None
+    for bad in ("10", "10x", "m", "-5m"):
+        with pytest.raises(CtxtoolError) as info:
+            parse_duration(bad)
+        assert info.value.exit_code == 2 and "unit" in str(info.value)
+
+
+def test_lease_is_sized_from_the_summarizer_in_use():
+    assert lease_seconds_for(ExtractiveSummarizer().seconds_per_request()) == 120
+    assert lease_seconds_for(120 * 5 + 32) == 692          # LLM: timeout x attempts + backoff + margin
+    assert lease_seconds_for(100, requests=4) == 460       # folding: per chunk
+    assert lease_seconds_for(10, requested=900) == 900     # --lease-seconds is a floor
+
+
+@pytest.mark.parametrize("model,style,params", [
+    ("gpt-4o-mini", "chat", {"max_tokens": 500, "temperature": 0}),
+    ("o3-mini", "reasoning", {"max_completion_tokens": 500 + 8192}),
+    ("o1", "reasoning", {"max_completion_tokens": 500 + 8192}),
+    ("gpt-5", "reasoning", {"max_completion_tokens": 500 + 8192}),
+    ("openai/gpt-5-mini", "reasoning", {"max_completion_tokens": 500 + 8192}),
+    ("gpt-5-chat-latest", "chat", {"max_tokens": 500, "temperature": 0}),
+    ("qwen2.5-coder:32b", "chat", {"max_tokens": 500, "temperature": 0}),
+    ("llama3.1", "chat", {"max_tokens": 500, "temperature": 0}),
+])
+def test_request_parameters_per_model_family(model, style, params):
+    assert request_style(model) == style
+    assert request_parameters(model, 500) == params
+    assert "temperature" not in request_parameters(model, 500, "reasoning")
+    assert request_parameters(model, 500, "chat")["max_tokens"] == 500
+
+
+def _span(n, size):
+    body = " ".join(f"w{i}" for i in range(size))
+    return [Message(i, 1, "user" if i % 2 else "tool", f"{i}: {body}", tool_call_id="c")
+            for i in range(1, n + 1)]
+
+
+def test_chunks_stay_within_their_budget_and_clip_a_giant_message():
+    messages = _span(40, 300) + [Message(99, 1, "user", "HEAD " + "x " * 20000 + " the TAIL error")]
+    chunks = chunk_transcript(messages, 2000, "o200k_base")
+    assert len(chunks) > 3
+    assert all(count_text(text) <= 2000 for _, text in chunks)
+    assert [m.id for members, _ in chunks for m in members] == [m.id for m in messages]
+    last = chunks[-1][1]
+    assert "HEAD" in last and "the TAIL error" in last and "[clipped:" in last
+
+
+def test_fold_summarises_chunk_onto_chunk():
+    seen = []
+
+    def summarize(request):
+        seen.append(request)
+        return Summary(f"summary after {len(seen)}", "fake")
+
+    request = SummaryRequest("the first summary", _span(200, 300), {}, max_tokens=500)
+    summary = fold(summarize, request, input_tokens=8000)
+    assert summary.requests == len(seen) > 3 and summary.text == f"summary after {len(seen)}"
+    assert seen[0].previous_summary == "the first summary"
+    assert [r.previous_summary for r in seen[1:]] == [f"summary after {i}" for i in range(1, len(seen))]
+    assert fold(summarize, SummaryRequest(None, _span(2, 10), {}), None).requests == 1
+
+
+def _checkpoint(details):
+    return Compaction(2, 1, "s", 50, details=details)
+
+
+def test_a_message_inside_a_summarised_span_is_found():
+    cp = _checkpoint({"summarised_messages": 3, "summarised_id_sum": 10 + 11 + 13,
+                      "summarised_from_message_id": 10, "summarised_to_message_id": 13})
+    assert unsummarised_messages(cp, [10, 11, 13]) == []
+    assert unsummarised_messages(cp, [10, 11, 12, 13]) == [12]
+    assert unsummarised_messages(cp, [9, 10, 11, 12, 13]) in ([9, 12], [9, 10, 11, 12, 13])
+    assert unsummarised_messages(_checkpoint({"summarised_messages": 3}), [1]) is None
+    assert unsummarised_messages(_checkpoint(None), [1]) is None
+
+
+def test_over_window_warning():
+    settings = CompactionSettings(context_window=16_000, reserve_tokens=2000)
+    assert over_window(14_000, "gpt-4o", settings) is None
+    assert "27991 tokens is over its threshold of 14000" in over_window(27_991, "gpt-4o", settings)
