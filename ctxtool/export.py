@@ -130,7 +130,10 @@ def message_rows(view: ContextView) -> list[dict[str, Any]]:
             tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + \
                 str((item.answers or {}).get("name") or "?")
         else:
-            tool = ", ".join("→ " + str(fn.get("name")) for fn in calls)
+            counts: dict[str, int] = {}
+            for fn in calls:
+                counts[str(fn.get("name"))] = counts.get(str(fn.get("name")), 0) + 1
+            tool = ", ".join(f"→ {name}" + (f" ×{n}" if n > 1 else "") for name, n in counts.items())
         text = m.get("content") or ""
         if calls:
             text = " ".join([text] * bool(text) + [call_label(

@@ -89,7 +89,7 @@ def _table_view(view: ContextView, width: int | None) -> str:
     lines = [f"{label + ':':19}{visible(value)}" for label, value in describe_header(view)]
     for item in view.items:
         if item.kind == "system_prompt":
-            lines += ["", "[system prompt]", visible(item.openai["content"], newlines=True)]
+            lines += ["", "[system prompt]", _head(item.openai["content"])]
         elif item.kind == "summary":
             from ..inspection import summary_text
 
@@ -103,6 +103,15 @@ def _table_view(view: ContextView, width: int | None) -> str:
     if rows:
         lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
     return "\n".join(lines)
+
+
+def _head(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
+    """The start of a long text (a system prompt is often thousands of words): --full has it all."""
+    lines = text.splitlines()
+    head = "\n".join(lines[:max_lines])[:max_chars]
+    rest = len(text) - len(head)
+    shown = visible(head, newlines=True)
+    return shown + (f"\n… ({rest} more characters: --full shows it whole)" if rest > 1 else "")
 
 
 @context.command("checkpoints")
