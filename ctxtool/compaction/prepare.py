@@ -62,8 +62,9 @@ class Preparation:
 
 def summary_budget(threshold: int, max_summary_tokens: int) -> int:
     """The summary's size budget: ``--max-summary-tokens``, but never more than a quarter of
-    the threshold, so summary and kept messages fit the window together."""
-    return max(MIN_SUMMARY_BUDGET, min(max_summary_tokens, threshold // 4))
+    the threshold (nor less than MIN_SUMMARY_BUDGET for that reason), so summary and kept
+    messages fit the window together."""
+    return min(max_summary_tokens, max(MIN_SUMMARY_BUDGET, threshold // 4))
 
 
 def summary_message_tokens(summary: str, encoding: str) -> int:

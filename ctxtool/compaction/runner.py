@@ -163,9 +163,10 @@ class Compactor:
             out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
 
     def _lease_for(self, prep: Preparation) -> int:
-        requests = 1
-        if self.summarizer.input_tokens:
-            requests = max(1, -(-prep.plan.summarised_tokens // self.summarizer.input_tokens) + 1)
+        """The lease this session needs: one request, or one per chunk when it will fold."""
+        requests, bound = 1, self.summarizer.input_tokens
+        if bound and prep.plan is not None and prep.plan.summarised_tokens > bound // 2:
+            requests = -(-prep.plan.summarised_tokens // (bound // 2)) + 1
         return lease_seconds_for(self.summarizer.seconds_per_request(), requests, self.lease_seconds)
 
     # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------

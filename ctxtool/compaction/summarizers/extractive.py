@@ -25,6 +25,7 @@ MAX_NEW_ERRORS = 5
 MAX_TOOLS = 12
 _TOOL_COUNT = re.compile(r"([^\s,]+) x(\d+)")
 OUR_SECTIONS = ("Goal", "Constraints & Preferences", "Requests", "Errors")
+READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
 
 
 @dataclass
@@ -73,10 +74,17 @@ class ExtractiveSummarizer:
             items.append(_Item("In Progress (the turn continues after this summary)",
                                clip(real[-1].content, self.request_chars), age + 1, protected=True))
         tools.update(call_name(c) for c in calls_of(request.messages))
-        fixed = self._files(request.files) + ["", "## Tool usage",
-                                              _tool_line(tools) or "(none)"]
+        read = list(request.files.get("read_files") or [])[-MAX_READ_FILES:]
+        items += [_Item(READ, path, i - len(read) - len(items)) for i, path in enumerate(read)]
+        fixed = ["", "## Files", "Modified: " + (_capped(list(request.files.get("modified_files") or []),
+                                                         MAX_MODIFIED_FILES,
+                                                         request.files.get("modified_files_omitted"))
+                                                 or "(none)"),
+                 "", "## Tool usage", _tool_line(tools) or "(none)"]
+        left_out = max(0, len(request.files.get("read_files") or []) - MAX_READ_FILES) + \
+            int(request.files.get("read_files_omitted") or 0)
         text, trimmed = _fit(_dedupe(items), foreign_order, fixed, request.max_tokens,
-                             request.encoding)
+                             request.encoding, left_out)
         notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
         if trimmed:
             notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
@@ -104,15 +112,6 @@ class ExtractiveSummarizer:
                     items.append(_Item(name, line, len(items), protected=ours == "Goal"))
         return items, foreign, tools
 
-    @staticmethod
-    def _files(files: dict) -> list[str]:
-        modified = list(files.get("modified_files") or [])
-        read = list(files.get("read_files") or [])
-        lines = ["", "## Files", "Modified: " + (_capped(modified, MAX_MODIFIED_FILES,
-                                                         files.get("modified_files_omitted")) or "(none)"),
-                 "Read: " + (_capped(read, MAX_READ_FILES, files.get("read_files_omitted")) or "(none)")]
-        return lines
-
 
 def _capped(paths: list[str], limit: int, omitted_before: int | None) -> str:
     """The newest ``limit`` paths, with the number left out said."""
@@ -139,31 +138,33 @@ def _dedupe(items: list[_Item]) -> list[_Item]:
 
 
 def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
-         encoding: str) -> tuple[str, int]:
-    """Render within ``budget`` tokens, dropping the oldest unprotected items first."""
+         encoding: str, read_left_out: int) -> tuple[str, int]:
+    """Render within ``budget`` tokens, dropping read paths, then the oldest unprotected items."""
     enc = get_encoding(encoding)
     cost = {id(i): len(enc.encode_ordinary(i.text)) + 1 for i in items}
-    reserve = 40  # the notes under the summary
+    reserve = 48  # the notes under the summary, the Read line's frame
     total = sum(cost.values()) + len(enc.encode_ordinary("\n".join(fixed))) + reserve \
         + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
-    trimmed = 0
+    dropped: set[int] = set()
     for item in sorted((i for i in items if not i.protected), key=lambda i: i.age):
         if total <= budget:
             break
-        item.protected = None  # marks dropped
+        dropped.add(id(item))
         total -= cost[id(item)]
-        trimmed += 1
-    kept = [i for i in items if i.protected is not None]
-    order = ["Goal", "Constraints & Preferences", "Requests"]
-    tail = ["Errors"] + [h for h in dict.fromkeys(i.section for i in kept)
-                         if h not in OUR_SECTIONS and h not in foreign] + foreign
+    kept = [i for i in items if id(i) not in dropped]
+    read = [i.text for i in kept if i.section == READ]
+    read_trimmed = sum(1 for i in items if i.section == READ) - len(read)
+    more = read_left_out + read_trimmed
+    read_line = "Read: " + (", ".join(read) or "(none)") + (f" (and {more} more)" if more else "")
     out: list[str] = []
-    for heading in order:
+    for heading in ("Goal", "Constraints & Preferences", "Requests"):
         out += _section(heading, kept)
-    out += fixed[1:] if not out else fixed
+    out += fixed[:3] + [read_line] + fixed[3:]
+    tail = ["Errors"] + [h for h in dict.fromkeys(i.section for i in kept)
+                         if h not in OUR_SECTIONS and h not in foreign and h != READ] + foreign
     for heading in tail:
         out += _section(heading, kept)
-    return "\n".join(out).strip(), trimmed
+    return "\n".join(out).strip(), len(dropped) - read_trimmed
 
 
 def _section(heading: str, kept: list[_Item]) -> list[str]:

@@ -1,0 +1,322 @@
+"""Compaction runs against real databases, the real CLI and the local OpenAI-compatible server:
+fits the window or says so, dry runs write nothing, odd rows, leases left by killed runs,
+late commits inside a summarised span, bounded summarizer input, model families, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ctxtool.compaction import CompactionSettings, Compactor
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxtool.db.schema import agent_message
+from ctxtool.store import Store
+from ctxtool.tokens import count_text
+
+from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .llm_server import FakeLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _no_keys():
+    return {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+
+
+def _find_output_session(n_lines: int = 6000) -> list[dict]:
+    """A Pi-like session whose newest message is a huge `$ find .` result."""
+    listing = "\n".join(f"./src/pkg{i % 40}/module_{i}.py" for i in range(n_lines))
+    return [{"role": "user", "content": "List every file of the project"},
+            {"role": "assistant", "content": "Listing.", "tool_calls": [
+                {"id": "f1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "find ."}'}}]},
+            {"role": "tool", "tool_call_id": "f1", "content": listing}]
+
+
+def test_over_window_is_an_outcome_naming_the_message(db, cli):
+    ids = add_session(db, 1, coding_session(6) + _find_output_session(), model="gpt-4o")
+    add_session(db, 2, coding_session(12), model="gpt-4o")
+    result = cli("--db", db.url, "compact", "--all", "--json", *LIMITS)
+    assert result.exit_code == 4, result.output
+    rows = {r["session_id"]: r for r in json.loads(result.stdout)}
+    assert rows[2]["status"] == "compacted"
+    assert rows[1]["status"] == "over_window"
+    assert f"message {ids[-1]} (tool" in rows[1]["error"]
+    assert "Error: 1 of 2 session(s) failed: session 1: over_window:" in result.stderr
+    # It compacted what it could, and later runs keep saying so (never a silent nothing_to_cut).
+    assert Store(db.engine).latest_compaction(1).first_kept_message_id == ids[-2]
+    again = cli("--db", db.url, "compact", "--all", "--json", *LIMITS)
+    assert again.exit_code == 4
+    assert [r["status"] for r in json.loads(again.stdout)] == ["over_window"]
+    one = cli("--db", db.url, "compact", "1", *LIMITS)
+    assert one.exit_code == 1 and f"message {ids[-1]} (tool" in one.output
+    assert one.output.count("Error:") == 1
+
+
+def test_dry_run_writes_nothing(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    add_session(db, 2, coding_session(12, tag="x"), model="gpt-4o")
+    for args in (["compact", "1", "--dry-run"], ["compact", "--all", "--dry-run"],
+                 ["compact", "--all", "--dry-run", "--summarize", "--json"]):
+        result = cli("--db", db.url, *args, *LIMITS)
+        assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {r["status"] for r in rows} == {"evaluated"}
+    assert all(r["summary_tokens"] and r["retention"] is not None and r["tokens_after"] for r in rows)
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
+
+
+def test_dry_run_works_for_a_read_only_user(db, cli):
+    if db.kind != "mysql":
+        pytest.skip("database users are a server feature")
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    url = sa.engine.make_url(db.url)
+    user = f"ro_{url.database}"[:32]
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP USER IF EXISTS '{user}'@'%%'")
+        conn.exec_driver_sql(f"CREATE USER '{user}'@'%%' IDENTIFIED BY 'ro-pass'")
+        conn.exec_driver_sql(f"GRANT SELECT ON {url.database}.* TO '{user}'@'%%'")
+    try:
+        ro = url.set(username=user, password="ro-pass").render_as_string(hide_password=False)
+        result = cli("--db", ro, "compact", "--all", "--dry-run", "--json", *LIMITS)
+        assert result.exit_code == 0, result.output
+        assert [r["status"] for r in json.loads(result.stdout)] == ["planned"]
+        result = cli("--db", ro, "compact", "1", "--dry-run", "--summarize", *LIMITS)
+        assert result.exit_code == 0 and "session 1: evaluated" in result.output
+    finally:
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP USER IF EXISTS '{user}'@'%%'")
+
+
+@pytest.mark.parametrize("odd", [{"a": 1}, ["call_1"], [None], 42])
+def test_odd_tool_calls_do_not_stop_compaction(db, cli, odd):
+    msgs = coding_session(12)
+    msgs.insert(5, {"role": "assistant", "content": "odd row", "tool_calls": odd})
+    add_session(db, 1, msgs, model="gpt-4o")
+    add_session(db, 2, coding_session(12, tag="y"), model="gpt-4o")
+    assert cli("--db", db.url, "compact", "1", "--dry-run", *LIMITS).exit_code == 0
+    result = cli("--db", db.url, "compact", "--all", "--json", *LIMITS)
+    assert result.exit_code == 0, result.output
+    assert [r["status"] for r in json.loads(result.stdout)] == ["compacted", "compacted"]
+
+
+def _expire(db, when: str):
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'dead-host:123:abc', "
+                             "lease_expires_at = :t WHERE session_id = 1"), {"t": when})
+
+
+def test_a_lease_left_by_a_killed_run_is_reported(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    add_session(db, 2, coding_session(12, tag="z"), model="gpt-4o")
+    _expire(db, "2999-01-01 00:00:00")
+    result = cli("--db", db.url, "compact", "--all", *LIMITS)
+    assert result.exit_code == 0, result.output
+    assert "session 1: over threshold, skipped: leased by dead-host:123:abc until 2999-01-01" in result.stderr
+    rows = json.loads(cli("--db", db.url, "compact", "--all", "--json", *LIMITS).stdout)
+    assert [(r["session_id"], r["status"]) for r in rows] == [(1, "lease_held")]
+
+
+class _LeaseWatcher:
+    """A summarizer that records, while it runs, how long the session's lease still lasts."""
+
+    def __init__(self, inner, db):
+        self.inner, self.db, self.seconds, self.session_id = inner, db, None, 1
+        for attr in ("name", "model", "input_tokens", "min_carry_over"):
+            setattr(self, attr, getattr(inner, attr))
+
+    def seconds_per_request(self):
+        return self.inner.seconds_per_request()
+
+    def describe(self):
+        return self.inner.describe()
+
+    def summarize(self, request):
+        expires = self.db.scalar("SELECT lease_expires_at FROM agent_session WHERE session_id = :s",
+                                 s=self.session_id)
+        now = self.db.scalar("SELECT CURRENT_TIMESTAMP" if self.db.kind == "sqlite" else "SELECT UTC_TIMESTAMP()")
+        expires = expires if not isinstance(expires, str) else __import__("datetime").datetime.fromisoformat(expires)
+        now = now if not isinstance(now, str) else __import__("datetime").datetime.fromisoformat(now)
+        self.seconds = (expires - now).total_seconds()
+        return self.inner.summarize(request)
+
+
+def test_the_lease_is_sized_from_the_summarizer_in_use(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    watcher = _LeaseWatcher(ExtractiveSummarizer(), db)
+    assert Compactor(db.engine, watcher, SETTINGS).compact_session(1).status == "compacted"
+    assert 100 <= watcher.seconds <= 121  # two minutes for extractive, not eleven
+    add_session(db, 2, coding_session(12, tag="l"), model="gpt-4o")
+    with FakeLLM() as llm:
+        watcher = _LeaseWatcher(OpenAISummarizer("m", llm.base_url, "k", timeout=100, max_retries=2), db)
+        watcher.session_id = 2
+        outcome = Compactor(db.engine, watcher, SETTINGS).compact_session(2)
+    assert outcome.status == "compacted", outcome.error
+    assert 350 <= watcher.seconds <= 377  # 100 s x 3 attempts + backoff + margin
+
+
+def test_a_message_committed_late_below_the_cut_is_not_lost(db):
+    """A inserts a message and has not committed; B inserts two and commits; compaction cuts
+    after them; then A commits. The late message must end up summarised (or kept), never in
+    neither: the append's locking read waits for A and sees the span changed, so it plans again."""
+    if db.kind != "mysql":
+        pytest.skip("needs two concurrent writers (SQLite has one)")
+    add_session(db, 1, coding_session(8), model="gpt-4o")
+    a = db.engine.connect()
+    tx = a.begin()
+    late = a.execute(agent_message.insert().values(session_id=1, role="user",
+                                                   content="LATE-REQUEST please keep the old API")).inserted_primary_key[0]
+    with db.engine.begin() as b:
+        b.execute(agent_message.insert().values(session_id=1, role="user", content="newest request " * 30))
+        b.execute(agent_message.insert().values(session_id=1, role="assistant", content="on it " * 30))
+    settings = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=50)
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(o=Compactor(
+        db.engine, ExtractiveSummarizer(), settings).compact_session(1, force=True)))
+    worker.start()
+    time.sleep(1.0)   # compaction has planned without the late message and waits in its append
+    tx.commit()
+    a.close()
+    worker.join(60)
+    outcome = result["o"]
+    assert outcome.status == "compacted", outcome.error
+    cp = Store(db.engine).latest_compaction(1)
+    summarised = db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id < :c",
+                           c=cp.first_kept_message_id)
+    assert cp.details["summarised_messages"] == summarised
+    ctx_ids = [m.id for m in Store(db.engine).restored_context(1).messages]
+    assert late in ctx_ids or "LATE-REQUEST" in cp.summary
+
+
+def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(db):
+    if db.kind != "sqlite":
+        pytest.skip("one database is enough for the size; the folding is the same")
+    word = " ".join(f"tok{i}" for i in range(250))           # ~500 tokens of varied text
+    turn = [{"role": "user", "content": "Step request: " + word},
+            {"role": "assistant", "content": "Done: " + word}]
+    add_session(db, 1, turn * 1100, model="gpt-4o")           # 2,200 messages, >1.1M tokens
+    with FakeLLM() as llm:
+        summarizer = OpenAISummarizer("m", llm.base_url, "k", timeout=30, max_retries=0,
+                                      input_tokens=100_000)
+        outcome = Compactor(db.engine, summarizer, CompactionSettings()).compact_session(1)
+        sizes = list(llm.prompt_tokens)
+    assert outcome.status == "compacted", outcome.error
+    assert outcome.tokens_before > 1_000_000
+    assert len(sizes) == outcome.summarizer_requests >= 10
+    assert max(sizes) <= 100_000
+    assert outcome.tokens_after <= CompactionSettings().threshold("gpt-4o")
+
+
+@pytest.mark.parametrize("model", ["o3-mini", "gpt-5", "gpt-4o-mini", "qwen2.5-coder"])
+def test_each_model_family_gets_parameters_it_accepts(db, cli, model):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", model,
+                     "--base-url", llm.base_url, "--retries", "0", "--max-summary-tokens", "256",
+                     "--json", *LIMITS)
+        body = llm.requests[-1]
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "compacted"
+    if model in ("o3-mini", "gpt-5"):
+        assert "max_tokens" not in body and "temperature" not in body
+        assert body["max_completion_tokens"] > 256   # headroom for reasoning
+    else:
+        assert body["max_tokens"] <= 256 and body["temperature"] == 0
+
+
+def test_the_test_server_rejects_what_the_real_api_rejects(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", "o3-mini",
+                     "--request-style", "chat", "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+    assert result.exit_code == 1
+    assert "HTTP 400" in result.output and "Use 'max_completion_tokens' instead" in result.output
+
+
+def test_an_llm_answer_that_drops_the_previous_summary_is_rejected(db):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.summary_text = ("## Goal\nFix the bug.\n\n## Constraints & Preferences\n- E2E tests only\n\n"
+                            "## Next Steps\n1. Port the parser\n2. Delete main.ts")
+        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                              SETTINGS)
+        assert compactor.compact_session(1).status == "compacted"
+        llm.summary_text = "## Goal\nSomething else entirely."
+        outcome = compactor.compact_session(1, force=True)
+    assert outcome.status == "rejected" and "drops most of the previous summary" in outcome.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+
+
+def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    result = cli("--db", db.url, "compact", "1", "--max-summary-tokens", "200", "--json",
+                 "--context-window", "12000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500")
+    assert result.exit_code == 0, result.output
+    assert count_text(Store(db.engine).latest_compaction(1).summary) <= 200
+    add_session(db, 2, coding_session(40, tag="s"), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.summary_text = "## Goal\n" + "a long summary line\n" * 200
+        result = cli("--db", db.url, "compact", "2", "--summarizer", "openai",
+                     "--base-url", llm.base_url, "--max-summary-tokens", "200", "--retries", "0",
+                     "--context-window", "12000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500")
+    assert result.exit_code == 1 and "over its budget of 200 tokens" in result.output
+
+
+def test_quality_is_stored_and_shown(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    result = cli("--db", db.url, "compact", "1", *LIMITS)
+    assert result.exit_code == 0, result.output
+    cp = Store(db.engine).latest_compaction(1)
+    q = cp.details["quality"]
+    assert q["facts"] > 0 and 0 < q["retention"] <= 1 and q["summary_tokens"] == cp.summary_tokens
+    assert f"summary:            {cp.summary_tokens} tokens, retention {q['retention']:.0%}" in result.output
+    assert cp.details["summarised_messages"] == len(
+        [1 for r in db.rows("SELECT id FROM agent_message") if r["id"] < cp.first_kept_message_id])
+    assert_valid_context(Store(db.engine), 1)
+
+
+def test_errors_are_one_line(db, cli):
+    result = cli("--db", db.url, "compact", "99")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == ["summarizer: extractive (deterministic, no LLM)",
+                                                  "Error: session 99 does not exist"] or \
+        result.output.strip().splitlines()[-1] == "Error: session 99 does not exist"
+    assert result.output.count("99") == 1
+    for bad in ("10x", "10"):
+        result = cli("--db", db.url, "compact", "--all", "--older-than", bad)
+        assert result.exit_code == 2 and "a number and a unit" in result.output
+    result = cli("--db", db.url, "compact", "--all", "--summarizer", "openai", env=_no_keys())
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: --summarizer openai needs an endpoint or a key: set "
+                                     "OPENAI_API_KEY (api.openai.com), or --base-url / OPENAI_BASE_URL "
+                                     "for a compatible server; --summarizer extractive needs neither")
+
+
+def test_one_session_honours_row_formats(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    csv_out = cli("--db", db.url, "compact", "1", "--dry-run", "--csv", *LIMITS).stdout.splitlines()
+    assert csv_out[0].startswith("session_id,status,") and csv_out[1].startswith("1,planned,")
+    nl = cli("--db", db.url, "compact", "1", "--dry-run", "--nl", *LIMITS).stdout.splitlines()
+    assert len(nl) == 1 and json.loads(nl[0])["status"] == "planned"
+
+
+def test_the_documented_cron_line_works_from_a_bare_environment(db, cli):
+    if db.kind != "sqlite":
+        pytest.skip("the script is the same for every database")
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    env = {"PATH": "/usr/bin:/bin", "CTXTOOL_DATABASE_URL": db.url, "CTXTOOL_COMPACT_OLDER_THAN": "0s",
+           "HOME": os.environ.get("HOME", "/tmp")}
+    out = subprocess.run([str(ROOT / "scripts" / "cron-compact.sh"), *LIMITS], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "command not found" not in out.stderr
+    assert [json.loads(line)["status"] for line in out.stdout.splitlines() if line.startswith("{")] \
+        == ["compacted"]
