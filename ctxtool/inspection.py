@@ -158,6 +158,28 @@ def diff_checkpoints(a: Compaction | None, b: Compaction,
     return CheckpointDiff(a, b, lines, moved)
 
 
+def side_by_side(before: str, after: str, width: int) -> list[str]:
+    """Two summaries in two columns of ``width`` characters in all, as ``diff -y`` does: ``|``
+    changed, ``<`` only before, ``>`` only after. Long lines are shortened with "…"."""
+    col = max((width - 3) // 2, 10)
+
+    def cell(text: str) -> str:
+        text = text if len(text) <= col else text[: col - 1] + "…"
+        return text.ljust(col)
+
+    a, b = before.splitlines(), after.splitlines()
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        left, right = a[i1:i2], b[j1:j2]
+        for k in range(max(len(left), len(right))):
+            l_text = left[k] if k < len(left) else ""
+            r_text = right[k] if k < len(right) else ""
+            mark = " " if tag == "equal" else "|" if k < len(left) and k < len(right) \
+                else "<" if k < len(left) else ">"
+            out.append(f"{cell(l_text)} {mark} {r_text if len(r_text) <= col else r_text[: col - 1] + '…'}".rstrip())
+    return out
+
+
 def pick_pair(compactions: Sequence[Compaction], a: int | None,
               b: int | None, session_label: str = "") -> tuple[Compaction | None, Compaction]:
     """The two checkpoints of ``context diff``: the given ids (0 = before the first), by

@@ -136,3 +136,12 @@ def test_checkpoint_rows_and_diff():
     assert [m.id for m in d.newly_summarised] == [4, 5, 6, 7]
     assert "-first summary" in d.summary_diff and "+second summary" in d.summary_diff
     assert d.as_dict()["cut_from"] == 4 and d.as_dict()["cut_to"] == 8
+
+
+def test_side_by_side_marks_changed_removed_and_added_lines():
+    from ctxtool.inspection import side_by_side
+
+    lines = side_by_side("same\nold\ngone", "same\nnew\n", 41)
+    assert [line[20] for line in lines] == [" ", "|", "<"]
+    assert side_by_side("a", "a\nadded", 41)[1].endswith("> added")
+    assert all(len(line) <= 41 for line in side_by_side("x" * 100, "y" * 100, 41))

@@ -98,6 +98,8 @@ def test_checkpoints_diff_and_before_first(db, cli):
     human = run(cli, db, "context", "diff", "1").output
     assert f"cut: message {cps[0]['first_kept_message_id']} -> {cps[1]['first_kept_message_id']}" \
         in human and "went from kept to summarised" in human
+    columns = run(cli, db, "context", "diff", "1", "--side-by-side").output
+    assert f"checkpoint {cps[0]['id']}" in columns and " | " in columns
     d0 = json.loads(run(cli, db, "context", "diff", "1", "0", str(cps[0]["id"]), "--json").output)
     assert d0["from_checkpoint_id"] is None and d0["newly_summarised"][0]["id"] == first_id
 

@@ -150,9 +150,11 @@ def checkpoints(app, session, output: OutputFormat):
 @click.argument("session")
 @click.argument("a", type=int, required=False)
 @click.argument("b", type=int, required=False)
+@click.option("--side-by-side", "-y", is_flag=True,
+              help="The summaries in two columns (as diff -y) instead of a unified diff.")
 @json_option
 @pass_app
-def diff(app, session, a, b, output: OutputFormat):
+def diff(app, session, a, b, side_by_side, output: OutputFormat):
     """What changed from checkpoint A to checkpoint B: the summaries as a unified diff, how far
     the cut moved, and the messages that went from kept to summarised.
 
@@ -172,7 +174,16 @@ def diff(app, session, a, b, output: OutputFormat):
              f"{d.b.first_kept_message_id}" + (" (moved BACK)" if d.as_dict()["cut_moved_back"]
                                                 else f", {len(d.newly_summarised)} messages went "
                                                      "from kept to summarised"), ""]
-    lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
+    if side_by_side:
+        from ..inspection import side_by_side as columns
+
+        width = table_width(None, piped=PIPED_WIDTH) or PIPED_WIDTH
+        left = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
+        lines += columns(visible(f"{left}\n{'─' * 20}\n" + (d.a.summary if d.a else ""), True),
+                         visible(f"checkpoint {d.b.id}\n{'─' * 20}\n" + d.b.summary, True),
+                         width)
+    else:
+        lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
     if d.newly_summarised:
         lines += ["", "now summarised:"]
         rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
