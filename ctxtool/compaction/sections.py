@@ -19,8 +19,9 @@ _TITLED = re.compile(r"^(?P<t>[A-Z][A-Za-z0-9 &/'()-]{2,60}):$")
 PREFACE = "Summary"
 
 # Our own placeholder and bookkeeping lines: never counted as items of a summary.
-_NOT_ITEMS = re.compile(r"^[-*]?\s*\((none|not stated|none in this span|\d+ (messages|older items)"
-                        r"[^)]*)\)\.?$|^\(\d+ messages summarised", re.I)
+_NOT_ITEMS = re.compile(r"^[-*]?\s*([\w ]{1,30}:\s*)?\((none|not stated|none in this span|\d+ "
+                        r"(messages|older items)[^)]*)\)\.?$|^\(\d+ messages summarised|"
+                        r"^\(clipped to \d+ tokens\)$", re.I)
 
 
 @dataclass

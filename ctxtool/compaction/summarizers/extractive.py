@@ -88,6 +88,7 @@ class ExtractiveSummarizer:
         notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
         if trimmed:
             notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
+        text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
         return Summary(text + "\n\n" + "\n".join(notes), self.name, None)
 
     def _previous(self, summary: str | None) -> tuple[list[_Item], list[str], Counter]:
@@ -165,6 +166,16 @@ def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
     for heading in tail:
         out += _section(heading, kept)
     return "\n".join(out).strip(), len(dropped) - read_trimmed
+
+
+def _clip_to(text: str, budget: int, encoding: str) -> str:
+    """The last resort when what is never trimmed (goal, modified files, tool usage) is itself
+    over the budget: the text is cut at the budget, and says so."""
+    enc = get_encoding(encoding)
+    tokens = enc.encode_ordinary(text)
+    if len(tokens) <= budget:
+        return text
+    return enc.decode(tokens[:max(0, budget - 12)]).rstrip() + f"\n(clipped to {budget} tokens)"
 
 
 def _section(heading: str, kept: list[_Item]) -> list[str]:
