@@ -62,7 +62,10 @@ def candidate_paths(explicit: str | None = None, cwd: Path | None = None) -> lis
     found = []
     if os.environ.get(CONFIG_ENV):
         found.append(Path(os.environ[CONFIG_ENV]).expanduser())
-    found.append((cwd or Path.cwd()) / LOCAL_NAME)
+    try:
+        found.append((cwd or Path.cwd()) / LOCAL_NAME)
+    except FileNotFoundError:  # the working directory was removed under us: no local file
+        pass
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     found.append(Path(xdg) / "ctxtool" / "config.toml")
     return found

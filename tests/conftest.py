@@ -7,6 +7,7 @@ An unreachable server fails the tests; it never skips them.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from pathlib import Path
@@ -72,16 +73,8 @@ class Database:
             return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
 
 
-@pytest.fixture(params=["sqlite", "mysql"])
-def empty_db(request, tmp_path):
-    """An empty database of each kind (no schema)."""
-    if request.param == "mysql":
-        request.getfixturevalue("mysql8_sql_mode")
-    if request.param == "sqlite":
-        db = Database("sqlite", f"sqlite:///{tmp_path / 'ctx.db'}")
-        yield db
-        db.engine.dispose()
-        return
+@contextlib.contextmanager
+def _mysql_database():
     name = f"ctxtest_{os.getpid()}_{next(_counter)}"
     server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
@@ -95,6 +88,33 @@ def empty_db(request, tmp_path):
         with server.connect() as conn:
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
         server.dispose()
+
+
+@pytest.fixture(params=["sqlite", "mysql"])
+def empty_db(request, tmp_path):
+    """An empty database of each kind (no schema)."""
+    if request.param == "sqlite":
+        db = Database("sqlite", f"sqlite:///{tmp_path / 'ctx.db'}")
+        yield db
+        db.engine.dispose()
+        return
+    request.getfixturevalue("mysql8_sql_mode")
+    with _mysql_database() as db:
+        yield db
+
+
+@pytest.fixture
+def mysql_empty_db(mysql8_sql_mode):
+    """An empty MariaDB/MySQL database, for what only a server has (non-transactional DDL,
+    InnoDB locking between two real connections)."""
+    with _mysql_database() as db:
+        yield db
+
+
+@pytest.fixture
+def mysql_db(mysql_empty_db):
+    """A MariaDB/MySQL database with the full schema applied."""
+    return mysql_empty_db.migrate()
 
 
 @pytest.fixture

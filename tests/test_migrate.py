@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations,
 from ctxtool.db.schema import STORE_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# The versions shipped (the same for both dialects, see the test below).
+SHIPPED = [m.version for m in load_migrations("sqlite")]
 
 
 def test_split_statements_respects_quotes_and_comments():
@@ -49,7 +54,7 @@ def test_up_creates_schema_matching_the_core_tables(db):
     indexes = {i["name"] for i in inspector.get_indexes("agent_message")}
     assert {"idx_message_session_id_tokens", "uq_message_source"} <= indexes
     states = Migrator(db.engine).status()
-    assert [s.state for s in states] == ["applied", "applied"]
+    assert [s.state for s in states] == ["applied"] * len(SHIPPED)
 
 
 def test_cli_up_status_and_second_up_is_a_no_op(empty_db, cli):
@@ -69,9 +74,9 @@ def test_cli_up_status_and_second_up_is_a_no_op(empty_db, cli):
     result = cli("--db", empty_db.url, "migrate", "status", "--json")
     assert result.exit_code == 0
     rows = json.loads(result.stdout)
-    assert [(r["version"], r["state"]) for r in rows] == [("0001", "applied"), ("0002", "applied")]
+    assert [(r["version"], r["state"]) for r in rows] == [(v, "applied") for v in SHIPPED]
     assert all(r["duration_ms"] is not None for r in rows)
-    assert empty_db.scalar(f"SELECT COUNT(*) FROM {HISTORY_TABLE}") == 2
+    assert empty_db.scalar(f"SELECT COUNT(*) FROM {HISTORY_TABLE}") == len(SHIPPED)
 
 
 def test_up_to_and_dry_run(empty_db, cli):
@@ -84,21 +89,22 @@ def test_up_to_and_dry_run(empty_db, cli):
     assert result.exit_code == 0
     assert "0002" not in result.output
     states = {s.version: s.state for s in Migrator(empty_db.engine).status()}
-    assert states == {"0001": "applied", "0002": "pending"}
+    assert states == {v: "applied" if v == "0001" else "pending" for v in SHIPPED}
     with pytest.raises(SchemaNotCurrent):
         Migrator(empty_db.engine).require_current()
 
 
 def test_changed_file_is_refused_then_repaired(db, cli):
     shipped = load_migrations("mysql" if db.kind == "mysql" else "sqlite")
-    edited = [shipped[0], Migration(shipped[1].version, shipped[1].name, shipped[1].sql + "\n-- edit")]
+    edited = [shipped[0], Migration(shipped[1].version, shipped[1].name, shipped[1].sql + "\n-- edit"),
+              *shipped[2:]]
     migrator = Migrator(db.engine, edited)
     assert migrator.status()[1].state == "checksum changed"
     with pytest.raises(CtxtoolError, match="0002_ctxtool_columns.sql changed after it was applied"):
         migrator.up()
     actions = migrator.repair("0002")
     assert actions and "accepted new checksum" in actions[0][1]
-    assert [s.state for s in migrator.status()] == ["applied", "applied"]
+    assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
 
 
 def test_failed_mysql_migration_is_recorded_and_blocks(db):
@@ -114,12 +120,101 @@ def test_failed_mysql_migration_is_recorded_and_blocks(db):
         assert sa.inspect(db.engine).has_table("zz_ok")
         with pytest.raises(CtxtoolError, match="failed at statement: CREATE TABLE zz_bad"):
             migrator.up()
-        assert migrator.repair("0099") == [("0099", "removed failed record; `up` will run it again")]
-        assert migrator.status()[-1].state == "pending"
+        assert migrator.repair("0099") == [("0099", "cleared the failure; `up` resumes at statement 2")]
+        assert migrator.status()[-1].state == "running"
     else:
         # SQLite rolls the whole file back, leaving it pending and nothing half-made.
         assert state.state == "pending"
         assert not sa.inspect(db.engine).has_table("zz_ok")
+
+
+def test_failed_statement_resumes_after_repair_without_rerunning_earlier_ones(mysql_db):
+    """The cause is fixed by hand, `repair` clears the failure, `up` resumes at the failed
+    statement: the first statement (already applied) is not run again."""
+    db = mysql_db
+    file = Migration("0099", "two_steps",
+                     "CREATE TABLE zz_first (a INT);\nALTER TABLE zz_later ADD COLUMN b INT;\n")
+    migrator = Migrator(db.engine, load_migrations("mysql") + [file])
+    with pytest.raises(CtxtoolError, match="failed at statement 2"):
+        migrator.up()
+    assert "1 of 2 statements done" in migrator.status()[-1].detail
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE zz_later (a INT)")  # the operator fixes the cause
+    migrator.repair("0099")
+    assert [m.version for m in migrator.up()] == ["0099"]
+    assert migrator.status()[-1].state == "applied"
+    assert {c["name"] for c in sa.inspect(db.engine).get_columns("zz_later")} == {"a", "b"}
+
+
+def test_a_migration_killed_after_a_statement_resumes_and_completes(mysql_empty_db, cli):
+    """kill -9 between a statement and its progress record (the issue's loop: `repair 0002` +
+    `up` failed on "Duplicate column name 'model'" forever). Simulated exactly: 0002's first
+    statement took effect, its record says running with 0 statements done."""
+    empty_db = mysql_empty_db
+    migrator = Migrator(empty_db.engine)
+    migrator.up(to="0001")
+    second = migrator.migrations[1]
+    with empty_db.engine.begin() as conn:
+        conn.exec_driver_sql(second.statements()[0])  # ALTER TABLE agent_session ADD COLUMN model ...
+        conn.execute(sa.text(f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
+                             "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
+                             "UTC_TIMESTAMP(), 0)"),
+                     {"v": second.version, "n": second.name, "c": second.checksum})
+    status = cli("--db", empty_db.url, "migrate", "status")
+    assert status.exit_code == 3 and "running" in status.output and "resumes" in status.output
+    result = cli("--db", empty_db.url, "migrate", "up")
+    assert result.exit_code == 0, result.output
+    assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
+    migrator.require_current()
+
+
+def test_a_migration_killed_after_its_last_statement_is_marked_applied(mysql_empty_db):
+    """Every statement ran, the process died before the file was marked applied: `up` sees the
+    last statement's objects exist and records the file (before, no command could)."""
+    empty_db = mysql_empty_db
+    migrator = Migrator(empty_db.engine)
+    migrator.up()
+    second = migrator.migrations[1]
+    with empty_db.engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {HISTORY_TABLE} SET status = 'running', applied_at = NULL, "
+                             "statements_done = :n WHERE version = :v"),
+                     {"n": len(second.statements()) - 1, "v": second.version})
+    assert migrator.up() == [second]
+    assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_migration_then_up_finishes_it(mysql_empty_db):
+    """A real kill -9 of a `migrate up` process in the middle of a file (a statement that
+    sleeps holds it there), then a plain `up` finishes the file. The sleep is short: the
+    resumed run sleeps again."""
+    empty_db = mysql_empty_db
+    script = f"""
+import sys
+from ctxtool.db import create_engine
+from ctxtool.migrate import Migration, Migrator, load_migrations
+slow = Migration("0099", "slow", "CREATE TABLE zz_a (a INT);\\nSELECT SLEEP(3);\\nCREATE TABLE zz_b (b INT);\\n")
+Migrator(create_engine({empty_db.url!r}), load_migrations("mysql") + [slow]).up()
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sa.inspect(empty_db.engine).has_table("zz_a"):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    slow = Migration("0099", "slow", "CREATE TABLE zz_a (a INT);\nSELECT SLEEP(3);\nCREATE TABLE zz_b (b INT);\n")
+    migrator = Migrator(empty_db.engine, load_migrations("mysql") + [slow])
+    state = migrator.status()[-1]
+    assert state.state == "running" and "1 of 3 statements done" in state.detail
+    quick = Migration("0099", "slow", slow.sql.replace("SLEEP(3)", "SLEEP(0)"))
+    assert quick.checksum != slow.checksum
+    with pytest.raises(CtxtoolError, match="changed after it was applied"):
+        Migrator(empty_db.engine, load_migrations("mysql") + [quick]).up()
+    assert [m.version for m in migrator.up()] == ["0099"]  # resumes at SLEEP, then zz_b
+    assert sa.inspect(empty_db.engine).has_table("zz_b")
 
 
 def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
@@ -177,7 +272,7 @@ def test_concurrent_up_runs_leave_one_correct_history(empty_db):
     assert combined.count("applied 0001_seed_tables.sql") == 1
     assert combined.count("applied 0002_ctxtool_columns.sql") == 1
     rows = empty_db.rows(f"SELECT version, status FROM {HISTORY_TABLE} ORDER BY version")
-    assert rows == [{"version": "0001", "status": "applied"}, {"version": "0002", "status": "applied"}]
+    assert rows == [{"version": v, "status": "applied"} for v in SHIPPED]
 
 
 def test_password_never_printed(cli):

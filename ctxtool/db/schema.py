@@ -87,6 +87,9 @@ schema_history = sa.Table(
     sa.Column("started_at", _MICROSECONDS, nullable=False),
     sa.Column("applied_at", _MICROSECONDS),
     sa.Column("duration_ms", sa.Integer),
+    # Where DDL is not transactional, how many of the file's statements have taken effect, so
+    # an interrupted or repaired file resumes there instead of failing on its own first column.
+    sa.Column("statements_done", sa.Integer),
     sa.Column("failed_statement", _LONG_TEXT),
     sa.Column("error", sa.Text),
     mysql_engine="InnoDB",

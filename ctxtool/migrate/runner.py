@@ -67,9 +67,12 @@ class Migrator:
                 return self.history(own)
         if not sa.inspect(conn).has_table(HISTORY_TABLE):
             return {}
+        has_progress = any(c["name"] == "statements_done"
+                           for c in sa.inspect(conn).get_columns(HISTORY_TABLE))
+        progress = H.c.statements_done if has_progress else sa.null()
         rows = conn.execute(sa.select(H.c.version, H.c.name, H.c.checksum, H.c.status,
                                       H.c.started_at, H.c.applied_at, H.c.duration_ms,
-                                      H.c.failed_statement, H.c.error))
+                                      progress, H.c.failed_statement, H.c.error))
         return {r.version: HistoryRow(*r) for r in rows}
 
     def status(self, conn: Connection | None = None) -> list[MigrationState]:
@@ -104,7 +107,7 @@ class Migrator:
             if dry_run:
                 return pending
             for migration in pending:
-                self._apply(conn, migration)
+                self._apply(conn, migration, history.get(migration.version))
                 if on_applied:
                     on_applied(migration)
             return pending
@@ -155,7 +158,15 @@ class Migrator:
                 for v, row in sorted(history.items()):
                     if version is not None and v != version:
                         continue
-                    if row.status in (FAILED, RUNNING):
+                    if row.status == FAILED and row.statements_done is not None:
+                        conn.execute(H.update().where(H.c.version == v).values(
+                            status=RUNNING, error=None, failed_statement=None))
+                        actions.append((v, f"cleared the failure; `up` resumes at statement "
+                                           f"{row.statements_done + 1}"))
+                    elif row.status == RUNNING and row.statements_done is not None:
+                        actions.append((v, f"interrupted, nothing to clear; `up` resumes at "
+                                           f"statement {row.statements_done + 1}"))
+                    elif row.status in (FAILED, RUNNING):
                         conn.execute(H.delete().where(H.c.version == v))
                         actions.append((v, f"removed {row.status} record; `up` will run it again"))
                     elif v in files and files[v].checksum != row.checksum:
@@ -168,11 +179,12 @@ class Migrator:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _apply(self, conn: Connection, migration: Migration) -> None:
+    def _apply(self, conn: Connection, migration: Migration,
+               interrupted: HistoryRow | None = None) -> None:
         if self.dialect.transactional_ddl:
             self._apply_atomically(conn, migration)
         else:
-            self._apply_step_by_step(conn, migration)
+            self._apply_step_by_step(conn, migration, interrupted)
 
     def _apply_atomically(self, conn: Connection, migration: Migration) -> None:
         """The whole file and its record commit or vanish together."""
@@ -190,34 +202,56 @@ class Migrator:
                 f"({describe_db_error(exc)}) at statement: {_first_line(statement)}"
             ) from None
 
-    def _apply_step_by_step(self, conn: Connection, migration: Migration) -> None:
-        """DDL commits implicitly: the file is recorded as running before its first statement,
-        so a crash or an error leaves an honest trail."""
+    def _apply_step_by_step(self, conn: Connection, migration: Migration,
+                            interrupted: HistoryRow | None) -> None:
+        """DDL commits implicitly: the file is recorded as running before its first statement
+        and its progress after each one, so a crash or an error leaves an honest trail and `up`
+        resumes at the first statement not done. The one statement whose fate is unknown (it
+        may have taken effect just before the crash) counts as done when the server says what
+        it makes already exists."""
         started = time.perf_counter()
-        self._insert_history(conn, migration, RUNNING, _now())
-        for statement in migration.statements():
+        statements = migration.statements()
+        start = (interrupted.statements_done or 0) if interrupted else 0
+        if interrupted is None:
+            self._insert_history(conn, migration, RUNNING, _now(), statements_done=0)
+        for index in range(start, len(statements)):
+            statement = statements[index]
             try:
                 conn.exec_driver_sql(statement)
             except SQLAlchemyError as exc:
-                error = describe_db_error(exc)
-                conn.execute(H.update().where(H.c.version == migration.version).values(
-                    status=FAILED, failed_statement=statement, error=error[:2000],
-                    duration_ms=_ms_since(started)))
-                raise CtxtoolError(
-                    f"migration {self.folder}/{migration.filename} failed at statement: "
-                    f"{_first_line(statement)} ({error}); it is recorded as failed — check which "
-                    f"of its statements took effect, fix by hand, then "
-                    f"`ctxtool migrate repair {migration.version}`"
-                ) from None
+                if not (interrupted and index == start and self.dialect.already_applied(exc)):
+                    self._record_failure(conn, migration, index, statement, exc, started)
+            conn.execute(H.update().where(H.c.version == migration.version)
+                         .values(statements_done=index + 1))
         conn.execute(H.update().where(H.c.version == migration.version).values(
-            status=APPLIED, applied_at=_now(), duration_ms=_ms_since(started)))
+            status=APPLIED, applied_at=_now(), duration_ms=_ms_since(started),
+            statements_done=len(statements)))
+
+    def _record_failure(self, conn, migration: Migration, index: int, statement: str,
+                        exc: SQLAlchemyError, started: float):
+        error = describe_db_error(exc)
+        conn.execute(H.update().where(H.c.version == migration.version).values(
+            status=FAILED, failed_statement=statement, error=error[:2000],
+            statements_done=index, duration_ms=_ms_since(started)))
+        raise CtxtoolError(
+            f"migration {self.folder}/{migration.filename} failed at statement {index + 1}: "
+            f"{_first_line(statement)} ({error}); it is recorded as failed with {index} "
+            f"statement(s) done — fix the cause, then `ctxtool migrate repair "
+            f"{migration.version}` and `up` resumes there"
+        ) from None
 
     def _insert_history(self, conn, m: Migration, status: str, started_at, applied_at=None,
-                        duration_ms=None) -> None:
+                        duration_ms=None, statements_done=None) -> None:
         conn.execute(H.insert().values(version=m.version, name=m.name, checksum=m.checksum,
                                        status=status, started_at=started_at,
-                                       applied_at=applied_at, duration_ms=duration_ms))
+                                       applied_at=applied_at, duration_ms=duration_ms,
+                                       statements_done=statements_done))
 
     def _ensure_history(self, conn: Connection) -> None:
+        """Create the history table, or add what an older ctxtool's table lacks."""
         with self.dialect.migration_step(conn):
             schema_history.create(conn, checkfirst=True)
+            present = {c["name"] for c in sa.inspect(conn).get_columns(HISTORY_TABLE)}
+            if "statements_done" not in present:
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {HISTORY_TABLE} ADD COLUMN statements_done INTEGER NULL")

@@ -26,6 +26,7 @@ class HistoryRow:
     started_at: object
     applied_at: object
     duration_ms: int | None
+    statements_done: int | None
     failed_statement: str | None
     error: str | None
 
@@ -78,6 +79,9 @@ def migration_states(migrations: Sequence[Migration],
             states.append(MigrationState(m.version, m.name, PENDING, checksum=m.checksum))
         elif row.status in (FAILED, RUNNING):
             detail = row.error or "interrupted before it finished"
+            if row.statements_done is not None:
+                detail += (f"; {row.statements_done} of {len(m.statements())} statements done"
+                           + ("; `up` resumes there" if row.status == RUNNING else ""))
             states.append(MigrationState(m.version, m.name, row.status, row.started_at, None,
                                          row.checksum, detail))
         elif row.checksum != m.checksum:
@@ -99,26 +103,30 @@ def migration_states(migrations: Sequence[Migration],
 
 def pending_migrations(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
                        to: str | None = None) -> list[Migration]:
-    """The files `up` would apply, in order (up to and including ``to``)."""
+    """The files `up` would apply, in order (up to and including ``to``): those never run, and
+    one that was interrupted (it resumes at its first statement not done)."""
     return [m for m in migrations
-            if m.version not in history and (to is None or m.version <= to)]
+            if (m.version not in history or history[m.version].status == RUNNING)
+            and (to is None or m.version <= to)]
 
 
 def refuse_unsafe(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
                   folder: str) -> None:
-    """Raise when `up` must not run: a file failed or was interrupted, or an applied file
-    changed. The message says what to check and which command clears it."""
+    """Raise when `up` must not run: a file failed, or an applied file changed. The message
+    says what to check and which command clears it. (An interrupted file is not refused: `up`
+    resumes it, since holding the run lock proves its runner is gone.)"""
     files = {m.version: m for m in migrations}
     for v, row in sorted(history.items()):
         name = f"{v}_{row.name}.sql"
-        if row.status in (FAILED, RUNNING):
-            what = "failed" if row.status == FAILED else "was interrupted"
+        if row.status == FAILED:
             stmt = (row.failed_statement or "").strip().splitlines()
             at = f" at statement: {stmt[0][:120]}" if stmt else ""
+            done = (f" {row.statements_done} statement(s) before it took effect."
+                    if row.statements_done is not None else "")
             raise CtxtoolError(
-                f"migration {name} {what}{at} ({row.error or 'no error recorded'}). "
-                f"Its earlier statements may have been applied: check the schema, revert or "
-                f"finish them by hand, then run `ctxtool migrate repair {v}` and `up` again"
+                f"migration {name} failed{at} ({row.error or 'no error recorded'}).{done} "
+                f"Fix the cause (or finish that statement by hand), then run "
+                f"`ctxtool migrate repair {v}`: `up` then resumes at the failed statement"
             )
         if v in files and files[v].checksum != row.checksum:
             raise CtxtoolError(
