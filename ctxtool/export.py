@@ -14,8 +14,9 @@ import json
 import re
 from typing import Any
 
-from .inspection import ContextView, ViewItem, summary_text
-from .output import to_jsonable, visible
+from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
+from .output import OutputFormat, to_jsonable, visible
+from .terminal import fit_table
 
 FORMATS = ("markdown", "html", "jsonl")
 
@@ -141,6 +142,91 @@ def message_rows(view: ContextView) -> list[dict[str, Any]]:
         rows.append({"id": item.id, "role": m.get("role"), "tokens": item.tokens,
                      "tool": tool or None, "content": text})
     return rows
+
+
+def render_table(view: ContextView, width: int | None) -> str:
+    """``context show``: header, system prompt (its start), summary, then one line per message
+    fitted to ``width``."""
+    lines = [f"{label + ':':19}{_line(value)}" for label, value in describe_header(view)]
+    cp = view.point.checkpoint
+    for item in view.items:
+        if item.kind == "system_prompt":
+            lines += ["", "[system prompt]", _head(item.openai["content"])]
+        elif item.kind == "summary" and cp is not None:
+            lines += ["", f"[summary of checkpoint {cp.id}, cut at message "
+                          f"{cp.first_kept_message_id}]", _text(summary_text(item))]
+    rows = message_rows(view)
+    lines += ["", fit_table(rows, OutputFormat(), ["id", "role", "tokens", "tool", "content"],
+                            width, ["content", "tool"])]
+    if rows:
+        lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
+    return "\n".join(lines)
+
+
+def _line(value: Any) -> str:
+    return visible(value)
+
+
+def _head(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
+    """The start of a long text (a system prompt is often thousands of words)."""
+    head = "\n".join(text.splitlines()[:max_lines])[:max_chars]
+    rest = len(text) - len(head)
+    return _text(head) + (f"\n… ({rest} more characters: --full shows it whole)"
+                          if rest > 1 else "")
+
+
+_CHECKPOINT_LABELS = {
+    "checkpoint_id": "checkpoint", "parent_id": "parent", "created_at": "created",
+    "summarizer": "summarizer", "summarizer_model": "model", "first_kept_message_id": "cut at",
+    "messages_summarised": "summarised", "tokens_before": "before", "tokens_after": "after",
+    "summary_tokens": "summary", "retention": "retained"}
+
+
+def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat,
+                       width: int | None) -> str:
+    """``context checkpoints`` as a table with short labels, fitted to ``width``."""
+    def cell(key: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if key == "created_at":
+            return value.isoformat(sep=" ", timespec="seconds")
+        return f"{value:.0%}" if key == "retention" else value
+
+    table = [{label: cell(key, r[key]) for key, label in _CHECKPOINT_LABELS.items()}
+             for r in rows]
+    text = fit_table(table, output, _CHECKPOINT_LABELS.values(), width, ["summarizer", "model"],
+                     optional=["created", "parent"])
+    if rows:
+        text += ("\n(before / after: the context's tokens around each checkpoint; summary: its "
+                 "summary's; --json for every field)")
+    return text
+
+
+def render_diff(d: CheckpointDiff, width: int | None, columns: bool = False) -> str:
+    """``context diff``: the cut, the summaries (unified, or in ``columns``), and the messages
+    that went from kept to summarised."""
+    a_name = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
+    moved = (" (moved BACK)" if d.as_dict()["cut_moved_back"] else
+             f", {len(d.newly_summarised)} messages went from kept to summarised")
+    lines = [f"from {a_name} to checkpoint {d.b.id}",
+             f"cut: message {d.a.first_kept_message_id if d.a else '(start)'} -> "
+             f"{d.b.first_kept_message_id}{moved}", ""]
+    if columns:
+        rule = "─" * 20
+        lines += side_by_side(_text(f"{a_name}\n{rule}\n" + (d.a.summary if d.a else "")),
+                              _text(f"checkpoint {d.b.id}\n{rule}\n{d.b.summary}"),
+                              width or 160)
+    else:
+        lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
+    if d.newly_summarised:
+        rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
+                 "content": m.content or " ".join("→ " + c["function"]["name"]
+                                                  for c in m.calls())}
+                for m in d.newly_summarised]
+        lines += ["", "now summarised:",
+                  fit_table(rows, OutputFormat(), ["id", "role", "tokens", "content"], width,
+                            ["content"])]
+    return "\n".join(lines)
 
 
 # -- Markdown (a bug report) -----------------------------------------------------------------

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from ..errors import CtxtoolError
-from ..export import FORMATS, describe_header, message_rows, render, render_text
+from ..export import (FORMATS, render, render_checkpoints, render_diff, render_table,
+                      render_text)
 from ..inspection import ContextView
-from ..output import OutputFormat, dumps, json_option, output_options, print_rows, visible
+from ..output import OutputFormat, dumps, json_option, output_options, print_rows
 from ..store.reads import SessionHistory, Store
-from ..terminal import fit_table, page, table_width
+from ..terminal import page, table_width
 from . import main, pass_app
 
 
@@ -82,36 +83,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
     if full:
         page(render_text(view))
         return
-    page(_table_view(view, table_width(width, piped=PIPED_WIDTH)))
-
-
-def _table_view(view: ContextView, width: int | None) -> str:
-    lines = [f"{label + ':':19}{visible(value)}" for label, value in describe_header(view)]
-    for item in view.items:
-        if item.kind == "system_prompt":
-            lines += ["", "[system prompt]", _head(item.openai["content"])]
-        elif item.kind == "summary":
-            from ..inspection import summary_text
-
-            cp = view.point.checkpoint
-            lines += ["", f"[summary of checkpoint {cp.id}, cut at message "  # type: ignore[union-attr]
-                          f"{cp.first_kept_message_id}]",  # type: ignore[union-attr]
-                      visible(summary_text(item), newlines=True)]
-    rows = message_rows(view)
-    lines += ["", fit_table(rows, OutputFormat(), ["id", "role", "tokens", "tool", "content"],
-                            width, ["content", "tool"])]
-    if rows:
-        lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
-    return "\n".join(lines)
-
-
-def _head(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
-    """The start of a long text (a system prompt is often thousands of words): --full has it all."""
-    lines = text.splitlines()
-    head = "\n".join(lines[:max_lines])[:max_chars]
-    rest = len(text) - len(head)
-    shown = visible(head, newlines=True)
-    return shown + (f"\n… ({rest} more characters: --full shows it whole)" if rest > 1 else "")
+    page(render_table(view, table_width(width, piped=PIPED_WIDTH)))
 
 
 @context.command("checkpoints")
@@ -130,20 +102,7 @@ def checkpoints(app, session, output: OutputFormat):
     if output.machine:
         print_rows(rows, output)
         return
-    labels = {"checkpoint_id": "checkpoint", "parent_id": "parent", "created_at": "created",
-              "summarizer": "summarizer", "summarizer_model": "model",
-              "first_kept_message_id": "cut at", "messages_summarised": "summarised",
-              "tokens_before": "before", "tokens_after": "after",
-              "summary_tokens": "summary", "retention": "retained"}
-    table = [{label: (r[key].isoformat(sep=" ", timespec="seconds")
-                      if key == "created_at" and r[key] is not None
-                      else f"{r[key]:.0%}" if key == "retention" and r[key] is not None
-                      else r[key]) for key, label in labels.items()} for r in rows]
-    click.echo(fit_table(table, output, labels.values(), table_width(None),
-                         ["summarizer", "model"], optional=["created", "parent"]))
-    if rows:
-        click.echo("(tokens: the context before and after each checkpoint, and its summary; "
-                   "--json for every field)")
+    click.echo(render_checkpoints(rows, output, table_width(None)))
 
 
 @context.command("diff")
@@ -168,30 +127,7 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     if output.json:
         click.echo(dumps(d.as_dict()))
         return
-    a_name = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
-    lines = [f"from {a_name} to checkpoint {d.b.id}",
-             f"cut: message {d.a.first_kept_message_id if d.a else '(start)'} -> "
-             f"{d.b.first_kept_message_id}" + (" (moved BACK)" if d.as_dict()["cut_moved_back"]
-                                                else f", {len(d.newly_summarised)} messages went "
-                                                     "from kept to summarised"), ""]
-    if side_by_side:
-        from ..inspection import side_by_side as columns
-
-        width = table_width(None, piped=PIPED_WIDTH) or PIPED_WIDTH
-        left = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
-        lines += columns(visible(f"{left}\n{'─' * 20}\n" + (d.a.summary if d.a else ""), True),
-                         visible(f"checkpoint {d.b.id}\n{'─' * 20}\n" + d.b.summary, True),
-                         width)
-    else:
-        lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
-    if d.newly_summarised:
-        lines += ["", "now summarised:"]
-        rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
-                 "content": m.content or " ".join(
-                     "→ " + c["function"]["name"] for c in m.calls())} for m in d.newly_summarised]
-        lines.append(fit_table(rows, OutputFormat(), ["id", "role", "tokens", "content"],
-                               table_width(None, piped=PIPED_WIDTH), ["content"]))
-    page("\n".join(lines))
+    page(render_diff(d, table_width(None, piped=PIPED_WIDTH), side_by_side))
 
 
 @context.command("export")
