@@ -71,6 +71,11 @@ def test_show_at_first_checkpoint_equals_show_right_after_it(db, cli):
             assert now == printed
         else:
             assert body(now) == body(printed)
+    exported = run(cli, db, "context", "export", "1", "--at", first, "--format", "jsonl").output
+    assert [json.loads(line) for line in exported.splitlines()] == json.loads(
+        after_first[("--openai",)])
+    markdown = run(cli, db, "context", "export", "1", "--at", first).output
+    assert f"summary of checkpoint {first}" in markdown and "after both" not in markdown
     latest = json.loads(run(cli, db, "context", "show", "1", "--json").output)
     assert latest["checkpoint_id"] == cps[1]["id"]
     assert any("after both" in (m["content"] or "") for m in latest["messages"])
@@ -342,7 +347,11 @@ def test_every_shared_transcript(db, cli, tmp_path):
             assert chat_completions_errors(json.loads(run(
                 cli, db, "context", "show", sid, "--at", checkpoints[0]["checkpoint_id"],
                 "--openai").output)) == []
-        run(cli, db, "context", "export", sid, "--format", "markdown", "-o", tmp_path / f"{sid}.md")
+            before = json.loads(run(cli, db, "context", "show", sid, "--before-first",
+                                    "--openai").output)
+            assert chat_completions_errors(before) == [] and before != openai
+        for fmt in ("markdown", "html"):
+            run(cli, db, "context", "export", sid, "--format", fmt, "-o", tmp_path / f"{sid}.{fmt}")
         # jsonl: ctxtool import reads it back to the same restored context.
         out = tmp_path / f"roundtrip-{sid}.jsonl"
         run(cli, db, "context", "export", sid, "--format", "jsonl", "-o", out)
@@ -352,6 +361,11 @@ def test_every_shared_transcript(db, cli, tmp_path):
                                "--openai").output)
         assert again == merge_leading_system(openai), f"session {sid}"
     assert with_checkpoints >= 5 and synthetic >= 1
+    rows = json.loads(run(cli, db, "sessions", "list", "--search", "fe5e1c67", "--json").output)
+    assert [r["source"] for r in rows] == ["claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"]
+    by_uuid = json.loads(run(cli, db, "context", "show", "fe5e1c67-53e7-4862-81ae-d0e013e3270b",
+                             "--json").output)
+    assert by_uuid["session_id"] == rows[0]["session_id"]
 
 
 def test_odd_tool_calls_a_runtime_wrote_are_shown_not_fatal(db, cli, tmp_path):
