@@ -131,9 +131,14 @@ class MessageText:
 
 
 def _tool_call_parts(tool_calls: Sequence[dict] | None) -> list[str]:
+    """The texts of a message's tool calls that the model reads: each name and its arguments.
+    Entries that are not calls (a runtime can write anything into the column) count nothing;
+    ``validate`` reports them."""
     parts: list[str] = []
-    for call in tool_calls or ():
-        function = call.get("function") or {}
+    for call in tool_calls if isinstance(tool_calls, list) else ():
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
         parts.append(str(function.get("name") or ""))
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
@@ -167,11 +172,11 @@ def count_messages(messages: Sequence[MessageText], encoding: str | tiktoken.Enc
             overhead += TOKENS_PER_NAME
             texts.append(m.name)
             owners.append(i)
-        if m.tool_calls:
-            overhead += TOKENS_PER_TOOL_CALL * len(m.tool_calls)
-            for part in _tool_call_parts(m.tool_calls):
-                texts.append(part)
-                owners.append(i)
+        parts = _tool_call_parts(m.tool_calls)
+        overhead += TOKENS_PER_TOOL_CALL * (len(parts) // 2)
+        for part in parts:
+            texts.append(part)
+            owners.append(i)
         counts.append(overhead)
     if texts:
         threads = num_threads or min(8, os.cpu_count() or 1)

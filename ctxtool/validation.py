@@ -86,6 +86,29 @@ def validate_session(session_id: int, compactions: Sequence[Compaction],
     return issues
 
 
+def malformed_tool_calls(tool_calls) -> str | None:
+    """What is wrong with a message's ``tool_calls`` column, or None when it is absent or a list
+    of OpenAI-style calls (an object with a string ``id`` and a ``function`` object with a string
+    ``name``). A runtime writes this JSON column directly, so anything can be in it."""
+    if tool_calls is None or tool_calls == []:
+        return None
+    if not isinstance(tool_calls, list):
+        return f"that are not a list ({type(tool_calls).__name__})"
+    for i, call in enumerate(tool_calls):
+        if not isinstance(call, dict):
+            return f"whose entry {i} is not an object ({_kind(call)})"
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            return f"whose entry {i} has no string id"
+        function = call.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return f"whose entry {i} has no function name"
+    return None
+
+
+def _kind(value) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> list[Issue]:
     """The restored suffix must pair every tool result with a call it contains; a call without
     a result is only acceptable as the very last message (the agent is waiting on it)."""
@@ -93,9 +116,15 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
     calls: dict[str, int] = {}
     answered: set[str] = set()
     for m in messages:
-        if m.role == "assistant":
-            for c in m.tool_calls or ():
-                calls[c.get("id") or ""] = m.id
+        problem = malformed_tool_calls(m.tool_calls)
+        if problem:
+            issues.append(Issue(session_id, ERROR, "malformed_tool_calls",
+                                f"message {m.id} has tool_calls {problem}: an API rejects it, "
+                                "and ctxtool reads only its well-formed calls", message_id=m.id))
+        if m.role == "assistant" and isinstance(m.tool_calls, list):
+            for c in m.tool_calls:
+                if isinstance(c, dict) and isinstance(c.get("id"), str):
+                    calls[c["id"]] = m.id
         elif m.role == "tool":
             if m.tool_call_id not in calls:
                 issues.append(Issue(session_id, ERROR, "orphan_tool_result",

@@ -229,3 +229,31 @@ def test_cli_report(db, cli):
     assert row["messages"] == 4 and row["compactions"] == 0 and row["encoding"] == "o200k_base"
     result = cli("--db", db.url, "tokens", "report")
     assert "effective_tokens" in result.output
+
+
+ODD_TOOL_CALLS = [{"a": 1}, ["call_1"], [None], 42, "str", [{"id": 5, "function": "x"}]]
+
+
+def test_odd_tool_calls_a_runtime_wrote_are_reported_and_never_crash(db, cli):
+    """A runtime writes the tool_calls JSON column directly: validate names each odd row, and
+    counting, reports and the restored context carry on (issue #9 item 11)."""
+    rows = [{"role": "user", "content": "go"}]
+    rows += [{"role": "assistant", "content": "x", "tool_calls": odd} for odd in ODD_TOOL_CALLS]
+    rows += [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "ok1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "ok1", "content": "fine"}]
+    ids = add_session(db, 1, rows)
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 1, result.output
+    issues = json.loads(result.stdout)
+    flagged = {i["message_id"] for i in issues if i["rule"] == "malformed_tool_calls"}
+    assert flagged == set(ids[1:1 + len(ODD_TOOL_CALLS)])
+    assert all("Traceback" not in i["message"] for i in issues)
+    for args in (["tokens", "count", "--all"], ["tokens", "report", "--json"],
+                 ["context", "show", "1", "--json"]):
+        result = cli("--db", db.url, *args)
+        assert result.exit_code == 0, (args, result.output)
+    counts = db.rows("SELECT token_count FROM agent_message ORDER BY id")
+    assert all(r["token_count"] for r in counts)
+    # The well-formed call costs its overhead, name and arguments; an odd one only its text.
+    assert counts[-2]["token_count"] > counts[1]["token_count"]
