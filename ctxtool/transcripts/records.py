@@ -38,7 +38,7 @@ class BranchedTranscript(Exception):
     """
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     """A parsed JSONL line: its number and its object."""
 
@@ -59,7 +59,7 @@ class SourceSession:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceMessage:
     """One message, already in the OpenAI shape (roles system/user/assistant/tool)."""
 
@@ -74,7 +74,7 @@ class SourceMessage:
     details: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceCompaction:
     """A checkpoint the agent itself made.
 

@@ -70,13 +70,17 @@ def parse(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: 
 def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: bool,
           main: set[str] | None) -> Iterator[Record]:
     on_main_line = MainLineFilter(main) if parser.tree else None
+    # Bound once: this loop runs for every line of files of millions of lines.
+    observe = parser.observe if type(parser).observe is not FormatParser.observe else None
+    kind_of, handlers, link, skipped = parser.kind_of, parser.handlers, parser.link, parser.skipped
     for line in lines:
         try:
-            parser.observe(line.obj)
-            kind = parser.kind_of(line.obj)
-            if on_main_line and not on_main_line.keeps(parser.link(line.obj), kind, parser.skipped):
+            if observe:
+                observe(line.obj)
+            kind = kind_of(line.obj)
+            if on_main_line and not on_main_line.keeps(link(line.obj), kind, skipped):
                 continue
-            handler = parser.handlers.get(kind)
+            handler = handlers.get(kind)
             out = handler(parser, line) if handler else parser.unknown(kind, line)
         except InvalidRecord as exc:
             _invalid(parser, path, line.number, str(exc), skip_invalid)
