@@ -68,12 +68,16 @@ class ContextPoint:
 def point_in_history(compactions: Sequence[Compaction], checkpoint_id: int | None = None,
                      before_first: bool = False, session_label: str = "") -> ContextPoint:
     """The point of ``--at CHECKPOINT`` / ``--before-first`` / the latest (neither), over a
-    session's checkpoints in id order. A checkpoint of another session is an error."""
+    session's checkpoints in id order. A negative CHECKPOINT counts from the latest (-1). A
+    checkpoint of another session is an error."""
     cps = list(compactions)
     if before_first:
         return ContextPoint(None, cps[0] if cps else None)
     if checkpoint_id is None:
         return ContextPoint(cps[-1] if cps else None, None)
+    if checkpoint_id < 0 and -checkpoint_id <= len(cps):  # -1: the latest, -2: the one before
+        i = len(cps) + checkpoint_id
+        return ContextPoint(cps[i], cps[i + 1] if i + 1 < len(cps) else None)
     for i, cp in enumerate(cps):
         if cp.id == checkpoint_id:
             return ContextPoint(cp, cps[i + 1] if i + 1 < len(cps) else None)

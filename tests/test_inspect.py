@@ -102,6 +102,7 @@ def test_context_at_a_checkpoint_ends_where_the_next_one_replaced_it():
     latest = point_in_history([a, b])
     assert latest.checkpoint is b and [m.id for m in context_at(session, latest, history).messages] \
         == list(range(8, 14))
+    assert point_in_history([a, b], -2) == at_a and point_in_history([a, b], -1) == latest
     before = point_in_history([a, b], before_first=True)
     assert before.checkpoint is None
     assert [m.id for m in context_at(session, before, history).messages] == list(range(1, 7))

@@ -115,6 +115,8 @@ def test_checkpoints_diff_and_before_first(db, cli):
     original = [r["id"] for r in db.rows("SELECT id FROM agent_message WHERE id < :a ORDER BY id",
                                          a=added)]
     assert [m["id"] for m in before["messages"][1:]] == original  # not what came after
+    assert run(cli, db, "context", "show", "1", "--at", "-2", "--openai").output == run(
+        cli, db, "context", "show", "1", "--at", str(cps[0]["id"]), "--openai").output
     result = run(cli, db, "context", "show", "1", "--at", "999", code=1)
     assert "session 1: checkpoint 999 is not one of its checkpoints" in result.output
     run(cli, db, "context", "show", "1", "--at", str(cps[0]["id"]), "--before-first", code=2)

@@ -36,8 +36,9 @@ def _at_options(func):
     func = click.option("--before-first", is_flag=True,
                         help="The context before the first checkpoint (no summary).")(func)
     return click.option("--at", "at", type=int, metavar="CHECKPOINT",
-                        help="The context as it was after this checkpoint (see `context "
-                             "checkpoints`), until the next one replaced it.")(func)
+                        help="The context as it was after this checkpoint (its id, see `context "
+                             "checkpoints`; -1 the latest, -2 the one before), until the next "
+                             "one replaced it.")(func)
 
 
 def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
