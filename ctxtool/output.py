@@ -10,6 +10,7 @@ import csv
 import functools
 import io
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -136,8 +137,40 @@ def render_rows(rows: Sequence[dict], output: OutputFormat,
         return buf.getvalue().rstrip("\n")
     if not rows:
         return "(no rows)"
-    return tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
-                    tablefmt=output.fmt, disable_numparse=True)
+    colour = colour_enabled()
+    return tabulate([[_coloured(k, _cell(r.get(k)), colour) for k in keys] for r in rows],
+                    headers=keys, tablefmt=output.fmt, disable_numparse=True)
+
+
+# Columns whose values are a verdict, and the colour of each verdict on a terminal.
+_VERDICT_COLUMNS = {"status", "severity", "state"}
+_VERDICT_COLOURS = {
+    "red": {"error", "failed", "rejected", "over_window", "checksum changed", "file missing"},
+    "yellow": {"warning", "pending", "running", "lease_held", "lost_race", "planned",
+               "nothing_to_cut"},
+    "green": {"ok", "applied", "baseline", "compacted", "below_threshold"},
+}
+
+
+def colour_enabled() -> bool:
+    """Colour only for a person at a terminal: never when piped, with NO_COLOR set, or on a
+    dumb terminal."""
+    return (sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+def verdict_colour(value: str) -> str | None:
+    for colour, values in _VERDICT_COLOURS.items():
+        if value in values:
+            return colour
+    return None
+
+
+def _coloured(key: str, cell: Any, enabled: bool) -> Any:
+    if not enabled or key not in _VERDICT_COLUMNS or not isinstance(cell, str):
+        return cell
+    colour = verdict_colour(cell)
+    return click.style(cell, fg=colour, bold=True if colour == "red" else None) if colour else cell
 
 
 def _cell(value: Any, csv_mode: bool = False) -> Any:

@@ -107,7 +107,7 @@ def test_changed_file_is_refused_then_repaired(db, cli):
     assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
 
 
-def test_failed_mysql_migration_is_recorded_and_blocks(db):
+def test_failed_mysql_migration_is_recorded_and_blocks(db, cli):
     dialect = "mysql" if db.kind == "mysql" else "sqlite"
     broken = Migration("0099", "broken", "CREATE TABLE zz_ok (a INT);\nCREATE TABLE zz_bad (a NOSUCHTYPE(;\n")
     migrator = Migrator(db.engine, load_migrations(dialect) + [broken])
@@ -122,6 +122,9 @@ def test_failed_mysql_migration_is_recorded_and_blocks(db):
             migrator.up()
         assert migrator.repair("0099") == [("0099", "cleared the failure; `up` resumes at statement 2")]
         assert migrator.status()[-1].state == "running"
+        repaired = cli("--db", db.url, "migrate", "repair", "--json")
+        assert json.loads(repaired.stdout) == {"repaired": [
+            {"version": "0099", "action": "interrupted, nothing to clear; `up` resumes at statement 2"}]}
     else:
         # SQLite rolls the whole file back, leaving it pending and nothing half-made.
         assert state.state == "pending"
@@ -228,11 +231,14 @@ def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
                              "(7, 'user', 'hi'), (7, 'assistant', 'hello'), (7, 'user', 'more')")
         conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
                              "VALUES (7, 's1', 2), (7, 's2', 3)")
-    result = cli("--db", empty_db.url, "migrate", "baseline", "--version", "0001")
+    status = cli("--db", empty_db.url, "migrate", "status")
+    assert status.exit_code == 3 and "migrate baseline --version 0001" in status.output
+    result = cli("--db", empty_db.url, "migrate", "baseline", "--version", "0001", "--json")
     assert result.exit_code == 0, result.output
-    assert "baselined 0001_seed_tables.sql" in result.output
-    result = cli("--db", empty_db.url, "migrate", "up")
+    assert json.loads(result.stdout) == {"baselined": ["0001_seed_tables.sql"]}
+    result = cli("--db", empty_db.url, "migrate", "up", "--json")
     assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["applied"][0] == "0002_ctxtool_columns.sql"
     assert empty_db.rows("SELECT session_id, title FROM agent_session") == [
         {"session_id": 7, "title": "runtime"}]
     assert empty_db.scalar("SELECT COUNT(*) FROM agent_message") == 3

@@ -179,7 +179,7 @@ def test_cli_count_fills_resumes_and_recounts(db, cli):
     assert json.loads(result.stdout)["messages_counted"] == 0
 
     # Another encoding: every message of the session is recounted with it.
-    result = cli("--db", db.url, "tokens", "count", "--session", "1", "--encoding", "cl100k_base",
+    result = cli("--db", db.url, "tokens", "count", "1", "--encoding", "cl100k_base",
                  "--json")
     assert json.loads(result.stdout)["messages_counted"] == 4
     rows = db.rows("SELECT token_count FROM agent_message WHERE session_id = 1 ORDER BY id")
@@ -188,7 +188,7 @@ def test_cli_count_fills_resumes_and_recounts(db, cli):
     result = cli("--db", db.url, "tokens", "count", "--all", "--json")
     assert json.loads(result.stdout)["messages_counted"] == 4
 
-    result = cli("--db", db.url, "tokens", "count", "--session", "1", "--recount", "--json")
+    result = cli("--db", db.url, "tokens", "count", "1", "--recount", "--json")
     assert json.loads(result.stdout)["messages_counted"] == 4
 
 

@@ -8,7 +8,7 @@ from ..db import check_connection, mask_url
 from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
-from ..output import OutputFormat, output_options, print_rows
+from ..output import OutputFormat, json_option, output_options, print_document, print_rows
 from . import main, pass_app
 
 
@@ -40,6 +40,7 @@ def status(app, output: OutputFormat):
         migrator = _migrator(app)
     except MissingDatabase as missing:
         # Nothing applied yet, and status must not create the file to say so.
+        migrator = None
         states = migration_states(load_migrations(dialect_of_url(app.url).name), {})
         where = f"{missing.path} (does not exist yet)"
     else:
@@ -50,20 +51,31 @@ def status(app, output: OutputFormat):
     print_rows([s.as_dict() for s in states], output)
     bad = [s for s in states if not s.ok]
     if bad:
+        hint = ""
+        if migrator is not None and migrator.runtime_tables_without_history():
+            hint = ("; the store's tables exist but ctxtool never migrated this database: adopt "
+                    "it with `ctxtool migrate baseline --version 0001`, then `migrate up`")
         raise SchemaNotCurrent(
             f"{len(bad)} migration(s) not applied cleanly: "
-            + ", ".join(f"{s.version} {s.state}" for s in bad)
+            + ", ".join(f"{s.version} {s.state}" for s in bad) + hint
         )
 
 
 @migrate.command()
 @click.option("--to", "to", metavar="VERSION", help="Stop after this version (e.g. 0001).")
 @click.option("--dry-run", is_flag=True, help="Print the SQL that would run; change nothing.")
+@json_option
 @pass_app
-def up(app, to, dry_run):
+def up(app, to, dry_run, output: OutputFormat):
     """Apply pending migrations in order, recording each in ctxtool_schema_history.
 
-    Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
+    A MySQL file that was interrupted (kill -9, lost connection) resumes at its first statement
+    not done.
+
+    \b
+    Examples:
+      ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
+      ctxtool migrate up --dry-run
     """
     if dry_run:
         try:
@@ -71,30 +83,28 @@ def up(app, to, dry_run):
         except MissingDatabase:  # a dry run never creates the file: every file would run
             pending = [m for m in load_migrations(dialect_of_url(app.url).name)
                        if to is None or m.version <= to]
-        if not pending:
-            click.echo("schema is up to date; nothing to apply")
-        for m in pending:
-            click.echo(f"-- {m.filename} (checksum {m.checksum[:12]})")
-            for statement in m.statements():
-                click.echo(statement + ";\n")
+        doc = {"dry_run": True, "pending": [{"version": m.version, "file": m.filename,
+                                             "checksum": m.checksum, "statements": m.statements()}
+                                            for m in pending]}
+        human = "\n".join(f"-- {m.filename} (checksum {m.checksum[:12]})\n"
+                          + "".join(st + ";\n\n" for st in m.statements()) for m in pending)
+        print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
     migrator = _migrator(app, create=True)
-
-    def report(m):
-        click.echo(f"applied {m.filename}")
-
+    report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
     applied = migrator.up(to=to, on_applied=report)
-    if not applied:
-        click.echo("schema is up to date; nothing to apply")
-    else:
-        click.echo(f"{len(applied)} migration(s) applied to {mask_url(app.engine().url)}")
+    where = mask_url(app.engine().url)
+    print_document({"database": where, "applied": [m.filename for m in applied]}, output,
+                   f"{len(applied)} migration(s) applied to {where}" if applied
+                   else "schema is up to date; nothing to apply")
 
 
 @migrate.command()
 @click.option("--version", "version", default="0001", show_default=True,
               help="Record every migration up to this one as already applied.")
+@json_option
 @pass_app
-def baseline(app, version):
+def baseline(app, version, output: OutputFormat):
     """Adopt a database whose seed tables an agent runtime created.
 
     Records migrations up to VERSION as present without running them (no data is touched);
@@ -103,23 +113,22 @@ def baseline(app, version):
     Example: ctxtool migrate baseline --version 0001 && ctxtool migrate up
     """
     marked = _migrator(app).baseline(version)
-    for m in marked:
-        click.echo(f"baselined {m.filename}")
+    print_document({"baselined": [m.filename for m in marked]}, output,
+                   "\n".join(f"baselined {m.filename}" for m in marked))
 
 
 @migrate.command()
 @click.argument("version", required=False)
+@json_option
 @pass_app
-def repair(app, version):
+def repair(app, version, output: OutputFormat):
     """Clear failed or interrupted records and accept changed checksums.
 
-    Run it after fixing by hand what a failed migration left behind (see `migrate status`), or
-    to accept a deliberate edit of an applied file.
+    Run it after fixing what made a migration fail (see `migrate status`): a MySQL file then
+    resumes at its failed statement. Also accepts a deliberate edit of an applied file.
 
     Example: ctxtool migrate repair 0002
     """
     actions = _migrator(app).repair(version)
-    if not actions:
-        click.echo("nothing to repair")
-    for v, what in actions:
-        click.echo(f"{v}: {what}")
+    print_document({"repaired": [{"version": v, "action": what} for v, what in actions]}, output,
+                   "\n".join(f"{v}: {what}" for v, what in actions) or "nothing to repair")

@@ -20,28 +20,36 @@ def tokens():
 
 
 @tokens.command("count")
-@click.option("--session", "session_id", type=int, help="Only this session.")
+@click.argument("session", required=False)
+@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @click.option("--all", "all_sessions", is_flag=True, help="Every session.")
 @click.option("--encoding", help="Count with this encoding instead of the session model's "
                                  f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).")
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
-@click.option("--batch-size", default=2000, show_default=True, type=click.IntRange(1, 50000))
+@click.option("--batch-size", default=2000, show_default=True, type=click.IntRange(1, 50000),
+              help="Messages per batch; each batch commits, so an interruption loses at most one.")
 @json_option
 @pass_app
-def count_cmd(app, session_id, all_sessions, encoding, recount, batch_size, output: OutputFormat):
+def count_cmd(app, session, session_option, all_sessions, encoding, recount, batch_size,
+              output: OutputFormat):
     """Fill agent_message token counts where missing or counted with another encoding.
 
     Resumable: each batch commits, so an interrupted run loses nothing and a re-run continues.
 
-    Example: ctxtool tokens count --all
+    SESSION is its id, source id or a unique prefix; --all counts every session.
+
+    \b
+    Examples:
+      ctxtool tokens count --all
+      ctxtool tokens count 42 --recount
     """
-    if (session_id is None) == (not all_sessions):
-        raise click.UsageError("give --session ID or --all")
-    engine = app.store_engine()
+    ref = session or session_option
+    if (ref is None) == (not all_sessions):
+        raise click.UsageError("give a SESSION or --all")
     if encoding:
         get_encoding(encoding)  # fail fast, before touching the database
-    if session_id is not None:
-        Store(engine).session(session_id)  # names a missing session before any work
+    engine = app.checked_engine()
+    session_id = Store(engine).resolve_session(ref) if ref else None
     total = count_pending(engine, session_id, encoding, recount) if Progress.on_terminal() else None
     with Progress(total, "counting tokens") as progress:
         result = count_tokens(engine, session_id, encoding, recount, batch_size, progress.update)
@@ -53,15 +61,21 @@ def count_cmd(app, session_id, all_sessions, encoding, recount, batch_size, outp
 
 
 @tokens.command("report")
-@click.option("--session", "session_id", type=int, help="Only this session.")
+@click.argument("session", required=False)
+@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @click.option("--encoding", help="Report with this encoding instead of the session model's.")
 @output_options
 @pass_app
-def report_cmd(app, session_id, encoding, output: OutputFormat):
+def report_cmd(app, session, session_option, encoding, output: OutputFormat):
     """Per session: messages, full-history tokens, effective (restored) tokens, summary tokens,
     compression ratio, and the context size the provider reported, where the transcript had it.
 
-    Example: ctxtool tokens report --session 42 --json
+    SESSION (its id, source id or a unique prefix) reports one session; default: all.
+
+    Example: ctxtool tokens report 42 --json
     """
-    rows = token_report(app.store_engine(), session_id, encoding)
+    engine = app.checked_engine()
+    ref = session or session_option
+    session_id = Store(engine).resolve_session(ref) if ref else None
+    rows = token_report(engine, session_id, encoding)
     print_rows(rows, output)

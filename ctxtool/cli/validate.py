@@ -6,23 +6,32 @@ import click
 
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
-from ..store import validate
+from ..store import Store, validate
 from . import main, pass_app
 
 
 @main.command("validate")
-@click.option("--session", "session_id", type=int, help="Only this session (default: all).")
+@click.argument("session", required=False)
+@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @output_options
 @pass_app
-def validate_cmd(app, session_id, output: OutputFormat):
+def validate_cmd(app, session, session_option, output: OutputFormat):
     """Check checkpoint consistency: cuts point at messages of their session and never orphan a
     tool result, checkpoints form one chain, restored contexts are valid for an API.
 
     Exits 1 when any error is found (warnings alone exit 0).
 
-    Example: ctxtool validate --json
+    SESSION (its id, source id or a unique prefix) checks one session; default: all.
+
+    \b
+    Examples:
+      ctxtool validate --json
+      ctxtool validate fe5e1c67
     """
-    issues, checked = validate(app.store_engine(), session_id)
+    engine = app.checked_engine()
+    ref = session or session_option
+    session_id = Store(engine).resolve_session(ref) if ref else None
+    issues, checked = validate(engine, session_id)
     print_rows([i.as_dict() for i in issues], output,
                headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"])
     errors = [i for i in issues if i.severity == "error"]

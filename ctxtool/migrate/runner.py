@@ -79,6 +79,14 @@ class Migrator:
         """Every known version with its state, in version order."""
         return migration_states(self.migrations, self.history(conn))
 
+    def runtime_tables_without_history(self) -> bool:
+        """The store's tables exist but ctxtool never recorded a migration here: a database an
+        agent runtime created, to adopt with `baseline` rather than `up`."""
+        with read_connection(self.engine) as conn:
+            inspector = sa.inspect(conn)
+            return (not inspector.has_table(HISTORY_TABLE)
+                    and all(inspector.has_table(t.name) for t in STORE_TABLES))
+
     def require_current(self) -> None:
         """Raise SchemaNotCurrent unless every shipped migration is applied and unchanged."""
         try:

@@ -1,0 +1,220 @@
+"""The command line as a whole: every command's failure paths are one line with no password,
+--db anywhere, the configuration file, completion, colour, closed pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ctxtool.cli import main
+from ctxtool.db import mask_url, scrub
+
+from .builders import add_session
+from .conftest import TRANSCRIPTS
+
+SECRET = "s3cr3tPw"
+
+# Every command, with arguments that make it reach the database.
+COMMANDS = [
+    ["migrate", "status"], ["migrate", "up"], ["migrate", "baseline"], ["migrate", "repair"],
+    ["tokens", "count", "--all"], ["tokens", "report"], ["tokens", "count", "1"],
+    ["compact", "--all"], ["compact", "1"], ["compact", "1", "--dry-run"],
+    ["context", "show", "1"], ["context", "checkpoints", "1"], ["context", "diff", "1"],
+    ["context", "export", "1", "--format", "markdown"],
+    ["sessions", "list"], ["validate"], ["validate", "1"],
+]
+
+BAD_URLS = [
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1:3306/ctxtool_no_such_db",  # unknown database
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1:1/x",                     # server down
+    f"root:{SECRET}@127.0.0.1/x",                                        # no scheme
+    f"mysql+pymysql//root:{SECRET}@h/x",                                 # missing colon
+    f"mysql+pymysql://root@127.0.0.1/x?password={SECRET}",              # password as a query
+    f"mysql+pymysql://root:ab@{SECRET}@127.0.0.1/x",                    # unescaped @
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1:abc/x",                   # port not a number
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=bogus",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=zz",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
+    f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
+    f"postgresql://root:{SECRET}@127.0.0.1/x",
+    "sqlite:///no/such/directory/x.db",
+]
+
+
+def _run(args, env=None, input=None):
+    """In-process through the real entry point, exceptions caught, so a traceback would show up
+    as ``result.exception`` other than SystemExit."""
+    runner = CliRunner()
+    env = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "CTXTOOL_DATABASE_URL": None,
+           "CTXTOOL_DEBUG": None, **(env or {})}
+    return runner.invoke(main, args, env=env, input=input, catch_exceptions=True)
+
+
+def _assert_one_clean_line(result, args):
+    assert isinstance(result.exception, SystemExit) or result.exception is None, \
+        (args, repr(result.exception), result.output)
+    assert "Traceback" not in result.output, (args, result.output)
+    assert SECRET not in result.output, (args, result.output)
+    assert "internal error" not in result.output, (args, result.output)
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_every_command_with_a_bad_url_says_one_line_without_the_password(url, tmp_path):
+    os.chdir(tmp_path)  # no ./ctxtool.toml or ./ctxtool.db of the caller's
+    for args in COMMANDS:
+        for placement in (["--db", url, *args], [*args, "--db", url]):
+            result = _run(placement)
+            _assert_one_clean_line(result, placement)
+            assert result.exit_code in (1, 3), (placement, result.output)
+            errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+            assert len(errors) == 1, (placement, result.output)
+
+
+def test_every_command_on_an_unknown_session_or_a_missing_key(db, tmp_path):
+    add_session(db, 1, [{"role": "user", "content": "hello " * 50},
+                        {"role": "assistant", "content": "hi " * 50}] * 20)
+    for args in COMMANDS:
+        named = [a if a != "1" else "999999" for a in args]
+        result = _run(["--db", db.url, *named])
+        _assert_one_clean_line(result, named)
+        if "999999" in named:
+            assert result.exit_code == 1 and "999999" in result.output, (named, result.output)
+    for args in (["compact", "1", "--force", "--summarizer", "openai"],
+                 ["compact", "--all", "--force", "--summarizer", "openai"]):
+        result = _run(["--db", db.url, *args])
+        _assert_one_clean_line(result, args)
+        assert result.exit_code != 0 and "OPENAI_API_KEY" in result.output, result.output
+    pi_file = next((TRANSCRIPTS / "pi").glob("*.jsonl"))
+    result = _run(["--db", db.url, "import", str(pi_file), "--format", "claude-code"])
+    _assert_one_clean_line(result, "import --format claude-code")
+    assert result.exit_code != 0
+
+
+def test_masking_handles_urls_that_do_not_parse():
+    assert SECRET not in mask_url(f"root:{SECRET}@host/x")
+    assert SECRET not in mask_url(f"mysql+pymysql://root:ab@{SECRET}@h/x")
+    assert SECRET not in mask_url(f"mysql://u@h/x?ssl_ca=/a&password={SECRET}")
+    assert mask_url("sqlite:///a/b@c.db") == "sqlite:///a/b@c.db"
+    # A short password is scrubbed as a word, not out of every word that contains it.
+    assert scrub("Access denied for user 'pw' (using pw)", "mysql://pw:pw@h/x") == \
+        "Access denied for user '***' (using ***)"
+    assert scrub("unknown error at position 3", "mysql://u:p@h/x") == "unknown error at position 3"
+
+
+def test_mysql_scheme_means_pymysql_and_db_works_after_the_command(db, cli):
+    if db.kind == "mysql":
+        url = db.url.replace("mysql+pymysql://", "mysql://")
+        result = cli("migrate", "status", "--db", url)
+        assert result.exit_code == 0, result.output
+    result = cli("--db", "sqlite:///ignored.db", "migrate", "status", "--db", db.url)
+    assert result.exit_code == 0, result.output  # the later --db wins
+    assert not os.path.exists("ignored.db")
+
+
+def test_read_commands_never_create_a_sqlite_file(tmp_path, cli):
+    path = tmp_path / "typo.db"
+    for args in (["sessions", "list"], ["validate"], ["migrate", "status"],
+                 ["tokens", "report"], ["migrate", "up", "--dry-run"]):
+        result = cli("--db", f"sqlite:///{path}", *args)
+        assert str(path) in result.output or args[-1] == "--dry-run", result.output
+        assert not path.exists(), args
+    result = cli("--db", f"sqlite:///{path}", "migrate", "status")
+    assert result.exit_code == 3 and "does not exist yet" in result.output
+
+
+def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxtool.toml").write_text(
+        f'[database]\nurl = "{db.url}"\n\n[compact]\nreserve-tokens = 1234\nsummarizer = "extractive"\n')
+    result = _run(["config", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r for r in json.loads(result.output)}
+    assert rows["config_file"]["value"] == str(tmp_path / "ctxtool.toml")
+    assert rows["database.url"]["source"] == "config file"
+    assert rows["compact.reserve_tokens"] == {"setting": "compact.reserve_tokens", "value": 1234,
+                                              "source": "config file"}
+    assert rows["compact.keep_recent_tokens"]["source"] == "default"
+    # The URL in the file is the one used ...
+    assert _run(["migrate", "status"]).exit_code == 0
+    # ... the environment beats the file, and an option beats both.
+    env = {"CTXTOOL_DATABASE_URL": f"sqlite:///{tmp_path / 'env.db'}"}
+    rows = {r["setting"]: r for r in json.loads(_run(["config", "--json"], env=env).output)}
+    assert rows["database.url"]["source"] == "environment CTXTOOL_DATABASE_URL"
+    rows = {r["setting"]: r for r in json.loads(
+        _run(["--db", "sqlite:///opt.db", "config", "--json"], env=env).output)}
+    assert rows["database.url"] == {"setting": "database.url", "value": "sqlite:///opt.db",
+                                    "source": "option"}
+    # The file's compaction settings reach the command: a dry run shows its threshold.
+    add_session(db, 1, [{"role": "user", "content": "x"}], model="gpt-4o")
+    plan = json.loads(_run(["compact", "1", "--dry-run", "--json"]).output)
+    assert plan["threshold"] == 128_000 - 1234
+    secret = tmp_path / "secret.toml"
+    secret.write_text(f'[database]\nurl = "mysql+pymysql://u:{SECRET}@db.internal/agents"\n')
+    shown = _run(["--config", str(secret), "config"]).output
+    assert SECRET not in shown and "u:***@db.internal" in shown
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[compact\n")
+    result = _run(["--config", str(bad), "config"])
+    assert result.exit_code == 2 and "invalid TOML" in result.output
+
+
+def test_completion_scripts_and_whole_descriptions_in_help():
+    for shell, needle in (("bash", "complete -o nosort -F"), ("zsh", "#compdef ctxtool"),
+                          ("fish", "complete --no-files --command ctxtool")):
+        result = _run(["completion", shell])
+        assert result.exit_code == 0 and needle in result.output, (shell, result.output)
+    help_text = _run(["--help"]).output
+    assert "restored contexts are valid for an API" in help_text  # not cut at 45 characters
+    for args in (["compact", "--help"], ["tokens", "count", "--help"]):
+        text = _run(args).output
+        assert "--db URL" in text
+
+
+def _on_a_terminal(args: list[str], env: dict) -> str:
+    """Run ctxtool with stdout on a pseudo-terminal; return what it printed."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdout=follower,
+                            stderr=subprocess.DEVNULL, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_on_a_terminal_only(db, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    args = ["--db", db.url, "migrate", "status"]
+    shown = _on_a_terminal(args, {**env, "TERM": "xterm"})
+    assert "\x1b[32mapplied" in shown, shown
+    assert "\x1b[" not in _on_a_terminal(args, {**env, "TERM": "xterm", "NO_COLOR": "1"})
+    piped = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
+                           text=True, env=env)
+    assert piped.returncode == 0 and "applied" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def test_a_closed_pipe_is_not_an_error(db):
+    add_session(db, 1, [{"role": "user", "content": f"line {i}\n" * 50} for i in range(400)])
+    reader = subprocess.Popen(["head", "-c", "100"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", "--db", db.url, "context", "show",
+                             "1", "--full"], stdout=reader.stdin, stderr=subprocess.PIPE)
+    reader.stdin.close()
+    _, err = proc.communicate(timeout=60)
+    reader.wait(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"Error" not in err
