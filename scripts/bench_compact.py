@@ -30,7 +30,7 @@ from ctxtool.compaction import CompactionSettings, Compactor  # noqa: E402
 from benchdb import fresh_database  # noqa: E402
 from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
-from ctxtool.token_counting import count_tokens  # noqa: E402
+from ctxtool.store.counts import count_tokens  # noqa: E402
 
 SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
 

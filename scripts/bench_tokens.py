@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from benchdb import fresh_database
 from ctxtool.db.schema import agent_message, agent_session
-from ctxtool.token_counting import count_tokens
+from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import get_encoding
 
 WORDS = ("the agent reads src/app.py and runs pytest -x; error: ZeroDivisionError at line 42 "

@@ -20,7 +20,7 @@ from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
-from ctxtool.token_counting import count_tokens
+from ctxtool.store.counts import count_tokens
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session, history_fingerprint
 from .llm_server import FakeLLM

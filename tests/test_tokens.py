@@ -13,7 +13,7 @@ import pytest
 import tiktoken
 
 from ctxtool.errors import CtxtoolError
-from ctxtool.token_counting import count_tokens
+from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
                             TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
                             encoding_for_model, get_encoding)

@@ -6,7 +6,8 @@ import click
 
 from ..output import OutputFormat, Progress, json_option, output_options, print_document, print_rows
 from ..store import Store
-from ..token_counting import count_pending, count_tokens, token_report
+from ..store.counts import count_pending, count_tokens
+from ..store.reports import token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
 from . import main, pass_app
 

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ..records import Message, RestoredContext, Session, restore_context
 from ..store import Store
-from ..token_counting import count_loaded_messages
+from ..store.counts import count_loaded_messages
 from ..tokens import count_messages, encoding_for_model
 from .calls import well_formed_calls
 

@@ -1,9 +1,10 @@
-"""Filling ``agent_message.token_count`` in the database, and the per-session token report.
+"""Filling ``agent_message.token_count`` in the database.
 
 Counting walks messages in id order in batches: read a batch (keyset on the primary key), encode
 it with one threaded ``encode_ordinary_batch``, write the counts back with one UPDATE per
-encoding, commit. An interrupted run loses at most the batch in flight; a re-run picks up the
-messages still uncounted. Reading the next batch overlaps with encoding the current one.
+encoding, commit. An interrupted run loses at most the batches in flight; a re-run picks up the
+messages still uncounted. The three stages overlap: a reader thread fetches the next batch and
+a writer thread stores the previous one while the encoder (which releases the GIL) works.
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .records import Message
-from .db import read_connection
-from .db.schema import agent_compaction as C
-from .db.schema import agent_message as M
-from .db.schema import agent_session as S
-from .store import Store, restored_context_tokens
-from .tokens import (DEFAULT_ENCODING, MessageText, count_messages, count_text,
-                     encoding_for_model)
+from ..db import read_connection
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..records import Message
+from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
+from .reads import Store
 
 DEFAULT_BATCH = 2000
 
@@ -87,30 +86,43 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
         with read_connection(engine) as conn:
             return conn.execute(base.where(M.c.id > after).order_by(M.c.id).limit(batch_size)).all()
 
-    with ThreadPoolExecutor(max_workers=1) as reader:
+    def write(counted: list[tuple[str, list[int], list[int]]], n: int) -> None:
+        with engine.begin() as conn:
+            for enc_name, ids, counts in counted:
+                store_counts(conn, ids, counts, enc_name)
+        result.batches += 1
+        if on_batch:
+            on_batch(n)
+
+    with ThreadPoolExecutor(max_workers=1) as reader, ThreadPoolExecutor(max_workers=1) as writer:
         rows = fetch(0)
+        written = None
         while rows:
             upcoming = reader.submit(fetch, rows[-1].id)
-            _count_and_store(engine, rows, result)
-            if on_batch:
-                on_batch(len(rows))
+            counted = _count(rows, result)
+            if written is not None:
+                written.result()  # in order, and at most one batch waiting to be written
+            written = writer.submit(write, counted, len(rows))
             rows = upcoming.result()
+        if written is not None:
+            written.result()
     return result
 
 
-def _count_and_store(engine: Engine, rows, result: CountResult) -> None:
+def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
+    """Encode one batch, grouped by the encoding each message's session calls for."""
     groups: dict[str, list] = {}
     for row in rows:
         groups.setdefault(row.expected, []).append(row)
-    with engine.begin() as conn:
-        for enc_name, group in groups.items():
-            counts = count_messages([MessageText(r.role, r.content, r.name, r.tool_calls)
-                                     for r in group], enc_name)
-            store_counts(conn, [r.id for r in group], counts, enc_name)
-            result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
-            result.tokens += sum(counts)
-            result.messages_counted += len(group)
-    result.batches += 1
+    counted = []
+    for enc_name, group in groups.items():
+        counts = count_messages([MessageText(r.role, r.content, r.name, r.tool_calls)
+                                 for r in group], enc_name)
+        counted.append((enc_name, [r.id for r in group], counts))
+        result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
+        result.tokens += sum(counts)
+        result.messages_counted += len(group)
+    return counted
 
 
 def store_counts(conn, ids: list[int], counts: list[int], encoding: str) -> None:
@@ -149,70 +161,3 @@ def count_session_messages(engine: Engine, session_id: int, from_id: int | None 
         session = store.session(session_id, conn)
         enc_name = encoding_for_model(session.model, encoding).name
         return count_loaded_messages(conn, store.messages(session_id, from_id, conn=conn), enc_name)
-
-
-def token_report(engine: Engine, session_id: int | None = None,
-                 encoding: str | None = None) -> list[dict]:
-    """Per session: history vs effective (restored) tokens, summary tokens, provider usage.
-
-    Full-history figures are one aggregate query over the stored counts; the effective context
-    is counted per session from its restored suffix.
-    """
-    store = Store(engine)
-    with read_connection(engine) as conn:
-        q = sa.select(S.c.session_id, S.c.model, S.c.title, S.c.details).order_by(S.c.session_id)
-        if session_id is not None:
-            store.session(session_id, conn)
-            q = q.where(S.c.session_id == session_id)
-        sessions = conn.execute(q).all()
-        agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
-                         sa.func.sum(M.c.token_count).label("tokens"),
-                         sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
-                         .label("uncounted"))
-               .group_by(M.c.session_id))
-        if session_id is not None:
-            agg = agg.where(M.c.session_id == session_id)
-        totals = {r.session_id: r for r in conn.execute(agg)}
-        ccount = (sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id))
-        if session_id is not None:
-            ccount = ccount.where(C.c.session_id == session_id)
-        compactions = {r.session_id: r.n for r in conn.execute(ccount)}
-        report = []
-        for s in sessions:
-            choice = encoding_for_model(s.model, encoding)
-            ctx = store.restored_context(s.session_id, conn)
-            effective = restored_context_tokens(ctx, choice.name)
-            t = totals.get(s.session_id)
-            history = int(t.tokens or 0) if t else 0
-            summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
-            usage = _latest_provider_usage(conn, s.session_id)
-            if usage is None and isinstance(s.details, dict):  # Codex reports usage per turn
-                usage = (s.details.get("last_usage") or {}).get("context_tokens")
-            report.append({
-                "session_id": s.session_id,
-                "model": s.model,
-                "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
-                "messages": int(t.messages) if t else 0,
-                "uncounted": int(t.uncounted or 0) if t else 0,
-                "history_tokens": history,
-                "effective_tokens": effective,
-                "summary_tokens": summary_tokens,
-                "compactions": compactions.get(s.session_id, 0),
-                "compression": round(history / effective, 2) if effective and history else None,
-                "provider_context_tokens": usage,
-            })
-    return report
-
-
-def _latest_provider_usage(conn, session_id: int) -> int | None:
-    """Context size the provider reported on the latest assistant message that carried usage."""
-    rows = conn.execute(
-        sa.select(M.c.details).where(M.c.session_id == session_id, M.c.role == "assistant",
-                                     M.c.details.is_not(None))
-        .order_by(M.c.id.desc()).limit(20)
-    )
-    for (details,) in rows:
-        usage = (details or {}).get("usage") if isinstance(details, dict) else None
-        if usage:
-            return int(usage.get("context_tokens") or 0) or None
-    return None

@@ -1,0 +1,81 @@
+"""The per-session token report: full history next to the restored context, summary tokens,
+compression, and the context size the provider itself reported where a transcript recorded it."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..db import read_connection
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..tokens import count_text, encoding_for_model
+from .reads import Store, restored_context_tokens
+
+
+def token_report(engine: Engine, session_id: int | None = None,
+                 encoding: str | None = None) -> list[dict]:
+    """Per session: history vs effective (restored) tokens, summary tokens, provider usage.
+
+    Full-history figures are one aggregate query over the stored counts; the effective context
+    is counted per session from its restored suffix.
+    """
+    store = Store(engine)
+    with read_connection(engine) as conn:
+        q = sa.select(S.c.session_id, S.c.model, S.c.title, S.c.details).order_by(S.c.session_id)
+        if session_id is not None:
+            store.session(session_id, conn)
+            q = q.where(S.c.session_id == session_id)
+        sessions = conn.execute(q).all()
+        agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
+                         sa.func.sum(M.c.token_count).label("tokens"),
+                         sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
+                         .label("uncounted"))
+               .group_by(M.c.session_id))
+        if session_id is not None:
+            agg = agg.where(M.c.session_id == session_id)
+        totals = {r.session_id: r for r in conn.execute(agg)}
+        ccount = (sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id))
+        if session_id is not None:
+            ccount = ccount.where(C.c.session_id == session_id)
+        compactions = {r.session_id: r.n for r in conn.execute(ccount)}
+        report = []
+        for s in sessions:
+            choice = encoding_for_model(s.model, encoding)
+            ctx = store.restored_context(s.session_id, conn)
+            effective = restored_context_tokens(ctx, choice.name)
+            t = totals.get(s.session_id)
+            history = int(t.tokens or 0) if t else 0
+            summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
+            usage = _latest_provider_usage(conn, s.session_id)
+            if usage is None and isinstance(s.details, dict):  # Codex reports usage per turn
+                usage = (s.details.get("last_usage") or {}).get("context_tokens")
+            report.append({
+                "session_id": s.session_id,
+                "model": s.model,
+                "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
+                "messages": int(t.messages) if t else 0,
+                "uncounted": int(t.uncounted or 0) if t else 0,
+                "history_tokens": history,
+                "effective_tokens": effective,
+                "summary_tokens": summary_tokens,
+                "compactions": compactions.get(s.session_id, 0),
+                "compression": round(history / effective, 2) if effective and history else None,
+                "provider_context_tokens": usage,
+            })
+    return report
+
+
+def _latest_provider_usage(conn, session_id: int) -> int | None:
+    """Context size the provider reported on the latest assistant message that carried usage."""
+    rows = conn.execute(
+        sa.select(M.c.details).where(M.c.session_id == session_id, M.c.role == "assistant",
+                                     M.c.details.is_not(None))
+        .order_by(M.c.id.desc()).limit(20)
+    )
+    for (details,) in rows:
+        usage = (details or {}).get("usage") if isinstance(details, dict) else None
+        if usage:
+            return int(usage.get("context_tokens") or 0) or None
+    return None
