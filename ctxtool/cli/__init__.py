@@ -204,7 +204,7 @@ def main(ctx, url):
 
 def _register() -> None:
     from . import (compact, config, context, migrate, sessions, tokens,  # noqa: F401
-                   transcripts, validate)  # each module adds its commands to `main`
+                   imports, validate)  # each module adds its commands to `main`
 
 
 _register()
