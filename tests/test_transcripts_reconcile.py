@@ -115,3 +115,10 @@ def test_size_problem_counts_escaping_and_tool_call_arguments():
     quotes = '"' * 600  # 600 characters, 1200 bytes once escaped
     assert "max_allowed_packet" in size_problem(quotes, [None], 1000, 1000)
     assert "tool-call arguments" in size_problem("", ["a" * 1100], 1000, 1000)
+
+
+def test_present_messages_whose_fingerprint_was_not_read_are_taken_as_they_are():
+    stored = StoredSession(messages={"a": None, "b": fingerprint("user", 1, b"x")},
+                           last=StoredMessage(2, "b", "user", 1, b"x"))
+    actions, counts = run([msg("a", "assistant", "anything"), msg("b", "user"), msg("c", "user")], stored)
+    assert [type(a) for a in actions] == [NewMessage] and counts.messages_present == 2

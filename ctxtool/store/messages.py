@@ -31,6 +31,7 @@ from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import Store
 
 BATCH_ROWS = 1000
+CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
 BATCH_BYTES = 4 * 1024 * 1024
 # MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
 MAX_JSON_DEPTH = 30
@@ -85,19 +86,22 @@ class ImportedSessions:
 
     @staticmethod
     def stored(conn: Connection, session_id: int) -> StoredSession:
-        """What the store holds of this session, for the reconciler."""
-        content = sa.cast(M.c.content, sa.LargeBinary)  # bytes: NUL characters and all
-        size = sa.func.coalesce(sa.func.length(content), 0)
-        prefix = sa.func.substr(content, 1, PREFIX_BYTES)
-        rows = conn.execute(sa.select(M.c.id, M.c.source_id, M.c.role, size, prefix)
-                            .where(M.c.session_id == session_id, M.c.source_id.is_not(None))
-                            .order_by(M.c.id))
+        """What the store holds of this session, for the reconciler: every source id (from the
+        index alone), and the fingerprints of the first CHECKED_MESSAGES messages and the last.
+        Fingerprinting every message would read a long session's whole history on every
+        re-import; a different transcript under the same id differs from its first messages."""
+        mine = (M.c.session_id == session_id, M.c.source_id.is_not(None))
         out = StoredSession()
-        last = None
-        for last in rows:
-            out.messages[last[1]] = fingerprint(last[2], int(last[3]), bytes(last[4] or b""))
+        out.messages = dict.fromkeys(r[0] for r in conn.execute(sa.select(M.c.source_id).where(*mine)))
+        content = sa.cast(M.c.content, sa.LargeBinary)  # bytes: NUL characters and all
+        columns = (M.c.id, M.c.source_id, M.c.role, sa.func.coalesce(sa.func.length(content), 0),
+                   sa.func.substr(content, 1, PREFIX_BYTES), M.c.tool_calls)
+        first = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id).limit(CHECKED_MESSAGES))
+        last = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id.desc()).limit(1)).first()
+        for row in [*first, *([last] if last else [])]:
+            out.messages[row[1]] = fingerprint(row[2], int(row[3]), bytes(row[4] or b""))
         if last is not None:
-            calls = conn.execute(sa.select(M.c.tool_calls).where(M.c.id == last[0])).scalar()
+            calls = last[5]
             out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]), bytes(last[4] or b""),
                                      len(calls) if isinstance(calls, list) else 0)
         out.compactions = {r[0] for r in conn.execute(

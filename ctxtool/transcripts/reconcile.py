@@ -9,7 +9,9 @@ into what must be written:
   message moves to the assistant message making the call), whichever agent wrote it;
 - the last stored message, caught mid-stream by the previous import, is completed when the
   transcript now holds more of it;
-- a file that disagrees with the stored messages it claims to extend is refused, not merged.
+- a file that disagrees with the stored messages it claims to extend is refused, not merged
+  (compared on role, byte size and first bytes, for the messages whose fingerprints the store
+  read: the first ones of the session and the last).
 
 The size limit is :func:`size_problem`, a rule on the bytes a message costs to send.
 """
@@ -50,10 +52,10 @@ def fingerprint(role: str, content_bytes: int, prefix: bytes) -> int:
 
 @dataclass
 class StoredSession:
-    """The session as stored: message fingerprints by source id, checkpoint source ids, and the
-    last stored message (possibly caught mid-stream)."""
+    """The session as stored: message fingerprints by source id (None: present, not checked),
+    checkpoint source ids, and the last stored message (possibly caught mid-stream)."""
 
-    messages: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, int | None] = field(default_factory=dict)
     compactions: set[str] = field(default_factory=set)
     last: StoredMessage | None = None
 
@@ -115,10 +117,10 @@ class Reconciler:
         self._pair(msg)
         out: list[Action] = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
         self.waiting.clear()
-        stored = self.stored.messages.get(msg.source_id)
-        if stored is None:
+        if msg.source_id not in self.stored.messages:
             out.insert(0, NewMessage(msg))
             return out
+        stored = self.stored.messages[msg.source_id]
         self.counts.messages_present += 1
         completed = self._compare(msg, stored)
         return ([completed] if completed else []) + out
@@ -165,11 +167,13 @@ class Reconciler:
         comp.details = {**(comp.details or {}), "first_kept_moved_to_call_of": tool_result}
         return self.tool_owner[tool_result]
 
-    def _compare(self, msg: SourceMessage, stored: int) -> CompleteMessage | None:
+    def _compare(self, msg: SourceMessage, stored: int | None) -> CompleteMessage | None:
         """A message the store already holds: the same, or the last one grown; else refuse."""
+        last = self.stored.last
+        if stored is None and (last is None or msg.source_id != last.source_id):
+            return None  # present; its fingerprint was not read (see StoredSession)
         encoded = msg.content.encode("utf-8") if msg.content else b""
         size, prefix = len(encoded), encoded[:PREFIX_BYTES]
-        last = self.stored.last
         if last is not None and msg.source_id == last.source_id:
             grew = size > last.content_bytes or len(msg.tool_calls or []) > last.tool_calls
             if msg.role == last.role and size >= last.content_bytes and (
