@@ -49,6 +49,8 @@ def populate(engine: sa.Engine) -> dict[int, int]:
                                  "content": "line\n" * 40})
                 else:
                     rows.append({"session_id": sid, "role": "assistant", "content": "done " * 30})
+                rows[-1] = {"content": None, "tool_calls": None, "tool_call_id": None,
+                            **rows[-1]}  # one set of keys: executemany takes the first row's
                 if len(rows) == 5000:
                     conn.execute(agent_message.insert(), rows)
                     rows = []
