@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
-# .venv, makes sure MariaDB answers on 127.0.0.1:3306 (starting it if needed), and runs pytest
-# against both MariaDB and a SQLite file. Extra arguments go to pytest.
+# .venv, Debian's chromium for the HTML export test when it is missing, makes sure MariaDB
+# answers on 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a
+# SQLite file. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,14 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# The HTML export is checked in a real headless browser (tests/test_export_html.py).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    echo "installing chromium ..."
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
 
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
 
