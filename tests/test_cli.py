@@ -218,3 +218,28 @@ def test_a_closed_pipe_is_not_an_error(db):
     reader.wait(timeout=60)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"Error" not in err
+
+
+def _leaf_commands(command, path=()):
+    import click
+
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _leaf_commands(sub, (*path, name))
+    else:
+        yield path, command
+
+
+def test_every_command_documents_itself_and_every_option_has_help():
+    import click
+
+    for path, command in _leaf_commands(main):
+        assert command.help and "Example" in command.help, path
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert param.help, (path, param.opts)
+
+
+def test_an_unknown_source_format_is_a_usage_error(db):
+    result = _run(["--db", db.url, "sessions", "list", "--source-format", "claude"])
+    assert result.exit_code == 2 and "claude-code" in result.output

@@ -9,6 +9,7 @@ import click
 
 from ..output import OutputFormat, output_options, print_rows
 from ..store import list_sessions
+from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
 from . import main, pass_app
 
@@ -65,7 +66,8 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
 @sessions.command("list")
 @click.option("--user", "user_id", help="Only this user_id.")
 @click.option("--project", "project_id", help="Only this project_id.")
-@click.option("--source-format", help="Only sessions imported from this format (e.g. claude-code).")
+@click.option("--source-format", type=click.Choice(FORMATS),
+              help="Only sessions imported from this transcript format.")
 @click.option("--search", metavar="TEXT",
               help="Only sessions whose title, source id or first request contains TEXT "
                    "(case-insensitive).")
