@@ -29,7 +29,7 @@ def context():
 
 
 def _history(app, session: str) -> SessionHistory:
-    return SessionHistory(Store(app.store_engine()), session)
+    return SessionHistory(Store(app.checked_engine()), session)
 
 
 def _at_options(func):

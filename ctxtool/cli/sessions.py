@@ -100,7 +100,7 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
              ctxtool sessions list --over-window --limit 10
     """
     settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
-    rows = list_sessions(app.store_engine(), user_id, project_id, source_format, limit,
+    rows = list_sessions(app.checked_engine(), user_id, project_id, source_format, limit,
                          search=search, model=model, since=since, over_window=settings)
     if output.machine:
         print_rows(rows, output)
