@@ -84,8 +84,7 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
         return summarize(request)
     chunks = chunk_transcript(request.messages, budget, request.encoding)
     if len(chunks) <= 1:
-        members, text = chunks[0] if chunks else ([], "")
-        return summarize(replace(request, transcript=text))
+        return summarize(replace(request, transcript=chunks[0][1] if chunks else ""))
     summary: Summary | None = None
     previous = request.previous_summary
     for i, (members, text) in enumerate(chunks):

@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..db import describe_db_error
 from ..errors import CtxtoolError
+from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
 from .batch import Batch, Candidate, count_missing, find_batch
@@ -119,12 +120,15 @@ class Compactor:
                     leases.release(conn, session_id, self.owner)
 
     def _prepare(self, conn: Connection, session_id: int, force: bool,
-                 write_counts: bool) -> tuple:
+                 write_counts: bool) -> tuple[Session, Preparation]:
         """Read the restored suffix, count what the runtime left uncounted (stored unless this
         is a dry run, which writes nothing), and prepare the plan."""
         session, ctx, encoding = read_suffix(self.store, conn, session_id, self.encoding,
                                              store_counts=write_counts)
-        conn.commit() if write_counts else conn.rollback()
+        if write_counts:
+            conn.commit()
+        else:
+            conn.rollback()  # a dry run ends its read transaction having written nothing
         prep = prepare(ctx, session.model, self.settings, encoding,
                        max_summary_tokens=self.max_summary_tokens, force=force)
         return session, prep

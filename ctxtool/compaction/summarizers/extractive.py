@@ -55,13 +55,33 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> Summary:
         items, foreign_order, tools = self._previous(request.previous_summary)
-        age = len(items)
+        items += self._new_items(request, has_goal=any(i.section == "Goal" for i in items),
+                                 age=len(items))
+        tools.update(call_name(c) for c in calls_of(request.messages))
+        read = list(request.files.get("read_files") or [])
+        shown = read[-MAX_READ_FILES:]
+        items += [_Item(READ, path, i - len(shown) - len(items)) for i, path in enumerate(shown)]
+        modified = _capped(list(request.files.get("modified_files") or []), MAX_MODIFIED_FILES,
+                           request.files.get("modified_files_omitted"))
+        fixed = ["", "## Files", "Modified: " + (modified or "(none)"),
+                 "", "## Tool usage", _tool_line(tools) or "(none)"]
+        left_out = len(read) - len(shown) + int(request.files.get("read_files_omitted") or 0)
+        text, trimmed = _fit(_dedupe(items), foreign_order, fixed, request.max_tokens,
+                             request.encoding, left_out)
+        notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
+        if trimmed:
+            notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
+        text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
+        return Summary(text + "\n\n" + "\n".join(notes), self.name, None)
+
+    def _new_items(self, request: SummaryRequest, has_goal: bool, age: int) -> list[_Item]:
+        """The span's own items, newer than every previous one: the goal (when the previous
+        summary had none), requests, constraints, the last distinct errors, the open request."""
+        items: list[_Item] = []
         real = [m for m in request.messages if is_real_request(m)]
-        goal = [i for i in items if i.section == "Goal"]
-        if not goal:
-            text = (clip(real[0].content, self.request_chars) if real
-                    else (request.title or "(not stated)"))
-            items.append(_Item("Goal", text, age, protected=True))
+        if not has_goal:
+            goal = clip(real[0].content, self.request_chars) if real else (request.title or "(not stated)")
+            items.append(_Item("Goal", goal, age, protected=True))
         for m in real:
             age += 1
             items.append(_Item("Requests", "- " + clip(m.content, self.request_chars), age))
@@ -73,23 +93,7 @@ class ExtractiveSummarizer:
         if request.split_turn and real:
             items.append(_Item("In Progress (the turn continues after this summary)",
                                clip(real[-1].content, self.request_chars), age + 1, protected=True))
-        tools.update(call_name(c) for c in calls_of(request.messages))
-        read = list(request.files.get("read_files") or [])[-MAX_READ_FILES:]
-        items += [_Item(READ, path, i - len(read) - len(items)) for i, path in enumerate(read)]
-        fixed = ["", "## Files", "Modified: " + (_capped(list(request.files.get("modified_files") or []),
-                                                         MAX_MODIFIED_FILES,
-                                                         request.files.get("modified_files_omitted"))
-                                                 or "(none)"),
-                 "", "## Tool usage", _tool_line(tools) or "(none)"]
-        left_out = max(0, len(request.files.get("read_files") or []) - MAX_READ_FILES) + \
-            int(request.files.get("read_files_omitted") or 0)
-        text, trimmed = _fit(_dedupe(items), foreign_order, fixed, request.max_tokens,
-                             request.encoding, left_out)
-        notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
-        if trimmed:
-            notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
-        text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
-        return Summary(text + "\n\n" + "\n".join(notes), self.name, None)
+        return items
 
     def _previous(self, summary: str | None) -> tuple[list[_Item], list[str], Counter]:
         """The previous summary's items (any writer), its foreign headings in order, and the
