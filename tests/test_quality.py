@@ -180,6 +180,14 @@ def test_extractive_caps_lists_with_a_count():
     assert "(and 60 more)" in out.text and "(and 8 more tools)" in out.text
 
 
+def test_errors_are_the_last_distinct_ones_with_a_count():
+    failed = [msg(i, "tool", f"run {i}\nValueError: bad value {i % 7}", tool_call_id="c",
+                  details={"is_error": True}) for i in range(1, 30)]
+    out = ExtractiveSummarizer().summarize(SummaryRequest(None, failed, {})).text
+    assert "(and 2 earlier distinct errors in this span)" in out
+    assert out.count("ValueError") == 5
+
+
 def test_summary_items_leave_out_placeholders():
     assert summary_items("## Goal\n(not stated)\n\n## Errors\n- (none)\n- real\n\n"
                          "(12 messages summarised extractively; no LLM was used)") == ["- real"]

@@ -86,8 +86,12 @@ class ExtractiveSummarizer:
             age += 1
             items.append(_Item("Requests", "- " + clip(m.content, self.request_chars), age))
             items += [_Item("Constraints & Preferences", "- " + c, age) for c in constraints_in(m.content)]
-        errors = [s for m in request.messages if (s := failed_result_signature(m))]
-        for e in list(dict.fromkeys(errors))[-MAX_NEW_ERRORS:]:
+        errors = list(dict.fromkeys(s for m in request.messages if (s := failed_result_signature(m))))
+        if len(errors) > MAX_NEW_ERRORS:
+            age += 1
+            items.append(_Item("Errors", f"- (and {len(errors) - MAX_NEW_ERRORS} earlier distinct "
+                                         "errors in this span)", age))
+        for e in errors[-MAX_NEW_ERRORS:]:
             age += 1
             items.append(_Item("Errors", "- " + e, age))
         if request.split_turn and real:
