@@ -48,7 +48,7 @@ def test_over_window_is_an_outcome_naming_the_message(db, cli):
     assert rows[2]["status"] == "compacted"
     assert rows[1]["status"] == "over_window"
     assert f"message {ids[-1]} (tool" in rows[1]["error"]
-    assert "Error: 1 of 2 session(s) failed: session 1: over_window:" in result.stderr
+    assert "Error: 1 of 2 session(s) stay over their window: session 1: over_window:" in result.stderr
     # It compacted what it could, and later runs keep saying so (never a silent nothing_to_cut).
     assert Store(db.engine).latest_compaction(1).first_kept_message_id == ids[-2]
     again = cli("--db", db.url, "compact", "--all", "--json", *LIMITS)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS,
-                          CompactionSettings, Compactor, SummarizerSettings, make_summarizer,
-                          parse_duration)
+                          OVER_WINDOW, CompactionSettings, Compactor, SummarizerSettings,
+                          make_summarizer, parse_duration)
 from ..compaction.summarizers import DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
@@ -151,7 +151,10 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
                 echo_text(f"session {o.session_id}: {note}", err=True)
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        raise PartialFailure(f"{len(failed)} of {len(outcomes)} session(s) failed: "
+        over = sum(o.status == OVER_WINDOW for o in failed)
+        what = ("stay over their window" if over == len(failed) else
+                "failed" if not over else "failed or stay over their window")
+        raise PartialFailure(f"{len(failed)} of {len(outcomes)} session(s) {what}: "
                              + "; ".join(o.message() for o in failed[:3]))
 
 
