@@ -123,6 +123,8 @@ def test_a_lease_left_by_a_killed_run_is_reported(db, cli):
     assert "session 1: over threshold, skipped: leased by dead-host:123:abc until 2999-01-01" in result.stderr
     rows = json.loads(cli("--db", db.url, "compact", "--all", "--json", *LIMITS).stdout)
     assert [(r["session_id"], r["status"]) for r in rows] == [(1, "lease_held")]
+    one = cli("--db", db.url, "compact", "1", *LIMITS)
+    assert one.exit_code == 0 and "note: leased by dead-host:123:abc until 2999-01-01" in one.output
 
 
 class _LeaseWatcher:

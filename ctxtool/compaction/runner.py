@@ -108,6 +108,9 @@ class Compactor:
             claimed = leases.claim(conn, session_id, self.owner, self._lease_for(prep), prep.parent_id)
             if claimed != leases.TAKEN:
                 out.status = claimed
+                lease = leases.holder(conn, session_id) if claimed == leases.HELD else None
+                if lease is not None:
+                    out.notes.append(f"leased by {lease.owner} until {lease.expires_at}")
                 return
             try:
                 values = self._summarise(prep, session.title, out)
