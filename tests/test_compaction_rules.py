@@ -90,6 +90,22 @@ def test_fold_summarises_chunk_onto_chunk():
     assert fold(summarize, SummaryRequest(None, _span(2, 10), {}), None).requests == 1
 
 
+def test_every_folded_request_fits_even_with_a_huge_previous_summary():
+    from ctxtool.compaction.summarizers.prompt import SYSTEM_PROMPT, build_prompt
+
+    sizes = []
+
+    def summarize(request):
+        sizes.append(count_text(SYSTEM_PROMPT) + count_text(build_prompt(request)))
+        return Summary("## Goal\nshort", "fake")
+
+    huge = "## Next Steps\n" + "\n".join(f"- step {i} " + "detail " * 30 for i in range(3000))
+    request = SummaryRequest(huge, _span(300, 300), {"read_files": [f"f{i}.py" for i in range(300)]},
+                             max_tokens=1000)
+    fold(summarize, request, input_tokens=20_000)
+    assert len(sizes) > 3 and max(sizes) <= 20_000
+
+
 def _checkpoint(details):
     return Compaction(2, 1, "s", 50, details=details)
 

@@ -59,6 +59,18 @@ def clip_tokens(enc, tokens: list[int], limit: int) -> tuple[str, list[int]]:
     return text, enc.encode_ordinary(text)
 
 
+def _bounded_previous(request: SummaryRequest, limit: int) -> SummaryRequest:
+    """A previous summary larger than a third of the bound (one written before summaries were
+    bounded, or imported) is clipped head and tail, saying so, so every request still fits."""
+    if not request.previous_summary:
+        return request
+    enc = get_encoding(request.encoding)
+    tokens = enc.encode_ordinary(request.previous_summary)
+    if len(tokens) <= limit:
+        return request
+    return replace(request, previous_summary=clip_tokens(enc, tokens, limit)[0])
+
+
 def chunk_budget(request: SummaryRequest, input_tokens: int) -> int:
     """Tokens left for conversation in one request: the bound less the frame around it (system
     prompt, instructions, files) and the previous summary at its largest (the budget)."""
@@ -78,6 +90,7 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
     the labels, and tool results are clipped."""
     if input_tokens is None:
         return summarize(request)
+    request = _bounded_previous(request, input_tokens // 3)
     budget = chunk_budget(request, input_tokens)
     if estimated_tokens is not None and \
             estimated_tokens * 1.25 + 16 * len(request.messages) < budget:
