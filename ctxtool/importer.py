@@ -56,7 +56,8 @@ class FileResult:
                 "skipped_by_kind": dict(sorted(self.skipped.items())),
                 "converted_by_kind": dict(sorted(self.converted.items())), "error": self.error}
 
-    def _reset(self) -> None:
+    def reset_counts(self) -> None:
+        """Back to zero before another attempt at the same file."""
         self.skipped.clear()
         self.converted.clear()
         self.messages_added = self.messages_present = 0
@@ -132,7 +133,7 @@ class Importer:
                     raise
                 time.sleep(0.05 * (attempt + 1))
             stream.seek(0)
-            result._reset()
+            result.reset_counts()
         raise CtxtoolError(f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts")
 
     def _import_pass(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult,

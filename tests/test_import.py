@@ -426,3 +426,21 @@ def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_pa
     assert assistant_row["content"] == "Let me look."
     issues, _ = validate(db.engine, second.session_id)
     assert issues == []
+
+
+def test_the_thread_switch_interval_is_restored_after_imports(db, tmp_path):
+    """The pipeline shortens the GIL switch interval while it runs (its writer thread gets
+    server replies at once); a library caller's process gets its own setting back, also after
+    a failed file and after imports running in two threads at once."""
+    import sys
+    import threading
+
+    before = sys.getswitchinterval()
+    good = _write(tmp_path, "good.jsonl", _jsonl(CHAT))
+    bad = _write(tmp_path, "bad.jsonl", _jsonl(CHAT) + b"{broken\n")
+    threads = [threading.Thread(target=_import, args=(db, p)) for p in (good, bad, good)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sys.getswitchinterval() == before

@@ -18,8 +18,7 @@ from . import fields as f
 from .records import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
-_KINDS = {"user", "assistant", "system", "summary", "custom-title", "ai-title", "progress",
-          "queue-operation", "file-history-snapshot", "attachment", "result"}
+_UNTIED = ("summary", "queue-operation", "file-history-snapshot")  # records without ids
 
 
 class ClaudeCodeParser(FormatParser):
@@ -36,9 +35,9 @@ class ClaudeCodeParser(FormatParser):
 
     @staticmethod
     def fits(obj: dict) -> bool:
-        kind = obj.get("type")
-        return isinstance(kind, str) and kind in _KINDS and ("uuid" in obj or "sessionId" in obj
-                                              or obj.get("type") in ("summary", "queue-operation"))
+        # Claude Code adds record types often: any typed record tied to the session fits.
+        return isinstance(obj.get("type"), str) and (
+            "uuid" in obj or "sessionId" in obj or "messageId" in obj or obj["type"] in _UNTIED)
 
     @staticmethod
     def link(rec: dict) -> tuple[str, str | None] | None:

@@ -37,7 +37,11 @@ class PiParser(FormatParser):
     @staticmethod
     def fits(obj: dict) -> bool:
         kind = obj.get("type")
-        return isinstance(kind, str) and kind in _KINDS and ("id" in obj or "timestamp" in obj or "message" in obj)
+        if not isinstance(kind, str):
+            return False
+        if "id" in obj and "parentId" in obj:
+            return True  # every v2+ entry, of any type (pi adds types over time)
+        return kind in _KINDS and ("id" in obj or "timestamp" in obj or "message" in obj)
 
     @staticmethod
     def link(rec: dict) -> tuple[str, str | None] | None:

@@ -64,12 +64,12 @@ class Disagreement(TranscriptError):
     """The file's message differs from the stored one under the same source id."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewMessage:
     message: SourceMessage
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CompleteMessage:
     """Rewrite stored message ``stored_id`` with the fuller ``message``."""
 
@@ -77,7 +77,7 @@ class CompleteMessage:
     message: SourceMessage
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewCheckpoint:
     compaction: SourceCompaction
     first_kept_source_id: str
@@ -115,8 +115,10 @@ class Reconciler:
             return self._checkpoint(rec)
         msg = rec
         self._pair(msg)
-        out: list[Action] = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
-        self.waiting.clear()
+        out: list[Action] = []
+        if self.waiting:
+            out = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
+            self.waiting.clear()
         if msg.source_id not in self.stored.messages:
             out.insert(0, NewMessage(msg))
             return out
