@@ -31,6 +31,8 @@ def json_type(value: Any) -> str:
 def string(rec: dict, key: str, max_chars: int | None = None) -> str | None:
     """``rec[key]`` as a string, None when absent or null; anything else is invalid."""
     value = rec.get(key)
+    if type(value) is str and (max_chars is None or len(value) <= max_chars):
+        return value  # the usual case first: this runs several times for every record
     if value is None:
         return None
     if not isinstance(value, str):
@@ -81,7 +83,8 @@ def _parse_time(value: Any) -> datetime | None:
             seconds = value / 1000 if value > 1e11 else value
             return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
         if isinstance(value, str) and value:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            # The usual spelling ends in Z (UTC): without it the time is already naive UTC.
+            parsed = datetime.fromisoformat(value[:-1] if value[-1] == "Z" else value)
             if parsed.tzinfo is not None:
                 parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
             return parsed
@@ -126,10 +129,14 @@ def label(kind: Any) -> str:
     return kind[:64] if isinstance(kind, str) else json_type(kind)
 
 
+# json.dumps(..., ensure_ascii=False) builds a new encoder on every call; this is the same one.
+_arguments_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def tool_call(call_id: str, name_: str, arguments: Any) -> dict:
     """An OpenAI-style tool call; non-string arguments are serialised as JSON."""
     if not isinstance(arguments, str):
-        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+        arguments = _arguments_json(arguments if arguments is not None else {})
     return {"id": call_id, "type": "function", "function": {"name": name_, "arguments": arguments}}
 
 
@@ -145,7 +152,9 @@ def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_r
 
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if type(value) is int:
+        return value if value in INT_RANGE else None
+    if type(value) is float and math.isfinite(value):
         return integer(int(value))
     return None
 
@@ -163,7 +172,9 @@ class UniqueIds:
         self.seen: set[str] = set()
 
     def __call__(self, wanted: str | None, line: int, suffix: str = "") -> str:
-        base = source_key((wanted or f"L{line}") + suffix)
+        base = (wanted or f"L{line}") + suffix
+        if base[-1] == " ":
+            base = source_key(base)
         if base in self.seen:
             base = f"{base}@L{line}"
         self.seen.add(base)
