@@ -34,7 +34,7 @@ from ..transcripts.reconcile import (PREFIX_BYTES, Action, CompleteMessage, NewC
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import Store
 
-BATCH_ROWS = 1000
+BATCH_ROWS = 5000  # measured: 1000 -> 2.3 s, 4000-8000 -> 1.6-1.8 s for 100k messages
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
 BATCH_BYTES = 4 * 1024 * 1024
 # MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
