@@ -59,6 +59,17 @@ def clip_tokens(enc, tokens: list[int], limit: int) -> tuple[str, list[int]]:
     return text, enc.encode_ordinary(text)
 
 
+FRAME_TOKENS = 6000  # more than instructions, format and the files lines ever take
+
+
+def _surely_fits(request: SummaryRequest, input_tokens: int, estimated_tokens: int) -> bool:
+    """Far below the bound without rendering or counting anything: the rendered span is never
+    larger than its stored counts by more than the labels (tool results are clipped), and a
+    text has no more tokens than characters."""
+    return (estimated_tokens * 1.25 + 16 * len(request.messages) + FRAME_TOKENS
+            + max(len(request.previous_summary or ""), request.max_tokens)) < input_tokens
+
+
 def _bounded_previous(request: SummaryRequest, limit: int) -> SummaryRequest:
     """A previous summary larger than a third of the bound (one written before summaries were
     bounded, or imported) is clipped head and tail, saying so, so every request still fits."""
@@ -90,11 +101,10 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
     the labels, and tool results are clipped."""
     if input_tokens is None:
         return summarize(request)
+    if estimated_tokens is not None and _surely_fits(request, input_tokens, estimated_tokens):
+        return summarize(request)
     request = _bounded_previous(request, input_tokens // 3)
     budget = chunk_budget(request, input_tokens)
-    if estimated_tokens is not None and \
-            estimated_tokens * 1.25 + 16 * len(request.messages) < budget:
-        return summarize(request)
     chunks = chunk_transcript(request.messages, budget, request.encoding)
     if len(chunks) <= 1:
         return summarize(replace(request, transcript=chunks[0][1] if chunks else ""))
