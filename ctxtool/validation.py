@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from .compaction.plan import CompactionSettings
+from .compaction.rules import over_window, unsummarised_messages
+from .quality import retention_warning
 from .records import Compaction, Message
 
 ERROR, WARNING = "error", "warning"
@@ -76,6 +79,9 @@ def validate_session(session_id: int, compactions: Sequence[Compaction],
         if not (cp.summary or "").strip():
             add(Issue(session_id, ERROR, "empty_summary", f"checkpoint {cp.id} has an empty summary",
                       cp.id))
+        low = retention_warning(cp.details)
+        if low:
+            add(Issue(session_id, WARNING, "low_retention", f"checkpoint {cp.id}: {low}", cp.id))
         if cp.tokens_before is not None and cp.tokens_after is not None \
                 and cp.tokens_after >= cp.tokens_before:
             add(Issue(session_id, WARNING, "not_smaller",
@@ -84,6 +90,52 @@ def validate_session(session_id: int, compactions: Sequence[Compaction],
         previous = cp
     issues.extend(validate_restored_messages(session_id, suffix))
     return issues
+
+
+def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int]) -> list[Issue]:
+    """A message stored inside the range a checkpoint summarised that the checkpoint did not
+    summarise (committed late by a writer whose id was below the cut): it is in neither the
+    summary nor the restored context. ``range_ids``: the ids in that range now."""
+    missing = unsummarised_messages(checkpoint, range_ids)
+    if not missing:
+        return []
+    shown = ", ".join(str(i) for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    return [Issue(session_id, ERROR, "message_outside_summary",
+                  f"checkpoint {checkpoint.id} summarised the messages before "
+                  f"{checkpoint.first_kept_message_id}, but message(s) {shown} in that range were "
+                  "not summarised: they are in neither its summary nor the restored context",
+                  checkpoint.id, missing[0])]
+
+
+@dataclass
+class SuffixTokens:
+    """The stored token counts of a restored suffix, summed as the rows stream by."""
+
+    tokens: int = 0
+    uncounted: int = 0
+
+    def add(self, token_count: int | None) -> None:
+        if token_count is None:
+            self.uncounted += 1
+        else:
+            self.tokens += token_count
+
+    def plus(self, head_tokens: int) -> "SuffixTokens":
+        return SuffixTokens(self.tokens + head_tokens, self.uncounted)
+
+
+def window_issue(session_id: int, context: SuffixTokens, model: str | None,
+                 settings: CompactionSettings) -> list[Issue]:
+    """A restored context over its threshold: the agent cannot carry on from it. Messages
+    without a stored count add nothing here, so the figure is a lower bound and never a
+    false alarm (``tokens count`` makes it exact)."""
+    problem = over_window(context.tokens, model, settings)
+    if problem is None:
+        return []
+    if context.uncounted:
+        problem = problem.replace("restored context of", "restored context of at least", 1) + \
+            f"; {context.uncounted} message(s) not yet counted"
+    return [Issue(session_id, ERROR, "over_window", problem)]
 
 
 def malformed_tool_calls(tool_calls) -> str | None:

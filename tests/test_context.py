@@ -7,6 +7,8 @@ import json
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
+from ctxtool.store import Store
+
 from .builders import add_session
 from .builders import LIMITS, coding_session
 
@@ -144,3 +146,69 @@ def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
     writer.close()
     reader.join()
     assert finished and results == {"show": 0, "list": 0, "report": 0, "validate": 0}
+
+
+def _compacted_session_with_a_gap(db):
+    """A session whose ids skip 11 (a writer that will commit late holds it), compacted once
+    past it with the extractive summarizer; returns the checkpoint."""
+    from ctxtool.compaction import Compactor, CompactionSettings, ExtractiveSummarizer
+    from ctxtool.db.schema import agent_message, agent_session
+    from .builders import coding_session
+
+    rows = coding_session(12)
+    with db.engine.begin() as conn:
+        conn.execute(agent_session.insert().values(session_id=1, model="gpt-4o"))
+        for i, row in enumerate(rows, start=1):
+            conn.execute(agent_message.insert().values(
+                id=i if i < 11 else i + 1, session_id=1,
+                **{"content": None, "tool_calls": None, "tool_call_id": None, **row}))
+    settings = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
+    outcome = Compactor(db.engine, ExtractiveSummarizer(), settings).compact_session(1, force=True)
+    assert outcome.status == "compacted", outcome
+    [cp] = Store(db.engine).compactions(1)
+    assert cp.first_kept_message_id > 11
+    return cp
+
+
+def test_validate_finds_a_message_committed_late_inside_a_summarised_range(db, cli):
+    cp = _compacted_session_with_a_gap(db)
+    assert cli("--db", db.url, "validate").exit_code == 0
+    with db.engine.begin() as conn:  # the late writer commits id 11, below the cut
+        conn.exec_driver_sql("INSERT INTO agent_message (id, session_id, role, content, created_at) "
+                             "VALUES (11, 1, 'user', 'late', '2024-01-01 00:00:00')")
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 1, result.output
+    [issue] = [i for i in json.loads(result.stdout) if i["rule"] == "message_outside_summary"]
+    assert issue["compaction_id"] == cp.id and issue["message_id"] == 11
+
+
+def test_validate_reports_a_restored_context_over_its_window(db, cli):
+    add_session(db, 1, [{"role": "user", "content": "start"},
+                        {"role": "assistant", "content": "word " * 6000}], model="gpt-4o")
+    result = cli("--db", db.url, "validate", "--context-window", "4000", "--json")
+    assert result.exit_code == 2 and "--reserve-tokens" in result.output  # 16384 >= 4000
+    result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens", "500",
+                 "--json")
+    # Nothing counted yet: the lower bound (the system prompt and summary only) fits.
+    assert result.exit_code == 0, result.output
+    assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
+    result = cli("--db", db.url, "validate", "--context-window", "4000",
+                 "--reserve-tokens", "500", "--json")
+    assert result.exit_code == 1
+    [issue] = json.loads(result.stdout)
+    assert issue["rule"] == "over_window" and "threshold of 3500" in issue["message"]
+    assert cli("--db", db.url, "validate", "--json").exit_code == 0  # gpt-4o's 128k window
+
+
+def test_validate_warns_when_a_summary_kept_little(db, cli):
+    from ctxtool.db.schema import agent_compaction
+
+    ids = add_session(db, 1, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    with db.engine.begin() as conn:
+        conn.execute(agent_compaction.insert().values(
+            session_id=1, summary="s", first_kept_message_id=ids[1], parent_compaction_id=0,
+            details={"quality": {"retention": 0.2, "carry_over": 0.95}}))
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 0  # a warning only
+    [issue] = json.loads(result.stdout)
+    assert issue["rule"] == "low_retention" and "retention 20%" in issue["message"]

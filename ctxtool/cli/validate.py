@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
@@ -13,13 +14,21 @@ from . import main, pass_app
 @main.command("validate")
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
+@click.option("--context-window", type=click.IntRange(1024),
+              help="The window restored contexts must fit (default: each session model's).")
+@click.option("--reserve-tokens", default=DEFAULT_RESERVE_TOKENS, show_default=True,
+              type=click.IntRange(0), help="Tokens kept free for the answer: a restored context "
+              "over window - reserve is reported as over_window.")
 @output_options
 @pass_app
-def validate_cmd(app, session, session_option, output: OutputFormat):
+def validate_cmd(app, session, session_option, context_window, reserve_tokens,
+                 output: OutputFormat):
     """Check checkpoint consistency: cuts point at messages of their session and never orphan a
-    tool result, checkpoints form one chain, restored contexts are valid for an API.
+    tool result, checkpoints form one chain, no message inside a summarised range was left out
+    of its summary, restored contexts are valid for an API and fit their window.
 
-    Exits 1 when any error is found (warnings alone exit 0).
+    Exits 1 when any error is found (warnings alone exit 0: a summary that kept little of what
+    it replaced, a call still waiting for its result).
 
     SESSION (its id, source id or a unique prefix) checks one session; default: all.
 
@@ -31,7 +40,11 @@ def validate_cmd(app, session, session_option, output: OutputFormat):
     engine = app.checked_engine()
     ref = session or session_option
     session_id = Store(engine).resolve_session(ref) if ref else None
-    issues, checked = validate(engine, session_id)
+    if context_window is not None and reserve_tokens >= context_window:
+        raise click.UsageError(f"--reserve-tokens {reserve_tokens} leaves nothing of a "
+                               f"--context-window of {context_window}")
+    settings = CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
+    issues, checked = validate(engine, session_id, settings)
     print_rows([i.as_dict() for i in issues], output,
                headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"])
     errors = [i for i in issues if i.severity == "error"]

@@ -331,46 +331,6 @@ def suffix_ranges(cuts: Mapping[int, int | None]):
                     for sid, cut in cuts.items()))
 
 
-def validate(engine: Engine, session_id: int | None = None):
-    """Check the consistency rules (``ctxtool.validation``) for one session or all of them.
-
-    Per 500 sessions, three queries: their checkpoints, the messages those point at, and their
-    restored suffixes (ids, roles and tool links only). Never whole histories.
-    """
-    from ..validation import MessageRef, validate_session
-
-    store = Store(engine)
-    issues = []
-    with read_connection(engine) as conn:
-        if session_id is not None:
-            store.session(session_id, conn)
-            ids = [session_id]
-        else:
-            ids = store.session_ids(conn)
-        for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
-            chunk = ids[i:i + SESSIONS_PER_RANGE_QUERY]
-            compactions: dict[int, list[Compaction]] = {sid: [] for sid in chunk}
-            for row in conn.execute(sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id.in_(chunk))
-                                    .order_by(C.c.session_id, C.c.id)):
-                compactions[row.session_id].append(compaction_from_row(row))
-            wanted = sorted({c.first_kept_message_id for cps in compactions.values() for c in cps})
-            refs = {}
-            if wanted:
-                refs = {r.id: MessageRef(r.id, r.session_id, r.role) for r in conn.execute(
-                    sa.select(M.c.id, M.c.session_id, M.c.role).where(M.c.id.in_(wanted)))}
-            cuts = {sid: cps[-1].first_kept_message_id if cps else None
-                    for sid, cps in compactions.items()}
-            suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
-            for r in conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role, M.c.tool_calls,
-                                            M.c.tool_call_id)
-                                  .where(suffix_ranges(cuts)).order_by(M.c.session_id, M.c.id)):
-                suffixes[r.session_id].append(Message(r.id, r.session_id, r.role, None, r.tool_calls,
-                                                      r.tool_call_id))
-            for sid in chunk:
-                issues.extend(validate_session(sid, compactions[sid], refs, suffixes[sid]))
-    return issues, len(ids)
-
-
 def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | None = None,
                   source_format: str | None = None, limit: int = 50, *,
                   search: str | None = None, model: str | None = None,

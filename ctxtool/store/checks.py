@@ -1,0 +1,125 @@
+"""What ``validate`` reads: the few columns each consistency rule needs, per 500 sessions.
+
+The rules themselves are pure (``ctxtool.validation``); this module only fetches their input
+with queries that follow the indexes: the sessions' checkpoints, the messages those point at,
+the restored suffixes (ids, roles, tool links and stored token counts — never content), and,
+for checkpoints that recorded the span they summarised, the count and id sum of that span now
+(read from the covering index). Never whole histories with their text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..compaction.plan import CompactionSettings
+from ..db import read_connection
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..records import Compaction, Message
+from ..tokens import count_text, encoding_for_model
+from ..validation import (Issue, MessageRef, SuffixTokens, span_issues, validate_session,
+                          window_issue)
+from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
+                    suffix_ranges)
+
+# Checkpoint spans summed per statement (one index range each).
+SPANS_PER_QUERY = 200
+
+
+def validate(engine: Engine, session_id: int | None = None,
+             settings: CompactionSettings | None = None) -> tuple[list[Issue], int]:
+    """Check the consistency rules for one session or all of them; (issues, sessions checked).
+
+    ``settings`` gives the window each restored context must fit (default: each model's
+    window less the default reserve)."""
+    settings = settings or CompactionSettings()
+    store = Store(engine)
+    issues: list[Issue] = []
+    with read_connection(engine) as conn:
+        if session_id is not None:
+            store.session(session_id, conn)
+            ids = [session_id]
+        else:
+            ids = store.session_ids(conn)
+        for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
+            issues.extend(_check_chunk(conn, ids[i:i + SESSIONS_PER_RANGE_QUERY], settings))
+    return issues, len(ids)
+
+
+def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSettings) -> list[Issue]:
+    sessions = {r.session_id: r for r in conn.execute(
+        sa.select(S.c.session_id, S.c.model, S.c.system_prompt).where(S.c.session_id.in_(chunk)))}
+    compactions: dict[int, list[Compaction]] = {sid: [] for sid in chunk}
+    for row in conn.execute(sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id.in_(chunk))
+                            .order_by(C.c.session_id, C.c.id)):
+        compactions[row.session_id].append(compaction_from_row(row))
+    wanted = sorted({c.first_kept_message_id for cps in compactions.values() for c in cps})
+    refs = {}
+    if wanted:
+        refs = {r.id: MessageRef(r.id, r.session_id, r.role) for r in conn.execute(
+            sa.select(M.c.id, M.c.session_id, M.c.role).where(M.c.id.in_(wanted)))}
+    cuts = {sid: cps[-1].first_kept_message_id if cps else None for sid, cps in compactions.items()}
+    suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
+    counted: dict[int, SuffixTokens] = defaultdict(SuffixTokens)
+    for r in conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role, M.c.tool_calls,
+                                    M.c.tool_call_id, M.c.token_count)
+                          .where(suffix_ranges(cuts)).order_by(M.c.session_id, M.c.id)):
+        suffixes[r.session_id].append(Message(r.id, r.session_id, r.role, None, r.tool_calls,
+                                              r.tool_call_id))
+        counted[r.session_id].add(r.token_count)
+    spans = _span_ids(conn, compactions)
+    issues: list[Issue] = []
+    for sid in chunk:
+        cps = compactions[sid]
+        issues.extend(validate_session(sid, cps, refs, suffixes[sid]))
+        for cp in cps:
+            if cp.id in spans:
+                issues.extend(span_issues(sid, cp, spans[cp.id]))
+        session = sessions.get(sid)
+        model = session.model if session else None
+        head = _head_tokens(session, cps[-1] if cps else None, model)
+        issues.extend(window_issue(sid, counted[sid].plus(head), model, settings))
+    return issues
+
+
+def _head_tokens(session, latest: Compaction | None, model: str | None) -> int:
+    """Tokens of what heads a restored context: the system prompt and the latest summary."""
+    encoding = encoding_for_model(model).name
+    total = count_text(session.system_prompt, encoding) if session and session.system_prompt else 0
+    if latest is not None:
+        total += latest.summary_tokens if latest.summary_tokens else count_text(latest.summary or "", encoding)
+    return total
+
+
+def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dict[int, list[int]]:
+    """For each checkpoint whose recorded span disagrees with the store now: the ids stored in
+    ``[previous cut, its cut)``. First only the count and id sum of each range (the covering
+    index, no rows); the ids themselves only for the ranges that disagree."""
+    ranges = []
+    for sid, cps in compactions.items():
+        previous = 0
+        for cp in cps:
+            details = cp.details if isinstance(cp.details, dict) else {}
+            if isinstance(details.get("summarised_id_sum"), int):
+                ranges.append((cp, sid, previous, cp.first_kept_message_id))
+            previous = cp.first_kept_message_id
+    found: dict[int, list[int]] = {}
+    for i in range(0, len(ranges), SPANS_PER_QUERY):
+        part = ranges[i:i + SPANS_PER_QUERY]
+        selects = [sa.select(sa.literal(cp.id).label("cp"), sa.func.count().label("n"),
+                             sa.func.coalesce(sa.func.sum(M.c.id), 0).label("id_sum"))
+                   .where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+                   for cp, sid, low, high in part]
+        sums = {r.cp: (int(r.n), int(r.id_sum)) for r in conn.execute(sa.union_all(*selects))}
+        for cp, sid, low, high in part:
+            details = cp.details
+            if sums.get(cp.id) == (details.get("summarised_messages"), details["summarised_id_sum"]):
+                continue  # exactly what it summarised
+            found[cp.id] = [r[0] for r in conn.execute(
+                sa.select(M.c.id).where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+                .order_by(M.c.id))]
+    return found
