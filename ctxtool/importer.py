@@ -23,12 +23,16 @@ from .db import describe_db_error, dialect_of
 from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript
-from .transcripts.files import (STDIN, CountingStream, expand_paths, main_line_of, open_source,
-                                read_transcript)
+from .transcripts.files import (STDIN, CountingStream, expand_paths, legacy_source_id,
+                                main_line_of, open_source, read_transcript)
 from .transcripts.fields import source_key
 from .transcripts.reconcile import Disagreement, Reconciler
 
 _CONFLICT_ATTEMPTS = 5
+
+
+class _NotTheLegacySession(Exception):
+    """The session stored under a file's legacy id holds another transcript."""
 
 
 @dataclass
@@ -92,7 +96,7 @@ class Importer:
         shown = "<stdin>" if path == STDIN else path
         try:
             with open_source(path) as (stream, fallback_id):
-                self._import_stream(shown, stream, fallback_id, result)
+                self._import_stream(shown, stream, (fallback_id, legacy_source_id(path)), result)
         except CtxtoolError as exc:
             result.error = str(exc)
         except SQLAlchemyError as exc:
@@ -109,12 +113,16 @@ class Importer:
             result.messages_added = result.compactions_added = 0
         return result
 
-    def _import_stream(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult) -> None:
+    def _import_stream(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
+                       result: FileResult) -> None:
+        """``ids``: the fallback source id and the legacy one (see transcripts.files)."""
         main = None
         for attempt in range(_CONFLICT_ATTEMPTS):
             try:
-                self._import_pass(path, stream, fallback_id, result, main)
+                self._import_pass(path, stream, ids, result, main)
                 return
+            except _NotTheLegacySession:
+                ids = (ids[0], None)  # same stem, another transcript: it gets its own session
             except (BranchedTranscript, Disagreement) as exc:
                 # A tree with abandoned branches: nothing was written (the transaction rolled
                 # back). Find the main line in a first pass, then import only it. A disagreement
@@ -136,28 +144,33 @@ class Importer:
             result.reset_counts()
         raise CtxtoolError(f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts")
 
-    def _import_pass(self, path: str, stream: BinaryIO, fallback_id: str, result: FileResult,
-                     main: set[str] | None) -> None:
+    def _import_pass(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
+                     result: FileResult, main: set[str] | None) -> None:
         transcript = read_transcript(path, CountingStream(stream, self.on_bytes), self.fmt,
                                      self.skip_invalid, main)
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
-        result.source_id = source_key(transcript.session.source_id or fallback_id)
-        result.session_id, created = self.sessions.find_or_create(transcript.format, result.source_id)
+        own_id = transcript.session.source_id
+        result.source_id = source_key(own_id or ids[0])
+        result.session_id, how = self.sessions.find_or_create(
+            transcript.format, result.source_id, None if own_id else ids[1])
         try:
             self._write(path, transcript, itertools.chain([first] if first else [], transcript.records),
-                        result)
-        except BaseException:
-            if created:
+                        result, adopt=how == "legacy")
+        except BaseException as exc:
+            if how == "created":
                 try:
                     self.sessions.drop_if_empty(result.session_id)
                     result.session_id = None
                 except SQLAlchemyError:
                     pass  # the original failure is the one to report
             result.messages_added = result.compactions_added = 0
+            if how == "legacy" and isinstance(exc, Disagreement):
+                raise _NotTheLegacySession() from None
             raise
 
-    def _write(self, path: str, transcript: Transcript, records, result: FileResult) -> None:
+    def _write(self, path: str, transcript: Transcript, records, result: FileResult,
+               adopt: bool = False) -> None:
         """One transaction: lock the session, reconcile every record, write, describe it."""
         with self.engine.begin() as conn:
             self.sessions.lock(conn, result.session_id)
@@ -169,6 +182,8 @@ class Importer:
                 reconciler.finish()
                 writer.close()
             self.sessions.update(conn, result.session_id, transcript.session, path)
+            if adopt:
+                self.sessions.adopt(conn, result.session_id, result.source_id)
         counts = reconciler.counts
         result.messages_added, result.compactions_added = writer.messages_added, writer.compactions_added
         result.messages_present, result.compactions_present = counts.messages_present, counts.compactions_present

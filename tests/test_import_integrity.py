@@ -248,3 +248,26 @@ def test_a_real_transcript_with_a_bom_and_crlf_free_lines_still_imports(db, tmp_
     path = write(tmp_path / "pi-bom.jsonl", b"\xef\xbb\xbf" + src.read_bytes())
     [res] = Importer(db.engine).import_paths([str(path)])
     assert res.error is None and res.messages_added > 0
+
+
+def test_a_session_stored_under_the_old_file_stem_id_is_found_once_and_renamed(db, tmp_path):
+    """Before path-derived ids, an OpenAI chat file was stored under its file stem. After an
+    upgrade, re-importing the same file extends that session (and moves it to the new id); a
+    same-named file with another conversation gets a session of its own, not a refusal."""
+    path = write(tmp_path / "run1" / "task-42.jsonl", chat("ALPHA question", "ALPHA answer"))
+    [first] = Importer(db.engine).import_paths([str(path)])
+    with db.engine.begin() as conn:  # as an older ctxtool stored it
+        conn.exec_driver_sql("UPDATE agent_session SET source_id = 'task-42'")
+    write(path, chat("ALPHA question", "ALPHA answer", "ALPHA more"))
+    [again] = Importer(db.engine).import_paths([str(path)])
+    assert (again.error, again.session_id) == (None, first.session_id)
+    assert (again.messages_added, again.messages_present) == (1, 2)
+    assert db.scalar("SELECT source_id FROM agent_session") == first.source_id
+    # The old id is gone: another task-42 is a new transcript even if it started differently.
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE agent_session SET source_id = 'task-42'")
+    other = write(tmp_path / "run2" / "task-42.jsonl", chat("BETA question", "BETA answer"))
+    [beta] = Importer(db.engine).import_paths([str(other)])
+    assert beta.error is None and beta.session_id != first.session_id and beta.messages_added == 2
+    assert counts(db) == (2, 5, 0)
+    assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE source_id = 'task-42'") == 1

@@ -83,16 +83,23 @@ class ImportedSessions:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def find_or_create(self, source_format: str, source_id: str) -> tuple[int, bool]:
-        """The session id for this source, allocating a new one (committed at once) if needed;
-        True when it was created here (and must be dropped if this import fails)."""
+    def find_or_create(self, source_format: str, source_id: str,
+                       legacy_id: str | None = None) -> tuple[int, str]:
+        """The session id for this source and how it was found: "found", "legacy" (stored under
+        ``legacy_id``, see ``transcripts.files.legacy_source_id``) or "created" (committed at
+        once; dropped again if this import fails)."""
         lookup = sa.select(S.c.session_id).where(S.c.source_format == source_format,
                                                  S.c.source_id == source_id)
         for _attempt in range(20):
             with self.engine.begin() as conn:
                 existing = conn.execute(lookup).scalar()
                 if existing is not None:
-                    return int(existing), False
+                    return int(existing), "found"
+                if legacy_id is not None and legacy_id != source_id:
+                    legacy = conn.execute(sa.select(S.c.session_id).where(
+                        S.c.source_format == source_format, S.c.source_id == legacy_id)).scalar()
+                    if legacy is not None:
+                        return int(legacy), "legacy"
             try:
                 with self.engine.begin() as conn:
                     # One statement allocates max+1 and inserts; a concurrent importer that took
@@ -101,7 +108,7 @@ class ImportedSessions:
                         "INSERT INTO agent_session (session_id, source_format, source_id) "
                         "SELECT COALESCE(MAX(session_id), 0) + 1, :f, :s FROM agent_session"),
                         {"f": source_format, "s": source_id})
-                    return int(conn.execute(lookup).scalar()), True
+                    return int(conn.execute(lookup).scalar()), "created"
             except IntegrityError:
                 continue
         raise CtxtoolError(f"could not allocate a session id for {source_format}:{source_id}")
@@ -139,6 +146,11 @@ class ImportedSessions:
         out.compactions = {r[0] for r in conn.execute(
             sa.select(C.c.source_id).where(C.c.session_id == session_id, C.c.source_id.is_not(None)))}
         return out
+
+    @staticmethod
+    def adopt(conn: Connection, session_id: int, source_id: str) -> None:
+        """Store a session found under its legacy id under its current one from now on."""
+        conn.execute(S.update().where(S.c.session_id == session_id).values(source_id=source_id))
 
     @staticmethod
     def update(conn: Connection, session_id: int, src: SourceSession, path: str) -> None:

@@ -77,7 +77,8 @@ def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
             spool.write(head)
             shutil.copyfileobj(sys.stdin.buffer, spool)
             spool.seek(0)
-            yield spool, f"stdin-{hashlib.sha256(head).hexdigest()[:16]}"
+            # sha1 as ctxtool has always named stdin transcripts: re-imports find them.
+            yield spool, f"stdin-{hashlib.sha1(head).hexdigest()[:16]}"
         return
     mode = os.stat(path).st_mode  # OSError: missing, permission, symlink loop
     if stat.S_ISDIR(mode):
@@ -87,6 +88,13 @@ def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
                                           "save the transcript to a file first")
     with open(path, "rb") as stream:
         yield stream, fallback_source_id(path)
+
+
+def legacy_source_id(path: str) -> str | None:
+    """The id ctxtool gave a transcript without a session id of its own before the fallback
+    below (its file stem alone, which merged same-named files): an upgraded store finds its
+    sessions under it once, if the file agrees with what is stored there."""
+    return None if path == STDIN else Path(path).stem
 
 
 def fallback_source_id(path: str) -> str:
