@@ -22,16 +22,19 @@ _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "comp
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Transcript format (default: detected per file).")
 @click.option("--skip-invalid", is_flag=True,
-              help="Skip (and count) malformed lines instead of rejecting the file.")
+              help="Skip (and count) malformed lines and records that do not fit their format "
+                   "instead of rejecting the file.")
 @output_options
 @pass_app
 def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
     """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
 
     PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input.
-    Re-importing a file, or a longer version of it, adds only what is new. Each file's session
-    is written in one transaction: a file with a bad line is rejected whole (exit 1 if every file
-    failed, 4 if some did) unless --skip-invalid.
+    Re-importing a file, or a longer version of it, adds only what is new; a file that
+    disagrees with the session stored under its id is refused. Each file's session is written in
+    one transaction: a file with a bad line is rejected whole, naming file:line, unless
+    --skip-invalid; a bad file never stops the others (exit 1 if every file failed, 4 if some
+    did).
 
     Example: ctxtool import ~/.claude/projects/my-project/
     """
