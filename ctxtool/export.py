@@ -179,7 +179,7 @@ _CHECKPOINT_LABELS = {
     "checkpoint_id": "checkpoint", "parent_id": "parent", "created_at": "created",
     "summarizer": "summarizer", "summarizer_model": "model", "first_kept_message_id": "cut at",
     "messages_summarised": "summarised", "tokens_before": "before", "tokens_after": "after",
-    "summary_tokens": "summary", "retention": "retained"}
+    "summary_tokens": "summary", "retention": "retention", "carry_over": "carry-over"}
 
 
 def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat,
@@ -190,7 +190,7 @@ def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat,
             return None
         if key == "created_at":
             return value.isoformat(sep=" ", timespec="seconds")
-        return f"{value:.0%}" if key == "retention" else value
+        return f"{value:.0%}" if key in ("retention", "carry_over") else value
 
     table = [{label: cell(key, r[key]) for key, label in _CHECKPOINT_LABELS.items()}
              for r in rows]

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
+from .quality import describe as describe_quality
+from .quality import quality_of
 from .errors import CtxtoolError
 from .records import SUMMARY_PREFIX, Compaction, ContextEntry, Message, RestoredContext, Session
 
@@ -100,12 +102,12 @@ def checkpoint_rows(compactions: Sequence[Compaction], summarised: Sequence[int]
                     summary_tokens: Sequence[int]) -> list[dict[str, Any]]:
     """One row per checkpoint: ``summarised[i]`` is how many stored messages lie between the
     previous cut and checkpoint i's cut; ``summary_tokens[i]`` its summary's tokens (stored or
-    counted). Retention is tokens after / before, where both were recorded."""
+    counted). Retention and carry-over are what ``ctxtool.quality`` measured when the checkpoint
+    was written (the share of the span's facts and of the previous summary's items it kept)."""
     rows = []
     previous: Compaction | None = None
     for cp, n, st in zip(compactions, summarised, summary_tokens):
-        retention = (round(cp.tokens_after / cp.tokens_before, 3)
-                     if cp.tokens_before and cp.tokens_after is not None else None)
+        measured = quality_of(cp.details) or {}
         rows.append({
             "checkpoint_id": cp.id, "parent_id": cp.parent_compaction_id or None,
             "created_at": cp.created_at, "summarizer": cp.summarizer,
@@ -113,7 +115,8 @@ def checkpoint_rows(compactions: Sequence[Compaction], summarised: Sequence[int]
             "cut_from": previous.first_kept_message_id if previous else None,
             "first_kept_message_id": cp.first_kept_message_id,
             "messages_summarised": n, "tokens_before": cp.tokens_before,
-            "tokens_after": cp.tokens_after, "summary_tokens": st, "retention": retention,
+            "tokens_after": cp.tokens_after, "summary_tokens": st,
+            "retention": measured.get("retention"), "carry_over": measured.get("carry_over"),
             "source_id": cp.source_id,
         })
         previous = cp
@@ -267,6 +270,7 @@ class ContextView:
             else None,
             "first_kept_message_id": cp.first_kept_message_id if cp else None,
             "summarizer": cp.summarizer if cp else None,
+            "summary_quality": describe_quality(quality_of(cp.details)) if cp else None,
             "messages_kept": len(self.context.messages),
             "synthetic_results": self.count("synthetic_result"),
             "context_tokens": self.tokens,

@@ -85,7 +85,8 @@ def test_restored_context_counts_and_sends_the_synthetic_results():
 
 def _checkpoints():
     a = Compaction(10, 1, "first summary\nline two", first_kept_message_id=4, tokens_before=900,
-                   tokens_after=300, created_at=T0 + timedelta(minutes=6, seconds=30))
+                   tokens_after=300, created_at=T0 + timedelta(minutes=6, seconds=30),
+                   details={"quality": {"retention": 0.8, "carry_over": None}})
     b = Compaction(11, 1, "second summary\nline two", first_kept_message_id=8,
                    parent_compaction_id=10, created_at=T0 + timedelta(minutes=10, seconds=30))
     return a, b
@@ -128,7 +129,7 @@ def test_checkpoint_rows_and_diff():
     rows = checkpoint_rows([a, b], [3, 4], [12, 14])
     assert [(r["checkpoint_id"], r["parent_id"], r["cut_from"], r["first_kept_message_id"],
              r["messages_summarised"], r["retention"]) for r in rows] == [
-        (10, None, None, 4, 3, 0.333), (11, 10, 4, 8, 4, None)]
+        (10, None, None, 4, 3, 0.8), (11, 10, 4, 8, 4, None)]  # as quality measured it
     assert pick_pair([a, b], None, None) == (a, b)
     assert pick_pair([a], None, None) == (None, a)
     assert pick_pair([a, b], 11, None) == (a, b)

@@ -91,7 +91,10 @@ def test_checkpoints_diff_and_before_first(db, cli):
     assert rows[0]["messages_summarised"] == db.scalar(
         "SELECT COUNT(*) FROM agent_message WHERE id < :c", c=cps[0]["first_kept_message_id"])
     assert all(r["summarizer"] == "extractive" and r["summary_tokens"] > 0 and
-               0 < r["retention"] < 1 for r in rows)
+               0 < r["retention"] <= 1 for r in rows)
+    assert rows[1]["carry_over"] is not None  # the second summary carried the first forward
+    header = json.loads(run(cli, db, "context", "show", "1", "--json").output)
+    assert "retention" in header["summary_quality"]
     table = run(cli, db, "context", "checkpoints", "1").output
     assert "summarised" in table and "extractive" in table and "%" in table
 
