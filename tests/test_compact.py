@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.compaction import CompactionSettings, Compactor
+from ctxtool.compaction import Compactor
 from ctxtool.records import SUMMARY_PREFIX
 from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.store import Store

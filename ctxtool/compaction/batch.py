@@ -8,8 +8,10 @@ filling in counts is the explicit :func:`count_missing` step a real run takes fi
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -97,6 +99,20 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
             _, ctx, _ = read_suffix(store, conn, session_id, encoding, store_counts=True)
             counted += len(ctx.messages)
     return counted
+
+
+def run_concurrently(compact: Callable[[int], CompactionOutcome], session_ids: list[int],
+                     workers: int, on_done: Callable[[CompactionOutcome], None] | None = None
+                     ) -> list[CompactionOutcome]:
+    """``compact`` each session on ``workers`` threads (the LLM calls overlap); outcomes by
+    session id, ``on_done`` called as each finishes (a progress bar)."""
+    outcomes: list[CompactionOutcome] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in as_completed([pool.submit(compact, sid) for sid in session_ids]):
+            outcomes.append(future.result())
+            if on_done:
+                on_done(outcomes[-1])
+    return sorted(outcomes, key=lambda o: o.session_id)
 
 
 def _leased(session_id: int, owner: str, until: datetime | None, estimate: int,

@@ -16,7 +16,7 @@ from .calls import calls_of
 from .files import files_touched, merge_file_lists
 from .outcome import BELOW_THRESHOLD, NOTHING_TO_CUT, OVER_WINDOW
 from .plan import CompactionPlan, CompactionSettings, plan_compaction, plan_message
-from .summarizers.base import SummaryRequest
+from .summarizers.base import Summary, SummaryRequest
 
 MIN_SUMMARY_BUDGET = 256
 
@@ -162,3 +162,10 @@ def checkpoint_values(prep: Preparation, text: str, summary_tokens: int, summari
             "tokens_after": prep.tokens_before - prep.replaced_tokens + summary_tokens,
             "summary_tokens": summary_tokens, "summarizer": summarizer,
             "summarizer_model": model, "details": details}
+
+
+def judge_summary(prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
+                  ) -> tuple[dict, str | None]:
+    """(the checkpoint row with its quality figures, why the summary is refused or None)."""
+    tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
+    return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal

@@ -13,7 +13,6 @@ import os
 import socket
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
@@ -24,13 +23,13 @@ from ..errors import CtxtoolError
 from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
-from .batch import Batch, Candidate, count_missing, find_batch
+from .batch import Batch, Candidate, count_missing, find_batch, run_concurrently
 from .fold import fold
 from .outcome import (COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED,
                       CompactionOutcome)
 from .plan import CompactionSettings
-from .prepare import Preparation, check_summary, checkpoint_values, prepare
-from .settings import lease_seconds_for
+from .prepare import Preparation, judge_summary, prepare
+from .settings import lease_for_plan
 from .summarizers import Summarizer
 from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS
 from .suffix import read_suffix
@@ -105,7 +104,8 @@ class Compactor:
                 values = self._summarise(prep, session.title, out)
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
-            claimed = leases.claim(conn, session_id, self.owner, self._lease_for(prep), prep.parent_id)
+            lease = lease_for_plan(self.summarizer, prep.plan.summarised_tokens, self.lease_seconds)
+            claimed = leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
             if claimed != leases.TAKEN:
                 out.status = claimed
                 lease = leases.holder(conn, session_id) if claimed == leases.HELD else None
@@ -147,14 +147,11 @@ class Compactor:
         out.summarizer, out.model = summary.summarizer, summary.model
         out.summarizer_requests = summary.requests
         out.notes.extend(summary.notes)
-        tokens, refusal = check_summary(prep, summary.text,
-                                        min_carry_over=self.summarizer.min_carry_over)
-        values = checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model)
-        out.summary_tokens = tokens
-        out.retention = values["details"]["quality"]["retention"]
-        out.carry_over = values["details"]["quality"]["carry_over"]
-        out.error = refusal
-        if refusal is not None:
+        values, out.error = judge_summary(prep, summary, min_carry_over=self.summarizer.min_carry_over)
+        quality = values["details"]["quality"]
+        out.summary_tokens = values["summary_tokens"]
+        out.retention, out.carry_over = quality["retention"], quality["carry_over"]
+        if out.error is not None:
             return None
         out.tokens_after = values["tokens_after"]
         return values
@@ -169,13 +166,6 @@ class Compactor:
         else:
             out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
 
-    def _lease_for(self, prep: Preparation) -> int:
-        """The lease this session needs: one request, or one per chunk when it will fold."""
-        requests, bound = 1, self.summarizer.input_tokens
-        if bound and prep.plan is not None and prep.plan.summarised_tokens > bound // 2:
-            requests = -(-prep.plan.summarised_tokens // (bound // 2)) + 1
-        return lease_seconds_for(self.summarizer.seconds_per_request(), requests, self.lease_seconds)
-
     # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
 
     def find_candidates(self, *, force: bool = False, older_than: int | None = None) -> list[Candidate]:
@@ -184,6 +174,7 @@ class Compactor:
 
     def find_batch(self, *, force: bool = False, older_than: int | None = None,
                    limit: int | None = None) -> Batch:
+        """The batch as it stands (see :func:`ctxtool.compaction.batch.find_batch`); reads only."""
         return find_batch(self.engine, self.settings, self.encoding, force=force,
                           older_than=older_than, limit=limit)
 
@@ -219,17 +210,8 @@ class Compactor:
                          on_done: Callable[[CompactionOutcome], None] | None = None
                          ) -> list[CompactionOutcome]:
         """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
-        outcomes: list[CompactionOutcome] = []
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(self.compact_session, sid, force=force, dry_run=dry_run,
-                                   summarize=summarize) for sid in session_ids]
-            for future in as_completed(futures):
-                outcome = future.result()
-                outcomes.append(outcome)
-                if on_done:
-                    on_done(outcome)
-        outcomes.sort(key=lambda o: o.session_id)
-        return outcomes
+        return run_concurrently(lambda sid: self.compact_session(
+            sid, force=force, dry_run=dry_run, summarize=summarize), session_ids, workers, on_done)
 
 
 def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:

@@ -31,3 +31,12 @@ def lease_seconds_for(seconds_per_request: float, requests: int = 1,
     a session for a minute or two, not for an LLM's eleven."""
     needed = int(seconds_per_request * max(1, requests)) + LEASE_MARGIN_S
     return max(needed, requested or 0)
+
+
+def lease_for_plan(summarizer, summarised_tokens: int, requested: int | None = None) -> int:
+    """The lease a compaction needs: one summarizer request, or one per chunk (estimated
+    generously) when a span larger than the summarizer's input bound will be folded."""
+    requests, bound = 1, summarizer.input_tokens
+    if bound and summarised_tokens > bound // 2:
+        requests = -(-summarised_tokens // (bound // 2)) + 1
+    return lease_seconds_for(summarizer.seconds_per_request(), requests, requested)
