@@ -32,6 +32,7 @@ TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
 STDIN = "-"
 _PEEK_RECORDS = 100  # records read ahead to detect and check the format
 _PEEK_LINES = 400
+_PEEK_BYTES = 4 * 1024 * 1024  # read ahead no more than this (records can be megabytes each)
 _BOM = b"\xef\xbb\xbf"
 _STDIN_ID_BYTES = 65536
 
@@ -210,8 +211,10 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
     peeked: list[bytes] = []
     samples: list[dict] = []
     first_bad: tuple[int, str, bytes] | None = None
+    peeked_bytes = 0
     for raw in raw_iter:
         peeked.append(raw)
+        peeked_bytes += len(raw)
         stripped = raw.strip()
         if not stripped:
             continue
@@ -229,7 +232,8 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
             first_bad = (len(peeked), problem, raw)
             if not samples and problem.startswith("expected a JSON object, found list"):
                 return _whole_document(path, peeked, raw_iter, fmt)
-        if len(samples) >= _PEEK_RECORDS or len(peeked) >= _PEEK_LINES:
+        if len(samples) >= _PEEK_RECORDS or len(peeked) >= _PEEK_LINES or (
+                samples and peeked_bytes >= _PEEK_BYTES):
             break
     if not any(r.strip() for r in peeked):
         raise TranscriptError(path, None, "file is empty")
