@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.compaction.calls import call_ids, call_name, well_formed_calls
+from ctxtool.compaction.calls import call_ids, call_name, calls_of
 from ctxtool.compaction.fold import chunk_transcript, fold
 from ctxtool.compaction.plan import CompactionSettings, plan_message
 from ctxtool.compaction.rules import over_window, unsummarised_messages
@@ -19,10 +19,11 @@ from ctxtool.tokens import count_text
 
 @pytest.mark.parametrize("raw", [{"a": 1}, ["call_1"], [None], 42, "x", None, [{"function": 7}]])
 def test_odd_tool_calls_are_no_calls(raw):
-    calls = well_formed_calls(raw)
+    m = Message(1, 1, "assistant", None, tool_calls=raw)
+    calls = calls_of([m])
     assert all(isinstance(c, dict) for c in calls)
     assert all(call_name(c) == "?" for c in calls)
-    assert plan_message(Message(1, 1, "assistant", None, tool_calls=raw)).call_ids == call_ids(raw)
+    assert plan_message(m).call_ids == call_ids(m)
     ExtractiveSummarizer().summarize(SummaryRequest(None, [Message(1, 1, "assistant", None, tool_calls=raw)], {}))
 
 

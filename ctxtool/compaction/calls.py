@@ -1,20 +1,13 @@
-"""Reading the ``tool_calls`` of stored messages defensively.
-
-A runtime may have written anything into the JSON column (``{"a": 1}``, ``["call_1"]``,
-``[null]``, ``42``): compaction reads only well-formed OpenAI-style calls and skips the rest, so
-one odd row never stops a batch. The one place that knows the call's shape.
-"""
+"""Tool calls as compaction reads them: through ``Message.calls()``, the one place that turns
+what a runtime stored (``{"a": 1}``, ``["call_1"]``, ``[null]``, ``42`` included) into calls in
+the API's shape, so one odd row never stops a batch. Names and arguments are read defensively
+here too, for lists of calls that did not come from a message."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-
-def well_formed_calls(tool_calls: Any) -> list[dict]:
-    """The calls of a message that are objects; anything else in the column is ignored."""
-    if not isinstance(tool_calls, list):
-        return []
-    return [c for c in tool_calls if isinstance(c, dict)]
+from ..records import Message
 
 
 def call_name(call: dict) -> str:
@@ -30,11 +23,11 @@ def call_arguments(call: dict) -> Any:
     return function.get("arguments") if isinstance(function, dict) else None
 
 
-def call_ids(tool_calls: Any) -> tuple[str, ...]:
-    """Ids of the well-formed calls (a call without an id answers nothing)."""
-    return tuple(c["id"] if isinstance(c.get("id"), str) else "" for c in well_formed_calls(tool_calls))
+def call_ids(m: Message) -> tuple[str, ...]:
+    """Ids of the message's calls (a call without an id answers nothing)."""
+    return tuple(c["id"] for c in m.calls())
 
 
-def calls_of(messages: Iterable) -> list[dict]:
-    """Every well-formed call made by ``messages``, in order."""
-    return [c for m in messages for c in well_formed_calls(m.tool_calls)]
+def calls_of(messages: Iterable[Message]) -> list[dict]:
+    """Every call made by ``messages``, in order."""
+    return [c for m in messages for c in m.calls()]

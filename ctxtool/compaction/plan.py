@@ -74,7 +74,7 @@ class PlanMessage:
 
 def plan_message(m: Message) -> PlanMessage:
     """The planner's view of a stored message (malformed tool calls carry no id)."""
-    return PlanMessage(m.id, m.role, m.token_count or 0, call_ids(m.tool_calls),
+    return PlanMessage(m.id, m.role, m.token_count or 0, call_ids(m),
                        m.tool_call_id if isinstance(m.tool_call_id, str) else None)
 
 

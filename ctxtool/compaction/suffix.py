@@ -2,8 +2,8 @@
 
 Every path that measures or compacts a session reads it here: the session, its latest
 checkpoint, and its messages from that checkpoint's cut on (never the whole history), with
-malformed ``tool_calls`` read as no calls and missing token counts filled in (in memory, or
-stored where the caller may write).
+missing token counts filled in (in memory, or stored where the caller may write). Malformed
+``tool_calls`` are read through ``Message.calls()`` everywhere, so they count as no calls.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from ..records import Message, RestoredContext, Session, restore_context
 from ..store import Store
 from ..store.counts import count_loaded_messages
 from ..tokens import count_messages, encoding_for_model
-from .calls import well_formed_calls
 
 
 def read_suffix(store: Store, conn: Connection, session_id: int, encoding: str | None,
@@ -25,22 +24,11 @@ def read_suffix(store: Store, conn: Connection, session_id: int, encoding: str |
     enc = encoding_for_model(session.model, encoding).name
     latest = store.latest_compaction(session_id, conn)
     suffix = store.messages(session_id, latest.first_kept_message_id if latest else None, conn=conn)
-    sanitise(suffix)
     if store_counts:
         count_loaded_messages(conn, suffix, enc)
     else:
         count_in_memory(suffix, enc)
     return session, restore_context(session_id, session.system_prompt, latest, suffix), enc
-
-
-def sanitise(messages: list[Message]) -> None:
-    """Odd ``tool_calls`` a runtime wrote (``{"a":1}``, ``["call_1"]``, ``[null]``, ``42``) are
-    read as what they are: no calls. In memory only; history is never rewritten."""
-    for m in messages:
-        if m.tool_calls is not None:
-            calls = well_formed_calls(m.tool_calls)
-            if calls != m.tool_calls:
-                m.tool_calls = calls or None
 
 
 def count_in_memory(messages: list[Message], encoding: str) -> None:

@@ -7,7 +7,7 @@ from typing import Protocol, Sequence
 
 from ...errors import CtxtoolError
 from ...records import Message
-from ..calls import call_arguments, call_name, well_formed_calls
+from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
 DEFAULT_TIMEOUT_S = 120.0
@@ -70,7 +70,7 @@ def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> st
     if m.role == "assistant":
         lines = [f"[Assistant]: {m.content}"] if m.content else []
         lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}"
-                  for c in well_formed_calls(m.tool_calls)]
+                  for c in m.calls()]
         return "\n\n".join(lines)
     if m.role == "tool":
         text = m.content or ""
