@@ -24,7 +24,8 @@ from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript
 from .transcripts.files import (STDIN, CountingStream, expand_paths, legacy_source_id,
-                                main_line_of, open_source, read_transcript)
+                                open_source)
+from .transcripts.reading import main_line_of, read_transcript
 from .transcripts.fields import source_key
 from .transcripts.reconcile import Disagreement, Reconciler
 

@@ -2,7 +2,8 @@
 
 One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``), each a
 :class:`~.walk.FormatParser` with one method per record kind; :data:`FORMATS` is the one registry.
-``files`` finds, opens and detects transcripts; ``reconcile`` holds the pure import rules. Nothing
+``files`` finds and opens transcripts, ``reading`` checks their lines and detects their format;
+``reconcile`` holds the pure import rules. Nothing
 here touches the database (that is ``ctxtool.importer`` and ``ctxtool.store.messages``).
 """
 
