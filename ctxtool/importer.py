@@ -24,7 +24,7 @@ from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript
 from .transcripts.files import (STDIN, CountingStream, expand_paths, legacy_source_id,
-                                open_source)
+                                open_source, printable)
 from .transcripts.reading import main_line_of, read_transcript
 from .transcripts.fields import source_key
 from .transcripts.reconcile import Disagreement, Reconciler
@@ -53,7 +53,7 @@ class FileResult:
     error: str | None = None
 
     def as_dict(self) -> dict:
-        return {"file": self.path, "format": self.format, "session_id": self.session_id,
+        return {"file": printable(self.path), "format": self.format, "session_id": self.session_id,
                 "added": self.messages_added, "present": self.messages_present,
                 "skipped": sum(self.skipped.values()),
                 "compactions": self.compactions_added,
@@ -94,7 +94,7 @@ class Importer:
         """Import one file. Any failure is one line in ``result.error`` naming the file (and the
         line where there is one), with nothing written for the file."""
         result = FileResult(path)
-        shown = "<stdin>" if path == STDIN else path
+        shown = "<stdin>" if path == STDIN else printable(path)
         try:
             with open_source(path) as (stream, fallback_id):
                 self._import_stream(shown, stream, (fallback_id, legacy_source_id(path)), result)

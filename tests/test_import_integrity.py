@@ -271,3 +271,14 @@ def test_a_session_stored_under_the_old_file_stem_id_is_found_once_and_renamed(d
     assert beta.error is None and beta.session_id != first.session_id and beta.messages_added == 2
     assert counts(db) == (2, 5, 0)
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE source_id = 'task-42'") == 1
+
+
+def test_a_file_name_that_is_not_utf8_is_imported_under_a_printable_id(db, cli, tmp_path):
+    folder = os.fsencode(tmp_path)
+    with open(os.path.join(folder, b"caf\xe9.jsonl"), "wb") as f:  # Latin-1 file name
+        f.write(jsonl(chat("bonjour")))
+    result = cli("--db", db.url, "import", "--json", tmp_path)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row["added"] == 1
+    assert db.scalar("SELECT source_id FROM agent_session").startswith("caf\\xe9@")

@@ -71,10 +71,10 @@ def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
         return
     mode = os.stat(path).st_mode  # OSError: missing, permission, symlink loop
     if stat.S_ISDIR(mode):
-        raise TranscriptError(path, None, "is a directory")
+        raise TranscriptError(printable(path), None, "is a directory")
     if not stat.S_ISREG(mode):
-        raise TranscriptError(path, None, "not a regular file (a FIFO, socket or device); "
-                                          "save the transcript to a file first")
+        raise TranscriptError(printable(path), None, "not a regular file (a FIFO, socket or "
+                                                     "device); save the transcript to a file first")
     with open(path, "rb") as stream:
         yield stream, fallback_source_id(path)
 
@@ -83,7 +83,10 @@ def legacy_source_id(path: str) -> str | None:
     """The id ctxtool gave a transcript without a session id of its own before the fallback
     below (its file stem alone, which merged same-named files): an upgraded store finds its
     sessions under it once, if the file agrees with what is stored there."""
-    return None if path == STDIN else Path(path).stem
+    if path == STDIN:
+        return None
+    stem = Path(path).stem
+    return stem if printable(stem) == stem else None  # the old id could not hold such a name
 
 
 def fallback_source_id(path: str) -> str:
@@ -93,7 +96,13 @@ def fallback_source_id(path: str) -> str:
     again (grown, or through a symlink) is the same one; a moved file is a new one."""
     real = os.path.realpath(path)
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return f"{Path(path).stem[:100]}@{digest}"
+    return f"{printable(Path(path).stem)[:100]}@{digest}"
+
+
+def printable(name: str) -> str:
+    """A file name as text a database stores and a terminal shows: bytes that are not UTF-8
+    (kept by Python as lone surrogates) written as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class CountingStream:
