@@ -186,8 +186,10 @@ class Importer:
             if adopt:
                 self.sessions.adopt(conn, result.session_id, result.source_id)
         counts = reconciler.counts
-        result.messages_added, result.compactions_added = writer.messages_added, writer.compactions_added
-        result.messages_present, result.compactions_present = counts.messages_present, counts.compactions_present
+        result.messages_added = writer.messages_added
+        result.compactions_added = writer.compactions_added
+        result.messages_present = counts.messages_present
+        result.compactions_present = counts.compactions_present
         result.skipped.update(transcript.skipped)
         result.skipped.update(counts.skipped)
         result.skipped.update(writer.skipped)

@@ -288,7 +288,8 @@ class MessageWriter:
         self.conn.execute(C.insert().values(
             session_id=self.session_id, summary=comp.summary, first_kept_message_id=first_kept,
             tokens_before=comp.tokens_before,
-            parent_compaction_id=Store(self.conn.engine).latest_compaction_id(self.session_id, self.conn),
+            parent_compaction_id=Store(self.conn.engine).latest_compaction_id(self.session_id,
+                                                                              self.conn),
             summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details))
         self.compactions_added += 1
 
@@ -314,5 +315,6 @@ def _depth(value) -> int:
         node, depth = stack.pop()
         if isinstance(node, (dict, list)):
             deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
     return deepest

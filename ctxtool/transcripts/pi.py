@@ -97,7 +97,8 @@ class PiParser(FormatParser):
         if kind == "message":
             message = f.obj(rec, "message") or {}
         elif kind == "custom_message":
-            message = {"role": "custom", "content": rec.get("content"), "customType": rec.get("customType")}
+            message = {"role": "custom", "content": rec.get("content"),
+                       "customType": rec.get("customType")}
         else:
             message = {"role": "branchSummary", "summary": f.string(rec, "summary")}
         role = message.get("role")
@@ -156,8 +157,8 @@ def _to_message(message: dict, source_id: str, line: int, when, skipped) -> Sour
     if role in ("custom", "hookMessage"):
         custom_type = message.get("customType")
         return SourceMessage(source_id, "user", f.text_of(content, skipped), line, created_at=when,
-                             details={"source_role": role,
-                                      "custom_type": custom_type if isinstance(custom_type, str) else None})
+                             details={"source_role": role, "custom_type":
+                                      custom_type if isinstance(custom_type, str) else None})
     if role == "branchSummary":
         text = ("The conversation came back from another branch, summarised here:\n\n"
                 + (message.get("summary") or ""))

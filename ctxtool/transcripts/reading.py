@@ -172,8 +172,10 @@ def _whole_document(path, peeked, raw_iter, fmt) -> Transcript:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as bad:
-            raise TranscriptError(path, data.count(b"\n", 0, bad.start) + 1, "invalid UTF-8") from None
-        raise TranscriptError(path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+            line = data.count(b"\n", 0, bad.start) + 1
+            raise TranscriptError(path, line, "invalid UTF-8") from None
+        raise TranscriptError(path, exc.lineno,
+                              f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     fmt = fmt or detect_format(doc, path)
     if fmt != "openai-chat":
         raise TranscriptError(path, None,
