@@ -230,16 +230,17 @@ class RestoredContext:
         out.extend(e.to_openai() for e in self.entries())
         return out
 
-    def texts(self) -> list[MessageText]:
+    def texts(self, head_only: bool = False) -> list[MessageText]:
         """Everything the model reads, as countable texts (system prompt, summary and synthetic
-        tool results included)."""
+        tool results included); ``head_only``: the system prompt and the summary."""
         out: list[MessageText] = []
         if self.system_prompt:
             out.append(MessageText("system", self.system_prompt))
         summary = self.summary_message()
         if summary:
             out.append(MessageText("user", summary["content"]))
-        out.extend(e.text() for e in self.entries())
+        if not head_only:
+            out.extend(e.text() for e in self.entries())
         return out
 
 

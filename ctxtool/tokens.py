@@ -178,11 +178,20 @@ def count_messages(messages: Sequence[MessageText], encoding: str | tiktoken.Enc
             texts.append(part)
             owners.append(i)
         counts.append(overhead)
-    if texts:
+    if len(texts) < _BATCH_FROM_TEXTS:
+        # A few texts (a summary, a system prompt): a thread pool costs more than it saves.
+        for owner, text in zip(owners, texts):
+            counts[owner] += len(enc.encode_ordinary(text))
+    else:
         threads = num_threads or min(8, os.cpu_count() or 1)
         for owner, tokens in zip(owners, enc.encode_ordinary_batch(texts, num_threads=threads)):
             counts[owner] += len(tokens)
     return counts
+
+
+# encode_ordinary_batch starts a thread pool on every call (about a millisecond): below this
+# many texts they are encoded one by one.
+_BATCH_FROM_TEXTS = 16
 
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:

@@ -283,16 +283,19 @@ def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
 def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
     stored counts reused where they were made with ``encoding``, the rest counted now."""
-    texts = ctx.texts()
-    head = int(bool(ctx.system_prompt)) + int(ctx.compaction is not None)
+    # Only what has no stored count is turned into text and encoded: this runs for every
+    # session compact --all measures, so it must cost next to nothing when all is counted.
+    texts = ctx.texts(head_only=True)
+    entries = ctx.entries()
     counts: list[int | None] = [None] * len(texts)
-    for i, entry in enumerate(ctx.entries(), start=head):
+    for entry in entries:
         m = entry.message
-        if not (entry.synthetic or entry.orphan) and m.token_count is not None \
-                and m.token_encoding == encoding:
-            counts[i] = m.token_count
+        stored = (not (entry.synthetic or entry.orphan) and m.token_count is not None
+                  and m.token_encoding == encoding)
+        counts.append(m.token_count if stored else None)
     missing = [i for i, c in enumerate(counts) if c is None]
-    for i, n in zip(missing, count_messages([texts[i] for i in missing], encoding)):
+    wanted = [texts[i] if i < len(texts) else entries[i - len(texts)].text() for i in missing]
+    for i, n in zip(missing, count_messages(wanted, encoding)):
         counts[i] = n
     return counts  # type: ignore[return-value]
 
