@@ -8,6 +8,7 @@ adds nothing."""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
@@ -103,7 +104,7 @@ def _poke(rng: random.Random, rec: dict) -> None:
         if not children:
             break
         node = rng.choice(children)
-    value = rng.choice(HOSTILE_VALUES)
+    value = copy.deepcopy(rng.choice(HOSTILE_VALUES))  # never shared: no cycles
     if isinstance(node, dict):
         node[rng.choice(list(node)) if node and rng.random() < 0.85 else "extra"] = value
     elif node:
