@@ -55,7 +55,11 @@ def setup(url: str, sessions: int) -> sa.Engine:
         conn.execute(agent_session.insert(), [{"session_id": s, "model": "gpt-4o"}
                                               for s in range(1, sessions + 1)])
         for s in range(1, sessions + 1):
-            conn.execute(agent_message.insert(), [{"session_id": s, **m} for m in msgs])
+            # One set of keys for every row: executemany takes its columns from the first row
+            # (before this, the tool calls and their links were silently left out).
+            conn.execute(agent_message.insert(), [
+                {"session_id": s, "content": None, "tool_calls": None, "tool_call_id": None, **m}
+                for m in msgs])
     count_tokens(engine)
     return engine
 
