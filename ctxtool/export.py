@@ -243,7 +243,7 @@ def render_markdown(view: ContextView) -> str:
     out += [f"- **{label}:** {_text(value)}" for label, value in describe_header(view)]
     for item in view.items:
         if item.kind == "message" and item is _first_message(view) and _cut_line(view):
-            out += ["", f"---", "", f"> ✂ **{_cut_line(view)}**"]
+            out += ["", "---", "", f"> ✂ **{_cut_line(view)}**"]
         out += ["", f"## {_text(item_title(item))}", ""]
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if item.kind == "summary":

@@ -347,6 +347,40 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     only sessions whose restored context is over their threshold: those are measured one by
     one, newest first, until ``limit`` are found, and get ``context_tokens`` and ``threshold``.
     """
+    query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
+                            model=model, since=since, search=search)
+    with read_connection(engine) as conn:
+        if over_window is None:
+            sessions = conn.execute(query.limit(limit)).all()
+            measured: dict[int, tuple[int, int]] = {}
+        else:
+            sessions, measured = _over_window(Store(engine), conn, query, over_window, limit)
+        ids = [s.session_id for s in sessions]
+        if not ids:
+            return []
+        messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
+                                     .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
+        last = dict(conn.execute(sa.select(M.c.session_id, sa.func.max(M.c.id))
+                                 .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
+        compactions = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
+                                        .where(C.c.session_id.in_(ids)).group_by(C.c.session_id)).all())
+    rows = []
+    for s in sessions:
+        row = {"session_id": s.session_id, "title": s.title, "model": s.model,
+               "user_id": s.user_id, "project_id": s.project_id,
+               "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
+               "messages": int(messages.get(s.session_id, 0)),
+               "compactions": int(compactions.get(s.session_id, 0)),
+               "last_message_id": last.get(s.session_id),
+               "created_at": s.created_at, "leased_by": s.lease_owner}
+        if over_window is not None:
+            row["context_tokens"], row["threshold"] = measured[s.session_id]
+        rows.append(row)
+    return rows
+
+
+def _sessions_query(*, user_id, project_id, source_format, model, since, search):
+    """The sessions matching ``sessions list``'s filters, newest first."""
     query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
                       S.c.source_format, S.c.source_id, S.c.created_at,
                       S.c.lease_owner).order_by(S.c.session_id.desc())
@@ -371,40 +405,19 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
         query = query.where(sa.or_(sa.func.lower(S.c.title).like(pattern, escape="/"),
                                    sa.func.lower(S.c.source_id).like(pattern, escape="/"),
                                    S.c.session_id.in_(first_request)))
-    store = Store(engine)
-    with read_connection(engine) as conn:
-        if over_window is None:
-            sessions = conn.execute(query.limit(limit)).all()
-            measured: dict[int, tuple[int, int]] = {}
-        else:
-            sessions, measured = [], {}
-            for s in conn.execution_options(yield_per=200).execute(query):
-                tokens = store.context_tokens(s.session_id)
-                threshold = over_window.threshold(s.model)
-                if tokens > threshold:
-                    sessions.append(s)
-                    measured[s.session_id] = (tokens, threshold)
-                    if len(sessions) >= limit:
-                        break
-        ids = [s.session_id for s in sessions]
-        if not ids:
-            return []
-        messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
-                                     .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
-        last = dict(conn.execute(sa.select(M.c.session_id, sa.func.max(M.c.id))
-                                 .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
-        compactions = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
-                                        .where(C.c.session_id.in_(ids)).group_by(C.c.session_id)).all())
-    rows = []
-    for s in sessions:
-        row = {"session_id": s.session_id, "title": s.title, "model": s.model,
-               "user_id": s.user_id, "project_id": s.project_id,
-               "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-               "messages": int(messages.get(s.session_id, 0)),
-               "compactions": int(compactions.get(s.session_id, 0)),
-               "last_message_id": last.get(s.session_id),
-               "created_at": s.created_at, "leased_by": s.lease_owner}
-        if over_window is not None:
-            row["context_tokens"], row["threshold"] = measured[s.session_id]
-        rows.append(row)
-    return rows
+    return query
+
+
+def _over_window(store: "Store", conn: Connection, query, settings, limit: int):
+    """The newest sessions of ``query`` whose restored context is over its threshold, measured
+    one by one until ``limit`` are found; with their (tokens, threshold)."""
+    sessions, measured = [], {}
+    for s in conn.execution_options(yield_per=200).execute(query):
+        tokens = store.context_tokens(s.session_id)
+        threshold = settings.threshold(s.model)
+        if tokens > threshold:
+            sessions.append(s)
+            measured[s.session_id] = (tokens, threshold)
+            if len(sessions) >= limit:
+                break
+    return sessions, measured
