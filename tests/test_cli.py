@@ -27,7 +27,7 @@ COMMANDS = [
     ["compact", "--all"], ["compact", "1"], ["compact", "1", "--dry-run"],
     ["context", "show", "1"], ["context", "checkpoints", "1"], ["context", "diff", "1"],
     ["context", "export", "1", "--format", "markdown"],
-    ["sessions", "list"], ["validate"], ["validate", "1"],
+    ["sessions", "list"], ["sessions", "delete", "1", "--yes"], ["validate"], ["validate", "1"],
 ]
 
 BAD_URLS = [

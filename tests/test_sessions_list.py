@@ -86,3 +86,31 @@ def test_context_table_fits_and_width_zero_is_whole(db, cli):
     whole = run(cli, db, "context", "show", "1", "--width", "0").output
     assert "line 39: value = compute(39)" in whole  # a 40-line tool result, whole, on one line
     assert "\\nline 1: value" in whole
+
+
+def test_sessions_delete_needs_yes_and_removes_everything_in_one_go(db, cli):
+    import json as _json
+
+    from ctxtool.db.schema import agent_compaction
+
+    from .builders import add_session
+
+    ids = add_session(db, 1, [{"role": "user", "content": "wrong"}, {"role": "user", "content": "x"}])
+    add_session(db, 2, [{"role": "user", "content": "keep me"}])
+    with db.engine.begin() as conn:
+        conn.execute(agent_compaction.insert().values(session_id=1, summary="s", parent_compaction_id=0,
+                                                      first_kept_message_id=ids[1]))
+    result = cli("--db", db.url, "sessions", "delete", "1")
+    assert result.exit_code == 2 and "add --yes" in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 2
+    result = cli("--db", db.url, "sessions", "delete", "1", "99", "--yes")
+    assert result.exit_code == 1 and "99" in result.output  # unknown: nothing removed at all
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 2
+    result = cli("--db", db.url, "sessions", "delete", "1", "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    assert _json.loads(result.stdout) == [{"session_id": 1, "source": None, "messages": 2,
+                                           "checkpoints": 1, "removed": True}]
+    assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE session_id = 1") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction WHERE session_id = 1") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 2") == 1

@@ -8,7 +8,9 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from ..output import OutputFormat, output_options, print_rows
-from ..store import list_sessions
+from ..db import read_connection
+from ..store import Store, list_sessions
+from ..store.removal import delete_sessions, footprints
 from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
 from . import main, pass_app
@@ -116,3 +118,32 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
               for key, label in labels.items()} for r in rows]
     click.echo(fit_table(table, output, labels.values(), table_width(width),
                          ["title", "source", "model"], optional=["created", "last msg"]))
+
+
+@sessions.command("delete")
+@click.argument("sessions_", metavar="SESSION...", nargs=-1, required=True)
+@click.option("--yes", is_flag=True, help="Really remove them (without it, only say what would go).")
+@output_options
+@pass_app
+def sessions_delete(app, sessions_, yes, output: OutputFormat):
+    """Remove sessions completely — messages, checkpoints and the session — for real mistakes
+    such as a transcript imported with the wrong format. One transaction: all or nothing.
+
+    Without --yes nothing is removed: it lists what would go and exits 2.
+
+    \b
+    Examples:
+      ctxtool sessions delete 42
+      ctxtool sessions delete 42 43 --yes
+    """
+    engine = app.checked_engine()
+    store = Store(engine)
+    ids = [store.resolve_session(ref) for ref in sessions_]
+    if not yes:
+        with read_connection(engine) as conn:
+            planned = footprints(conn, ids)
+        print_rows([f.as_dict() for f in planned], output)
+        raise click.UsageError("nothing removed: add --yes to remove "
+                               f"{len(planned)} session(s) and everything they hold")
+    removed = delete_sessions(engine, ids)
+    print_rows([{**f.as_dict(), "removed": True} for f in removed], output)

@@ -1,0 +1,57 @@
+"""Removing whole sessions: for real mistakes only (a transcript imported into the wrong store,
+with the wrong format). Compaction never deletes anything; this is the one deliberate way out,
+and it removes a session completely — messages, checkpoints and the session row — in one
+transaction, or not at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..errors import CtxtoolError
+
+
+@dataclass(frozen=True)
+class SessionFootprint:
+    """What removing a session takes away."""
+
+    session_id: int
+    source: str | None
+    messages: int
+    checkpoints: int
+
+    def as_dict(self) -> dict:
+        return {"session_id": self.session_id, "source": self.source,
+                "messages": self.messages, "checkpoints": self.checkpoints}
+
+
+def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:
+    """What each session holds (for the confirmation, and the report)."""
+    sources = {r.session_id: (f"{r.source_format}:{r.source_id}" if r.source_format else None)
+               for r in conn.execute(sa.select(S.c.session_id, S.c.source_format, S.c.source_id)
+                                     .where(S.c.session_id.in_(session_ids)))}
+    missing = [sid for sid in session_ids if sid not in sources]
+    if missing:
+        raise CtxtoolError(f"session {missing[0]} does not exist")
+    messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
+                                 .where(M.c.session_id.in_(session_ids)).group_by(M.c.session_id)).all())
+    checkpoints = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
+                                    .where(C.c.session_id.in_(session_ids)).group_by(C.c.session_id)).all())
+    return [SessionFootprint(sid, sources[sid], int(messages.get(sid, 0)),
+                             int(checkpoints.get(sid, 0))) for sid in session_ids]
+
+
+def delete_sessions(engine: Engine, session_ids: list[int]) -> list[SessionFootprint]:
+    """Remove the sessions with everything they hold, in one transaction; what was removed."""
+    ids = list(dict.fromkeys(session_ids))
+    with engine.begin() as conn:
+        removed = footprints(conn, ids)
+        conn.execute(C.delete().where(C.c.session_id.in_(ids)))
+        conn.execute(M.delete().where(M.c.session_id.in_(ids)))
+        conn.execute(S.delete().where(S.c.session_id.in_(ids)))
+    return removed
