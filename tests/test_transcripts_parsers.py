@@ -62,8 +62,8 @@ def test_claude_code_boundary_and_summary_become_a_checkpoint():
         "claude-code",
         cc("u1", None, "user", "hi"),
         {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
-         "logicalParentUuid": "u1", "sessionId": "s-1", "compactMetadata": {"preTokens": 1234,
-                                                                           "trigger": "auto"}},
+         "logicalParentUuid": "u1", "sessionId": "s-1", "timestamp": "2026-03-01T00:25:08.805Z",
+         "compactMetadata": {"preTokens": 1234, "trigger": "auto"}},
         cc("s1", "b1", "user", "Summary of it", isCompactSummary=True),
         cc("u2", "s1", "user", "go on"),
     )
@@ -72,6 +72,8 @@ def test_claude_code_boundary_and_summary_become_a_checkpoint():
     assert (comp.source_id, comp.summary, comp.tokens_before) == ("b1", "Summary of it", 1234)
     assert comp.first_kept_source_id is None  # "the next message"
     assert [m.source_id for m in out if isinstance(m, SourceMessage)] == ["u1", "u2"]
+    # When the agent compacted, not when ctxtool imported it (context show --at bounds by it).
+    assert str(comp.created_at) == "2026-03-01 00:25:08.805000"
 
 
 def test_claude_code_sidechains_and_unknown_kinds_are_counted():
@@ -155,12 +157,13 @@ def test_pi_messages_and_a_compaction_resolving_its_first_kept_entry():
         {"type": "thinking_level_change", "id": "e3", "parentId": "e2"},
         pi("e4", "e3", "toolResult", [{"type": "text", "text": "data"}], toolCallId="c1", toolName="read"),
         {"type": "compaction", "id": "e5", "parentId": "e4", "summary": "did things",
-         "firstKeptEntryId": "e3", "tokensBefore": 900},
+         "firstKeptEntryId": "e3", "tokensBefore": 900, "timestamp": "2026-01-01T00:05:00Z"},
     )
     assert [(m.source_id, m.role) for m in out[:3]] == [("e1", "user"), ("e2", "assistant"), ("e4", "tool")]
     comp = out[3]
     # e3 is no message: the first message at or after it is e4.
     assert (comp.first_kept_source_id, comp.tokens_before) == ("e4", 900)
+    assert str(comp.created_at) == "2026-01-01 00:05:00"
     assert t.session.source_id == "pi-1" and t.skipped["thinking_level_change"] == 1
 
 

@@ -290,7 +290,10 @@ class MessageWriter:
             tokens_before=comp.tokens_before,
             parent_compaction_id=Store(self.conn.engine).latest_compaction_id(self.session_id,
                                                                               self.conn),
-            summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details))
+            summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details,
+            # When the agent compacted (`context show --at` bounds a context by it); the import
+            # time only when the transcript does not say.
+            **({"created_at": comp.created_at} if comp.created_at else {})))
         self.compactions_added += 1
 
 

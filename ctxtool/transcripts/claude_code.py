@@ -183,7 +183,8 @@ def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, i
         summary=f.text_of(message.get("content")), line=line.number,
         tokens_before=f.integer(meta.get("preTokens")),
         details={"trigger": trigger if isinstance(trigger, str) else None,
-                 "summary_uuid": line.obj.get("uuid")})
+                 "summary_uuid": line.obj.get("uuid")},
+        created_at=f.parse_time(boundary.get("timestamp")) or f.parse_time(line.obj.get("timestamp")))
 
 
 def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:

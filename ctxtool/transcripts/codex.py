@@ -114,7 +114,8 @@ class CodexParser(FormatParser):
         history = payload.get("replacement_history")
         return self._flush() + [SourceCompaction(
             self.ids(None, line.number), _compacted_summary(payload), line.number,
-            details={"replacement_history_items": len(history) if isinstance(history, list) else 0})]
+            details={"replacement_history_items": len(history) if isinstance(history, list) else 0},
+            created_at=f.parse_time(line.obj.get("timestamp")))]
 
     def _item(self, line: Line) -> list[Record] | None:
         payload = self._payload(line)

@@ -142,7 +142,8 @@ class PiParser(FormatParser):
         return [SourceCompaction(self.ids(rec.get("id"), line.number), summary, line.number,
                                  first_kept_source_id=self.by_key.get(key) if key else None,
                                  tokens_before=f.integer(rec.get("tokensBefore")),
-                                 details=details or None)]
+                                 details=details or None,
+                                 created_at=f.parse_time(rec.get("timestamp")))]
 
     handlers = {"session": _session, "message": _message, "custom_message": _message,
                 "branch_summary": _message, "model_change": _model_change,

@@ -88,6 +88,7 @@ class SourceCompaction:
     first_kept_source_id: str | None = None
     tokens_before: int | None = None
     details: dict[str, Any] | None = None
+    created_at: datetime | None = None  # when the agent compacted, from the record's time
 
 
 Record = SourceMessage | SourceCompaction
