@@ -104,6 +104,15 @@ def empty_db(request, tmp_path):
 
 
 @pytest.fixture
+def sqlite_db(tmp_path):
+    """A SQLite store with the full schema, for what is the same on every database (one run
+    is enough) — never a skipped MySQL twin."""
+    db = Database("sqlite", f"sqlite:///{tmp_path / 'ctx.db'}").migrate()
+    yield db
+    db.engine.dispose()
+
+
+@pytest.fixture
 def mysql_empty_db(mysql8_sql_mode):
     """An empty MariaDB/MySQL database, for what only a server has (non-transactional DDL,
     InnoDB locking between two real connections)."""

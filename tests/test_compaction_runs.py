@@ -74,9 +74,8 @@ def test_dry_run_writes_nothing(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
 
 
-def test_dry_run_works_for_a_read_only_user(db, cli):
-    if db.kind != "mysql":
-        pytest.skip("database users are a server feature")
+def test_dry_run_works_for_a_read_only_user(mysql_db, cli):
+    db = mysql_db
     add_session(db, 1, coding_session(12), model="gpt-4o")
     url = sa.engine.make_url(db.url)
     user = f"ro_{url.database}"[:32]
@@ -165,12 +164,11 @@ def test_the_lease_is_sized_from_the_summarizer_in_use(db):
     assert 350 <= watcher.seconds <= 377  # 100 s x 3 attempts + backoff + margin
 
 
-def test_a_message_committed_late_below_the_cut_is_not_lost(db):
+def test_a_message_committed_late_below_the_cut_is_not_lost(mysql_db):
     """A inserts a message and has not committed; B inserts two and commits; compaction cuts
     after them; then A commits. The late message must end up summarised (or kept), never in
     neither: the append's locking read waits for A and sees the span changed, so it plans again."""
-    if db.kind != "mysql":
-        pytest.skip("needs two concurrent writers (SQLite has one)")
+    db = mysql_db
     add_session(db, 1, coding_session(8), model="gpt-4o")
     a = db.engine.connect()
     tx = a.begin()
@@ -198,9 +196,8 @@ def test_a_message_committed_late_below_the_cut_is_not_lost(db):
     assert late in ctx_ids or "LATE-REQUEST" in cp.summary
 
 
-def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(db):
-    if db.kind != "sqlite":
-        pytest.skip("one database is enough for the size; the folding is the same")
+def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(sqlite_db):
+    db = sqlite_db
     word = " ".join(f"tok{i}" for i in range(250))           # ~500 tokens of varied text
     turn = [{"role": "user", "content": "Step request: " + word},
             {"role": "assistant", "content": "Done: " + word}]
@@ -310,9 +307,8 @@ def test_one_session_honours_row_formats(db, cli):
     assert len(nl) == 1 and json.loads(nl[0])["status"] == "planned"
 
 
-def test_the_documented_cron_line_works_from_a_bare_environment(db, cli):
-    if db.kind != "sqlite":
-        pytest.skip("the script is the same for every database")
+def test_the_documented_cron_line_works_from_a_bare_environment(sqlite_db, cli):
+    db = sqlite_db
     add_session(db, 1, coding_session(12), model="gpt-4o")
     env = {"PATH": "/usr/bin:/bin", "CTXTOOL_DATABASE_URL": db.url, "CTXTOOL_COMPACT_OLDER_THAN": "0s",
            "HOME": os.environ.get("HOME", "/tmp")}

@@ -57,9 +57,6 @@ class AppContext:
         Migrator(engine).require_current()
         return engine
 
-    # Kept for the command modules written before the rename.
-    store_engine = checked_engine
-
 
 pass_app = click.make_pass_decorator(AppContext)
 

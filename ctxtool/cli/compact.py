@@ -101,7 +101,7 @@ def compact(app, session_id, all_sessions, output: OutputFormat, **options):
     if options["summarize"] and not options["dry_run"]:
         raise click.UsageError("--summarize goes with --dry-run (a real run summarises anyway)")
     summarizer = make_summarizer(_summarizer_settings(options))
-    engine = app.store_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
+    engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
     compactor = Compactor(engine, summarizer, CompactionSettings(
         context_window=options["context_window"], reserve_tokens=options["reserve_tokens"],
         keep_recent_tokens=options["keep_recent_tokens"]),

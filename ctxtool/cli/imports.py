@@ -38,7 +38,7 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
 
     Example: ctxtool import ~/.claude/projects/my-project/
     """
-    engine = app.store_engine()
+    engine = app.checked_engine()
     files = expand_paths(paths)
     if not files:
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
