@@ -57,3 +57,30 @@ def add_session(db: Database, session_id: int, messages: list[dict], model: str 
             result = conn.execute(agent_message.insert().values(session_id=session_id, **m))
             ids.append(result.inserted_primary_key[0])
     return ids
+
+
+def run_on_a_terminal(args: list[str], stream: str = "stdout", env: dict | None = None
+                      ) -> tuple[int, str]:
+    """Run ``python -m ctxtool ARGS`` with ``stream`` (stdout or stderr) on a pseudo-terminal
+    and the other discarded; return its exit code and what it wrote there."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: follower}
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdin=subprocess.DEVNULL,
+                            env=env, **streams)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    return proc.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from click.testing import CliRunner
 from ctxtool.cli import main
 from ctxtool.db import mask_url, scrub
 
-from .builders import add_session
+from .builders import add_session, run_on_a_terminal
 from .conftest import TRANSCRIPTS
 
 SECRET = "s3cr3tPw"
@@ -176,32 +175,12 @@ def test_completion_scripts_and_whole_descriptions_in_help():
         assert "--db URL" in text
 
 
-def _on_a_terminal(args: list[str], env: dict) -> str:
-    """Run ctxtool with stdout on a pseudo-terminal; return what it printed."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdout=follower,
-                            stderr=subprocess.DEVNULL, env=env)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(leader)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
 def test_colour_on_a_terminal_only(db, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
     args = ["--db", db.url, "migrate", "status"]
-    shown = _on_a_terminal(args, {**env, "TERM": "xterm"})
+    shown = run_on_a_terminal(args, env={**env, "TERM": "xterm"})[1]
     assert "\x1b[32mapplied" in shown, shown
-    assert "\x1b[" not in _on_a_terminal(args, {**env, "TERM": "xterm", "NO_COLOR": "1"})
+    assert "\x1b[" not in run_on_a_terminal(args, env={**env, "TERM": "xterm", "NO_COLOR": "1"})[1]
     piped = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
                            text=True, env=env)
     assert piped.returncode == 0 and "applied" in piped.stdout and "\x1b[" not in piped.stdout

@@ -10,6 +10,7 @@ import pytest
 from ctxtool.importer import Importer
 from ctxtool.store import Store, validate
 
+from .builders import run_on_a_terminal
 from .conftest import TRANSCRIPTS
 
 ALL_FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj"))
@@ -273,32 +274,9 @@ def test_two_imports_of_one_file_at_once(db):
     assert sorted(r.messages_present for r in results)[0] == 0
 
 
-def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str]:
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdout=subprocess.DEVNULL,
-                            stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(timeout=120), b"".join(chunks).decode(errors="replace")
-
-
 def test_progress_on_a_terminal_and_quiet_when_piped(db, cli):
     path = TRANSCRIPTS / "pi" / "before-compaction.jsonl"
-    code, terminal = _run_with_stderr_on_a_terminal(["--db", db.url, "import", str(path)])
+    code, terminal = run_on_a_terminal(["--db", db.url, "import", str(path)], stream="stderr")
     assert code == 0, terminal
     assert "importing" in terminal and "100%" in terminal
     result = cli("--db", db.url, "import", path)
