@@ -91,7 +91,7 @@ def main() -> None:
         path = os.path.join(tmp, "bench.jsonl")
         write_transcript(path, args.messages)
         items = sdk_items(path)
-        n = args.messages
+        n = -(-args.messages // 3) * 3  # whole turns of three messages
         sdk_url = args.db.replace("mysql+pymysql://", "mysql+aiomysql://")
         ours, theirs = [], []
         for run in range(args.repeat):

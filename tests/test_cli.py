@@ -222,3 +222,20 @@ def test_every_command_documents_itself_and_every_option_has_help():
 def test_an_unknown_source_format_is_a_usage_error(db):
     result = _run(["--db", db.url, "sessions", "list", "--source-format", "claude"])
     assert result.exit_code == 2 and "claude-code" in result.output
+
+
+def test_every_session_argument_takes_the_transcripts_own_id(db, cli):
+    """The id a user has is the transcript's (a Claude Code file name): every command that names
+    a session takes it, or a unique prefix of it (#11, #12 item 8)."""
+    path = TRANSCRIPTS / "claude-code" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    for args, code in ((["compact", "fe5e1c67", "--dry-run", "--json"], 0),
+                       (["validate", "fe5e1c67"], 0), (["tokens", "count", "fe5e1c67"], 0),
+                       (["tokens", "report", "fe5e1c67", "--json"], 0),
+                       (["context", "show", "fe5e1c67-53e7", "--json"], 0),
+                       (["context", "checkpoints", "fe5e1c67"], 0),
+                       (["sessions", "delete", "fe5e1c67"], 2)):
+        result = cli("--db", db.url, *args)
+        assert result.exit_code == code, (args, result.output)
+    plan = json.loads(cli("--db", db.url, "compact", "fe5e1c67", "--dry-run", "--json").stdout)
+    assert plan["session_id"] == 1

@@ -12,6 +12,7 @@ from ..compaction.summarizers import DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
+from ..store import Store
 from . import main, pass_app
 
 _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
@@ -32,7 +33,7 @@ class Duration(click.ParamType):
 
 
 @main.command()
-@click.argument("session_id", type=int, required=False)
+@click.argument("session", required=False)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job).")
 @click.option("--limit", type=click.IntRange(1),
               help="With --all: compact at most N sessions, the largest overruns first.")
@@ -82,7 +83,7 @@ class Duration(click.ParamType):
               "summarizer: LLM timeout x attempts per request + 60 s; 2 minutes for extractive].")
 @output_options
 @pass_app
-def compact(app, session_id, all_sessions, output: OutputFormat, **options):
+def compact(app, session, all_sessions, output: OutputFormat, **options):
     """Compact a session's context: summarise old messages, keep recent ones verbatim.
 
     Only adds an agent_compaction row; history is never changed. Exit code 0 when everything
@@ -94,8 +95,8 @@ def compact(app, session_id, all_sessions, output: OutputFormat, **options):
       ctxtool compact --all --workers 8 --older-than 10m
       ctxtool compact --all --dry-run --summarize --summarizer openai --model gpt-5-mini
     """
-    if (session_id is None) == (not all_sessions):
-        raise click.UsageError("give a SESSION_ID or --all")
+    if (session is None) == (not all_sessions):
+        raise click.UsageError("give a SESSION or --all")
     if options["limit"] is not None and not all_sessions:
         raise click.UsageError("--limit goes with --all")
     if options["summarize"] and not options["dry_run"]:
@@ -110,7 +111,8 @@ def compact(app, session_id, all_sessions, output: OutputFormat, **options):
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
     run = dict(force=options["force"], dry_run=options["dry_run"], summarize=options["summarize"])
-    if session_id is not None:
+    if session is not None:
+        session_id = Store(engine).resolve_session(session)  # id, source id or unique prefix
         _one(compactor.compact_session(session_id, **run), output)
     else:
         _all(compactor, run, options, output)
