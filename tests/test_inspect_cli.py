@@ -174,6 +174,8 @@ def test_stored_escape_sequences_never_reach_the_terminal(db, cli):
         out = run(cli, db, "context", "export", "1", "--format", fmt).output
         assert "\x1b" not in out and "\x07" not in out
     assert "\x1b" not in run(cli, db, "sessions", "list").output
+    for fmt in ("--csv", "--nl"):  # a CSV read in a terminal must not drive it either
+        assert "\x1b" not in run(cli, db, "sessions", "list", fmt).output.replace("\\u001b", "")
     doc = json.loads(run(cli, db, "context", "show", "1", "--json").output)
     assert doc["messages"][1]["content"] == "hi " + evil  # --json stays exact
 
