@@ -101,7 +101,7 @@ class Compactor:
                 out.status = prep.status or PLANNED
                 return
             if dry_run:
-                values = self._summarise(prep, session.title, out)
+                values = summarise(self.summarizer, prep, session.title, out)
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
             lease = lease_for_plan(self.summarizer, prep.plan.summarised_tokens, self.lease_seconds)
@@ -113,9 +113,9 @@ class Compactor:
                     out.notes.append(f"leased by {lease.owner} until {lease.expires_at}")
                 return
             try:
-                values = self._summarise(prep, session.title, out)
+                values = summarise(self.summarizer, prep, session.title, out)
                 if values is not None:
-                    self._append(conn, prep, values, out)
+                    append(conn, self.owner, prep, values, out)
                 else:
                     out.status = REJECTED
             finally:
@@ -135,36 +135,6 @@ class Compactor:
         prep = prepare(ctx, session.model, self.settings, encoding,
                        max_summary_tokens=self.max_summary_tokens, force=force)
         return session, prep
-
-    def _summarise(self, prep: Preparation, title: str | None,
-                   out: CompactionOutcome) -> dict | None:
-        """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
-        the checkpoint row to write, or None with the refusal left in ``out.error``."""
-        started = time.perf_counter()
-        summary = fold(self.summarizer.summarize, prep.request(title), self.summarizer.input_tokens,
-                       estimated_tokens=prep.plan.summarised_tokens)
-        out.summarizer_seconds = time.perf_counter() - started
-        out.summarizer, out.model = summary.summarizer, summary.model
-        out.summarizer_requests = summary.requests
-        out.notes.extend(summary.notes)
-        values, out.error = judge_summary(prep, summary, min_carry_over=self.summarizer.min_carry_over)
-        quality = values["details"]["quality"]
-        out.summary_tokens = values["summary_tokens"]
-        out.retention, out.carry_over = quality["retention"], quality["carry_over"]
-        if out.error is not None:
-            return None
-        out.tokens_after = values["tokens_after"]
-        return values
-
-    def _append(self, conn: Connection, prep: Preparation, values: dict,
-                out: CompactionOutcome) -> None:
-        result = append_checkpoint(conn, owner=self.owner, parent_id=prep.parent_id,
-                                   values=values, span=prep.span())
-        if isinstance(result, int):
-            out.compaction_id = result
-            out.status = _fits(out, prep, COMPACTED)
-        else:
-            out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
 
     # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
 
@@ -212,6 +182,39 @@ class Compactor:
         """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
         return run_concurrently(lambda sid: self.compact_session(
             sid, force=force, dry_run=dry_run, summarize=summarize), session_ids, workers, on_done)
+
+
+def summarise(summarizer: Summarizer, prep: Preparation, title: str | None,
+              out: CompactionOutcome) -> dict | None:
+    """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
+    the checkpoint row to write, or None with the refusal left in ``out.error``."""
+    started = time.perf_counter()
+    summary = fold(summarizer.summarize, prep.request(title), summarizer.input_tokens,
+                   estimated_tokens=prep.plan.summarised_tokens)
+    out.summarizer_seconds = time.perf_counter() - started
+    out.summarizer, out.model = summary.summarizer, summary.model
+    out.summarizer_requests = summary.requests
+    out.notes.extend(summary.notes)
+    values, out.error = judge_summary(prep, summary, min_carry_over=summarizer.min_carry_over)
+    quality = values["details"]["quality"]
+    out.summary_tokens = values["summary_tokens"]
+    out.retention, out.carry_over = quality["retention"], quality["carry_over"]
+    if out.error is not None:
+        return None
+    out.tokens_after = values["tokens_after"]
+    return values
+
+
+def append(conn: Connection, owner: str, prep: Preparation, values: dict,
+           out: CompactionOutcome) -> None:
+    """Write the checkpoint (the append proves the summarised span and releases the lease)."""
+    result = append_checkpoint(conn, owner=owner, parent_id=prep.parent_id, values=values,
+                               span=prep.span())
+    if isinstance(result, int):
+        out.compaction_id = result
+        out.status = _fits(out, prep, COMPACTED)
+    else:
+        out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
 
 
 def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
