@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from ..output import OutputFormat, output_options, print_rows
+from ..compaction.plan import CompactionSettings
 from ..db import read_connection
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints
@@ -50,15 +51,7 @@ class SinceType(click.ParamType):
 
 
 def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
-    """The compaction settings whose threshold `--over-window` uses (the same as `compact`'s).
-    Compaction is being restructured; take its settings from wherever they live now."""
-    try:
-        from ..compaction import CompactionSettings
-    except ImportError:  # pragma: no cover - a layout of the restructuring in progress
-        try:
-            from ..compaction.settings import CompactionSettings  # type: ignore[no-redef]
-        except ImportError:
-            from ..compaction.plan import CompactionSettings  # type: ignore[no-redef]
+    """The compaction settings whose threshold `--over-window` uses (the same as `compact`'s)."""
     options = {"context_window": context_window}
     if reserve_tokens is not None:
         options["reserve_tokens"] = reserve_tokens
