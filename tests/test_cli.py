@@ -158,9 +158,14 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     shown = _run(["--config", str(secret), "config"]).output
     assert SECRET not in shown and "u:***@db.internal" in shown
     bad = tmp_path / "bad.toml"
-    bad.write_text("[compact\n")
-    result = _run(["--config", str(bad), "config"])
-    assert result.exit_code == 2 and "invalid TOML" in result.output
+    for text, needle in (("[compact\n", "invalid TOML"),
+                         ("compact = 5\n", "[compact] must be a table"),
+                         ("[compact]\nreserve-tokns = 5\n", "compact.reserve_tokns: no such command or option"),
+                         ("[compact]\nworkers = \"many\"\n", "--workers")):
+        bad.write_text(text)
+        result = _run(["--config", str(bad), "compact", "--all", "--dry-run"])
+        assert result.exit_code == 2 and needle in result.output, (text, result.output)
+        _assert_one_clean_line(result, text)
 
 
 def test_completion_scripts_and_whole_descriptions_in_help():

@@ -148,18 +148,25 @@ def _fail(message: str, code: int):
     raise err
 
 
-def _by_parameter_name(command: click.Command, table: dict) -> dict:
+def _by_parameter_name(command: click.Command, table: dict, where: str = "") -> dict:
     """A config table keyed the way click's ``default_map`` wants it: an option written as in
-    the command line (``summarizer``, ``keep-recent-tokens``) becomes its parameter's name."""
+    the command line (``summarizer``, ``keep-recent-tokens``) becomes its parameter's name.
+    A key that is neither a subcommand's table nor an option of the command is an error (a
+    misspelt setting must not be ignored in silence)."""
     out: dict = {}
     for key, value in table.items():
+        name = f"{where}.{key}" if where else key
         sub = command.commands.get(key) if isinstance(command, click.Group) else None
-        if sub is not None and isinstance(value, dict):
-            out[key] = _by_parameter_name(sub, value)
+        if sub is not None:
+            if not isinstance(value, dict):
+                raise CtxtoolError(f"[{name}] must be a table of {key}'s options")
+            out[key] = _by_parameter_name(sub, value, name)
             continue
         flag = "--" + key.replace("_", "-")
         param = next((p for p in command.params
-                      if p.name == key or flag in getattr(p, "opts", ())), None)
+                      if isinstance(p, click.Option) and (p.name == key or flag in p.opts)), None)
+        if param is None and not (command is main and key == "url"):
+            raise CtxtoolError(f"{name}: no such command or option")
         out[param.name if param is not None else key] = value
     return out
 
@@ -169,10 +176,11 @@ def _load_config(ctx, _param, value):
     the defaults of every option (click's ``default_map``)."""
     try:
         config = load_config(value)
+        defaults = _by_parameter_name(ctx.command, config.option_defaults())
     except CtxtoolError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param_hint="--config") from None
-    ctx.default_map = {**_by_parameter_name(ctx.command, config.option_defaults()),
-                       **(ctx.default_map or {})}
+        where = f"{config.path}: " if "config" in locals() and config.path else ""
+        raise click.BadParameter(where + str(exc), ctx=ctx, param_hint="--config") from None
+    ctx.default_map = {**defaults, **(ctx.default_map or {})}
     ctx.meta["ctxtool.config"] = config
     return value
 
