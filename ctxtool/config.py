@@ -55,6 +55,21 @@ def _normalise(table: dict[str, Any]) -> dict[str, Any]:
             for key, value in table.items()}
 
 
+def _check_database_table(data: dict, path: Path) -> None:
+    """``[database]`` holds one string, ``url``; anything else is a mistake to name, not to
+    drop (the default database would be used in silence)."""
+    table = data.get("database")
+    if table is None:
+        return
+    if not isinstance(table, dict):
+        raise CtxtoolError(f"{path}: database must be a table: [database] url = \"...\"")
+    unknown = sorted(set(table) - {"url"})
+    if unknown:
+        raise CtxtoolError(f"{path}: database.{unknown[0]}: no such setting (only url)")
+    if not isinstance(table.get("url", ""), str):
+        raise CtxtoolError(f"{path}: database.url must be a string")
+
+
 def candidate_paths(explicit: str | None = None, cwd: Path | None = None) -> list[Path]:
     """Where a configuration file is looked for, in order."""
     if explicit:
@@ -84,5 +99,6 @@ def load_config(explicit: str | None = None) -> Config:
             raise CtxtoolError(f"{path}: cannot read the configuration file ({exc})") from None
         except tomllib.TOMLDecodeError as exc:
             raise CtxtoolError(f"{path}: invalid TOML: {exc}") from None
+        _check_database_table(data, path)
         return Config(path, data)
     return Config()

@@ -99,6 +99,10 @@ def test_masking_handles_urls_that_do_not_parse():
     assert SECRET not in mask_url(f"root:{SECRET}@host/x")
     assert SECRET not in mask_url(f"mysql+pymysql://root:ab@{SECRET}@h/x")
     assert SECRET not in mask_url(f"mysql://u@h/x?ssl_ca=/a&password={SECRET}")
+    for tail in ("?x", "/x"):  # parses, with a '?' or a '/' in the password
+        odd = f"mysql://u:{SECRET}{tail}@h/db"
+        assert SECRET not in mask_url(odd) and mask_url(odd) == "mysql://u:***@h/db"
+        assert SECRET not in scrub(f"driver said {SECRET}{tail}", odd)
     assert mask_url("sqlite:///a/b@c.db") == "sqlite:///a/b@c.db"
     # A short password is scrubbed as a word, not out of every word that contains it.
     assert scrub("Access denied for user 'pw' (using pw)", "mysql://pw:pw@h/x") == \
@@ -161,7 +165,9 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     for text, needle in (("[compact\n", "invalid TOML"),
                          ("compact = 5\n", "[compact] must be a table"),
                          ("[compact]\nreserve-tokns = 5\n", "compact.reserve_tokns: no such command or option"),
-                         ("[compact]\nworkers = \"many\"\n", "--workers")):
+                         ("[compact]\nworkers = \"many\"\n", "--workers"),
+                         ('database = "sqlite:///x.db"\n', "database must be a table"),
+                         ('[database]\nulr = "sqlite:///x.db"\n', "database.ulr: no such setting")):
         bad.write_text(text)
         result = _run(["--config", str(bad), "compact", "--all", "--dry-run"])
         assert result.exit_code == 2 and needle in result.output, (text, result.output)

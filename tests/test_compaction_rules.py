@@ -34,6 +34,12 @@ def test_durations_need_a_unit():
         with pytest.raises(CtxtoolError) as info:
             parse_duration(bad)
         assert info.value.exit_code == 2 and "unit" in str(info.value)
+    # Digits of other scripts are not a number here; a span no server can subtract is refused.
+    for bad in ("１０m", "٣h", "99999999999d", "3651d"):
+        with pytest.raises(CtxtoolError) as info:
+            parse_duration(bad)
+        assert info.value.exit_code == 2
+    assert parse_duration("2w") == 14 * 86400 and parse_duration("3650d") == 3650 * 86400
 
 
 def test_lease_is_sized_from_the_summarizer_in_use():

@@ -422,3 +422,17 @@ def test_the_thread_switch_interval_is_restored_after_imports(db, tmp_path):
     for t in threads:
         t.join()
     assert sys.getswitchinterval() == before
+
+
+def test_skip_invalid_also_skips_bad_messages_of_a_single_json_document(db, tmp_path):
+    """A pretty-printed message list is read as one document: --skip-invalid must skip its bad
+    messages as it does a JSONL file's bad lines (it used to refuse the file all the same)."""
+    doc = b'[\n {"role": "user", "content": "hi"},\n {"role": "assistant", "content": "x", "name": [1]},\n' \
+          b' 5,\n {"role": "user", "content": "more"}\n]\n'
+    path = _write(tmp_path, "doc.json", doc)
+    [strict] = _import(db, path)
+    assert strict.error and "doc.json" in strict.error and "--skip-invalid" in strict.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+    [lenient] = _import(db, path, skip_invalid=True)
+    assert lenient.error is None and lenient.messages_added == 2
+    assert lenient.skipped["invalid_record"] == 2

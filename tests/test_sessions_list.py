@@ -114,3 +114,13 @@ def test_sessions_delete_needs_yes_and_removes_everything_in_one_go(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction WHERE session_id = 1") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 2") == 1
+
+
+def test_since_takes_the_same_ages_as_older_than_and_refuses_what_overflows(db, cli):
+    from .builders import add_session
+
+    add_session(db, 1, [{"role": "user", "content": "x"}])
+    assert cli("--db", db.url, "sessions", "list", "--since", "2w").exit_code == 0
+    for bad in ("5000000d", "１０m"):
+        result = cli("--db", db.url, "sessions", "list", "--since", bad)
+        assert result.exit_code == 2 and "invalid duration" in result.output, result.output

@@ -175,11 +175,13 @@ def _load_config(ctx, _param, value):
     """Eager: the configuration file is read before any other option, so its values become
     the defaults of every option (click's ``default_map``)."""
     try:
-        config = load_config(value)
+        config = load_config(value)  # its errors name the file
+    except CtxtoolError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param_hint="--config") from None
+    try:
         defaults = _by_parameter_name(ctx.command, config.option_defaults())
     except CtxtoolError as exc:
-        where = f"{config.path}: " if "config" in locals() and config.path else ""
-        raise click.BadParameter(where + str(exc), ctx=ctx, param_hint="--config") from None
+        raise click.BadParameter(f"{config.path}: {exc}", ctx=ctx, param_hint="--config") from None
     ctx.default_map = {**defaults, **(ctx.default_map or {})}
     ctx.meta["ctxtool.config"] = config
     return value

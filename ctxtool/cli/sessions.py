@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 
 import click
 
 from ..output import OutputFormat, output_options, print_rows
 from ..compaction.plan import CompactionSettings
+from ..compaction.settings import parse_duration
 from ..db import read_connection
+from ..errors import CtxtoolError
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints
 from ..transcripts import FORMATS
@@ -29,17 +30,17 @@ class SinceType(click.ParamType):
     """A point in time: an ISO date or time (UTC), or an age such as 30m, 12h, 7d, 2w."""
 
     name = "SINCE"
-    _AGE = re.compile(r"^(\d+)\s*([smhdw])$")
-    _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
     def convert(self, value, param, ctx):
         if isinstance(value, datetime):
             return value
         text = str(value).strip()
-        age = self._AGE.match(text)
-        if age:
-            delta = timedelta(**{self._UNITS[age.group(2)]: int(age.group(1))})
-            return datetime.now(timezone.utc).replace(tzinfo=None) - delta
+        if text[-1:] in ("s", "m", "h", "d", "w"):  # an age, read as compact's --older-than
+            try:
+                seconds = parse_duration(text)
+            except CtxtoolError as exc:
+                self.fail(str(exc), param, ctx)
+            return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
         try:
             when = datetime.fromisoformat(text)
         except ValueError:
@@ -72,7 +73,7 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
 @click.option("--over-window", is_flag=True,
               help="Only sessions whose restored context is over their compaction threshold "
                    "(context window - reserve); adds context_tokens and threshold.")
-@click.option("--context-window", type=click.IntRange(1), metavar="TOKENS",
+@click.option("--context-window", type=click.IntRange(1024), metavar="TOKENS",
               help="With --over-window: the window to assume instead of the model's.")
 @click.option("--reserve-tokens", type=click.IntRange(0), metavar="TOKENS",
               help="With --over-window: tokens kept free below the window (as `compact`).")
@@ -95,6 +96,10 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
              ctxtool sessions list --over-window --limit 10
     """
     settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
+    if settings is not None and context_window is not None and \
+            settings.reserve_tokens >= context_window:
+        raise click.UsageError(f"--reserve-tokens {settings.reserve_tokens} leaves nothing of a "
+                               f"--context-window of {context_window}")
     rows = list_sessions(app.checked_engine(), user_id, project_id, source_format, limit,
                          search=search, model=model, since=since, over_window=settings)
     if output.machine:
@@ -131,7 +136,7 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
     """
     engine = app.checked_engine()
     store = Store(engine)
-    ids = [store.resolve_session(ref) for ref in sessions_]
+    ids = list(dict.fromkeys(store.resolve_session(ref) for ref in sessions_))
     if not yes:
         with read_connection(engine) as conn:
             planned = footprints(conn, ids)

@@ -8,19 +8,26 @@ import re
 from ..errors import CtxtoolError
 
 LEASE_MARGIN_S = 60
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Longer than any session lives; beyond it a server's date arithmetic overflows (MySQL) or
+# gives NULL (SQLite), and a filter would quietly match nothing.
+MAX_DURATION_S = 3650 * 86400
 
 
 def parse_duration(text: str | None) -> int | None:
-    """``90s``, ``10m``, ``2h``, ``1d`` as seconds. A bare number is refused: ``10`` could mean
-    seconds or minutes, and a cron line that guesses wrong compacts live sessions."""
+    """``90s``, ``10m``, ``2h``, ``1d``, ``2w`` as seconds (ASCII digits, up to ten years). A
+    bare number is refused: ``10`` could mean seconds or minutes, and a cron line that guesses
+    wrong compacts live sessions."""
     if text is None or not str(text).strip():
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", str(text))
+    match = re.fullmatch(r"\s*([0-9]+)\s*([smhdw])\s*", str(text))
     if not match:
-        raise CtxtoolError(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, 2h, 1d",
-                           exit_code=2)
-    return int(match.group(1)) * _UNITS[match.group(2)]
+        raise CtxtoolError(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, 2h, "
+                           "1d, 2w", exit_code=2)
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_DURATION_S:
+        raise CtxtoolError(f"invalid duration {text!r}: at most ten years", exit_code=2)
+    return seconds
 
 
 def lease_seconds_for(seconds_per_request: float, requests: int = 1,

@@ -50,7 +50,11 @@ def mask_url(url: str | URL) -> str:
     *last* ``@`` of the authority (an unescaped ``@`` in a password must not leak its tail),
     and password-like query arguments.
     """
-    if isinstance(url, URL):
+    parsed = _parsed(url)
+    if parsed is not None and parsed.password is not None:
+        # The parser knows where the password ends (it may hold '?', '/' or '@').
+        url = parsed.render_as_string(hide_password=True)
+    elif isinstance(url, URL):
         url = url.render_as_string(hide_password=False)
     text = str(url)
     scheme_end = text.find("://")
@@ -61,6 +65,16 @@ def mask_url(url: str | URL) -> str:
         if colon >= 0:
             text = text[:colon + 1] + "***" + text[at:]
     return _QUERY_SECRET.sub(r"\1***", text)
+
+
+def _parsed(url: str | URL) -> URL | None:
+    """The URL as SQLAlchemy reads it, or None when it does not parse."""
+    if isinstance(url, URL):
+        return url
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError):
+        return None
 
 
 def _authority_end(text: str, start: int) -> int:
@@ -74,6 +88,7 @@ def secrets_of(url: str | URL | None) -> list[str]:
     """The passwords a URL holds (in the authority or the query), for scrubbing driver text."""
     if url is None:
         return []
+    url = _parsed(url) or url
     if isinstance(url, URL):
         found = [str(url.password)] if url.password else []
         found += [str(v) for k, v in url.query.items() if k.lower() in _SECRET_KEYS]

@@ -115,13 +115,13 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
                 stripped[:1] in (b"[", b"{") and stripped.endswith((b"{", b"[", b",")):
             # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
             # first line opens an object or array.
-            return _whole_document(path, peeked, raw_iter, fmt)
+            return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
         if problem is None:
             samples.append(obj)
         elif first_bad is None:
             first_bad = (len(peeked), problem, raw)
             if not samples and problem.startswith("expected a JSON object, found list"):
-                return _whole_document(path, peeked, raw_iter, fmt)
+                return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
         if len(samples) >= _PEEK_RECORDS or len(peeked) >= _PEEK_LINES or (
                 samples and peeked_bytes >= _PEEK_BYTES):
             break
@@ -164,7 +164,8 @@ def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: boo
     return main_line_ids(PARSERS[fmt], LineReader(path, stream, skip_invalid, Counter()))
 
 
-def _whole_document(path, peeked, raw_iter, fmt) -> Transcript:
+def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> Transcript:
+    """One JSON document (an OpenAI message list): its messages are numbered as its lines."""
     data = b"".join(itertools.chain(peeked, raw_iter))
     try:
         doc = orjson.loads(data)
@@ -183,10 +184,17 @@ def _whole_document(path, peeked, raw_iter, fmt) -> Transcript:
     messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
     if not isinstance(messages, list):
         raise TranscriptError(path, None, "expected a list of messages")
+    parser = PARSERS[fmt]()
+    lines = []
     for i, m in enumerate(messages, start=1):
-        if not isinstance(m, dict):
-            raise TranscriptError(path, None, f"message #{i} is not a JSON object")
-    return parse(PARSERS[fmt](), (Line(i, m) for i, m in enumerate(messages, start=1)), path)
+        if isinstance(m, dict):
+            lines.append(Line(i, m))
+        elif skip_invalid:
+            parser.skipped["invalid_record"] += 1
+        else:
+            raise TranscriptError(path, None, f"message #{i} is not a JSON object "
+                                              "(use --skip-invalid to skip such messages)")
+    return parse(parser, lines, path, skip_invalid)
 
 
 def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> str:
