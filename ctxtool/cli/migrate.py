@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..db import check_connection, mask_url
+from ..db import mask_url
 from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
@@ -13,9 +13,7 @@ from . import main, pass_app
 
 
 def _migrator(app, create: bool = False) -> Migrator:
-    engine = app.engine(create=create)
-    check_connection(engine)
-    return Migrator(engine)
+    return Migrator(app.engine(create=create))
 
 
 @main.group()

@@ -7,18 +7,4 @@ from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
 from .errors import describe_db_error
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "Dialect", "create_engine", "describe_db_error",
-           "dialect_of", "mask_url", "read_connection", "resolve_url", "scrub",
-           "check_connection"]
-
-
-def check_connection(engine) -> None:
-    """Fail with a one-line CtxtoolError when the database cannot be reached."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from ..errors import CtxtoolError
-
-    try:
-        with read_connection(engine) as conn:
-            conn.exec_driver_sql("SELECT 1")
-    except SQLAlchemyError as exc:
-        raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+           "dialect_of", "mask_url", "read_connection", "resolve_url", "scrub"]

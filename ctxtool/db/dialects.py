@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import CtxtoolError
-from .errors import describe_db_error
+from .errors import error_code
 
 MIGRATION_LOCK_TIMEOUT_S = 60
 # A MEDIUMTEXT holds 16 MiB - 1 bytes: the largest message text the MySQL schema stores.
@@ -53,11 +53,6 @@ class Dialect:
     def max_statement_bytes(self, conn: Connection) -> int:
         """The largest statement the server accepts, in bytes."""
         raise NotImplementedError
-
-    def max_message_bytes(self, conn: Connection) -> int:
-        """The largest message text ctxtool stores: a MEDIUMTEXT on every database (a SQLite
-        store must stay movable to MySQL), less where the server takes smaller statements."""
-        return min(MEDIUMTEXT_BYTES, self.max_statement_bytes(conn) - STATEMENT_OVERHEAD)
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
@@ -178,10 +173,7 @@ class MySQL(Dialect):
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
         """GET_LOCK named after the database, held by one autocommit connection that also runs
         every statement (MySQL DDL commits anyway)."""
-        try:
-            conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        except SQLAlchemyError as exc:
-            raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+        conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             database = conn.exec_driver_sql("SELECT DATABASE()").scalar() or ""
             name = f"ctxtool_migrate:{database}"[:64]
@@ -210,12 +202,11 @@ class MySQL(Dialect):
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         if isinstance(exc, IntegrityError):
             return True
-        args = getattr(getattr(exc, "orig", None), "args", ())
-        return isinstance(exc, OperationalError) and bool(args) and args[0] == self.DEADLOCK
+        return isinstance(exc, OperationalError) and error_code(exc) == self.DEADLOCK
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
-        args = getattr(getattr(exc, "orig", None), "args", ())
-        return bool(args) and args[0] in self.EXISTS
+        return error_code(exc) in self.EXISTS
+
 
 
 class SQLite(Dialect):
@@ -236,11 +227,8 @@ class SQLite(Dialect):
         """The connection's own BEGIN IMMEDIATE transaction, open for the whole run, serialises
         writers (a second run waits on the busy timeout). A file that failed already rolled back
         to its savepoint (see migration_step): the files before it are kept."""
-        try:
-            conn = engine.connect()
-            tx = conn.begin()
-        except SQLAlchemyError as exc:
-            raise CtxtoolError(describe_db_error(exc, engine.url)) from None
+        conn = engine.connect()
+        tx = conn.begin()
         try:
             yield conn
         except CtxtoolError:

@@ -20,12 +20,18 @@ _MYSQL_HINTS = {
 }
 
 
+def error_code(exc: BaseException) -> int | None:
+    """The server's error number a driver exception carries (PyMySQL: ``args[0]``)."""
+    args = getattr(getattr(exc, "orig", None), "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
     """One line that says what went wrong talking to the database, without credentials."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         orig = exc.orig
         args = getattr(orig, "args", ())
-        code = args[0] if args and isinstance(args[0], int) else None
+        code = error_code(exc)
         detail = str(args[1]) if code is not None and len(args) > 1 else str(orig)
         hint = _MYSQL_HINTS.get(code) if code is not None else None
         text = f"{detail} ({hint})" if hint else detail

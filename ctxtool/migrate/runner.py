@@ -13,9 +13,8 @@ from typing import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
 
-from ..db import describe_db_error, dialect_of, read_connection
+from ..db import dialect_of, read_connection
 from ..db.schema import HISTORY_TABLE, STORE_TABLES
 from ..errors import CtxtoolError, SchemaNotCurrent
 from . import history as hist
@@ -65,11 +64,7 @@ class Migrator:
 
     def require_current(self) -> None:
         """Raise SchemaNotCurrent unless every shipped migration is applied and unchanged."""
-        try:
-            states = self.status()
-        except SQLAlchemyError as exc:
-            raise CtxtoolError(describe_db_error(exc, self.engine.url)) from None
-        message = not_current_message(states)
+        message = not_current_message(self.status())
         if message:
             raise SchemaNotCurrent(message)
 
