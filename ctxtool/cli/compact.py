@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import click
 
-from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS,
+from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS, FAILED,
+                          LEASE_HELD,
                           OVER_WINDOW, CompactionSettings, Compactor, SummarizerSettings,
                           make_summarizer, parse_duration)
-from ..compaction.summarizers import DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from ..compaction.summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES,
+                                      DEFAULT_TIMEOUT_S, KINDS)
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
@@ -48,7 +50,7 @@ class Duration(click.ParamType):
               "carry-over and over-window per session, writing nothing (compare settings or models).")
 @click.option("--force", is_flag=True, help="Compact even below the threshold.")
 @click.option("--summarizer", "kind", default="auto", show_default=True,
-              type=click.Choice(["auto", "openai", "extractive"]),
+              type=click.Choice(KINDS),
               help="auto = openai when an endpoint is configured, else extractive.")
 @click.option("--model", help="Summary model [env CTXTOOL_SUMMARY_MODEL; default gpt-4o-mini].")
 @click.option("--base-url", envvar="OPENAI_BASE_URL",
@@ -132,7 +134,7 @@ def _one(outcome, output: OutputFormat) -> None:
         click.echo(dumps(outcome.as_dict()))
     elif output.machine:
         print_rows([outcome.as_dict()], output, headers=_COLUMNS)
-    elif outcome.status != "failed":
+    elif outcome.status != FAILED:
         _print_outcome(outcome)
     if not outcome.ok:
         raise CtxtoolError(outcome.message())
@@ -149,7 +151,7 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         done = sum(o.status == COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
         for o in outcomes:
-            for note in o.notes if o.status == "lease_held" else ():
+            for note in o.notes if o.status == LEASE_HELD else ():
                 echo_text(f"session {o.session_id}: {note}", err=True)
     failed = [o for o in outcomes if not o.ok]
     if failed:

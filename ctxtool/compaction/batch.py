@@ -18,7 +18,6 @@ from sqlalchemy.engine import Engine
 from ..db import read_connection
 from ..store import Store
 from ..store.candidates import EffectiveContext, effective_contexts, quiet_messages
-from ..store.reads import restored_context_tokens
 from ..tokens import REPLY_PRIMING_TOKENS
 from .outcome import LEASE_HELD, CompactionOutcome
 from .plan import CompactionSettings
@@ -53,20 +52,21 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
                force: bool = False, older_than: int | None = None,
                limit: int | None = None) -> Batch:
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only."""
+    store = Store(engine)
     with read_connection(engine) as conn:
         rows = effective_contexts(conn)
+        if older_than is not None and rows:
+            # Before anything is measured: a session still being written is not a candidate.
+            quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
+            rows = [r for r in rows if r.last_message_id in quiet]
     found: list[tuple[EffectiveContext, int]] = []
     for r in rows:
         threshold = settings.threshold(r.model)
         estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
         if r.uncounted or (not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold):
-            estimate = measure(engine, r.session_id, encoding)
+            estimate = store.context_tokens(r.session_id, encoding)  # counts in memory
         if force or estimate > threshold:
             found.append((r, estimate))
-    if older_than is not None and found:
-        with read_connection(engine) as conn:
-            quiet = quiet_messages(conn, [r.last_message_id for r, _ in found], older_than)
-        found = [(r, e) for r, e in found if r.last_message_id in quiet]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
     batch = Batch()
     for r, estimate in found:
@@ -80,25 +80,16 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
     return batch
 
 
-def measure(engine: Engine, session_id: int, encoding: str | None = None) -> int:
-    """A session's restored context in tokens, missing counts counted in memory (no writes)."""
-    with read_connection(engine) as conn:
-        _, ctx, enc = read_suffix(Store(engine), conn, session_id, encoding, store_counts=False)
-    return restored_context_tokens(ctx, enc)
-
-
 def count_missing(engine: Engine, encoding: str | None = None) -> int:
     """Store the token counts the runtime left out of the sessions' restored suffixes, so later
     runs sum the indexes alone; returns how many messages were counted."""
     with read_connection(engine) as conn:
-        uncounted = [r.session_id for r in effective_contexts(conn) if r.uncounted]
+        uncounted = [r for r in effective_contexts(conn) if r.uncounted]
     store = Store(engine)
-    counted = 0
-    for session_id in uncounted:
+    for r in uncounted:
         with engine.begin() as conn:
-            _, ctx, _ = read_suffix(store, conn, session_id, encoding, store_counts=True)
-            counted += len(ctx.messages)
-    return counted
+            read_suffix(store, conn, r.session_id, encoding, store_counts=True)
+    return sum(r.uncounted for r in uncounted)
 
 
 def run_concurrently(compact: Callable[[int], CompactionOutcome], session_ids: list[int],

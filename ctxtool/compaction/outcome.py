@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..store.checkpoints import LOST_RACE
+from ..store.leases import HELD as LEASE_HELD
+
 COMPACTED = "compacted"
 PLANNED = "planned"            # dry run
 EVALUATED = "evaluated"        # dry run with --summarize: summarised, checked, not written
 BELOW_THRESHOLD = "below_threshold"
 NOTHING_TO_CUT = "nothing_to_cut"
-LEASE_HELD = "lease_held"      # another compactor holds the session
-LOST_RACE = "lost_race"        # another checkpoint was appended first; nothing written
+# LEASE_HELD (another compactor holds the session) and LOST_RACE (another checkpoint was
+# appended first; nothing written) are what the store answers: one spelling, the store's.
 REJECTED = "rejected"          # the summary was unusable (empty, not smaller, ...); nothing written
 OVER_WINDOW = "over_window"    # no safe cut brings the context under its threshold
 FAILED = "failed"

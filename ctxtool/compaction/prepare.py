@@ -11,7 +11,7 @@ from .. import quality
 from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext
 from ..store.checkpoints import SummarisedSpan
 from ..store.reads import restored_context_tokens
-from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, count_text, get_encoding
+from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
 from .files import files_touched, merge_file_lists
 from .outcome import BELOW_THRESHOLD, NOTHING_TO_CUT, OVER_WINDOW
@@ -68,11 +68,8 @@ def summary_budget(threshold: int, max_summary_tokens: int) -> int:
 
 
 def summary_message_tokens(summary: str, encoding: str) -> int:
-    """Tokens of a summary as the restored context carries it (a user message with a preface):
-    the counting recipe of ``count_messages`` for one message, without its thread pool."""
-    enc = get_encoding(encoding)
-    return TOKENS_PER_MESSAGE + len(enc.encode_ordinary("user")) + \
-        len(enc.encode_ordinary(SUMMARY_PREFIX + summary))
+    """Tokens of a summary as the restored context carries it (a user message with a preface)."""
+    return count_messages([MessageText("user", SUMMARY_PREFIX + summary)], encoding)[0]
 
 
 def prepare(ctx: RestoredContext, model: str | None, settings: CompactionSettings, encoding: str,

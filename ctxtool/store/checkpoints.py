@@ -19,9 +19,10 @@ from sqlalchemy.exc import IntegrityError
 
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
-from .leases import give_back, latest_checkpoint_id
+from .leases import MOVED_ON, give_back
+from .reads import latest_compaction_id
 
-LOST_RACE = "lost_race"
+LOST_RACE = MOVED_ON  # another checkpoint was appended first; nothing written
 SPAN_CHANGED = "span_changed"
 
 
@@ -61,7 +62,7 @@ def append_checkpoint(conn: Connection, *, owner: str, parent_id: int, values: d
                 tx.rollback()
                 return SPAN_CHANGED
             if not give_back(conn, span.session_id, owner) or \
-                    latest_checkpoint_id(conn, span.session_id) != parent_id:
+                    latest_compaction_id(conn, span.session_id) != parent_id:
                 tx.rollback()
                 return LOST_RACE
             result = conn.execute(C.insert().values(session_id=span.session_id,

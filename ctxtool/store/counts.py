@@ -21,7 +21,6 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Message
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from .reads import Store
 
 DEFAULT_BATCH = 2000
 
@@ -147,17 +146,3 @@ def count_loaded_messages(conn, messages: list[Message], encoding: str) -> int:
         for m, n in zip(missing, counts):
             m.token_count, m.token_encoding = n, encoding
     return len(missing)
-
-
-def count_session_messages(engine: Engine, session_id: int, from_id: int | None = None,
-                           encoding: str | None = None) -> int:
-    """Count the uncounted messages of one session from ``from_id`` on; return how many.
-
-    What compaction calls before measuring a session the runtime wrote without counts: it only
-    touches the restored suffix, never the whole history.
-    """
-    store = Store(engine)
-    with engine.begin() as conn:
-        session = store.session(session_id, conn)
-        enc_name = encoding_for_model(session.model, encoding).name
-        return count_loaded_messages(conn, store.messages(session_id, from_id, conn=conn), enc_name)

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db import dialect_of
-from ..db.schema import agent_compaction as C
 from ..db.schema import agent_session as S
+from .reads import latest_compaction_id
 
 TAKEN = "taken"
 HELD = "lease_held"          # another compactor holds the session
@@ -26,12 +26,6 @@ MOVED_ON = "lost_race"       # a checkpoint was appended since the caller read t
 class Lease:
     owner: str
     expires_at: datetime | None
-
-
-def latest_checkpoint_id(conn: Connection, session_id: int) -> int:
-    """Id of the session's latest checkpoint, 0 when it has none (the parent of its next)."""
-    return int(conn.execute(sa.select(sa.func.max(C.c.id))
-                            .where(C.c.session_id == session_id)).scalar() or 0)
 
 
 def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id: int) -> str:
@@ -49,7 +43,7 @@ def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id
         if taken != 1:
             tx.rollback()
             return HELD
-        if latest_checkpoint_id(conn, session_id) != parent_id:
+        if latest_compaction_id(conn, session_id) != parent_id:
             tx.rollback()  # another compactor finished between our read and our claim
             return MOVED_ON
     return TAKEN

@@ -32,7 +32,7 @@ from ..errors import CtxtoolError
 from ..transcripts.reconcile import (PREFIX_BYTES, Action, CompleteMessage, NewCheckpoint, NewMessage,
                                      StoredMessage, StoredSession, fingerprint, size_problem)
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
-from .reads import Store
+from .reads import latest_compaction_id
 
 BATCH_ROWS = 5000  # measured: 1000 -> 2.3 s, 4000-8000 -> 1.6-1.8 s for 100k messages
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
@@ -189,7 +189,6 @@ class MessageWriter:
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
-        self.surely_fits = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
         self.inserts = dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
@@ -240,12 +239,10 @@ class MessageWriter:
     def row(self, msg: SourceMessage) -> MessageRow:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
-        chars = sum(len(t) for t in (msg.content, tool_calls, details) if t)
-        if 4 * chars > self.surely_fits:  # only a large message is worth counting exactly
-            problem = size_problem(msg.content, (tool_calls, details), MEDIUMTEXT_BYTES,
-                                   self.max_row_bytes)
-            if problem:
-                raise TranscriptError(self.path, msg.line, problem)
+        problem = size_problem(msg.content, (tool_calls, details), MEDIUMTEXT_BYTES,
+                               self.max_row_bytes)  # counts exactly only a large message
+        if problem:
+            raise TranscriptError(self.path, msg.line, problem)
         if msg.created_at is not None and msg.created_at != self.last_time:
             self.last_time = msg.created_at
             self.last_time_text = msg.created_at.isoformat(" ", "microseconds")
@@ -288,8 +285,7 @@ class MessageWriter:
         self.conn.execute(C.insert().values(
             session_id=self.session_id, summary=comp.summary, first_kept_message_id=first_kept,
             tokens_before=comp.tokens_before,
-            parent_compaction_id=Store(self.conn.engine).latest_compaction_id(self.session_id,
-                                                                              self.conn),
+            parent_compaction_id=latest_compaction_id(self.conn, self.session_id),
             summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details,
             # When the agent compacted (`context show --at` bounds a context by it); the import
             # time only when the transcript does not say.

@@ -46,6 +46,13 @@ _COMPACTION_COLUMNS = [C.c.id, C.c.session_id, C.c.summary, C.c.first_kept_messa
                        C.c.details, C.c.created_at]
 
 
+def latest_compaction_id(conn: Connection, session_id: int) -> int:
+    """Id of the session's latest checkpoint, 0 when it has none (the parent of its next): the
+    check every writer of a checkpoint makes inside its transaction."""
+    return int(conn.execute(sa.select(sa.func.max(C.c.id))
+                            .where(C.c.session_id == session_id)).scalar() or 0)
+
+
 def message_from_row(row) -> Message:
     if row[_FIRST_JSON] is None and row[_SECOND_JSON] is None:  # most rows: nothing to decode
         return Message(*row)
@@ -161,8 +168,7 @@ class Store:
     def latest_compaction_id(self, session_id: int, conn: Connection | None = None) -> int:
         """Id of the session's latest checkpoint, 0 when it has none (the parent of its next)."""
         with _use(self.engine, conn) as c:
-            return int(c.execute(sa.select(sa.func.max(C.c.id))
-                                 .where(C.c.session_id == session_id)).scalar() or 0)
+            return latest_compaction_id(c, session_id)
 
     def compactions(self, session_id: int, conn: Connection | None = None) -> list[Compaction]:
         with _use(self.engine, conn) as c:
@@ -417,14 +423,14 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search)
     if search:
         pattern = "%" + search.lower().replace("/", "//").replace("%", "/%") \
             .replace("_", "/_") + "%"
-        first_user = (sa.select(M.c.session_id, sa.func.min(M.c.id).label("first_id"))
-                      .where(M.c.role == "user").group_by(M.c.session_id).subquery())
-        first_request = (sa.select(first_user.c.session_id)
-                         .join(M, M.c.id == first_user.c.first_id)
-                         .where(sa.func.lower(M.c.content).like(pattern, escape="/")))
+        # Each session's first request, looked up per session on (session_id, id): a grouped
+        # subquery would read every message of the store on every search.
+        first_request = (sa.select(M.c.content)
+                         .where(M.c.session_id == S.c.session_id, M.c.role == "user")
+                         .order_by(M.c.id).limit(1).correlate(S).scalar_subquery())
         query = query.where(sa.or_(sa.func.lower(S.c.title).like(pattern, escape="/"),
                                    sa.func.lower(S.c.source_id).like(pattern, escape="/"),
-                                   S.c.session_id.in_(first_request)))
+                                   sa.func.lower(first_request).like(pattern, escape="/")))
     return query
 
 
