@@ -21,7 +21,7 @@ import time
 
 import sqlalchemy as sa
 
-from benchdb import fresh_database
+from benchdb import bare_fetch, fresh_database
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.store import Store
 
@@ -104,22 +104,14 @@ def main() -> None:
         print(f"{size:>8} {len(ctx.messages):>5} {restore_ms[size]:>11.2f} {statistics.median(reads):>14.0f}")
 
     big = max(sizes, key=sizes.get)
-    columns = ", ".join(c.name for c in agent_message.columns)
     t_bare, t_ours = [], []
     for _ in range(3):
-        raw = engine.raw_connection()
-        try:
-            cur = raw.cursor()
-            t0 = time.perf_counter()
-            cur.execute(f"SELECT {columns} FROM agent_message WHERE session_id = %s ORDER BY id", (big,))
-            rows = cur.fetchall()
-            t_bare.append(time.perf_counter() - t0)
-        finally:
-            raw.close()
+        rows, seconds = bare_fetch(engine, "WHERE session_id = %s ORDER BY id", (big,))
+        t_bare.append(seconds)
         t0 = time.perf_counter()
         loaded = store.messages(big)
         t_ours.append(time.perf_counter() - t0)
-        assert len(loaded) == len(rows) == sizes[big]
+        assert len(loaded) == rows == sizes[big]
     bare, ours = min(t_bare), min(t_ours)
     print(f"full history of {sizes[big]} messages: bare PyMySQL fetch {bare:.3f}s, "
           f"Store.messages {ours:.3f}s, ratio {ours / bare:.2f}x (target <= 1.2x)")

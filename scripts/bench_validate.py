@@ -20,7 +20,7 @@ import time
 
 import sqlalchemy as sa
 
-from benchdb import fresh_database
+from benchdb import bare_fetch, fresh_database
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.store import validate
 
@@ -145,19 +145,9 @@ def main() -> None:
     print(f"store: {total} messages in {args.sessions} sessions ({len(compacted)} compacted), "
           f"{len(planted)} planted findings; built in {time.perf_counter() - t0:.0f}s")
 
-    columns = ", ".join(c.name for c in agent_message.columns)
     scans, runs = [], []
     for _ in range(2):
-        raw = engine.raw_connection()
-        try:
-            cur = raw.cursor()
-            t0 = time.perf_counter()
-            cur.execute(f"SELECT {columns} FROM agent_message")
-            while cur.fetchmany(10_000):
-                pass
-            scans.append(time.perf_counter() - t0)
-        finally:
-            raw.close()
+        scans.append(bare_fetch(engine)[1])
         t0 = time.perf_counter()
         issues, checked = validate(engine)
         runs.append(time.perf_counter() - t0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import sqlalchemy as sa
 
 from ctxtool.db import create_engine
@@ -19,3 +21,22 @@ def fresh_database(url: str, **engine_options) -> sa.Engine:
     engine = create_engine(url, **engine_options)
     Migrator(engine).up()
     return engine
+
+
+def bare_fetch(engine: sa.Engine, where: str = "", params: tuple = ()) -> tuple[int, float]:
+    """The baseline for reads: every column of agent_message fetched with the bare driver
+    (no SQLAlchemy), in batches; returns (rows, seconds)."""
+    from ctxtool.db.schema import agent_message
+
+    columns = ", ".join(c.name for c in agent_message.columns)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        t0 = time.perf_counter()
+        cur.execute(f"SELECT {columns} FROM agent_message {where}", params)
+        rows = 0
+        while batch := cur.fetchmany(10_000):
+            rows += len(batch)
+        return rows, time.perf_counter() - t0
+    finally:
+        raw.close()

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from ctxtool.compaction.plan import CompactionSettings
 from ctxtool.store import Store
+
+if TYPE_CHECKING:
+    from .conftest import Database
 
 # Small windows so a few dozen messages are "over threshold".
 LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]

@@ -101,7 +101,7 @@ def test_markdown_export_marks_summary_cut_and_tools(compacted, cli, tmp_path):
     cp = db.rows("SELECT id, first_kept_message_id FROM agent_compaction")[0]
     out = run(cli, db, "context", "export", "1").output  # markdown to stdout (no pager: piped)
     assert out.startswith("# Session 1")
-    assert f"## summary (sent as a user message)" in out
+    assert "## summary (sent as a user message)" in out
     assert f"✂ **cut: messages from #{cp['first_kept_message_id']} on are kept verbatim" in out
     assert "**→ call `bash`** `call_t`" in out and '"cmd": "pytest -q"' in out
     assert "result of read (call7)" in out and "\x1b" not in out

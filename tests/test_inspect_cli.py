@@ -11,9 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
-from ctxtool.records import NO_RESULT_TEXT, SUMMARY_PREFIX
+from ctxtool.records import NO_RESULT_TEXT
 
 from .builders import add_session, coding_session
 from .conftest import TRANSCRIPTS
@@ -137,7 +136,7 @@ def test_full_view_json_fields_and_row_formats(db, cli):
     assert "Checking.\nTwo lines." in full  # real newlines
     assert "line 3: value = compute(3)" in full.splitlines()[full.splitlines().index(
         next(line for line in full.splitlines() if "result of read (call0)" in line)) + 4]
-    assert f"no result was recorded for bash (call_x)" in full
+    assert "no result was recorded for bash (call_x)" in full
     table = run(cli, db, "context", "show", "1", "--width", "0").output
     assert "synthetic results:" in table and "⚠ no result bash" in table
     assert "← read" in table and "→ read" in table
