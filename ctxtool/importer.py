@@ -118,9 +118,10 @@ class Importer:
                        result: FileResult) -> None:
         """``ids``: the fallback source id and the legacy one (see transcripts.files)."""
         main = None
+        progress = _FileProgress(self.on_bytes)
         for attempt in range(_CONFLICT_ATTEMPTS):
             try:
-                self._import_pass(path, stream, ids, result, main)
+                self._import_pass(path, stream, ids, result, main, progress)
                 return
             except _NotTheLegacySession:
                 ids = (ids[0], None)  # same stem, another transcript: it gets its own session
@@ -142,12 +143,14 @@ class Importer:
                     raise
                 time.sleep(0.05 * (attempt + 1))
             stream.seek(0)
+            progress.rewind()
             result.reset_counts()
         raise CtxtoolError(f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts")
 
     def _import_pass(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
-                     result: FileResult, main: set[str] | None) -> None:
-        transcript = read_transcript(path, CountingStream(stream, self.on_bytes), self.fmt,
+                     result: FileResult, main: set[str] | None,
+                     progress: "_FileProgress") -> None:
+        transcript = read_transcript(path, CountingStream(stream, progress.advance), self.fmt,
                                      self.skip_invalid, main)
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
@@ -194,3 +197,22 @@ class Importer:
         result.skipped.update(counts.skipped)
         result.skipped.update(writer.skipped)
         result.converted.update(counts.converted)
+
+
+class _FileProgress:
+    """Bytes of one file for a progress bar, counted once however often the file is read (a
+    branched tree is read twice, a conflict retried): only what goes past the furthest point
+    any pass reached is reported."""
+
+    def __init__(self, on_bytes: Callable[[int], None] | None):
+        self.on_bytes = on_bytes
+        self.position = self.reported = 0
+
+    def advance(self, n: int) -> None:
+        self.position += n
+        if self.on_bytes is not None and self.position > self.reported:
+            self.on_bytes(self.position - self.reported)
+            self.reported = self.position
+
+    def rewind(self) -> None:
+        self.position = 0

@@ -231,8 +231,10 @@ def test_abandoned_branches_are_not_part_of_the_main_line(db, tmp_path):
         _cc("a2b", "u2b", "assistant", "answer on the main line"),
     ]
     path = _write(tmp_path, "branchy.jsonl", _jsonl(records))
-    [res] = _import(db, path)
+    reported = []  # the progress bar's bytes: a file read twice still counts once
+    [res] = Importer(db.engine, on_bytes=reported.append).import_paths([str(path)])
     assert res.error is None, res.error
+    assert sum(reported) == path.stat().st_size
     contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
     assert contents == ["first question", "first answer", "second question, edited",
                         "answer on the main line"]
