@@ -6,12 +6,11 @@ from that checkpoint's ``first_kept_message_id`` on, in id order. Never the whol
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from .tokens import MessageText
+from .tokens import MessageText, api_calls
 
 SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n"
@@ -40,23 +39,7 @@ class Message:
         arguments (a JSON string)}}``. A runtime may have written odd values (``{"a": 1}``,
         ``["call_1"]``, ``[null]``, ``42``): entries that are not objects are left out here
         (``validate`` reports them), so reading such a row never fails."""
-        if not isinstance(self.tool_calls, list):
-            return []
-        out = []
-        for c in self.tool_calls:
-            if not isinstance(c, dict):
-                continue
-            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
-            args = fn.get("arguments")
-            if args is None:
-                args = ""
-            elif not isinstance(args, str):
-                args = json.dumps(args, ensure_ascii=False)
-            call_id = c.get("id")
-            out.append({"id": call_id if isinstance(call_id, str) else str(call_id or ""),
-                        "type": "function",
-                        "function": {"name": str(fn.get("name") or ""), "arguments": args}})
-        return out
+        return api_calls(self.tool_calls)
 
     def text(self) -> MessageText:
         return MessageText(self.role, self.content, self.name, self.calls() or None)

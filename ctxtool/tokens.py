@@ -13,7 +13,7 @@ import os
 import threading
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
@@ -130,20 +130,36 @@ class MessageText:
     tool_calls: Sequence[dict] | None = None
 
 
-def _tool_call_parts(tool_calls: Sequence[dict] | None) -> list[str]:
-    """The texts of a message's tool calls that the model reads: each name and its arguments.
-    Entries that are not calls (a runtime can write anything into the column) count nothing;
-    ``validate`` reports them."""
-    parts: list[str] = []
-    for call in tool_calls if isinstance(tool_calls, list) else ():
-        if not isinstance(call, dict):
+def api_calls(tool_calls: Any) -> list[dict[str, Any]]:
+    """A ``tool_calls`` column as the API takes it: ``{id, type: function, function: {name,
+    arguments (a JSON string)}}``, ids, names and arguments strings. A runtime writes the column
+    itself, so anything can be there (``{"a": 1}``, ``["call_1"]``, ``[null]``, ``42``): entries
+    that are not objects are left out (``validate`` reports them). The one reader of the column:
+    ``Message.calls()`` and the token counts both go through it."""
+    if not isinstance(tool_calls, list):
+        return []
+    out = []
+    for c in tool_calls:
+        if not isinstance(c, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
-        parts.append(str(function.get("name") or ""))
-        arguments = function.get("arguments")
-        if arguments is not None and not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        parts.append(arguments or "")
+        fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+        args = fn.get("arguments")
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        call_id = c.get("id")
+        out.append({"id": call_id if isinstance(call_id, str) else str(call_id or ""),
+                    "type": "function",
+                    "function": {"name": str(fn.get("name") or ""), "arguments": args}})
+    return out
+
+
+def _tool_call_parts(tool_calls: Any) -> list[str]:
+    """The texts of a message's tool calls that the model reads: each name and its arguments."""
+    parts: list[str] = []
+    for call in api_calls(tool_calls):
+        parts += [call["function"]["name"], call["function"]["arguments"]]
     return parts
 
 

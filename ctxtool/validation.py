@@ -141,7 +141,8 @@ def window_issue(session_id: int, context: SuffixTokens, model: str | None,
 def malformed_tool_calls(tool_calls) -> str | None:
     """What is wrong with a message's ``tool_calls`` column, or None when it is absent or a list
     of OpenAI-style calls (an object with a string ``id`` and a ``function`` object with a string
-    ``name``). A runtime writes this JSON column directly, so anything can be in it."""
+    ``name``). A runtime writes this JSON column directly, so anything can be in it: this says
+    what is wrong, where ``tokens.api_calls`` (what every reader uses) quietly leaves it out."""
     if tool_calls is None or tool_calls == []:
         return None
     if not isinstance(tool_calls, list):
