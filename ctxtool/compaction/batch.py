@@ -59,14 +59,8 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
             # Before anything is measured: a session still being written is not a candidate.
             quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
             rows = [r for r in rows if r.last_message_id in quiet]
-    found: list[tuple[EffectiveContext, int]] = []
-    for r in rows:
-        threshold = settings.threshold(r.model)
-        estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
-        if r.uncounted or (not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold):
-            estimate = store.context_tokens(r.session_id, encoding)  # counts in memory
-        if force or estimate > threshold:
-            found.append((r, estimate))
+    found = [(r, estimate) for r, estimate in _measured(store, rows, settings, encoding, force)
+             if force or estimate > settings.threshold(r.model)]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
     batch = Batch()
     for r, estimate in found:
@@ -78,6 +72,29 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
                                               r.last_message_id))
     batch.candidates = batch.candidates[:limit]
     return batch
+
+
+def _measured(store: Store, rows: list[EffectiveContext], settings: CompactionSettings,
+              encoding: str | None, force: bool = False):
+    """(row, context tokens) for each session: the indexes' sum, measured exactly (in memory)
+    only where that sum cannot decide (uncounted messages, or near the threshold)."""
+    for r in rows:
+        threshold = settings.threshold(r.model)
+        estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
+        if r.uncounted or (not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold):
+            estimate = store.context_tokens(r.session_id, encoding)
+        yield r, estimate
+
+
+def over_threshold(engine: Engine, settings: CompactionSettings,
+                   encoding: str | None = None) -> dict[int, tuple[int, int]]:
+    """{session id: (context tokens, threshold)} of every session whose restored context is
+    over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
+    with read_connection(engine) as conn:
+        rows = effective_contexts(conn)
+    return {r.session_id: (estimate, settings.threshold(r.model))
+            for r, estimate in _measured(Store(engine), rows, settings, encoding)
+            if estimate > settings.threshold(r.model)}
 
 
 def count_missing(engine: Engine, encoding: str | None = None) -> int:

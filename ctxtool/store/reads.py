@@ -369,18 +369,20 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
 
     ``search`` matches (case-insensitively) the title, the source id or the first user message;
     ``model`` is a model name or its prefix; ``since`` keeps sessions created at or after it.
-    ``over_window`` (anything with ``threshold(model) -> int``, e.g. CompactionSettings) keeps
-    only sessions whose restored context is over their threshold: those are measured one by
-    one, newest first, until ``limit`` are found, and get ``context_tokens`` and ``threshold``.
+    ``over_window`` (CompactionSettings) keeps only sessions whose restored context is over
+    their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
+    exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
     """
     query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
                             model=model, since=since, search=search)
     with read_connection(engine) as conn:
-        if over_window is None:
-            sessions = conn.execute(query.limit(limit)).all()
-            measured: dict[int, tuple[int, int]] = {}
-        else:
-            sessions, measured = _over_window(Store(engine), conn, query, over_window, limit)
+        measured: dict[int, tuple[int, int]] = {}
+        if over_window is not None:
+            from ..compaction.batch import over_threshold  # the cron batch's own measure
+
+            measured = over_threshold(engine, over_window)
+            query = query.where(S.c.session_id.in_(list(measured) or [0]))
+        sessions = conn.execute(query.limit(limit)).all()
         ids = [s.session_id for s in sessions]
         if not ids:
             return []
@@ -432,18 +434,3 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search)
                                    sa.func.lower(S.c.source_id).like(pattern, escape="/"),
                                    sa.func.lower(first_request).like(pattern, escape="/")))
     return query
-
-
-def _over_window(store: "Store", conn: Connection, query, settings, limit: int):
-    """The newest sessions of ``query`` whose restored context is over its threshold, measured
-    one by one until ``limit`` are found; with their (tokens, threshold)."""
-    sessions, measured = [], {}
-    for s in conn.execution_options(yield_per=200).execute(query):
-        tokens = store.context_tokens(s.session_id)
-        threshold = settings.threshold(s.model)
-        if tokens > threshold:
-            sessions.append(s)
-            measured[s.session_id] = (tokens, threshold)
-            if len(sessions) >= limit:
-                break
-    return sessions, measured
