@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
-from .output import OutputFormat, to_jsonable, visible
+from .output import OutputFormat, shorten, to_jsonable, visible
 from .terminal import fit_table
 
 FORMATS = ("markdown", "html", "jsonl")
@@ -320,7 +320,7 @@ def render_html(view: ContextView) -> str:
 def _preview(text: str, width: int = 90) -> str:
     """The first non-blank line, shortened: what a collapsed call or result shows."""
     line = next((l.strip() for l in text.splitlines() if l.strip()), "")
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return shorten(line, width)
 
 
 def _html_item(view: ContextView, item: ViewItem) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from .quality import describe as describe_quality
 from .quality import quality_of
 from .errors import CtxtoolError
+from .output import shorten
 from .records import SUMMARY_PREFIX, Compaction, ContextEntry, Message, RestoredContext, Session
 
 
@@ -171,8 +172,7 @@ def side_by_side(before: str, after: str, width: int) -> list[str]:
     col = max((width - 3) // 2, 10)
 
     def cell(text: str) -> str:
-        text = text if len(text) <= col else text[: col - 1] + "…"
-        return text.ljust(col)
+        return shorten(text, col).ljust(col)
 
     a, b = before.splitlines(), after.splitlines()
     out = []
@@ -183,7 +183,7 @@ def side_by_side(before: str, after: str, width: int) -> list[str]:
             r_text = right[k] if k < len(right) else ""
             mark = " " if tag == "equal" else "|" if k < len(left) and k < len(right) \
                 else "<" if k < len(left) else ">"
-            out.append(f"{cell(l_text)} {mark} {r_text if len(r_text) <= col else r_text[: col - 1] + '…'}".rstrip())
+            out.append(f"{cell(l_text)} {mark} {shorten(r_text, col)}".rstrip())
     return out
 
 

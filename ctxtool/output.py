@@ -84,6 +84,12 @@ def visible(text: Any, newlines: bool = False) -> str:
     return text
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, a cut marked with "…" (the one way ctxtool
+    shortens a cell, a preview or a column)."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
 def echo_text(text: str, newlines: bool = True, err: bool = False) -> None:
     """Print human text that may hold stored data (titles, prompts, summaries, contents)."""
     click.echo(visible(text, newlines=newlines), err=err)

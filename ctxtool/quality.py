@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 from .compaction.calls import calls_of
 from .compaction.files import files_touched
 from .compaction.sections import summary_items
+from .output import shorten
 from .records import Message
 
 HELD_WORD_SHARE = 0.6
@@ -82,8 +83,7 @@ def constraints_in(text: str) -> list[str]:
 
 
 def clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(" ".join(text.split()), limit)
 
 
 # -- facts and whether a summary holds them ------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 import click
 
-from .output import OutputFormat, render_rows, visible
+from .output import OutputFormat, render_rows, shorten, visible
 
 MIN_CELL = 8  # a shortened cell keeps at least this many characters
 
@@ -33,9 +33,7 @@ def table_width(override: int | None = None, piped: int | None = None) -> int | 
 def clip(text: str, width: int | None) -> str:
     """One line of at most ``width`` characters (None: whole), newlines shown as ``\\n``."""
     text = visible(text)
-    if width is None or len(text) <= width:
-        return text
-    return text[: max(width - 1, 0)] + "…"
+    return text if width is None else shorten(text, width)
 
 
 def fit_table(rows: Sequence[dict], output: OutputFormat, headers: Iterable[str],

@@ -44,14 +44,15 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
     total = file_sizes(files) if Progress.on_terminal() else None
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
-        results = Importer(engine, fmt, skip_invalid, on_bytes=progress.update).import_paths(files)
+        importer = Importer(engine, fmt, skip_invalid, on_bytes=progress.update)
+        results = [importer.import_file(f) for f in files]  # already expanded above
     rows = [r.as_dict() for r in results]
     if output.machine:
         print_rows(rows, output)
     else:
         print_rows(rows, output, headers=_COLUMNS)
-        for label, attr in (("skipped", "skipped"), ("converted", "converted")):
-            totals: Counter = sum((getattr(r, attr) for r in results), Counter())
+        for label in ("skipped", "converted"):
+            totals: Counter = sum((getattr(r, label) for r in results), Counter())
             if totals:
                 shown = ", ".join(f"{k}={v}" for k, v in totals.most_common(_KINDS_SHOWN))
                 more = len(totals) - _KINDS_SHOWN

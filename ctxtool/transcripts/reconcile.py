@@ -24,9 +24,6 @@ from typing import Iterable, Iterator
 
 from .records import Record, SourceCompaction, SourceMessage, TranscriptError
 
-ROLES = ("system", "user", "assistant", "tool")
-
-
 PREFIX_BYTES = 32
 
 
