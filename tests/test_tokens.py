@@ -16,7 +16,7 @@ from ctxtool.errors import CtxtoolError
 from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
                             TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
-                            encoding_for_model, get_encoding)
+                            encoding_for_model, get_encoding, token_lengths)
 
 from .builders import add_session
 from .conftest import SHARED
@@ -76,6 +76,32 @@ def test_known_counts():
     assert count_text("", "o200k_base") == 0
     # Special-token strings in user data are ordinary text: several tokens, never an error.
     assert count_text("<|endoftext|>", "cl100k_base") > 1
+
+
+@pytest.mark.parametrize("name", list(URLS))
+def test_token_lengths_match_encode_ordinary_on_every_path(name, reference):
+    """The count-only encoder (tiktoken's buffer) agrees with encode_ordinary, special-token
+    strings included, alone, in the calling thread and spread over threads."""
+    ref = reference[name]
+    texts = [s * (i % 7 + 1) for i, s in enumerate(SAMPLES * 20)]
+    texts += ["<|endoftext|>", "a<|endofprompt|>b<|fim_prefix|>", "", " " * 5000, "\n\n\r\t"]
+    expected = [len(ref.encode_ordinary(t)) for t in texts]
+    assert len(texts) > 16  # the threaded path
+    assert token_lengths(texts, name) == expected
+    assert token_lengths(texts, name, num_threads=1) == expected
+    assert token_lengths(texts, name, num_threads=3) == expected
+    assert [token_lengths([t], name)[0] for t in texts[-5:]] == expected[-5:]
+
+
+def test_token_lengths_without_the_buffer_encoder(reference):
+    """A tiktoken without the buffer encoder still counts, through encode_ordinary."""
+    class PlainEncoding:  # only the public method, as an older tiktoken offers
+        def encode_ordinary(self, text):
+            return reference["o200k_base"].encode_ordinary(text)
+
+    texts = SAMPLES * 10
+    assert token_lengths(texts, PlainEncoding()) == [len(reference["o200k_base"].encode_ordinary(t))
+                                                     for t in texts]
 
 
 def test_model_to_encoding():

@@ -54,6 +54,16 @@ class Dialect:
         """The largest statement the server accepts, in bytes."""
         raise NotImplementedError
 
+    def update_token_counts(self, conn: Connection, ids: Sequence[int], counts: Sequence[int],
+                            encoding: str) -> None:
+        """Set ``token_count`` (one per id) and ``token_encoding`` on many messages.
+
+        Here: one prepared UPDATE per row, which costs nothing where there is no round trip
+        (SQLite). A CASE with a branch per id would be compared branch by branch for every row.
+        """
+        conn.execute(_COUNT_UPDATE, [{"n": int(n), "enc": encoding, "i": int(i)}
+                                     for i, n in zip(ids, counts)])
+
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
         return isinstance(exc, IntegrityError)
@@ -62,6 +72,10 @@ class Dialect:
         """The DDL statement failed because what it makes is already there (a table, column
         or index of that name): re-running an interrupted migration's last statement."""
         return False
+
+
+_COUNT_UPDATE = sa.text("UPDATE agent_message SET token_count = :n, token_encoding = :enc "
+                        "WHERE id = :i")
 
 
 class BulkInsert:
@@ -198,6 +212,19 @@ class MySQL(Dialect):
             cached = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
             conn.info["ctxtool_max_allowed_packet"] = cached
         return cached
+
+    def update_token_counts(self, conn, ids, counts, encoding) -> None:
+        """One statement per batch (a round trip per row would dominate): the messages joined,
+        on their primary key, with a derived table of (id, count) that MySQL 8 and MariaDB
+        both accept. The values are integers, rendered by ``int()``."""
+        if not ids:
+            return
+        pairs = iter(zip(ids, counts))
+        i, n = next(pairs)
+        rows = " ".join([f"SELECT {int(i)} AS id, {int(n)} AS n"]
+                        + [f"UNION ALL SELECT {int(i)}, {int(n)}" for i, n in pairs])
+        conn.execute(sa.text(f"UPDATE agent_message m JOIN ({rows}) c ON m.id = c.id "
+                             "SET m.token_count = c.n, m.token_encoding = :enc"), {"enc": encoding})
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         if isinstance(exc, IntegrityError):

@@ -1,9 +1,9 @@
 """Filling ``agent_message.token_count`` in the database.
 
-Counting walks messages in id order in batches: read a batch (keyset on the primary key), encode
-it with one threaded ``encode_ordinary_batch``, write the counts back with one UPDATE per
-encoding, commit. An interrupted run loses at most the batches in flight; a re-run picks up the
-messages still uncounted. The three stages overlap: a reader thread fetches the next batch and
+Counting walks messages in id order in batches: read a batch (keyset on the primary key),
+measure it with one threaded :func:`~ctxtool.tokens.token_lengths`, write the counts back (one
+UPDATE per encoding on MySQL), commit. An interrupted run loses at most the batches in flight;
+a re-run picks up the messages still uncounted. The three stages overlap: a reader thread fetches the next batch and
 a writer thread stores the previous one while the encoder (which releases the GIL) works.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..db import read_connection
+from ..db import dialect_of, read_connection
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Message
@@ -125,15 +125,9 @@ def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
 
 
 def store_counts(conn, ids: list[int], counts: list[int], encoding: str) -> None:
-    """Write token counts for many messages with one UPDATE (ids and counts are integers)."""
-    if not ids:
-        return
-    cases = " ".join(f"WHEN {int(i)} THEN {int(n)}" for i, n in zip(ids, counts))
-    conn.execute(
-        sa.text(f"UPDATE agent_message SET token_count = CASE id {cases} END, "
-                f"token_encoding = :enc WHERE id IN ({','.join(str(int(i)) for i in ids)})"),
-        {"enc": encoding},
-    )
+    """Write token counts for many messages in the fewest statements the database allows."""
+    if ids:
+        dialect_of(conn).update_token_counts(conn, ids, counts, encoding)
 
 
 def count_loaded_messages(conn, messages: list[Message], encoding: str) -> int:
