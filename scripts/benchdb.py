@@ -23,13 +23,23 @@ def fresh_database(url: str, **engine_options) -> sa.Engine:
     return engine
 
 
-def bare_fetch(engine: sa.Engine, where: str = "", params: tuple = ()) -> tuple[int, float]:
-    """The baseline for reads: every column of agent_message fetched with the bare driver
-    (no SQLAlchemy), in batches; returns (rows, seconds)."""
+def bare_fetch(engine: sa.Engine, where: str = "", params: tuple = (),
+               ctxtool_driver: bool = False) -> tuple[int, float]:
+    """The baseline for reads: every column of agent_message fetched with the bare driver, as
+    a program using PyMySQL alone would (its own connection and default converters, no
+    SQLAlchemy, none of ctxtool's settings), in batches; returns (rows, seconds).
+
+    ``ctxtool_driver``: the same fetch on a connection of ctxtool's engine (its faster
+    timestamp converter), to show what SQLAlchemy and the records cost on their own."""
+    import pymysql
+
     from ctxtool.db.schema import agent_message
 
+    url = engine.url
     columns = ", ".join(c.name for c in agent_message.columns)
-    raw = engine.raw_connection()
+    raw = engine.raw_connection() if ctxtool_driver else pymysql.connect(
+        host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username or "",
+        password=url.password or "", database=url.database, charset="utf8mb4")
     try:
         cur = raw.cursor()
         t0 = time.perf_counter()

@@ -212,3 +212,67 @@ def test_validate_warns_when_a_summary_kept_little(db, cli):
     assert result.exit_code == 0  # a warning only
     [issue] = json.loads(result.stdout)
     assert issue["rule"] == "low_retention" and "retention 20%" in issue["message"]
+
+
+def test_loaded_messages_carry_every_column_as_written(db):
+    """Store.messages reads the driver's own rows on MySQL (no SQLAlchemy row processing):
+    every column must still arrive as the Python value that was written, on both databases."""
+    from datetime import datetime
+
+    when = datetime(2026, 3, 4, 5, 6, 7, 890123)
+    calls = [{"id": "call_é", "type": "function",
+              "function": {"name": "read", "arguments": '{"path": "日本/ü.py"}'}}]
+    written = [
+        {"role": "user", "content": "Grüße 🚀 \x00 \\ ' \"", "created_at": when,
+         "source_id": "rec-1", "name": "alice", "token_count": 12, "token_encoding": "o200k_base"},
+        {"role": "assistant", "content": None, "tool_calls": calls, "details": {"k": [1, None]}},
+        {"role": "tool", "content": "", "tool_call_id": "call_é"},
+    ]
+    ids = add_session(db, 1, written)
+    loaded = Store(db.engine).messages(1)
+    assert [m.id for m in loaded] == ids
+    first, second, third = loaded
+    assert (first.session_id, first.role, first.content, first.created_at, first.source_id,
+            first.name, first.token_count, first.token_encoding) == (
+        1, "user", "Grüße 🚀 \x00 \\ ' \"", when, "rec-1", "alice", 12, "o200k_base")
+    assert type(first.id) is int and type(first.token_count) is int
+    assert isinstance(second.created_at, datetime)
+    assert (second.content, second.tool_calls, second.details) == (None, calls, {"k": [1, None]})
+    assert (third.content, third.tool_call_id, third.details) == ("", "call_é", None)
+    assert Store(db.engine).messages(1, from_id=ids[1], before_id=ids[2]) == [second]
+    assert list(Store(db.engine).iter_messages(1, batch=2)) == loaded
+
+
+def test_mysql_timestamps_read_as_pymysql_reads_them(mysql_db):
+    """ctxtool's engines read DATETIME with a faster converter than PyMySQL's own: every shape
+    the server sends must come out exactly as PyMySQL alone gives it (zero and invalid dates
+    as text, fractions of every width)."""
+    import pymysql
+    from pymysql.converters import convert_datetime
+
+    values = ["2026-03-04 05:06:07", "2026-03-04 05:06:07.890123", "2026-03-04 05:06:07.89",
+              "1000-01-01 00:00:00", "9999-12-31 23:59:59.999999"]
+    selects = [f"CAST('{v}' AS DATETIME(6))" for v in values] + \
+        [f"CAST('{v}' AS DATETIME)" for v in values] + \
+        [f"CAST('{v}' AS DATETIME(2))" for v in values] + ["CAST(NULL AS DATETIME)"]
+    query = "SELECT " + ", ".join(selects)
+    with mysql_db.engine.connect() as conn:
+        ours = tuple(conn.exec_driver_sql(query).one())
+    url = mysql_db.engine.url
+    bare = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                           password=url.password or "", database=url.database)
+    try:
+        cur = bare.cursor()
+        cur.execute(query)
+        theirs = cur.fetchone()
+    finally:
+        bare.close()
+    assert ours == theirs
+    assert ours[1].microsecond == 890123 and ours[2].microsecond == 890000
+    # What no CAST produces but a zero-date sql_mode or a broken row can: text, as PyMySQL.
+    from ctxtool.db.engine import _pymysql_conversions
+    from pymysql.constants import FIELD_TYPE
+    to_datetime = _pymysql_conversions()[FIELD_TYPE.DATETIME]
+    for text in ["0000-00-00 00:00:00", "2007-02-31 23:06:20", "2026-03-04 05:06:07.1234567",
+                 "2026-03-04T05:06:07", "2026-03-04 05:06:07+01:00", b"2026-03-04 05:06:07"]:
+        assert to_datetime(text) == convert_datetime(text)

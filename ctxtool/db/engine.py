@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -32,6 +33,8 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
         # Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC.
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("init_command", "SET time_zone = '+00:00'")
+        if parsed.get_driver_name() == "pymysql":
+            connect_args.setdefault("conv", _pymysql_conversions())
         kwargs["connect_args"] = connect_args
         kwargs.setdefault("pool_pre_ping", True)
         kwargs.setdefault("pool_recycle", 3600)
@@ -47,6 +50,31 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
     engine = _engine(parsed, raw, kwargs)
     _configure_sqlite(engine)
     return engine
+
+
+def _pymysql_conversions() -> dict:
+    """PyMySQL's converters, with DATETIME/TIMESTAMP read by ``datetime.fromisoformat`` (C).
+
+    PyMySQL parses every timestamp with a regular expression and a list of ints: 2.2 us a
+    value, a quarter of the time to load a 100k-message history. fromisoformat takes 0.16 us.
+    Only the two shapes the server sends for DATETIME(0) and DATETIME(6) take the fast path;
+    anything else (zero dates, fractions of other widths, invalid dates) goes to PyMySQL's own
+    converter, so values come out exactly as PyMySQL alone gives them.
+    """
+    from pymysql.constants import FIELD_TYPE
+    from pymysql.converters import conversions, convert_datetime
+
+    def to_datetime(text):
+        if type(text) is str and len(text) in (19, 26) and text[:4] != "0000":
+            try:
+                return datetime.fromisoformat(text)
+            except ValueError:
+                pass
+        return convert_datetime(text)
+
+    conv = dict(conversions)
+    conv[FIELD_TYPE.DATETIME] = conv[FIELD_TYPE.TIMESTAMP] = to_datetime
+    return conv
 
 
 def _engine(parsed, raw: str, kwargs: dict) -> Engine:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..records import Compaction, Message, RestoredContext, Session, restore_context
-from ..db import read_connection
+from ..db import dialect_of, read_connection
 from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
@@ -51,6 +51,12 @@ def latest_compaction_id(conn: Connection, session_id: int) -> int:
     check every writer of a checkpoint makes inside its transaction."""
     return int(conn.execute(sa.select(sa.func.max(C.c.id))
                             .where(C.c.session_id == session_id)).scalar() or 0)
+
+
+def read_messages(conn: Connection, query: sa.Select) -> list[Message]:
+    """The records of a query over ``_MESSAGE_COLUMNS``, as cheaply as the driver allows."""
+    with _no_cycle_collection():
+        return [message_from_row(r) for r in dialect_of(conn).plain_rows(conn, query)]
 
 
 def message_from_row(row) -> Message:
@@ -186,8 +192,8 @@ class Store:
             query = query.where(M.c.id >= from_id)
         if before_id is not None:
             query = query.where(M.c.id < before_id)
-        with _use(self.engine, conn) as c, _no_cycle_collection():
-            return [message_from_row(r) for r in c.execute(query.order_by(M.c.id))]
+        with _use(self.engine, conn) as c:
+            return read_messages(c, query.order_by(M.c.id))
 
     def iter_messages(self, session_id: int, batch: int = 1000,
                       conn: Connection | None = None) -> Iterator[Message]:
@@ -195,14 +201,13 @@ class Store:
         after = 0
         while True:
             with _use(self.engine, conn) as c:
-                rows = c.execute(sa.select(*_MESSAGE_COLUMNS)
-                                 .where(M.c.session_id == session_id, M.c.id > after)
-                                 .order_by(M.c.id).limit(batch)).all()
-            if not rows:
+                records = read_messages(c, sa.select(*_MESSAGE_COLUMNS)
+                                        .where(M.c.session_id == session_id, M.c.id > after)
+                                        .order_by(M.c.id).limit(batch))
+            if not records:
                 return
-            for r in rows:
-                yield message_from_row(r)
-            after = rows[-1].id
+            yield from records
+            after = records[-1].id
 
     # -- restored context ----------------------------------------------------------------------
 
@@ -255,7 +260,7 @@ class SessionHistory:
             query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id,
                                        M.c.created_at <= nxt.created_at))
         with _use(self.store.engine, None) as c:
-            rows = [message_from_row(r) for r in c.execute(query.order_by(M.c.id))]
+            rows = read_messages(c, query.order_by(M.c.id))
         return [m for m in rows if point.holds(m)]
 
     def view(self, checkpoint_id: int | None = None, before_first: bool = False,
