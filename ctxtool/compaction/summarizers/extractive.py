@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ...quality import clip, constraints_in, failed_result_signature, is_real_request
-from ...tokens import get_encoding
+from ...tokens import count_text, get_encoding, token_lengths
 from ..calls import call_name, calls_of
 from ..sections import canonical_heading, is_item, parse_sections
 from .base import Summary, SummaryRequest
@@ -150,9 +150,9 @@ def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
          encoding: str, read_left_out: int) -> tuple[str, int]:
     """Render within ``budget`` tokens, dropping read paths, then the oldest unprotected items."""
     enc = get_encoding(encoding)
-    cost = {id(i): len(enc.encode_ordinary(i.text)) + 1 for i in items}
+    cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     reserve = 48  # the notes under the summary, the Read line's frame
-    total = sum(cost.values()) + len(enc.encode_ordinary("\n".join(fixed))) + reserve \
+    total = sum(cost.values()) + count_text("\n".join(fixed), encoding) + reserve \
         + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
     dropped: set[int] = set()
     for item in sorted((i for i in items if not i.protected), key=lambda i: i.age):
