@@ -29,6 +29,9 @@ class Dialect:
 
     name: str = ""
     transactional_ddl: bool = False
+    # Whether an import gains from sending batches on a writer thread while it parses: only
+    # where the database works outside this process's GIL.
+    overlap_writes: bool = False
 
     def server_now(self) -> sa.TextClause:
         """SQL for the server's current UTC time (leases use server time, never ours)."""
@@ -176,6 +179,7 @@ class MySQL(Dialect):
 
     name = "mysql"
     transactional_ddl = False
+    overlap_writes = True
     DEADLOCK = 1213
     # 1050 table exists, 1060 duplicate column, 1061 duplicate key name, 1826 duplicate
     # foreign key. A single ALTER TABLE is atomic on MySQL 8 and MariaDB 10.11, so a duplicate
