@@ -259,6 +259,18 @@ def _pool(threads: int) -> ThreadPoolExecutor:
         return pool
 
 
+def _forget_pools_in_child() -> None:
+    """A forked child inherits the pools but not their threads: work handed to them would
+    wait forever. The child starts its own (and a fresh lock, in case a parent thread held it)."""
+    global _lock
+    _pools.clear()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Tokens of a bare text (a summary, a system prompt), without message overhead."""
     return token_lengths([text or ""], encoding)[0]

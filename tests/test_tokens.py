@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import tiktoken
@@ -283,3 +284,27 @@ def test_odd_tool_calls_a_runtime_wrote_are_reported_and_never_crash(db, cli):
     assert all(r["token_count"] for r in counts)
     # The well-formed call costs its overhead, name and arguments; an odd one only its text.
     assert counts[-2]["token_count"] > counts[1]["token_count"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is a POSIX call")
+def test_token_lengths_work_in_a_forked_child():
+    """The encoding threads do not survive a fork: a child (multiprocessing's default on
+    Linux) must count with threads of its own instead of waiting on the parent's forever."""
+    texts = ["hello world"] * 64
+    expected = token_lengths(texts, "o200k_base")  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it counted right
+        try:
+            os._exit(0 if token_lengths(texts, "o200k_base") == expected else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung counting tokens")
