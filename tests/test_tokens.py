@@ -308,3 +308,20 @@ def test_token_lengths_work_in_a_forked_child():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung counting tokens")
+
+
+def test_stored_counts_land_on_their_own_messages(db, monkeypatch):
+    """Counts written for many messages at once (statements of a few rows each on MySQL, one
+    row per statement on SQLite) each reach the message they belong to."""
+    from ctxtool.db.dialects import MySQL
+    from ctxtool.store.counts import store_counts
+
+    monkeypatch.setattr(MySQL, "COUNTS_PER_STATEMENT", 3)
+    ids = add_session(db, 1, [{"role": "user", "content": f"m{i}"} for i in range(11)])
+    counts = [1000 + 7 * k for k in range(len(ids))]
+    with db.engine.begin() as conn:
+        store_counts(conn, ids[::-1], counts[::-1], "cl100k_base")  # any order
+        store_counts(conn, [], [], "cl100k_base")  # nothing to write: no statement
+    rows = db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
+    assert [(r["id"], r["token_count"], r["token_encoding"]) for r in rows] == \
+        [(i, n, "cl100k_base") for i, n in zip(ids, counts)]

@@ -185,6 +185,7 @@ class MySQL(Dialect):
     # foreign key. A single ALTER TABLE is atomic on MySQL 8 and MariaDB 10.11, so a duplicate
     # first column means the whole statement took effect.
     EXISTS = {1050, 1060, 1061, 1826}
+    COUNTS_PER_STATEMENT = 5000
 
     def server_now(self):
         return sa.text("UTC_TIMESTAMP(6)")
@@ -236,15 +237,17 @@ class MySQL(Dialect):
     def update_token_counts(self, conn, ids, counts, encoding) -> None:
         """One statement per batch (a round trip per row would dominate): the messages joined,
         on their primary key, with a derived table of (id, count) that MySQL 8 and MariaDB
-        both accept. The values are integers, rendered by ``int()``."""
-        if not ids:
-            return
-        pairs = iter(zip(ids, counts))
-        i, n = next(pairs)
-        rows = " ".join([f"SELECT {int(i)} AS id, {int(n)} AS n"]
-                        + [f"UNION ALL SELECT {int(i)}, {int(n)}" for i, n in pairs])
-        conn.execute(sa.text(f"UPDATE agent_message m JOIN ({rows}) c ON m.id = c.id "
-                             "SET m.token_count = c.n, m.token_encoding = :enc"), {"enc": encoding})
+        both accept. The values are integers, rendered by ``int()``. A long list (a whole
+        history counted at once) goes in statements of at most COUNTS_PER_STATEMENT rows."""
+        for start in range(0, len(ids), self.COUNTS_PER_STATEMENT):
+            pairs = zip(ids[start:start + self.COUNTS_PER_STATEMENT],
+                        counts[start:start + self.COUNTS_PER_STATEMENT])
+            i, n = next(pairs)
+            rows = " ".join([f"SELECT {int(i)} AS id, {int(n)} AS n"]
+                            + [f"UNION ALL SELECT {int(i)}, {int(n)}" for i, n in pairs])
+            conn.execute(sa.text(f"UPDATE agent_message m JOIN ({rows}) c ON m.id = c.id "
+                                 "SET m.token_count = c.n, m.token_encoding = :enc"),
+                         {"enc": encoding})
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         if isinstance(exc, IntegrityError):
