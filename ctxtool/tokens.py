@@ -232,18 +232,40 @@ _BATCH_FROM_TEXTS = 16
 _CHUNK = 32
 _NO_SPECIAL: frozenset[str] = frozenset()
 _pools: dict[int, ThreadPoolExecutor] = {}
+_MAX_THREADS = 32
 
 
 def _length_of(enc: tiktoken.Encoding):
     """The fastest exact ``len(enc.encode_ordinary(text))`` this tiktoken offers."""
-    core = getattr(enc, "_core_bpe", None)
-    to_buffer = getattr(core, "encode_to_tiktoken_buffer", None)
-    if to_buffer is None:  # an older or newer tiktoken without the buffer encoder
-        return lambda text: len(enc.encode_ordinary(text))
-    # With no special token allowed, tiktoken encodes "<|endoftext|>" and friends as ordinary
-    # text, exactly as encode_ordinary does (tests/test_tokens.py checks both agree). The
-    # buffer holds 4-byte token ids.
-    return lambda text: memoryview(to_buffer(text, _NO_SPECIAL)).nbytes // 4
+    cached = _lengths.get(id(enc))
+    if cached is not None and cached[0] is enc:
+        return cached[1]
+
+    def plain(text: str) -> int:
+        return len(enc.encode_ordinary(text))
+
+    length = plain
+    to_buffer = getattr(getattr(enc, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    if to_buffer is not None:
+        # With no special token allowed, tiktoken encodes "<|endoftext|>" and friends as
+        # ordinary text, exactly as encode_ordinary does (tests/test_tokens.py checks both
+        # agree). The buffer holds 4-byte token ids.
+        def buffered(text: str) -> int:
+            try:
+                return memoryview(to_buffer(text, _NO_SPECIAL)).nbytes // 4
+            except UnicodeEncodeError:  # a lone surrogate: encode_ordinary repairs it first
+                return plain(text)
+
+        try:  # a private API: a tiktoken that changed it falls back, once, to the public one
+            if buffered("hello world") == plain("hello world"):
+                length = buffered
+        except Exception:  # noqa: BLE001 - any change of signature or result
+            pass
+    _lengths[id(enc)] = (enc, length)
+    return length
+
+
+_lengths: dict[int, tuple[tiktoken.Encoding, Any]] = {}
 
 
 def _default_threads() -> int:
@@ -251,7 +273,9 @@ def _default_threads() -> int:
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
-    """One long-lived pool per size: starting threads on every batch cost about a millisecond."""
+    """One long-lived pool per size: starting threads on every batch cost about a millisecond.
+    Sizes are capped, so odd ``num_threads`` values cannot pile up idle threads."""
+    threads = min(threads, _MAX_THREADS)
     with _lock:
         pool = _pools.get(threads)
         if pool is None:

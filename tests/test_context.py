@@ -243,6 +243,14 @@ def test_loaded_messages_carry_every_column_as_written(db):
     assert list(Store(db.engine).iter_messages(1, batch=2)) == loaded
 
 
+def _outcome(convert, text):
+    """What a converter makes of a text: its value, or the kind of error it raises."""
+    try:
+        return convert(text)
+    except Exception as exc:  # noqa: BLE001 - PyMySQL's own converter overflows on some
+        return type(exc)
+
+
 def test_mysql_timestamps_read_as_pymysql_reads_them(mysql_db):
     """ctxtool's engines read DATETIME with a faster converter than PyMySQL's own: every shape
     the server sends must come out exactly as PyMySQL alone gives it (zero and invalid dates
@@ -273,6 +281,32 @@ def test_mysql_timestamps_read_as_pymysql_reads_them(mysql_db):
     from ctxtool.db.engine import _pymysql_conversions
     from pymysql.constants import FIELD_TYPE
     to_datetime = _pymysql_conversions()[FIELD_TYPE.DATETIME]
+    with mysql_db.engine.connect() as conn:  # installed on ctxtool's connections
+        assert conn.connection.dbapi_connection.decoders[FIELD_TYPE.DATETIME] is not convert_datetime
     for text in ["0000-00-00 00:00:00", "2007-02-31 23:06:20", "2026-03-04 05:06:07.1234567",
-                 "2026-03-04T05:06:07", "2026-03-04 05:06:07+01:00", b"2026-03-04 05:06:07"]:
-        assert to_datetime(text) == convert_datetime(text)
+                 "2026-03-04T05:06:07", "2026-03-04 05:06:07+01:00", b"2026-03-04 05:06:07",
+                 "2026-03-04x05:06:07", "2026-W10-3 05:06:07", "2026-03-04 05:06:07,890123",
+                 "2026-03-04 05:06:07.890+01", "2026-03-04 05:06:07.000000", " 2026-03-04 05:06:07"]:
+        assert to_datetime(text) == convert_datetime(text), text
+    # Generated: the valid shape with characters swapped for others fromisoformat might take.
+    import random
+    rng = random.Random(13)
+    alphabet = "0123456789-: T.,+Wx\u0663"
+    for _ in range(20_000):
+        chars = list("2026-03-04 05:06:07.890123"[:rng.choice((19, 26))])
+        for _ in range(rng.randint(1, 3)):
+            chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+        text = "".join(chars)
+        assert _outcome(to_datetime, text) == _outcome(convert_datetime, text), text
+
+
+def test_loading_through_a_streaming_connection_keeps_every_row(db):
+    """A connection streaming its results (``stream_results``) has SQLAlchemy read ahead of the
+    driver's cursor: the history must still come back whole, first message included."""
+    ids = add_session(db, 1, [{"role": "user", "content": f"m{i}"} for i in range(5)])
+    store = Store(db.engine)
+    with db.engine.connect().execution_options(stream_results=True) as conn:
+        assert [m.id for m in store.messages(1, conn=conn)] == ids
+    with db.engine.connect().execution_options(yield_per=2) as conn:
+        assert [m.id for m in store.messages(1, conn=conn)] == ids
+        assert [m.id for m in store.iter_messages(1, batch=2, conn=conn)] == ids

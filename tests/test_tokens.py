@@ -17,7 +17,7 @@ from ctxtool.errors import CtxtoolError
 from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
                             TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
-                            encoding_for_model, get_encoding, token_lengths)
+                            _length_of, encoding_for_model, get_encoding, token_lengths)
 
 from .builders import add_session
 from .conftest import SHARED
@@ -85,13 +85,15 @@ def test_token_lengths_match_encode_ordinary_on_every_path(name, reference):
     strings included, alone, in the calling thread and spread over threads."""
     ref = reference[name]
     texts = [s * (i % 7 + 1) for i, s in enumerate(SAMPLES * 20)]
-    texts += ["<|endoftext|>", "a<|endofprompt|>b<|fim_prefix|>", "", " " * 5000, "\n\n\r\t"]
+    texts += ["<|endoftext|>", "a<|endofprompt|>b<|fim_prefix|>", "", " " * 5000, "\n\n\r\t",
+              "a lone surrogate \ud800 from a lenient JSON parser"]
     expected = [len(ref.encode_ordinary(t)) for t in texts]
     assert len(texts) > 16  # the threaded path
+    assert _length_of(get_encoding(name)).__name__ == "buffered"  # not the fallback
     assert token_lengths(texts, name) == expected
     assert token_lengths(texts, name, num_threads=1) == expected
     assert token_lengths(texts, name, num_threads=3) == expected
-    assert [token_lengths([t], name)[0] for t in texts[-5:]] == expected[-5:]
+    assert [token_lengths([t], name)[0] for t in texts[-6:]] == expected[-6:]
 
 
 def test_token_lengths_without_the_buffer_encoder(reference):

@@ -69,8 +69,9 @@ class Dialect:
         Here: one prepared UPDATE per row, which costs nothing where there is no round trip
         (SQLite). A CASE with a branch per id would be compared branch by branch for every row.
         """
-        conn.execute(_COUNT_UPDATE, [{"n": int(n), "enc": encoding, "i": int(i)}
-                                     for i, n in zip(ids, counts)])
+        if ids:
+            conn.execute(_COUNT_UPDATE, [{"n": int(n), "enc": encoding, "i": int(i)}
+                                         for i, n in zip(ids, counts)])
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
@@ -220,7 +221,13 @@ class MySQL(Dialect):
         """The driver's own tuples: MySQL drivers return ints, strings and datetimes already, so
         SQLAlchemy's row objects are pure overhead on a large read (a 100k-message history
         loads 10-20% faster, scripts/bench_restore.py). Only for queries whose columns have no
-        result processor: JSON columns must be read as text (``type_coerce(col, Text)``)."""
+        result processor: JSON columns must be read as text (``type_coerce(col, Text)``).
+
+        A streaming connection (``stream_results``, ``yield_per``) has SQLAlchemy read ahead
+        into its own buffer, so the cursor no longer holds every row: it goes the usual way."""
+        options = conn.get_execution_options()
+        if options.get("stream_results") or options.get("yield_per"):
+            return super().plain_rows(conn, query)
         result = conn.execute(query)
         try:
             return result.cursor.fetchall()

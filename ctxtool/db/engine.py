@@ -65,11 +65,18 @@ def _pymysql_conversions() -> dict:
     from pymysql.converters import conversions, convert_datetime
 
     def to_datetime(text):
-        if type(text) is str and len(text) in (19, 26) and text[:4] != "0000":
+        # "YYYY-MM-DD HH:MM:SS[.ffffff]" only: fromisoformat also takes shapes PyMySQL does
+        # not (week dates, other separators, time zones), which must go PyMySQL's way.
+        if (type(text) is str and len(text) in (19, 26) and text[:4] != "0000"
+                and text[4] == text[7] == "-" and text[10] == " " and text[13] == text[16] == ":"
+                and (len(text) == 19 or text[19] == ".")):
             try:
-                return datetime.fromisoformat(text)
+                value = datetime.fromisoformat(text)
             except ValueError:
                 pass
+            else:
+                if value.tzinfo is None:
+                    return value
         return convert_datetime(text)
 
     conv = dict(conversions)
