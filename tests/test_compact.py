@@ -370,3 +370,35 @@ def test_a_session_over_threshold_only_by_its_system_prompt_is_found(db):
     [candidate] = compactor.find_candidates()
     assert candidate.session_id == 1
     assert candidate.estimated_tokens == Store(db.engine).context_tokens(1)
+
+
+def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monkeypatch):
+    """The index sums leave out the system prompt (and an imported summary without a count):
+    the batch must still find a session whose prompt carries it over the threshold, however
+    large the prompt, and must not measure a session its byte bounds already decide."""
+    from ctxtool.compaction.batch import find_batch
+    from ctxtool.compaction.plan import CompactionSettings
+
+    settings = CompactionSettings(context_window=65_536, reserve_tokens=8_192)  # 57,344
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "alpha " * 2_000}
+                for i in range(10)]  # about 20k tokens of messages
+    add_session(db, 1, messages, model="gpt-4o", system_prompt="policy " * 40_000)  # ~40k more
+    add_session(db, 2, messages, model="gpt-4o", system_prompt="Be brief.")
+    add_session(db, 3, messages * 3, model="gpt-4o", system_prompt="Be brief.")  # ~60k: over
+    count_tokens(db.engine)
+    exact = {sid: Store(db.engine).context_tokens(sid) for sid in (1, 2, 3)}
+    assert exact[1] > settings.threshold("gpt-4o") > exact[2]
+    assert exact[3] > settings.threshold("gpt-4o")
+
+    measured = []
+    real = Store.context_tokens
+
+    def measuring(self, session_id, *args, **kwargs):
+        measured.append(session_id)
+        return real(self, session_id, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "context_tokens", measuring)
+    batch = find_batch(db.engine, settings, None)
+    assert sorted(c.session_id for c in batch.candidates) == [1, 3]
+    assert {c.session_id: c.estimated_tokens for c in batch.candidates}[1] == exact[1]
+    assert measured == [1]  # 2 is under even with its prompt, 3 is over without it

@@ -1,9 +1,10 @@
 """The cron batch: which sessions to compact, found over their effective contexts only.
 
-Sums of stored counts come from the indexes (``store.candidates``); a session with uncounted
-messages, or within NEAR_THRESHOLD_TOKENS of its threshold (the sums leave out the system
-prompt and an imported summary), is measured exactly, in memory. Finding writes nothing:
-filling in counts is the explicit :func:`count_missing` step a real run takes first.
+Sums of stored counts come from the indexes (``store.candidates``). They leave out the system
+prompt and an imported summary without a count, whose tokens are at most their UTF-8 bytes: a
+session is measured exactly, in memory, only when it has uncounted messages or when its
+threshold lies between the sum and the sum plus that bound. Finding writes nothing: filling in
+counts is the explicit :func:`count_missing` step a real run takes first.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from sqlalchemy.engine import Engine
 from ..db import read_connection
 from ..store import Store
 from ..store.candidates import EffectiveContext, effective_contexts, quiet_messages
-from ..tokens import REPLY_PRIMING_TOKENS
+from ..records import SUMMARY_PREFIX
+from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
 from .outcome import LEASE_HELD, CompactionOutcome
 from .plan import CompactionSettings
 from .suffix import read_suffix
 
-# What a system prompt or an imported summary may add to the summed message counts: sessions
-# this close to their threshold are measured exactly before they are left out.
-NEAR_THRESHOLD_TOKENS = 32_768
+# The message framing of what the sums leave out (the system prompt's and the summary's role
+# and separators, the summary's preface), over and above their texts' bytes.
+UNSUMMED_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,13 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
 def _measured(store: Store, rows: list[EffectiveContext], settings: CompactionSettings,
               encoding: str | None, force: bool = False):
     """(row, context tokens) for each session: the indexes' sum, measured exactly (in memory)
-    only where that sum cannot decide (uncounted messages, or near the threshold)."""
+    only where the sum cannot decide: uncounted messages, or a threshold between the sum and
+    the sum plus what it leaves out (at most its bytes)."""
     for r in rows:
         threshold = settings.threshold(r.model)
         estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
-        if r.uncounted or (not force and threshold - NEAR_THRESHOLD_TOKENS < estimate <= threshold):
+        at_most = estimate + r.unsummed_bytes + UNSUMMED_FRAMING_TOKENS
+        if r.uncounted or (not force and estimate <= threshold < at_most):
             estimate = store.context_tokens(r.session_id, encoding)
         yield r, estimate
 

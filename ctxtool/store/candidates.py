@@ -36,6 +36,9 @@ class EffectiveContext:
     last_message_id: int
     lease_owner: str | None = None          # set only while a live lease holds the session
     lease_expires_at: datetime | None = None
+    # UTF-8 bytes of what the sums leave out: the system prompt, and the summary when it has no
+    # stored count. A byte-level BPE token is at least one byte, so this bounds its tokens.
+    unsummed_bytes: int = 0
 
 
 def effective_contexts(conn: Connection) -> list[EffectiveContext]:
@@ -45,10 +48,12 @@ def effective_contexts(conn: Connection) -> list[EffectiveContext]:
                  .scalar_subquery())
     cp = C.alias("cp")
     live = sa.and_(S.c.lease_owner.is_not(None), S.c.lease_expires_at >= now)
+    uncounted_summary = sa.case((cp.c.summary_tokens.is_(None), _bytes(cp.c.summary)), else_=0)
     sessions = conn.execute(
         sa.select(S.c.session_id, S.c.model, cp.c.summary_tokens, cp.c.first_kept_message_id,
                   sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
-                  sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"))
+                  sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
+                  (_bytes(S.c.system_prompt) + uncounted_summary).label("unsummed_bytes"))
         .select_from(S.outerjoin(cp, cp.c.id == latest_id))).all()
     out: list[EffectiveContext] = []
     for i in range(0, len(sessions), SESSIONS_PER_RANGE_QUERY):
@@ -64,8 +69,15 @@ def effective_contexts(conn: Connection) -> list[EffectiveContext]:
             out.append(EffectiveContext(r.session_id, r.model, r.summary_tokens,
                                         r.first_kept_message_id, int(row.tokens or 0),
                                         int(row.uncounted or 0), int(row.last_message_id),
-                                        r.lease_owner, r.lease_expires_at))
+                                        r.lease_owner, r.lease_expires_at,
+                                        int(r.unsummed_bytes or 0)))
     return out
+
+
+def _bytes(text_column):
+    """SQL: a text's length in UTF-8 bytes, 0 for NULL (LENGTH of its bytes on both databases;
+    SQLite's LENGTH of text counts characters)."""
+    return sa.func.coalesce(sa.func.length(sa.cast(text_column, sa.LargeBinary)), 0)
 
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:
