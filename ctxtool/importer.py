@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from .db import describe_db_error, dialect_of
 from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
-from .transcripts import PARSERS, BranchedTranscript, Transcript
+from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
 from .transcripts.files import (STDIN, CountingStream, expand_paths, legacy_source_id,
                                 open_source, printable)
 from .transcripts.reading import main_line_of, read_transcript
@@ -152,6 +152,15 @@ class Importer:
                      progress: "_FileProgress") -> None:
         transcript = read_transcript(path, CountingStream(stream, progress.advance), self.fmt,
                                      self.skip_invalid, main)
+        try:
+            self._import_transcript(path, transcript, ids, result)
+        except TranscriptError as exc:
+            if transcript.numbered_by_message:
+                exc.number_as_message()
+            raise
+
+    def _import_transcript(self, path: str, transcript: Transcript,
+                           ids: tuple[str, str | None], result: FileResult) -> None:
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
         own_id = transcript.session.source_id

@@ -438,3 +438,18 @@ def test_skip_invalid_also_skips_bad_messages_of_a_single_json_document(db, tmp_
     [lenient] = _import(db, path, skip_invalid=True)
     assert lenient.error is None and lenient.messages_added == 2
     assert lenient.skipped["invalid_record"] == 2
+
+
+def test_a_json_documents_bad_message_is_named_as_a_message(db, tmp_path):
+    """In a pretty-printed message list the Nth record is the Nth message, not line N of the
+    file: the error says "message #N" (the same bad message in JSONL names its line)."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"},
+                {"role": "assistant", "content": "x", "name": [1]}]
+    path = _write(tmp_path, "doc.json", json.dumps(messages, indent=2).encode())
+    [result] = _import(db, path)
+    assert result.error.startswith(f"{path}: message #3: invalid openai-chat record"), result.error
+    assert f"{path}:3" not in result.error
+    jsonl = _write(tmp_path, "doc.jsonl", b"\n".join(json.dumps(m).encode() for m in messages) + b"\n")
+    [result] = _import(db, jsonl)
+    assert result.error.startswith(f"{jsonl}:3: invalid openai-chat record"), result.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0

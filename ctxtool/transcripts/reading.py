@@ -165,7 +165,8 @@ def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: boo
 
 
 def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> Transcript:
-    """One JSON document (an OpenAI message list): its messages are numbered as its lines."""
+    """One JSON document (an OpenAI message list): its messages are numbered as its lines
+    (their fallback source ids are ``L<n>``), and errors name them as messages."""
     data = b"".join(itertools.chain(peeked, raw_iter))
     try:
         doc = orjson.loads(data)
@@ -194,7 +195,9 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
         else:
             raise TranscriptError(path, None, f"message #{i} is not a JSON object "
                                               "(use --skip-invalid to skip such messages)")
-    return parse(parser, lines, path, skip_invalid)
+    transcript = parse(parser, lines, path, skip_invalid)
+    transcript.numbered_by_message = True
+    return transcript
 
 
 def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> str:

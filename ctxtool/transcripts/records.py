@@ -21,7 +21,13 @@ class TranscriptError(CtxtoolError):
     def __init__(self, path: str, line: int | None, message: str):
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {message}")
-        self.path, self.line = path, line
+        self.path, self.line, self.detail = path, line, message
+
+    def number_as_message(self) -> None:
+        """Say "message #N" instead of line N: in a whole JSON document (an OpenAI message
+        list) records are numbered by their place in the list, not by a line of the file."""
+        if self.line:
+            self.args = (f"{self.path}: message #{self.line}: {self.detail}",)
 
 
 class InvalidRecord(Exception):
@@ -103,3 +109,4 @@ class Transcript:
     session: SourceSession
     records: Iterator[Record]
     skipped: Counter
+    numbered_by_message: bool = False  # a whole JSON document: record N is its Nth message
