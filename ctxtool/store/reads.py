@@ -349,6 +349,15 @@ class _use:
         return False
 
 
+def per_session(conn: Connection, table: sa.Table, session_ids: list[int],
+                *aggregates) -> dict[int, tuple]:
+    """{session id: (aggregate, ...)} over the rows ``table`` holds for the given sessions, in
+    one grouped query on the session_id index; a session without rows is absent."""
+    return {r[0]: tuple(r[1:]) for r in conn.execute(
+        sa.select(table.c.session_id, *aggregates)
+        .where(table.c.session_id.in_(session_ids)).group_by(table.c.session_id))}
+
+
 # Sessions per query when reading many restored suffixes at once (see suffix_ranges).
 SESSIONS_PER_RANGE_QUERY = 500
 
@@ -391,12 +400,10 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
         ids = [s.session_id for s in sessions]
         if not ids:
             return []
-        messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
-                                     .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
-        last = dict(conn.execute(sa.select(M.c.session_id, sa.func.max(M.c.id))
-                                 .where(M.c.session_id.in_(ids)).group_by(M.c.session_id)).all())
-        compactions = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
-                                        .where(C.c.session_id.in_(ids)).group_by(C.c.session_id)).all())
+        counted = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
+        messages = {sid: n for sid, (n, _) in counted.items()}
+        last = {sid: top for sid, (_, top) in counted.items()}
+        compactions = {sid: n for sid, (n,) in per_session(conn, C, ids, sa.func.count()).items()}
     rows = []
     for s in sessions:
         row = {"session_id": s.session_id, "title": s.title, "model": s.model,

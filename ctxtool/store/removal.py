@@ -14,6 +14,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
+from .reads import per_session
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,10 @@ def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprin
     missing = [sid for sid in session_ids if sid not in sources]
     if missing:
         raise CtxtoolError(f"session {missing[0]} does not exist")
-    messages = dict(conn.execute(sa.select(M.c.session_id, sa.func.count())
-                                 .where(M.c.session_id.in_(session_ids)).group_by(M.c.session_id)).all())
-    checkpoints = dict(conn.execute(sa.select(C.c.session_id, sa.func.count())
-                                    .where(C.c.session_id.in_(session_ids)).group_by(C.c.session_id)).all())
-    return [SessionFootprint(sid, sources[sid], int(messages.get(sid, 0)),
-                             int(checkpoints.get(sid, 0))) for sid in session_ids]
+    messages = per_session(conn, M, session_ids, sa.func.count())
+    checkpoints = per_session(conn, C, session_ids, sa.func.count())
+    return [SessionFootprint(sid, sources[sid], int(messages.get(sid, (0,))[0]),
+                             int(checkpoints.get(sid, (0,))[0])) for sid in session_ids]
 
 
 def delete_sessions(engine: Engine, session_ids: list[int]) -> list[SessionFootprint]:
