@@ -206,9 +206,9 @@ def token_lengths(texts: Sequence[str], encoding: str | tiktoken.Encoding,
 
     ``encode_ordinary_batch`` turns every token into a Python int in a list only for ``len()`` to
     read it: 18M ints for 82 MB of text, built while holding the GIL. tiktoken's buffer encoder
-    (the one behind ``encode_to_numpy``) hands the tokens back as one array instead, which makes
-    a count 20-40% cheaper (scripts/bench_tokens.py). Texts are spread over a shared thread pool
-    in chunks; the encoder releases the GIL, so the threads run in parallel.
+    (the one behind ``encode_to_numpy``) hands the tokens back as one array instead: a count
+    takes about half the time (scripts/bench_tokens.py, 2 threads). Texts are spread over a
+    shared thread pool in chunks; the encoder releases the GIL, so the threads run in parallel.
     """
     enc = get_encoding(encoding) if isinstance(encoding, str) else encoding
     length = _length_of(enc)
