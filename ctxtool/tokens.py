@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
@@ -237,9 +237,9 @@ _MAX_THREADS = 32
 
 def _length_of(enc: tiktoken.Encoding):
     """The fastest exact ``len(enc.encode_ordinary(text))`` this tiktoken offers."""
-    cached = _lengths.get(id(enc))
-    if cached is not None and cached[0] is enc:
-        return cached[1]
+    cached = _lengths.get(enc)  # an Encoding hashes by identity
+    if cached is not None:
+        return cached
 
     def plain(text: str) -> int:
         return len(enc.encode_ordinary(text))
@@ -261,11 +261,11 @@ def _length_of(enc: tiktoken.Encoding):
                 length = buffered
         except Exception:  # noqa: BLE001 - any change of signature or result
             pass
-    _lengths[id(enc)] = (enc, length)
+    _lengths[enc] = length
     return length
 
 
-_lengths: dict[int, tuple[tiktoken.Encoding, Any]] = {}
+_lengths: dict[tiktoken.Encoding, Callable[[str], int]] = {}
 
 
 def _default_threads() -> int:

@@ -193,7 +193,6 @@ class MessageWriter:
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
-        self.surely_fits = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
         self.inserts = dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
@@ -250,13 +249,10 @@ class MessageWriter:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content
-        # Even at 4 bytes a character most rows fit: only a large one is measured exactly.
-        if 4 * ((len(content) if content else 0) + (len(tool_calls) if tool_calls else 0)
-                + (len(details) if details else 0)) > self.surely_fits:
-            problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
-                                   self.max_row_bytes)
-            if problem:
-                raise TranscriptError(self.path, msg.line, problem)
+        problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
+                               self.max_row_bytes)  # counts exactly only a large message
+        if problem:
+            raise TranscriptError(self.path, msg.line, problem)
         if msg.created_at is not None and msg.created_at != self.last_time:
             self.last_time = msg.created_at
             self.last_time_text = msg.created_at.isoformat(" ", "microseconds")

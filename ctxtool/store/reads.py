@@ -400,18 +400,16 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
         ids = [s.session_id for s in sessions]
         if not ids:
             return []
-        counted = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
-        messages = {sid: n for sid, (n, _) in counted.items()}
-        last = {sid: top for sid, (_, top) in counted.items()}
-        compactions = {sid: n for sid, (n,) in per_session(conn, C, ids, sa.func.count()).items()}
+        messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
+        compactions = per_session(conn, C, ids, sa.func.count())
     rows = []
     for s in sessions:
         row = {"session_id": s.session_id, "title": s.title, "model": s.model,
                "user_id": s.user_id, "project_id": s.project_id,
                "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-               "messages": int(messages.get(s.session_id, 0)),
-               "compactions": int(compactions.get(s.session_id, 0)),
-               "last_message_id": last.get(s.session_id),
+               "messages": int(messages.get(s.session_id, (0, None))[0]),
+               "compactions": int(compactions.get(s.session_id, (0,))[0]),
+               "last_message_id": messages.get(s.session_id, (0, None))[1],
                "created_at": s.created_at, "leased_by": s.lease_owner}
         if over_window is not None:
             row["context_tokens"], row["threshold"] = measured[s.session_id]

@@ -204,9 +204,13 @@ def size_problem(content: str | None, json_texts: Iterable[str | None], max_cont
                  max_row_bytes: int) -> str | None:
     """Why a message cannot be stored, or None: its text is larger than the column takes, or
     the row (text, tool calls, details) is larger than one statement may be once escaped."""
-    texts = [content, *json_texts]
-    if 4 * sum(len(t) for t in texts if t) <= min(max_content_bytes, max_row_bytes):
+    chars = len(content) if content else 0
+    for text in json_texts:  # no list nor generator: this runs for every imported message
+        if text:
+            chars += len(text)
+    if 4 * chars <= min(max_content_bytes, max_row_bytes):
         return None  # even at 4 bytes a character it fits: no need to count
+    texts = [content, *json_texts]
     content_bytes = len(content.encode("utf-8")) if content else 0
     if content_bytes > max_content_bytes:
         return (f"message of {content_bytes / 1048576:.1f} MB is larger than the "
