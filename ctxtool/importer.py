@@ -150,8 +150,9 @@ class Importer:
     def _import_pass(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
                      result: FileResult, main: set[str] | None,
                      progress: "_FileProgress") -> None:
-        transcript = read_transcript(path, CountingStream(stream, progress.advance), self.fmt,
-                                     self.skip_invalid, main)
+        # Counting bytes costs a call for every line: only for a caller that shows them.
+        counted = CountingStream(stream, progress.advance if self.on_bytes else None)
+        transcript = read_transcript(path, counted, self.fmt, self.skip_invalid, main)
         try:
             self._import_transcript(path, transcript, ids, result)
         except TranscriptError as exc:

@@ -49,7 +49,7 @@ def test_claude_code_streamed_assistant_records_merge_and_results_become_tool_me
         ("u1", "user"), ("a1", "assistant"), ("r1", "tool"), ("r1#text", "user")]
     assistant = out[1]
     assert assistant.content == "Looking."
-    assert assistant.tool_calls[0]["function"] == {"name": "Bash", "arguments": '{"command": "ls"}'}
+    assert assistant.tool_calls[0]["function"] == {"name": "Bash", "arguments": '{"command":"ls"}'}
     assert assistant.details["thinking"] == "hmm"
     assert out[2].tool_call_id == "t1" and out[2].content == "a.py"
     assert (t.session.source_id, t.session.model, t.session.title) == (

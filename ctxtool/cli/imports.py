@@ -44,7 +44,8 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
     total = file_sizes(files) if Progress.on_terminal() else None
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
-        importer = Importer(engine, fmt, skip_invalid, on_bytes=progress.update)
+        importer = Importer(engine, fmt, skip_invalid,
+                            on_bytes=progress.update if progress.enabled else None)
         results = [importer.import_file(f) for f in files]  # already expanded above
     rows = [r.as_dict() for r in results]
     if output.machine:

@@ -56,7 +56,9 @@ class ClaudeCodeParser(FormatParser):
                 session.details[key] = rec[field] if isinstance(rec.get(field), str) else None
 
     def kind_of(self, obj: dict) -> str:
-        kind = super().kind_of(obj)
+        kind = obj.get("type")
+        if type(kind) is not str:
+            return super().kind_of(obj)
         if kind == "system" and obj.get("subtype") == "compact_boundary":
             return "compact_boundary"
         return kind
@@ -151,16 +153,17 @@ class ClaudeCodeParser(FormatParser):
                 self.session.title = f.first_line_title(text)
             return out + [SourceMessage(self.ids(uuid, line.number), "user", text, line.number,
                                         created_at=when, details=meta)]
-        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        results, others = [], []  # one pass: most such records hold a single tool result
+        for b in content:
+            (results if type(b) is dict and b.get("type") == "tool_result" else others).append(b)
         for k, block in enumerate(results):
             body = block.get("content")
             out.append(SourceMessage(
                 self.ids(uuid, line.number, f"#{k}" if k else ""), "tool",
-                body if isinstance(body, str) else f.text_of(body, self.skipped), line.number,
+                body if type(body) is str else f.text_of(body, self.skipped), line.number,
                 tool_call_id=f.identifier(block, "tool_use_id"), created_at=when,
                 details={"is_error": True} if block.get("is_error") else None))
-        text = f.text_of([b for b in content if not (isinstance(b, dict)
-                                                     and b.get("type") == "tool_result")], self.skipped)
+        text = f.text_of(others, self.skipped) if others else ""
         if text:
             out.append(SourceMessage(self.ids(uuid, line.number, "#text" if results else ""), "user",
                                      text, line.number, created_at=when, details=meta))

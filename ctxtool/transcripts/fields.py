@@ -13,6 +13,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
+
 from .records import InvalidRecord
 
 # A source id plus the suffix a parser may add (``#text``, ``@L12345``) fits VARCHAR(191).
@@ -73,6 +75,14 @@ def integer(value: Any) -> int | None:
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 text or epoch milliseconds as naive UTC; None for anything unparseable or
     outside the years a DATETIME column holds (1000-9999)."""
+    if type(value) is str and value[-1:] == "Z":
+        # The usual spelling (UTC) first: this runs for every record of a transcript.
+        try:
+            parsed = datetime.fromisoformat(value[:-1])
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            return parsed if parsed.year >= 1000 else None
     parsed = _parse_time(value)
     return parsed if parsed is not None and parsed.year >= 1000 else None
 
@@ -83,7 +93,7 @@ def _parse_time(value: Any) -> datetime | None:
             seconds = value / 1000 if value > 1e11 else value
             return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
         if isinstance(value, str) and value:
-            # The usual spelling ends in Z (UTC): without it the time is already naive UTC.
+            # Ending in Z (UTC) the time is already naive UTC once the Z is gone.
             parsed = datetime.fromisoformat(value[:-1] if value[-1] == "Z" else value)
             if parsed.tzinfo is not None:
                 parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
@@ -129,31 +139,39 @@ def label(kind: Any) -> str:
     return kind[:64] if isinstance(kind, str) else json_type(kind)
 
 
-# json.dumps(..., ensure_ascii=False) builds a new encoder on every call; this is the same one.
-_arguments_json = json.JSONEncoder(ensure_ascii=False).encode
+# The fallback for what orjson does not serialise (integers beyond 64 bits).
+_arguments_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def tool_call(call_id: str, name_: str, arguments: Any) -> dict:
-    """An OpenAI-style tool call; non-string arguments are serialised as JSON."""
+    """An OpenAI-style tool call; non-string arguments are serialised as compact JSON (orjson:
+    ten times the standard library's speed, and a tool call in every third message)."""
     if not isinstance(arguments, str):
-        arguments = _arguments_json(arguments if arguments is not None else {})
+        value = arguments if arguments is not None else {}
+        try:
+            arguments = orjson.dumps(value).decode("utf-8")
+        except orjson.JSONEncodeError:
+            arguments = _arguments_json(value)
     return {"id": call_id, "type": "function", "function": {"name": name_, "arguments": arguments}}
 
 
 def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,
                     cache_write: Any = None) -> dict | None:
     """Provider usage in one shape; ``context_tokens`` is the prompt size the provider saw."""
-    values = [_count(v) for v in (input_tokens, output_tokens, cache_read, cache_write)]
-    if all(v is None for v in values):
+    i, o, r, w = (_count(input_tokens), _count(output_tokens), _count(cache_read),
+                  _count(cache_write))
+    if i is None and o is None and r is None and w is None:
         return None
-    i, o, r, w = (v or 0 for v in values)
+    i, o, r, w = i or 0, o or 0, r or 0, w or 0
     return {"input_tokens": i, "output_tokens": o, "cache_read_tokens": r,
             "cache_write_tokens": w, "context_tokens": i + r + w}
 
 
 def _count(value: Any) -> int | None:
     if type(value) is int:
-        return value if value in INT_RANGE else None
+        return value if -2147483648 <= value <= 2147483647 else None  # an INT column
+    if value is None:
+        return None
     if type(value) is float and math.isfinite(value):
         return integer(int(value))
     return None
@@ -172,7 +190,9 @@ class UniqueIds:
         self.seen: set[str] = set()
 
     def __call__(self, wanted: str | None, line: int, suffix: str = "") -> str:
-        base = (wanted or f"L{line}") + suffix
+        base = wanted or f"L{line}"
+        if suffix:
+            base += suffix
         if base[-1] == " ":
             base = source_key(base)
         if base in self.seen:

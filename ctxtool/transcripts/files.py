@@ -106,8 +106,11 @@ def printable(name: str) -> str:
 
 
 class CountingStream:
-    """Binary lines from a stream, counting bytes read (for progress), a UTF-8 byte order mark
-    dropped from the first line."""
+    """Binary lines from a stream, counting bytes read (for progress, reported every
+    ``REPORT_BYTES`` and at the end: a call for every line cost an import 3%), a UTF-8 byte
+    order mark dropped from the first line."""
+
+    REPORT_BYTES = 1 << 16
 
     def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None = None):
         self.stream, self.on_bytes = stream, on_bytes
@@ -117,12 +120,19 @@ class CountingStream:
         first = next(lines, None)
         if first is None:
             return
-        if self.on_bytes:
-            self.on_bytes(len(first))
+        on_bytes = self.on_bytes
+        if on_bytes:
+            on_bytes(len(first))
         yield first[len(_BOM):] if first.startswith(_BOM) else first
-        if self.on_bytes is None:
+        if on_bytes is None:
             yield from lines
             return
+        pending, report = 0, self.REPORT_BYTES
         for raw in lines:
-            self.on_bytes(len(raw))
+            pending += len(raw)
+            if pending >= report:
+                on_bytes(pending)
+                pending = 0
             yield raw
+        if pending:
+            on_bytes(pending)

@@ -31,13 +31,19 @@ class LineReader:
         self.skipped = skipped
 
     def __iter__(self) -> Iterator[Line]:
+        loads, decode_error = orjson.loads, orjson.JSONDecodeError
         for number, raw in enumerate(self.stream, start=1):
+            try:  # the usual line first, in one call: decode_line's checks, inlined
+                obj = loads(raw)
+            except decode_error:
+                obj = None
+            if type(obj) is dict:
+                yield Line(number, obj)
+                continue
             if not raw.strip():
                 continue
             obj, problem = decode_line(raw)
-            if problem is None:
-                yield Line(number, obj)
-            elif not raw.endswith(b"\n") and problem.startswith(("malformed", "invalid UTF-8")):
+            if not raw.endswith(b"\n") and problem.startswith(("malformed", "invalid UTF-8")):
                 # An unterminated last line: the agent is still writing it. Not an error;
                 # the next import of the grown file picks it up.
                 self.skipped["incomplete_last_line"] += 1

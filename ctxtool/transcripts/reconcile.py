@@ -111,7 +111,10 @@ class Reconciler:
         if isinstance(rec, SourceCompaction):
             return self._checkpoint(rec)
         msg = rec
-        self._pair(msg)
+        if msg.tool_calls or msg.role == "tool":
+            self._pair(msg)
+        if not self.waiting and msg.source_id not in self.stored.messages:
+            return [NewMessage(msg)]  # the usual record: a new message, nothing waiting
         out: list[Action] = []
         if self.waiting:
             out = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
