@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from bench_import import timed_import, write_transcript
-from benchdb import fresh_database
+from benchdb import fresh_database, settle
 
 BATCH = 1000
 
@@ -99,7 +99,9 @@ def main() -> None:
             with engine.begin() as conn:
                 for ddl in SDK_TABLES:
                     conn.exec_driver_sql(ddl)
+            settle(engine)  # each side starts with InnoDB's flushing of the last run done
             ours.append(timed_import(engine, path, n))  # n messages (text + tool call merged)
+            settle(engine)
             theirs.append(asyncio.run(sdk_run(sdk_url, items, run)))
     print(f"one conversation: {n} ctxtool messages = {len(items)} SDK items (the SDK keeps an "
           f"assistant's text and its tool call as two items)")

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
-from benchdb import fresh_database
+from benchdb import fresh_database, settle
 from ctxtool.transcripts import Line, parse_lines
 
 WORDS = ("the agent reads src/app.py and runs pytest -x error ZeroDivisionError at line 42 "
@@ -167,9 +167,11 @@ def main() -> None:
         print(f"corpus: {n} messages, {size / 1e6:.1f} MB Claude Code JSONL; {args.repeat} runs each")
         base, ours = [], []
         for _ in range(args.repeat):
-            fresh_database(args.db).dispose()
+            settle(fresh_database(args.db))  # InnoDB's flushing of the last run done first
             base.append(baseline_mysql(args.db, rows))
-            ours.append(timed_import(fresh_database(args.db), path, n))
+            engine = fresh_database(args.db)
+            settle(engine)
+            ours.append(timed_import(engine, path, n))
         report("MariaDB/MySQL", n, base, ours)
         if not args.no_sqlite:
             db_file = os.path.join(tmp, "bench.db")

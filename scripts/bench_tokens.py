@@ -20,6 +20,7 @@ import time
 
 import sqlalchemy as sa
 
+import benchdb
 from benchdb import fresh_database
 from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.store.counts import count_tokens
@@ -51,11 +52,11 @@ def setup(url: str, n: int, seed: int = 7) -> tuple[sa.Engine, list[str]]:
 
 
 def settle(engine: sa.Engine) -> None:
-    """Let InnoDB finish flushing what was just written (the bulk insert, the previous count's
-    updates), which otherwise lands in whatever is measured next."""
+    """Fresh statistics, then let InnoDB finish flushing what was just written (the bulk
+    insert, the previous count's updates), which otherwise lands in whatever is measured next."""
     with engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE TABLE agent_message").all()
-    time.sleep(3)
+    benchdb.settle(engine)
 
 
 def timed(fn) -> float:

@@ -282,3 +282,27 @@ def test_a_file_name_that_is_not_utf8_is_imported_under_a_printable_id(db, cli, 
     [row] = json.loads(result.stdout)
     assert row["added"] == 1
     assert db.scalar("SELECT source_id FROM agent_session").startswith("caf\\xe9@")
+
+
+def test_a_batch_the_server_refuses_stops_the_batches_queued_behind_it(mysql_db, tmp_path):
+    """The writer thread may hold a second batch while the server works on the first: when the
+    server refuses a batch, the ones queued behind it are never sent, the file fails with one
+    line, and the transaction leaves nothing. A trigger (slow, then SIGNAL) refuses one
+    message; a MyISAM table, which no rollback empties, records every row that reached it."""
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE arrived (content TEXT) ENGINE=MyISAM")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
+            "INSERT INTO arrived VALUES (NEW.content); "
+            "IF NEW.content = 'boom' THEN DO SLEEP(1); "
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END")
+    texts = [f"m{i}" for i in range(30_000)]
+    texts[1_000] = "boom"  # in the second batch (the first holds FIRST_BATCH_ROWS)
+    path = write(tmp_path / "big.jsonl", chat(*texts))
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error and "refused by the test" in res.error and "\n" not in res.error
+    assert res.messages_added == 0
+    assert counts(mysql_db) == (0, 0, 0)
+    arrived = {r["content"] for r in mysql_db.rows("SELECT content FROM arrived")}
+    assert "boom" in arrived and "m999" in arrived
+    assert not arrived & {f"m{i}" for i in range(6_000, 30_000)}  # nothing after that batch

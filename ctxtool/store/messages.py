@@ -3,9 +3,9 @@
 The import rules themselves are pure (``ctxtool.transcripts.reconcile``); this module only
 turns their actions into statements. Messages go in multi-row INSERT batches, bounded in rows
 and bytes so memory stays flat. On a server, parsing overlaps with the database: the caller's
-thread parses and renders each batch while one writer thread sends the previous one (releasing
-the GIL while the server works), in order, with at most one batch in flight. SQLite is written
-in line (see ``Dialect.overlap_writes``).
+thread parses and renders each batch while one writer thread sends the earlier ones (releasing
+the GIL while the server works), in order, with at most ``IN_FLIGHT`` batches queued. SQLite is
+written in line (see ``Dialect.overlap_writes``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Iterator
@@ -36,6 +36,10 @@ from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import latest_compaction_id
 
 BATCH_ROWS = 5000  # measured: 1000 -> 2.3 s, 4000-8000 -> 1.6-1.8 s for 100k messages
+# The first batch is small, so the server starts working while the rest is parsed.
+FIRST_BATCH_ROWS = 500
+# Batches sent or waiting to be, at most: the parser goes on while the server takes its time.
+IN_FLIGHT = 2
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
 BATCH_BYTES = 4 * 1024 * 1024
 # MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
@@ -207,7 +211,9 @@ class MessageWriter:
         # SQLite works inside this process, mostly holding the GIL: handing it batches on
         # a thread made a 100k-message import 40% slower than writing them in line.
         self._thread = ThreadPoolExecutor(max_workers=1) if dialect.overlap_writes else None
-        self._in_flight: Future | None = None
+        self._in_flight: deque[Future] = deque()
+        self._batch_rows = FIRST_BATCH_ROWS
+        self._failed = False
 
     def __enter__(self) -> "MessageWriter":
         self._switches = (_responsive_thread_switches() if self._thread is not None
@@ -236,15 +242,15 @@ class MessageWriter:
                 self._completions.append(action)
             else:
                 self._checkpoints.append(action)
-        if (len(self._rows) >= BATCH_ROWS or self._bytes >= BATCH_BYTES or self._checkpoints
+        if (len(self._rows) >= self._batch_rows or self._bytes >= BATCH_BYTES or self._checkpoints
                 or self._completions):
             self._flush()
 
     def close(self) -> None:
         """Send what is left and wait for it."""
         self._flush()
-        if self._in_flight is not None:
-            self._in_flight.result()
+        while self._in_flight:
+            self._in_flight.popleft().result()
 
     def row(self, msg: SourceMessage) -> tuple:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
@@ -263,18 +269,31 @@ class MessageWriter:
 
     def _flush(self) -> None:
         payload = self.inserts.render(self._rows)
-        if self._in_flight is not None:
-            self._in_flight.result()
         batch = (payload, len(self._rows), self._completions, self._checkpoints)
         self._rows, self._bytes, self._completions, self._checkpoints = [], 0, [], []
+        self._batch_rows = BATCH_ROWS
         if self._thread is None:
             self._send(*batch)
-        else:
-            self._in_flight = self._thread.submit(self._send, *batch)
+            return
+        # A failed batch raises here, at the next flush or at close; the batches queued
+        # behind it are not sent (see _send) and the caller's transaction rolls back.
+        while self._in_flight and (self._in_flight[0].done() or len(self._in_flight) >= IN_FLIGHT):
+            self._in_flight.popleft().result()
+        self._in_flight.append(self._thread.submit(self._send, *batch))
 
     def _send(self, payload, count: int, completions: list[CompleteMessage],
               checkpoints: list[NewCheckpoint]) -> None:
         """On the writer thread: completions, the batch, then the checkpoints after it."""
+        if self._failed:
+            return  # an earlier batch failed: the transaction is lost, send nothing more
+        try:
+            self._send_batch(payload, count, completions, checkpoints)
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _send_batch(self, payload, count: int, completions: list[CompleteMessage],
+                    checkpoints: list[NewCheckpoint]) -> None:
         for done in completions:
             full = done.message
             self.conn.execute(M.update().where(M.c.id == done.stored_id).values(
