@@ -297,12 +297,12 @@ def test_a_batch_the_server_refuses_stops_the_batches_queued_behind_it(mysql_db,
             "IF NEW.content = 'boom' THEN DO SLEEP(1); "
             "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END")
     texts = [f"m{i}" for i in range(30_000)]
-    texts[1_000] = "boom"  # in the second batch (the first holds FIRST_BATCH_ROWS)
+    texts[1_500] = "boom"  # in the second batch (BATCH_ROWS is 1000)
     path = write(tmp_path / "big.jsonl", chat(*texts))
     [res] = Importer(mysql_db.engine).import_paths([str(path)])
     assert res.error and "refused by the test" in res.error and "\n" not in res.error
     assert res.messages_added == 0
     assert counts(mysql_db) == (0, 0, 0)
     arrived = {r["content"] for r in mysql_db.rows("SELECT content FROM arrived")}
-    assert "boom" in arrived and "m999" in arrived
-    assert not arrived & {f"m{i}" for i in range(6_000, 30_000)}  # nothing after that batch
+    assert "boom" in arrived and "m1499" in arrived
+    assert not arrived & {f"m{i}" for i in range(2_000, 30_000)}  # nothing after that batch

@@ -43,10 +43,11 @@ class ClaudeCodeParser(FormatParser):
     def link(rec: dict) -> tuple[str, str | None] | None:
         """(uuid, parent uuid) of a main-conversation record; a compaction boundary links through
         ``logicalParentUuid``. Sidechain records are another conversation."""
-        if rec.get("isSidechain") or not isinstance(rec.get("uuid"), str):
+        uuid = rec.get("uuid")
+        if type(uuid) is not str or rec.get("isSidechain"):
             return None
         parent = rec.get("parentUuid") or rec.get("logicalParentUuid")
-        return rec["uuid"], parent if isinstance(parent, str) else None
+        return uuid, parent if type(parent) is str else None
 
     def observe(self, rec: dict) -> None:
         session = self.session
