@@ -115,11 +115,19 @@ def test_message_ids_that_differ_in_case_or_a_trailing_space_are_distinct(db, tm
 # -- item 8: the size that is sent ----------------------------------------------------------------------
 
 def test_size_checks_count_escaped_bytes_and_tool_call_arguments(db, tmp_path):
-    quotes = '"\n' * (5 * 1024 * 1024)  # 10 MiB of text, 20 MiB once escaped for MySQL
+    quotes = "'\\" * (5 * 1024 * 1024)  # 10 MiB of text, 20 MiB once escaped for MySQL
     escaped = write(tmp_path / "quotes.jsonl", chat("hi") + [{"role": "user", "content": quotes}])
     args = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
             "function": {"name": "write", "arguments": "x" * (17 * 1024 * 1024)}}]}
     big_call = write(tmp_path / "args.jsonl", chat("hi") + [args])
+    raw = '"\n\r\x00\x1a' * (2 * 1024 * 1024)  # 10 MiB sent as they are: they fit
+    unescaped = write(tmp_path / "raw.jsonl", chat("hi") + [{"role": "user", "content": raw}])
+    [ok] = Importer(db.engine).import_paths([str(unescaped)])
+    assert ok.error is None and ok.messages_added == 2
+    assert contents(db, ok.session_id)[-1] == raw
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM agent_message")
+        conn.exec_driver_sql("DELETE FROM agent_session")
     results = Importer(db.engine).import_paths([str(escaped), str(big_call)])
     if db.kind == "mysql":  # max_allowed_packet 16 MiB
         assert f"{escaped}:2: message of 20.0 MB as sent" in results[0].error

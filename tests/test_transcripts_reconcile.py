@@ -105,14 +105,15 @@ def test_a_shorter_last_message_is_a_disagreement_too():
 
 def test_escaped_bytes_count_what_mysql_sends():
     assert escaped_bytes("ab") == 2
-    assert escaped_bytes('a"\n\\') == 7
+    assert escaped_bytes("a'\\") == 5
+    assert escaped_bytes('a"\n\r\x00\x1a') == 6  # sent as they are
     assert escaped_bytes("é") == 2
 
 
 def test_size_problem_counts_escaping_and_tool_call_arguments():
     assert size_problem("x" * 100, [None], 1000, 1000) is None
     assert "MEDIUMTEXT" in size_problem("x" * 1001, [None], 1000, 5000)
-    quotes = '"' * 600  # 600 characters, 1200 bytes once escaped
+    quotes = "'" * 600  # 600 characters, 1200 bytes once escaped
     assert "max_allowed_packet" in size_problem(quotes, [None], 1000, 1000)
     assert "tool-call arguments" in size_problem("", ["a" * 1100], 1000, 1000)
 

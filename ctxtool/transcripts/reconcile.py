@@ -194,13 +194,12 @@ class Reconciler:
 
 
 def escaped_bytes(text: str | None) -> int:
-    """Bytes a text costs inside a SQL statement: UTF-8, with the characters MySQL escapes
-    (quote, backslash, newline, ...) counted twice. Exact counting only runs for texts long
-    enough to matter."""
+    """Bytes a text costs inside a SQL statement: UTF-8, with the two characters the import
+    escapes (backslash and single quote, see ``db.dialects._row_literal``) counted twice. Exact
+    counting only runs for texts long enough to matter."""
     if not text:
         return 0
-    n = len(text.encode("utf-8"))
-    return n + sum(text.count(c) for c in "\\'\"\n\r\x00\x1a")
+    return len(text.encode("utf-8")) + text.count("\\") + text.count("'")
 
 
 def size_problem(content: str | None, json_texts: Iterable[str | None], max_content_bytes: int,
