@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
-# .venv, Debian's chromium for the HTML export test when it is missing, makes sure MariaDB
+# .venv, Debian's chromium and mariadb-client when they are missing, makes sure MariaDB
 # answers on 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a
 # SQLite file. Extra arguments go to pytest.
 set -euo pipefail
@@ -18,6 +18,15 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y -qq chromium >/dev/null 2>&1 \
         || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
+
+# Rendered INSERTs are replayed through the mariadb client (tests/test_import_literals.py), as a
+# statement-based binlog is in a point-in-time recovery.
+if ! command -v mariadb >/dev/null 2>&1 && ! command -v mysql >/dev/null 2>&1; then
+    echo "installing mariadb-client ..."
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq mariadb-client >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq mariadb-client >/dev/null; }
 fi
 
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}

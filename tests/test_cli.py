@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxtool.cli import main
-from ctxtool.db import mask_url, scrub
+from ctxtool.db import create_engine, mask_url, scrub
 
 from .builders import add_session, run_on_a_terminal
 from .conftest import TRANSCRIPTS
@@ -38,6 +38,7 @@ BAD_URLS = [
     f"mysql+pymysql://root:ab@{SECRET}@127.0.0.1/x",                    # unescaped @
     f"mysql+pymysql://root:{SECRET}@127.0.0.1:abc/x",                   # port not a number
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=bogus",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=sjis",           # breaks escaping
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=zz",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
     f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
@@ -250,3 +251,19 @@ def test_every_session_argument_takes_the_transcripts_own_id(db, cli):
         assert result.exit_code == code, (args, result.output)
     plan = json.loads(cli("--db", db.url, "compact", "fe5e1c67", "--dry-run", "--json").stdout)
     assert plan["session_id"] == 1
+
+
+def test_a_urls_init_command_runs_and_timestamps_stay_utc(mysql_empty_db):
+    """A user's ``?init_command=`` runs on every connection (ctxtool's own UTC setting used to
+    replace it silently), and ctxtool's time zone still wins over one the user sets."""
+    engine = create_engine(mysql_empty_db.url + "?init_command=SET+time_zone%3D%27%2B05%3A00%27")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+00:00"
+        probe = create_engine(mysql_empty_db.url + "?init_command=SET+%40ctx_probe%3D42")
+        with probe.connect() as conn:
+            assert conn.exec_driver_sql("SELECT @ctx_probe").scalar() == 42
+            assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+00:00"
+        probe.dispose()
+    finally:
+        engine.dispose()

@@ -120,7 +120,7 @@ def test_size_checks_count_escaped_bytes_and_tool_call_arguments(db, tmp_path):
     args = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
             "function": {"name": "write", "arguments": "x" * (17 * 1024 * 1024)}}]}
     big_call = write(tmp_path / "args.jsonl", chat("hi") + [args])
-    raw = '"\n\r\x00\x1a' * (2 * 1024 * 1024)  # 10 MiB sent as they are: they fit
+    raw = '"\n' * (5 * 1024 * 1024)  # 10 MiB sent as they are (not escaped): they fit
     unescaped = write(tmp_path / "raw.jsonl", chat("hi") + [{"role": "user", "content": raw}])
     [ok] = Importer(db.engine).import_paths([str(unescaped)])
     assert ok.error is None and ok.messages_added == 2
@@ -314,3 +314,31 @@ def test_a_batch_the_server_refuses_stops_the_batches_queued_behind_it(mysql_db,
     arrived = {r["content"] for r in mysql_db.rows("SELECT content FROM arrived")}
     assert "boom" in arrived and "m1499" in arrived
     assert not arrived & {f"m{i}" for i in range(2_000, 30_000)}  # nothing after that batch
+
+
+def test_a_completed_message_too_large_as_sent_is_refused_with_its_line(mysql_db, tmp_path):
+    """A message completed by a later import goes out as an UPDATE the driver escapes (newlines
+    and double quotes too): its size is counted that way, so 10 MiB of them is a one-line
+    refusal naming the file and line, not a dropped connection; the same text as a new
+    message (the import's own escaping leaves them as they are) fits."""
+    def cc(uuid, parent, kind, content, session="grow-1"):
+        message = ({"id": "msg-1", "role": "assistant", "content": content} if kind == "assistant"
+                   else {"role": kind, "content": content})
+        return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session,
+                "timestamp": "2026-01-01T00:00:00Z", "message": message}
+
+    big = '"\n' * (5 * 1024 * 1024)
+    records = [cc("u1", None, "user", "hi"),
+               cc("a1", "u1", "assistant", [{"type": "text", "text": "Let me look."}]),
+               cc("a2", "a1", "assistant", [{"type": "text", "text": big}])]
+    path = write(tmp_path / "grow.jsonl", records[:2])
+    [first] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert first.error is None and first.messages_added == 2
+    write(path, records)  # the agent streamed the rest of the same assistant message
+    [grown] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert grown.error is not None and "\n" not in grown.error
+    assert f"{path}:2: message of 20.0 MB as sent" in grown.error
+    assert contents(mysql_db, first.session_id) == ["hi", "Let me look."]
+    fresh = write(tmp_path / "fresh.jsonl", [dict(r, sessionId="grow-2") for r in records])
+    [whole] = Importer(mysql_db.engine).import_paths([str(fresh)])
+    assert whole.error is None and whole.messages_added == 2

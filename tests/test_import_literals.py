@@ -1,21 +1,28 @@
-"""The import's fast MySQL literal renderer: every value comes back from a real server exactly as
-it was, whatever characters it holds, and only the two characters MySQL requires are escaped."""
+"""The import's fast MySQL literal renderer: every value comes back exactly as it was, whatever
+characters it holds, from a real server and through the ``mariadb`` client (a statement-based
+binlog replayed for a point-in-time recovery goes through it)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxtool.db import dialect_of
+from ctxtool.db import create_engine, dialect_of
+from ctxtool.migrate import Migrator
 from ctxtool.db.dialects import _row_literal
 
 SPECIAL = ["\\", "'", '"', "\n", "\r", "\0", "\x1a", "\\'", "''", "\\\\'", "é😀", "%s", "`", "\t"]
 texts = st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
                   st.lists(st.sampled_from(SPECIAL + ["a", " "]), max_size=12).map("".join))
 values = st.one_of(st.none(), st.integers(-2 ** 63, 2 ** 63 - 1), texts)
+
+
+_ESCAPES = {"0": "\0", "r": "\r", "Z": "\x1a", "n": "\n"}  # MySQL's, for the ones used
 
 
 def _unquote(literal: str) -> list:
@@ -31,7 +38,9 @@ def _unquote(literal: str) -> list:
             while body[i] != "'":
                 if body[i] == "\\":
                     i += 1
-                chars.append(body[i])
+                    chars.append(_ESCAPES.get(body[i], body[i]))
+                else:
+                    chars.append(body[i])
                 i += 1
             out.append("".join(chars))
             i += 1
@@ -51,8 +60,9 @@ def test_a_rendered_row_reads_back_as_its_values(row):
     assert _unquote(_row_literal(tuple(row))) == row
 
 
-def test_only_backslash_and_quote_are_escaped():
-    assert _row_literal(("a'b\\c", "x\ny\0\"\x1a", None, 7)) == "('a\\'b\\\\c','x\ny\0\"\x1a',NULL,7)"
+def test_newlines_and_double_quotes_go_as_they_are():
+    assert _row_literal(("a'b\\c", "x\ny\"", "\0\r\x1a", None, 7)) == (
+        "('a\\'b\\\\c','x\ny\"','\\0\\r\\Z',NULL,7)")
 
 
 def test_other_values_are_left_to_the_driver():
@@ -63,8 +73,9 @@ def test_other_values_are_left_to_the_driver():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(texts, texts), min_size=1, max_size=20))
 def test_a_real_server_stores_every_character_as_given(mysql_empty_db, rows):
-    """NUL, raw newlines, Ctrl-Z and double quotes go unescaped: the server must still store
-    each text byte for byte, in a TEXT column and in a JSON one (as a JSON string)."""
+    """Raw newlines and double quotes, escaped NUL, CR and Ctrl-Z: the server stores each text
+    byte for byte in a TEXT column. In the JSON column a text arrives as a JSON string (its
+    control characters escaped by the serialiser, as the import's orjson does)."""
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS lit (k INT PRIMARY KEY, t MEDIUMTEXT, "
                              "j JSON CHECK (JSON_VALID(j))) CHARACTER SET utf8mb4")
@@ -74,3 +85,52 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, rows):
                                      for k, (text, other) in enumerate(rows)]))
         back = conn.execute(sa.text("SELECT t, JSON_UNQUOTE(j) FROM lit ORDER BY k")).all()
     assert [tuple(r) for r in back] == rows
+
+
+def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db, tmp_path):
+    """A statement-based binlog (MariaDB's default MIXED format logs a plain INSERT as text) is
+    replayed through the command-line client for a point-in-time recovery. The client refuses
+    a raw NUL and turns a raw CR LF into LF: the renderer escapes both."""
+    url = sa.engine.make_url(mysql_empty_db.url)
+    texts = ["nul\0byte", "line1\r\nline2", "ctrl-z\x1a", "quote ' and \\ and \"", "é😀\n"]
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE lit (k INT PRIMARY KEY, t MEDIUMTEXT) CHARACTER SET utf8mb4")
+        inserts = dialect_of(conn).message_inserts(conn, sa.table("lit"), ["k", "t"])
+        [statement] = inserts.render(list(enumerate(texts)))
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the mariadb client is needed (scripts/test.sh installs mariadb-client)"
+    script = tmp_path / "replay.sql"
+    script.write_bytes(statement.encode("utf-8") + b";\n")
+    with script.open("rb") as stdin:
+        done = subprocess.run([client, f"--host={url.host}", f"--port={url.port or 3306}",
+                               f"--user={url.username}", "--default-character-set=utf8mb4",
+                               url.database], stdin=stdin,
+                              capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    back = mysql_empty_db.rows("SELECT t FROM lit ORDER BY k")
+    assert [r["t"] for r in back] == texts
+
+
+def test_no_backslash_escapes_is_honoured(tmp_path):
+    """Under NO_BACKSLASH_ESCAPES a backslash is an ordinary character: the renderer's escaping
+    would store every backslash twice, so such connections take the driver's quoting."""
+    from ctxtool.importer import Importer
+
+    from .conftest import _mysql_database
+
+    texts = ["back\\slash", "it's", "both \\' at once", "nul\0 cr\r\n"]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
+    with _mysql_database() as db:
+        engine = create_engine(db.url + "?sql_mode=NO_BACKSLASH_ESCAPES")
+        try:
+            Migrator(engine).up()
+            with engine.connect() as conn:
+                assert "NO_BACKSLASH_ESCAPES" in conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+            [res] = Importer(engine).import_paths([str(path)])
+            assert res.error is None, res.error
+            with engine.connect() as conn:
+                back = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
+        finally:
+            engine.dispose()
+    assert back == texts

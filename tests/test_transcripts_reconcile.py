@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ctxtool.transcripts import SourceCompaction, SourceMessage, TranscriptError
-from ctxtool.transcripts.reconcile import (CompleteMessage, NewCheckpoint, NewMessage, Reconciler,
-                                           StoredMessage, StoredSession, escaped_bytes,
-                                           fingerprint, size_problem)
+from ctxtool.transcripts.reconcile import (DRIVER_ESCAPES, CompleteMessage, NewCheckpoint,
+                                           NewMessage, Reconciler, StoredMessage, StoredSession,
+                                           escaped_bytes, fingerprint, size_problem)
 
 
 def msg(sid, role, content="x", line=1, **kw):
@@ -105,8 +105,9 @@ def test_a_shorter_last_message_is_a_disagreement_too():
 
 def test_escaped_bytes_count_what_mysql_sends():
     assert escaped_bytes("ab") == 2
-    assert escaped_bytes("a'\\") == 5
-    assert escaped_bytes('a"\n\r\x00\x1a') == 6  # sent as they are
+    assert escaped_bytes("a'\\\r\x00\x1a") == 11
+    assert escaped_bytes('a"\n') == 3  # sent as they are by the import's renderer
+    assert escaped_bytes('a"\n', DRIVER_ESCAPES) == 5  # and escaped by the driver
     assert escaped_bytes("é") == 2
 
 

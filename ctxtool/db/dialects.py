@@ -151,12 +151,15 @@ _NO_BACKSLASH_ESCAPES = 512  # pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_
 def _row_literal(row: tuple) -> str | None:
     """A row of str/int/None as a SQL tuple, or None for any other value (the caller mogrifies).
 
-    Only the backslash and the single quote are escaped: "strictly speaking, MySQL requires
-    only that backslash and the quote character used to quote the string in the query be
-    escaped" (MySQL manual, mysql_real_escape_string; MariaDB's lexer is the same). The driver
-    also escapes NUL, newlines, double quotes and Ctrl-Z, for log files; checking every text
-    for six more characters was half of rendering an import's batches. Only for connections
-    where the backslash escapes (not NO_BACKSLASH_ESCAPES, checked by the caller)."""
+    Escaped: backslash and single quote, which the server requires ("strictly speaking, MySQL
+    requires only that backslash and the quote character used to quote the string in the query
+    be escaped", MySQL manual, mysql_real_escape_string), and NUL, CR and Ctrl-Z, which the
+    ``mysql``/``mariadb`` client refuses or changes when a statement is replayed through it (a
+    statement-based binlog piped from ``mariadb-binlog`` for a point-in-time recovery: NUL is
+    refused, CR LF becomes LF). Newlines and double quotes go as they are: checking every text
+    for them too was a quarter of rendering an import's batches. ``RENDERED_ESCAPES`` in
+    ``transcripts.reconcile`` counts the same characters. Only for connections where the
+    backslash escapes (not NO_BACKSLASH_ESCAPES, checked by the caller)."""
     parts = []
     for v in row:
         if v is None:
@@ -166,6 +169,12 @@ def _row_literal(row: tuple) -> str | None:
                 v = v.replace("\\", "\\\\")
             if "'" in v:
                 v = v.replace("'", "\\'")
+            if "\0" in v:
+                v = v.replace("\0", "\\0")
+            if "\r" in v:
+                v = v.replace("\r", "\\r")
+            if "\x1a" in v:
+                v = v.replace("\x1a", "\\Z")
             parts.append("'" + v + "'")
         elif type(v) is int:
             parts.append(str(v))

@@ -30,15 +30,15 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         if "charset" not in parsed.query:
             parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-        # Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC.
         connect_args = dict(kwargs.pop("connect_args", {}))
-        connect_args.setdefault("init_command", "SET time_zone = '+00:00'")
         if parsed.get_driver_name() == "pymysql":
             connect_args.setdefault("conv", _pymysql_conversions())
         kwargs["connect_args"] = connect_args
         kwargs.setdefault("pool_pre_ping", True)
         kwargs.setdefault("pool_recycle", 3600)
-        return _engine(parsed, raw, kwargs)
+        engine = _engine(parsed, raw, kwargs)
+        _configure_mysql(engine)
+        return engine
     path = sqlite_path(parsed)
     if path is not None:
         if must_exist and not path.exists():
@@ -124,6 +124,18 @@ def _switch_to_wal(cur) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _configure_mysql(engine: Engine) -> None:
+    """Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC. Set on each new
+    connection after the user's own ``init_command`` (a URL's ``?init_command=`` is kept: as a
+    connect argument of ctxtool's it replaced the user's, silently)."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        cur.execute("SET time_zone = '+00:00'")
+        cur.close()
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -30,8 +30,9 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from ..transcripts.reconcile import (PREFIX_BYTES, Action, CompleteMessage, NewCheckpoint, NewMessage,
-                                     StoredMessage, StoredSession, fingerprint, size_problem)
+from ..transcripts.reconcile import (DRIVER_ESCAPES, PREFIX_BYTES, RENDERED_ESCAPES, Action,
+                                     CompleteMessage, NewCheckpoint, NewMessage, StoredMessage,
+                                     StoredSession, fingerprint, size_problem)
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
 from .reads import latest_compaction_id
 
@@ -50,7 +51,12 @@ MAX_JSON_DEPTH = 30
 # order (the schema's); MessageWriter.row builds it positionally (a namedtuple cost 0.3 µs a row).
 assert MESSAGE_INSERT_COLUMNS == ("session_id", "role", "content", "created_at", "tool_calls",
                                   "tool_call_id", "name", "source_id", "details"), MESSAGE_INSERT_COLUMNS
-_CONTENT = MESSAGE_INSERT_COLUMNS.index("content")
+_CONTENT, _TOOL_CALLS, _DETAILS = (MESSAGE_INSERT_COLUMNS.index(c)
+                                   for c in ("content", "tool_calls", "details"))
+_TEXTS = (_CONTENT, _TOOL_CALLS, _DETAILS)  # what a batch's bytes are counted of
+# A message completed by a later import: its JSON texts as a new row has them (no re-encoding).
+_COMPLETE = sa.text("UPDATE agent_message SET content = :content, tool_calls = :tool_calls, "
+                    "details = :details, token_count = NULL, token_encoding = NULL WHERE id = :id")
 
 
 # While a writer thread sends batches, the parsing thread should hand it the GIL as soon as a
@@ -206,7 +212,7 @@ class MessageWriter:
         self.skipped: Counter = Counter()
         self._rows: list[tuple] = []
         self._bytes = 0
-        self._completions: list[CompleteMessage] = []
+        self._completions: list[tuple[int, tuple]] = []  # (stored id, the fuller row)
         self._checkpoints: list[NewCheckpoint] = []
         # A writer thread only pays where the database works outside the GIL (a server).
         # SQLite works inside this process, mostly holding the GIL: handing it batches on
@@ -221,10 +227,12 @@ class MessageWriter:
         self._switches.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         try:
             if self._thread is not None:
-                self._thread.shutdown(wait=True)
+                if exc_type is not None:
+                    self._failed = True  # the transaction is lost: queued batches are not sent
+                self._thread.shutdown(wait=True, cancel_futures=True)
         finally:
             self._switches.__exit__(None, None, None)
 
@@ -235,11 +243,13 @@ class MessageWriter:
             if type(action) is NewMessage:
                 row = self.row(action.message)
                 self._rows.append(row)
-                if row[_CONTENT]:
-                    self._bytes += len(row[_CONTENT])
+                for i in _TEXTS:
+                    if row[i]:
+                        self._bytes += len(row[i])
             elif isinstance(action, CompleteMessage):
-                self.row(action.message)  # the same checks as a new row
-                self._completions.append(action)
+                # The same checks as a new row, for the statement SQLAlchemy sends.
+                self._completions.append((action.stored_id,
+                                          self.row(action.message, DRIVER_ESCAPES)))
             else:
                 self._checkpoints.append(action)
         if (len(self._rows) >= BATCH_ROWS or self._bytes >= BATCH_BYTES or self._checkpoints
@@ -252,12 +262,12 @@ class MessageWriter:
         while self._in_flight:
             self._in_flight.popleft().result()
 
-    def row(self, msg: SourceMessage) -> tuple:
+    def row(self, msg: SourceMessage, escaped: str = RENDERED_ESCAPES) -> tuple:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content
         problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
-                               self.max_row_bytes)  # counts exactly only a large message
+                               self.max_row_bytes, escaped)  # counts exactly only a large message
         if problem:
             raise TranscriptError(self.path, msg.line, problem)
         if msg.created_at is not None and msg.created_at != self.last_time:
@@ -280,7 +290,7 @@ class MessageWriter:
             self._in_flight.popleft().result()
         self._in_flight.append(self._thread.submit(self._send, *batch))
 
-    def _send(self, payload, count: int, completions: list[CompleteMessage],
+    def _send(self, payload, count: int, completions: list[tuple[int, tuple]],
               checkpoints: list[NewCheckpoint]) -> None:
         """On the writer thread: completions, the batch, then the checkpoints after it."""
         if self._failed:
@@ -291,13 +301,11 @@ class MessageWriter:
             self._failed = True
             raise
 
-    def _send_batch(self, payload, count: int, completions: list[CompleteMessage],
+    def _send_batch(self, payload, count: int, completions: list[tuple[int, tuple]],
                     checkpoints: list[NewCheckpoint]) -> None:
-        for done in completions:
-            full = done.message
-            self.conn.execute(M.update().where(M.c.id == done.stored_id).values(
-                content=full.content, tool_calls=full.tool_calls, details=full.details or None,
-                token_count=None, token_encoding=None))
+        for stored_id, row in completions:
+            self.conn.execute(_COMPLETE, {"id": stored_id, "content": row[_CONTENT],
+                                          "tool_calls": row[_TOOL_CALLS], "details": row[_DETAILS]})
         self.inserts.send(payload)
         self.messages_added += count
         for checkpoint in checkpoints:

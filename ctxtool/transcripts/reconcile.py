@@ -193,17 +193,23 @@ class Reconciler:
             "a different transcript needs a session id, or a file path, of its own)")
 
 
-def escaped_bytes(text: str | None) -> int:
-    """Bytes a text costs inside a SQL statement: UTF-8, with the two characters the import
-    escapes (backslash and single quote, see ``db.dialects._row_literal``) counted twice. Exact
-    counting only runs for texts long enough to matter."""
+# What a text costs inside a statement depends on who escapes it: the import's own renderer
+# (``db.dialects._row_literal``) escapes these ...
+RENDERED_ESCAPES = "\\'\0\r\x1a"
+# ... and the driver (a statement SQLAlchemy sends: pymysql's escape_string) these.
+DRIVER_ESCAPES = "\\'\"\n\r\0\x1a"
+
+
+def escaped_bytes(text: str | None, escaped: str = RENDERED_ESCAPES) -> int:
+    """Bytes a text costs inside a SQL statement: UTF-8, with each ``escaped`` character
+    counted twice. Exact counting only runs for texts long enough to matter."""
     if not text:
         return 0
-    return len(text.encode("utf-8")) + text.count("\\") + text.count("'")
+    return len(text.encode("utf-8")) + sum(text.count(c) for c in escaped)
 
 
 def size_problem(content: str | None, json_texts: Iterable[str | None], max_content_bytes: int,
-                 max_row_bytes: int) -> str | None:
+                 max_row_bytes: int, escaped: str = RENDERED_ESCAPES) -> str | None:
     """Why a message cannot be stored, or None: its text is larger than the column takes, or
     the row (text, tool calls, details) is larger than one statement may be once escaped."""
     chars = len(content) if content else 0
@@ -217,7 +223,7 @@ def size_problem(content: str | None, json_texts: Iterable[str | None], max_cont
     if content_bytes > max_content_bytes:
         return (f"message of {content_bytes / 1048576:.1f} MB is larger than the "
                 f"{max_content_bytes / 1048576:.0f} MB the store accepts (MEDIUMTEXT)")
-    sent = sum(escaped_bytes(t) for t in texts)
+    sent = sum(escaped_bytes(t, escaped) for t in texts)
     if sent > max_row_bytes:
         return (f"message of {sent / 1048576:.1f} MB as sent (text escaped, tool-call arguments "
                 f"and details included) is larger than the {max_row_bytes / 1048576:.1f} MB "
