@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ctxtool.db import create_engine, dialect_of
 from ctxtool.migrate import Migrator
-from ctxtool.db.dialects import _row_literal
+from ctxtool.db.dialects import _escape_rare, _row_literal
 
 SPECIAL = ["\\", "'", '"', "\n", "\r", "\0", "\x1a", "\\'", "''", "\\\\'", "é😀", "%s", "`", "\t"]
 texts = st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
@@ -57,12 +57,15 @@ def _unquote(literal: str) -> list:
 @settings(max_examples=500, deadline=None)
 @given(st.lists(values, min_size=1, max_size=9))
 def test_a_rendered_row_reads_back_as_its_values(row):
-    assert _unquote(_row_literal(tuple(row))) == row
+    literal = _row_literal(tuple(row))
+    assert _unquote(literal) == row
+    assert _unquote(_escape_rare(literal)) == row  # as the statement is sent
 
 
 def test_newlines_and_double_quotes_go_as_they_are():
-    assert _row_literal(("a'b\\c", "x\ny\"", "\0\r\x1a", None, 7)) == (
-        "('a\\'b\\\\c','x\ny\"','\\0\\r\\Z',NULL,7)")
+    literal = _row_literal(("a'b\\c", "x\ny\"", "\0\r\x1a", None, 7))
+    assert literal == "('a\\'b\\\\c','x\ny\"','\0\r\x1a',NULL,7)"
+    assert _escape_rare(literal) == "('a\\'b\\\\c','x\ny\"','\\0\\r\\Z',NULL,7)"
 
 
 def test_other_values_are_left_to_the_driver():
