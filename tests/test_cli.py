@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from ctxtool.cli import main
@@ -39,6 +40,7 @@ BAD_URLS = [
     f"mysql+pymysql://root:{SECRET}@127.0.0.1:abc/x",                   # port not a number
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=bogus",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=sjis",           # breaks escaping
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=utf8mb4&charset=gbk",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=zz",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
     f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
@@ -256,11 +258,15 @@ def test_every_session_argument_takes_the_transcripts_own_id(db, cli):
 def test_a_urls_init_command_runs_and_timestamps_stay_utc(mysql_empty_db):
     """A user's ``?init_command=`` runs on every connection (ctxtool's own UTC setting used to
     replace it silently), and ctxtool's time zone still wins over one the user sets."""
-    engine = create_engine(mysql_empty_db.url + "?init_command=SET+time_zone%3D%27%2B05%3A00%27")
+    def with_init(command: str) -> str:
+        return sa.engine.make_url(mysql_empty_db.url).update_query_dict(
+            {"init_command": command}).render_as_string(hide_password=False)
+
+    engine = create_engine(with_init("SET time_zone = '+05:00'"))
     try:
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+00:00"
-        probe = create_engine(mysql_empty_db.url + "?init_command=SET+%40ctx_probe%3D42")
+        probe = create_engine(with_init("SET @ctx_probe = 42"))
         with probe.connect() as conn:
             assert conn.exec_driver_sql("SELECT @ctx_probe").scalar() == 42
             assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+00:00"

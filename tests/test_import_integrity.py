@@ -342,3 +342,51 @@ def test_a_completed_message_too_large_as_sent_is_refused_with_its_line(mysql_db
     fresh = write(tmp_path / "fresh.jsonl", [dict(r, sessionId="grow-2") for r in records])
     [whole] = Importer(mysql_db.engine).import_paths([str(fresh)])
     assert whole.error is None and whole.messages_added == 2
+
+
+def test_a_file_failing_while_batches_wait_sends_none_of_them(mysql_db, tmp_path):
+    """The parser fails (a malformed line) while the server is still busy with an earlier batch
+    and another waits behind it: the waiting batch is never sent, nothing stays. A slow trigger
+    holds the third batch; a MyISAM table, which no rollback empties, records what arrived."""
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE arrived (content TEXT) ENGINE=MyISAM")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
+            "INSERT INTO arrived VALUES (NEW.content); "
+            "IF NEW.content = 'slow' THEN DO SLEEP(1); END IF; END")
+    texts = [f"m{i}" for i in range(5_000)]
+    texts[2_500] = "slow"  # the third batch (BATCH_ROWS is 1000)
+    data = jsonl(chat(*texts)).splitlines(keepends=True)
+    data[4_500] = b'{"role": "user", "content": \n'  # the fifth batch never completes
+    path = write(tmp_path / "late-failure.jsonl", b"".join(data))
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error and f"{path}:4501: malformed JSON" in res.error
+    assert counts(mysql_db) == (0, 0, 0)
+    arrived = {r["content"] for r in mysql_db.rows("SELECT content FROM arrived")}
+    assert {"m0", "slow", "m2999"} <= arrived  # the third batch was running: it finished
+    assert not arrived & {f"m{i}" for i in range(3_000, 5_000)}  # the fourth waited: not sent
+
+
+def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_path):
+    """Tool-call arguments count towards a batch's byte bound: 300 calls of 100 KB each go out
+    in several batches, not one of 30 MB."""
+    from ctxtool.store import messages as store_messages
+
+    calls = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": "write", "arguments": "x" * 100_000}}]}
+        for i in range(300)]
+    path = write(tmp_path / "calls.jsonl", chat("hi") + calls)
+    sizes = []
+    render = store_messages.MessageWriter._flush
+
+    def measuring_flush(writer):
+        sizes.append(sum(len(v) for row in writer._rows for v in row if isinstance(v, str)))
+        render(writer)
+
+    store_messages.MessageWriter._flush = measuring_flush
+    try:
+        [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    finally:
+        store_messages.MessageWriter._flush = render
+    assert res.error is None and res.messages_added == 301
+    assert max(sizes) < store_messages.BATCH_BYTES + 200_000

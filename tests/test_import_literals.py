@@ -5,6 +5,7 @@ binlog replayed for a point-in-time recovery goes through it)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -107,8 +108,8 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
     with script.open("rb") as stdin:
         done = subprocess.run([client, f"--host={url.host}", f"--port={url.port or 3306}",
                                f"--user={url.username}", "--default-character-set=utf8mb4",
-                               url.database], stdin=stdin,
-                              capture_output=True, timeout=60)
+                               url.database], stdin=stdin, capture_output=True, timeout=60,
+                              env={**os.environ, "MYSQL_PWD": url.password or ""})
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     back = mysql_empty_db.rows("SELECT t FROM lit ORDER BY k")
     assert [r["t"] for r in back] == texts
@@ -125,7 +126,8 @@ def test_no_backslash_escapes_is_honoured(tmp_path):
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
     with _mysql_database() as db:
-        engine = create_engine(db.url + "?sql_mode=NO_BACKSLASH_ESCAPES")
+        engine = create_engine(sa.engine.make_url(db.url).update_query_dict(
+            {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
         try:
             Migrator(engine).up()
             with engine.connect() as conn:
@@ -137,3 +139,14 @@ def test_no_backslash_escapes_is_honoured(tmp_path):
         finally:
             engine.dispose()
     assert back == texts
+
+
+def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db):
+    """Rows are grouped into statements by characters: with a 1 MiB max_allowed_packet two rows
+    of 450k two-byte characters (each one fits) must not share a statement of 1.8 MB."""
+    with mysql_empty_db.engine.begin() as conn:
+        conn.info["ctxtool_max_allowed_packet"] = 1024 * 1024  # as read from the server
+        inserts = dialect_of(conn).message_inserts(conn, sa.table("lit"), ["k", "t"])
+        statements = inserts.render([(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")])
+    assert len(statements) >= 2
+    assert all(len(s.encode("utf-8")) <= 1024 * 1024 for s in statements)

@@ -107,13 +107,19 @@ class BulkInsert:
 
 
 class _MySQLBulkInsert(BulkInsert):
-    """The rows rendered into INSERT statements of about 1 MB with the driver's own ``mogrify``
-    (the CPU-heavy part, done by the caller's thread); ``send`` only ships the statements."""
+    """The rows rendered into INSERT statements of about 1 MB (the CPU-heavy part, done by the
+    caller's thread); ``send`` only ships the statements."""
 
     STATEMENT_BYTES = 1_000_000
 
-    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str]):
+    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
+                 max_statement_bytes: int):
         self.conn = conn
+        # Rows are grouped by characters; at up to 4 bytes a character a statement of several
+        # rows must stay within the server's packet (a single larger row goes alone: its size
+        # was checked exactly).
+        self.statement_chars = max(1, min(self.STATEMENT_BYTES,
+                                          (max_statement_bytes - STATEMENT_OVERHEAD) // 4))
         self.columns = list(columns)
         self.head = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES "
         self.row = "(" + ",".join(["%s"] * len(self.columns)) + ")"
@@ -126,7 +132,7 @@ class _MySQLBulkInsert(BulkInsert):
             literal = None if no_backslash else _row_literal(row)
             if literal is None:
                 literal = self.cursor.mogrify(self.row, row)
-            if parts and size + len(literal) > self.STATEMENT_BYTES:
+            if parts and size + len(literal) > self.statement_chars:
                 statements.append(self._statement(parts, no_backslash))
                 parts, size = [], 0
             parts.append(literal)
@@ -136,6 +142,9 @@ class _MySQLBulkInsert(BulkInsert):
         return statements
 
     def _statement(self, literals: list[str], no_backslash: int) -> str:
+        # Under NO_BACKSLASH_ESCAPES a backslash sequence would be read as two characters, so
+        # NUL and CR stay raw, as the driver sends them: such a statement replayed through
+        # the mariadb client needs its --binary-mode.
         statement = self.head + ",".join(literals)
         return statement if no_backslash else _escape_rare(statement)
 
@@ -236,7 +245,7 @@ class MySQL(Dialect):
             conn.close()
 
     def message_inserts(self, conn, table, columns):
-        return _MySQLBulkInsert(conn, table, columns)
+        return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn))
 
     def plain_rows(self, conn, query):
         """The driver's own tuples: MySQL drivers return ints, strings and datetimes already, so

@@ -167,11 +167,12 @@ def _check_mysql_options(url: URL, raw: str) -> None:
         if key in _MYSQL_NUMERIC and not all(v.isdigit() for v in values):
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be a whole number, "
                                f"not {values[0]!r}")
-        if key == "charset" and values[0].lower() != "utf8mb4":
+        if key == "charset" and any(v.lower() != "utf8mb4" for v in values):
             # The store is utf8mb4: another client charset loses characters, and a multi-byte
             # one (sjis, gbk, big5) can end a character in the byte of a backslash, which
             # breaks string escaping (an injection through transcript text).
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: charset {values[0]!r} is not "
+            other = next(v for v in values if v.lower() != "utf8mb4")
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: charset {other!r} is not "
                                "supported (ctxtool needs utf8mb4; leave the option out)")
 
 
