@@ -220,8 +220,14 @@ def token_lengths(texts: Sequence[str], encoding: str | tiktoken.Encoding,
         return [length(t) for t in texts]
     step = max(1, min(_CHUNK, -(-len(texts) // threads)))
     chunks = [texts[i:i + step] for i in range(0, len(texts), step)]
+    try:
+        parts = _pool(threads).map(lambda chunk: [length(t) for t in chunk], chunks)
+    except RuntimeError:
+        # The interpreter is shutting down (an atexit handler counting): no new work for
+        # threads, so count here.
+        return [length(t) for t in texts]
     out: list[int] = []
-    for part in _pool(threads).map(lambda chunk: [length(t) for t in chunk], chunks):
+    for part in parts:
         out += part
     return out
 

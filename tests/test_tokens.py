@@ -327,3 +327,22 @@ def test_stored_counts_land_on_their_own_messages(db, monkeypatch):
     rows = db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
     assert [(r["id"], r["token_count"], r["token_encoding"]) for r in rows] == \
         [(i, n, "cl100k_base") for i, n in zip(ids, counts)]
+
+
+def test_counting_from_an_atexit_handler_still_counts(tmp_path):
+    """At interpreter shutdown no thread pool takes new work: a count made by an atexit handler
+    (a tool flushing its figures on exit) is done in the calling thread, exactly."""
+    script = tmp_path / "at_exit.py"
+    script.write_text(
+        "import atexit\n"
+        "from ctxtool.tokens import get_encoding, token_lengths\n"
+        "def at_exit():\n"
+        "    texts = [f'text number {i} with some words' for i in range(100)]\n"
+        "    enc = get_encoding('o200k_base')\n"
+        "    got = token_lengths(texts, enc, num_threads=2)\n"
+        "    assert got == [len(enc.encode_ordinary(t)) for t in texts]\n"
+        "    print('counted', sum(got))\n"
+        "atexit.register(at_exit)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("counted ")
