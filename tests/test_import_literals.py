@@ -14,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxtool.db import create_engine, dialect_of
-from ctxtool.migrate import Migrator
 from ctxtool.db.dialects import _escape_rare, _row_literal
+from ctxtool.importer import Importer
+from ctxtool.migrate import Migrator
+from ctxtool.transcripts.reconcile import escaped_bytes
 
 SPECIAL = ["\\", "'", '"', "\n", "\r", "\0", "\x1a", "\\'", "''", "\\\\'", "é😀", "%s", "`", "\t"]
 texts = st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
@@ -115,30 +117,34 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
     assert [r["t"] for r in back] == texts
 
 
-def test_no_backslash_escapes_is_honoured(tmp_path):
+def test_no_backslash_escapes_is_honoured(mysql_empty_db, tmp_path):
     """Under NO_BACKSLASH_ESCAPES a backslash is an ordinary character: the renderer's escaping
     would store every backslash twice, so such connections take the driver's quoting."""
-    from ctxtool.importer import Importer
-
-    from .conftest import _mysql_database
-
     texts = ["back\\slash", "it's", "both \\' at once", "nul\0 cr\r\n"]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
-    with _mysql_database() as db:
-        engine = create_engine(sa.engine.make_url(db.url).update_query_dict(
-            {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
-        try:
-            Migrator(engine).up()
-            with engine.connect() as conn:
-                assert "NO_BACKSLASH_ESCAPES" in conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
-            [res] = Importer(engine).import_paths([str(path)])
-            assert res.error is None, res.error
-            with engine.connect() as conn:
-                back = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
-        finally:
-            engine.dispose()
+    engine = create_engine(sa.engine.make_url(mysql_empty_db.url).update_query_dict(
+        {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
+    try:
+        Migrator(engine).up()
+        with engine.connect() as conn:
+            assert "NO_BACKSLASH_ESCAPES" in conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+        [res] = Importer(engine).import_paths([str(path)])
+        assert res.error is None, res.error
+        with engine.connect() as conn:
+            back = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
+    finally:
+        engine.dispose()
     assert back == texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_the_size_rule_counts_what_the_renderer_sends(text):
+    """``reconcile.RENDERED_ESCAPES`` and the renderer escape the same characters: the size
+    rule's bytes for a text are the bytes of its quoted literal in a sent statement."""
+    literal = _escape_rare(_row_literal((text,)))  # "('...')"
+    assert escaped_bytes(text) == len(literal.encode("utf-8")) - 4
 
 
 def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db):

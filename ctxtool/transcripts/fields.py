@@ -169,7 +169,7 @@ def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_r
 
 def _count(value: Any) -> int | None:
     if type(value) is int:
-        return value if -2147483648 <= value <= 2147483647 else None  # an INT column
+        return value if value in INT_RANGE else None
     if value is None:
         return None
     if type(value) is float and math.isfinite(value):
