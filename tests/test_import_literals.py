@@ -1,6 +1,8 @@
-"""The import's fast MySQL literal renderer: every value comes back exactly as it was, whatever
-characters it holds, from a real server and through the ``mariadb`` client (a statement-based
-binlog replayed for a point-in-time recovery goes through it)."""
+"""How the import sends rows to MySQL: packed for prepared multi-row INSERTs (``db.prepared``),
+or, where a connection cannot prepare, as text with the fast literal renderer. Every value comes
+back exactly as it was, whatever characters it holds, from a real server, and a text statement
+also through the ``mariadb`` client (a statement-based binlog replayed for a point-in-time
+recovery goes through it)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxtool.db import create_engine, dialect_of
-from ctxtool.db.dialects import _escape_rare, _row_literal
+from ctxtool.db.dialects import _escape_rare, _MySQLBulkInsert, _row_literal
+from ctxtool.db.prepared import MAX_PARAMS, Execution, pack_rows
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
 from ctxtool.transcripts.reconcile import escaped_bytes
@@ -76,21 +81,122 @@ def test_other_values_are_left_to_the_driver():
     assert _row_literal((b"bytes",)) is None
 
 
+def _inserts(conn, table: str, columns: list[str], prepared: bool):
+    inserts = _MySQLBulkInsert(conn, sa.table(table), columns,
+                               dialect_of(conn).max_statement_bytes(conn), prepared=prepared)
+    assert (inserts.prepared is not None) == prepared
+    return inserts
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "text"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(texts, texts), min_size=1, max_size=20))
-def test_a_real_server_stores_every_character_as_given(mysql_empty_db, rows):
-    """Raw newlines and double quotes, escaped NUL, CR and Ctrl-Z: the server stores each text
-    byte for byte in a TEXT column. In the JSON column a text arrives as a JSON string (its
-    control characters escaped by the serialiser, as the import's orjson does)."""
+def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared, rows):
+    """Prepared: every text as its UTF-8 bytes. Text: raw newlines and double quotes, escaped
+    NUL, CR and Ctrl-Z. Either way the server stores each text byte for byte in a TEXT column;
+    in the JSON column a text arrives as a JSON string (its control characters escaped by the
+    serialiser, as the import's orjson does)."""
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS lit (k INT PRIMARY KEY, t MEDIUMTEXT, "
                              "j JSON CHECK (JSON_VALID(j))) CHARACTER SET utf8mb4")
         conn.exec_driver_sql("DELETE FROM lit")
-        inserts = dialect_of(conn).message_inserts(conn, sa.table("lit"), ["k", "t", "j"])
-        inserts.send(inserts.render([(k, text, json.dumps(other, ensure_ascii=False))
-                                     for k, (text, other) in enumerate(rows)]))
+        inserts = _inserts(conn, "lit", ["k", "t", "j"], prepared)
+        payload = inserts.render([(k, text, json.dumps(other, ensure_ascii=False))
+                                  for k, (text, other) in enumerate(rows)])
+        assert all(type(p) is (Execution if prepared else str) for p in payload)
+        inserts.send(payload)
+        inserts.close()
         back = conn.execute(sa.text("SELECT t, JSON_UNQUOTE(j) FROM lit ORDER BY k")).all()
     assert [tuple(r) for r in back] == rows
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.integers(-2 ** 63, 2 ** 63 - 1), st.none() | texts,
+                               st.none() | st.sampled_from(["", "x", "é" * 300, "y" * 70_000])),
+                     min_size=1, max_size=40),
+       max_bytes=st.integers(1, 200_000))
+def test_rows_split_across_executions_keep_their_nulls(mysql_empty_db, rows, max_bytes):
+    """However the rows are cut into executions (by bytes here), each row's NULL bits, lengths
+    and values land on that row: NULL stays NULL, an empty text stays empty, integers exact."""
+    rows = [(k, *r[1:]) for k, r in enumerate(rows)]  # unique keys, the generated integers below
+    big = [r[0] * 0 + n for r, n in zip(rows, [r[0] for r in rows])]
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS nul (k BIGINT PRIMARY KEY, a MEDIUMTEXT, "
+                             "b MEDIUMTEXT) CHARACTER SET utf8mb4")
+        conn.exec_driver_sql("DELETE FROM nul")
+        inserts = _inserts(conn, "nul", ["k", "a", "b"], True)
+        executions = pack_rows(rows, 3, max_bytes)
+        assert sum(e.count for e in executions) == len(rows)
+        assert all(e.count == 1 or len(e.body) <= max_bytes + 64 for e in executions)
+        inserts.send(executions)
+        inserts.close()
+        back = [tuple(r) for r in conn.exec_driver_sql("SELECT k, a, b FROM nul ORDER BY k")]
+    assert back == rows and [r[0] for r in back] == big
+
+
+def test_a_statement_holds_at_most_the_protocols_placeholders():
+    """65535 placeholders at most: 9 columns make 7281 rows a statement."""
+    executions = pack_rows([(i, None, "x") * 3 for i in range(8000)], 9, 10 ** 9)
+    assert [e.count for e in executions] == [MAX_PARAMS // 9, 8000 - MAX_PARAMS // 9]
+
+
+def test_other_values_are_rendered_as_text(mysql_empty_db):
+    """A value the packer does not send (a float here) makes the batch go as text."""
+    assert pack_rows([(1, 2.5)], 2, 10 ** 6) is None
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE fl (k INT PRIMARY KEY, f DOUBLE)")
+        inserts = _inserts(conn, "fl", ["k", "f"], True)
+        payload = inserts.render([(1, 2.5), (2, None)])
+        assert all(type(p) is str for p in payload)
+        inserts.send(payload)
+        assert conn.exec_driver_sql("SELECT SUM(f) FROM fl").scalar() == 2.5
+
+
+def _prepared_statements(engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").first()[1])
+
+
+def _chat(path, texts):
+    path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
+    return path
+
+
+def test_an_import_closes_its_prepared_statements(mysql_db, tmp_path):
+    """A pooled connection outlives the import, and the server counts prepared statements
+    against one global limit: none is left behind, after an import that worked or failed."""
+    before = _prepared_statements(mysql_db.engine)
+    good = _chat(tmp_path / "good.jsonl", [f"message {i}" for i in range(2500)])
+    [res] = Importer(mysql_db.engine).import_paths([str(good)])
+    assert res.error is None and res.messages_added == 2500
+    assert _prepared_statements(mysql_db.engine) == before
+    # A row the server refuses (a trigger's SIGNAL) fails inside an execution, after others.
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TRIGGER refuse BEFORE INSERT ON agent_message FOR EACH ROW "
+                             "BEGIN IF NEW.content = 'boom' THEN SIGNAL SQLSTATE '45000' "
+                             "SET MESSAGE_TEXT = 'refused by a trigger'; END IF; END")
+    bad = _chat(tmp_path / "bad.jsonl", [f"other {i}" for i in range(2500)] + ["boom"])
+    [res] = Importer(mysql_db.engine).import_paths([str(bad)])
+    assert "refused by a trigger" in res.error and "\n" not in res.error
+    assert mysql_db.rows("SELECT COUNT(*) AS n FROM agent_message")[0]["n"] == 2500  # good's only
+    assert _prepared_statements(mysql_db.engine) == before
+
+
+def test_a_server_that_cannot_prepare_gets_text(mysql_db, tmp_path):
+    """At its max_prepared_stmt_count the server refuses to prepare: the import goes on with
+    text INSERTs, every message stored once and exactly."""
+    texts = [f"it's \\ message {i}\0\r\n" for i in range(1500)]
+    path = _chat(tmp_path / "chat.jsonl", texts)
+    with mysql_db.engine.connect() as conn:
+        limit = conn.exec_driver_sql("SELECT @@GLOBAL.max_prepared_stmt_count").scalar()
+        conn.exec_driver_sql("SET GLOBAL max_prepared_stmt_count = 0")
+    try:
+        [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    finally:
+        with mysql_db.engine.connect() as conn:
+            conn.exec_driver_sql(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
+    assert res.error is None and res.messages_added == 1500
+    assert [r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")] == texts
 
 
 def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db, tmp_path):
@@ -101,7 +207,7 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
     texts = ["nul\0byte", "line1\r\nline2", "ctrl-z\x1a", "quote ' and \\ and \"", "é😀\n"]
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE lit (k INT PRIMARY KEY, t MEDIUMTEXT) CHARACTER SET utf8mb4")
-        inserts = dialect_of(conn).message_inserts(conn, sa.table("lit"), ["k", "t"])
+        inserts = _inserts(conn, "lit", ["k", "t"], prepared=False)
         [statement] = inserts.render(list(enumerate(texts)))
     client = shutil.which("mariadb") or shutil.which("mysql")
     assert client, "the mariadb client is needed (scripts/test.sh installs mariadb-client)"
@@ -147,12 +253,15 @@ def test_the_size_rule_counts_what_the_renderer_sends(text):
     assert escaped_bytes(text) == len(literal.encode("utf-8")) - 4
 
 
-def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db):
-    """Rows are grouped into statements by characters: with a 1 MiB max_allowed_packet two rows
-    of 450k two-byte characters (each one fits) must not share a statement of 1.8 MB."""
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "text"])
+def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db, prepared):
+    """With a 1 MiB max_allowed_packet two rows of 450k two-byte characters (each one fits)
+    must not share a statement of 1.8 MB: text rows are grouped by characters at 4 bytes
+    each, packed rows by their bytes."""
     with mysql_empty_db.engine.begin() as conn:
         conn.info["ctxtool_max_allowed_packet"] = 1024 * 1024  # as read from the server
-        inserts = dialect_of(conn).message_inserts(conn, sa.table("lit"), ["k", "t"])
+        inserts = _inserts(conn, "lit", ["k", "t"], prepared)
         statements = inserts.render([(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")])
     assert len(statements) >= 2
-    assert all(len(s.encode("utf-8")) <= 1024 * 1024 for s in statements)
+    sizes = [len(s.body) + 4 if prepared else len(s.encode("utf-8")) for s in statements]
+    assert all(size <= 1024 * 1024 for size in sizes)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import CtxtoolError
 from .errors import error_code
+from .prepared import CannotPrepare, Execution, PreparedInsert, pack_rows
 
 MIGRATION_LOCK_TIMEOUT_S = 60
 # A MEDIUMTEXT holds 16 MiB - 1 bytes: the largest message text the MySQL schema stores.
@@ -105,27 +106,47 @@ class BulkInsert:
         if payload:
             self.conn.exec_driver_sql(self.sql, payload)
 
+    def close(self) -> None:
+        """Release what the inserts hold on the connection (called once they are all sent)."""
+
 
 class _MySQLBulkInsert(BulkInsert):
-    """The rows rendered into INSERT statements of about 1 MB (the CPU-heavy part, done by the
-    caller's thread); ``send`` only ships the statements."""
+    """The rows packed into executions of prepared multi-row INSERTs of about 1 MB (the CPU-heavy
+    part, done by the caller's thread); ``send`` only ships them (see ``db.prepared``).
+
+    A connection that cannot prepare (a server at its max_prepared_stmt_count, a proxy without
+    the binary protocol) gets text INSERTs instead, rendered here: each value a SQL literal."""
 
     STATEMENT_BYTES = 1_000_000
 
     def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
-                 max_statement_bytes: int):
+                 max_statement_bytes: int, prepared: bool = True):
         self.conn = conn
-        # Rows are grouped by characters; at up to 4 bytes a character a statement of several
-        # rows must stay within the server's packet (a single larger row goes alone: its size
-        # was checked exactly).
+        self.statement_bytes = max(1, min(self.STATEMENT_BYTES,
+                                          max_statement_bytes - STATEMENT_OVERHEAD))
+        # Text rows are grouped by characters; at up to 4 bytes a character a statement of
+        # several rows must stay within the server's packet (a single larger row goes alone:
+        # its size was checked exactly).
         self.statement_chars = max(1, min(self.STATEMENT_BYTES,
                                           (max_statement_bytes - STATEMENT_OVERHEAD) // 4))
         self.columns = list(columns)
         self.head = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES "
         self.row = "(" + ",".join(["%s"] * len(self.columns)) + ")"
-        self.cursor = conn.connection.dbapi_connection.cursor()
+        dbapi_connection = conn.connection.dbapi_connection
+        self.cursor = dbapi_connection.cursor()
+        self.prepared = (PreparedInsert(dbapi_connection, self.head,
+                                        "(" + ",".join(["?"] * len(self.columns)) + ")")
+                         if prepared else None)
 
-    def render(self, rows: list[tuple]) -> list[str]:
+    def render(self, rows: list[tuple]) -> list:
+        if self.prepared is not None:
+            executions = pack_rows(rows, len(self.columns), self.statement_bytes)
+            if executions is not None:
+                return executions
+        return self.render_text(rows)
+
+    def render_text(self, rows: list[tuple]) -> list[str]:
+        """The rows as text INSERT statements."""
         statements, parts, size = [], [], 0
         no_backslash = self.cursor.connection.server_status & _NO_BACKSLASH_ESCAPES
         for row in rows:
@@ -150,12 +171,29 @@ class _MySQLBulkInsert(BulkInsert):
 
     def send(self, payload) -> None:
         dbapi_error = self.conn.dialect.loaded_dbapi.Error
-        for statement in payload or ():
+        for item in payload or ():
+            if type(item) is Execution:
+                if self.prepared is not None:
+                    try:
+                        self.prepared.execute(item)
+                        continue
+                    except CannotPrepare:
+                        self.close()
+                        self.prepared = None  # text from now on, this batch's rows included
+                    except dbapi_error as exc:
+                        statement = f"{self.head}... (prepared, {item.count} rows)"
+                        raise sa.exc.DBAPIError.instance(statement, None, exc, dbapi_error) from exc
+                self.send(self.render_text(item.rows))
+                continue
             try:
-                self.cursor.execute(statement)
+                self.cursor.execute(item)
             except dbapi_error as exc:
                 # Raw-cursor errors get SQLAlchemy's types, like every other statement's.
-                raise sa.exc.DBAPIError.instance(statement[:200], None, exc, dbapi_error) from exc
+                raise sa.exc.DBAPIError.instance(item[:200], None, exc, dbapi_error) from exc
+
+    def close(self) -> None:
+        if self.prepared is not None:
+            self.prepared.close()
 
 
 _NO_BACKSLASH_ESCAPES = 512  # pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES

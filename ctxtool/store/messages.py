@@ -233,6 +233,7 @@ class MessageWriter:
                 if exc_type is not None:
                     self._failed = True  # the transaction is lost: queued batches are not sent
                 self._thread.shutdown(wait=True, cancel_futures=True)
+            self.inserts.close()  # its prepared statements, once nothing is being sent
         finally:
             self._switches.__exit__(None, None, None)
 
