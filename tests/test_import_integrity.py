@@ -354,17 +354,19 @@ def test_a_file_failing_while_batches_wait_sends_none_of_them(mysql_db, tmp_path
             "CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
             "INSERT INTO arrived VALUES (NEW.content); "
             "IF NEW.content = 'slow' THEN DO SLEEP(1); END IF; END")
-    texts = [f"m{i}" for i in range(5_000)]
-    texts[2_500] = "slow"  # the third batch (BATCH_ROWS is 1000)
+    from ctxtool.store.messages import BATCH_ROWS as B
+
+    texts = [f"m{i}" for i in range(5 * B)]
+    texts[2 * B + B // 2] = "slow"  # in the third batch
     data = jsonl(chat(*texts)).splitlines(keepends=True)
-    data[4_500] = b'{"role": "user", "content": \n'  # the fifth batch never completes
+    data[4 * B + B // 2] = b'{"role": "user", "content": \n'  # the fifth batch never completes
     path = write(tmp_path / "late-failure.jsonl", b"".join(data))
     [res] = Importer(mysql_db.engine).import_paths([str(path)])
-    assert res.error and f"{path}:4501: malformed JSON" in res.error
+    assert res.error and f"{path}:{4 * B + B // 2 + 1}: malformed JSON" in res.error
     assert counts(mysql_db) == (0, 0, 0)
     arrived = {r["content"] for r in mysql_db.rows("SELECT content FROM arrived")}
-    assert {"m0", "slow", "m2999"} <= arrived  # the third batch was running: it finished
-    assert not arrived & {f"m{i}" for i in range(3_000, 5_000)}  # the fourth waited: not sent
+    assert {"m0", "slow", f"m{3 * B - 1}"} <= arrived  # the third batch was running: it finished
+    assert not arrived & {f"m{i}" for i in range(3 * B, 5 * B)}  # the fourth waited: not sent
 
 
 def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_path):

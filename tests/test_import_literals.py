@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxtool.db import create_engine, dialect_of
-from ctxtool.db.dialects import _escape_rare, _MySQLBulkInsert, _row_literal
-from ctxtool.db.prepared import MAX_PARAMS, Execution, pack_rows
+from ctxtool.db.dialects import STATEMENT_OVERHEAD, _escape_rare, _MySQLBulkInsert, _row_literal
+from ctxtool.db.prepared import MAX_ROWS, MIN_ROWS, Execution, PreparedInsert, pack_rows
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
 from ctxtool.transcripts.reconcile import escaped_bytes
@@ -88,6 +88,18 @@ def _inserts(conn, table: str, columns: list[str], prepared: bool):
     return inserts
 
 
+def _tiled(rows: list, n: int = MIN_ROWS) -> list:
+    """The rows repeated to at least n (a prepared execution holds MIN_ROWS or more)."""
+    return (rows * -(-n // len(rows)))[:max(n, len(rows))]
+
+
+def _prepared_shape(executions) -> None:
+    """Prepared executions hold a power of two of rows, MIN_ROWS to MAX_ROWS."""
+    for e in executions:
+        if e.body is not None:
+            assert MIN_ROWS <= e.count <= MAX_ROWS and e.count & (e.count - 1) == 0, e.count
+
+
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "text"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(texts, texts), min_size=1, max_size=20))
@@ -96,6 +108,7 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
     NUL, CR and Ctrl-Z. Either way the server stores each text byte for byte in a TEXT column;
     in the JSON column a text arrives as a JSON string (its control characters escaped by the
     serialiser, as the import's orjson does)."""
+    rows = _tiled(rows)
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS lit (k INT PRIMARY KEY, t MEDIUMTEXT, "
                              "j JSON CHECK (JSON_VALID(j))) CHARACTER SET utf8mb4")
@@ -103,7 +116,10 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
         inserts = _inserts(conn, "lit", ["k", "t", "j"], prepared)
         payload = inserts.render([(k, text, json.dumps(other, ensure_ascii=False))
                                   for k, (text, other) in enumerate(rows)])
-        assert all(type(p) is (Execution if prepared else str) for p in payload)
+        if prepared:
+            assert payload[0].body is not None and payload[0].count == MIN_ROWS
+        else:
+            assert all(type(p) is str for p in payload)
         inserts.send(payload)
         inserts.close()
         back = conn.execute(sa.text("SELECT t, JSON_UNQUOTE(j) FROM lit ORDER BY k")).all()
@@ -114,29 +130,49 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
 @given(rows=st.lists(st.tuples(st.integers(-2 ** 63, 2 ** 63 - 1), st.none() | texts,
                                st.none() | st.sampled_from(["", "x", "é" * 300, "y" * 70_000])),
                      min_size=1, max_size=40),
-       max_bytes=st.integers(1, 200_000))
-def test_rows_split_across_executions_keep_their_nulls(mysql_empty_db, rows, max_bytes):
-    """However the rows are cut into executions (by bytes here), each row's NULL bits, lengths
-    and values land on that row: NULL stays NULL, an empty text stays empty, integers exact."""
-    rows = [(k, *r) for k, r in enumerate(rows)]  # a key, then the generated integer and texts
+       times=st.integers(1, 30), max_bytes=st.integers(1, 400_000))
+def test_rows_split_across_executions_keep_their_nulls(mysql_empty_db, rows, times, max_bytes):
+    """However the rows are cut into executions (by bytes here, prepared and text mixed), each
+    row's NULL bits, lengths and values land on that row, in order: NULL stays NULL, an empty
+    text stays empty, integers exact."""
+    rows = [(k, *r) for k, r in enumerate(rows * times)]  # a key, the integer and the texts
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS nul (k INT PRIMARY KEY, n BIGINT, "
                              "a MEDIUMTEXT, b MEDIUMTEXT) CHARACTER SET utf8mb4")
         conn.exec_driver_sql("DELETE FROM nul")
         inserts = _inserts(conn, "nul", ["k", "n", "a", "b"], True)
         executions = pack_rows(rows, 4, max_bytes)
-        assert sum(e.count for e in executions) == len(rows)
-        assert all(e.count == 1 or len(e.body) <= max_bytes + 64 for e in executions)
+        assert [r for e in executions for r in e.rows] == rows
+        _prepared_shape(executions)
+        assert all(len(e.body) <= max_bytes + 16 for e in executions if e.body is not None)
         inserts.send(executions)
         inserts.close()
         back = [tuple(r) for r in conn.exec_driver_sql("SELECT k, n, a, b FROM nul ORDER BY k")]
     assert back == rows
 
 
+def test_executions_hold_powers_of_two_and_the_rest_goes_as_text():
+    """At most five row counts an import (five statements on the server): a batch of 1000 short
+    rows is 512 + 256 + 128 + 64 prepared and 40 as text; 1024 rows one execution."""
+    def shape(n, size=10):
+        return [(e.count, e.body is not None) for e in pack_rows([(i, "x" * size) for i in range(n)],
+                                                                 2, 1_000_000)]
+    assert shape(1000) == [(512, True), (256, True), (128, True), (64, True), (40, False)]
+    assert shape(1024) == [(1024, True)]
+    assert shape(2100) == [(1024, True), (1024, True), (52, False)]
+    assert shape(63) == [(63, False)]
+    # 20 KB rows: 49 fit in 1 MB, fewer than a prepared execution holds.
+    assert shape(200, 20_000) == [(49, False)] * 4 + [(4, False)]
+    # 4 KB rows: 244 fit in 1 MB, sent 128 at a time.
+    assert shape(1000, 4000) == [(128, True)] * 7 + [(64, True), (40, False)]
+
+
 def test_a_statement_holds_at_most_the_protocols_placeholders():
-    """65535 placeholders at most: 9 columns make 7281 rows a statement."""
-    executions = pack_rows([(i, None, "x") * 3 for i in range(8000)], 9, 10 ** 9)
-    assert [e.count for e in executions] == [MAX_PARAMS // 9, 8000 - MAX_PARAMS // 9]
+    """65535 placeholders at most: with 100 columns a prepared execution holds 512 rows."""
+    executions = pack_rows([(i,) * 100 for i in range(1100)], 100, 10 ** 9)
+    assert [(e.count, e.body is not None) for e in executions] == [(512, True), (512, True),
+                                                                   (64, True), (12, False)]
+    assert pack_rows([(1,) * 2000], 2000, 10 ** 9) is None  # too many columns: text
 
 
 def test_other_values_are_rendered_as_text(mysql_empty_db):
@@ -252,15 +288,128 @@ def test_the_size_rule_counts_what_the_renderer_sends(text):
     assert escaped_bytes(text) == len(literal.encode("utf-8")) - 4
 
 
-@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "text"])
-def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db, prepared):
+def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db):
     """With a 1 MiB max_allowed_packet two rows of 450k two-byte characters (each one fits)
-    must not share a statement of 1.8 MB: text rows are grouped by characters at 4 bytes
-    each, packed rows by their bytes."""
+    must not share a text statement of 1.8 MB (text rows are grouped by characters at 4 bytes
+    each), and packed rows are grouped by their bytes within the packet."""
     with mysql_empty_db.engine.begin() as conn:
         conn.info["ctxtool_max_allowed_packet"] = 1024 * 1024  # as read from the server
-        inserts = _inserts(conn, "lit", ["k", "t"], prepared)
-        statements = inserts.render([(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")])
-    assert len(statements) >= 2
-    sizes = [len(s.body) + 4 if prepared else len(s.encode("utf-8")) for s in statements]
-    assert all(size <= 1024 * 1024 for size in sizes)
+        statements = _inserts(conn, "lit", ["k", "t"], False).render(
+            [(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")])
+        assert len(statements) >= 2
+        assert all(len(s.encode("utf-8")) <= 1024 * 1024 for s in statements)
+        executions = _inserts(conn, "lit", ["k", "t"], True).render(
+            [(k, "é" * 200) for k in range(1024)])
+        assert [(e.count, e.body is not None) for e in executions] == [(256, True)] * 4
+        # A fifth of the packet: the server's text of it in a binlog fits the packet too.
+        assert all(len(e.body) <= (1024 * 1024 - STATEMENT_OVERHEAD) // 5 for e in executions)
+
+
+def test_a_prepare_error_other_than_too_many_statements_is_raised(mysql_empty_db):
+    """Only a server that cannot prepare (CANNOT_PREPARE) gets text: any other error of the
+    prepare (a missing table here) is the import's error, not a quiet change of path."""
+    with mysql_empty_db.engine.connect() as conn:
+        inserts = _inserts(conn, "missing", ["k"], True)
+        with pytest.raises(sa.exc.DBAPIError, match="1146"):
+            inserts.send(inserts.render([(k,) for k in range(MIN_ROWS)]))
+        assert inserts.prepared is not None
+
+
+def test_the_capabilities_the_protocol_code_assumes(mysql_empty_db):
+    """``db.prepared`` reads replies laid out for the capabilities PyMySQL negotiates today; a
+    driver upgrade that asks for one of these would send every import as text (see
+    ``PreparedInsert._prepare``): this says so before a benchmark does."""
+    from ctxtool.db.prepared import (CLIENT_DEPRECATE_EOF, CLIENT_OPTIONAL_RESULTSET_METADATA,
+                                     CLIENT_QUERY_ATTRIBUTES)
+
+    with mysql_empty_db.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        negotiated = raw.server_capabilities & raw.client_flag
+    assert not negotiated & (CLIENT_QUERY_ATTRIBUTES | CLIENT_OPTIONAL_RESULTSET_METADATA
+                             | CLIENT_DEPRECATE_EOF)
+
+
+def test_a_connection_without_eof_packets_still_prepares(mysql_empty_db):
+    """With CLIENT_DEPRECATE_EOF (which PyMySQL may ask for one day) the prepare reply has no
+    EOF packets: reading one more would wait for ever."""
+    import pymysql
+    from ctxtool.db.prepared import CLIENT_DEPRECATE_EOF
+
+    url = sa.engine.make_url(mysql_empty_db.url)
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE eof (k INT PRIMARY KEY, t TEXT) CHARACTER SET utf8mb4")
+    raw = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                          password=url.password or "", database=url.database, charset="utf8mb4",
+                          client_flag=CLIENT_DEPRECATE_EOF, read_timeout=20)
+    try:
+        assert raw.server_capabilities & raw.client_flag & CLIENT_DEPRECATE_EOF
+        inserts = PreparedInsert(raw, "INSERT INTO eof (k, t) VALUES ", "(?,?)")
+        rows = [(k, f"row {k}") for k in range(MIN_ROWS)]
+        [execution] = pack_rows(rows, 2, 10 ** 6)
+        inserts.execute(execution)
+        inserts.close()
+        raw.commit()
+    finally:
+        raw.close()
+    assert [(r["k"], r["t"]) for r in mysql_empty_db.rows("SELECT k, t FROM eof ORDER BY k")] == rows
+
+
+def _global_status(engine, name: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.exec_driver_sql(f"SHOW GLOBAL STATUS LIKE '{name}'").first()[1])
+
+
+def test_an_import_of_varied_messages_prepares_few_statements(mysql_db, tmp_path):
+    """Messages of every size cut batches at every row count; executions of a power of two of
+    rows keep the server's statements to a handful an import (each about 4 MB on MariaDB)."""
+    import random
+
+    rng = random.Random(7)
+    texts = ["w" * rng.randint(100, 5000) for _ in range(6000)]
+    path = _chat(tmp_path / "varied.jsonl", texts)
+    before = _global_status(mysql_db.engine, "Com_stmt_prepare")
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 6000
+    prepares = _global_status(mysql_db.engine, "Com_stmt_prepare") - before
+    assert 1 <= prepares <= 5
+    assert _prepared_statements(mysql_db.engine) == 0
+    back = mysql_db.rows("SELECT content FROM agent_message ORDER BY id")
+    assert [r["content"] for r in back] == texts
+
+
+def test_a_connection_lost_mid_import_is_reported_as_lost(mysql_db, tmp_path):
+    """The import's connection killed while an execution runs: the error says the connection
+    was lost (not the failed rollback after it), nothing is stored, the next import works."""
+    import threading
+    import time
+
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW "
+                             "BEGIN IF NEW.content = 'slow' THEN DO SLEEP(10); END IF; END")
+    path = _chat(tmp_path / "slow.jsonl", ["slow"] + [f"m {i}" for i in range(2000)])
+
+    def kill_the_import():
+        deadline = time.monotonic() + 20
+        with mysql_db.engine.connect() as conn:
+            while time.monotonic() < deadline:
+                sleeping = conn.exec_driver_sql(
+                    "SELECT id FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep'"
+                ).first()
+                if sleeping:
+                    conn.exec_driver_sql(f"KILL CONNECTION {int(sleeping[0])}")
+                    return
+                time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_import)
+    killer.start()
+    started = time.monotonic()
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    killer.join()
+    assert time.monotonic() - started < 10  # failed when killed, not after the sleep
+    assert res.error and ("2013" in res.error or "Lost connection" in res.error), res.error
+    assert "[0]" not in res.error and "\n" not in res.error
+    assert mysql_db.rows("SELECT COUNT(*) AS n FROM agent_message")[0]["n"] == 0
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER slow")
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 2001

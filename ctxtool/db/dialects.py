@@ -122,8 +122,13 @@ class _MySQLBulkInsert(BulkInsert):
     def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
                  max_statement_bytes: int, prepared: bool = True):
         self.conn = conn
+        # A prepared execution's values, at most. In a statement-based binlog the server
+        # writes it as text, each value escaped (up to twice its bytes) and introduced
+        # (_utf8mb4'...' COLLATE ..., about 45 bytes): a fifth of the packet keeps that text
+        # within max_allowed_packet, so a replay through the mariadb client takes it. A row
+        # larger than this goes alone, as text, sized by what it sends (store.messages).
         self.statement_bytes = max(1, min(self.STATEMENT_BYTES,
-                                          max_statement_bytes - STATEMENT_OVERHEAD))
+                                          (max_statement_bytes - STATEMENT_OVERHEAD) // 5))
         # Text rows are grouped by characters; at up to 4 bytes a character a statement of
         # several rows must stay within the server's packet (a single larger row goes alone:
         # its size was checked exactly).
@@ -170,26 +175,34 @@ class _MySQLBulkInsert(BulkInsert):
         return statement if no_backslash else _escape_rare(statement)
 
     def send(self, payload) -> None:
-        dbapi_error = self.conn.dialect.loaded_dbapi.Error
         for item in payload or ():
-            if type(item) is Execution:
-                if self.prepared is not None:
-                    try:
-                        self.prepared.execute(item)
-                        continue
-                    except CannotPrepare:
-                        self.close()
-                        self.prepared = None  # text from now on, this batch's rows included
-                    except dbapi_error as exc:
-                        statement = f"{self.head}... (prepared, {item.count} rows)"
-                        raise sa.exc.DBAPIError.instance(statement, None, exc, dbapi_error) from exc
+            if type(item) is not Execution:
+                self._run(item, self.cursor.execute, item)
+            elif item.body is not None and self.prepared is not None:
+                try:
+                    self._run(f"{self.head}... (prepared, {item.count} rows)",
+                              self.prepared.execute, item)
+                except CannotPrepare:
+                    # Text from now on, this execution's rows included. On the writer thread:
+                    # MessageWriter closes the inserts only once that thread is done.
+                    self.close()
+                    self.prepared = None
+                    self.send(self.render_text(item.rows))
+            else:
                 self.send(self.render_text(item.rows))
-                continue
-            try:
-                self.cursor.execute(item)
-            except dbapi_error as exc:
-                # Raw-cursor errors get SQLAlchemy's types, like every other statement's.
-                raise sa.exc.DBAPIError.instance(item[:200], None, exc, dbapi_error) from exc
+
+    def _run(self, statement: str, run, arg) -> None:
+        dbapi_error = self.conn.dialect.loaded_dbapi.Error
+        try:
+            run(arg)
+        except dbapi_error as exc:
+            # Raw-cursor errors get SQLAlchemy's types, like every other statement's; a lost
+            # connection is invalidated, so the rollback after it does not hide the cause.
+            error = sa.exc.DBAPIError.instance(statement[:200], None, exc, dbapi_error)
+            if not self.conn.connection.dbapi_connection.open:
+                error.connection_invalidated = True
+                self.conn.invalidate(exc)
+            raise error from exc
 
     def close(self) -> None:
         if self.prepared is not None:

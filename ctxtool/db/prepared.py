@@ -5,11 +5,17 @@ that was 45% of the server's work (MariaDB's profiler: 11.8 of 26.6 ms in "Start
 prepared statement is parsed once; each execution sends its values in the binary protocol,
 as length-prefixed bytes that need no escaping and no parsing (scripts/bench_import.py: the
 server's CPU for 100k messages fell by about a quarter). PyMySQL speaks only the text protocol,
-so the three commands used here (COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE; MySQL
-manual, "Prepared Statements" in the client/server protocol, the same in MySQL 8 and MariaDB)
-are written on its packet layer: ``_execute_command`` sends a command (splitting what is over
-16 MB into packets) and ``_read_packet`` reads a reply, raising the server's error as PyMySQL's
-own exception. Both have been PyMySQL's since its first releases.
+so the three commands used here (COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE; the same
+in MySQL 8 and MariaDB for the capabilities PyMySQL asks for, checked on every connection) are
+written on its packet layer: ``_execute_command`` sends a command (splitting what is over 16 MB
+into packets), ``_read_packet``/``_read_bytes`` read the reply, raising the server's error as
+PyMySQL's own exception.
+
+A prepared statement has a fixed number of rows, and the server keeps each one (about 4 MB for
+1024 rows of nine columns, counted against a max_prepared_stmt_count shared by every client).
+So executions hold a power of two of rows, MIN_ROWS to MAX_ROWS: at most five statements an
+import, each prepared once. Fewer rows than MIN_ROWS (the end of an import, rows of over 16 KB
+each) go as text.
 
 Packing the values (:func:`pack_rows`) is pure and runs on the parsing thread; the statements
 are prepared, executed and closed on the connection's thread.
@@ -24,97 +30,144 @@ COM_STMT_PREPARE = 0x16
 COM_STMT_EXECUTE = 0x17
 COM_STMT_CLOSE = 0x19
 MAX_PARAMS = 65535  # placeholders one statement may hold (a 2-byte count in the protocol)
-_STRING = b"\xfe\x00"  # MYSQL_TYPE_STRING: every value goes as text, as in a literal
-_STRING_CHARS = _STRING.decode("latin-1")
-_LENGTH1_CHAR = [chr(n) for n in range(251)]  # a length under 251 is one byte
+MIN_ROWS, MAX_ROWS = 64, 1024  # rows of an execution: a power of two between these
+# Capabilities that change the replies or the execute layout used here; PyMySQL 1.x asks for
+# none of them (a connection that has one gets text INSERTs).
+CLIENT_OPTIONAL_RESULTSET_METADATA = 1 << 25
+CLIENT_QUERY_ATTRIBUTES = 1 << 27
+CLIENT_DEPRECATE_EOF = 1 << 24
+# Server errors after which text INSERTs still work: too many prepared statements on the
+# server (1461), no prepared statements (1295, 1047: proxies and old servers).
+CANNOT_PREPARE = {1461, 1295, 1047}
+_STRING = "\xfe\x00"  # MYSQL_TYPE_STRING: every value goes as text, as in a literal
+_LENGTH1 = [chr(n) for n in range(251)]  # a length under 251 is one byte
 
 
-def _length_chars(n: int) -> str:
+def _length(n: int) -> str:
     """A protocol length-encoded integer (the prefix of a string value), a byte a character."""
     if n < 251:
-        return _LENGTH1_CHAR[n]
+        return _LENGTH1[n]
     if n < 1 << 16:
-        return ("\xfc" + n.to_bytes(2, "little").decode("latin-1"))
+        return "\xfc" + n.to_bytes(2, "little").decode("latin-1")
     if n < 1 << 24:
-        return ("\xfd" + n.to_bytes(3, "little").decode("latin-1"))
+        return "\xfd" + n.to_bytes(3, "little").decode("latin-1")
     return "\xfe" + n.to_bytes(8, "little").decode("latin-1")
 
 
 class CannotPrepare(Exception):
-    """The server refused to prepare the statement (at its max_prepared_stmt_count, or a proxy
-    without prepared statements): the caller sends text instead."""
+    """This connection cannot use prepared statements (see CANNOT_PREPARE and the
+    capabilities above): the caller sends text instead."""
 
 
 class Execution:
-    """One COM_STMT_EXECUTE of a statement of ``count`` rows: its body without the statement
-    id (known only once the statement is prepared, on the connection's thread). ``rows`` are
-    kept for a connection that cannot prepare (see ``PreparedInsert``)."""
+    """``count`` rows, in order: ``body`` is their COM_STMT_EXECUTE without the statement id
+    (known only once the statement is prepared, on the connection's thread), or None for rows
+    to send as text. ``rows`` are kept for a connection that cannot prepare."""
 
     __slots__ = ("count", "body", "rows")
 
-    def __init__(self, count: int, body: bytes, rows: list[tuple]):
+    def __init__(self, count: int, body: bytes | None, rows: Sequence[tuple]):
         self.count, self.body, self.rows = count, body, rows
 
 
 def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execution] | None:
-    """The rows as executions of a multi-row INSERT, each at most ``max_bytes`` (a single larger
-    row goes alone) and MAX_PARAMS placeholders. Strings are sent as UTF-8, integers as their
-    decimal text (the server converts them as it does a literal), None as NULL. None when a
-    value is of another type: the caller renders those rows as text.
+    """The rows, in order, as executions of a prepared multi-row INSERT of a power of two of
+    rows (MIN_ROWS to MAX_ROWS), each at most ``max_bytes``, and as text where fewer rows are
+    left or fit. Strings are sent as UTF-8, integers as their decimal text (the server converts
+    them as it does a literal), None as NULL. None when a value is of another type: the caller
+    renders all of these rows as text.
 
     The body is built as a str of code points below 256, one per byte, and encoded as Latin-1
-    once (a copy): an ASCII text is its own bytes, so only the others are encoded one by one
-    (half the cost of encoding every value)."""
-    per_statement = MAX_PARAMS // columns
+    once (a copy): an ASCII text is its own bytes, so only the others are encoded one by one.
+    """
+    cap = MAX_ROWS
+    while cap * columns > MAX_PARAMS:
+        cap //= 2
+    if cap < MIN_ROWS:
+        return None
     row_overhead = 2 * columns + 9 * columns  # its types and, at most, its length prefixes
-    short, length = _LENGTH1_CHAR, _length_chars
+    short, length = _LENGTH1, _length
     out: list[Execution] = []
-    start, total = 0, len(rows)
-    while start < total:
-        parts: list[str] = [""]  # [0]: the header, once the row count is known
+    parts: list[str] = [""]  # the pending rows' values; [0]: the header, once they go out
+    marks: list[int] = []  # where each pending row's values start in parts
+    ends: list[int] = []  # the pending rows' bytes, up to and including each
+    nulls = bytearray(cap * columns // 8)
+    first = 0  # index in rows of the first pending row
+
+    def emit(k: int) -> None:
+        """Send the first k pending rows: prepared when k is a power of two of at least
+        MIN_ROWS (then k * columns NULL bits are whole bytes), else as text."""
+        nonlocal parts, marks, ends, nulls, first
+        if k < MIN_ROWS:
+            out.append(Execution(k, None, rows[first:first + k]))
+        else:
+            params, cut, nbytes = k * columns, marks[k] if k < len(marks) else len(parts), k * columns // 8
+            parts[0] = "".join(["\x00\x01\x00\x00\x00", nulls[:nbytes].decode("latin-1"), "\x01",
+                                _STRING * params])
+            out.append(Execution(k, "".join(parts[:cut]).encode("latin-1"), rows[first:first + k]))
+            parts = [""] + parts[cut:]
+            marks = [m - cut + 1 for m in marks[k:]]
+            done = ends[k - 1]
+            ends = [e - done for e in ends[k:]]
+            nulls = nulls[nbytes:] + bytearray(nbytes)
+        first += k
+
+    def restart(r: int) -> None:
+        """Only rows[r] is pending again, packed afresh (after rows before it went as text)."""
+        nonlocal parts, marks, ends, nulls
+        parts, marks, ends, nulls = [""], [], [], bytearray(cap * columns // 8)
+        pack(r)
+
+    def pack(r: int) -> bool:
+        """Add rows[r] to the pending rows; False for a value that is not str, int or None."""
+        i = len(marks) * columns
+        marks.append(len(parts))
         add = parts.append
-        nulls = bytearray((min(per_statement, total - start) * columns + 7) // 8)
-        size = i = 0
-        end = start
-        limit = min(total, start + per_statement)
-        while end < limit:
-            mark = len(parts)
-            for v in rows[end]:
-                if v is None:
-                    nulls[i >> 3] |= 1 << (i & 7)
-                else:
-                    if type(v) is not str:
-                        if type(v) is not int:
-                            return None
-                        v = str(v)
-                    elif not v.isascii():
-                        v = v.encode().decode("latin-1")  # its UTF-8 bytes, one per character
-                    n = len(v)
-                    add(short[n] if n < 251 else length(n))
-                    add(v)
-                    size += n
-                i += 1
-            size += row_overhead
-            if size > max_bytes and end > start:
-                # This row starts the next execution: take back its values and NULL bits.
-                del parts[mark:]
-                i -= columns
-                for k in range(i, i + columns):
-                    nulls[k >> 3] &= ~(1 << (k & 7)) & 0xFF
-                break
-            end += 1
-        params = (end - start) * columns
-        parts[0] = "".join(["\x00\x01\x00\x00\x00", nulls[:(params + 7) // 8].decode("latin-1"),
-                            "\x01", _STRING_CHARS * params])
-        out.append(Execution(end - start, "".join(parts).encode("latin-1"), rows[start:end]))
-        start = end
+        size = row_overhead
+        for v in rows[r]:
+            if v is None:
+                nulls[i >> 3] |= 1 << (i & 7)
+            else:
+                if type(v) is not str:
+                    if type(v) is not int:
+                        return False
+                    v = str(v)
+                elif not v.isascii():
+                    v = v.encode().decode("latin-1")  # its UTF-8 bytes, one per character
+                n = len(v)
+                add(short[n] if n < 251 else length(n))
+                add(v)
+                size += n
+            i += 1
+        ends.append((ends[-1] if ends else 0) + size)
+        return True
+
+    for r in range(len(rows)):
+        if len(marks) == cap:
+            emit(cap)
+        if not pack(r):
+            return None
+        if ends[-1] > max_bytes and len(marks) > 1:
+            # This row does not fit with the pending ones: send enough of those first (a single
+            # row larger than max_bytes goes alone; its size was checked against the packet).
+            before = len(marks) - 1
+            while before >= MIN_ROWS and ends[-1] > max_bytes:
+                k = 1 << (before.bit_length() - 1)
+                emit(k)
+                before -= k
+            if ends[-1] > max_bytes and before:
+                emit(before)  # fewer than MIN_ROWS: as text
+                restart(r)
+    while len(marks) >= MIN_ROWS:
+        emit(1 << (len(marks).bit_length() - 1))
+    if first < len(rows):
+        out.append(Execution(len(rows) - first, None, rows[first:]))
     return out
 
 
 class PreparedInsert:
-    """The prepared multi-row INSERTs of one import, one per row count seen, on one PyMySQL
-    connection. Closed at the end (a pooled connection outlives the import, and the server
-    counts every connection's statements against one global max_prepared_stmt_count)."""
+    """The prepared multi-row INSERTs of one import, one per row count, on one PyMySQL
+    connection. Closed at the end (a pooled connection outlives the import)."""
 
     def __init__(self, dbapi_connection, head: str, row: str):
         self.connection = dbapi_connection
@@ -131,29 +184,37 @@ class PreparedInsert:
         packet = conn._read_packet()  # an error packet raises here
         if not packet.is_ok_packet():
             raise _protocol_error(conn, "no OK packet after a prepared INSERT")
-        _skip_ok_counts(packet)
+        packet.advance(1)
+        packet.read_length_encoded_integer()  # affected rows
+        packet.read_length_encoded_integer()  # last insert id
         conn.server_status = struct.unpack("<H", packet.read(2))[0]
 
     def _prepare(self, count: int) -> int:
         conn = self.connection
-        sql = self.head + ",".join([self.row] * count)
-        conn._execute_command(COM_STMT_PREPARE, sql.encode("utf-8"))
+        capabilities = conn.server_capabilities & conn.client_flag
+        if capabilities & (CLIENT_QUERY_ATTRIBUTES | CLIENT_OPTIONAL_RESULTSET_METADATA):
+            raise CannotPrepare("the connection's capabilities change the execute layout")
+        conn._execute_command(COM_STMT_PREPARE, (self.head + ",".join([self.row] * count)).encode())
         try:
             first = conn._read_packet().get_all_data()
         except Exception as exc:  # the server's error packet, raised by PyMySQL
-            if conn.open and getattr(exc, "args", None) and isinstance(exc.args[0], int):
-                raise CannotPrepare(exc) from exc
+            if conn.open and exc.args and exc.args[0] in CANNOT_PREPARE:
+                raise CannotPrepare(str(exc)) from exc
             raise
         if first[:1] != b"\x00" or len(first) < 9:
             raise _protocol_error(conn, "unexpected reply to COM_STMT_PREPARE")
         stmt_id, columns, params = struct.unpack_from("<IHH", first, 1)
         # The definitions of its parameters and result columns, each list ended by an EOF
-        # packet (PyMySQL does not ask for CLIENT_DEPRECATE_EOF).
+        # packet unless CLIENT_DEPRECATE_EOF: read without building a packet object for each
+        # of a 1024-row statement's 9216 definitions.
+        eof = 0 if capabilities & CLIENT_DEPRECATE_EOF else 1
         for n in (params, columns):
             if n:
-                for _ in range(n + 1):
-                    conn._read_packet()
+                _skip_packets(conn, n + eof)
         self.statements[count] = stmt_id
+        if params != count * self.row.count("?") or columns:
+            raise _protocol_error(conn, f"a prepared INSERT of {count} rows has {params} "
+                                        f"parameters and {columns} result columns")
         return stmt_id
 
     def close(self) -> None:
@@ -161,16 +222,25 @@ class PreparedInsert:
         has lost them with it."""
         statements, self.statements = self.statements, {}
         for stmt_id in statements.values():
+            if not self.connection.open:
+                return
             try:
                 self.connection._execute_command(COM_STMT_CLOSE, struct.pack("<I", stmt_id))
             except Exception:  # the connection is gone: so are its statements
                 return
 
 
-def _skip_ok_counts(packet) -> None:
-    packet.advance(1)
-    packet.read_length_encoded_integer()  # affected rows
-    packet.read_length_encoded_integer()  # last insert id
+def _skip_packets(conn, n: int) -> None:
+    """Read n packets of under 16 MB that are not needed, checking their sequence numbers."""
+    read = conn._read_bytes
+    seq = conn._next_seq_id
+    for _ in range(n):
+        header = read(4)
+        if header[3] != seq:
+            raise _protocol_error(conn, f"packet sequence number {header[3]}, expected {seq}")
+        seq = (seq + 1) % 256
+        read(header[0] | header[1] << 8 | header[2] << 16)
+    conn._next_seq_id = seq
 
 
 def _protocol_error(conn, what: str) -> Exception:

@@ -38,8 +38,9 @@ from .reads import latest_compaction_id
 
 # Small batches keep the server busy from the first rows on and leave little to send once the
 # file is parsed. Measured for 100k messages, two in flight, interleaved: 5000 rows 1.79-1.95 s,
-# 2000 rows 1.73-1.81 s, 1000 rows 1.71-1.79 s, 500 rows 1.71-1.80 s.
-BATCH_ROWS = 1000
+# 2000 rows 1.73-1.81 s, 1000 rows 1.71-1.79 s, 500 rows 1.71-1.80 s. 1024: a power of two, so
+# a batch of short messages is one prepared execution (see db.prepared).
+BATCH_ROWS = 1024
 # Batches sent or waiting to be, at most: the parser goes on while the server takes its time.
 IN_FLIGHT = 2
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
@@ -267,6 +268,8 @@ class MessageWriter:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content
+        # Sized as a text INSERT sends it: a row too large for a prepared execution goes as
+        # one (see db.prepared).
         problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
                                self.max_row_bytes, escaped)  # counts exactly only a large message
         if problem:

@@ -193,8 +193,8 @@ class Reconciler:
             "a different transcript needs a session id, or a file path, of its own)")
 
 
-# What a text costs inside a statement depends on who escapes it: the import's own renderer
-# (``db.dialects._row_literal``) escapes these ...
+# What a text costs inside a statement depends on who escapes it: the import's own text
+# renderer (``db.dialects._row_literal``) escapes these ...
 RENDERED_ESCAPES = "\\'\0\r\x1a"
 # ... and the driver (a statement SQLAlchemy sends: pymysql's escape_string) these.
 DRIVER_ESCAPES = "\\'\"\n\r\0\x1a"
