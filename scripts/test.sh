@@ -20,13 +20,15 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
         || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 fi
 
-# Rendered INSERTs are replayed through the mariadb client (tests/test_import_literals.py), as a
-# statement-based binlog is in a point-in-time recovery.
-if ! command -v mariadb >/dev/null 2>&1 && ! command -v mysql >/dev/null 2>&1; then
-    echo "installing mariadb-client ..."
+# Rendered INSERTs, and an import's binlog, are replayed through the mariadb client as in a
+# point-in-time recovery (tests/test_import_literals.py, tests/test_import_binlog.py, which
+# starts a private server with log_bin on: mariadb-install-db and mariadbd).
+if ! command -v mariadb >/dev/null 2>&1 || ! command -v mariadb-binlog >/dev/null 2>&1 \
+        || ! command -v mariadb-install-db >/dev/null 2>&1; then
+    echo "installing mariadb-client and mariadb-server-core ..."
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq mariadb-client >/dev/null 2>&1 \
-        || { apt-get update -qq && apt-get install -y -qq mariadb-client >/dev/null; }
+    apt-get install -y -qq mariadb-client mariadb-server-core >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq mariadb-client mariadb-server-core >/dev/null; }
 fi
 
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
