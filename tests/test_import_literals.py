@@ -151,6 +151,50 @@ def test_rows_split_across_executions_keep_their_nulls(mysql_empty_db, rows, tim
     assert back == rows
 
 
+def _decode(body: bytes, count: int, columns: int) -> list[tuple]:
+    """A COM_STMT_EXECUTE body (without its statement id) read back the way the server does:
+    flags, iteration count, NULL bitmap, bound-types flag, types, then each non-NULL value as a
+    length-encoded string."""
+    params = count * columns
+    assert body[:5] == b"\x00\x01\x00\x00\x00"
+    bitmap = body[5:5 + (params + 7) // 8]
+    at = 5 + len(bitmap)
+    assert body[at] == 1 and body[at + 1:at + 1 + 2 * params] == b"\xfe\x00" * params
+    at += 1 + 2 * params
+    values = []
+    for i in range(params):
+        if bitmap[i >> 3] >> (i & 7) & 1:
+            values.append(None)
+            continue
+        first = body[at]
+        size, at = ((first, at + 1) if first < 251 else
+                    (int.from_bytes(body[at + 1:at + 1 + {0xfc: 2, 0xfd: 3, 0xfe: 8}[first]], "little"),
+                     at + 1 + {0xfc: 2, 0xfd: 3, 0xfe: 8}[first]))
+        values.append(body[at:at + size].decode("utf-8"))
+        at += size
+    assert at == len(body)
+    return [tuple(values[r * columns:(r + 1) * columns]) for r in range(count)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=st.lists(st.tuples(st.none() | st.integers(-2 ** 70, 2 ** 70), st.none() | texts,
+                               st.none() | st.sampled_from(["", "é" * 125, "x" * 251, "y" * 65536])),
+                     min_size=1, max_size=12),
+       times=st.integers(1, 200), max_bytes=st.integers(1, 300_000))
+def test_every_execution_decodes_to_its_rows(rows, times, max_bytes):
+    """Without a server: each prepared execution's body, decoded, is exactly its rows (integers
+    as their decimal text), the executions and text parts together are all rows in order."""
+    rows = rows * times
+    executions = pack_rows(rows, 3, max_bytes)
+    assert [r for e in executions for r in e.rows] == rows
+    _prepared_shape(executions)
+    for e in executions:
+        if e.body is not None:
+            assert _decode(e.body, e.count, 3) == [tuple(None if v is None else str(v) for v in r)
+                                                   for r in e.rows]
+            assert len(e.body) <= max_bytes + 16
+
+
 def test_executions_hold_powers_of_two_and_the_rest_goes_as_text():
     """At most five row counts an import (five statements on the server): a batch of 1000 short
     rows is 512 + 256 + 128 + 64 prepared and 40 as text; 1024 rows one execution."""
