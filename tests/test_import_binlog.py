@@ -9,10 +9,12 @@ directory.
 
 from __future__ import annotations
 
+import ctypes
 import getpass
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -34,6 +36,12 @@ def _tool(*names: str) -> str:
     raise AssertionError(f"{names[0]} is needed (scripts/test.sh installs it)")
 
 
+def _dies_with_its_parent() -> None:
+    """In the server's process before it starts: a test run killed with -9 takes it along
+    (Linux's PR_SET_PDEATHSIG) instead of leaving a server running on a random port."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 @pytest.fixture(scope="module")
 def binlog_server(tmp_path_factory):
     """A MariaDB server of our own with log_bin on; its URL and a way to run its client."""
@@ -51,7 +59,8 @@ def binlog_server(tmp_path_factory):
          f"--socket={base / 'server.sock'}", "--bind-address=127.0.0.1", f"--user={getpass.getuser()}",
          f"--log-bin={data / 'bin'}", "--binlog-format=MIXED", "--server-id=1",
          f"--pid-file={base / 'server.pid'}", "--skip-name-resolve"],
-        stdout=subprocess.DEVNULL, stderr=open(base / "server.log", "wb"))
+        stdout=subprocess.DEVNULL, stderr=open(base / "server.log", "wb"),
+        preexec_fn=_dies_with_its_parent)
     try:
         deadline = time.monotonic() + 60
         while True:
