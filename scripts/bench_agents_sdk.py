@@ -19,11 +19,12 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import tempfile
 import time
 
 from bench_import import timed_import, write_transcript
-from benchdb import fresh_database, settle
+from benchdb import fresh_database, server_cpu_seconds, settle
 
 BATCH = 1000
 
@@ -80,6 +81,15 @@ async def sdk_run(url: str, items: list[dict], run: int) -> float:
     return elapsed
 
 
+def _process_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_sdk")
@@ -93,14 +103,18 @@ def main() -> None:
         items = sdk_items(path)
         n = -(-args.messages // 3) * 3  # whole turns of three messages
         sdk_url = args.db.replace("mysql+pymysql://", "mysql+aiomysql://")
-        ours, theirs = [], []
+        ours, theirs, process_cpu, server_cpu = [], [], [], []
         for run in range(args.repeat):
             engine = fresh_database(args.db)
             with engine.begin() as conn:
                 for ddl in SDK_TABLES:
                     conn.exec_driver_sql(ddl)
             settle(engine)  # each side starts with InnoDB's flushing of the last run done
+            server0, process0 = server_cpu_seconds(), _process_cpu_seconds()
             ours.append(timed_import(engine, path, n))  # n messages (text + tool call merged)
+            process_cpu.append(_process_cpu_seconds() - process0)
+            if server0 is not None:
+                server_cpu.append(server_cpu_seconds() - server0)
             settle(engine)
             theirs.append(asyncio.run(sdk_run(sdk_url, items, run)))
     print(f"one conversation: {n} ctxtool messages = {len(items)} SDK items (the SDK keeps an "
@@ -108,6 +122,9 @@ def main() -> None:
     print(f"ctxtool import (parsing included): {min(ours):.2f}s, {n / min(ours):8.0f} msg/s; "
           f"Agents SDK add_items (no parsing): {min(theirs):.2f}s, "
           f"{len(items) / min(theirs):8.0f} items/s")
+    if server_cpu:  # what bounds the import: this process (parsing) or the server (inserting)
+        print(f"ctxtool import, CPU (medians): this process {_median(process_cpu):.2f}s, the "
+              f"server {_median(server_cpu):.2f}s, wall {_median(ours):.2f}s")
     ratios = sorted(t / o for t, o in zip(theirs, ours))
     print(f"time to store the same conversation, SDK / ctxtool: best/best "
           f"{min(theirs) / min(ours):.2f}x, median {ratios[len(ratios) // 2]:.2f}x; per stored row "

@@ -67,3 +67,22 @@ def settle(engine: sa.Engine, timeout: float = 60.0) -> None:
                 return
             previous = dirty
             time.sleep(1.0)
+
+
+def server_cpu_seconds() -> float | None:
+    """CPU time the local MariaDB/MySQL server process has used so far (user + system), or
+    None when no such process runs on this machine. Read before and after a run, it shows how
+    much of the work the server did (the benchmarks' servers are local)."""
+    import os
+    import subprocess
+
+    for name in ("mariadbd", "mysqld"):
+        found = subprocess.run(["pidof", name], capture_output=True, text=True).stdout.split()
+        if len(found) == 1:
+            try:
+                with open(f"/proc/{found[0]}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
