@@ -373,6 +373,22 @@ def test_the_capabilities_the_protocol_code_assumes(mysql_empty_db):
                              | CLIENT_DEPRECATE_EOF)
 
 
+def test_a_driver_without_the_packet_layer_gets_text(mysql_empty_db):
+    """The PyMySQL internals db.prepared writes on are all there; a connection without them
+    (a driver release that renamed one) sends text INSERTs instead of failing."""
+    with mysql_empty_db.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert PreparedInsert.usable(raw)
+
+        class Renamed:  # the same connection, one internal gone
+            def __getattr__(self, name):
+                if name == "_read_packet":
+                    raise AttributeError(name)
+                return getattr(raw, name)
+
+        assert not PreparedInsert.usable(Renamed())
+
+
 def test_a_connection_without_eof_packets_still_prepares(mysql_empty_db):
     """With CLIENT_DEPRECATE_EOF (which PyMySQL may ask for one day) the prepare reply has no
     EOF packets: reading one more would wait for ever."""

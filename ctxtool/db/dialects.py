@@ -141,7 +141,7 @@ class _MySQLBulkInsert(BulkInsert):
         self.cursor = dbapi_connection.cursor()
         self.prepared = (PreparedInsert(dbapi_connection, self.head,
                                         "(" + ",".join(["?"] * len(self.columns)) + ")")
-                         if prepared else None)
+                         if prepared and PreparedInsert.usable(dbapi_connection) else None)
 
     def render(self, rows: list[tuple]) -> list:
         if self.prepared is not None:

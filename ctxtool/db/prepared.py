@@ -174,6 +174,16 @@ class PreparedInsert:
         self.head, self.row = head, row
         self.statements: dict[int, int] = {}  # row count -> statement id
 
+    # What this module uses of PyMySQL's connection beyond its public API.
+    DRIVER_INTERNALS = ("_execute_command", "_read_packet", "_read_bytes", "_next_seq_id",
+                        "_force_close", "server_capabilities", "client_flag", "open")
+
+    @classmethod
+    def usable(cls, dbapi_connection) -> bool:
+        """Whether the driver's connection has the packet layer this module writes on (a
+        PyMySQL release that renamed it gets text INSERTs, not an AttributeError)."""
+        return all(hasattr(dbapi_connection, name) for name in cls.DRIVER_INTERNALS)
+
     def execute(self, execution: Execution) -> None:
         """Run one execution; the server's error is raised as PyMySQL's exception."""
         stmt_id = self.statements.get(execution.count)
