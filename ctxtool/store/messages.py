@@ -205,6 +205,7 @@ class MessageWriter:
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
+        self._fits_any_chars = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
         self.inserts = dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
@@ -268,12 +269,15 @@ class MessageWriter:
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content
-        # Sized as a text INSERT sends it: a row too large for a prepared execution goes as
-        # one (see db.prepared).
-        problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
-                               self.max_row_bytes, escaped)  # counts exactly only a large message
-        if problem:
-            raise TranscriptError(self.path, msg.line, problem)
+        # Sized as a text INSERT sends it (a row too large for a prepared execution goes as
+        # one, see db.prepared); counted exactly only when 4 bytes a character might not fit.
+        chars = ((len(content) if content else 0) + (len(tool_calls) if tool_calls else 0)
+                 + (len(details) if details else 0))
+        if 4 * chars > self._fits_any_chars:
+            problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
+                                   self.max_row_bytes, escaped)
+            if problem:
+                raise TranscriptError(self.path, msg.line, problem)
         if msg.created_at is not None and msg.created_at != self.last_time:
             self.last_time = msg.created_at
             self.last_time_text = msg.created_at.isoformat(" ", "microseconds")
