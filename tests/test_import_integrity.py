@@ -4,6 +4,7 @@ BOM, missing parent, Pi cut on a tool result). Every test runs on SQLite and Mar
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -392,3 +393,32 @@ def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_pat
         store_messages.MessageWriter._flush = render
     assert res.error is None and res.messages_added == 301
     assert max(sizes) < store_messages.BATCH_BYTES + 200_000
+
+
+def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db, cli, tmp_path):
+    """A deadlock (1213) in the middle of an import, as concurrent imports from cron meet when
+    they create their session rows, is retried from the start of the file. The first attempt's
+    reader, dropped mid-file, used to close the file with it (a generator delegating to the
+    file with ``yield from`` closes it): the retry failed with "seek of closed file"."""
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE once (n INT) ENGINE=MyISAM")  # no rollback undoes it
+        conn.exec_driver_sql("INSERT INTO once VALUES (0)")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER conflict BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
+            "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
+            "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+    texts = [f"message {i}" for i in range(3000)]
+    path = write(tmp_path / "retried.jsonl", jsonl(chat(*texts)))
+    # The failed attempt's reader sits in a reference cycle (its error, kept by the writer
+    # thread's future) and goes whenever the cyclic collector runs: here at once.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        result = cli("--db", mysql_db.url, "import", path)  # not a terminal: no progress shown
+    finally:
+        gc.set_threshold(*thresholds)
+    assert result.exit_code == 0, result.output
+    assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the conflict did happen
+    stored = [r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")]
+    assert stored == texts

@@ -125,7 +125,10 @@ class CountingStream:
             on_bytes(len(first))
         yield first[len(_BOM):] if first.startswith(_BOM) else first
         if on_bytes is None:
-            yield from lines
+            # Not ``yield from``: a generator delegating to the file closes it when dropped,
+            # and an import retried after a write conflict reads the same file again.
+            for raw in lines:
+                yield raw
             return
         pending, report = 0, self.REPORT_BYTES
         for raw in lines:
