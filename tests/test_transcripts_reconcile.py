@@ -124,3 +124,13 @@ def test_present_messages_whose_fingerprint_was_not_read_are_taken_as_they_are()
                            last=StoredMessage(2, "b", "user", 1, b"x"))
     actions, counts = run([msg("a", "assistant", "anything"), msg("b", "user"), msg("c", "user")], stored)
     assert [type(a) for a in actions] == [NewMessage] and counts.messages_present == 2
+
+
+def test_a_size_just_over_its_limit_is_shown_in_bytes():
+    """Rounded to 0.1 MB a message one byte over the packet would read "0.9 MB is larger than
+    the 0.9 MB": then both are given in bytes."""
+    limit = 943_718
+    just_over = size_problem("x" * (limit + 1), (), 16 * 1024 * 1024, limit)
+    assert "message of 943,719 bytes as sent" in just_over and "the 943,718 bytes" in just_over
+    far_over = size_problem("x" * 2_000_000, (), 16 * 1024 * 1024, limit)
+    assert "message of 1.9 MB as sent" in far_over and "the 0.9 MB the server accepts" in far_over

@@ -194,10 +194,13 @@ class PreparedInsert:
         packet = conn._read_packet()  # an error packet raises here
         if not packet.is_ok_packet():
             raise _protocol_error(conn, "no OK packet after a prepared INSERT")
-        packet.advance(1)
-        packet.read_length_encoded_integer()  # affected rows
-        packet.read_length_encoded_integer()  # last insert id
-        conn.server_status = struct.unpack("<H", packet.read(2))[0]
+        try:
+            packet.advance(1)
+            packet.read_length_encoded_integer()  # affected rows
+            packet.read_length_encoded_integer()  # last insert id
+            conn.server_status = struct.unpack("<H", packet.read(2))[0]
+        except (AssertionError, struct.error, IndexError) as exc:  # a truncated packet
+            raise _protocol_error(conn, "a truncated OK packet after a prepared INSERT") from exc
 
     def _prepare(self, count: int) -> int:
         conn = self.connection

@@ -221,11 +221,19 @@ def size_problem(content: str | None, json_texts: Iterable[str | None], max_cont
     texts = [content, *json_texts]
     content_bytes = len(content.encode("utf-8")) if content else 0
     if content_bytes > max_content_bytes:
-        return (f"message of {content_bytes / 1048576:.1f} MB is larger than the "
-                f"{max_content_bytes / 1048576:.0f} MB the store accepts (MEDIUMTEXT)")
+        size, limit = _two_sizes(content_bytes, max_content_bytes)
+        return f"message of {size} is larger than the {limit} the store accepts (MEDIUMTEXT)"
     sent = sum(escaped_bytes(t, escaped) for t in texts)
     if sent > max_row_bytes:
-        return (f"message of {sent / 1048576:.1f} MB as sent (text escaped, tool-call arguments "
-                f"and details included) is larger than the {max_row_bytes / 1048576:.1f} MB "
-                "the server accepts in one statement (max_allowed_packet)")
+        size, limit = _two_sizes(sent, max_row_bytes)
+        return (f"message of {size} as sent (text escaped, tool-call arguments and details "
+                f"included) is larger than the {limit} the server accepts in one statement "
+                "(max_allowed_packet)")
     return None
+
+
+def _two_sizes(size: int, limit: int) -> tuple[str, str]:
+    """A size and the limit it is over, in MB to one decimal, or in bytes where that would show
+    the same number twice ("0.9 MB is larger than the 0.9 MB")."""
+    mb = f"{size / 1048576:.1f} MB", f"{limit / 1048576:.1f} MB"
+    return mb if mb[0] != mb[1] else (f"{size:,} bytes", f"{limit:,} bytes")
