@@ -422,3 +422,23 @@ def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db,
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the conflict did happen
     stored = [r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")]
     assert stored == texts
+
+
+def test_a_deadlock_allocating_a_session_id_is_retried_there(mysql_db):
+    """Concurrent first imports deadlock on the session id they allocate (InnoDB: shared gap
+    locks from INSERT ... SELECT MAX()+1): the allocation is tried again on its own, not the
+    whole file (ImportedSessions.find_or_create returns instead of raising)."""
+    from ctxtool.store.messages import ImportedSessions
+
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE once (n INT) ENGINE=MyISAM")  # no rollback undoes it
+        conn.exec_driver_sql("INSERT INTO once VALUES (0)")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER conflict BEFORE INSERT ON agent_session FOR EACH ROW BEGIN "
+            "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
+            "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+    session_id, how = ImportedSessions(mysql_db.engine).find_or_create("openai-chat", "first")
+    assert how == "created"
+    assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
+    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == [session_id]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ from typing import Iterator
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
@@ -119,13 +120,18 @@ class ImportedSessions:
             try:
                 with self.engine.begin() as conn:
                     # One statement allocates max+1 and inserts; a concurrent importer that took
-                    # the same id makes it fail on the primary key, and we try again.
+                    # the same id makes it fail on the primary key, or (InnoDB: both hold shared
+                    # gap locks from the SELECT) deadlock, and we try again: only this, not the
+                    # whole file (measured: 12 deadlocks in 6 rounds of 4 concurrent imports).
                     conn.execute(sa.text(
                         "INSERT INTO agent_session (session_id, source_format, source_id) "
                         "SELECT COALESCE(MAX(session_id), 0) + 1, :f, :s FROM agent_session"),
                         {"f": source_format, "s": source_id})
                     return int(conn.execute(lookup).scalar()), "created"
-            except IntegrityError:
+            except (IntegrityError, OperationalError) as exc:
+                if not dialect_of(self.engine).is_write_conflict(exc):
+                    raise
+                time.sleep(0.005 * (_attempt + 1))
                 continue
         raise CtxtoolError(f"could not allocate a session id for {source_format}:{source_id}")
 
