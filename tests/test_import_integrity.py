@@ -395,19 +395,25 @@ def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_pat
     assert max(sizes) < store_messages.BATCH_BYTES + 200_000
 
 
+def _one_deadlock(db, table: str) -> None:
+    """The next insert into ``table`` fails once with a deadlock (1213), as the server reports
+    one; ``once.n`` becomes 1 when it has (a MyISAM table: no rollback undoes it)."""
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE once (n INT) ENGINE=MyISAM")
+        conn.exec_driver_sql("INSERT INTO once VALUES (0)")
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER conflict BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+            "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
+            "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+
+
 def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db, cli, tmp_path):
     """A deadlock (1213) in the middle of an import, as concurrent imports from cron meet when
     they create their session rows, is retried from the start of the file. The first attempt's
     reader, dropped mid-file, used to close the file with it (a generator delegating to the
     file with ``yield from`` closes it): the retry failed with "seek of closed file"."""
-    with mysql_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE once (n INT) ENGINE=MyISAM")  # no rollback undoes it
-        conn.exec_driver_sql("INSERT INTO once VALUES (0)")
-        conn.exec_driver_sql(
-            "CREATE TRIGGER conflict BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
-            "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
-            "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
-            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+    _one_deadlock(mysql_db, "agent_message")
     texts = [f"message {i}" for i in range(3000)]
     path = write(tmp_path / "retried.jsonl", jsonl(chat(*texts)))
     # The failed attempt's reader sits in a reference cycle (its error, kept by the writer
@@ -430,14 +436,7 @@ def test_a_deadlock_allocating_a_session_id_is_retried_there(mysql_db):
     whole file (ImportedSessions.find_or_create returns instead of raising)."""
     from ctxtool.store.messages import ImportedSessions
 
-    with mysql_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE once (n INT) ENGINE=MyISAM")  # no rollback undoes it
-        conn.exec_driver_sql("INSERT INTO once VALUES (0)")
-        conn.exec_driver_sql(
-            "CREATE TRIGGER conflict BEFORE INSERT ON agent_session FOR EACH ROW BEGIN "
-            "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
-            "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
-            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+    _one_deadlock(mysql_db, "agent_session")
     session_id, how = ImportedSessions(mysql_db.engine).find_or_create("openai-chat", "first")
     assert how == "created"
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
