@@ -187,7 +187,7 @@ class _MySQLBulkInsert(BulkInsert):
         for item in payload or ():
             if type(item) is not Execution:
                 self._run(item, self.cursor.execute, item)
-            elif self.prepared is not None:
+            elif item.body is not None and self.prepared is not None:
                 try:
                     self._run(f"{self.head}... (prepared, {item.count} rows)",
                               self.prepared.execute, item)
@@ -197,7 +197,7 @@ class _MySQLBulkInsert(BulkInsert):
                     self.close()
                     self.prepared = None
                     self.send(self.render_text(item.rows))
-            else:  # packed before this connection turned out unable to prepare
+            else:
                 self.send(self.render_text(item.rows))
 
     def _run(self, statement: str, run, arg) -> None:
