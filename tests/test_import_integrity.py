@@ -441,3 +441,33 @@ def test_a_deadlock_allocating_a_session_id_is_retried_there(mysql_db):
     assert how == "created"
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
     assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == [session_id]
+
+
+def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db, tmp_path):
+    """Four new transcripts imported at once, on four real connections (as from cron): their
+    session-id allocations race (and deadlock in InnoDB), each is retried, every file is stored
+    whole under a session of its own. (A retried import used to find its file closed.)"""
+    import threading
+
+    paths = [write(tmp_path / f"t{k}.jsonl", jsonl(chat(*[f"t{k} m{i} " + "é" * (i % 200)
+                                                            for i in range(1500)])))
+             for k in range(4)]
+    results = [None] * len(paths)
+    start = threading.Barrier(len(paths))
+
+    def run(k):
+        start.wait()
+        [results[k]] = Importer(mysql_db.engine).import_paths([str(paths[k])])
+
+    for _ in range(5):  # the race does not always happen: a few rounds
+        with mysql_db.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM agent_message")
+            conn.exec_driver_sql("DELETE FROM agent_session")
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(len(paths))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [r.error for r in results] == [None] * len(paths)
+        assert len({r.session_id for r in results}) == len(paths)
+        assert counts(mysql_db)[:2] == (len(paths), len(paths) * 1500)
