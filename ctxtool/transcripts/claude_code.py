@@ -49,12 +49,13 @@ class ClaudeCodeParser(FormatParser):
         parent = rec.get("parentUuid") or rec.get("logicalParentUuid")
         return uuid, parent if type(parent) is str else None
 
-    def observe(self, rec: dict) -> None:
+    def observe(self, rec: dict) -> bool:
         session = self.session
         if session.source_id is None and isinstance(rec.get("sessionId"), str):
             session.source_id = f.identifier(rec, "sessionId")
             for key, field in (("cwd", "cwd"), ("version", "version"), ("git_branch", "gitBranch")):
                 session.details[key] = rec[field] if isinstance(rec.get(field), str) else None
+        return session.source_id is not None  # the first record with a session id is enough
 
     def kind_of(self, obj: dict) -> str:
         kind = obj.get("type")
@@ -101,17 +102,22 @@ class ClaudeCodeParser(FormatParser):
         self.skipped["system:compact_boundary"] += 1
         return self._flush()
 
-    def _message(self, line: Line) -> tuple[dict, str] | None:
-        """The checked ``message`` of a user/assistant record, or None for a sidechain one."""
+    def _message(self, line: Line) -> tuple[dict, str | None] | None:
+        """The checked ``message`` of a user/assistant record and its uuid, or None for a
+        sidechain one. (Inline checks of the usual types first: this runs for every message.)"""
         rec = line.obj
         if self.session.created_at is None:
             self.session.created_at = f.parse_time(rec.get("timestamp"))
-        f.identifier(rec, "uuid")
+        uuid = rec.get("uuid")
+        if type(uuid) is not str or len(uuid) > f.MAX_ID_CHARS:
+            uuid = f.identifier(rec, "uuid")  # None, or the error
         if rec.get("isSidechain"):
             self.skipped["sidechain"] += 1
             return None
-        message = f.obj(rec, "message") or {}
-        return message, rec.get("uuid")
+        message = rec.get("message")
+        if type(message) is not dict:
+            message = f.obj(rec, "message") or {}
+        return message, uuid
 
     def _assistant(self, line: Line) -> list[Record] | None:
         found = self._message(line)
@@ -119,14 +125,16 @@ class ClaudeCodeParser(FormatParser):
             return None
         message, uuid = found
         api_id = f.identifier(message, "id")
-        model = f.name(message, "model")
+        model = message.get("model")
+        if model is not None and (type(model) is not str or len(model) > f.MAX_NAME_CHARS):
+            model = f.name(message, "model")  # the error
         out = []
         if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
             out = self._flush()
         if self.pending is None:
             self.pending = SourceMessage(self.ids(uuid, line.number), "assistant", None,
-                                         line.number, created_at=f.parse_time(line.obj.get("timestamp")),
-                                         details={})
+                                         line.number, None, None, None,
+                                         f.parse_time(line.obj.get("timestamp")), {})
             self.pending_api_id = api_id
         _merge_assistant(self.pending, message, self.skipped)
         if model and model != "<synthetic>":
@@ -138,36 +146,42 @@ class ClaudeCodeParser(FormatParser):
         if found is None:
             return None
         message, uuid = found
-        out = self._flush()
-        if line.obj.get("isCompactSummary"):
+        rec = line.obj
+        out = self._flush() if self.pending is not None else []
+        if rec.get("isCompactSummary"):
             boundary, self.boundary = self.boundary or {}, None
             return out + [_checkpoint(boundary, self.boundary_line, line, message, self.ids)]
-        if line.obj.get("toolUseResult") is not None:
+        if rec.get("toolUseResult") is not None:
             # The UI's structured copy of a tool result; the model sees the tool_result block.
             self.skipped["field:toolUseResult"] += 1
-        when = f.parse_time(line.obj.get("timestamp"))
-        meta = {"is_meta": True} if line.obj.get("isMeta") else None
+        when = f.parse_time(rec.get("timestamp"))
+        number = line.number
         content = message.get("content")
-        if not isinstance(content, list):
-            text = f.text_of(content)
-            if self.session.title is None and not line.obj.get("isMeta") and not text.startswith("<"):
+        if type(content) is not list:
+            meta = {"is_meta": True} if rec.get("isMeta") else None
+            text = content if type(content) is str else f.text_of(content)
+            if self.session.title is None and not meta and not text.startswith("<"):
                 self.session.title = f.first_line_title(text)
-            return out + [SourceMessage(self.ids(uuid, line.number), "user", text, line.number,
-                                        created_at=when, details=meta)]
+            out.append(SourceMessage(self.ids(uuid, number), "user", text, number, None, None,
+                                     None, when, meta))
+            return out
         results, others = [], []  # one pass: most such records hold a single tool result
         for b in content:
             (results if type(b) is dict and b.get("type") == "tool_result" else others).append(b)
         for k, block in enumerate(results):
             body = block.get("content")
+            call_id = block.get("tool_use_id")
+            if type(call_id) is not str or len(call_id) > f.MAX_ID_CHARS:
+                call_id = f.identifier(block, "tool_use_id")  # None, or the error
             out.append(SourceMessage(
-                self.ids(uuid, line.number, f"#{k}" if k else ""), "tool",
-                body if type(body) is str else f.text_of(body, self.skipped), line.number,
-                tool_call_id=f.identifier(block, "tool_use_id"), created_at=when,
-                details={"is_error": True} if block.get("is_error") else None))
+                self.ids(uuid, number, f"#{k}" if k else ""), "tool",
+                body if type(body) is str else f.text_of(body, self.skipped), number, None,
+                call_id, None, when, {"is_error": True} if block.get("is_error") else None))
         text = f.text_of(others, self.skipped) if others else ""
         if text:
-            out.append(SourceMessage(self.ids(uuid, line.number, "#text" if results else ""), "user",
-                                     text, line.number, created_at=when, details=meta))
+            out.append(SourceMessage(self.ids(uuid, number, "#text" if results else ""), "user",
+                                     text, number, None, None, None, when,
+                                     {"is_meta": True} if rec.get("isMeta") else None))
         elif not results:
             self.skipped["empty_user"] += 1
         return out
@@ -195,39 +209,46 @@ def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
     """Add one streamed assistant record's blocks (text, thinking, tool_use) to ``target``."""
     content = message.get("content")
     details = target.details if target.details is not None else {}
-    if isinstance(content, str):
+    if type(content) is str:
         target.content = (target.content + "\n" if target.content else "") + content
-    for block in content if isinstance(content, list) else ():
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            text = block.get("text") if isinstance(block.get("text"), str) else ""
-            target.content = (target.content + "\n" if target.content else "") + text
-        elif kind == "tool_use":
-            target.tool_calls = (target.tool_calls or []) + [
-                f.tool_call(f.identifier(block, "id") or "", f.name(block, "name") or "",
-                            block.get("input"))]
-        elif kind in ("thinking", "redacted_thinking"):
-            thought = block.get("thinking") if isinstance(block.get("thinking"), str) else ""
-            if thought:
-                details["thinking"] = (details.get("thinking", "") + "\n" + thought).lstrip("\n")
-        else:
-            skipped[f"block:{f.label(kind)}"] += 1
+    elif type(content) is list:
+        for block in content:
+            if type(block) is not dict:
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text")
+                if type(text) is not str:
+                    text = ""
+                target.content = (target.content + "\n" if target.content else "") + text
+            elif kind == "tool_use":
+                call_id, name = block.get("id"), block.get("name")
+                if type(call_id) is not str or len(call_id) > f.MAX_ID_CHARS:
+                    call_id = f.identifier(block, "id")  # None, or the error
+                if type(name) is not str or len(name) > f.MAX_NAME_CHARS:
+                    name = f.name(block, "name")
+                call = f.tool_call(call_id or "", name or "", block.get("input"))
+                target.tool_calls = [call] if target.tool_calls is None else [*target.tool_calls, call]
+            elif kind in ("thinking", "redacted_thinking"):
+                thought = block.get("thinking")
+                if type(thought) is str and thought:
+                    details["thinking"] = (details.get("thinking", "") + "\n" + thought).lstrip("\n")
+            else:
+                skipped[f"block:{f.label(kind)}"] += 1
     _assistant_details(details, message)
     target.details = details
 
 
 def _assistant_details(details: dict, message: dict) -> None:
     usage = message.get("usage")
-    if isinstance(usage, dict):
+    if type(usage) is dict:
         norm = f.normalise_usage(usage.get("input_tokens"), usage.get("output_tokens"),
                                  usage.get("cache_read_input_tokens"),
                                  usage.get("cache_creation_input_tokens"))
         if norm:
             details["usage"] = norm
-    for key in ("model", "stop_reason"):
-        if isinstance(message.get(key), str) and message[key]:
-            details[key] = message[key]
-
-
+    model, stop = message.get("model"), message.get("stop_reason")
+    if type(model) is str and model:
+        details["model"] = model
+    if type(stop) is str and stop:
+        details["stop_reason"] = stop

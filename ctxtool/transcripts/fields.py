@@ -190,9 +190,7 @@ class UniqueIds:
         self.seen: set[str] = set()
 
     def __call__(self, wanted: str | None, line: int, suffix: str = "") -> str:
-        base = wanted or f"L{line}"
-        if suffix:
-            base += suffix
+        base = wanted + suffix if wanted else f"L{line}{suffix}"
         if base[-1] == " ":
             base = source_key(base)
         if base in self.seen:

@@ -48,8 +48,9 @@ class FormatParser:
         """(id, parent id) of a tree record; None outside the tree (and in linear formats)."""
         return None
 
-    def observe(self, obj: dict) -> None:
-        """Sees every record first, on the main line or not (a session id in every record)."""
+    def observe(self, obj: dict) -> bool | None:
+        """Sees every record first, on the main line or not (a session id in every record);
+        True once it needs to see no more (the walk stops calling it)."""
 
     def unknown(self, kind: str, line: Line) -> None:
         self.skipped[kind] += 1
@@ -75,8 +76,8 @@ def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: 
     kind_of, handlers, link, skipped = parser.kind_of, parser.handlers, parser.link, parser.skipped
     for line in lines:
         try:
-            if observe:
-                observe(line.obj)
+            if observe and observe(line.obj):
+                observe = None
             kind = kind_of(line.obj)
             if on_main_line and not on_main_line.keeps(link(line.obj), kind, skipped):
                 continue
