@@ -195,6 +195,17 @@ def test_every_execution_decodes_to_its_rows(rows, times, max_bytes):
             assert len(e.body) <= max_bytes + 16
 
 
+def test_a_row_left_pending_after_rows_sent_as_text_keeps_its_nulls():
+    """Ten rows and a large one exceed the bytes of an execution: the ten go as text, the large
+    one stays pending and goes first in the next prepared execution, with its own NULL bits
+    (not those of the rows before it)."""
+    rows = [(str(i), "a" * 300, "b") for i in range(10)] + [(None, "x" * 7000, None)] + \
+        [("", "", "")] * 63
+    executions = pack_rows(rows, 3, 10_000)
+    assert [(e.count, e.body is not None) for e in executions] == [(10, False), (64, True)]
+    assert _decode(executions[1].body, 64, 3) == rows[10:]
+
+
 def test_executions_hold_powers_of_two_and_the_rest_goes_as_text():
     """At most five row counts an import (five statements on the server): a batch of 1000 short
     rows is 512 + 256 + 128 + 64 prepared and 40 as text; 1024 rows one execution."""

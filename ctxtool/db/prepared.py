@@ -79,6 +79,8 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
 
     The body is built as a str of code points below 256, one per byte, and encoded as Latin-1
     once (a copy): an ASCII text is its own bytes, so only the others are encoded one by one.
+    This loop runs for every value an import sends: its state is local variables, a row's NULL
+    bits one int (the pending rows' bits another, row 0 in the lowest bits).
     """
     cap = MAX_ROWS
     while cap * columns > MAX_PARAMS:
@@ -88,49 +90,26 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
     row_overhead = 2 * columns + 9 * columns  # its types and, at most, its length prefixes
     short, length = _LENGTH1, _length
     out: list[Execution] = []
-    parts: list[str] = [""]  # the pending rows' values; [0]: the header, once they go out
-    marks: list[int] = []  # where each pending row's values start in parts
-    ends: list[int] = []  # the pending rows' bytes, up to and including each
-    nulls = bytearray(cap * columns // 8)
+    pending = _Pending()
+    parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
+    nulls = 0
     first = 0  # index in rows of the first pending row
-
-    def emit(k: int) -> None:
-        """Send the first k pending rows: prepared when k is a power of two of at least
-        MIN_ROWS (then k * columns NULL bits are whole bytes), else as text."""
-        nonlocal parts, marks, ends, nulls, first
-        if k < MIN_ROWS:
-            out.append(Execution(k, None, rows[first:first + k]))
-        else:
-            params, cut, nbytes = k * columns, marks[k] if k < len(marks) else len(parts), k * columns // 8
-            parts[0] = "".join(["\x00\x01\x00\x00\x00", nulls[:nbytes].decode("latin-1"), "\x01",
-                                _STRING * params])
-            out.append(Execution(k, "".join(parts[:cut]).encode("latin-1"), rows[first:first + k]))
-            parts = [""] + parts[cut:]
-            marks = [m - cut + 1 for m in marks[k:]]
-            done = ends[k - 1]
-            ends = [e - done for e in ends[k:]]
-            nulls = nulls[nbytes:] + bytearray(nbytes)
-        first += k
-
-    def restart(r: int) -> None:
-        """Only rows[r] is pending again, packed afresh (after rows before it went as text)."""
-        nonlocal parts, marks, ends, nulls
-        parts, marks, ends, nulls = [""], [], [], bytearray(cap * columns // 8)
-        pack(r)
-
-    def pack(r: int) -> bool:
-        """Add rows[r] to the pending rows; False for a value that is not str, int or None."""
-        i = len(marks) * columns
+    count = total = 0  # the pending rows, their bytes
+    for row in rows:
+        if count == cap:
+            out.append(pending.take(cap, nulls, columns, rows, first))
+            first += cap
+            nulls = count = total = 0
+            parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
         marks.append(len(parts))
-        add = parts.append
-        size = row_overhead
-        for v in rows[r]:
+        size, bits, bit = row_overhead, 0, 1
+        for v in row:
             if v is None:
-                nulls[i >> 3] |= 1 << (i & 7)
+                bits |= bit
             else:
                 if type(v) is not str:
                     if type(v) is not int:
-                        return False
+                        return None
                     v = str(v)
                 elif not v.isascii():
                     v = v.encode().decode("latin-1")  # its UTF-8 bytes, one per character
@@ -138,31 +117,70 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
                 add(short[n] if n < 251 else length(n))
                 add(v)
                 size += n
-            i += 1
-        ends.append((ends[-1] if ends else 0) + size)
-        return True
-
-    for r in range(len(rows)):
-        if len(marks) == cap:
-            emit(cap)
-        if not pack(r):
-            return None
-        if ends[-1] > max_bytes and len(marks) > 1:
+            bit <<= 1
+        if bits:
+            nulls |= bits << (columns * count)
+        count += 1
+        total += size
+        ends.append(total)
+        if total > max_bytes and count > 1:
             # This row does not fit with the pending ones: send enough of those first (a single
             # row larger than max_bytes goes alone; its size was checked against the packet).
-            before = len(marks) - 1
-            while before >= MIN_ROWS and ends[-1] > max_bytes:
+            before = count - 1
+            while before >= MIN_ROWS and pending.ends[-1] > max_bytes:
                 k = 1 << (before.bit_length() - 1)
-                emit(k)
+                out.append(pending.take(k, nulls, columns, rows, first))
+                first += k
+                nulls >>= k * columns
                 before -= k
-            if ends[-1] > max_bytes and before:
-                emit(before)  # fewer than MIN_ROWS: as text
-                restart(r)
-    while len(marks) >= MIN_ROWS:
-        emit(1 << (len(marks).bit_length() - 1))
+            if pending.ends[-1] > max_bytes and before:
+                # Fewer than MIN_ROWS: as text; only this row stays pending.
+                out.append(Execution(before, None, rows[first:first + before]))
+                first += before
+                nulls >>= before * columns
+                pending.drop(before)
+            parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
+            count, total = len(marks), ends[-1]
+    while count >= MIN_ROWS:
+        k = 1 << (count.bit_length() - 1)
+        out.append(pending.take(k, nulls, columns, rows, first))
+        first += k
+        nulls >>= k * columns
+        count -= k
     if first < len(rows):
         out.append(Execution(len(rows) - first, None, rows[first:]))
     return out
+
+
+class _Pending:
+    """The values of the rows packed but not yet in an execution (see pack_rows)."""
+
+    def __init__(self):
+        self.parts: list[str] = [""]  # their values; [0]: the header, once they go out
+        self.marks: list[int] = []  # where each row's values start in parts
+        self.ends: list[int] = []  # their bytes, up to and including each row
+
+    def take(self, k: int, nulls: int, columns: int, rows: Sequence[tuple], first: int) -> Execution:
+        """The first k pending rows (k a power of two of at least MIN_ROWS, so their k * columns
+        NULL bits are whole bytes) as one execution; the rest stay pending."""
+        params, marks = k * columns, self.marks
+        cut = marks[k] if k < len(marks) else len(self.parts)
+        bits = (nulls & ((1 << params) - 1)).to_bytes(params // 8, "little")
+        self.parts[0] = "".join(["\x00\x01\x00\x00\x00", bits.decode("latin-1"), "\x01",
+                                 _STRING * params])
+        body = "".join(self.parts[:cut]).encode("latin-1")
+        self._keep(k, cut)
+        return Execution(k, body, rows[first:first + k])
+
+    def drop(self, k: int) -> None:
+        """The first k pending rows went as text."""
+        self._keep(k, self.marks[k])
+
+    def _keep(self, k: int, cut: int) -> None:
+        self.parts = [""] + self.parts[cut:]
+        self.marks = [m - cut + 1 for m in self.marks[k:]]
+        done = self.ends[k - 1]
+        self.ends = [e - done for e in self.ends[k:]]
 
 
 class PreparedInsert:

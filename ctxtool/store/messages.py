@@ -55,7 +55,6 @@ assert MESSAGE_INSERT_COLUMNS == ("session_id", "role", "content", "created_at",
                                   "tool_call_id", "name", "source_id", "details"), MESSAGE_INSERT_COLUMNS
 _CONTENT, _TOOL_CALLS, _DETAILS = (MESSAGE_INSERT_COLUMNS.index(c)
                                    for c in ("content", "tool_calls", "details"))
-_TEXTS = (_CONTENT, _TOOL_CALLS, _DETAILS)  # what a batch's bytes are counted of
 # A message completed by a later import: its JSON texts as a new row has them (no re-encoding).
 _COMPLETE = sa.text("UPDATE agent_message SET content = :content, tool_calls = :tool_calls, "
                     "details = :details, token_count = NULL, token_encoding = NULL WHERE id = :id")
@@ -250,11 +249,7 @@ class MessageWriter:
         needs the rows before it in the database (a checkpoint's first kept id, a completion)."""
         for action in actions:
             if type(action) is NewMessage:
-                row = self.row(action.message)
-                self._rows.append(row)
-                for i in _TEXTS:
-                    if row[i]:
-                        self._bytes += len(row[i])
+                self._rows.append(self.row(action.message))
             elif isinstance(action, CompleteMessage):
                 # The same checks as a new row, for the statement SQLAlchemy sends.
                 self._completions.append((action.stored_id,
@@ -272,6 +267,8 @@ class MessageWriter:
             self._in_flight.popleft().result()
 
     def row(self, msg: SourceMessage, escaped: str = RENDERED_ESCAPES) -> tuple:
+        """The message as a row of MESSAGE_INSERT_COLUMNS, checked to fit; its characters are
+        added to the batch's count."""
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content
@@ -279,6 +276,7 @@ class MessageWriter:
         # one, see db.prepared); counted exactly only when 4 bytes a character might not fit.
         chars = ((len(content) if content else 0) + (len(tool_calls) if tool_calls else 0)
                  + (len(details) if details else 0))
+        self._bytes += chars
         if 4 * chars > self._fits_any_chars:
             problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
                                    self.max_row_bytes, escaped)
