@@ -85,6 +85,20 @@ def test_claude_code_sidechains_and_unknown_kinds_are_counted():
     assert t.skipped == {"sidechain": 1, "queue-operation": 1, "system:api_error": 1}
 
 
+def test_claude_code_a_skipped_record_keeps_the_ids_it_took():
+    """With --skip-invalid, a tool result refused for its call id has taken its message id
+    already (as every version before did): a later record with the same uuid gets the
+    suffixed id, so a re-import of a file stored by an earlier version finds it unchanged."""
+    bad = cc("u1", None, "user", [{"type": "tool_result", "tool_use_id": 5,
+                                   "content": [{"type": "image"}]}])
+    again = cc("u1", "u1", "user", "hi")
+    out, t = records("claude-code", bad, again, skip_invalid=True)
+    assert [(m.source_id, m.content) for m in out] == [("u1@L2", "hi")]
+    assert t.skipped == {"invalid_record": 1, "block:image": 1}
+    with pytest.raises(TranscriptError, match="t.jsonl:1: .*'tool_use_id' must be a string"):
+        records("claude-code", bad, again)
+
+
 def test_claude_code_branch_is_detected_and_the_main_line_kept():
     objs = [cc("u1", None, "user", "q"), cc("a1", "u1", "assistant", [{"type": "text", "text": "A"}]),
             cc("u2", "a1", "user", "abandoned"), cc("u2b", "a1", "user", "edited")]

@@ -268,7 +268,7 @@ class MessageWriter:
 
     def row(self, msg: SourceMessage, escaped: str = RENDERED_ESCAPES) -> tuple:
         """The message as a row of MESSAGE_INSERT_COLUMNS, checked to fit; its characters are
-        added to the batch's count."""
+        added to the pending batch's count (a completion's too: it sends the batch at once)."""
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
         content = msg.content

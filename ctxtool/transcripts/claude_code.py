@@ -169,14 +169,17 @@ class ClaudeCodeParser(FormatParser):
         for b in content:
             (results if type(b) is dict and b.get("type") == "tool_result" else others).append(b)
         for k, block in enumerate(results):
+            # The id and the text first, then the call id's check: a record refused for its call
+            # id (--skip-invalid) still takes the ids it took before 2026-12, so a re-import of
+            # a file imported then finds its messages under the same ids.
+            source_id = self.ids(uuid, number, f"#{k}" if k else "")
             body = block.get("content")
+            text = body if type(body) is str else f.text_of(body, self.skipped)
             call_id = block.get("tool_use_id")
             if type(call_id) is not str or len(call_id) > f.MAX_ID_CHARS:
                 call_id = f.identifier(block, "tool_use_id")  # None, or the error
-            out.append(SourceMessage(
-                self.ids(uuid, number, f"#{k}" if k else ""), "tool",
-                body if type(body) is str else f.text_of(body, self.skipped), number, None,
-                call_id, None, when, {"is_error": True} if block.get("is_error") else None))
+            out.append(SourceMessage(source_id, "tool", text, number, None, call_id, None, when,
+                                     {"is_error": True} if block.get("is_error") else None))
         text = f.text_of(others, self.skipped) if others else ""
         if text:
             out.append(SourceMessage(self.ids(uuid, number, "#text" if results else ""), "user",
