@@ -90,7 +90,7 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
     row_overhead = 2 * columns + 9 * columns  # its types and, at most, its length prefixes
     short, length = _LENGTH1, _length
     out: list[Execution] = []
-    pending = _Pending()
+    pending = _Pending()  # its lists change in place: these names stay bound to them
     parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
     nulls = 0
     first = 0  # index in rows of the first pending row
@@ -100,7 +100,6 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
             out.append(pending.take(cap, nulls, columns, rows, first))
             first += cap
             nulls = count = total = 0
-            parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
         marks.append(len(parts))
         size, bits, bit = row_overhead, 0, 1
         for v in row:
@@ -127,19 +126,18 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
             # This row does not fit with the pending ones: send enough of those first (a single
             # row larger than max_bytes goes alone; its size was checked against the packet).
             before = count - 1
-            while before >= MIN_ROWS and pending.ends[-1] > max_bytes:
+            while before >= MIN_ROWS and ends[-1] > max_bytes:
                 k = 1 << (before.bit_length() - 1)
                 out.append(pending.take(k, nulls, columns, rows, first))
                 first += k
                 nulls >>= k * columns
                 before -= k
-            if pending.ends[-1] > max_bytes and before:
+            if ends[-1] > max_bytes and before:
                 # Fewer than MIN_ROWS: as text; only this row stays pending.
                 out.append(Execution(before, None, rows[first:first + before]))
                 first += before
                 nulls >>= before * columns
                 pending.drop(before)
-            parts, marks, ends, add = pending.parts, pending.marks, pending.ends, pending.parts.append
             count, total = len(marks), ends[-1]
     while count >= MIN_ROWS:
         k = 1 << (count.bit_length() - 1)
@@ -177,10 +175,12 @@ class _Pending:
         self._keep(k, self.marks[k])
 
     def _keep(self, k: int, cut: int) -> None:
-        self.parts = [""] + self.parts[cut:]
-        self.marks = [m - cut + 1 for m in self.marks[k:]]
+        """Forget the first k rows (their values end at parts[cut]), in place."""
+        del self.parts[1:cut]
+        self.parts[0] = ""
+        self.marks[:] = [m - cut + 1 for m in self.marks[k:]]
         done = self.ends[k - 1]
-        self.ends = [e - done for e in self.ends[k:]]
+        self.ends[:] = [e - done for e in self.ends[k:]]
 
 
 class PreparedInsert:

@@ -108,9 +108,7 @@ class ClaudeCodeParser(FormatParser):
         rec = line.obj
         if self.session.created_at is None:
             self.session.created_at = f.parse_time(rec.get("timestamp"))
-        uuid = rec.get("uuid")
-        if type(uuid) is not str or len(uuid) > f.MAX_ID_CHARS:
-            uuid = f.identifier(rec, "uuid")  # None, or the error
+        uuid = f.identifier(rec, "uuid")
         if rec.get("isSidechain"):
             self.skipped["sidechain"] += 1
             return None
@@ -125,9 +123,7 @@ class ClaudeCodeParser(FormatParser):
             return None
         message, uuid = found
         api_id = f.identifier(message, "id")
-        model = message.get("model")
-        if model is not None and (type(model) is not str or len(model) > f.MAX_NAME_CHARS):
-            model = f.name(message, "model")  # the error
+        model = f.name(message, "model")
         out = []
         if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
             out = self._flush()
@@ -175,9 +171,7 @@ class ClaudeCodeParser(FormatParser):
             source_id = self.ids(uuid, number, f"#{k}" if k else "")
             body = block.get("content")
             text = body if type(body) is str else f.text_of(body, self.skipped)
-            call_id = block.get("tool_use_id")
-            if type(call_id) is not str or len(call_id) > f.MAX_ID_CHARS:
-                call_id = f.identifier(block, "tool_use_id")  # None, or the error
+            call_id = f.identifier(block, "tool_use_id")
             out.append(SourceMessage(source_id, "tool", text, number, None, call_id, None, when,
                                      {"is_error": True} if block.get("is_error") else None))
         text = f.text_of(others, self.skipped) if others else ""
@@ -225,11 +219,7 @@ def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
                     text = ""
                 target.content = (target.content + "\n" if target.content else "") + text
             elif kind == "tool_use":
-                call_id, name = block.get("id"), block.get("name")
-                if type(call_id) is not str or len(call_id) > f.MAX_ID_CHARS:
-                    call_id = f.identifier(block, "id")  # None, or the error
-                if type(name) is not str or len(name) > f.MAX_NAME_CHARS:
-                    name = f.name(block, "name")
+                call_id, name = f.identifier(block, "id"), f.name(block, "name")
                 call = f.tool_call(call_id or "", name or "", block.get("input"))
                 target.tool_calls = [call] if target.tool_calls is None else [*target.tool_calls, call]
             elif kind in ("thinking", "redacted_thinking"):

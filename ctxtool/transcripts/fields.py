@@ -46,11 +46,17 @@ def string(rec: dict, key: str, max_chars: int | None = None) -> str | None:
 
 def identifier(rec: dict, key: str) -> str | None:
     """An id that becomes part of a stored key (a record uuid, a call id)."""
+    value = rec.get(key)
+    if type(value) is str and len(value) <= MAX_ID_CHARS:
+        return value  # the usual case in one call: parsers ask for several ids a record
     return string(rec, key, MAX_ID_CHARS)
 
 
 def name(rec: dict, key: str) -> str | None:
     """A short name stored in a VARCHAR(191) column (a tool name, a model)."""
+    value = rec.get(key)
+    if type(value) is str and len(value) <= MAX_NAME_CHARS:
+        return value
     return string(rec, key, MAX_NAME_CHARS)
 
 
