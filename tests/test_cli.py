@@ -42,6 +42,9 @@ BAD_URLS = [
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=sjis",           # breaks escaping
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=utf8mb4&charset=gbk",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=zz",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=latin1_swedish_ci",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin%3BDROP%20TABLE%20t",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin&collation=utf8mb4_general_ci",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
     f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
     f"postgresql://root:{SECRET}@127.0.0.1/x",
@@ -253,6 +256,27 @@ def test_every_session_argument_takes_the_transcripts_own_id(db, cli):
         assert result.exit_code == code, (args, result.output)
     plan = json.loads(cli("--db", db.url, "compact", "fe5e1c67", "--dry-run", "--json").stdout)
     assert plan["session_id"] == 1
+
+
+def test_a_urls_collation_is_the_connections(mysql_empty_db, cli):
+    """``?collation=`` reaches the connection (SQLAlchemy's SET NAMES used to reset it to the
+    charset's default, silently); one the server does not know is a one-line error."""
+    def with_collation(name: str) -> str:
+        return sa.engine.make_url(mysql_empty_db.url).update_query_dict(
+            {"collation": name}).render_as_string(hide_password=False)
+
+    for name in ("utf8mb4_bin", "utf8mb4_unicode_ci"):
+        engine = create_engine(with_collation(name))
+        try:
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("SELECT @@collation_connection").scalar() == name
+                assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+00:00"
+        finally:
+            engine.dispose()
+    result = cli("--db", with_collation("utf8mb4_no_such"), "migrate", "status")
+    assert result.exit_code != 0
+    assert "Unknown collation" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_a_urls_init_command_runs_and_timestamps_stay_utc(mysql_empty_db):

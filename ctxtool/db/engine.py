@@ -131,9 +131,15 @@ def _configure_mysql(engine: Engine) -> None:
     connection after the user's own ``init_command`` (a URL's ``?init_command=`` is kept: as a
     connect argument of ctxtool's it replaced the user's, silently)."""
 
+    collation = engine.url.query.get("collation")  # checked by parse_url: utf8mb4_<name>
+
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
         cur = dbapi_conn.cursor()
+        if collation:
+            # SQLAlchemy's own connect step has just run SET NAMES utf8mb4, which puts the
+            # charset's default collation back over the one the driver asked for.
+            cur.execute(f"SET NAMES utf8mb4 COLLATE {collation}")
         cur.execute("SET time_zone = '+00:00'")
         cur.close()
 

@@ -33,6 +33,7 @@ _MYSQL_OPTIONS = {"charset", "collation", "connect_timeout", "read_timeout", "wr
                   "bind_address", "compress", "sql_mode"}
 _MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_flag",
                   "max_allowed_packet", "local_infile"}
+_COLLATION = re.compile(r"utf8mb4_[A-Za-z0-9_]{1,60}")
 _SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token")
 
 _QUERY_SECRET = re.compile(rf"(?i)([?&;](?:{'|'.join(_SECRET_KEYS)})=)[^&;#\s]*")
@@ -174,6 +175,14 @@ def _check_mysql_options(url: URL, raw: str) -> None:
             other = next(v for v in values if v.lower() != "utf8mb4")
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: charset {other!r} is not "
                                "supported (ctxtool needs utf8mb4; leave the option out)")
+        if key == "collation":
+            if len(values) > 1:
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: collation is given "
+                                   f"{len(values)} times; give it once")
+            if not _COLLATION.fullmatch(values[0]):
+                # Sent as an identifier in SET NAMES (see ctxtool.db.engine): only a name.
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: collation {values[0]!r} "
+                                   "is not a utf8mb4 collation (such as utf8mb4_bin)")
 
 
 def sqlite_path(url: URL) -> Path | None:
