@@ -389,3 +389,35 @@ def test_odd_tool_calls_a_runtime_wrote_are_shown_not_fatal(db, cli, tmp_path):
     assert openai[-2]["tool_calls"] == [{"id": "c9", "type": "function",
                                          "function": {"name": "f", "arguments": '{"x": 1}'}}]
     assert openai[-1] == {"role": "tool", "content": NO_RESULT_TEXT, "tool_call_id": "c9"}
+
+
+def test_text_a_runtime_wrote_into_json_columns_is_kept_not_fatal(sqlite_db, cli):
+    """SQLite lets a runtime write anything into a JSON column. Such a value is one odd value,
+    not a failed command: checkpoint and session details and message tool calls used to be
+    read through SQLAlchemy's JSON type, whose decode error ended `validate`, `context show`,
+    `tokens report` and `compact --all` (every other session left uncompacted) as an
+    internal error. Broken tool calls are what `validate` reports instead."""
+    import sqlalchemy as sa
+
+    db = sqlite_db
+    ids = add_session(db, 1, [{"role": "user", "content": "do it"},
+                              {"role": "assistant", "content": "ok"},
+                              {"role": "user", "content": "next"}], model="gpt-4o")
+    add_session(db, 2, [{"role": "user", "content": "fine"}], model="gpt-4o")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET details = 'not json {' WHERE session_id = 1"))
+        conn.execute(sa.text("INSERT INTO agent_compaction (session_id, summary, "
+                             "first_kept_message_id, details) VALUES (1, 'S1', :f, 'not json {')"),
+                     {"f": ids[2]})
+        conn.execute(sa.text("INSERT INTO agent_message (session_id, role, content, tool_calls, "
+                             "details) VALUES (1, 'assistant', 'x', '[{bad', '{also bad')"))
+    for args in (("context", "show", "1"), ("context", "show", "1", "--json"),
+                 ("context", "checkpoints", "1", "--json"), ("tokens", "count", "--all"),
+                 ("tokens", "report", "--json"), ("sessions", "list", "--json"),
+                 ("compact", "--all", "--dry-run")):
+        result = run(cli, db, *args)
+        assert "internal error" not in result.output, (args, result.output)
+    shown = json.loads(run(cli, db, "context", "checkpoints", "1", "--json").output)
+    assert [c["first_kept_message_id"] for c in shown] == [ids[2]]
+    found = json.loads(run(cli, db, "validate", "--json", code=1).stdout)
+    assert {(f["session_id"], f["rule"]) for f in found} == {(1, "malformed_tool_calls")}

@@ -24,7 +24,7 @@ from ..tokens import count_text, encoding_for_model
 from ..validation import (Issue, MessageRef, SuffixTokens, span_issues, validate_session,
                           window_issue)
 from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
-                    suffix_ranges)
+                    json_as_text, json_value, suffix_ranges)
 
 # Checkpoint spans summed per statement (one index range each).
 SPANS_PER_QUERY = 200
@@ -65,11 +65,11 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
     cuts = {sid: cps[-1].first_kept_message_id if cps else None for sid, cps in compactions.items()}
     suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
     counted: dict[int, SuffixTokens] = defaultdict(SuffixTokens)
-    for r in conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role, M.c.tool_calls,
+    for r in conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role, json_as_text(M.c.tool_calls),
                                     M.c.tool_call_id, M.c.token_count)
                           .where(suffix_ranges(cuts)).order_by(M.c.session_id, M.c.id)):
-        suffixes[r.session_id].append(Message(r.id, r.session_id, r.role, None, r.tool_calls,
-                                              r.tool_call_id))
+        suffixes[r.session_id].append(Message(r.id, r.session_id, r.role, None,
+                                              json_value(r.tool_calls), r.tool_call_id))
         counted[r.session_id].add(r.token_count)
     spans = _span_ids(conn, compactions)
     issues: list[Issue] = []

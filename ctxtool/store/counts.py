@@ -22,6 +22,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Message
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
+from .reads import json_as_text, json_value
 
 DEFAULT_BATCH = 2000
 
@@ -75,7 +76,7 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
     result = CountResult()
     with read_connection(engine) as conn:
         expected = _expected_encoding(conn, encoding)
-    base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
+    base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, json_as_text(M.c.tool_calls),
                       expected.label("expected"))
             .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
             .where(_pending_filter(expected, recount)))
@@ -116,7 +117,7 @@ def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
         groups.setdefault(row.expected, []).append(row)
     counted = []
     for enc_name, group in groups.items():
-        counts = count_messages([MessageText(r.role, r.content, r.name, r.tool_calls)
+        counts = count_messages([MessageText(r.role, r.content, r.name, json_value(r.tool_calls))
                                  for r in group], enc_name)
         counted.append((enc_name, [r.id for r in group], counts))
         result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)

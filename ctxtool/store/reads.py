@@ -37,13 +37,22 @@ _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
 _MESSAGE_COLUMNS = [sa.type_coerce(M.c[name], sa.Text).label(name)
                     if isinstance(M.c[name].type, sa.JSON) else M.c[name]
                     for name in _MESSAGE_FIELDS]
+
+
+def json_as_text(column: sa.Column) -> sa.ColumnElement:
+    """A JSON column read as its text (decode it with :func:`json_value`): a runtime may have
+    written what is not JSON (SQLite does not check), and SQLAlchemy's JSON type then fails the
+    whole read instead of this one value."""
+    return sa.type_coerce(column, sa.Text).label(column.name)
+
+
 _SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
                     S.c.system_prompt, S.c.source_format, S.c.source_id, S.c.created_at,
-                    S.c.updated_at, S.c.details]
+                    S.c.updated_at, json_as_text(S.c.details)]
 _COMPACTION_COLUMNS = [C.c.id, C.c.session_id, C.c.summary, C.c.first_kept_message_id,
                        C.c.tokens_before, C.c.parent_compaction_id, C.c.summary_tokens,
                        C.c.tokens_after, C.c.summarizer, C.c.summarizer_model, C.c.source_id,
-                       C.c.details, C.c.created_at]
+                       json_as_text(C.c.details), C.c.created_at]
 
 
 def latest_compaction_id(conn: Connection, session_id: int) -> int:
@@ -65,7 +74,7 @@ def message_from_row(row) -> Message:
     values = list(row)
     for i in _MESSAGE_JSON_AT:
         if values[i] is not None:
-            values[i] = _json_value(values[i])
+            values[i] = json_value(values[i])
     return Message(*values)
 
 
@@ -84,7 +93,10 @@ def _no_cycle_collection():
             gc.enable()
 
 
-def _json_value(text):
+def json_value(text):
+    """A JSON column's value from its text; what does not parse is kept as the text."""
+    if text is None:
+        return None
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:  # a runtime wrote something odd: show it, do not fail
@@ -92,7 +104,10 @@ def _json_value(text):
 
 
 def compaction_from_row(row) -> Compaction:
-    return Compaction(**row._mapping)
+    """A row of ``_COMPACTION_COLUMNS`` as its record."""
+    values = dict(row._mapping)
+    values["details"] = json_value(values["details"])
+    return Compaction(**values)
 
 
 class Store:
@@ -116,7 +131,9 @@ class Store:
             row = c.execute(sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)).first()
         if row is None:
             raise CtxtoolError(f"session {session_id} does not exist")
-        return Session(**row._mapping)
+        values = dict(row._mapping)
+        values["details"] = json_value(values["details"])
+        return Session(**values)
 
     def resolve_session(self, ref: str | int, conn: Connection | None = None) -> int:
         """The ctxtool id of the session ``ref`` names: its id, its source id (the transcript's

@@ -11,7 +11,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import count_text, encoding_for_model
-from .reads import Store, restored_context_tokens
+from .reads import Store, json_as_text, json_value, restored_context_tokens
 
 
 def token_report(engine: Engine, session_id: int | None = None,
@@ -23,7 +23,7 @@ def token_report(engine: Engine, session_id: int | None = None,
     """
     store = Store(engine)
     with read_connection(engine) as conn:
-        q = sa.select(S.c.session_id, S.c.model, S.c.title, S.c.details).order_by(S.c.session_id)
+        q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(S.c.session_id)
         if session_id is not None:
             store.session(session_id, conn)
             q = q.where(S.c.session_id == session_id)
@@ -49,8 +49,10 @@ def token_report(engine: Engine, session_id: int | None = None,
             history = int(t.tokens or 0) if t else 0
             summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
             usage = _latest_provider_usage(conn, s.session_id)
-            if usage is None and isinstance(s.details, dict):  # Codex reports usage per turn
-                usage = (s.details.get("last_usage") or {}).get("context_tokens")
+            details = json_value(s.details)
+            last = details.get("last_usage") if isinstance(details, dict) else None
+            if usage is None and isinstance(last, dict):  # Codex reports usage per turn
+                usage = last.get("context_tokens")
             report.append({
                 "session_id": s.session_id,
                 "model": s.model,
@@ -70,11 +72,12 @@ def token_report(engine: Engine, session_id: int | None = None,
 def _latest_provider_usage(conn, session_id: int) -> int | None:
     """Context size the provider reported on the latest assistant message that carried usage."""
     rows = conn.execute(
-        sa.select(M.c.details).where(M.c.session_id == session_id, M.c.role == "assistant",
-                                     M.c.details.is_not(None))
+        sa.select(json_as_text(M.c.details))
+        .where(M.c.session_id == session_id, M.c.role == "assistant", M.c.details.is_not(None))
         .order_by(M.c.id.desc()).limit(20)
     )
-    for (details,) in rows:
+    for (text,) in rows:
+        details = json_value(text)
         usage = (details or {}).get("usage") if isinstance(details, dict) else None
         if usage:
             return int(usage.get("context_tokens") or 0) or None
