@@ -25,6 +25,14 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
+
+def json_as_text(column: sa.Column) -> sa.ColumnElement:
+    """A JSON column read as its text (decode it with :func:`json_value`): a runtime may have
+    written what is not JSON (SQLite does not check), and SQLAlchemy's JSON type then fails the
+    whole read instead of this one value."""
+    return sa.type_coerce(column, sa.Text).label(column.name)
+
+
 # A message row is read in the order of the Message record's fields (one source of truth for
 # the columns: the record, named as in the schema). JSON columns arrive as text and are decoded
 # with orjson only where they hold something: most rows have no tool calls or details, and
@@ -34,18 +42,8 @@ _MESSAGE_FIELDS = [f.name for f in dataclasses.fields(Message)]
 _MESSAGE_JSON_AT = [i for i, name in enumerate(_MESSAGE_FIELDS)
                     if isinstance(M.c[name].type, sa.JSON)]
 _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
-_MESSAGE_COLUMNS = [sa.type_coerce(M.c[name], sa.Text).label(name)
-                    if isinstance(M.c[name].type, sa.JSON) else M.c[name]
+_MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON) else M.c[name]
                     for name in _MESSAGE_FIELDS]
-
-
-def json_as_text(column: sa.Column) -> sa.ColumnElement:
-    """A JSON column read as its text (decode it with :func:`json_value`): a runtime may have
-    written what is not JSON (SQLite does not check), and SQLAlchemy's JSON type then fails the
-    whole read instead of this one value."""
-    return sa.type_coerce(column, sa.Text).label(column.name)
-
-
 _SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
                     S.c.system_prompt, S.c.source_format, S.c.source_id, S.c.created_at,
                     S.c.updated_at, json_as_text(S.c.details)]

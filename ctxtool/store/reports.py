@@ -23,7 +23,8 @@ def token_report(engine: Engine, session_id: int | None = None,
     """
     store = Store(engine)
     with read_connection(engine) as conn:
-        q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(S.c.session_id)
+        q = (sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details))
+             .order_by(S.c.session_id))
         if session_id is not None:
             store.session(session_id, conn)
             q = q.where(S.c.session_id == session_id)
