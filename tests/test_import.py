@@ -453,3 +453,21 @@ def test_a_json_documents_bad_message_is_named_as_a_message(db, tmp_path):
     [result] = _import(db, jsonl)
     assert result.error.startswith(f"{jsonl}:3: invalid openai-chat record"), result.error
     assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+
+
+def test_a_reimport_after_a_runtime_wrote_non_json_tool_calls(sqlite_db, cli):
+    """The importer reads the session's last message (its tool calls) to check a re-import:
+    text that is not JSON there (SQLite lets a runtime write it) is an odd value, not an
+    'internal error' that fails the file."""
+    import sqlalchemy as sa
+
+    example = Path(__file__).parent.parent / "examples" / "checkout-rounding.jsonl"
+    first = cli("--db", sqlite_db.url, "import", example)
+    assert first.exit_code == 0, first.output
+    with sqlite_db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_message SET tool_calls = '[{bad' "
+                             "WHERE id = (SELECT MAX(id) FROM agent_message)"))
+    again = cli("--db", sqlite_db.url, "import", example, "--json")
+    assert again.exit_code == 0, again.output
+    [row] = json.loads(again.stdout)
+    assert (row["added"], row["present"], row["error"]) == (0, 25, None), row
