@@ -38,6 +38,9 @@ BAD_URLS = [
     f"mysql+pymysql://root@127.0.0.1/x?password={SECRET}",              # password as a query
     f"mysql+pymysql://root:ab@{SECRET}@127.0.0.1/x",                    # unescaped @
     f"mysql+pymysql://root:{SECRET}@127.0.0.1:abc/x",                   # port not a number
+    f"mysql://root:{SECRET}?x@127.0.0.1:abc/x",                         # ... and a '?' in the password
+    f"mysql://root:{SECRET}",                                           # no host at all
+    f"root:{SECRET}",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=bogus",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=sjis",           # breaks escaping
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?charset=utf8mb4&charset=gbk",
@@ -110,6 +113,17 @@ def test_masking_handles_urls_that_do_not_parse():
         assert SECRET not in mask_url(odd) and mask_url(odd) == "mysql://u:***@h/db"
         assert SECRET not in scrub(f"driver said {SECRET}{tail}", odd)
     assert mask_url("sqlite:///a/b@c.db") == "sqlite:///a/b@c.db"
+    # Text that does not parse: the password may hold '?' or '@', and the host may be missing.
+    for odd, shown in ((f"mysql://root:{SECRET}?x@127.0.0.1:abc/x", "mysql://root:***@127.0.0.1:abc/x"),
+                       (f"mysql://root:{SECRET}?x@a@h:abc/x", "mysql://root:***@h:abc/x"),
+                       (f"mysql://root:{SECRET}", "mysql://root:***"),
+                       (f"root:{SECRET}", "root:***"),
+                       (f"root:{SECRET}/x", "root:***/x")):
+        assert mask_url(odd) == shown, odd
+        assert SECRET not in scrub(f"driver said {SECRET}?x", odd), odd
+    # ... but a port stays readable, and so does a URL with no password.
+    assert mask_url("mysql://h:3306") == "mysql://h:3306"
+    assert mask_url("mysql://root@h/x?init_command=SET%20@a=1") == "mysql://root@h/x?init_command=SET%20@a=1"
     # A short password is scrubbed as a word, not out of every word that contains it.
     assert scrub("Access denied for user 'pw' (using pw)", "mysql://pw:pw@h/x") == \
         "Access denied for user '***' (using ***)"
@@ -167,6 +181,15 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     secret.write_text(f'[database]\nurl = "mysql+pymysql://u:{SECRET}@db.internal/agents"\n')
     shown = _run(["--config", str(secret), "config"]).output
     assert SECRET not in shown and "u:***@db.internal" in shown
+    # A URL that does not parse, and the LLM endpoint's URL, are masked from a file too.
+    secret.write_text(f'[database]\nurl = "mysql://root:{SECRET}?x@db.internal:abc/agents"\n\n'
+                      f'[compact]\nbase-url = "http://llm:{SECRET}@llm.internal/v1"\n')
+    result = _run(["--config", str(secret), "config", "--json"])
+    assert result.exit_code == 0 and SECRET not in result.output, result.output
+    rows = {r["setting"]: r for r in json.loads(result.output)}
+    assert rows["compact.base_url"] == {"setting": "compact.base_url", "source": "config file",
+                                        "value": "http://llm:***@llm.internal/v1"}
+    assert rows["database.url"]["value"] == "mysql://root:***@db.internal:abc/agents"
     bad = tmp_path / "bad.toml"
     for text, needle in (("[compact\n", "invalid TOML"),
                          ("compact = 5\n", "[compact] must be a table"),

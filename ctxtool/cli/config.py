@@ -58,12 +58,18 @@ def _resolve(param: click.Option, section: dict):
     envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
     for var in envvars:
         if os.environ.get(var):
-            shown = os.environ[var]
-            return (mask_url(shown) if "url" in param.name else shown), f"environment {var}"
+            return _shown(param, os.environ[var]), f"environment {var}"
     if param.name in section:
-        return section[param.name], "config file"
+        return _shown(param, section[param.name]), "config file"
     default = param.default if not callable(param.default) else param.default()
-    return (None if default is _UNSET else default), "default"
+    return (None if default is _UNSET else _shown(param, default)), "default"
+
+
+def _shown(param: click.Option, value):
+    """A value as it may be printed: any URL, from wherever it came, has its password masked."""
+    if isinstance(value, str) and ("url" in param.name or "://" in value or "@" in value):
+        return mask_url(value)
+    return value
 
 
 @main.command("completion")

@@ -47,9 +47,8 @@ def resolve_url(url: str | None = None) -> str:
 def mask_url(url: str | URL) -> str:
     """The URL as it may be printed: every password replaced by ``***``.
 
-    Textual, so it also masks what does not parse: the part between the user's colon and the
-    *last* ``@`` of the authority (an unescaped ``@`` in a password must not leak its tail),
-    and password-like query arguments.
+    Textual, so it also masks what does not parse (see ``_password_span``), and password-like
+    query arguments.
     """
     parsed = _parsed(url)
     if parsed is not None and parsed.password is not None:
@@ -58,13 +57,9 @@ def mask_url(url: str | URL) -> str:
     elif isinstance(url, URL):
         url = url.render_as_string(hide_password=False)
     text = str(url)
-    scheme_end = text.find("://")
-    start = scheme_end + 3 if scheme_end >= 0 else 0
-    at = text.rfind("@", start, _authority_end(text, start))
-    if at >= 0:
-        colon = text.find(":", start, at)
-        if colon >= 0:
-            text = text[:colon + 1] + "***" + text[at:]
+    span = _password_span(text, parses=parsed is not None)
+    if span is not None:
+        text = text[:span[0]] + "***" + text[span[1]:]
     return _QUERY_SECRET.sub(r"\1***", text)
 
 
@@ -78,11 +73,38 @@ def _parsed(url: str | URL) -> URL | None:
         return None
 
 
-def _authority_end(text: str, start: int) -> int:
-    """Where the authority part ends: at the query, or the end. A password may hold ``/``, so
-    the path cannot be told apart before the last ``@``."""
-    q = text.find("?", start)
-    return len(text) if q < 0 else q
+def _password_span(text: str, parses: bool) -> tuple[int, int] | None:
+    """Where a password may sit in ``text``: from the user's colon to the ``@`` before the host.
+
+    For a URL that parses, the parser found no password, so only a plain ``user:pw@`` before
+    the query can be one. For text that does not parse nothing can be trusted: the password
+    may hold ``?``, ``/`` or ``@``, and the host may be missing altogether (``root:pw``). The
+    span then runs to the *last* ``@`` anywhere, or, with no ``@``, over what follows the
+    colon up to the next ``/`` unless that is a port number. Masking too much in a URL that
+    is wrong anyway costs nothing; masking too little prints a password.
+    """
+    scheme_end = text.find("://")
+    start = scheme_end + 3 if scheme_end >= 0 else 0
+    if parses:
+        q = text.find("?", start)
+        end = len(text) if q < 0 else q
+    else:
+        end = len(text)
+    at = text.rfind("@", start, end)
+    if at >= 0:
+        colon = text.find(":", start, at)
+        return (colon + 1, at) if colon >= 0 and colon + 1 < at else None
+    if parses:
+        return None
+    colon = text.find(":", start)
+    if colon < 0:
+        return None
+    slash = text.find("/", colon + 1)
+    stop = len(text) if slash < 0 else slash
+    after = text[colon + 1:stop]
+    if not after or after.isdigit():
+        return None
+    return colon + 1, stop
 
 
 def secrets_of(url: str | URL | None) -> list[str]:
@@ -95,13 +117,13 @@ def secrets_of(url: str | URL | None) -> list[str]:
         found += [str(v) for k, v in url.query.items() if k.lower() in _SECRET_KEYS]
         return [s for s in found if s]
     text = str(url)
-    scheme_end = text.find("://")
-    start = scheme_end + 3 if scheme_end >= 0 else 0
+    span = _password_span(text, parses=False)
     found = []
-    at = text.rfind("@", start, _authority_end(text, start))
-    colon = text.find(":", start, at) if at >= 0 else -1
-    if colon >= 0:
-        found.append(text[colon + 1:at])
+    if span is not None:  # the widest reading, and the password up to its first '@'
+        found.append(text[span[0]:span[1]])
+        first_at = text.find("@", span[0], span[1])
+        if first_at > span[0]:
+            found.append(text[span[0]:first_at])
     found += [m.group(0).split("=", 1)[1] for m in _QUERY_SECRET.finditer(text)]
     return [s for s in found if s and s != "***"]
 
