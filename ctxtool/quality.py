@@ -4,8 +4,8 @@ summary still holds (pure; no database, no model).
 Facts of a span: files modified and read (from tool calls), error signatures of failed tool
 results, the user's requests and stated constraints, and the items of the previous summary
 (goal, decisions, next steps, critical context: whatever its writer called them). A fact is
-*held* when the summary contains it verbatim (paths must be) or holds at least 60% of its
-significant words. ``retention`` is held / all facts; ``carry_over`` is the same over the
+*held* when the summary contains it verbatim (paths must be) or holds every number, path
+and identifier in it and at least 60% of its other significant words. ``retention`` is held / all facts; ``carry_over`` is the same over the
 previous summary's items only: an iterative summary must not lose what the last one knew.
 A dump of every fact would score 100%, so the figures are always reported next to the
 summary's size.
@@ -130,6 +130,12 @@ def _significant(text: str) -> set[str]:
     return {w.strip("./-") for w in _WORD.findall(text.lower())} - _STOP - {""}
 
 
+def _distinctive(words: set[str]) -> set[str]:
+    """The words that tell one fact from its neighbours (numbers, paths, identifiers): a
+    summary holds a fact only with all of them, whatever share of the rest it has."""
+    return {w for w in words if any(c.isdigit() or c in "_./" for c in w)}
+
+
 class SummaryText:
     """A summary prepared once for many ``holds`` checks."""
 
@@ -144,7 +150,9 @@ class SummaryText:
         if exact:
             return False
         words = _significant(text)
-        return bool(words) and len(words & self.words) / len(words) >= HELD_WORD_SHARE
+        if not words or not _distinctive(words) <= self.words:
+            return False  # a path, number or identifier of the fact is missing
+        return len(words & self.words) / len(words) >= HELD_WORD_SHARE
 
 
 def measure(facts: Facts, summary: str, summary_tokens: int | None = None) -> dict:
@@ -170,6 +178,12 @@ def carry_over(previous_summary: str | None, summary: str) -> float | None:
         return None
     text = SummaryText(summary)
     return round(sum(text.holds(i) for i in items) / len(items), 3)
+
+
+def missing_items(previous_summary: str | None, summary: str) -> list[str]:
+    """The previous summary's items the new summary does not hold, in their order."""
+    text = SummaryText(summary)
+    return [i for i in _distinct(summary_items(previous_summary)) if not text.holds(i)]
 
 
 def _ratio(held: int, total: int) -> float | None:

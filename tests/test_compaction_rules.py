@@ -3,6 +3,8 @@ per model family, chunked folding, and the checkpoint-span rule `validate` uses.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ctxtool.compaction.calls import call_ids, call_name, calls_of
@@ -111,6 +113,36 @@ def test_every_folded_request_fits_even_with_a_huge_previous_summary():
                              max_tokens=1000)
     fold(summarize, request, input_tokens=20_000)
     assert len(sizes) > 3 and max(sizes) <= 20_000
+
+
+def test_a_previous_summary_goes_whole_into_the_fold_unless_no_request_could_hold_it():
+    from ctxtool.compaction.fold import previous_summary_limit
+
+    seen = []
+
+    def summarize(request):
+        seen.append(request)
+        return Summary("## Goal\nshort", "fake")
+
+    bound = 12_000
+    probe = SummaryRequest(None, _span(100, 300), {}, max_tokens=500)
+    limit = previous_summary_limit(probe, bound)
+    assert bound // 3 < limit < bound
+    # Half the bound: more than the third that used to be kept, still within the limit.
+    items = "\n".join(f"- item {i} keeps fact_{i}.py" for i in range(2000))
+    whole = "## Done\n" + items
+    whole = whole[:len(whole) * (bound // 2) // count_text(whole)]
+    assert bound // 3 < count_text(whole) < limit
+    summary = fold(summarize, replace(probe, previous_summary=whole), input_tokens=bound)
+    assert seen[0].previous_summary == whole
+    assert not any("clipped" in note for note in summary.notes)
+
+    seen.clear()
+    huge = "## Done\n" + items * 3
+    assert count_text(huge) > limit
+    summary = fold(summarize, replace(probe, previous_summary=huge), input_tokens=bound)
+    assert count_text(seen[0].previous_summary) <= limit + 50
+    assert any("previous summary" in note and "clipped" in note for note in summary.notes)
 
 
 def _checkpoint(details):

@@ -131,7 +131,7 @@ class _LeaseWatcher:
 
     def __init__(self, inner, db):
         self.inner, self.db, self.seconds, self.session_id = inner, db, None, 1
-        for attr in ("name", "model", "input_tokens", "min_carry_over"):
+        for attr in ("name", "model", "input_tokens", "revises"):
             setattr(self, attr, getattr(inner, attr))
 
     def seconds_per_request(self):
@@ -249,9 +249,64 @@ def test_an_llm_answer_that_drops_the_previous_summary_is_rejected(db):
                               SETTINGS)
         assert compactor.compact_session(1).status == "compacted"
         llm.summary_text = "## Goal\nSomething else entirely."
+        before = len(llm.requests)
         outcome = compactor.compact_session(1, force=True)
-    assert outcome.status == "rejected" and "drops most of the previous summary" in outcome.error
+        # Sent back once with the dropped items, then refused.
+        revision = llm.requests[-1]["messages"][1]["content"]
+        assert len(llm.requests) - before == 2 and "<draft-summary>" in revision
+        assert "- E2E tests only" in revision and "2. Delete main.ts" in revision
+    assert outcome.status == "rejected" and "drops items of the previous summary" in outcome.error
+    assert outcome.carry_over < 0.5 and outcome.summarizer_requests == 2
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+
+
+def test_an_answer_keeping_most_but_not_all_is_revised_or_refused(db):
+    """The floor is 90% by default: losing a third of the items (accepted before at 50%) is
+    sent back; a revision that puts them back is written, noting the revision."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    steps = [f"{i}. Port module{i} to the streaming reader" for i in range(1, 31)]
+    full = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps)
+    lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
+    with FakeLLM() as llm:
+        llm.summary_text = full
+        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                              SETTINGS)
+        assert compactor.compact_session(1).status == "compacted"
+        llm.summary_text = lambda body: full if "<draft-summary>" in body["messages"][1]["content"] else lossy
+        outcome = compactor.compact_session(1, force=True)
+        assert outcome.status == "compacted", outcome
+        assert outcome.carry_over == 1.0 and outcome.summarizer_requests == 2
+        assert any("revised once: the first answer dropped 10 items" in n for n in outcome.notes)
+        # With the check off, the lossy answer is written as it is.
+        llm.summary_text = lossy
+        lax = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+                        SETTINGS, min_carry_over=0).compact_session(1, force=True)
+        assert lax.status == "compacted" and lax.summarizer_requests == 1 and lax.carry_over < 0.9
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 3
+
+
+def test_min_carry_over_is_set_from_the_command_line(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    steps = [f"{i}. Port module{i} to the streaming reader" for i in range(1, 31)]
+    full = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps)
+    lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
+    with FakeLLM() as llm:
+        base = ("--db", db.url, "compact", "1", "--json", "--summarizer", "openai", "--base-url",
+                llm.base_url, "--retries", "0", *LIMITS)
+        llm.summary_text = full
+        assert cli(*base).exit_code == 0
+        llm.summary_text = lossy
+        refused = cli(*base, "--force")
+        assert refused.exit_code == 1, refused.output
+        row = json.loads(refused.stdout)
+        assert row["status"] == "rejected" and "at least 90% required" in row["error"]
+        assert len(llm.requests) == 3     # the first answer, and one revision that still drops them
+        lax = cli(*base, "--force", "--min-carry-over", "0.5")
+        assert lax.exit_code == 0, lax.output
+        assert json.loads(lax.stdout)["status"] == "compacted" and len(llm.requests) == 4
+    bad = cli("--db", db.url, "compact", "1", "--min-carry-over", "1.5")
+    assert bad.exit_code == 2 and "--min-carry-over" in bad.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 2
 
 
 def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):

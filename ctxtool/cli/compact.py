@@ -11,6 +11,7 @@ from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE
                           make_summarizer, parse_duration)
 from ..compaction.summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES,
                                       DEFAULT_TIMEOUT_S, KINDS)
+from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
@@ -64,6 +65,11 @@ class Duration(click.ParamType):
               type=click.IntRange(64),
               help="Largest summary any summarizer may write (at most a quarter of the threshold "
               "is used); a longer one is rejected.")
+@click.option("--min-carry-over", default=DEFAULT_MIN_CARRY_OVER, show_default=True,
+              type=click.FloatRange(0, 1),
+              help="Least share of the previous summary's items a new summary must hold; an "
+              "LLM answer below it is sent back once with the dropped items, then rejected "
+              "(0: not checked).")
 @click.option("--summary-input-tokens", type=click.IntRange(2048),
               help="Largest prompt one LLM request may carry; a longer span is folded in chunks "
               "[default: the summary model's window less the answer and the instructions].")
@@ -109,7 +115,7 @@ def compact(app, session, all_sessions, output: OutputFormat, **options):
         context_window=options["context_window"], reserve_tokens=options["reserve_tokens"],
         keep_recent_tokens=options["keep_recent_tokens"]),
         lease_seconds=options["lease_seconds"], encoding=options["encoding"],
-        max_summary_tokens=options["max_summary_tokens"])
+        max_summary_tokens=options["max_summary_tokens"], min_carry_over=options["min_carry_over"])
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
     run = dict(force=options["force"], dry_run=options["dry_run"], summarize=options["summarize"])

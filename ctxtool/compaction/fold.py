@@ -70,26 +70,42 @@ def _surely_fits(request: SummaryRequest, input_tokens: int, estimated_tokens: i
             + max(len(request.previous_summary or ""), request.max_tokens)) < input_tokens
 
 
-def _bounded_previous(request: SummaryRequest, limit: int) -> SummaryRequest:
-    """A previous summary larger than a third of the bound (one written before summaries were
-    bounded, or imported) is clipped head and tail, saying so, so every request still fits."""
+def frame_tokens(request: SummaryRequest) -> int:
+    """Tokens of one request less its conversation and previous summary: the system prompt,
+    the instructions and the files lines, with a margin."""
+    enc = get_encoding(request.encoding)
+    frame = build_prompt(replace(request, transcript="", previous_summary=None))
+    return len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(frame)) + 64
+
+
+def previous_summary_limit(request: SummaryRequest, input_tokens: int) -> int:
+    """The most a previous summary may take of one request and still leave a chunk of
+    conversation room beside it."""
+    return max(MIN_CHUNK_TOKENS, input_tokens - frame_tokens(request) - 200 - MIN_CHUNK_TOKENS)
+
+
+def _bounded_previous(request: SummaryRequest, limit: int) -> tuple[SummaryRequest, str | None]:
+    """The request with a previous summary too large for any request (one another writer made,
+    larger than ctxtool's budgets ever allow) clipped head and tail, saying so; and a note for
+    the outcome. Clipping loses items: the carry-over check, made against the whole previous
+    summary, then refuses a summary that lost too many."""
     if not request.previous_summary:
-        return request
+        return request, None
     enc = get_encoding(request.encoding)
     tokens = enc.encode_ordinary(request.previous_summary)
     if len(tokens) <= limit:
-        return request
-    return replace(request, previous_summary=clip_tokens(enc, tokens, limit)[0])
+        return request, None
+    note = (f"the previous summary ({len(tokens)} tokens) was clipped to {limit} tokens to fit "
+            "the summarizer's input bound (--summary-input-tokens)")
+    return replace(request, previous_summary=clip_tokens(enc, tokens, limit)[0]), note
 
 
 def chunk_budget(request: SummaryRequest, input_tokens: int) -> int:
     """Tokens left for conversation in one request: the bound less the frame around it (system
     prompt, instructions, files) and the previous summary at its largest (the budget)."""
     enc = get_encoding(request.encoding)
-    frame = build_prompt(replace(request, transcript="", previous_summary=None))
     previous = len(enc.encode_ordinary(request.previous_summary or ""))
-    fixed = len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(frame)) + 64
-    return input_tokens - fixed - max(previous, request.max_tokens) - 200
+    return input_tokens - frame_tokens(request) - max(previous, request.max_tokens) - 200
 
 
 def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest,
@@ -103,11 +119,13 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
         return summarize(request)
     if estimated_tokens is not None and _surely_fits(request, input_tokens, estimated_tokens):
         return summarize(request)
-    request = _bounded_previous(request, input_tokens // 3)
+    request, clipped = _bounded_previous(request, previous_summary_limit(request, input_tokens))
+    notes = (clipped,) if clipped else ()
     budget = chunk_budget(request, input_tokens)
     chunks = chunk_transcript(request.messages, budget, request.encoding)
     if len(chunks) <= 1:
-        return summarize(replace(request, transcript=chunks[0][1] if chunks else ""))
+        summary = summarize(replace(request, transcript=chunks[0][1] if chunks else ""))
+        return replace(summary, notes=summary.notes + notes)
     summary: Summary | None = None
     previous = request.previous_summary
     for i, (members, text) in enumerate(chunks):
@@ -116,5 +134,5 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
                                     transcript=text, split_turn=request.split_turn and last))
         previous = summary.text
     assert summary is not None
-    return replace(summary, requests=len(chunks),
-                   notes=(f"summarised in {len(chunks)} chunks of at most {input_tokens} tokens",))
+    return replace(summary, requests=len(chunks), notes=notes + (
+        f"summarised in {len(chunks)} chunks of at most {input_tokens} tokens",))

@@ -19,6 +19,9 @@ from .plan import CompactionPlan, CompactionSettings, plan_compaction, plan_mess
 from .summarizers.base import Summary, SummaryRequest
 
 MIN_SUMMARY_BUDGET = 256
+# The least share of the previous summary's items a new summary must hold (--min-carry-over):
+# a re-compaction must not drop what the last summary knew.
+DEFAULT_MIN_CARRY_OVER = 0.9
 
 
 @dataclass
@@ -46,11 +49,11 @@ class Preparation:
     def tokens_kept(self) -> int | None:
         return self.tokens_before - self.replaced_tokens if self.plan else None
 
-    def request(self, title: str | None = None) -> SummaryRequest:
+    def request(self, title: str | None = None, min_carry_over: float | None = None) -> SummaryRequest:
         assert self.plan is not None
         return SummaryRequest(self.previous.summary if self.previous else None, self.summarised,
                               self.files, self.plan.split_turn, max_tokens=self.summary_budget,
-                              title=title, encoding=self.encoding)
+                              title=title, encoding=self.encoding, min_carry_over=min_carry_over)
 
     def span(self) -> SummarisedSpan:
         assert self.plan is not None
@@ -133,8 +136,9 @@ def check_summary(prep: Preparation, text: str, *, min_carry_over: float | None 
     if min_carry_over is not None and prep.previous is not None:
         kept = quality.carry_over(prep.previous.summary, text)
         if kept is not None and kept < min_carry_over:
-            return tokens, (f"summary drops most of the previous summary: it keeps {kept:.0%} "
-                            f"of its items (at least {min_carry_over:.0%} required)")
+            return tokens, (f"summary drops items of the previous summary: it keeps {kept:.0%} "
+                            f"of them, at least {min_carry_over:.0%} required (--min-carry-over; "
+                            "a larger --max-summary-tokens leaves room for them)")
     return tokens, None
 
 

@@ -13,25 +13,29 @@ import os
 import socket
 import time
 import uuid
+from dataclasses import replace
 from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from .. import quality
 from ..db import describe_db_error
 from ..errors import CtxtoolError
 from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
+from ..tokens import get_encoding, token_lengths
 from .batch import Batch, Candidate, count_missing, find_batch, run_concurrently
-from .fold import fold
+from .fold import fold, frame_tokens
 from .outcome import (COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED,
                       CompactionOutcome)
 from .plan import CompactionSettings
-from .prepare import Preparation, judge_summary, prepare
+from .prepare import (DEFAULT_MIN_CARRY_OVER, MIN_SUMMARY_BUDGET, Preparation, judge_summary,
+                      prepare)
 from .settings import lease_for_plan
 from .summarizers import Summarizer
-from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS
+from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, SummaryRequest
 from .suffix import read_suffix
 
 SPAN_ATTEMPTS = 3  # a message committed late inside the summarised span: plan again
@@ -54,15 +58,22 @@ class Compactor:
     def __init__(self, engine: Engine, summarizer: Summarizer, settings: CompactionSettings, *,
                  owner: str | None = None, lease_seconds: int | None = None,
                  encoding: str | None = None,
-                 max_summary_tokens: int | None = None):
+                 max_summary_tokens: int | None = None,
+                 min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER):
         self.engine = engine
         self.summarizer = summarizer
         self.settings = settings
         self.owner = owner or default_owner()
         self.lease_seconds = lease_seconds
         self.encoding = encoding
-        self.max_summary_tokens = (max_summary_tokens or getattr(summarizer, "max_summary_tokens", None)
-                                   or DEFAULT_MAX_SUMMARY_TOKENS)
+        budget = (max_summary_tokens or getattr(summarizer, "max_summary_tokens", None)
+                  or DEFAULT_MAX_SUMMARY_TOKENS)
+        if summarizer.input_tokens:
+            # A summary must fit the next compaction's request beside a chunk of conversation,
+            # or that one would have to clip it.
+            budget = min(budget, max(MIN_SUMMARY_BUDGET, summarizer.input_tokens // 3))
+        self.max_summary_tokens = budget
+        self.min_carry_over = min_carry_over or None
         self.store = Store(engine)
 
     # -- one session -----------------------------------------------------------------------------
@@ -101,7 +112,7 @@ class Compactor:
                 out.status = prep.status or PLANNED
                 return
             if dry_run:
-                values = summarise(self.summarizer, prep, session.title, out)
+                values = summarise(self.summarizer, prep, session.title, out, self.min_carry_over)
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
             lease = lease_for_plan(self.summarizer, prep.plan.summarised_tokens, self.lease_seconds)
@@ -113,7 +124,7 @@ class Compactor:
                     out.notes.append(f"leased by {lease.owner} until {lease.expires_at}")
                 return
             try:
-                values = summarise(self.summarizer, prep, session.title, out)
+                values = summarise(self.summarizer, prep, session.title, out, self.min_carry_over)
                 if values is not None:
                     append(conn, self.owner, prep, values, out)
                 else:
@@ -185,24 +196,62 @@ class Compactor:
 
 
 def summarise(summarizer: Summarizer, prep: Preparation, title: str | None,
-              out: CompactionOutcome) -> dict | None:
+              out: CompactionOutcome, min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER
+              ) -> dict | None:
     """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
-    the checkpoint row to write, or None with the refusal left in ``out.error``."""
+    the checkpoint row to write, or None with the refusal left in ``out.error``. An answer
+    that dropped items of the previous summary is sent back once, with those items, to a
+    summarizer that can revise it."""
     started = time.perf_counter()
-    summary = fold(summarizer.summarize, prep.request(title), summarizer.input_tokens,
+    request = prep.request(title, min_carry_over)
+    summary = fold(summarizer.summarize, request, summarizer.input_tokens,
                    estimated_tokens=prep.plan.summarised_tokens)
+    values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
+    if refusal is not None and _dropped_items(prep, summary.text, min_carry_over) \
+            and getattr(summarizer, "revises", False):
+        missing = quality.missing_items(prep.previous.summary, summary.text)
+        revision = replace(request, draft=summary.text, messages=(), transcript="",
+                           missing=_fitting(missing, request, summarizer.input_tokens))
+        revised = summarizer.summarize(revision)
+        summary = replace(revised, requests=summary.requests + 1, notes=summary.notes + (
+            f"revised once: the first answer dropped {len(missing)} items of the previous summary",))
+        values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
     out.summarizer_seconds = time.perf_counter() - started
     out.summarizer, out.model = summary.summarizer, summary.model
     out.summarizer_requests = summary.requests
     out.notes.extend(summary.notes)
-    values, out.error = judge_summary(prep, summary, min_carry_over=summarizer.min_carry_over)
-    quality = values["details"]["quality"]
+    out.error = refusal
+    measured = values["details"]["quality"]
     out.summary_tokens = values["summary_tokens"]
-    out.retention, out.carry_over = quality["retention"], quality["carry_over"]
+    out.retention, out.carry_over = measured["retention"], measured["carry_over"]
     if out.error is not None:
         return None
     out.tokens_after = values["tokens_after"]
     return values
+
+
+def _dropped_items(prep: Preparation, text: str, min_carry_over: float | None) -> bool:
+    """Whether ``text`` holds less of the previous summary's items than required."""
+    if min_carry_over is None or prep.previous is None:
+        return False
+    kept = quality.carry_over(prep.previous.summary, text)
+    return kept is not None and kept < min_carry_over
+
+
+def _fitting(items: list[str], request: SummaryRequest, input_tokens: int | None) -> tuple[str, ...]:
+    """As many of ``items`` as fit one revision request beside the draft (oldest first: the
+    rest are still judged by the carry-over check)."""
+    if not input_tokens:
+        return tuple(items)
+    room = input_tokens - frame_tokens(request) - 2 * request.max_tokens - 200
+    lengths = token_lengths(items, get_encoding(request.encoding))
+    kept, used = [], 0
+    for item, n in zip(items, lengths):
+        if used + n + 1 > room:
+            break
+        kept.append(item)
+        used += n + 1
+    return tuple(kept)
 
 
 def append(conn: Connection, owner: str, prep: Preparation, values: dict,

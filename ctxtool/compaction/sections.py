@@ -63,8 +63,10 @@ def parse_sections(summary: str | None) -> list[Section]:
 
 
 def summary_items(summary: str | None) -> list[str]:
-    """Every item of a summary (headings, placeholders and bookkeeping notes left out)."""
-    return [item for s in parse_sections(summary) for item in s.items if is_item(item)]
+    """Every item of a summary (headings, placeholders and bookkeeping notes left out; so is
+    the tool usage tally, recounted by every summary rather than carried)."""
+    return [item for s in parse_sections(summary) if canonical_heading(s.heading) != "Tool usage"
+            for item in s.items if is_item(item)]
 
 
 def is_item(line: str) -> bool:

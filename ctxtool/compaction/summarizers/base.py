@@ -32,6 +32,10 @@ class SummaryRequest:
     summarised while the work on it stays verbatim; the summary must state it.
     ``max_tokens``: the summary's budget; every summarizer stays within it.
     ``transcript``: the span already rendered (and clipped) for a prompt, when it was folded.
+    ``min_carry_over``: the least share of the previous summary's items the answer must hold
+    (the judge refuses less); a summarizer that trims to its budget trims other items first.
+    ``draft`` and ``missing``: a revision: the answer given, and the previous summary's items
+    it dropped, to be put back (see :meth:`Summarizer.revise`).
     """
 
     previous_summary: str | None
@@ -42,6 +46,9 @@ class SummaryRequest:
     title: str | None = None
     encoding: str = "o200k_base"
     transcript: str | None = None
+    min_carry_over: float | None = None
+    draft: str | None = None
+    missing: tuple[str, ...] = ()
 
 
 class Summarizer(Protocol):
@@ -49,10 +56,12 @@ class Summarizer(Protocol):
     model: str | None
     # Prompt tokens one request may carry (None: no bound, the span is read whole).
     input_tokens: int | None
-    # Least share of the previous summary's items an answer must keep (None: not checked).
-    min_carry_over: float | None
 
     def summarize(self, request: SummaryRequest) -> Summary: ...
+
+    # Summarizers that can revise a draft (``request.draft``, ``request.missing``) say so:
+    # the runner then asks once more when an answer dropped the previous summary's items.
+    revises: bool
 
     def describe(self) -> str: ...
 

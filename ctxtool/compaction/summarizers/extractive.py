@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ...quality import clip, constraints_in, failed_result_signature, is_real_request
+from ...quality import carry_over, clip, constraints_in, failed_result_signature, is_real_request
 from ...tokens import count_text, get_encoding, token_lengths
 from ..calls import call_name, calls_of
 from ..sections import canonical_heading, is_item, parse_sections
@@ -34,6 +34,7 @@ class _Item:
     text: str
     age: int           # lower is older: trimmed first
     protected: bool = False
+    previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
 
 
 class ExtractiveSummarizer:
@@ -42,7 +43,7 @@ class ExtractiveSummarizer:
     name = "extractive"
     model = None
     input_tokens = None
-    min_carry_over = None
+    revises = False  # deterministic: it trims with the carry-over floor in mind instead
 
     def __init__(self, request_chars: int = 400):
         self.request_chars = request_chars
@@ -66,13 +67,27 @@ class ExtractiveSummarizer:
         fixed = ["", "## Files", "Modified: " + (modified or "(none)"),
                  "", "## Tool usage", _tool_line(tools) or "(none)"]
         left_out = len(read) - len(shown) + int(request.files.get("read_files_omitted") or 0)
-        text, trimmed = _fit(_dedupe(items), foreign_order, fixed, request.max_tokens,
-                             request.encoding, left_out)
+        items = _dedupe(items)
+        floor = request.min_carry_over if request.previous_summary else None
+        # How many of the previous summary's items may go before this span's own: as many as
+        # the floor allows, fewer while the result still holds less than the floor (the
+        # measure also counts the Files and Tool usage lines, which are rebuilt, not carried).
+        allowed = None if floor is None else int(sum(i.previous for i in items) * (1 - floor))
+        while True:
+            text = self._render(request, items, foreign_order, fixed, left_out, allowed)
+            if not allowed or carry_over(request.previous_summary, text) >= floor:
+                return Summary(text, self.name, None)
+            allowed //= 2
+
+    def _render(self, request: SummaryRequest, items: list[_Item], foreign_order: list[str],
+                fixed: list[str], left_out: int, allowed: int | None) -> str:
+        text, trimmed = _fit(items, foreign_order, fixed, request.max_tokens, request.encoding,
+                             left_out, allowed)
         notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
         if trimmed:
             notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
         text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
-        return Summary(text + "\n\n" + "\n".join(notes), self.name, None)
+        return text + "\n\n" + "\n".join(notes)
 
     def _new_items(self, request: SummaryRequest, has_goal: bool, age: int) -> list[_Item]:
         """The span's own items, newer than every previous one: the goal (when the previous
@@ -118,7 +133,8 @@ class ExtractiveSummarizer:
                 foreign.append(name)
             for line in section.items:
                 if is_item(line):
-                    items.append(_Item(name, line, len(items), protected=ours == "Goal"))
+                    items.append(_Item(name, line, len(items), protected=ours == "Goal",
+                                       previous=True))
         return items, foreign, tools
 
 
@@ -141,21 +157,36 @@ def _dedupe(items: list[_Item]) -> list[_Item]:
     for item in items:
         key = (item.section, " ".join(item.text.lower().split()))
         if key in seen:
-            item.protected = item.protected or seen.pop(key).protected
+            older = seen.pop(key)
+            item.protected = item.protected or older.protected
+            item.previous = item.previous or older.previous
         seen[key] = item
     return list(seen.values())
 
 
+def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
+    """Which items go first when over budget: read paths, then the oldest items. With a
+    carry-over floor, only ``allowed`` of the previous summary's items go before this span's
+    own (oldest first), and the rest of them last."""
+    by_age = sorted((i for i in items if not i.protected), key=lambda i: i.age)
+    if allowed is None:
+        return by_age
+    read = [i for i in by_age if i.section == READ]
+    previous = [i for i in by_age if i.previous and i.section != READ]
+    own = [i for i in by_age if not i.previous and i.section != READ]
+    return read + previous[:allowed] + own + previous[allowed:]
+
+
 def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
-         encoding: str, read_left_out: int) -> tuple[str, int]:
-    """Render within ``budget`` tokens, dropping read paths, then the oldest unprotected items."""
+         encoding: str, read_left_out: int, allowed: int | None = None) -> tuple[str, int]:
+    """Render within ``budget`` tokens, dropping items in :func:`_trim_order`."""
     enc = get_encoding(encoding)
     cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     reserve = 48  # the notes under the summary, the Read line's frame
     total = sum(cost.values()) + count_text("\n".join(fixed), encoding) + reserve \
         + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
     dropped: set[int] = set()
-    for item in sorted((i for i in items if not i.protected), key=lambda i: i.age):
+    for item in _trim_order(items, allowed):
         if total <= budget:
             break
         dropped.add(id(item))

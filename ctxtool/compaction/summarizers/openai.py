@@ -50,7 +50,7 @@ class OpenAISummarizer:
     """Any OpenAI-compatible chat-completions endpoint, through the official ``openai`` client."""
 
     name = "openai"
-    min_carry_over = 0.5
+    revises = True
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float = DEFAULT_TIMEOUT_S, max_retries: int = DEFAULT_RETRIES,

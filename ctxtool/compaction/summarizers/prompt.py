@@ -42,7 +42,10 @@ _FILES_IN_PROMPT = 60  # newest paths of each list named in the prompt
 
 
 def build_prompt(request: SummaryRequest) -> str:
-    """The user prompt: the span to summarise, and the previous summary to update (iterative)."""
+    """The user prompt: the span to summarise, and the previous summary to update (iterative);
+    or, for a revision, the draft and the previous summary's items it dropped."""
+    if request.draft is not None:
+        return build_revision_prompt(request)
     previous_summary, files = request.previous_summary, request.files
     transcript = request.transcript if request.transcript is not None else \
         render_conversation(request.messages)
@@ -66,3 +69,15 @@ def build_prompt(request: SummaryRequest) -> str:
         parts.append("Files read: " + ", ".join(read[-_FILES_IN_PROMPT:]) +
                      "\nFiles modified: " + ", ".join(modified[-_FILES_IN_PROMPT:]))
     return "\n\n".join(parts)
+
+
+def build_revision_prompt(request: SummaryRequest) -> str:
+    """A draft that dropped items of the previous summary, and those items: put them back."""
+    items = "\n".join(request.missing)
+    return (f"<draft-summary>\n{request.draft}\n</draft-summary>\n\n"
+            f"<dropped-items>\n{items}\n</dropped-items>\n\n"
+            "The draft summary above updates a previous summary but dropped the items listed "
+            "under dropped-items, which the previous summary held. Rewrite the draft so that it "
+            "keeps every one of them (condense the wording if needed, keep exact paths, "
+            "identifiers and error messages) and everything the draft already says, in the same "
+            f"format. Output only the summary. Stay under {request.max_tokens} tokens.")
