@@ -133,16 +133,20 @@ class ContextEntry:
 def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     """The messages as an API-valid sequence (see :class:`ContextEntry`); pure, order kept
     otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``."""
-    results: dict[str, list[int]] = {}  # call id -> indexes of its recorded results
+    calls_of = [m.calls() if m.role == "assistant" else [] for m in messages]
+    # A runtime may reuse a call id in a later turn: a result answers the latest earlier call
+    # of its id still without one (the rule the compaction planner cuts by).
+    answer: dict[tuple[int, str], int] = {}  # (call's index, call id) -> its result's index
+    pending: dict[str, list[int]] = {}       # call id -> indexes of its calls still unanswered
     for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id is not None:
-            results.setdefault(m.tool_call_id, []).append(i)
+        if m.role == "tool" and m.tool_call_id in pending:
+            callers = pending[m.tool_call_id]
+            answer[(callers.pop(), m.tool_call_id)] = i
+            if not callers:
+                del pending[m.tool_call_id]
+        for call_id in dict.fromkeys(c["id"] for c in calls_of[i] if c["id"] is not None):
+            pending.setdefault(call_id, []).append(i)
     placed: set[int] = set()
-
-    def result_after(i: int, call_id: str) -> int | None:
-        # A runtime may reuse a call id in a later turn: each call takes the first result
-        # after it that no earlier call took.
-        return next((j for j in results.get(call_id, ()) if j > i and j not in placed), None)
 
     out: list[ContextEntry] = []
     for i, m in enumerate(messages):
@@ -153,14 +157,14 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
             out.append(ContextEntry(m, orphan=True))
             continue
         out.append(ContextEntry(m))
-        calls = m.calls() if m.role == "assistant" else []
+        calls = calls_of[i]
         if not calls:
             continue
         call_ids = [c["id"] for c in calls]
         wanted = {cid for cid in call_ids if cid is not None}
         j = i + 1  # the results recorded right after the call keep their place and order
-        while j < len(messages) and j not in placed and messages[j].role == "tool" \
-                and messages[j].tool_call_id in wanted:
+        while j < len(messages) and messages[j].role == "tool" \
+                and answer.get((i, messages[j].tool_call_id)) == j:
             placed.add(j)
             wanted.discard(messages[j].tool_call_id)
             out.append(ContextEntry(messages[j]))
@@ -169,7 +173,7 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
             if call_id not in wanted:
                 continue
             wanted.discard(call_id)
-            k = result_after(i, call_id)
+            k = answer.get((i, call_id)) if call_id is not None else None
             if k is not None:
                 placed.add(k)
                 out.append(ContextEntry(messages[k], moved=True))

@@ -64,6 +64,37 @@ def test_extractive_compaction_end_to_end(db, cli):
     assert result.exit_code == 0 and "below_threshold" in result.output
 
 
+def test_a_small_window_model_compacts_with_the_default_settings(db, cli):
+    """gpt-4's 8k window: the default 16k reserve would leave a negative threshold, every run
+    over_window. The default reserve is a quarter of such a window."""
+    add_session(db, 1, coding_session(24), model="gpt-4-0613")
+    result = cli("--db", db.url, "compact", "1", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["status"] == "compacted" and out["tokens_before"] > 8_192 - 2_048 >= out["tokens_after"]
+    assert cli("--db", db.url, "validate", "1").exit_code == 0
+    bad = cli("--db", db.url, "compact", "1", "--context-window", "8192", "--reserve-tokens", "9000")
+    assert bad.exit_code == 2 and "--reserve-tokens 9000 leaves nothing" in bad.output
+
+
+def test_tokens_after_is_what_the_restored_context_counts(db, cli):
+    """Calls never answered in the summarised span are sent with synthetic answers, so they
+    count in tokens_before; they go with the span, and tokens_after must not keep them."""
+    messages = []
+    for m in coding_session(30):
+        interrupted = m["role"] == "tool" and int(m["tool_call_id"][4:]) < 20
+        if not interrupted:
+            messages.append(m)
+    add_session(db, 1, messages, model="gpt-4o", system_prompt="You are a coder.")
+    result = cli("--db", db.url, "compact", "1", "--json", *LIMITS)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    store = Store(db.engine)
+    assert out["status"] == "compacted"
+    assert out["tokens_after"] == store.context_tokens(1) == store.latest_compaction(1).tokens_after
+    assert out["tokens_after"] == out["tokens_kept"] + store.latest_compaction(1).summary_tokens
+
+
 def test_iterative_compaction_chains_and_covers_everything(db):
     add_session(db, 1, coding_session(10), model="gpt-4o")
     with FakeLLM() as llm:

@@ -30,7 +30,10 @@ def test_threshold_uses_the_model_window_and_reserve():
     s = CompactionSettings()
     assert s.threshold("gpt-4o-2024-08-06") == 128_000 - 16_384
     assert s.threshold("claude-sonnet-4-5") == 200_000 - 16_384
-    assert s.threshold("gpt-4-0613") == 8_192 - 16_384  # tiny window: always over
+    # The default reserve is at most a quarter of the window: a small window still compacts.
+    assert s.threshold("gpt-4-0613") == 8_192 - 2_048
+    assert CompactionSettings(reserve_tokens=16_384).threshold("gpt-4-0613") == 8_192 - 16_384
+    assert CompactionSettings(context_window=40_000).threshold("gpt-4o") == 40_000 - 10_000
     assert context_window_for("gpt-4o-mini") == 128_000
     assert context_window_for("unknown-model") == 128_000
     assert CompactionSettings(context_window=50_000, reserve_tokens=1000).threshold("gpt-4o") == 49_000
@@ -58,6 +61,21 @@ def test_never_cuts_between_call_and_result():
     assert plan.split_turn
     assert plan.first_kept_message_id == 2
     assert plan.summarised_ids == [1]
+
+
+def test_a_call_id_reused_in_later_turns_does_not_close_the_cuts_between():
+    from ctxtool.compaction.plan import safe_cuts
+
+    # Runtimes that number calls per turn reuse "call_0": each result answers the latest call.
+    msgs = [user(1), call(2, ["call_0"]), result(3, "call_0"), user(4), call(5, ["call_0"]),
+            result(6, "call_0"), user(7), call(8, ["call_0"]), result(9, "call_0"), say(10)]
+    assert [c for c, ok in enumerate(safe_cuts(msgs)) if ok] == [1, 3, 4, 6, 7, 9, 10]
+    # A call never answered, then the id reused: the later result belongs to the later call.
+    msgs = [user(1), call(2, ["x"]), user(3), call(4, ["x"]), result(5, "x"), user(6)]
+    assert [c for c, ok in enumerate(safe_cuts(msgs)) if ok] == [1, 2, 3, 5, 6]
+    plan = plan_compaction([user(1, 5000), call(2, ["call_0"]), result(3, "call_0", 5000),
+                            user(4, 5000), call(5, ["call_0"]), result(6, "call_0", 100), say(7)], 300)
+    assert plan.first_kept_message_id == 4 and not plan.split_turn
 
 
 def test_split_turn_at_assistant_after_answered_calls():

@@ -309,6 +309,22 @@ def test_min_carry_over_is_set_from_the_command_line(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 2
 
 
+def test_an_answer_with_a_lone_surrogate_is_stored_repaired(db, cli):
+    """JSON may carry "\\ud800", which no database stores: one such answer used to end a whole
+    `compact --all` with a traceback."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.summary_text = "## Goal\nFix the parser \ud800 in src/mod1.py"
+        result = cli("--db", db.url, "compact", "--all", "--json", "--summarizer", "openai",
+                     "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["status"] for r in rows] == ["compacted", "compacted"]
+    assert any("surrogate" in n for n in rows[0]["notes"])
+    assert Store(db.engine).latest_compaction(2).summary.endswith("parser \ufffd in src/mod1.py")
+
+
 def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):
     add_session(db, 1, coding_session(40), model="gpt-4o")
     result = cli("--db", db.url, "compact", "1", "--max-summary-tokens", "200", "--json",

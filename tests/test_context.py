@@ -185,8 +185,9 @@ def test_validate_finds_a_message_committed_late_inside_a_summarised_range(db, c
 def test_validate_reports_a_restored_context_over_its_window(db, cli):
     add_session(db, 1, [{"role": "user", "content": "start"},
                         {"role": "assistant", "content": "word " * 6000}], model="gpt-4o")
-    result = cli("--db", db.url, "validate", "--context-window", "4000", "--json")
-    assert result.exit_code == 2 and "--reserve-tokens" in result.output  # 16384 >= 4000
+    result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens",
+                 "16384", "--json")
+    assert result.exit_code == 2 and "--reserve-tokens 16384 leaves nothing" in result.output
     result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens", "500",
                  "--json")
     # Nothing counted yet: the lower bound (the system prompt and summary only) fits.
@@ -310,3 +311,4 @@ def test_loading_through_a_streaming_connection_keeps_every_row(db):
     with db.engine.connect().execution_options(yield_per=2) as conn:
         assert [m.id for m in store.messages(1, conn=conn)] == ids
         assert [m.id for m in store.iter_messages(1, batch=2, conn=conn)] == ids
+

@@ -69,6 +69,14 @@ def test_a_call_id_reused_in_a_later_turn_takes_the_result_after_it():
     assert shape(answer_tool_calls(history))[-1] == (None, "tool", "a", "synthetic")
 
 
+def test_a_result_answers_the_latest_call_of_its_id_without_one():
+    # The first call was never answered; its id was reused for a call that was.
+    history = [call(1, "a"), msg(2), call(3, "a"), result(4, "a")]
+    assert shape(answer_tool_calls(history)) == [
+        (1, "assistant", None, ""), (None, "tool", "a", "synthetic"), (2, "user", None, ""),
+        (3, "assistant", None, ""), (4, "tool", "a", "")]
+
+
 def test_a_result_without_its_call_is_sent_as_a_user_message():
     entries = answer_tool_calls([result(1, "gone"), msg(2)])
     assert shape(entries)[0] == (1, "tool", "gone", "orphan")

@@ -18,9 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from .. import __version__
 from ..config import load_config
 from ..db import DEFAULT_URL, URL_ENV, create_engine, describe_db_error, scrub
-from ..errors import CtxtoolError
-
-DEBUG_ENV = "CTXTOOL_DEBUG"
+from ..errors import DEBUG_ENV, CtxtoolError, internal_error
 
 
 class AppContext:
@@ -59,6 +57,13 @@ class AppContext:
 
 
 pass_app = click.make_pass_decorator(AppContext)
+
+
+def check_reserve(context_window: int | None, reserve_tokens: int | None) -> None:
+    """A reserve that swallows the window given with it leaves no threshold: say so at once."""
+    if context_window is not None and reserve_tokens is not None and reserve_tokens >= context_window:
+        raise click.UsageError(f"--reserve-tokens {reserve_tokens} leaves nothing of a "
+                               f"--context-window of {context_window}")
 
 
 def _first_paragraph(help_text: str | None) -> str:
@@ -119,9 +124,7 @@ class _Root(_Group):
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
                 _quiet_closed_pipe()
                 ctx.exit(0)
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            _fail(_scrubbed(ctx, f"internal error: {type(exc).__name__}: {text} — this is a "
-                                 f"bug in ctxtool; {DEBUG_ENV}=1 shows the traceback"), 1)
+            _fail(_scrubbed(ctx, internal_error(exc)), 1)
 
 
 def _url(ctx) -> str | None:

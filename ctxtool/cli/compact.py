@@ -16,7 +16,7 @@ from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
 from ..store import Store
-from . import main, pass_app
+from . import check_reserve, main, pass_app
 
 _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
             "summary_tokens", "retention", "carry_over", "summarised_messages", "kept_messages",
@@ -78,9 +78,9 @@ class Duration(click.ParamType):
               "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.")
 @click.option("--context-window", type=click.IntRange(1024),
               help="Override the model's context window.")
-@click.option("--reserve-tokens", default=DEFAULT_RESERVE_TOKENS, show_default=True, type=click.IntRange(0),
+@click.option("--reserve-tokens", type=click.IntRange(0),
               help="Room kept free for the model's answer: a session compacts above its window "
-              "less this.")
+              f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].")
 @click.option("--keep-recent-tokens", default=DEFAULT_KEEP_RECENT_TOKENS, show_default=True,
               type=click.IntRange(0),
               help="Newest messages kept verbatim (a target: less is kept when needed to fit the "
@@ -109,6 +109,7 @@ def compact(app, session, all_sessions, output: OutputFormat, **options):
         raise click.UsageError("--limit goes with --all")
     if options["summarize"] and not options["dry_run"]:
         raise click.UsageError("--summarize goes with --dry-run (a real run summarises anyway)")
+    check_reserve(options["context_window"], options["reserve_tokens"])
     summarizer = make_summarizer(_summarizer_settings(options))
     engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
     compactor = Compactor(engine, summarizer, CompactionSettings(

@@ -15,7 +15,7 @@ from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints
 from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
-from . import main, pass_app
+from . import check_reserve, main, pass_app
 
 
 @main.group()
@@ -53,10 +53,7 @@ class SinceType(click.ParamType):
 
 def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
     """The compaction settings whose threshold `--over-window` uses (the same as `compact`'s)."""
-    options = {"context_window": context_window}
-    if reserve_tokens is not None:
-        options["reserve_tokens"] = reserve_tokens
-    return CompactionSettings(**options)
+    return CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
 
 
 @sessions.command("list")
@@ -96,10 +93,8 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
              ctxtool sessions list --over-window --limit 10
     """
     settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
-    if settings is not None and context_window is not None and \
-            settings.reserve_tokens >= context_window:
-        raise click.UsageError(f"--reserve-tokens {settings.reserve_tokens} leaves nothing of a "
-                               f"--context-window of {context_window}")
+    if over_window:
+        check_reserve(context_window, reserve_tokens)
     rows = list_sessions(app.checked_engine(), user_id, project_id, source_format, limit,
                          search=search, model=model, since=since, over_window=settings)
     if output.machine:

@@ -8,7 +8,7 @@ from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
-from . import main, pass_app
+from . import check_reserve, main, pass_app
 
 
 @main.command("validate")
@@ -16,9 +16,9 @@ from . import main, pass_app
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @click.option("--context-window", type=click.IntRange(1024),
               help="The window restored contexts must fit (default: each session model's).")
-@click.option("--reserve-tokens", default=DEFAULT_RESERVE_TOKENS, show_default=True,
-              type=click.IntRange(0), help="Tokens kept free for the answer: a restored context "
-              "over window - reserve is reported as over_window.")
+@click.option("--reserve-tokens", type=click.IntRange(0), help="Tokens kept free for the answer: "
+              "a restored context over window - reserve is reported as over_window "
+              f"[default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].")
 @output_options
 @pass_app
 def validate_cmd(app, session, session_option, context_window, reserve_tokens,
@@ -40,9 +40,7 @@ def validate_cmd(app, session, session_option, context_window, reserve_tokens,
     engine = app.checked_engine()
     ref = session or session_option
     session_id = Store(engine).resolve_session(ref) if ref else None
-    if context_window is not None and reserve_tokens >= context_window:
-        raise click.UsageError(f"--reserve-tokens {reserve_tokens} leaves nothing of a "
-                               f"--context-window of {context_window}")
+    check_reserve(context_window, reserve_tokens)
     settings = CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
     issues, checked = validate(engine, session_id, settings)
     print_rows([i.as_dict() for i in issues], output,

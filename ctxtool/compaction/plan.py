@@ -49,12 +49,19 @@ class CompactionSettings:
     """When a session compacts and how much stays verbatim (keyword-only: each is a rule)."""
 
     context_window: int | None = None  # None: from the session's model
-    reserve_tokens: int = DEFAULT_RESERVE_TOKENS
+    reserve_tokens: int | None = None  # None: DEFAULT_RESERVE_TOKENS, at most a quarter of the window
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
+
+    def reserve(self, model: str | None) -> int:
+        """Room kept free for the answer. The default never takes more than a quarter of the
+        window: 16k of gpt-4's 8k would leave no threshold at all."""
+        if self.reserve_tokens is not None:
+            return self.reserve_tokens
+        return min(DEFAULT_RESERVE_TOKENS, context_window_for(model, self.context_window) // 4)
 
     def threshold(self, model: str | None) -> int:
         """Compact when the current context exceeds this many tokens."""
-        return context_window_for(model, self.context_window) - self.reserve_tokens
+        return context_window_for(model, self.context_window) - self.reserve(model)
 
 
 def should_compact(context_tokens: int, model: str | None, settings: CompactionSettings) -> bool:
@@ -105,18 +112,21 @@ def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
     """``safe[c]`` for every cut 0..len: one pass, so planning stays linear on long sessions.
 
     A cut c is unsafe when messages[c] is a tool result, or when a call made before c is
-    answered at or after c (the interval (call, result] is closed to cuts)."""
+    answered at or after c (the interval (call, result] is closed to cuts). A runtime may reuse
+    a call id in later turns: a result answers the latest earlier call of its id still without
+    one, so an old call never closes every cut up to a new turn's result."""
     n = len(messages)
-    where_called: dict[str, int] = {}
+    pending: dict[str, list[int]] = {}   # call id -> indexes of its calls still unanswered
     blocked = [0] * (n + 2)
     for i, m in enumerate(messages):
-        for cid in m.call_ids:
-            where_called.setdefault(cid, i)
-        if m.role == "tool" and m.tool_call_id in where_called:
-            start = where_called[m.tool_call_id]
-            if start < i:
-                blocked[start + 1] += 1
-                blocked[i + 1] -= 1
+        if m.role == "tool" and m.tool_call_id in pending:
+            start = pending[m.tool_call_id].pop()
+            if not pending[m.tool_call_id]:
+                del pending[m.tool_call_id]
+            blocked[start + 1] += 1
+            blocked[i + 1] -= 1
+        for cid in dict.fromkeys(m.call_ids):
+            pending.setdefault(cid, []).append(i)
     safe = [False] * (n + 1)
     open_intervals = 0
     for c in range(n + 1):

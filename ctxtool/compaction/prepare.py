@@ -102,8 +102,11 @@ def prepare(ctx: RestoredContext, model: str | None, settings: CompactionSetting
     prep.summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
     read, modified = files_touched(calls_of(prep.summarised))
     prep.files = merge_file_lists(ctx.compaction.details if ctx.compaction else None, read, modified)
-    prep.replaced_tokens = plan.summarised_tokens + (
-        summary_message_tokens(ctx.compaction.summary, encoding) if ctx.compaction else 0)
+    # What stays is measured as it will be sent (synthetic answers to unanswered calls
+    # included), so tokens_after is what a restore then counts, not an estimate from the plan.
+    kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]
+    prep.replaced_tokens = prep.tokens_before - restored_context_tokens(
+        RestoredContext(ctx.session_id, ctx.system_prompt, None, kept), encoding)
     if plan.over_window:
         oversized = [m for m in ctx.messages if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, threshold, oversized)

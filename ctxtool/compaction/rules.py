@@ -48,4 +48,4 @@ def over_window(context_tokens: int, model: str | None,
     if context_tokens <= threshold:
         return None
     return (f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
-            f"tokens (window {threshold + settings.reserve_tokens})")
+            f"tokens (window {threshold + settings.reserve(model)})")

@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from .. import quality
-from ..db import describe_db_error
-from ..errors import CtxtoolError
+from ..db import describe_db_error, scrub
+from ..errors import DEBUG_ENV, CtxtoolError, internal_error
 from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
@@ -98,6 +98,12 @@ class Compactor:
             out.status, out.error = FAILED, str(exc)
         except SQLAlchemyError as exc:
             out.status, out.error = FAILED, describe_db_error(exc)
+        except Exception as exc:  # noqa: BLE001 - one session's bug must not end a cron batch
+            if os.environ.get(DEBUG_ENV):
+                raise
+            out.status = FAILED
+            out.error = scrub(scrub(internal_error(exc), self.engine.url),
+                              getattr(self.summarizer, "base_url", None))
         out.seconds = time.perf_counter() - started
         return out
 

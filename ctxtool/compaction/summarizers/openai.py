@@ -85,7 +85,8 @@ class OpenAISummarizer:
         if getattr(choices[0], "finish_reason", None) == "length":
             raise SummarizerError(f"summary was cut at max_tokens={max_tokens} "
                                   f"({self._where()}); raise --max-summary-tokens")
-        return Summary(text.strip(), self.name, getattr(response, "model", None) or self.model)
+        text, notes = _valid_unicode(text.strip())
+        return Summary(text, self.name, getattr(response, "model", None) or self.model, notes=notes)
 
     def _create(self, prompt: str, max_tokens: int):
         openai = self._openai
@@ -116,6 +117,17 @@ class OpenAISummarizer:
 
     def _where(self) -> str:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
+
+
+def _valid_unicode(text: str) -> tuple[str, tuple[str, ...]]:
+    """The answer with lone UTF-16 surrogates (JSON may carry "\\ud800"; no database can store
+    one) replaced by U+FFFD, and a note when there were any."""
+    try:
+        text.encode("utf-8")
+        return text, ()
+    except UnicodeEncodeError:
+        clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return clean, ("lone UTF-16 surrogates in the answer were replaced by U+FFFD",)
 
 
 def _clip(text: str, limit: int = 200) -> str:
