@@ -312,3 +312,59 @@ def test_loading_through_a_streaming_connection_keeps_every_row(db):
         assert [m.id for m in store.messages(1, conn=conn)] == ids
         assert [m.id for m in store.iter_messages(1, batch=2, conn=conn)] == ids
 
+
+def test_times_a_runtime_wrote_in_other_shapes_read_everywhere(sqlite_db, cli):
+    """SQLite keeps whatever text a runtime wrote in created_at: epoch seconds or milliseconds
+    (JavaScript), ISO 8601 with an offset, or junk. Every read command used to end in a
+    traceback on the first of them."""
+    from ctxtool.db.stored_time import parse_stored_time
+
+    shapes = {"1700000005": "2023-11-14T22:13:25", "1700000005123": "2023-11-14T22:13:25.123000",
+              "2026-03-01T10:00:00+02:00": "2026-03-01T08:00:00", "2026-03-01T10:00:00Z":
+              "2026-03-01T10:00:00", "yesterday": None, "": None}
+    for text, expected in shapes.items():
+        parsed = parse_stored_time(text)
+        assert (parsed.isoformat() if parsed else None) == expected, text
+    ids = add_session(sqlite_db, 1, coding_session(24), model="gpt-4o")
+    with sqlite_db.engine.begin() as conn:
+        for message_id, text in zip(ids, shapes):
+            conn.exec_driver_sql("UPDATE agent_message SET created_at = ? WHERE id = ?",
+                                 (text, message_id))
+        conn.exec_driver_sql("UPDATE agent_message SET created_at = 1700000099 WHERE id = ?",
+                             (ids[-1],))  # an integer, as a driver binds Date.now() / 1000
+    url = sqlite_db.url
+    compacted = cli("--db", url, "compact", "--all", "--json", *LIMITS)
+    assert compacted.exit_code == 0, compacted.output
+    assert json.loads(compacted.stdout)[0]["status"] == "compacted"
+    shown = cli("--db", url, "context", "show", "1", "--json")
+    assert shown.exit_code == 0, shown.output
+    by_id = {m["id"]: m["created_at"] for m in json.loads(shown.stdout)["messages"]}
+    assert by_id[ids[-1]] == "2023-11-14 22:14:59"
+    for args in (["context", "export", "1", "--format", "html"], ["context", "checkpoints", "1"],
+                 ["tokens", "report"], ["sessions", "list", "--over-window", "--json"],
+                 ["sessions", "list", "--since", "30d"], ["validate", "--json"]):
+        result = cli("--db", url, *args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "internal error" not in result.output
+
+
+def test_zero_dates_mariadb_keeps_read_as_no_time(mysql_db, cli):
+    """MariaDB's default sql_mode stores '0000-00-00' (and turns '2026-02-31' into it); the
+    driver hands it over as text, which export and `sessions list` took for a datetime."""
+    ids = add_session(mysql_db, 1, coding_session(24), model="gpt-4o")
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("SET SESSION sql_mode = ''")
+        conn.exec_driver_sql("UPDATE agent_session SET created_at = '0000-00-00 00:00:00'")
+        conn.exec_driver_sql(f"UPDATE agent_message SET created_at = '2026-02-31 10:00:00' "
+                             f"WHERE id IN ({ids[0]}, {ids[-1]})")
+    assert mysql_db.scalar("SELECT COUNT(*) FROM agent_message WHERE created_at = 0") == 2
+    url = mysql_db.url
+    assert cli("--db", url, "compact", "1", *LIMITS).exit_code == 0
+    shown = cli("--db", url, "context", "show", "1", "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["messages"][-1]["created_at"] is None
+    for args in (["context", "export", "1", "--format", "html"], ["context", "export", "1"],
+                 ["sessions", "list"], ["sessions", "list", "--since", "30d", "--json"],
+                 ["tokens", "report"], ["validate"]):
+        result = cli("--db", url, *args)
+        assert result.exit_code == 0 and "internal error" not in result.output, (args, result.output)

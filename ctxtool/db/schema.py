@@ -10,7 +10,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from .stored_time import StoredTime
+
 metadata = sa.MetaData()
+# A runtime may have written a time in another shape, or a zero date (see stored_time).
+_TIME = StoredTime()
 
 agent_session = sa.Table(
     "agent_session",
@@ -19,15 +23,15 @@ agent_session = sa.Table(
     sa.Column("user_id", sa.String(191)),
     sa.Column("project_id", sa.String(191)),
     sa.Column("title", sa.String(512)),
-    sa.Column("created_at", sa.DateTime),
-    sa.Column("updated_at", sa.DateTime),
+    sa.Column("created_at", _TIME),
+    sa.Column("updated_at", _TIME),
     sa.Column("model", sa.String(191)),
     sa.Column("system_prompt", sa.Text),
     sa.Column("source_format", sa.String(32)),
     sa.Column("source_id", sa.String(191)),
     sa.Column("details", sa.JSON(none_as_null=True)),
     sa.Column("lease_owner", sa.String(191)),
-    sa.Column("lease_expires_at", sa.DateTime),
+    sa.Column("lease_expires_at", _TIME),
 )
 
 agent_message = sa.Table(
@@ -37,7 +41,7 @@ agent_message = sa.Table(
     sa.Column("session_id", sa.BigInteger, nullable=False),
     sa.Column("role", sa.String(32), nullable=False),
     sa.Column("content", sa.Text),
-    sa.Column("created_at", sa.DateTime),
+    sa.Column("created_at", _TIME),
     sa.Column("tool_calls", sa.JSON(none_as_null=True)),
     sa.Column("tool_call_id", sa.String(191)),
     sa.Column("name", sa.String(191)),
@@ -55,7 +59,7 @@ agent_compaction = sa.Table(
     sa.Column("summary", sa.Text, nullable=False),
     sa.Column("first_kept_message_id", sa.BigInteger, nullable=False),
     sa.Column("tokens_before", sa.Integer),
-    sa.Column("created_at", sa.DateTime),
+    sa.Column("created_at", _TIME),
     sa.Column("parent_compaction_id", sa.BigInteger, nullable=False),
     sa.Column("summary_tokens", sa.Integer),
     sa.Column("tokens_after", sa.Integer),

@@ -23,6 +23,7 @@ from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..db.stored_time import parse_stored_time
 from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
 
@@ -42,6 +43,7 @@ _MESSAGE_FIELDS = [f.name for f in dataclasses.fields(Message)]
 _MESSAGE_JSON_AT = [i for i, name in enumerate(_MESSAGE_FIELDS)
                     if isinstance(M.c[name].type, sa.JSON)]
 _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
+_CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zero date
 _MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON) else M.c[name]
                     for name in _MESSAGE_FIELDS]
 _SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
@@ -67,12 +69,15 @@ def read_messages(conn: Connection, query: sa.Select) -> list[Message]:
 
 
 def message_from_row(row) -> Message:
-    if row[_FIRST_JSON] is None and row[_SECOND_JSON] is None:  # most rows: nothing to decode
+    if row[_FIRST_JSON] is None and row[_SECOND_JSON] is None \
+            and row[_CREATED_AT].__class__ is not str:  # most rows: nothing to decode
         return Message(*row)
     values = list(row)
     for i in _MESSAGE_JSON_AT:
         if values[i] is not None:
             values[i] = json_value(values[i])
+    if values[_CREATED_AT].__class__ is str:
+        values[_CREATED_AT] = parse_stored_time(values[_CREATED_AT])
     return Message(*values)
 
 
