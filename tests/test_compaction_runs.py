@@ -59,6 +59,16 @@ def test_over_window_is_an_outcome_naming_the_message(db, cli):
     assert one.output.count("Error:") == 1
 
 
+def test_over_window_names_the_system_prompt_when_it_is_the_cause(db, cli):
+    add_session(db, 1, coding_session(6), model="gpt-4o", system_prompt="Follow the rule. " * 1500)
+    result = cli("--db", db.url, "compact", "1", "--json", "--context-window", "6000",
+                 "--reserve-tokens", "1000", "--keep-recent-tokens", "500")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert "no safe cut fits: the system prompt (" in error and "leaving 0 for messages" in error
+    assert "must stay verbatim" not in error
+
+
 def test_dry_run_writes_nothing(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     add_session(db, 2, coding_session(12, tag="x"), model="gpt-4o")

@@ -207,6 +207,8 @@ def _fit_window(messages: Sequence[PlanMessage], safe: list[bool], plan: Compact
     best.over_window = True
     best.oversized_ids = too_big or [max(kept, key=lambda m: m.tokens).id]
     best.notes.append(f"no safe cut keeps under {max_kept_tokens} tokens: the kept part holds "
+                      f"{best.kept_tokens}" if max_kept_tokens > 0 else
+                      "no room is left for messages under the threshold: the kept part holds "
                       f"{best.kept_tokens}")
     return best
 

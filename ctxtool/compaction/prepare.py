@@ -96,7 +96,7 @@ def prepare(ctx: RestoredContext, model: str | None, settings: CompactionSetting
         if over:
             biggest = max(ctx.messages, key=lambda m: m.token_count or 0, default=None)
             prep.error = over_window_message(prep.tokens_before, threshold,
-                                             [biggest] if biggest else [])
+                                             [biggest] if biggest else [], head, threshold - fixed)
         return prep
     prep.plan = plan
     prep.summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
@@ -109,16 +109,23 @@ def prepare(ctx: RestoredContext, model: str | None, settings: CompactionSetting
         RestoredContext(ctx.session_id, ctx.system_prompt, None, kept), encoding)
     if plan.over_window:
         oversized = [m for m in ctx.messages if m.id in set(plan.oversized_ids)]
-        prep.error = over_window_message(None, threshold, oversized)
+        prep.error = over_window_message(None, threshold, oversized, head, threshold - fixed)
     return prep
 
 
-def over_window_message(tokens: int | None, threshold: int, messages: list[Message]) -> str:
-    """Names the messages no safe cut can leave out of the restored context."""
-    named = ", ".join(f"message {m.id} ({m.role}, {m.token_count or 0} tokens)" for m in messages[:3])
+def over_window_message(tokens: int | None, threshold: int, messages: list[Message],
+                        system_tokens: int = 0, room: int | None = None) -> str:
+    """Names what no safe cut can leave out of the restored context: the messages that must
+    stay verbatim, or the system prompt when it leaves (next to) no room for any message."""
     size = f"restored context of {tokens} tokens is" if tokens is not None else "restored context stays"
-    return (f"{size} over its threshold of {threshold} tokens and no safe cut fits: "
-            f"{named or 'its newest messages'} must stay verbatim")
+    start = f"{size} over its threshold of {threshold} tokens and no safe cut fits: "
+    if room is not None and system_tokens and (room <= 0 or system_tokens >= threshold // 2):
+        fixed = threshold - room
+        return (start + f"the system prompt ({system_tokens} tokens) and the summary's room "
+                f"({fixed - system_tokens}) take {fixed}, leaving {max(room, 0)} for messages "
+                "(shorten the system prompt, or give a larger --context-window)")
+    named = ", ".join(f"message {m.id} ({m.role}, {m.token_count or 0} tokens)" for m in messages[:3])
+    return start + f"{named or 'its newest messages'} must stay verbatim"
 
 
 def check_summary(prep: Preparation, text: str, *, min_carry_over: float | None = None
