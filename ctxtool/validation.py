@@ -107,35 +107,12 @@ def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int
                   checkpoint.id, missing[0])]
 
 
-@dataclass
-class SuffixTokens:
-    """The stored token counts of a restored suffix, summed as the rows stream by."""
-
-    tokens: int = 0
-    uncounted: int = 0
-
-    def add(self, token_count: int | None) -> None:
-        if token_count is None:
-            self.uncounted += 1
-        else:
-            self.tokens += token_count
-
-    def plus(self, head_tokens: int) -> "SuffixTokens":
-        return SuffixTokens(self.tokens + head_tokens, self.uncounted)
-
-
-def window_issue(session_id: int, context: SuffixTokens, model: str | None,
+def window_issue(session_id: int, context_tokens: int, model: str | None,
                  settings: CompactionSettings) -> list[Issue]:
-    """A restored context over its threshold: the agent cannot carry on from it. Messages
-    without a stored count add nothing here, so the figure is a lower bound and never a
-    false alarm (``tokens count`` makes it exact)."""
-    problem = over_window(context.tokens, model, settings)
-    if problem is None:
-        return []
-    if context.uncounted:
-        problem = problem.replace("restored context of", "restored context of at least", 1) + \
-            f"; {context.uncounted} message(s) not yet counted"
-    return [Issue(session_id, ERROR, "over_window", problem)]
+    """A restored context over its threshold (``context_tokens``: its exact size): the agent
+    cannot carry on from it."""
+    problem = over_window(context_tokens, model, settings)
+    return [Issue(session_id, ERROR, "over_window", problem)] if problem else []
 
 
 def malformed_tool_calls(tool_calls) -> str | None:

@@ -188,16 +188,17 @@ def test_validate_reports_a_restored_context_over_its_window(db, cli):
     result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens",
                  "16384", "--json")
     assert result.exit_code == 2 and "--reserve-tokens 16384 leaves nothing" in result.output
-    result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens", "500",
-                 "--json")
-    # Nothing counted yet: the lower bound (the system prompt and summary only) fits.
-    assert result.exit_code == 0, result.output
-    assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
-    result = cli("--db", db.url, "validate", "--context-window", "4000",
-                 "--reserve-tokens", "500", "--json")
-    assert result.exit_code == 1
-    [issue] = json.loads(result.stdout)
-    assert issue["rule"] == "over_window" and "threshold of 3500" in issue["message"]
+    found = []
+    for _ in range(2):  # nothing counted yet (measured in memory, nothing written), then counted
+        result = cli("--db", db.url, "validate", "--context-window", "4000",
+                     "--reserve-tokens", "500", "--json")
+        assert result.exit_code == 1
+        [issue] = json.loads(result.stdout)
+        assert issue["rule"] == "over_window" and "threshold of 3500" in issue["message"]
+        found.append(issue)
+        if db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0:
+            assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
+    assert found[0] == found[1]
     assert cli("--db", db.url, "validate", "--json").exit_code == 0  # gpt-4o's 128k window
 
 

@@ -1,10 +1,11 @@
 """The cron batch: which sessions to compact, found over their effective contexts only.
 
-Sums of stored counts come from the indexes (``store.candidates``). They leave out the system
-prompt and an imported summary without a count, whose tokens are at most their UTF-8 bytes: a
-session is measured exactly, in memory, only when it has uncounted messages or when its
-threshold lies between the sum and the sum plus that bound. Finding writes nothing: filling in
-counts is the explicit :func:`count_missing` step a real run takes first.
+Sums of stored counts come from the messages since each cut, read without their text
+(``store.candidates``). They leave out the system prompt and the summary, whose tokens are at
+most their UTF-8 bytes: a session is measured exactly, in memory, only when some of its counts
+cannot be trusted (none, made with another encoding, a result resent as a user message) or when
+its threshold lies between the sum and the sum plus that bound. Finding writes nothing: filling
+in counts is the explicit :func:`count_missing` step a real run takes first.
 """
 
 from __future__ import annotations
@@ -19,15 +20,10 @@ from sqlalchemy.engine import Engine
 from ..db import read_connection
 from ..store import Store
 from ..store.candidates import EffectiveContext, effective_contexts, quiet_messages
-from ..records import SUMMARY_PREFIX
-from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
 from .outcome import LEASE_HELD, CompactionOutcome
 from .plan import CompactionSettings
+from .rules import context_bounds, needs_measuring
 from .suffix import read_suffix
-
-# The message framing of what the sums leave out (the system prompt's and the summary's role
-# and separators, the summary's preface), over and above their texts' bytes.
-UNSUMMED_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,7 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only."""
     store = Store(engine)
     with read_connection(engine) as conn:
-        rows = effective_contexts(conn)
+        rows = effective_contexts(conn, encoding)
         if older_than is not None and rows:
             # Before anything is measured: a session still being written is not a candidate.
             quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
@@ -78,14 +74,13 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
 
 def _measured(store: Store, rows: list[EffectiveContext], settings: CompactionSettings,
               encoding: str | None, force: bool = False):
-    """(row, context tokens) for each session: the indexes' sum, measured exactly (in memory)
-    only where the sum cannot decide: uncounted messages, or a threshold between the sum and
-    the sum plus what it leaves out (at most its bytes)."""
+    """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
+    memory) only where the sum cannot decide: counts it cannot trust, or a threshold between
+    the sum and the sum plus what it leaves out (at most its bytes)."""
     for r in rows:
-        threshold = settings.threshold(r.model)
-        estimate = r.tokens + int(r.summary_tokens or 0) + REPLY_PRIMING_TOKENS
-        at_most = estimate + r.unsummed_bytes + UNSUMMED_FRAMING_TOKENS
-        if r.uncounted or (not force and estimate <= threshold < at_most):
+        estimate = context_bounds(r.suffix, r.head_bytes)[0]
+        if not r.suffix.known or (not force and needs_measuring(
+                r.suffix, r.head_bytes, settings.threshold(r.model))):
             estimate = store.context_tokens(r.session_id, encoding)
         yield r, estimate
 
@@ -95,17 +90,18 @@ def over_threshold(engine: Engine, settings: CompactionSettings,
     """{session id: (context tokens, threshold)} of every session whose restored context is
     over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
     with read_connection(engine) as conn:
-        rows = effective_contexts(conn)
+        rows = effective_contexts(conn, encoding)
     return {r.session_id: (estimate, settings.threshold(r.model))
             for r, estimate in _measured(Store(engine), rows, settings, encoding)
             if estimate > settings.threshold(r.model)}
 
 
 def count_missing(engine: Engine, encoding: str | None = None) -> int:
-    """Store the token counts the runtime left out of the sessions' restored suffixes, so later
-    runs sum the indexes alone; returns how many messages were counted."""
+    """Store the token counts the runtime left out of the sessions' restored suffixes (or that
+    were made with another encoding than the one each session needs), so later runs sum the
+    stored counts alone; returns how many messages were counted."""
     with read_connection(engine) as conn:
-        uncounted = [r for r in effective_contexts(conn) if r.uncounted]
+        uncounted = [r for r in effective_contexts(conn, encoding) if r.uncounted]
     store = Store(engine)
     for r in uncounted:
         with engine.begin() as conn:

@@ -7,10 +7,17 @@ append that proved the span in the same transaction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
-from ..records import Compaction
+from ..records import NO_RESULT_TEXT, SUMMARY_PREFIX, Compaction, Message, answer_tool_calls
+from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
 from .plan import CompactionSettings
+
+# The message framing of a context's head (the system prompt's and the summary's role and
+# separators, the summary's preface), over and above the bytes of their texts.
+HEAD_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
 
 
 def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
@@ -49,3 +56,63 @@ def over_window(context_tokens: int, model: str | None,
         return None
     return (f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
             f"tokens (window {threshold + settings.reserve(model)})")
+
+
+@dataclass(frozen=True)
+class SuffixTokens:
+    """What the stored counts of a restored suffix say about its tokens, read without its text.
+
+    ``tokens``: the stored counts that are what the model is sent (made with the encoding the
+    session needs), plus the results ctxtool adds for calls without one. ``uncounted``:
+    messages with no count under that encoding (none stored, or made with another one).
+    ``resent``: tool results whose call is not in the context, sent as a user message, so
+    their stored count is not what is sent. Only with both at 0 is ``tokens`` exact."""
+
+    tokens: int = 0
+    uncounted: int = 0
+    resent: int = 0
+    synthetic: int = 0
+
+    @property
+    def known(self) -> bool:
+        return not (self.uncounted or self.resent)
+
+
+def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
+    """The :class:`SuffixTokens` of a restored suffix: records with roles, tool links and
+    stored counts (their text is not needed), in id order."""
+    tokens = uncounted = resent = synthetic = 0
+    for entry in answer_tool_calls(messages):
+        m = entry.message
+        if entry.synthetic:
+            synthetic += 1
+            tokens += synthetic_result_tokens(encoding)
+        elif entry.orphan:
+            resent += 1
+        elif m.token_count is None or m.token_encoding != encoding:
+            uncounted += 1
+        else:
+            tokens += m.token_count
+    return SuffixTokens(tokens, uncounted, resent, synthetic)
+
+
+@lru_cache(maxsize=None)
+def synthetic_result_tokens(encoding: str) -> int:
+    """Tokens of the result the restored context adds for a call that has none."""
+    return count_messages([MessageText("tool", NO_RESULT_TEXT)], encoding)[0]
+
+
+def context_bounds(suffix: SuffixTokens, head_bytes: int) -> tuple[int, int]:
+    """(at least, at most) tokens of a restored context whose suffix counts are ``suffix`` and
+    whose head (system prompt and summary, stored counts of which are not trusted) holds
+    ``head_bytes`` UTF-8 bytes: a byte-level BPE token is at least one byte. Exact only for a
+    suffix whose counts are all :attr:`SuffixTokens.known`."""
+    low = suffix.tokens + REPLY_PRIMING_TOKENS
+    return low, low + head_bytes + HEAD_FRAMING_TOKENS
+
+
+def needs_measuring(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:
+    """Whether only an exact count can tell if the context is over ``threshold``: counts the
+    suffix cannot vouch for, or a threshold between its bounds."""
+    low, high = context_bounds(suffix, head_bytes)
+    return not suffix.known or low <= threshold < high

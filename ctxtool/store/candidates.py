@@ -1,10 +1,13 @@
 """Finding sessions to compact without reading whole histories (reads only: never writes).
 
 Two indexed steps. First, every session with its latest checkpoint and its lease (one query,
-through idx_compaction_session_id). Then the stored token counts since each cut, summed from
-the covering index ``(session_id, id, token_count)`` with :func:`suffix_ranges`, 500 sessions a
-query, so the cost follows the messages since each cut. Messages the runtime wrote without a
-count are counted as ``uncounted``: filling them in is a separate, explicit step.
+through idx_compaction_session_id). Then the messages since each cut without their text (ids,
+roles, tool links, stored counts and their encodings; :func:`suffix_outlines` over
+:func:`suffix_ranges`, 500 sessions a query), so the cost follows the messages since each cut.
+A stored count is taken as it is only when it was made with the encoding the session needs;
+results the restored context adds for unanswered calls are added, results it resends as user
+messages are marked (``compaction.rules.suffix_tokens``). Messages without a usable count are
+``uncounted``: filling them in is a separate, explicit step.
 """
 
 from __future__ import annotations
@@ -16,61 +19,64 @@ from typing import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..compaction.rules import SuffixTokens, suffix_tokens
 from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from .reads import SESSIONS_PER_RANGE_QUERY, suffix_ranges
+from ..tokens import encoding_for_model
+from .reads import SESSIONS_PER_RANGE_QUERY, suffix_outlines, suffix_ranges
 
 
 @dataclass(frozen=True)
 class EffectiveContext:
-    """A session's effective context as the indexes see it: the stored counts since its cut."""
+    """A session's effective context as its stored counts see it: the messages since its cut."""
 
     session_id: int
     model: str | None
-    summary_tokens: int | None
     first_kept_message_id: int | None
-    tokens: int
-    uncounted: int
+    suffix: SuffixTokens
     last_message_id: int
     lease_owner: str | None = None          # set only while a live lease holds the session
     lease_expires_at: datetime | None = None
-    # UTF-8 bytes of what the sums leave out: the system prompt, and the summary when it has no
-    # stored count. A byte-level BPE token is at least one byte, so this bounds its tokens.
-    unsummed_bytes: int = 0
+    # UTF-8 bytes of what the suffix's counts leave out: the system prompt and the summary (a
+    # stored summary_tokens is not trusted: a runtime may write 0, or a count of its own). A
+    # byte-level BPE token is at least one byte, so this bounds their tokens.
+    head_bytes: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.suffix.tokens
+
+    @property
+    def uncounted(self) -> int:
+        return self.suffix.uncounted
 
 
-def effective_contexts(conn: Connection) -> list[EffectiveContext]:
-    """Every session that has messages, with its latest cut, stored-count sum and live lease."""
+def effective_contexts(conn: Connection, encoding: str | None = None) -> list[EffectiveContext]:
+    """Every session that has messages, with its latest cut, its suffix's stored counts (those
+    made with ``encoding``, default: the one each session's model needs) and live lease."""
     now = dialect_of(conn).server_now()
     latest_id = (sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id)
                  .scalar_subquery())
     cp = C.alias("cp")
     live = sa.and_(S.c.lease_owner.is_not(None), S.c.lease_expires_at >= now)
-    uncounted_summary = sa.case((cp.c.summary_tokens.is_(None), _bytes(cp.c.summary)), else_=0)
     sessions = conn.execute(
-        sa.select(S.c.session_id, S.c.model, cp.c.summary_tokens, cp.c.first_kept_message_id,
+        sa.select(S.c.session_id, S.c.model, cp.c.first_kept_message_id,
                   sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
                   sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
-                  (_bytes(S.c.system_prompt) + uncounted_summary).label("unsummed_bytes"))
+                  (_bytes(S.c.system_prompt) + _bytes(cp.c.summary)).label("head_bytes"))
         .select_from(S.outerjoin(cp, cp.c.id == latest_id))).all()
     out: list[EffectiveContext] = []
     for i in range(0, len(sessions), SESSIONS_PER_RANGE_QUERY):
         chunk = {r.session_id: r for r in sessions[i:i + SESSIONS_PER_RANGE_QUERY]}
         ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
-        sums = conn.execute(
-            sa.select(M.c.session_id, sa.func.sum(M.c.token_count).label("tokens"),
-                      sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0)).label("uncounted"),
-                      sa.func.max(M.c.id).label("last_message_id"))
-            .where(ranges).group_by(M.c.session_id))
-        for row in sums:
-            r = chunk[row.session_id]
-            out.append(EffectiveContext(r.session_id, r.model, r.summary_tokens,
-                                        r.first_kept_message_id, int(row.tokens or 0),
-                                        int(row.uncounted or 0), int(row.last_message_id),
-                                        r.lease_owner, r.lease_expires_at,
-                                        int(r.unsummed_bytes or 0)))
+        for sid, messages in suffix_outlines(conn, ranges):
+            r = chunk[sid]
+            counted = suffix_tokens(messages, encoding_for_model(r.model, encoding).name)
+            out.append(EffectiveContext(r.session_id, r.model, r.first_kept_message_id, counted,
+                                        messages[-1].id, r.lease_owner, r.lease_expires_at,
+                                        int(r.head_bytes or 0)))
     return out
 
 

@@ -9,22 +9,20 @@ for checkpoints that recorded the span they summarised, the count and id sum of 
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..compaction.plan import CompactionSettings
+from ..compaction.rules import context_bounds, suffix_tokens
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Compaction, Message
-from ..tokens import count_text, encoding_for_model
-from ..validation import (Issue, MessageRef, SuffixTokens, span_issues, validate_session,
-                          window_issue)
+from ..tokens import encoding_for_model
+from ..validation import Issue, MessageRef, span_issues, validate_session, window_issue
 from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
-                    json_as_text, json_value, suffix_ranges)
+                    suffix_outlines, suffix_ranges)
 
 # Checkpoint spans summed per statement (one index range each).
 SPANS_PER_QUERY = 200
@@ -64,13 +62,7 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
             sa.select(M.c.id, M.c.session_id, M.c.role).where(M.c.id.in_(wanted)))}
     cuts = {sid: cps[-1].first_kept_message_id if cps else None for sid, cps in compactions.items()}
     suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
-    counted: dict[int, SuffixTokens] = defaultdict(SuffixTokens)
-    for r in conn.execute(sa.select(M.c.id, M.c.session_id, M.c.role, json_as_text(M.c.tool_calls),
-                                    M.c.tool_call_id, M.c.token_count)
-                          .where(suffix_ranges(cuts)).order_by(M.c.session_id, M.c.id)):
-        suffixes[r.session_id].append(Message(r.id, r.session_id, r.role, None,
-                                              json_value(r.tool_calls), r.tool_call_id))
-        counted[r.session_id].add(r.token_count)
+    suffixes.update(suffix_outlines(conn, suffix_ranges(cuts), every_tool_calls=True))
     spans = _span_ids(conn, compactions)
     issues: list[Issue] = []
     for sid in chunk:
@@ -81,18 +73,27 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
                 issues.extend(span_issues(sid, cp, spans[cp.id]))
         session = sessions.get(sid)
         model = session.model if session else None
-        head = _head_tokens(session, cps[-1] if cps else None, model)
-        issues.extend(window_issue(sid, counted[sid].plus(head), model, settings))
+        tokens = _context_tokens(conn, session, cps[-1] if cps else None, suffixes[sid],
+                                 settings.threshold(model))
+        if tokens is not None:
+            issues.extend(window_issue(sid, tokens, model, settings))
     return issues
 
 
-def _head_tokens(session, latest: Compaction | None, model: str | None) -> int:
-    """Tokens of what heads a restored context: the system prompt and the latest summary."""
-    encoding = encoding_for_model(model).name
-    total = count_text(session.system_prompt, encoding) if session and session.system_prompt else 0
-    if latest is not None:
-        total += latest.summary_tokens if latest.summary_tokens else count_text(latest.summary or "", encoding)
-    return total
+def _context_tokens(conn: Connection, session, latest: Compaction | None,
+                    suffix: list[Message], threshold: int) -> int | None:
+    """The restored context's exact tokens, or None when its stored counts and the bytes of
+    its system prompt and summary already show that it fits under ``threshold``. Any other
+    context (counts that cannot be trusted: none yet, another encoding; or one that may be
+    over) is measured exactly, in memory: validate writes nothing."""
+    if session is None:
+        return None
+    counted = suffix_tokens(suffix, encoding_for_model(session.model).name)
+    head_bytes = len((session.system_prompt or "").encode()) + (
+        len(latest.summary.encode()) if latest is not None and latest.summary else 0)
+    if counted.known and context_bounds(counted, head_bytes)[1] <= threshold:
+        return None
+    return Store(conn.engine).context_tokens(session.session_id, conn=conn)
 
 
 def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dict[int, list[int]]:

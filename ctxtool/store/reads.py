@@ -394,6 +394,32 @@ def suffix_ranges(cuts: Mapping[int, int | None]):
                     for sid, cut in cuts.items()))
 
 
+def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
+                    ) -> Iterator[tuple[int, list[Message]]]:
+    """(session id, its messages in id order) for the id ranges ``ranges`` (a condition such as
+    :func:`suffix_ranges`), read without their text: ids, roles, tool calls and links, stored
+    counts and times. What measuring a restored context from its stored counts needs (which
+    calls go unanswered, which results answer no call in it). The tool calls of assistant
+    messages only, unless ``every_tool_calls`` (validate checks them on every row)."""
+    tool_calls = json_as_text(M.c.tool_calls)
+    if not every_tool_calls:
+        tool_calls = sa.case((M.c.role == "assistant", tool_calls), else_=None).label("tool_calls")
+    rows = conn.execute(sa.select(M.c.session_id, M.c.id, M.c.role, tool_calls, M.c.tool_call_id,
+                                  M.c.token_count, M.c.token_encoding, M.c.created_at)
+                        .where(ranges).order_by(M.c.session_id, M.c.id))
+    session_id, messages = None, []
+    for r in rows:
+        if r.session_id != session_id:
+            if messages:
+                yield session_id, messages
+            session_id, messages = r.session_id, []
+        messages.append(Message(r.id, r.session_id, r.role, None, json_value(r.tool_calls),
+                                r.tool_call_id, token_count=r.token_count,
+                                token_encoding=r.token_encoding, created_at=r.created_at))
+    if messages:
+        yield session_id, messages
+
+
 def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | None = None,
                   source_format: str | None = None, limit: int = 50, *,
                   search: str | None = None, model: str | None = None,
