@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from .compaction.plan import CompactionSettings
 from .compaction.rules import over_window, unsummarised_messages
+from .inspection import ContextPoint
 from .quality import retention_warning
 from .records import Compaction, Message
 
@@ -168,3 +169,51 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
                                 f"tool call {call_id!r} of message {message_id} has no result",
                                 message_id=message_id))
     return issues
+
+
+def past_context_issues(session_id: int, compactions: Sequence[Compaction],
+                        messages: Sequence[Message], reported: set[int] = frozenset()) -> list[Issue]:
+    """Every checkpoint that is no longer the latest restored, while it was, a context that
+    must pair each tool result with a call it contains: its summary and the messages from its
+    cut that existed until the next checkpoint replaced it (``ContextPoint``, as `context
+    show --at` shows it). ``compactions`` in id order; ``messages``: the session's messages
+    from the earliest of those cuts on, in id order. A result is reported once, for the latest
+    context it is orphaned in: ``reported`` holds those already named (in the restored
+    context, or as the first kept message of a checkpoint)."""
+    issues: list[Issue] = []
+    named = set(reported)
+    for cp, nxt in reversed(list(zip(compactions, compactions[1:]))):
+        point = ContextPoint(cp, nxt)
+        held = [m for m in messages if point.holds(m)]
+        for m in orphan_results(held):
+            if m.id in named or m.id == cp.first_kept_message_id:
+                continue
+            named.add(m.id)
+            issues.append(Issue(session_id, ERROR, "orphan_tool_result",
+                                f"tool result {m.id} answers call {m.tool_call_id!r}, which is not "
+                                f"in the context checkpoint {cp.id} restored to (until checkpoint "
+                                f"{nxt.id} replaced it): its call was summarised or never stored",
+                                cp.id, m.id))
+    return issues
+
+
+def orphan_results(messages: Sequence[Message]) -> list[Message]:
+    """The tool results of a context (messages in id order) whose call is not before them in it."""
+    calls: set[str] = set()
+    out = []
+    for m in messages:
+        if m.role == "assistant" and isinstance(m.tool_calls, list):
+            calls.update(c["id"] for c in m.tool_calls
+                         if isinstance(c, dict) and isinstance(c.get("id"), str))
+        elif m.role == "tool" and m.tool_call_id not in calls:
+            out.append(m)
+    return out
+
+
+def missing_session_issues(session_id: int, compaction_ids: Sequence[int]) -> list[Issue]:
+    """Checkpoints of a session that has no agent_session row: no restored context can be
+    built for them (no system prompt, no model), and a check by session never reaches them."""
+    shown = ", ".join(str(i) for i in compaction_ids[:5]) + (" ..." if len(compaction_ids) > 5 else "")
+    return [Issue(session_id, ERROR, "session_missing",
+                  f"session {session_id} has {len(compaction_ids)} checkpoint(s) ({shown}) but no "
+                  "agent_session row", compaction_ids[0])]

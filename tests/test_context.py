@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import sqlalchemy as sa
+
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
@@ -369,3 +371,75 @@ def test_zero_dates_mariadb_keeps_read_as_no_time(mysql_db, cli):
                  ["tokens", "report"], ["validate"]):
         result = cli("--db", url, *args)
         assert result.exit_code == 0 and "internal error" not in result.output, (args, result.output)
+
+
+def _two_checkpoints(db, first_cut: int, second_cut: int) -> tuple[list[int], int, int]:
+    """A call (id A) whose result a notice separates from it, then two more turns; checkpoints
+    cut at the ``first_cut``-th and ``second_cut``-th message (0-based)."""
+    from ctxtool.db.schema import agent_compaction
+
+    ids = add_session(db, 1, [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "A", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+        {"role": "user", "content": "(a notice the runtime wrote)"},
+        {"role": "tool", "tool_call_id": "A", "content": "the result"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2"}], model="gpt-4o")
+    with db.engine.begin() as conn:
+        first = conn.execute(agent_compaction.insert().values(
+            session_id=1, summary="first", first_kept_message_id=ids[first_cut],
+            parent_compaction_id=0)).inserted_primary_key[0]
+        second = conn.execute(agent_compaction.insert().values(
+            session_id=1, summary="second", first_kept_message_id=ids[second_cut],
+            parent_compaction_id=first)).inserted_primary_key[0]
+    return ids, first, second
+
+
+def test_validate_finds_a_tool_result_orphaned_in_an_earlier_context(db, cli):
+    """The first checkpoint cut at a user message between a call and its result: while it was
+    the latest, its context held the result without the call (`context show --at` sends it as
+    a user message). The second checkpoint's cut is fine, so the restored context is valid."""
+    ids, first, second = _two_checkpoints(db, 2, 5)
+    shown = json.loads(cli("--db", db.url, "context", "show", "1", "--at", first, "--json").stdout)
+    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] != "message"] == \
+        [(None, "summary"), (ids[3], "orphan_result")]
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 1, result.output
+    [issue] = json.loads(result.stdout)
+    assert (issue["rule"], issue["compaction_id"], issue["message_id"]) == \
+        ("orphan_tool_result", first, ids[3])
+    assert f"context checkpoint {first} restored to (until checkpoint {second}" in issue["message"]
+
+    def cut_at(checkpoint, message):
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE agent_compaction SET first_kept_message_id = :m "
+                                 "WHERE id = :c"), {"m": message, "c": checkpoint})
+
+    cut_at(first, ids[1])  # it keeps the call: nothing to report
+    assert cli("--db", db.url, "validate", "--json").stdout.strip() == "[]"
+    cut_at(first, ids[2])
+    cut_at(second, ids[2])  # orphaned in both contexts: named once, by the restored one
+    issues = json.loads(cli("--db", db.url, "validate", "--json").stdout)
+    assert [(i["rule"], i["compaction_id"], i["message_id"]) for i in issues
+            if i["severity"] == "error"] == [("orphan_tool_result", None, ids[3])]
+
+
+def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
+    from ctxtool.db.schema import agent_compaction
+
+    ids = add_session(db, 1, [{"role": "user", "content": "q1"}, {"role": "user", "content": "q2"}])
+    with db.engine.begin() as conn:
+        ghost = conn.execute(agent_compaction.insert().values(
+            session_id=99, summary="s", first_kept_message_id=ids[1],
+            parent_compaction_id=0)).inserted_primary_key[0]
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 1, result.output
+    [issue] = json.loads(result.stdout)
+    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (99, "session_missing",
+                                                                           ghost)
+    assert "no agent_session row" in issue["message"]
+    result = cli("--db", db.url, "validate")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "1 session(s) checked: 1 error(s), 0 warning(s)" in result.output

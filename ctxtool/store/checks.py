@@ -20,7 +20,8 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Compaction, Message
 from ..tokens import encoding_for_model
-from ..validation import Issue, MessageRef, span_issues, validate_session, window_issue
+from ..validation import (Issue, MessageRef, missing_session_issues, past_context_issues,
+                          span_issues, validate_session, window_issue)
 from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
                     suffix_outlines, suffix_ranges)
 
@@ -45,7 +46,20 @@ def validate(engine: Engine, session_id: int | None = None,
             ids = store.session_ids(conn)
         for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
             issues.extend(_check_chunk(conn, ids[i:i + SESSIONS_PER_RANGE_QUERY], settings))
+        if session_id is None:
+            issues.extend(_checkpoints_without_session(conn))
     return issues, len(ids)
+
+
+def _checkpoints_without_session(conn: Connection) -> list[Issue]:
+    """Checkpoints whose session_id has no agent_session row (the loop over sessions never
+    meets them), one issue per such session."""
+    orphaned: dict[int, list[int]] = {}
+    for r in conn.execute(sa.select(C.c.session_id, C.c.id)
+                          .select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
+                          .where(S.c.session_id.is_(None)).order_by(C.c.session_id, C.c.id)):
+        orphaned.setdefault(r.session_id, []).append(r.id)
+    return [issue for sid, cps in orphaned.items() for issue in missing_session_issues(sid, cps)]
 
 
 def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSettings) -> list[Issue]:
@@ -64,10 +78,16 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
     suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
     suffixes.update(suffix_outlines(conn, suffix_ranges(cuts), every_tool_calls=True))
     spans = _span_ids(conn, compactions)
+    earlier = _earlier_contexts(conn, compactions)
     issues: list[Issue] = []
     for sid in chunk:
         cps = compactions[sid]
-        issues.extend(validate_session(sid, cps, refs, suffixes[sid]))
+        found = validate_session(sid, cps, refs, suffixes[sid])
+        issues.extend(found)
+        if sid in earlier:
+            named = {i.message_id for i in found if i.rule in ("orphan_tool_result",
+                                                                "cut_orphans_tool_result")}
+            issues.extend(past_context_issues(sid, cps, earlier[sid] + suffixes[sid], named))
         for cp in cps:
             if cp.id in spans:
                 issues.extend(span_issues(sid, cp, spans[cp.id]))
@@ -94,6 +114,24 @@ def _context_tokens(conn: Connection, session, latest: Compaction | None,
     if counted.known and context_bounds(counted, head_bytes)[1] <= threshold:
         return None
     return Store(conn.engine).context_tokens(session.session_id, conn=conn)
+
+
+def _earlier_contexts(conn: Connection, compactions: dict[int, list[Compaction]]
+                      ) -> dict[int, list[Message]]:
+    """For each session with checkpoints before its latest: the outlines of its messages from
+    the earliest of their cuts up to the latest cut (the restored suffix holds the rest), which
+    is what the contexts those checkpoints restored to were made of."""
+    ranges = {}
+    for sid, cps in compactions.items():
+        if len(cps) > 1:
+            low = min(cp.first_kept_message_id for cp in cps[:-1])
+            ranges[sid] = (low, cps[-1].first_kept_message_id)
+    found: dict[int, list[Message]] = {sid: [] for sid in ranges}
+    if ranges:
+        found.update(suffix_outlines(conn, sa.or_(*(
+            sa.and_(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+            for sid, (low, high) in ranges.items()))))
+    return found
 
 
 def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dict[int, list[int]]:
