@@ -163,3 +163,28 @@ def test_over_window_warning():
     settings = CompactionSettings(context_window=16_000, reserve_tokens=2000)
     assert over_window(14_000, "gpt-4o", settings) is None
     assert "27991 tokens is over its threshold of 14000" in over_window(27_991, "gpt-4o", settings)
+
+
+def test_suffix_tokens_trust_only_counts_that_are_what_is_sent():
+    from ctxtool.compaction.rules import (context_bounds, needs_measuring, suffix_tokens,
+                                          synthetic_result_tokens)
+    from ctxtool.records import Message
+
+    def call(i, *ids):
+        return Message(i, 1, "assistant", None, [{"id": c, "type": "function", "function": {
+            "name": "f", "arguments": "{}"}} for c in ids], token_count=20,
+            token_encoding="o200k_base")
+
+    suffix = [Message(1, 1, "user", token_count=10, token_encoding="o200k_base"), call(2, "a", "b"),
+              Message(3, 1, "tool", tool_call_id="a", token_count=7, token_encoding="o200k_base")]
+    counted = suffix_tokens(suffix, "o200k_base")  # b has no result: a placeholder is sent
+    assert (counted.tokens, counted.synthetic, counted.known) == \
+        (37 + synthetic_result_tokens("o200k_base"), 1, True)
+    assert suffix_tokens(suffix, "cl100k_base").uncounted == 3  # gpt-4 reads other tokens
+    orphan = suffix_tokens([Message(4, 1, "tool", tool_call_id="z", token_count=5,
+                                    token_encoding="o200k_base")], "o200k_base")
+    assert orphan.resent == 1 and not orphan.known  # resent as a user message with a preface
+    low, high = context_bounds(counted, head_bytes=1000)
+    assert high - low > 1000
+    assert needs_measuring(counted, 1000, low) and not needs_measuring(counted, 1000, high)
+    assert not needs_measuring(counted, 1000, low - 1)  # over whatever the head holds
