@@ -8,6 +8,7 @@ a closed pipe, and — never silently — a bug).
 
 from __future__ import annotations
 
+import datetime
 import errno
 import os
 import sys
@@ -170,8 +171,27 @@ def _by_parameter_name(command: click.Command, table: dict, where: str = "") -> 
                       if isinstance(p, click.Option) and (p.name == key or flag in p.opts)), None)
         if param is None and not (command is main and key == "url"):
             raise CtxtoolError(f"{name}: no such command or option")
+        if param is not None:
+            _check_config_value(param, value, name)
         out[param.name if param is not None else key] = value
     return out
+
+
+def _check_config_value(param: click.Parameter, value, name: str) -> None:
+    """A file's value must be one its option takes, said with the setting's name: TOML has
+    arrays, tables, dates and floats such as ``1e400`` (inf), which click would take for a
+    list of arguments, truncate (``4.5`` workers) or fail on inside its conversion."""
+    option = "/".join(param.opts)
+    if isinstance(value, (list, dict, datetime.date, datetime.time)):
+        kind = {list: "an array", dict: "a table"}.get(type(value), "a date or time")
+        raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option "
+                           f"({value!r})")
+    if getattr(param, "is_flag", False) and not isinstance(value, bool):
+        raise CtxtoolError(f"{name} ({option}): {value!r} is not true or false")
+    try:
+        param.type.convert(value, param, None)  # conversions are pure; the file is named here
+    except click.BadParameter as exc:
+        raise CtxtoolError(f"{name} ({option}): {exc.message}") from None
 
 
 def _load_config(ctx, _param, value):

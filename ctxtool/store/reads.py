@@ -23,6 +23,7 @@ from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..db.schema import BIGINT_MAX
 from ..db.stored_time import parse_stored_time
 from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
@@ -145,7 +146,7 @@ class Store:
         naming it (an ambiguous prefix lists its candidates)."""
         text = str(ref).strip()
         with _use(self.engine, conn) as c:
-            if text.isdigit() and str(int(text)) == text:
+            if text.isdigit() and str(int(text)) == text and int(text) <= BIGINT_MAX:
                 found = c.execute(sa.select(S.c.session_id)
                                   .where(S.c.session_id == int(text))).scalar()
                 if found is not None:
