@@ -49,6 +49,15 @@ BAD_URLS = [
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin%3BDROP%20TABLE%20t",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin&collation=utf8mb4_general_ci",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
+    # Options PyMySQL takes and then fails on (NotImplementedError, ValueError, OverflowError,
+    # struct.error, FileNotFoundError, ssl.SSLError) before any database error.
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?compress=yes",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=0",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?read_timeout=99999999999999999999",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?write_timeout=0",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?client_flag=99999999999999999999",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?ssl_ca=/no/such/ca.pem",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?ssl_ca={__file__}",  # not a certificate
     f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
     f"postgresql://root:{SECRET}@127.0.0.1/x",
     "sqlite:///no/such/directory/x.db",
