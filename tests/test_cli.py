@@ -296,6 +296,21 @@ def test_a_closed_pipe_is_not_an_error(db):
     assert b"Traceback" not in err and b"Error" not in err
 
 
+def test_output_that_cannot_be_written_is_one_line(sqlite_db):
+    """Standard output on a full disk (``> /dev/full``: ENOSPC) was 'internal error: OSError
+    ... this is a bug', and a traceback for --help and --version, which write while parsing."""
+    add_session(sqlite_db, 1, [{"role": "user", "content": f"line {i}\n" * 5} for i in range(40)])
+    for args in (["sessions", "list"], ["context", "show", "1"], ["context", "show", "1", "--full"],
+                 ["context", "export", "1", "--format", "jsonl"], ["config"], ["--help"],
+                 ["--version"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "ctxtool", "--db", sqlite_db.url, *args],
+                                  stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr == "Error: cannot write the output to /dev/full: No space left on " \
+                              "device\n", (args, proc.stderr)
+
+
 def _leaf_commands(command, path=()):
     import click
 
