@@ -277,10 +277,13 @@ class SessionHistory:
         if point.first_id is not None:
             query = query.where(M.c.id >= point.first_id)
         nxt = point.replaced_by
-        if nxt is not None:
-            query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id,
-                                       M.c.created_at <= nxt.created_at))
         with _use(self.store.engine, None) as c:
+            if nxt is not None and nxt.created_at is not None:
+                # Every row point.holds may keep, in whatever shape a runtime wrote its time
+                # (SQLite compared them as text); a millisecond of slack, as holds decides.
+                written = dialect_of(c).time_compare(M.c.created_at, "<=", nxt.created_at,
+                                                     no_time=True, slack=0.001)
+                query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
             rows = read_messages(c, query.order_by(M.c.id))
         return [m for m in rows if point.holds(m)]
 
@@ -409,7 +412,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
     """
     query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
-                            model=model, since=since, search=search)
+                            model=model, since=since, search=search, dialect=dialect_of(engine))
     with read_connection(engine) as conn:
         measured: dict[int, tuple[int, int]] = {}
         if over_window is not None:
@@ -438,7 +441,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     return rows
 
 
-def _sessions_query(*, user_id, project_id, source_format, model, since, search):
+def _sessions_query(*, user_id, project_id, source_format, model, since, search, dialect):
     """The sessions matching ``sessions list``'s filters, newest first."""
     query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
                       S.c.source_format, S.c.source_id, S.c.created_at,
@@ -452,7 +455,7 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search)
     if model is not None:
         query = query.where(S.c.model.startswith(model, autoescape=True))
     if since is not None:
-        query = query.where(S.c.created_at >= since)
+        query = query.where(dialect.time_compare(S.c.created_at, ">=", since, no_time=False))
     if search:
         pattern = "%" + search.lower().replace("/", "//").replace("%", "/%") \
             .replace("_", "/_") + "%"
