@@ -49,6 +49,15 @@ BAD_URLS = [
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin%3BDROP%20TABLE%20t",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?collation=utf8mb4_bin&collation=utf8mb4_general_ci",
     f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?foo=bar",
+    # Options PyMySQL takes and then fails on (NotImplementedError, ValueError, OverflowError,
+    # struct.error, FileNotFoundError, ssl.SSLError) before any database error.
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?compress=yes",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?connect_timeout=0",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?read_timeout=99999999999999999999",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?write_timeout=0",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?client_flag=99999999999999999999",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?ssl_ca=/no/such/ca.pem",
+    f"mysql+pymysql://root:{SECRET}@127.0.0.1/x?ssl_ca={__file__}",  # not a certificate
     f"mysql+mysqldb://root:{SECRET}@127.0.0.1/x",                       # driver not installed
     f"postgresql://root:{SECRET}@127.0.0.1/x",
     "sqlite:///no/such/directory/x.db",
@@ -84,15 +93,48 @@ def test_every_command_with_a_bad_url_says_one_line_without_the_password(url, tm
             assert len(errors) == 1, (placement, result.output)
 
 
+# Numbers past a signed 64-bit integer: SQLite's driver overflowed on them, MariaDB refused the
+# LIMIT as a syntax error (1064), a lease as an overflow (1916); nan and inf as seconds.
+HUGE = str(2**64 + 1)
+BAD_NUMBERS = [
+    ["sessions", "list", "--limit", HUGE], ["sessions", "list", "--width", HUGE],
+    ["sessions", "list", "--over-window", "--context-window", HUGE],
+    ["sessions", "list", "--over-window", "--reserve-tokens", HUGE],
+    ["compact", "--all", "--limit", HUGE, "--dry-run"], ["compact", "--all", "--workers", HUGE],
+    ["compact", "1", "--timeout", "nan"], ["compact", "1", "--timeout", "1e400"],
+    ["compact", "1", "--timeout", "inf"], ["compact", "1", "--timeout", "0"],
+    ["compact", "1", "--force", "--lease-seconds", HUGE],
+    ["compact", "1", "--force", "--lease-seconds", "99999999999"],
+    ["compact", "1", "--min-carry-over", "nan"], ["compact", "1", "--retries", HUGE],
+    ["compact", "1", "--context-window", HUGE], ["compact", "1", "--reserve-tokens", HUGE],
+    ["compact", "1", "--keep-recent-tokens", HUGE], ["compact", "1", "--max-summary-tokens", HUGE],
+    ["compact", "1", "--summary-input-tokens", HUGE],
+    ["tokens", "count", "--all", "--batch-size", HUGE],
+    ["validate", "--context-window", HUGE], ["validate", "--reserve-tokens", HUGE],
+    ["context", "show", "1", "--at", HUGE], ["context", "show", "1", "--width", HUGE],
+    ["context", "export", "1", "--at", HUGE], ["context", "diff", "1", HUGE],
+    ["context", "diff", "1", "1", HUGE],
+]
+
+
 def test_every_command_on_an_unknown_session_or_a_missing_key(db, tmp_path):
     add_session(db, 1, [{"role": "user", "content": "hello " * 50},
                         {"role": "assistant", "content": "hi " * 50}] * 20)
-    for args in COMMANDS:
-        named = [a if a != "1" else "999999" for a in args]
-        result = _run(["--db", db.url, *named])
-        _assert_one_clean_line(result, named)
-        if "999999" in named:
-            assert result.exit_code == 1 and "999999" in result.output, (named, result.output)
+    for unknown in ("999999", str(2**63), HUGE):  # past BIGINT: no id, an unknown source id
+        for args in COMMANDS:
+            named = [a if a != "1" else unknown for a in args]
+            result = _run(["--db", db.url, *named])
+            _assert_one_clean_line(result, named)
+            if unknown in named:
+                assert result.exit_code == 1 and unknown in result.output, (named, result.output)
+    for args in BAD_NUMBERS:
+        result = _run(["--db", db.url, *args])
+        _assert_one_clean_line(result, args)
+        bad = next(a for a in args if a in (HUGE, "nan", "1e400", "inf", "0", "99999999999"))
+        assert result.exit_code == 2 and bad in result.output, (args, result.output)
+    # The largest lease the options take is one both servers' date arithmetic holds.
+    result = _run(["--db", db.url, "compact", "1", "--force", "--lease-seconds", "315360000"])
+    _assert_one_clean_line(result, "--lease-seconds 315360000")
     for args in (["compact", "1", "--force", "--summarizer", "openai"],
                  ["compact", "--all", "--force", "--summarizer", "openai"]):
         result = _run(["--db", db.url, *args])
@@ -195,6 +237,21 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
                          ("compact = 5\n", "[compact] must be a table"),
                          ("[compact]\nreserve-tokns = 5\n", "compact.reserve_tokns: no such command or option"),
                          ("[compact]\nworkers = \"many\"\n", "--workers"),
+                         # TOML's own types: inf, arrays, floats, dates, numbers for flags.
+                         ("[compact]\nworkers = 1e400\n", "compact.workers (--workers): inf"),
+                         ("[compact]\nworkers = [1]\n", "compact.workers (--workers): an array"),
+                         ("[compact]\nworkers = 2.5\n", "2.5 is not a whole number"),
+                         ("[compact]\nworkers = true\n", "True is not a whole number"),
+                         ("[compact]\ntimeout = nan\n", "nan is not a finite number"),
+                         ("[compact]\ntimeout = 1e400\n", "inf is not a finite number"),
+                         ("[compact]\nmin-carry-over = {a = 1}\n", "a table"),
+                         ("[compact]\nreserve-tokens = 2026-01-01\n", "a date or time"),
+                         ("[compact]\nlease-seconds = 99999999999999999999\n", "99999999999999999999"),
+                         ("[compact]\nforce = 5\n", "compact.force (--force): 5 is not true or false"),
+                         ("[compact]\nmodel = [\"a\"]\n", "compact.model (--model): an array"),
+                         ("[sessions.list]\nlimit = 1e400\n", "sessions.list.limit (--limit): inf"),
+                         ("[tokens.count]\nbatch-size = [1]\n", "tokens.count.batch_size"),
+                         ("[import]\nskip-invalid = \"yes\"\n", "'yes' is not true or false"),
                          ('database = "sqlite:///x.db"\n', "database must be a table"),
                          ('[database]\nulr = "sqlite:///x.db"\n', "database.ulr: no such setting")):
         bad.write_text(text)
@@ -237,6 +294,21 @@ def test_a_closed_pipe_is_not_an_error(db):
     reader.wait(timeout=60)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"Error" not in err
+
+
+def test_output_that_cannot_be_written_is_one_line(sqlite_db):
+    """Standard output on a full disk (``> /dev/full``: ENOSPC) was 'internal error: OSError
+    ... this is a bug', and a traceback for --help and --version, which write while parsing."""
+    add_session(sqlite_db, 1, [{"role": "user", "content": f"line {i}\n" * 5} for i in range(40)])
+    for args in (["sessions", "list"], ["context", "show", "1"], ["context", "show", "1", "--full"],
+                 ["context", "export", "1", "--format", "jsonl"], ["config"], ["--help"],
+                 ["--version"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "ctxtool", "--db", sqlite_db.url, *args],
+                                  stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr == "Error: cannot write the output to /dev/full: No space left on " \
+                              "device\n", (args, proc.stderr)
 
 
 def _leaf_commands(command, path=()):

@@ -11,8 +11,9 @@ from ctxtool.compaction.calls import call_ids, call_name, calls_of
 from ctxtool.compaction.fold import chunk_transcript, fold
 from ctxtool.compaction.plan import CompactionSettings, plan_message
 from ctxtool.compaction.rules import over_window, unsummarised_messages
-from ctxtool.compaction.settings import lease_seconds_for, parse_duration
-from ctxtool.compaction.summarizers import ExtractiveSummarizer, Summary, SummaryRequest
+from ctxtool.compaction.settings import MAX_DURATION_S, lease_seconds_for, parse_duration
+from ctxtool.compaction.summarizers import (ExtractiveSummarizer, Summary, SummarizerSettings,
+                                            SummaryRequest, make_summarizer)
 from ctxtool.compaction.summarizers.openai import request_parameters, request_style
 from ctxtool.errors import CtxtoolError
 from ctxtool.records import Compaction, Message
@@ -49,6 +50,18 @@ def test_lease_is_sized_from_the_summarizer_in_use():
     assert lease_seconds_for(120 * 5 + 32) == 692          # LLM: timeout x attempts + backoff + margin
     assert lease_seconds_for(100, requests=4) == 460       # folding: per chunk
     assert lease_seconds_for(10, requested=900) == 900     # --lease-seconds is a floor
+
+
+def test_a_lease_never_outgrows_the_servers_date_arithmetic():
+    """A lease past ten years overflowed MariaDB's date arithmetic (1441, 1916) and an
+    infinite or nan timeout ended in int()'s OverflowError / ValueError: held ten years."""
+    for seconds, requests, requested in ((float("nan"), 1, None), (float("inf"), 1, None),
+                                         (86400 * 21.0, 10_000, None), (10, 1, 10**30)):
+        assert lease_seconds_for(seconds, requests, requested) == MAX_DURATION_S
+    for timeout in (float("nan"), float("inf"), 0.0, -1.0, 86401.0):
+        with pytest.raises(CtxtoolError, match="LLM timeout") as info:
+            make_summarizer(SummarizerSettings(kind="openai", api_key="k", timeout=timeout))
+        assert info.value.exit_code == 2
 
 
 @pytest.mark.parametrize("model,style,params", [

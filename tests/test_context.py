@@ -443,3 +443,71 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     result = cli("--db", db.url, "validate")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "1 session(s) checked: 1 error(s), 0 warning(s)" in result.output
+
+
+def _checkpoints_at_times(db, times: dict[int, str], second_at: str) -> None:
+    """Session 1: ten messages; checkpoint 1 cuts at 3, checkpoint 2 (written at ``second_at``)
+    at 5. ``times`` are the messages' created_at as a runtime wrote them."""
+    import sqlalchemy as sa
+
+    from ctxtool.db.schema import agent_compaction
+
+    add_session(db, 1, [{"role": ("user", "assistant")[i % 2], "content": f"m{i + 1}"}
+                        for i in range(10)], model="gpt-4o")
+    with db.engine.begin() as conn:
+        for message_id, text in times.items():  # as written, not as ctxtool would write it
+            conn.execute(sa.text("UPDATE agent_message SET created_at = :t WHERE id = :i"),
+                         {"t": text, "i": message_id})
+        for cid, cut in ((1, 3), (2, 5)):
+            conn.execute(agent_compaction.insert().values(
+                id=cid, session_id=1, summary=f"s{cid}", first_kept_message_id=cut,
+                parent_compaction_id=cid - 1))
+        conn.execute(sa.text("UPDATE agent_compaction SET created_at = :t WHERE id = 2"),
+                     {"t": second_at})
+
+
+def _ids_at(cli, db, *args) -> list[int]:
+    result = cli("--db", db.url, "context", "show", "1", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return [m["id"] for m in json.loads(result.stdout)["messages"] if m["id"] is not None]
+
+
+def test_context_at_a_checkpoint_reads_times_in_every_shape(sqlite_db, cli):
+    """--at compared SQLite's created_at as text: a message a runtime stored as
+    '2026-12-01T09:46…' sorted after the next checkpoint's '2026-12-01 10:42…', and an epoch
+    or an offset was compared by its characters, so the view lost messages it held. Messages
+    5-10 were kept by checkpoint 2 (10:42 UTC): those written by then belong to checkpoint 1's
+    context, the rest do not."""
+    _checkpoints_at_times(sqlite_db, {
+        1: "2026-12-01 08:00:00", 2: "2026-12-01 08:01:00", 3: "2026-12-01 09:00:00",
+        4: "2026-12-01 09:01:00",
+        5: "2026-12-01T09:46:10.5",             # T: sorted after '2026-12-01 10:42' as text
+        6: "2026-12-01T09:46:20Z",
+        7: "1764582400",                         # epoch seconds: 2025-12-01 09:46:40
+        8: "2026-12-01T12:00:00+02:00",          # 10:00 UTC: sorted after 10:42 as text
+        9: "2026-12-01T11:00:00",                # after checkpoint 2
+        10: "1796122800000",                     # epoch ms: 2026-12-01 11:00 UTC, after
+    }, "2026-12-01 10:42:00.000000")
+    assert _ids_at(cli, sqlite_db, "--at", "1") == [3, 4, 5, 6, 7, 8]
+    assert _ids_at(cli, sqlite_db) == [5, 6, 7, 8, 9, 10]  # the latest: everything after its cut
+    # sessions list --since compared the same way: the session's own time in another shape.
+    with sqlite_db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE agent_session SET created_at = '2026-12-01T09:46:00Z'")
+    for since, listed in (("2026-12-01T10:00", []), ("2026-12-01T09:00", [1])):
+        result = cli("--db", sqlite_db.url, "sessions", "list", "--since", since, "--json")
+        assert result.exit_code == 0, result.output
+        assert [r["session_id"] for r in json.loads(result.stdout)] == listed, since
+
+
+def test_context_at_a_checkpoint_whose_time_is_a_zero_date(mysql_db, cli):
+    """A next checkpoint with no time (MariaDB's 0000-00-00) cannot bound what was written by
+    then: its kept messages are in the context (the SQL compared with NULL and dropped them)."""
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("SET SESSION sql_mode = ''")
+    _checkpoints_at_times(mysql_db, {}, "2026-12-01 10:42:00")
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("SET SESSION sql_mode = ''")
+        conn.exec_driver_sql("UPDATE agent_compaction SET created_at = '0000-00-00 00:00:00' "
+                             "WHERE id = 2")
+        conn.exec_driver_sql("UPDATE agent_message SET created_at = '2026-12-01 09:00:00'")
+    assert _ids_at(cli, mysql_db, "--at", "1") == list(range(3, 11))

@@ -8,6 +8,7 @@ a closed pipe, and — never silently — a bug).
 
 from __future__ import annotations
 
+import datetime
 import errno
 import os
 import sys
@@ -99,16 +100,76 @@ class _Group(click.Group):
         return self.short_help or _first_paragraph(self.help)
 
 
+class OutputFailed(CtxtoolError):
+    """Standard output refused what was written: a full disk or quota, ``> /dev/full``, EIO."""
+
+
+class _GuardedOutput:
+    """``sys.stdout`` while a command runs: a write or flush that fails becomes OutputFailed,
+    said in one line, instead of an OSError taken for a bug. A closed pipe stays a
+    BrokenPipeError (``| head`` is not an error)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _output_failed(exc) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except OSError as exc:
+            raise _output_failed(exc) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _output_failed(exc: OSError) -> OSError | OutputFailed:
+    if exc.errno == errno.EPIPE:
+        return exc
+    try:
+        where = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
+    except (OSError, ValueError, AttributeError):
+        where = "standard output"
+    return OutputFailed(f"cannot write the output to {where}: {exc.strerror or exc}")
+
+
 class _Root(_Group):
     """Reports every failure as one line and an exit code: ``CtxtoolError`` carries its code,
     database errors are described without credentials, a closed pipe (``| head``) is not an
-    error, and anything else is a bug, said as such (``CTXTOOL_DEBUG=1`` shows the traceback)."""
+    error, output that cannot be written is one line (exit 1), and anything else is a bug,
+    said as such (``CTXTOOL_DEBUG=1`` shows the traceback)."""
+
+    def main(self, *args, **kwargs):
+        real = sys.stdout
+        sys.stdout = _GuardedOutput(real) if real is not None else real
+        try:
+            try:
+                return super().main(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # what is still buffered fails here, not at exit
+        except OutputFailed as exc:  # while parsing (--help, --version), or the last flush
+            _quiet_closed_pipe()
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+        except BrokenPipeError:
+            _quiet_closed_pipe()
+            sys.exit(0)
+        finally:
+            sys.stdout = real
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except OutputFailed as exc:
+            _quiet_closed_pipe()  # what is still buffered goes nowhere, not to a traceback
+            _fail(str(exc), exc.exit_code)
         except CtxtoolError as exc:
             _fail(_scrubbed(ctx, str(exc)), exc.exit_code)
         except SQLAlchemyError as exc:
@@ -170,8 +231,27 @@ def _by_parameter_name(command: click.Command, table: dict, where: str = "") -> 
                       if isinstance(p, click.Option) and (p.name == key or flag in p.opts)), None)
         if param is None and not (command is main and key == "url"):
             raise CtxtoolError(f"{name}: no such command or option")
+        if param is not None:
+            _check_config_value(param, value, name)
         out[param.name if param is not None else key] = value
     return out
+
+
+def _check_config_value(param: click.Parameter, value, name: str) -> None:
+    """A file's value must be one its option takes, said with the setting's name: TOML has
+    arrays, tables, dates and floats such as ``1e400`` (inf), which click would take for a
+    list of arguments, truncate (``4.5`` workers) or fail on inside its conversion."""
+    option = "/".join(param.opts)
+    if isinstance(value, (list, dict, datetime.date, datetime.time)):
+        kind = {list: "an array", dict: "a table"}.get(type(value), "a date or time")
+        raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option "
+                           f"({value!r})")
+    if getattr(param, "is_flag", False) and not isinstance(value, bool):
+        raise CtxtoolError(f"{name} ({option}): {value!r} is not true or false")
+    try:
+        param.type.convert(value, param, None)  # conversions are pure; the file is named here
+    except click.BadParameter as exc:
+        raise CtxtoolError(f"{name} ({option}): {exc.message}") from None
 
 
 def _load_config(ctx, _param, value):

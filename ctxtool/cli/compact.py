@@ -10,13 +10,15 @@ from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE
                           OVER_WINDOW, CompactionSettings, Compactor, SummarizerSettings,
                           make_summarizer, parse_duration)
 from ..compaction.summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES,
-                                      DEFAULT_TIMEOUT_S, KINDS)
+                                      DEFAULT_TIMEOUT_S, KINDS, MAX_REQUEST_TIMEOUT_S)
 from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
+from ..compaction.settings import MAX_DURATION_S
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
 from ..store import Store
 from . import check_reserve, main, pass_app
+from .types import FiniteNumber, WholeNumber
 
 _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
             "summary_tokens", "retention", "carry_over", "summarised_messages", "kept_messages",
@@ -38,9 +40,9 @@ class Duration(click.ParamType):
 @main.command()
 @click.argument("session", required=False)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job).")
-@click.option("--limit", type=click.IntRange(1),
+@click.option("--limit", type=WholeNumber(1),
               help="With --all: compact at most N sessions, the largest overruns first.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+@click.option("--workers", default=1, show_default=True, type=WholeNumber(1, 256),
               help="Concurrent compactions (LLM calls) with --all.")
 @click.option("--older-than", type=Duration(), metavar="DURATION",
               help="With --all: only sessions whose newest message is older (a number and a "
@@ -57,38 +59,40 @@ class Duration(click.ParamType):
 @click.option("--base-url", envvar="OPENAI_BASE_URL",
               help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]. "
               "The key comes from OPENAI_API_KEY.")
-@click.option("--timeout", default=DEFAULT_TIMEOUT_S, show_default=True, type=float,
-              help="Seconds per LLM request.")
-@click.option("--retries", default=DEFAULT_RETRIES, show_default=True, type=click.IntRange(0, 20),
+@click.option("--timeout", default=DEFAULT_TIMEOUT_S, show_default=True,
+              type=FiniteNumber(0, MAX_REQUEST_TIMEOUT_S, min_open=True),
+              help="Seconds per LLM request (at most a day).")
+@click.option("--retries", default=DEFAULT_RETRIES, show_default=True, type=WholeNumber(0, 20),
               help="Retries (with backoff) on 429, 5xx, timeouts.")
 @click.option("--max-summary-tokens", default=DEFAULT_MAX_SUMMARY_TOKENS, show_default=True,
-              type=click.IntRange(64),
+              type=WholeNumber(64),
               help="Largest summary any summarizer may write (at most a quarter of the threshold "
               "is used); a longer one is rejected.")
 @click.option("--min-carry-over", default=DEFAULT_MIN_CARRY_OVER, show_default=True,
-              type=click.FloatRange(0, 1),
+              type=FiniteNumber(0, 1),
               help="Least share of the previous summary's items a new summary must hold; an "
               "LLM answer below it is sent back once with the dropped items, then rejected "
               "(0: not checked).")
-@click.option("--summary-input-tokens", type=click.IntRange(2048),
+@click.option("--summary-input-tokens", type=WholeNumber(2048),
               help="Largest prompt one LLM request may carry; a longer span is folded in chunks "
               "[default: the summary model's window less the answer and the instructions].")
 @click.option("--request-style", default="auto", show_default=True, type=click.Choice(REQUEST_STYLES),
               help="LLM request parameters: reasoning = max_completion_tokens and no temperature "
               "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.")
-@click.option("--context-window", type=click.IntRange(1024),
+@click.option("--context-window", type=WholeNumber(1024),
               help="Override the model's context window.")
-@click.option("--reserve-tokens", type=click.IntRange(0),
+@click.option("--reserve-tokens", type=WholeNumber(0),
               help="Room kept free for the model's answer: a session compacts above its window "
               f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].")
 @click.option("--keep-recent-tokens", default=DEFAULT_KEEP_RECENT_TOKENS, show_default=True,
-              type=click.IntRange(0),
+              type=WholeNumber(0),
               help="Newest messages kept verbatim (a target: less is kept when needed to fit the "
               "window).")
 @click.option("--encoding", help="Count tokens with this encoding instead of the session model's.")
-@click.option("--lease-seconds", type=click.IntRange(10),
-              help="Hold each claimed session at least this long [default: sized from the "
-              "summarizer: LLM timeout x attempts per request + 60 s; 2 minutes for extractive].")
+@click.option("--lease-seconds", type=WholeNumber(10, MAX_DURATION_S),
+              help="Hold each claimed session at least this long, up to ten years [default: "
+              "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "
+              "for extractive].")
 @output_options
 @pass_app
 def compact(app, session, all_sessions, output: OutputFormat, **options):

@@ -14,6 +14,7 @@ from ..output import OutputFormat, dumps, json_option, output_options, print_row
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
 from . import main, pass_app
+from .types import WholeNumber
 
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
@@ -35,7 +36,7 @@ def _history(app, session: str) -> SessionHistory:
 def _at_options(func):
     func = click.option("--before-first", is_flag=True,
                         help="The context before the first checkpoint (no summary).")(func)
-    return click.option("--at", "at", type=int, metavar="CHECKPOINT",
+    return click.option("--at", "at", type=WholeNumber(), metavar="CHECKPOINT",
                         help="The context as it was after this checkpoint (its id, see `context "
                              "checkpoints`; -1 the latest, -2 the one before), until the next "
                              "one replaced it.")(func)
@@ -56,7 +57,7 @@ def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
 @click.option("--openai", "as_openai", is_flag=True,
               help="Print only the OpenAI-style message list (JSON), ready to send to an API: "
                    "the summary is its first user message, every tool call is answered.")
-@click.option("--width", type=click.IntRange(0), metavar="N",
+@click.option("--width", type=WholeNumber(0), metavar="N",
               help="Characters per line of the message table (default: the terminal's, 160 "
                    "when piped; 0: no limit).")
 @json_option
@@ -108,8 +109,8 @@ def checkpoints(app, session, output: OutputFormat):
 
 @context.command("diff")
 @click.argument("session")
-@click.argument("a", type=int, required=False)
-@click.argument("b", type=int, required=False)
+@click.argument("a", type=WholeNumber(0), required=False)
+@click.argument("b", type=WholeNumber(0), required=False)
 @click.option("--side-by-side", "-y", is_flag=True,
               help="The summaries in two columns (as diff -y) instead of a unified diff.")
 @json_option

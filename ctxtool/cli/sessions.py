@@ -16,6 +16,7 @@ from ..store.removal import delete_sessions, footprints
 from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
 from . import check_reserve, main, pass_app
+from .types import WholeNumber
 
 
 @main.group()
@@ -70,13 +71,13 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
 @click.option("--over-window", is_flag=True,
               help="Only sessions whose restored context is over their compaction threshold "
                    "(context window - reserve); adds context_tokens and threshold.")
-@click.option("--context-window", type=click.IntRange(1024), metavar="TOKENS",
+@click.option("--context-window", type=WholeNumber(1024), metavar="TOKENS",
               help="With --over-window: the window to assume instead of the model's.")
-@click.option("--reserve-tokens", type=click.IntRange(0), metavar="TOKENS",
+@click.option("--reserve-tokens", type=WholeNumber(0), metavar="TOKENS",
               help="With --over-window: tokens kept free below the window (as `compact`).")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1),
+@click.option("--limit", default=50, show_default=True, type=WholeNumber(1),
               help="At most this many sessions, newest first.")
-@click.option("--width", type=click.IntRange(0), metavar="N",
+@click.option("--width", type=WholeNumber(0), metavar="N",
               help="Fit the table in N characters (default: the terminal's width; 0: no limit).")
 @output_options
 @pass_app

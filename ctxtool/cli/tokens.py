@@ -10,6 +10,7 @@ from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
 from . import main, pass_app
+from .types import WholeNumber
 
 
 @main.group()
@@ -27,7 +28,7 @@ def tokens():
 @click.option("--encoding", help="Count with this encoding instead of the session model's "
                                  f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).")
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
-@click.option("--batch-size", default=2000, show_default=True, type=click.IntRange(1, 50000),
+@click.option("--batch-size", default=2000, show_default=True, type=WholeNumber(1, 50000),
               help="Messages per batch; each batch commits, so an interruption loses at most one.")
 @json_option
 @pass_app

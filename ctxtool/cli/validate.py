@@ -9,14 +9,15 @@ from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
 from . import check_reserve, main, pass_app
+from .types import WholeNumber
 
 
 @main.command("validate")
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
-@click.option("--context-window", type=click.IntRange(1024),
+@click.option("--context-window", type=WholeNumber(1024),
               help="The window restored contexts must fit (default: each session model's).")
-@click.option("--reserve-tokens", type=click.IntRange(0), help="Tokens kept free for the answer: "
+@click.option("--reserve-tokens", type=WholeNumber(0), help="Tokens kept free for the answer: "
               "a restored context over window - reserve is reported as over_window "
               f"[default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].")
 @output_options

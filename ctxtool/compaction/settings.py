@@ -36,8 +36,12 @@ def lease_seconds_for(seconds_per_request: float, requests: int = 1,
     (timeout x attempts for an LLM, per chunk when folding) plus a margin, or the requested
     figure if that is longer. Sized from the summarizer actually used: an extractive run holds
     a session for a minute or two, not for an LLM's eleven."""
-    needed = int(seconds_per_request * max(1, requests)) + LEASE_MARGIN_S
-    return max(needed, requested or 0)
+    needed = seconds_per_request * max(1, requests) + LEASE_MARGIN_S
+    # Never past what a server's date arithmetic takes (MySQL's 1441/1916, SQLite's NULL):
+    # many chunks of long timeouts, or a library caller's figure, are held that long instead.
+    if not needed <= MAX_DURATION_S:  # nan too
+        needed = MAX_DURATION_S
+    return int(min(max(needed, requested or 0), MAX_DURATION_S))
 
 
 def lease_for_plan(summarizer, summarised_tokens: int, requested: int | None = None) -> int:

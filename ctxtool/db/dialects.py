@@ -9,6 +9,7 @@ of the largest statement, and whether an error was a write conflict with another
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import Iterator, Sequence
 
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from ..errors import CtxtoolError
 from .errors import error_code
 from .prepared import CannotPrepare, Execution, PreparedInsert, pack_rows
+from .stored_time import sqlite_time_compare
 
 MIGRATION_LOCK_TIMEOUT_S = 60
 # A MEDIUMTEXT holds 16 MiB - 1 bytes: the largest message text the MySQL schema stores.
@@ -77,6 +79,14 @@ class Dialect:
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
         return isinstance(exc, IntegrityError)
+
+    def time_compare(self, column: sa.ColumnElement, op: str, when: datetime, *,
+                     no_time: bool, slack: float = 0.0) -> sa.ColumnElement:
+        """SQL for the stored time ``column`` ``<=`` or ``>=`` (``op``) ``when``, a naive UTC
+        datetime, as ``db.stored_time`` reads it; a row with no time matches as ``no_time``.
+        Here a DATETIME column compared as such (a zero date sorts before every time)."""
+        match = column <= when if op == "<=" else column >= when
+        return sa.or_(match, column.is_(None)) if no_time else match
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         """The DDL statement failed because what it makes is already there (a table, column
@@ -394,6 +404,11 @@ class SQLite(Dialect):
 
     def max_statement_bytes(self, conn: Connection) -> int:
         return self.MAX_STATEMENT_BYTES
+
+    def time_compare(self, column, op, when, *, no_time, slack=0.0):
+        """A TEXT column holds any shape a runtime wrote: compared by what each value means,
+        not as text (see ``stored_time.sqlite_time_compare``)."""
+        return sqlite_time_compare(column, op, when, no_time=no_time, slack=slack)
 
 
 _DIALECTS = {"mysql": MySQL(), "mariadb": MySQL(), "sqlite": SQLite()}

@@ -133,6 +133,20 @@ def _configure_mysql(engine: Engine) -> None:
 
     collation = engine.url.query.get("collation")  # checked by parse_url: utf8mb4_<name>
 
+    @sa.event.listens_for(engine, "do_connect")
+    def _connect(dialect, _record, cargs, cparams):
+        # PyMySQL reads the URL's ssl_ca / ssl_cert / ssl_key before it connects, and a file
+        # that is not a certificate (or cannot be read) raises ssl.SSLError / OSError as they
+        # are, not as a database error: say which URL's files, in one line.
+        try:
+            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+        except OSError as exc:
+            if isinstance(exc, dialect.loaded_dbapi.Error):
+                raise
+            reason = getattr(exc, "reason", None) or exc.strerror or exc
+            raise CtxtoolError(f"database URL {mask_url(engine.url)!r}: cannot use its TLS "
+                               f"files (ssl_ca, ssl_cert, ssl_key): {reason}") from None
+
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
         cur = dbapi_conn.cursor()

@@ -13,6 +13,9 @@ from sqlalchemy.dialects import mysql
 from .stored_time import StoredTime
 
 metadata = sa.MetaData()
+# The largest id or count both databases take: BIGINT, SQLite's INTEGER (signed 64-bit). A
+# larger Python int is an OverflowError in SQLite's driver and a syntax error in a MySQL LIMIT.
+BIGINT_MAX = 2**63 - 1
 # A runtime may have written a time in another shape, or a zero date (see stored_time).
 _TIME = StoredTime()
 

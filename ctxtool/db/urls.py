@@ -30,9 +30,16 @@ _MYSQL_OPTIONS = {"charset", "collation", "connect_timeout", "read_timeout", "wr
                   "unix_socket", "init_command", "local_infile", "ssl_ca", "ssl_cert", "ssl_key",
                   "ssl_verify_cert", "ssl_verify_identity", "ssl_disabled", "program_name",
                   "binary_prefix", "autocommit", "client_flag", "max_allowed_packet",
-                  "bind_address", "compress", "sql_mode"}
+                  "bind_address", "sql_mode"}
 _MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_flag",
                   "max_allowed_packet", "local_infile"}
+# The ranges PyMySQL takes (outside them it raises ValueError, OverflowError or struct.error
+# on connecting): timeouts of 1 s to a year, client flags that pack as a signed 32-bit int.
+_MYSQL_RANGES = {"connect_timeout": (1, 31_536_000), "read_timeout": (1, 31_536_000),
+                 "write_timeout": (1, 31_536_000), "client_flag": (0, 2**31 - 1)}
+# Options PyMySQL accepts and then refuses to connect with (NotImplementedError).
+_MYSQL_UNSUPPORTED = {"compress": "PyMySQL, the bundled driver, does not compress"}
+_MYSQL_FILES = {"ssl_ca", "ssl_cert", "ssl_key"}
 _COLLATION = re.compile(r"utf8mb4_[A-Za-z0-9_]{1,60}")
 _SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token")
 
@@ -183,6 +190,9 @@ def _check_mysql_options(url: URL, raw: str) -> None:
         if key.lower() in _SECRET_KEYS:
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: put the password in the user "
                                "part (user:password@host), not in a query argument")
+        if key in _MYSQL_UNSUPPORTED:
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: option {key!r} is not "
+                               f"supported ({_MYSQL_UNSUPPORTED[key]}); leave it out")
         if key not in _MYSQL_OPTIONS:
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} "
                                f"(known: {', '.join(sorted(_MYSQL_OPTIONS))})")
@@ -190,6 +200,17 @@ def _check_mysql_options(url: URL, raw: str) -> None:
         if key in _MYSQL_NUMERIC and not all(v.isdigit() for v in values):
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be a whole number, "
                                f"not {values[0]!r}")
+        if key in _MYSQL_RANGES:
+            low, high = _MYSQL_RANGES[key]
+            wrong = next((v for v in values if not low <= int(v) <= high), None)
+            if wrong is not None:
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be from {low} "
+                                   f"to {high}, not {wrong}")
+        if key in _MYSQL_FILES:
+            missing = next((v for v in values if not Path(v).expanduser().is_file()), None)
+            if missing is not None:
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} file {missing} "
+                                   "does not exist (or is not a file)")
         if key == "charset" and any(v.lower() != "utf8mb4" for v in values):
             # The store is utf8mb4: another client charset loses characters, and a multi-byte
             # one (sjis, gbk, big5) can end a character in the byte of a backslash, which

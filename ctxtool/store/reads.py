@@ -23,6 +23,7 @@ from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..db.schema import BIGINT_MAX
 from ..db.stored_time import parse_stored_time
 from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
@@ -145,7 +146,7 @@ class Store:
         naming it (an ambiguous prefix lists its candidates)."""
         text = str(ref).strip()
         with _use(self.engine, conn) as c:
-            if text.isdigit() and str(int(text)) == text:
+            if text.isdigit() and str(int(text)) == text and int(text) <= BIGINT_MAX:
                 found = c.execute(sa.select(S.c.session_id)
                                   .where(S.c.session_id == int(text))).scalar()
                 if found is not None:
@@ -276,10 +277,13 @@ class SessionHistory:
         if point.first_id is not None:
             query = query.where(M.c.id >= point.first_id)
         nxt = point.replaced_by
-        if nxt is not None:
-            query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id,
-                                       M.c.created_at <= nxt.created_at))
         with _use(self.store.engine, None) as c:
+            if nxt is not None and nxt.created_at is not None:
+                # Every row point.holds may keep, in whatever shape a runtime wrote its time
+                # (SQLite compared them as text); a millisecond of slack, as holds decides.
+                written = dialect_of(c).time_compare(M.c.created_at, "<=", nxt.created_at,
+                                                     no_time=True, slack=0.001)
+                query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
             rows = read_messages(c, query.order_by(M.c.id))
         return [m for m in rows if point.holds(m)]
 
@@ -434,7 +438,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
     """
     query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
-                            model=model, since=since, search=search)
+                            model=model, since=since, search=search, dialect=dialect_of(engine))
     with read_connection(engine) as conn:
         measured: dict[int, tuple[int, int]] = {}
         if over_window is not None:
@@ -463,7 +467,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     return rows
 
 
-def _sessions_query(*, user_id, project_id, source_format, model, since, search):
+def _sessions_query(*, user_id, project_id, source_format, model, since, search, dialect):
     """The sessions matching ``sessions list``'s filters, newest first."""
     query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
                       S.c.source_format, S.c.source_id, S.c.created_at,
@@ -477,7 +481,7 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search)
     if model is not None:
         query = query.where(S.c.model.startswith(model, autoescape=True))
     if since is not None:
-        query = query.where(S.c.created_at >= since)
+        query = query.where(dialect.time_compare(S.c.created_at, ">=", since, no_time=False))
     if search:
         pattern = "%" + search.lower().replace("/", "//").replace("%", "/%") \
             .replace("_", "/_") + "%"

@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass
 
 from ...errors import CtxtoolError
-from .base import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Summarizer,
+from .base import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
+                   MAX_REQUEST_TIMEOUT_S, Summarizer,
                    SummarizerError, Summary, SummaryRequest, render_conversation)
 from .extractive import ExtractiveSummarizer
 from .openai import REQUEST_STYLES, OpenAISummarizer, request_parameters, request_style
@@ -56,6 +57,9 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
         raise CtxtoolError("--summarizer openai needs an endpoint or a key: set OPENAI_API_KEY "
                            "(api.openai.com), or --base-url / OPENAI_BASE_URL for a compatible "
                            "server; --summarizer extractive needs neither")
+    if not 0 < settings.timeout <= MAX_REQUEST_TIMEOUT_S:  # nan fails this too
+        raise CtxtoolError(f"LLM timeout {settings.timeout!r}: give a number of seconds above 0 "
+                           "and at most a day", exit_code=2)
     if settings.request_style not in REQUEST_STYLES:
         raise CtxtoolError(f"unknown request style {settings.request_style!r}: use "
                            + ", ".join(REQUEST_STYLES))
@@ -67,6 +71,7 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
 
 
 __all__ = ["DEFAULT_MAX_SUMMARY_TOKENS", "DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "KINDS",
+           "MAX_REQUEST_TIMEOUT_S",
            "ExtractiveSummarizer", "OpenAISummarizer", "Summarizer", "SummarizerError",
            "SummarizerSettings", "Summary", "SummaryRequest", "build_prompt", "endpoint_configured",
            "make_summarizer", "render_conversation", "request_parameters", "request_style"]

@@ -11,6 +11,7 @@ from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
 DEFAULT_TIMEOUT_S = 120.0
+MAX_REQUEST_TIMEOUT_S = 86400.0  # a day: longer is a typo, and the lease it sizes must fit
 DEFAULT_RETRIES = 4
 TOOL_RESULT_CHARS = 2000  # a tool result is clipped to this in the transcript sent to the LLM
 
