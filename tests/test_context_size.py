@@ -129,3 +129,28 @@ def test_validate_measures_messages_nobody_counted_yet(db, cli):
     assert found[0] == found[1]
     exact = Store(db.engine).context_tokens(1)
     assert f"restored context of {exact} tokens" in found[0][0]["message"]
+
+
+def test_calls_and_results_that_differ_in_number_are_measured_not_summed(db, cli):
+    """The finder's sums count calls and results since the cut; one unanswered call among
+    answered ones (a placeholder the sums do not hold) makes the session be measured exactly.
+    With as many unanswered calls as results answering none, the sums cannot tell: validate
+    reports that session."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    add_session(db, 1, [{"role": "user", "content": "go"},
+                        {"role": "assistant", "content": None, "tool_calls": [call]},
+                        {"role": "user", "content": "x " * 600}], model="gpt-4o")
+    add_session(db, 2, [{"role": "user", "content": "go"},
+                        {"role": "assistant", "content": None, "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": "call_9", "content": "x " * 600}],
+                model="gpt-4o")
+    assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
+    store = Store(db.engine)
+    exact = store.context_tokens(1)
+    stored = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1")
+    window = ["--context-window", "2000", "--reserve-tokens", str(2000 - (stored + exact) // 2)]
+    assert stored < (stored + exact) // 2 < exact
+    assert over(cli, db, *window)["compact"].get(1) == exact
+    checked = cli("--db", db.url, "validate", "--session", "2", "--json")
+    assert {i["rule"] for i in json.loads(checked.stdout)} >= {"orphan_tool_result",
+                                                                "unanswered_tool_call"}

@@ -66,16 +66,29 @@ class SuffixTokens:
     session needs), plus the results ctxtool adds for calls without one. ``uncounted``:
     messages with no count under that encoding (none stored, or made with another one).
     ``resent``: tool results whose call is not in the context, sent as a user message, so
-    their stored count is not what is sent. Only with both at 0 is ``tokens`` exact."""
+    their stored count is not what is sent. ``unpaired``: from set-based sums, which know how
+    many calls and results there are but not which answers which (:func:`summed_suffix`), the
+    difference: where calls and results differ in number, some call goes unanswered or some
+    result answers none, so the pairing must be read. Only with all three at 0 is ``tokens``
+    exact (from sums: exact unless as many calls go unanswered as results answer none)."""
 
     tokens: int = 0
     uncounted: int = 0
     resent: int = 0
     synthetic: int = 0
+    unpaired: int = 0
 
     @property
     def known(self) -> bool:
-        return not (self.uncounted or self.resent)
+        return not (self.uncounted or self.resent or self.unpaired)
+
+
+def summed_suffix(tokens: int | None, uncounted: int | None, calls: int | None,
+                  results: int | None) -> SuffixTokens:
+    """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with the
+    encoding the session needs, the rows without one, the tool calls and the tool results."""
+    return SuffixTokens(int(tokens or 0), int(uncounted or 0),
+                        unpaired=abs(int(calls or 0) - int(results or 0)))
 
 
 def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:

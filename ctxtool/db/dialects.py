@@ -48,6 +48,11 @@ class Dialect:
         """One connection holding the migration lock for a whole run."""
         raise NotImplementedError
 
+    def json_array_length(self, column) -> sa.ColumnElement:
+        """SQL: how many elements a JSON array column holds (NULL for NULL). Never fewer than
+        the tool calls ``Message.calls`` reads from the same text."""
+        raise NotImplementedError
+
     def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
         return contextlib.nullcontext()
@@ -294,6 +299,10 @@ class MySQL(Dialect):
     def server_now_plus(self, seconds: int):
         return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {int(seconds)} SECOND")
 
+    def json_array_length(self, column):
+        # The column is JSON (valid by the server's check); a scalar or object counts as 1.
+        return sa.func.json_length(column)
+
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
         """GET_LOCK named after the database, held by one autocommit connection that also runs
@@ -378,6 +387,12 @@ class SQLite(Dialect):
 
     def server_now_plus(self, seconds: int):
         return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{int(seconds):+d} seconds')")
+
+    def json_array_length(self, column):
+        # A runtime may write any text into the column: what is not JSON holds no calls (as
+        # Message.calls reads it), and json_array_length would fail the whole query on it.
+        return sa.case((sa.func.json_valid(column) == 1, sa.func.json_array_length(column)),
+                       else_=None)
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:

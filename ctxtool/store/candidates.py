@@ -1,17 +1,19 @@
 """Finding sessions to compact without reading whole histories (reads only: never writes).
 
 Two indexed steps. First, every session with its latest checkpoint and its lease (one query,
-through idx_compaction_session_id). Then the messages since each cut without their text (ids,
-roles, tool links, stored counts and their encodings; :func:`suffix_outlines` over
-:func:`suffix_ranges`, 500 sessions a query), so the cost follows the messages since each cut.
-A stored count is taken as it is only when it was made with the encoding the session needs;
-results the restored context adds for unanswered calls are added, results it resends as user
-messages are marked (``compaction.rules.suffix_tokens``). Messages without a usable count are
-``uncounted``: filling them in is a separate, explicit step.
+through idx_compaction_session_id). Then sums over the messages since each cut, computed by the
+server (:func:`suffix_ranges`, 500 sessions a query, per encoding): the stored counts made with
+the encoding the session needs, the rows without such a count, and how many tool calls and
+tool results there are. So the cost follows the messages since each cut and nothing of them is
+sent back. A session whose calls and results differ in number is measured exactly by the
+caller (some call goes unanswered, or some result answers none: the restored context adds or
+resends messages that no stored count covers; ``compaction.rules.SuffixTokens``). Messages
+without a usable count are ``uncounted``: filling them in is a separate, explicit step.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
@@ -19,13 +21,13 @@ from typing import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..compaction.rules import SuffixTokens, suffix_tokens
+from ..compaction.rules import SuffixTokens, summed_suffix
 from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import encoding_for_model
-from .reads import SESSIONS_PER_RANGE_QUERY, suffix_outlines, suffix_ranges
+from .reads import SESSIONS_PER_RANGE_QUERY, suffix_ranges
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,30 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                   sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
                   (_bytes(S.c.system_prompt) + _bytes(cp.c.summary)).label("head_bytes"))
         .select_from(S.outerjoin(cp, cp.c.id == latest_id))).all()
+    by_encoding: dict[str, list] = defaultdict(list)
+    for r in sessions:
+        by_encoding[encoding_for_model(r.model, encoding).name].append(r)
+    calls = dialect_of(conn).json_array_length(M.c.tool_calls)
     out: list[EffectiveContext] = []
-    for i in range(0, len(sessions), SESSIONS_PER_RANGE_QUERY):
-        chunk = {r.session_id: r for r in sessions[i:i + SESSIONS_PER_RANGE_QUERY]}
-        ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
-        for sid, messages in suffix_outlines(conn, ranges):
-            r = chunk[sid]
-            counted = suffix_tokens(messages, encoding_for_model(r.model, encoding).name)
-            out.append(EffectiveContext(r.session_id, r.model, r.first_kept_message_id, counted,
-                                        messages[-1].id, r.lease_owner, r.lease_expires_at,
-                                        int(r.head_bytes or 0)))
+    for name, group in by_encoding.items():
+        usable = sa.and_(M.c.token_count.is_not(None), M.c.token_encoding == name)
+        sums = (sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
+                sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+                sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
+                sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
+                sa.func.max(M.c.id).label("last_message_id"))
+        for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
+            chunk = {r.session_id: r for r in group[i:i + SESSIONS_PER_RANGE_QUERY]}
+            ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
+            for row in conn.execute(sa.select(M.c.session_id, *sums).where(ranges)
+                                    .group_by(M.c.session_id)):
+                r = chunk[row.session_id]
+                out.append(EffectiveContext(
+                    r.session_id, r.model, r.first_kept_message_id,
+                    summed_suffix(row.tokens, row.uncounted, row.calls, row.results),
+                    int(row.last_message_id), r.lease_owner, r.lease_expires_at,
+                    int(r.head_bytes or 0)))
+    out.sort(key=lambda c: c.session_id)
     return out
 
 
