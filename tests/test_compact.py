@@ -433,3 +433,21 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     assert sorted(c.session_id for c in batch.candidates) == [1, 3]
     assert {c.session_id: c.estimated_tokens for c in batch.candidates}[1] == exact[1]
     assert measured == [1]  # 2 is under even with its prompt, 3 is over without it
+
+
+def test_older_than_reads_the_times_a_runtime_wrote(sqlite_db, cli):
+    """SQLite keeps created_at as the runtime wrote it. `--older-than` compared it as text, so a
+    message written hours ago as 2026-01-01T09:46:00Z (a T sorts after every time of that day
+    written with a space) looked recent for ever and its session was never compacted."""
+    db = sqlite_db
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    add_session(db, 2, coding_session(12), model="gpt-4o")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_message SET created_at = "
+                             "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-2 hours') WHERE session_id = 1"))
+        conn.execute(sa.text("UPDATE agent_message SET created_at = "
+                             "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 minutes') WHERE session_id = 2"))
+    result = cli("--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h",
+                 "--json", *LIMITS)
+    assert result.exit_code == 0, result.output
+    assert [r["session_id"] for r in json.loads(result.stdout)] == [1]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterable
 
 import sqlalchemy as sa
@@ -103,11 +103,19 @@ def _bytes(text_column):
 
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:
-    """Of the given (newest) message ids, those written more than ``seconds`` ago (server time)."""
+    """Of the given (newest) message ids, those written more than ``seconds`` ago (server time),
+    or with no time at all. Times are compared by what they mean (a runtime may have written
+    ``2026-12-01T09:46:00Z`` into SQLite's text column: as text it sorts after every time of
+    that day written with a space)."""
     ids = list(message_ids)
-    cutoff = dialect_of(conn).server_now_plus(-seconds)
+    dialect = dialect_of(conn)
+    now = conn.execute(sa.select(dialect.server_now())).scalar()
+    if isinstance(now, str):  # SQLite's strftime
+        now = datetime.fromisoformat(now)
+    written_before = dialect.time_compare(M.c.created_at, "<=",
+                                          now - timedelta(seconds=seconds), no_time=True)
     quiet: set[int] = set()
     for i in range(0, len(ids), 1000):
         quiet.update(r[0] for r in conn.execute(
-            sa.select(M.c.id).where(M.c.id.in_(ids[i:i + 1000]), M.c.created_at < cutoff)))
+            sa.select(M.c.id).where(M.c.id.in_(ids[i:i + 1000]), written_before)))
     return quiet
