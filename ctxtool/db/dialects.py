@@ -53,6 +53,11 @@ class Dialect:
         the tool calls ``Message.calls`` reads from the same text."""
         raise NotImplementedError
 
+    def by_suffix_ranges(self, query: sa.Select, table: sa.Table) -> sa.Select:
+        """``query`` over ``table`` (agent_message) reading the ranges of ``suffix_ranges`` on
+        the index made for them, whatever else it reads of the rows."""
+        return query
+
     def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
         return contextlib.nullcontext()
@@ -302,6 +307,13 @@ class MySQL(Dialect):
     def json_array_length(self, column):
         # The column is JSON (valid by the server's check); a scalar or object counts as 1.
         return sa.func.json_length(column)
+
+    def by_suffix_ranges(self, query, table):
+        # A query that reads more of the rows than idx_message_session_id_tokens holds is
+        # planned as one primary-key range from the lowest cut to the end of the table, read
+        # once for every 500 sessions (measured: 26 s against 11.6 s through the index, for
+        # the sums of compact --all over 1M messages in 1,100 sessions).
+        return query.with_hint(table, "FORCE INDEX (idx_message_session_id_tokens)")
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:

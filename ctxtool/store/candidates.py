@@ -72,7 +72,8 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     by_encoding: dict[str, list] = defaultdict(list)
     for r in sessions:
         by_encoding[encoding_for_model(r.model, encoding).name].append(r)
-    calls = dialect_of(conn).json_array_length(M.c.tool_calls)
+    dialect = dialect_of(conn)
+    calls = dialect.json_array_length(M.c.tool_calls)
     out: list[EffectiveContext] = []
     for name, group in by_encoding.items():
         usable = sa.and_(M.c.token_count.is_not(None), M.c.token_encoding == name)
@@ -84,8 +85,8 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
         for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
             chunk = {r.session_id: r for r in group[i:i + SESSIONS_PER_RANGE_QUERY]}
             ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
-            for row in conn.execute(sa.select(M.c.session_id, *sums).where(ranges)
-                                    .group_by(M.c.session_id)):
+            query = sa.select(M.c.session_id, *sums).where(ranges).group_by(M.c.session_id)
+            for row in conn.execute(dialect.by_suffix_ranges(query, M)):
                 r = chunk[row.session_id]
                 out.append(EffectiveContext(
                     r.session_id, r.model, r.first_kept_message_id,
