@@ -430,23 +430,24 @@ def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db,
     assert stored == texts
 
 
-def test_a_deadlock_allocating_a_session_id_is_retried_there(mysql_db):
-    """Concurrent first imports deadlock on the session id they allocate (InnoDB: shared gap
-    locks from INSERT ... SELECT MAX()+1): the allocation is tried again on its own, not the
-    whole file (ImportedSessions.find_or_create returns instead of raising)."""
-    from ctxtool.store.messages import ImportedSessions
-
+def test_a_deadlock_creating_the_session_row_is_retried(mysql_db, tmp_path):
+    """The new session's row is inserted by the import's own transaction: a deadlock there (as
+    the server may report one under concurrent imports) rolls the whole attempt back and the
+    import is tried again; one session row, every message once."""
     _one_deadlock(mysql_db, "agent_session")
-    session_id, how = ImportedSessions(mysql_db.engine).find_or_create("openai-chat", "first")
-    assert how == "created"
+    path = write(tmp_path / "first.jsonl", chat("one", "two"))
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 2
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
-    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == [session_id]
+    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == \
+        [res.session_id]
+    assert counts(mysql_db) == (1, 2, 0)
 
 
 def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db, tmp_path):
     """Four new transcripts imported at once, on four real connections (as from cron): their
-    session-id allocations race (and deadlock in InnoDB), each is retried, every file is stored
-    whole under a session of its own. (A retried import used to find its file closed.)"""
+    session ids come from one counter row (they used to race on MAX()+1 and deadlock in
+    InnoDB), every file is stored whole under a session of its own."""
     import threading
 
     paths = [write(tmp_path / f"t{k}.jsonl", jsonl(chat(*[f"t{k} m{i} " + "é" * (i % 200)
