@@ -4,11 +4,15 @@ BOM, missing parent, Pi cut on a tool result). Every test runs on SQLite and Mar
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +175,134 @@ def test_a_model_that_is_a_list_fails_the_file_and_leaves_nothing(db, tmp_path):
     assert counts(db) == (0, 0, 0)
     [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
     assert res.error is None and res.skipped["invalid_record"] == 1 and counts(db) == (1, 1, 0)
+
+
+def _large_chat(path: Path, messages: int = 200_000) -> Path:
+    """An OpenAI chat file that takes a few seconds to import (about 45 MB)."""
+    with open(path, "wb") as f:
+        for i in range(messages):
+            f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
+                                "content": f"message {i} " + "x" * 200}).encode() + b"\n")
+    return path
+
+
+def _batches_written(db, wal: Path | None) -> bool:
+    """Whether an import in another process has written several batches, uncommitted. MariaDB:
+    its open transaction changed thousands of rows. SQLite: its pages spilled into the WAL (a
+    transaction's pages go there once the page cache is full; a commit of the session row alone
+    is a few pages)."""
+    if db.kind == "sqlite":
+        return wal.exists() and wal.stat().st_size > 4_000_000
+    return (db.scalar("SELECT COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t "
+                      "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
+                      "WHERE p.db = DATABASE()") or 0) > 3 * 1024
+
+
+@pytest.mark.slow
+def test_an_import_killed_mid_file_leaves_no_session_row_and_a_reimport_works(db, cli, tmp_path):
+    """kill -9 of a real `ctxtool import` after it sent some batches: nothing of the file stays,
+    not even its session row (which used to be committed before the messages), and importing it
+    again stores it whole."""
+    path = _large_chat(tmp_path / "big.jsonl")
+    wal = Path(db.url.removeprefix("sqlite:///") + "-wal") if db.kind == "sqlite" else None
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(path)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not _batches_written(db, wal) and proc.poll() is None and time.monotonic() < deadline:
+            # INNODB_TRX is a cache refreshed only after 0.1 s without reads: poll slower.
+            time.sleep(0.25)
+        assert proc.poll() is None, "the import ended before it could be killed"
+        assert _batches_written(db, wal), "the import never wrote its batches"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert counts(db) == (0, 0, 0)
+    result = cli("--db", db.url, "import", "--json", path)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["added"], row["present"]) == (200_000, 0)
+    assert counts(db) == (1, 200_000, 0)
+
+
+class _CuttableProxy:
+    """A TCP proxy in front of the MariaDB server, counting the bytes clients send; ``cut()``
+    closes every connection and refuses new ones, as when the network to the server is lost
+    (the importer can then neither finish nor clean anything up)."""
+
+    def __init__(self, host: str, port: int):
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sent = 0
+        self.sockets: list[socket.socket] = []
+        self.is_cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # cut
+            if self.is_cut:
+                client.close()
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if counted:
+                    self.sent += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        self.is_cut = True
+        # A close alone leaves a listener blocked in accept() on another thread accepting.
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def test_an_import_that_loses_its_connection_leaves_no_session_row(mysql_db, tmp_path):
+    """The network to the server goes away while an import sends its batches: the file fails
+    with one line, the server rolls its transaction back, and no session row stays (the
+    importer could not reach the server to remove one). A re-import then works."""
+    import sqlalchemy as sa
+
+    from ctxtool.db import create_engine
+
+    path = _large_chat(tmp_path / "big.jsonl", 100_000)
+    url = sa.engine.make_url(mysql_db.url)
+    proxy = _CuttableProxy(url.host, url.port or 3306)
+    engine = create_engine(url.set(port=proxy.port).render_as_string(hide_password=False))
+    results = []
+    importing = threading.Thread(target=lambda: results.extend(Importer(engine).import_paths([str(path)])))
+    importing.start()
+    deadline = time.monotonic() + 60
+    while proxy.sent < 3_000_000 and importing.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert importing.is_alive(), "the import ended before the connection was cut"
+    proxy.cut()
+    importing.join()
+    engine.dispose()
+    [res] = results
+    assert res.error and "\n" not in res.error and res.session_id is None
+    assert counts(mysql_db) == (0, 0, 0)
+    [again] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert again.error is None and again.messages_added == 100_000
+    assert counts(mysql_db) == (1, 100_000, 0)
 
 
 # -- item 3: one bad file never stops the others --------------------------------------------------------
