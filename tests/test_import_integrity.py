@@ -604,3 +604,115 @@ def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db,
         assert [r.error for r in results] == [None] * len(paths)
         assert len({r.session_id for r in results}) == len(paths)
         assert counts(mysql_db)[:2] == (len(paths), len(paths) * 1500)
+
+
+def _hold_on(db, text: str, seconds: int) -> None:
+    """An insert of a message with this text sleeps ``seconds``: the import writing it keeps
+    its transaction (and its uncommitted session row) open that long."""
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TRIGGER hold BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
+            f"IF NEW.content = '{text}' THEN DO SLEEP({int(seconds)}); END IF; END")
+
+
+def _wait_until_sleeping(db, thread) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and thread.is_alive():
+        if db.scalar("SELECT COUNT(*) FROM information_schema.processlist "
+                     "WHERE db = DATABASE() AND state = 'User sleep'"):
+            return
+        time.sleep(0.05)
+    pytest.fail("the first import never reached its held message")
+
+
+def test_a_first_import_does_not_wait_for_another_transcripts_open_import(mysql_db, tmp_path):
+    """One new transcript's import holds its transaction open (its session row inserted,
+    uncommitted); a second new transcript's import completes meanwhile. Allocating the second
+    id must not read the first's row with a lock (a locking MAX() would wait for its commit,
+    up to innodb_lock_wait_timeout)."""
+    _hold_on(mysql_db, "hold", 6)
+    slow = write(tmp_path / "slow.jsonl", chat("slow one", "hold", "slow three"))
+    quick = write(tmp_path / "quick.jsonl", chat("quick one", "quick two"))
+    results = {}
+    first = threading.Thread(target=lambda: results.update(
+        slow=Importer(mysql_db.engine).import_paths([str(slow)])[0]))
+    first.start()
+    _wait_until_sleeping(mysql_db, first)
+    assert counts(mysql_db) == (0, 0, 0)  # the first import's rows are all uncommitted
+    started = time.monotonic()
+    [res] = Importer(mysql_db.engine).import_paths([str(quick)])
+    took = time.monotonic() - started
+    still_open = first.is_alive()
+    first.join()
+    assert res.error is None and res.messages_added == 2
+    assert still_open and took < 4, f"the second import waited for the first ({took:.1f} s)"
+    assert results["slow"].error is None and results["slow"].messages_added == 3
+    assert res.session_id != results["slow"].session_id
+    assert counts(mysql_db) == (2, 5, 0)
+
+
+def test_a_first_import_of_a_transcript_being_imported_waits_and_finds_it_all(mysql_db, tmp_path):
+    """Two first imports of the same transcript: the second blocks on the first's uncommitted
+    session row (the unique source key), then finds the session and every message present."""
+    _hold_on(mysql_db, "hold", 2)
+    path = write(tmp_path / "same.jsonl", chat("one", "hold", "three"))
+    results = []
+    first = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+    first.start()
+    _wait_until_sleeping(mysql_db, first)
+    [second] = Importer(mysql_db.engine).import_paths([str(path)])
+    first.join()
+    [res] = results
+    assert (res.error, res.messages_added) == (None, 3)
+    assert (second.error, second.session_id) == (None, res.session_id)
+    assert (second.messages_added, second.messages_present) == (0, 3)
+    assert counts(mysql_db) == (1, 3, 0)
+
+
+def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tmp_path):
+    """Session ids a runtime wrote are respected, and an id once handed out (to a session since
+    deleted, or to an import that failed) is not handed out again."""
+    def runtime_session(session_id):
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f"INSERT INTO agent_session (session_id, title) VALUES ({session_id}, 'runtime')")
+
+    def import_one(name, records):
+        [res] = Importer(db.engine).import_paths([str(write(tmp_path / name, records))])
+        return res
+
+    runtime_session(41)
+    assert import_one("a.jsonl", chat("a")).session_id == 42
+    runtime_session(50)
+    assert import_one("b.jsonl", chat("b")).session_id == 51
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM agent_message WHERE session_id = 51")
+        conn.exec_driver_sql("DELETE FROM agent_session WHERE session_id = 51")
+    failed = import_one("bad.jsonl", jsonl(chat("fine")) + b"{not json\n")
+    assert failed.error and failed.session_id is None
+    later = import_one("c.jsonl", chat("c"))
+    assert later.error is None and later.session_id > 52
+    assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == \
+        [41, 42, 50, later.session_id]
+
+
+def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_path):
+    """A runtime inserts the next session id in a transaction still open when an import takes
+    its id (a plain read of MAX() cannot see it): the import's row waits on the primary key,
+    fails on it once the runtime commits, and the import takes another id."""
+    import sqlalchemy as sa
+
+    nxt = mysql_db.scalar("SELECT last_value FROM ctxtool_counters") + 1
+    path = write(tmp_path / "a.jsonl", chat("mine"))
+    results = []
+    with mysql_db.engine.connect() as runtime:
+        runtime.execute(sa.text("INSERT INTO agent_session (session_id, title) VALUES (:i, 'runtime')"),
+                        {"i": nxt})
+        importing = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+        importing.start()
+        time.sleep(1)
+        runtime.commit()
+    importing.join()
+    [res] = results
+    assert res.error is None and res.messages_added == 1 and res.session_id != nxt
+    assert mysql_db.rows("SELECT session_id, title FROM agent_session ORDER BY session_id") == [
+        {"session_id": nxt, "title": "runtime"}, {"session_id": res.session_id, "title": "mine"}]
