@@ -136,8 +136,9 @@ class Importer:
                 stream.seek(0)
                 main = main_line_of(path, CountingStream(stream), result.format, self.skip_invalid)
             except (IntegrityError, OperationalError, SessionGone) as exc:
-                # Another import of the same transcript changed it first (or the two deadlocked):
-                # nothing of ours was written; the next attempt finds its messages present.
+                # Another import of the same transcript created or changed it first (or the two
+                # deadlocked, or a runtime took the new id): nothing of ours was written; the
+                # next attempt finds its session and messages present, or takes another id.
                 if attempt == _CONFLICT_ATTEMPTS - 1 or not (
                         isinstance(exc, SessionGone) or self.dialect.is_write_conflict(exc)):
                     raise
@@ -166,28 +167,28 @@ class Importer:
         first = next(transcript.records, None)  # headers are read by now: the source id is known
         own_id = transcript.session.source_id
         result.source_id = source_key(own_id or ids[0])
-        result.session_id, how = self.sessions.find_or_create(
+        result.session_id, how = self.sessions.find_or_allocate(
             transcript.format, result.source_id, None if own_id else ids[1])
         try:
             self._write(path, transcript, itertools.chain([first] if first else [], transcript.records),
-                        result, adopt=how == "legacy")
+                        result, how)
         except BaseException as exc:
-            if how == "created":
-                try:
-                    self.sessions.drop_if_empty(result.session_id)
-                    result.session_id = None
-                except SQLAlchemyError:
-                    pass  # the original failure is the one to report
+            if how == "new":
+                result.session_id = None  # its row was never committed
             result.messages_added = result.compactions_added = 0
             if how == "legacy" and isinstance(exc, Disagreement):
                 raise _NotTheLegacySession() from None
             raise
 
     def _write(self, path: str, transcript: Transcript, records, result: FileResult,
-               adopt: bool = False) -> None:
-        """One transaction: lock the session, reconcile every record, write, describe it."""
+               how: str) -> None:
+        """One transaction: create or lock the session, reconcile every record, write, describe
+        it. A new session's row is part of it, so a failure at any point leaves none."""
         with self.engine.begin() as conn:
-            self.sessions.lock(conn, result.session_id)
+            if how == "new":
+                self.sessions.create(conn, result.session_id, transcript.format, result.source_id)
+            else:
+                self.sessions.lock(conn, result.session_id)
             reconciler = Reconciler(path, self.sessions.stored(conn, result.session_id))
             with MessageWriter(conn, result.session_id, transcript.format, path,
                                transcript.session.created_at) as writer:
@@ -196,7 +197,7 @@ class Importer:
                 reconciler.finish()
                 writer.close()
             self.sessions.update(conn, result.session_id, transcript.session, path)
-            if adopt:
+            if how == "legacy":
                 self.sessions.adopt(conn, result.session_id, result.source_id)
         counts = reconciler.counts
         result.messages_added = writer.messages_added

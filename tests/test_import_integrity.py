@@ -4,11 +4,15 @@ BOM, missing parent, Pi cut on a tool result). Every test runs on SQLite and Mar
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +175,134 @@ def test_a_model_that_is_a_list_fails_the_file_and_leaves_nothing(db, tmp_path):
     assert counts(db) == (0, 0, 0)
     [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
     assert res.error is None and res.skipped["invalid_record"] == 1 and counts(db) == (1, 1, 0)
+
+
+def _large_chat(path: Path, messages: int = 200_000) -> Path:
+    """An OpenAI chat file that takes a few seconds to import (about 45 MB)."""
+    with open(path, "wb") as f:
+        for i in range(messages):
+            f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
+                                "content": f"message {i} " + "x" * 200}).encode() + b"\n")
+    return path
+
+
+def _batches_written(db, wal: Path | None) -> bool:
+    """Whether an import in another process has written several batches, uncommitted. MariaDB:
+    its open transaction changed thousands of rows. SQLite: its pages spilled into the WAL (a
+    transaction's pages go there once the page cache is full; a commit of the session row alone
+    is a few pages)."""
+    if db.kind == "sqlite":
+        return wal.exists() and wal.stat().st_size > 4_000_000
+    return (db.scalar("SELECT COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t "
+                      "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
+                      "WHERE p.db = DATABASE()") or 0) > 3 * 1024
+
+
+@pytest.mark.slow
+def test_an_import_killed_mid_file_leaves_no_session_row_and_a_reimport_works(db, cli, tmp_path):
+    """kill -9 of a real `ctxtool import` after it sent some batches: nothing of the file stays,
+    not even its session row (which used to be committed before the messages), and importing it
+    again stores it whole."""
+    path = _large_chat(tmp_path / "big.jsonl")
+    wal = Path(db.url.removeprefix("sqlite:///") + "-wal") if db.kind == "sqlite" else None
+    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(path)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not _batches_written(db, wal) and proc.poll() is None and time.monotonic() < deadline:
+            # INNODB_TRX is a cache refreshed only after 0.1 s without reads: poll slower.
+            time.sleep(0.25)
+        assert proc.poll() is None, "the import ended before it could be killed"
+        assert _batches_written(db, wal), "the import never wrote its batches"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert counts(db) == (0, 0, 0)
+    result = cli("--db", db.url, "import", "--json", path)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["added"], row["present"]) == (200_000, 0)
+    assert counts(db) == (1, 200_000, 0)
+
+
+class _CuttableProxy:
+    """A TCP proxy in front of the MariaDB server, counting the bytes clients send; ``cut()``
+    closes every connection and refuses new ones, as when the network to the server is lost
+    (the importer can then neither finish nor clean anything up)."""
+
+    def __init__(self, host: str, port: int):
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sent = 0
+        self.sockets: list[socket.socket] = []
+        self.is_cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # cut
+            if self.is_cut:
+                client.close()
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if counted:
+                    self.sent += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        self.is_cut = True
+        # A close alone leaves a listener blocked in accept() on another thread accepting.
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def test_an_import_that_loses_its_connection_leaves_no_session_row(mysql_db, tmp_path):
+    """The network to the server goes away while an import sends its batches: the file fails
+    with one line, the server rolls its transaction back, and no session row stays (the
+    importer could not reach the server to remove one). A re-import then works."""
+    import sqlalchemy as sa
+
+    from ctxtool.db import create_engine
+
+    path = _large_chat(tmp_path / "big.jsonl", 100_000)
+    url = sa.engine.make_url(mysql_db.url)
+    proxy = _CuttableProxy(url.host, url.port or 3306)
+    engine = create_engine(url.set(port=proxy.port).render_as_string(hide_password=False))
+    results = []
+    importing = threading.Thread(target=lambda: results.extend(Importer(engine).import_paths([str(path)])))
+    importing.start()
+    deadline = time.monotonic() + 60
+    while proxy.sent < 3_000_000 and importing.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert importing.is_alive(), "the import ended before the connection was cut"
+    proxy.cut()
+    importing.join()
+    engine.dispose()
+    [res] = results
+    assert res.error and "\n" not in res.error and res.session_id is None
+    assert counts(mysql_db) == (0, 0, 0)
+    [again] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert again.error is None and again.messages_added == 100_000
+    assert counts(mysql_db) == (1, 100_000, 0)
 
 
 # -- item 3: one bad file never stops the others --------------------------------------------------------
@@ -430,23 +562,24 @@ def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db,
     assert stored == texts
 
 
-def test_a_deadlock_allocating_a_session_id_is_retried_there(mysql_db):
-    """Concurrent first imports deadlock on the session id they allocate (InnoDB: shared gap
-    locks from INSERT ... SELECT MAX()+1): the allocation is tried again on its own, not the
-    whole file (ImportedSessions.find_or_create returns instead of raising)."""
-    from ctxtool.store.messages import ImportedSessions
-
+def test_a_deadlock_creating_the_session_row_is_retried(mysql_db, tmp_path):
+    """The new session's row is inserted by the import's own transaction: a deadlock there (as
+    the server may report one under concurrent imports) rolls the whole attempt back and the
+    import is tried again; one session row, every message once."""
     _one_deadlock(mysql_db, "agent_session")
-    session_id, how = ImportedSessions(mysql_db.engine).find_or_create("openai-chat", "first")
-    assert how == "created"
+    path = write(tmp_path / "first.jsonl", chat("one", "two"))
+    [res] = Importer(mysql_db.engine).import_paths([str(path)])
+    assert res.error is None and res.messages_added == 2
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
-    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == [session_id]
+    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == \
+        [res.session_id]
+    assert counts(mysql_db) == (1, 2, 0)
 
 
 def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db, tmp_path):
     """Four new transcripts imported at once, on four real connections (as from cron): their
-    session-id allocations race (and deadlock in InnoDB), each is retried, every file is stored
-    whole under a session of its own. (A retried import used to find its file closed.)"""
+    session ids come from one counter row (they used to race on MAX()+1 and deadlock in
+    InnoDB), every file is stored whole under a session of its own."""
     import threading
 
     paths = [write(tmp_path / f"t{k}.jsonl", jsonl(chat(*[f"t{k} m{i} " + "é" * (i % 200)
@@ -471,3 +604,115 @@ def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db,
         assert [r.error for r in results] == [None] * len(paths)
         assert len({r.session_id for r in results}) == len(paths)
         assert counts(mysql_db)[:2] == (len(paths), len(paths) * 1500)
+
+
+def _hold_on(db, text: str, seconds: int) -> None:
+    """An insert of a message with this text sleeps ``seconds``: the import writing it keeps
+    its transaction (and its uncommitted session row) open that long."""
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TRIGGER hold BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
+            f"IF NEW.content = '{text}' THEN DO SLEEP({int(seconds)}); END IF; END")
+
+
+def _wait_until_sleeping(db, thread) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and thread.is_alive():
+        if db.scalar("SELECT COUNT(*) FROM information_schema.processlist "
+                     "WHERE db = DATABASE() AND state = 'User sleep'"):
+            return
+        time.sleep(0.05)
+    pytest.fail("the first import never reached its held message")
+
+
+def test_a_first_import_does_not_wait_for_another_transcripts_open_import(mysql_db, tmp_path):
+    """One new transcript's import holds its transaction open (its session row inserted,
+    uncommitted); a second new transcript's import completes meanwhile. Allocating the second
+    id must not read the first's row with a lock (a locking MAX() would wait for its commit,
+    up to innodb_lock_wait_timeout)."""
+    _hold_on(mysql_db, "hold", 6)
+    slow = write(tmp_path / "slow.jsonl", chat("slow one", "hold", "slow three"))
+    quick = write(tmp_path / "quick.jsonl", chat("quick one", "quick two"))
+    results = {}
+    first = threading.Thread(target=lambda: results.update(
+        slow=Importer(mysql_db.engine).import_paths([str(slow)])[0]))
+    first.start()
+    _wait_until_sleeping(mysql_db, first)
+    assert counts(mysql_db) == (0, 0, 0)  # the first import's rows are all uncommitted
+    started = time.monotonic()
+    [res] = Importer(mysql_db.engine).import_paths([str(quick)])
+    took = time.monotonic() - started
+    still_open = first.is_alive()
+    first.join()
+    assert res.error is None and res.messages_added == 2
+    assert still_open and took < 4, f"the second import waited for the first ({took:.1f} s)"
+    assert results["slow"].error is None and results["slow"].messages_added == 3
+    assert res.session_id != results["slow"].session_id
+    assert counts(mysql_db) == (2, 5, 0)
+
+
+def test_a_first_import_of_a_transcript_being_imported_waits_and_finds_it_all(mysql_db, tmp_path):
+    """Two first imports of the same transcript: the second blocks on the first's uncommitted
+    session row (the unique source key), then finds the session and every message present."""
+    _hold_on(mysql_db, "hold", 2)
+    path = write(tmp_path / "same.jsonl", chat("one", "hold", "three"))
+    results = []
+    first = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+    first.start()
+    _wait_until_sleeping(mysql_db, first)
+    [second] = Importer(mysql_db.engine).import_paths([str(path)])
+    first.join()
+    [res] = results
+    assert (res.error, res.messages_added) == (None, 3)
+    assert (second.error, second.session_id) == (None, res.session_id)
+    assert (second.messages_added, second.messages_present) == (0, 3)
+    assert counts(mysql_db) == (1, 3, 0)
+
+
+def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tmp_path):
+    """Session ids a runtime wrote are respected, and an id once handed out (to a session since
+    deleted, or to an import that failed) is not handed out again."""
+    def runtime_session(session_id):
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f"INSERT INTO agent_session (session_id, title) VALUES ({session_id}, 'runtime')")
+
+    def import_one(name, records):
+        [res] = Importer(db.engine).import_paths([str(write(tmp_path / name, records))])
+        return res
+
+    runtime_session(41)
+    assert import_one("a.jsonl", chat("a")).session_id == 42
+    runtime_session(50)
+    assert import_one("b.jsonl", chat("b")).session_id == 51
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM agent_message WHERE session_id = 51")
+        conn.exec_driver_sql("DELETE FROM agent_session WHERE session_id = 51")
+    failed = import_one("bad.jsonl", jsonl(chat("fine")) + b"{not json\n")
+    assert failed.error and failed.session_id is None
+    later = import_one("c.jsonl", chat("c"))
+    assert later.error is None and later.session_id > 52
+    assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == \
+        [41, 42, 50, later.session_id]
+
+
+def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_path):
+    """A runtime inserts the next session id in a transaction still open when an import takes
+    its id (a plain read of MAX() cannot see it): the import's row waits on the primary key,
+    fails on it once the runtime commits, and the import takes another id."""
+    import sqlalchemy as sa
+
+    nxt = mysql_db.scalar("SELECT last_value FROM ctxtool_counters") + 1
+    path = write(tmp_path / "a.jsonl", chat("mine"))
+    results = []
+    with mysql_db.engine.connect() as runtime:
+        runtime.execute(sa.text("INSERT INTO agent_session (session_id, title) VALUES (:i, 'runtime')"),
+                        {"i": nxt})
+        importing = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+        importing.start()
+        time.sleep(1)
+        runtime.commit()
+    importing.join()
+    [res] = results
+    assert res.error is None and res.messages_added == 1 and res.session_id != nxt
+    assert mysql_db.rows("SELECT session_id, title FROM agent_session ORDER BY session_id") == [
+        {"session_id": nxt, "title": "runtime"}, {"session_id": res.session_id, "title": "mine"}]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
-from ctxtool.db.schema import STORE_TABLES
+from ctxtool.db.schema import STORE_TABLES, counters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +51,8 @@ def test_up_creates_schema_matching_the_core_tables(db):
     for table in STORE_TABLES:
         columns = {c["name"] for c in inspector.get_columns(table.name)}
         assert columns == {c.name for c in table.columns}, table.name
+    columns = {c["name"] for c in inspector.get_columns(counters.name)}
+    assert columns == {c.name for c in counters.columns}
     indexes = {i["name"] for i in inspector.get_indexes("agent_message")}
     assert {"idx_message_session_id_tokens", "uq_message_source"} <= indexes
     states = Migrator(db.engine).status()
@@ -242,6 +244,9 @@ def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
     assert empty_db.rows("SELECT session_id, title FROM agent_session") == [
         {"session_id": 7, "title": "runtime"}]
     assert empty_db.scalar("SELECT COUNT(*) FROM agent_message") == 3
+    # The session-id counter (0004) starts at the runtime's ids.
+    assert empty_db.rows("SELECT name, last_value FROM ctxtool_counters") == [
+        {"name": "agent_session.session_id", "last_value": 7}]
     # Existing checkpoints were chained so the parent unique key could be built.
     assert empty_db.rows("SELECT summary, parent_compaction_id FROM agent_compaction ORDER BY id") == [
         {"summary": "s1", "parent_compaction_id": 0}, {"summary": "s2", "parent_compaction_id": 1}]

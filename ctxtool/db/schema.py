@@ -74,6 +74,16 @@ agent_compaction = sa.Table(
 
 STORE_TABLES = (agent_session, agent_message, agent_compaction)
 
+# ctxtool's own counters (migration 0004), not a runtime's table: one row per kind of id
+# ctxtool hands out, holding the last one handed out.
+counters = sa.Table(
+    "ctxtool_counters",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True, autoincrement=False),
+    sa.Column("last_value", sa.BigInteger, nullable=False),
+)
+SESSION_ID_COUNTER = "agent_session.session_id"
+
 # The message columns an importer writes (the rest are the id, and counts filled later). The one
 # list: the bulk insert, the importer's rows and the tests take it from here.
 MESSAGE_INSERT_COLUMNS = ("session_id", "role", "content", "created_at", "tool_calls",

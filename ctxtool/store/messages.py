@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -22,15 +21,15 @@ from typing import Iterator
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
 from ..db.schema import MESSAGE_INSERT_COLUMNS
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
+from ..db.schema import SESSION_ID_COUNTER
 from ..db.schema import agent_session as S
-from ..errors import CtxtoolError
+from ..db.schema import counters as N
 from ..transcripts.reconcile import (DRIVER_ESCAPES, PREFIX_BYTES, RENDERED_ESCAPES, Action,
                                      CompleteMessage, NewCheckpoint, NewMessage, StoredMessage,
                                      StoredSession, fingerprint, size_problem)
@@ -89,56 +88,75 @@ def _responsive_thread_switches() -> Iterator[None]:
 
 
 class SessionGone(Exception):
-    """The session row this import found was removed (a failed concurrent import cleaned it up)
-    before it was locked: look it up again."""
+    """The session row this import found was removed (``sessions delete``, a runtime) before
+    it was locked: look it up again."""
 
 
 class ImportedSessions:
-    """The agent_session rows of imported transcripts, one per (source_format, source_id)."""
+    """The agent_session rows of imported transcripts, one per (source_format, source_id).
+
+    A new transcript's row is inserted by the import's own transaction (:meth:`create`), so it
+    commits with the messages or not at all: a failed, killed or disconnected import leaves no
+    row behind. Only its id is taken before, from ``ctxtool_counters`` in a tiny transaction
+    that commits at once (:meth:`find_or_allocate`)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def find_or_create(self, source_format: str, source_id: str,
-                       legacy_id: str | None = None) -> tuple[int, str]:
+    def find_or_allocate(self, source_format: str, source_id: str,
+                         legacy_id: str | None = None) -> tuple[int, str]:
         """The session id for this source and how it was found: "found", "legacy" (stored under
-        ``legacy_id``, see ``transcripts.files.legacy_source_id``) or "created" (committed at
-        once; dropped again if this import fails)."""
-        lookup = sa.select(S.c.session_id).where(S.c.source_format == source_format,
-                                                 S.c.source_id == source_id)
-        for _attempt in range(20):
-            with self.engine.begin() as conn:
-                existing = conn.execute(lookup).scalar()
-                if existing is not None:
-                    return int(existing), "found"
-                if legacy_id is not None and legacy_id != source_id:
-                    legacy = conn.execute(sa.select(S.c.session_id).where(
-                        S.c.source_format == source_format, S.c.source_id == legacy_id)).scalar()
-                    if legacy is not None:
-                        return int(legacy), "legacy"
-            try:
-                with self.engine.begin() as conn:
-                    # One statement allocates max+1 and inserts; a concurrent importer that took
-                    # the same id makes it fail on the primary key, or (InnoDB: both hold shared
-                    # gap locks from the SELECT) deadlock, and we try again: only this, not the
-                    # whole file (measured: 12 deadlocks in 6 rounds of 4 concurrent imports).
-                    conn.execute(sa.text(
-                        "INSERT INTO agent_session (session_id, source_format, source_id) "
-                        "SELECT COALESCE(MAX(session_id), 0) + 1, :f, :s FROM agent_session"),
-                        {"f": source_format, "s": source_id})
-                    return int(conn.execute(lookup).scalar()), "created"
-            except (IntegrityError, OperationalError) as exc:
-                if not dialect_of(self.engine).is_write_conflict(exc):
-                    raise
-                time.sleep(0.005 * (_attempt + 1))
-                continue
-        raise CtxtoolError(f"could not allocate a session id for {source_format}:{source_id}")
+        ``legacy_id``, see ``transcripts.files.legacy_source_id``) or "new" (an id no session
+        has had: the caller's transaction inserts the row with :meth:`create`)."""
+        with self.engine.begin() as conn:
+            existing = conn.execute(sa.select(S.c.session_id).where(
+                S.c.source_format == source_format, S.c.source_id == source_id)).scalar()
+            if existing is not None:
+                return int(existing), "found"
+            if legacy_id is not None and legacy_id != source_id:
+                legacy = conn.execute(sa.select(S.c.session_id).where(
+                    S.c.source_format == source_format, S.c.source_id == legacy_id)).scalar()
+                if legacy is not None:
+                    return int(legacy), "legacy"
+            return self._allocate(conn), "new"
+
+    @staticmethod
+    def _allocate(conn: Connection) -> int:
+        """The next session id: one more than both the last id handed out and the highest id
+        stored (a runtime writes ids of its own), committed with the caller's short transaction.
+
+        The highest id is a plain read (InnoDB: no locks, so it never waits for an import still
+        writing its new row; that row's id came from the counter, which is above it). A
+        runtime's row not yet committed may be missed: the INSERT of the row then fails on the
+        primary key, never silently, and the import is retried with a new id. The counter's
+        row is the only lock taken, for one statement's time: two allocations queue on it and
+        never deadlock."""
+        highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
+                      .scalar())
+        mine = N.c.name == SESSION_ID_COUNTER
+        bumped = conn.execute(N.update().where(mine).values(
+            last_value=sa.case((N.c.last_value > highest, N.c.last_value), else_=highest) + 1))
+        if bumped.rowcount == 0:
+            # Its row was deleted by hand: put it back (a concurrent import doing the same
+            # fails on its key, or deadlocks, and is retried).
+            conn.execute(N.insert().values(name=SESSION_ID_COUNTER, last_value=highest + 1))
+            return highest + 1
+        return int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar())
+
+    @staticmethod
+    def create(conn: Connection, session_id: int, source_format: str, source_id: str) -> None:
+        """Insert a new session's row in the import's transaction (the first statement in it).
+        A concurrent first import of the same transcript waits here, on the unique key, until
+        the other commits (then fails on it, and is retried: it finds the session) or rolls
+        back (then goes on)."""
+        conn.execute(S.insert().values(session_id=session_id, source_format=source_format,
+                                       source_id=source_id))
 
     @staticmethod
     def lock(conn: Connection, session_id: int) -> None:
-        """Hold the session row for this transaction (the first statement in it, so what is read
-        next includes every import of the same transcript that committed before). Two imports
-        of one transcript queue here instead of racing on its messages."""
+        """Hold a found session's row for this transaction (the first statement in it, so what
+        is read next includes every import of the same transcript that committed before). Two
+        imports of one transcript queue here instead of racing on its messages."""
         found = conn.execute(sa.select(S.c.session_id).where(S.c.session_id == session_id)
                              .with_for_update()).first()
         if found is None:
@@ -187,17 +205,6 @@ class ImportedSessions:
             "details": details}.items() if v is not None}
         if values:
             conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
-
-    def drop_if_empty(self, session_id: int) -> None:
-        """Remove a session row this import created when it wrote nothing into it. The row lock
-        waits for a concurrent import of the same transcript that is using it."""
-        with self.engine.begin() as conn:
-            if conn.execute(sa.select(S.c.session_id).where(S.c.session_id == session_id)
-                            .with_for_update()).first() is None:
-                return
-            used = conn.execute(sa.select(M.c.id).where(M.c.session_id == session_id).limit(1)).first()
-            if used is None:
-                conn.execute(S.delete().where(S.c.session_id == session_id))
 
 
 class MessageWriter:
