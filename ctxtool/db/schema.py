@@ -1,7 +1,7 @@
 """SQLAlchemy Core descriptions of the store's tables, for building queries.
 
 The DDL itself lives in the versioned ``sql/<dialect>/`` files; these objects only name the
-columns so queries are written once for every dialect. ``tests/test_schema.py`` checks that the
+columns so queries are written once for every dialect. ``tests/test_migrate.py`` checks that the
 two agree.
 """
 
