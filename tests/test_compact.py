@@ -451,3 +451,19 @@ def test_older_than_reads_the_times_a_runtime_wrote(sqlite_db, cli):
                  "--json", *LIMITS)
     assert result.exit_code == 0, result.output
     assert [r["session_id"] for r in json.loads(result.stdout)] == [1]
+
+
+def test_a_reserve_that_takes_a_models_whole_window_is_a_usage_error(db, cli):
+    """Without --context-window the window is each session's model's: a --reserve-tokens that
+    takes all of gpt-4's 8,192 left a threshold of -11,808, every session 'over' it and the
+    advice to shorten the system prompt. It is the settings' fault, said once, exit code 2."""
+    add_session(db, 1, coding_session(4), model="gpt-4")
+    expected = "--reserve-tokens 20000 leaves nothing of the 8192-token window of gpt-4"
+    for args in (["compact", "--all", "--dry-run"], ["compact", "--all"],
+                 ["sessions", "list", "--over-window"], ["validate"]):
+        result = cli("--db", db.url, *args, "--reserve-tokens", "20000")
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert "Traceback" not in result.output and "internal error" not in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+    result = cli("--db", db.url, "sessions", "list", "--over-window", "--reserve-tokens", "2000")
+    assert result.exit_code == 0, result.output

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxtool.compaction.files import files_touched, merge_file_lists
+from ctxtool.errors import CtxtoolError
 from ctxtool.compaction.plan import (CompactionSettings, PlanMessage, context_window_for, is_safe_cut,
                                      plan_compaction, should_compact)
 
@@ -32,7 +34,10 @@ def test_threshold_uses_the_model_window_and_reserve():
     assert s.threshold("claude-sonnet-4-5") == 200_000 - 16_384
     # The default reserve is at most a quarter of the window: a small window still compacts.
     assert s.threshold("gpt-4-0613") == 8_192 - 2_048
-    assert CompactionSettings(reserve_tokens=16_384).threshold("gpt-4-0613") == 8_192 - 16_384
+    # An explicit reserve is used as given, and one that takes the whole window is an error.
+    assert CompactionSettings(reserve_tokens=4_000).threshold("gpt-4-0613") == 8_192 - 4_000
+    with pytest.raises(CtxtoolError, match="leaves nothing of the 8192-token window of gpt-4"):
+        CompactionSettings(reserve_tokens=16_384).threshold("gpt-4-0613")
     assert CompactionSettings(context_window=40_000).threshold("gpt-4o") == 40_000 - 10_000
     assert context_window_for("gpt-4o-mini") == 128_000
     assert context_window_for("unknown-model") == 128_000

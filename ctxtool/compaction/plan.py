@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..errors import CtxtoolError
 from ..records import Message
 from .calls import call_ids
 
@@ -60,8 +61,16 @@ class CompactionSettings:
         return min(DEFAULT_RESERVE_TOKENS, context_window_for(model, self.context_window) // 4)
 
     def threshold(self, model: str | None) -> int:
-        """Compact when the current context exceeds this many tokens."""
-        return context_window_for(model, self.context_window) - self.reserve(model)
+        """Compact when the current context exceeds this many tokens. A reserve that takes the
+        whole window leaves none: that is the settings' fault, said as such (exit code 2), not
+        every session's "over a threshold of -72000 tokens"."""
+        window = context_window_for(model, self.context_window)
+        reserve = self.reserve(model)
+        if reserve >= window:
+            raise CtxtoolError(f"--reserve-tokens {reserve} leaves nothing of the {window}-token "
+                               f"window of {model or 'a session without a model'}: give a smaller "
+                               "--reserve-tokens, or a --context-window", exit_code=2)
+        return window - reserve
 
 
 def should_compact(context_tokens: int, model: str | None, settings: CompactionSettings) -> bool:
