@@ -131,26 +131,34 @@ def test_validate_measures_messages_nobody_counted_yet(db, cli):
     assert f"restored context of {exact} tokens" in found[0][0]["message"]
 
 
-def test_calls_and_results_that_differ_in_number_are_measured_not_summed(db, cli):
-    """The finder's sums count calls and results since the cut; one unanswered call among
-    answered ones (a placeholder the sums do not hold) makes the session be measured exactly.
-    With as many unanswered calls as results answering none, the sums cannot tell: validate
-    reports that session."""
+def test_calls_and_results_that_may_not_answer_each_other_are_measured(db, cli):
+    """The finder's sums count calls and results since the cut, not which answers which. One
+    unanswered call among answered ones (a placeholder no stored count holds) makes calls and
+    results differ: measured exactly. Eight calls and eight results answering other ids are
+    equal in number: the sums bound what mispaired pairs could add, so a session within that
+    bound of its threshold is measured too (the restored context sends 8 placeholders and 8
+    resend prefixes). validate names both faults."""
     call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-    add_session(db, 1, [{"role": "user", "content": "go"},
+    add_session(db, 1, [{"role": "user", "content": "x " * 3000},
                         {"role": "assistant", "content": None, "tool_calls": [call]},
-                        {"role": "user", "content": "x " * 600}], model="gpt-4o")
-    add_session(db, 2, [{"role": "user", "content": "go"},
-                        {"role": "assistant", "content": None, "tool_calls": [call]},
-                        {"role": "tool", "tool_call_id": "call_9", "content": "x " * 600}],
-                model="gpt-4o")
+                        {"role": "user", "content": "go on"}], model="gpt-4o")
+    calls = [{**call, "id": f"call_{i}"} for i in range(8)]
+    add_session(db, 2, [{"role": "user", "content": " ".join(f"w{i}" for i in range(1500))},
+                        {"role": "assistant", "content": "x", "tool_calls": calls},
+                        *({"role": "tool", "tool_call_id": f"other_{i}", "content": "r"}
+                          for i in range(8))], model="gpt-4o")
     assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
     store = Store(db.engine)
-    exact = store.context_tokens(1)
-    stored = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1")
-    window = ["--context-window", "2000", "--reserve-tokens", str(2000 - (stored + exact) // 2)]
-    assert stored < (stored + exact) // 2 < exact
-    assert over(cli, db, *window)["compact"].get(1) == exact
+    for sid in (1, 2):
+        exact = store.context_tokens(sid)
+        stored = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = :s",
+                           s=sid)
+        middle = (stored + exact) // 2
+        assert stored < middle < exact
+        window = ["--context-window", str(middle), "--reserve-tokens", "0"]
+        found = over(cli, db, *window)
+        assert found["compact"].get(sid) == exact and found["list"].get(sid) == exact, found
+        assert sid in found["validate"]
     checked = cli("--db", db.url, "validate", "--session", "2", "--json")
     assert {i["rule"] for i in json.loads(checked.stdout)} >= {"orphan_tool_result",
                                                                 "unanswered_tool_call"}

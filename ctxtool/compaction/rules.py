@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from ..records import NO_RESULT_TEXT, SUMMARY_PREFIX, Compaction, Message, answer_tool_calls
+from ..records import (NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX, Compaction, Message,
+                       answer_tool_calls)
 from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
 from .plan import CompactionSettings
 
 # The message framing of a context's head (the system prompt's and the summary's role and
 # separators, the summary's preface), over and above the bytes of their texts.
 HEAD_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
+# The bytes a resent result's prefix adds besides its call id.
+_RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id="").encode())
 
 
 def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
@@ -70,13 +73,17 @@ class SuffixTokens:
     many calls and results there are but not which answers which (:func:`summed_suffix`), the
     difference: where calls and results differ in number, some call goes unanswered or some
     result answers none, so the pairing must be read. Only with all three at 0 is ``tokens``
-    exact (from sums: exact unless as many calls go unanswered as results answer none)."""
+    exact; from sums, up to ``unread_pairing`` more."""
 
     tokens: int = 0
     uncounted: int = 0
     resent: int = 0
     synthetic: int = 0
     unpaired: int = 0
+    # From sums, with as many calls as results: at most what is sent beyond the stored counts
+    # if some of them do not answer each other (a placeholder for a call, a prefix on a resent
+    # result), which the sums cannot see. Added to the upper bound, not to ``tokens``.
+    unread_pairing: int = 0
 
     @property
     def known(self) -> bool:
@@ -84,11 +91,19 @@ class SuffixTokens:
 
 
 def summed_suffix(tokens: int | None, uncounted: int | None, calls: int | None,
-                  results: int | None) -> SuffixTokens:
-    """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with the
-    encoding the session needs, the rows without one, the tool calls and the tool results."""
-    return SuffixTokens(int(tokens or 0), int(uncounted or 0),
-                        unpaired=abs(int(calls or 0) - int(results or 0)))
+                  results: int | None, longest_result_id_bytes: int | None,
+                  encoding: str) -> SuffixTokens:
+    """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with
+    ``encoding`` (the one the session needs), the rows without one, the tool calls, the tool
+    results and the UTF-8 bytes of the longest result's call id. Calls and results equal in
+    number may still not answer each other: each such pair is bounded by a placeholder result
+    plus a resend prefix (its call id included, a token at most per byte, and the few tokens
+    the prefix can change at its junction with the result's text)."""
+    calls, results = int(calls or 0), int(results or 0)
+    per_pair = (synthetic_result_tokens(encoding) + _RESEND_PREFIX_BYTES
+                + int(longest_result_id_bytes or 0) + 4)
+    return SuffixTokens(int(tokens or 0), int(uncounted or 0), unpaired=abs(calls - results),
+                        unread_pairing=min(calls, results) * per_pair)
 
 
 def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
@@ -121,7 +136,7 @@ def context_bounds(suffix: SuffixTokens, head_bytes: int) -> tuple[int, int]:
     ``head_bytes`` UTF-8 bytes: a byte-level BPE token is at least one byte. Exact only for a
     suffix whose counts are all :attr:`SuffixTokens.known`."""
     low = suffix.tokens + REPLY_PRIMING_TOKENS
-    return low, low + head_bytes + HEAD_FRAMING_TOKENS
+    return low, low + head_bytes + HEAD_FRAMING_TOKENS + suffix.unread_pairing
 
 
 def needs_measuring(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:

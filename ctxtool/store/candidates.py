@@ -81,6 +81,8 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
                 sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
                 sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
+                sa.func.max(sa.case((M.c.role == "tool", _bytes(M.c.tool_call_id)), else_=0))
+                .label("longest_result_id"),
                 sa.func.max(M.c.id).label("last_message_id"))
         for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
             chunk = {r.session_id: r for r in group[i:i + SESSIONS_PER_RANGE_QUERY]}
@@ -90,7 +92,8 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 r = chunk[row.session_id]
                 out.append(EffectiveContext(
                     r.session_id, r.model, r.first_kept_message_id,
-                    summed_suffix(row.tokens, row.uncounted, row.calls, row.results),
+                    summed_suffix(row.tokens, row.uncounted, row.calls, row.results,
+                                  row.longest_result_id, name),
                     int(row.last_message_id), r.lease_owner, r.lease_expires_at,
                     int(r.head_bytes or 0)))
     out.sort(key=lambda c: c.session_id)
