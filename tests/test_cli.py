@@ -246,6 +246,8 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
                          ("[compact]\ntimeout = 1e400\n", "inf is not a finite number"),
                          ("[compact]\nmin-carry-over = {a = 1}\n", "a table"),
                          ("[compact]\nreserve-tokens = 2026-01-01\n", "a date or time"),
+                         ("[sessions.list]\nsince = \"0001-01-01T00:00:00+01:00\"\n",
+                          "outside the years a time in UTC can have"),
                          ("[compact]\nlease-seconds = 99999999999999999999\n", "99999999999999999999"),
                          ("[compact]\nforce = 5\n", "compact.force (--force): 5 is not true or false"),
                          ("[compact]\nmodel = [\"a\"]\n", "compact.model (--model): an array"),
@@ -309,6 +311,46 @@ def test_output_that_cannot_be_written_is_one_line(sqlite_db):
         assert proc.returncode == 1, (args, proc.stderr)
         assert proc.stderr == "Error: cannot write the output to /dev/full: No space left on " \
                               "device\n", (args, proc.stderr)
+
+
+def test_stdout_closed_and_toml_dates_and_times_before_the_first_utc_time(sqlite_db, tmp_path):
+    """Found by review: with stdout closed (``>&-``) even --version ended in a traceback; a
+    TOML date-time for `since` was refused though --since takes it; a stored or given time that
+    falls before year 1 once taken to UTC was 'internal error: OverflowError'."""
+    for args in (["--version"], ["--db", sqlite_db.url, "sessions", "list"]):
+        proc = subprocess.run(["sh", "-c", 'exec "$0" -m ctxtool "$@" >&-', sys.executable, *args],
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    add_session(sqlite_db, 1, [{"role": "user", "content": "hello"}], model="gpt-4o")
+    config = tmp_path / "dates.toml"
+    for value in ("2026-01-01T00:00:00Z", "2026-01-01", "2026-01-01T00:00:00"):
+        config.write_text(f"[sessions.list]\nsince = {value}\n")
+        result = _run(["--config", str(config), "--db", sqlite_db.url, "sessions", "list",
+                       "--json"])
+        assert result.exit_code == 0, (value, result.output)
+    with sqlite_db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_message SET created_at = '0001-01-01T00:00:00+01:00'"))
+        conn.execute(sa.text("UPDATE agent_session SET created_at = '0001-01-01T00:00:00+01:00'"))
+    for args in (["sessions", "list"], ["context", "show", "1"], ["validate"],
+                 ["tokens", "report"], ["compact", "--all", "--dry-run"]):
+        result = _run(["--db", sqlite_db.url, *args])
+        assert result.exit_code in (0, 1) and "internal error" not in result.output, (args, result.output)
+    result = _run(["--db", sqlite_db.url, "sessions", "list", "--since", "9999-12-31T23:59:59-01:00"])
+    assert result.exit_code == 2 and "outside the years a time in UTC can have" in result.output
+
+
+def test_a_changed_record_under_snapshot_isolation_is_a_write_conflict():
+    """MariaDB 11.6+ with innodb_snapshot_isolation raises 1020 where a row changed after the
+    transaction's snapshot (two imports taking session ids at once): a lost race, retried."""
+    from pymysql.err import OperationalError as DriverError
+    from sqlalchemy.exc import OperationalError
+
+    from ctxtool.db.dialects import MySQL
+
+    changed = OperationalError("UPDATE ctxtool_counters ...", {}, DriverError(1020, "Record has "
+                               "changed since last read in table 'ctxtool_counters'"))
+    other = OperationalError("SELECT 1", {}, DriverError(1054, "Unknown column"))
+    assert MySQL().is_write_conflict(changed) and not MySQL().is_write_conflict(other)
 
 
 def _leaf_commands(command, path=()):

@@ -151,7 +151,8 @@ class _Root(_Group):
             try:
                 return super().main(*args, **kwargs)
             finally:
-                sys.stdout.flush()  # what is still buffered fails here, not at exit
+                if sys.stdout is not None:  # None: started with stdout closed (>&-)
+                    sys.stdout.flush()  # what is still buffered fails here, not at exit
         except OutputFailed as exc:  # while parsing (--help, --version), or the last flush
             _quiet_closed_pipe()
             click.echo(f"Error: {exc}", err=True)
@@ -242,7 +243,9 @@ def _check_config_value(param: click.Parameter, value, name: str) -> None:
     arrays, tables, dates and floats such as ``1e400`` (inf), which click would take for a
     list of arguments, truncate (``4.5`` workers) or fail on inside its conversion."""
     option = "/".join(param.opts)
-    if isinstance(value, (list, dict, datetime.date, datetime.time)):
+    dates = (datetime.date, datetime.time)
+    if isinstance(value, (list, dict)) or (isinstance(value, dates)
+                                           and not getattr(param.type, "takes_dates", False)):
         kind = {list: "an array", dict: "a table"}.get(type(value), "a date or time")
         raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option "
                            f"({value!r})")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import click
 
@@ -31,24 +31,31 @@ class SinceType(click.ParamType):
     """A point in time: an ISO date or time (UTC), or an age such as 30m, 12h, 7d, 2w."""
 
     name = "SINCE"
+    takes_dates = True  # a configuration file's TOML date or date-time is one too
 
     def convert(self, value, param, ctx):
         if isinstance(value, datetime):
-            return value
-        text = str(value).strip()
-        if text[-1:] in ("s", "m", "h", "d", "w"):  # an age, read as compact's --older-than
+            when = value
+        elif isinstance(value, date):
+            when = datetime(value.year, value.month, value.day)
+        else:
+            text = str(value).strip()
+            if text[-1:] in ("s", "m", "h", "d", "w"):  # an age, read as compact's --older-than
+                try:
+                    seconds = parse_duration(text)
+                except CtxtoolError as exc:
+                    self.fail(str(exc), param, ctx)
+                return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
             try:
-                seconds = parse_duration(text)
-            except CtxtoolError as exc:
-                self.fail(str(exc), param, ctx)
-            return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
-        try:
-            when = datetime.fromisoformat(text)
-        except ValueError:
-            self.fail(f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
-                      "age (30m, 12h, 7d, 2w)", param, ctx)
+                when = datetime.fromisoformat(text)
+            except ValueError:
+                self.fail(f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
+                          "age (30m, 12h, 7d, 2w)", param, ctx)
         if when.tzinfo is not None:
-            when = when.astimezone(timezone.utc).replace(tzinfo=None)
+            try:
+                when = when.astimezone(timezone.utc).replace(tzinfo=None)
+            except OverflowError:
+                self.fail(f"{value!s} is outside the years a time in UTC can have", param, ctx)
         return when
 
 

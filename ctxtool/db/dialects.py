@@ -292,6 +292,9 @@ class MySQL(Dialect):
     transactional_ddl = False
     overlap_writes = True
     DEADLOCK = 1213
+    # A deadlock, or (MariaDB 11.6+ with innodb_snapshot_isolation) a row changed since this
+    # transaction's snapshot was taken: both are lost races, worth a retry.
+    CONFLICTS = {DEADLOCK, 1020}
     # 1050 table exists, 1060 duplicate column, 1061 duplicate key name, 1826 duplicate
     # foreign key. A single ALTER TABLE is atomic on MySQL 8 and MariaDB 10.11, so a duplicate
     # first column means the whole statement took effect.
@@ -380,7 +383,7 @@ class MySQL(Dialect):
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         if isinstance(exc, IntegrityError):
             return True
-        return isinstance(exc, OperationalError) and error_code(exc) == self.DEADLOCK
+        return isinstance(exc, OperationalError) and error_code(exc) in self.CONFLICTS
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         return error_code(exc) in self.EXISTS

@@ -34,10 +34,10 @@ def parse_stored_time(value) -> datetime | None:
                 seconds /= 1000
             return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
         when = datetime.fromisoformat(text)
+        if when.tzinfo is not None:  # 0001-01-01T00:00+01:00 is before the first UTC time
+            when = when.astimezone(timezone.utc).replace(tzinfo=None)
     except (ValueError, OverflowError, OSError):
         return None
-    if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
     return when
 
 
