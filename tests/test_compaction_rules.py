@@ -201,3 +201,21 @@ def test_suffix_tokens_trust_only_counts_that_are_what_is_sent():
     assert high - low > 1000
     assert needs_measuring(counted, 1000, low) and not needs_measuring(counted, 1000, high)
     assert not needs_measuring(counted, 1000, low - 1)  # over whatever the head holds
+
+
+def test_summed_suffixes_are_exact_only_where_calls_and_results_could_pair():
+    """Set-based sums know how many calls and results a suffix has, not which answers which:
+    unequal numbers must be read; equal numbers widen the upper bound by what a mispaired pair
+    can add (a placeholder result, a resend prefix with the call id)."""
+    from ctxtool.compaction.rules import (context_bounds, needs_measuring, summed_suffix,
+                                          synthetic_result_tokens)
+
+    plain = summed_suffix(1000, 0, 0, 0, 0, "o200k_base")
+    assert plain.known and context_bounds(plain, 0)[1] - context_bounds(plain, 0)[0] < 120
+    assert not summed_suffix(1000, 0, 3, 2, 10, "o200k_base").known
+    assert not summed_suffix(1000, 1, 0, 0, 0, "o200k_base").known
+    paired = summed_suffix(1000, 0, 8, 8, 10, "o200k_base")
+    low, high = context_bounds(paired, 0)
+    assert paired.known and low == context_bounds(plain, 0)[0]
+    assert high - low >= 8 * (synthetic_result_tokens("o200k_base") + 10 + 60)
+    assert needs_measuring(paired, 0, low + 100) and not needs_measuring(plain, 0, low + 100)
