@@ -218,4 +218,4 @@ def test_summed_suffixes_are_exact_only_where_calls_and_results_could_pair():
     low, high = context_bounds(paired, 0)
     assert paired.known and low == context_bounds(plain, 0)[0]
     assert high - low >= 8 * (synthetic_result_tokens("o200k_base") + 10 + 60)
-    assert needs_measuring(paired, 0, low + 100) and not needs_measuring(plain, 0, low + 100)
+    assert needs_measuring(paired, 0, low + 300) and not needs_measuring(plain, 0, low + 300)
