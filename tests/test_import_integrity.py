@@ -716,3 +716,16 @@ def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_p
     assert res.error is None and res.messages_added == 1 and res.session_id != nxt
     assert mysql_db.rows("SELECT session_id, title FROM agent_session ORDER BY session_id") == [
         {"session_id": nxt, "title": "runtime"}, {"session_id": res.session_id, "title": "mine"}]
+
+
+def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tmp_path):
+    """Found by review: a runtime session at 2^63-1 made the counter overflow (on SQLite to a
+    REAL, stored for good) and every later import end in an internal error."""
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) "
+                             "VALUES (9223372036854775807, 'runtime')")
+    before = db.rows("SELECT name, last_value FROM ctxtool_counters")
+    [res] = Importer(db.engine).import_paths([str(write(tmp_path / "a.jsonl", chat("a")))])
+    assert res.error and "no session id is left" in res.error and "internal error" not in res.error
+    assert db.rows("SELECT name, last_value FROM ctxtool_counters") == before
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1

@@ -30,6 +30,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import SESSION_ID_COUNTER
 from ..db.schema import agent_session as S
 from ..db.schema import counters as N
+from ..errors import CtxtoolError
 from ..transcripts.reconcile import (DRIVER_ESCAPES, PREFIX_BYTES, RENDERED_ESCAPES, Action,
                                      CompleteMessage, NewCheckpoint, NewMessage, StoredMessage,
                                      StoredSession, fingerprint, size_problem)
@@ -43,6 +44,7 @@ from .reads import json_as_text, json_value, latest_compaction_id
 BATCH_ROWS = 1024
 # Batches sent or waiting to be, at most: the parser goes on while the server takes its time.
 IN_FLIGHT = 2
+MAX_SESSION_ID = 2 ** 63 - 1  # BIGINT's largest
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
 BATCH_BYTES = 4 * 1024 * 1024
 # MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
@@ -134,6 +136,11 @@ class ImportedSessions:
         highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
                       .scalar())
         mine = N.c.name == SESSION_ID_COUNTER
+        last = conn.execute(sa.select(N.c.last_value).where(mine)).scalar()
+        if max(highest, int(last or 0)) >= MAX_SESSION_ID:
+            # One more would overflow BIGINT (SQLite would store it as REAL, for good).
+            raise CtxtoolError(f"no session id is left: the highest stored or handed out is "
+                               f"{max(highest, int(last or 0))}, BIGINT's largest")
         bumped = conn.execute(N.update().where(mine).values(
             last_value=sa.case((N.c.last_value > highest, N.c.last_value), else_=highest) + 1))
         if bumped.rowcount == 0:
