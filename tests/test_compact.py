@@ -467,3 +467,19 @@ def test_a_reserve_that_takes_a_models_whole_window_is_a_usage_error(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     result = cli("--db", db.url, "sessions", "list", "--over-window", "--reserve-tokens", "2000")
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("shape", ["%Y-%m-%d %H:%M:%f-05", "%Y%m%dT%H%M%SZ", "\t%Y-%m-%dT%H:%M:%SZ"])
+def test_older_than_reads_every_time_shape_the_store_reads(sqlite_db, cli, shape):
+    """Found by review: shapes that ctxtool reads as times but SQL compared wrongly (an offset
+    on a 26-character time, the compact basic format, a leading tab) made messages written a
+    minute ago look old. The newest message of each session is read in Python instead."""
+    db = sqlite_db
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    local = "-5 hours" if shape.endswith("-05") else "+0 hours"  # a minute ago, in UTC
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE agent_message SET created_at = strftime('{shape}', 'now', "
+                             f"'-1 minutes', '{local}')"))
+    result = cli("--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h",
+                 "--json", *LIMITS)
+    assert result.exit_code == 0 and json.loads(result.stdout) == [], result.output

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ..compaction.rules import SuffixTokens, summed_suffix
 from ..db import dialect_of
+from ..db.stored_time import parse_stored_time
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
@@ -108,18 +109,17 @@ def _bytes(text_column):
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:
     """Of the given (newest) message ids, those written more than ``seconds`` ago (server time),
-    or with no time at all. Times are compared by what they mean (a runtime may have written
-    ``2026-12-01T09:46:00Z`` into SQLite's text column: as text it sorts after every time of
-    that day written with a space)."""
+    or with no time at all. One row per session, so each time is read in Python as
+    ``db.stored_time`` reads it, whatever shape a runtime wrote into SQLite's text column
+    (``2026-12-01T09:46:00Z`` sorts after every time of that day written with a space, and SQL
+    cannot read ``20261201T094600Z`` at all)."""
     ids = list(message_ids)
-    dialect = dialect_of(conn)
-    now = conn.execute(sa.select(dialect.server_now())).scalar()
-    if isinstance(now, str):  # SQLite's strftime
-        now = datetime.fromisoformat(now)
-    written_before = dialect.time_compare(M.c.created_at, "<=",
-                                          now - timedelta(seconds=seconds), no_time=True)
+    now = conn.execute(sa.select(dialect_of(conn).server_now())).scalar()
+    cutoff = parse_stored_time(now) - timedelta(seconds=seconds)
     quiet: set[int] = set()
     for i in range(0, len(ids), 1000):
-        quiet.update(r[0] for r in conn.execute(
-            sa.select(M.c.id).where(M.c.id.in_(ids[i:i + 1000]), written_before)))
+        for message_id, written in conn.execute(
+                sa.select(M.c.id, M.c.created_at).where(M.c.id.in_(ids[i:i + 1000]))):
+            if written is None or written <= cutoff:
+                quiet.add(message_id)
     return quiet
