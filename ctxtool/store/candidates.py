@@ -28,7 +28,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import encoding_for_model
-from .reads import SESSIONS_PER_RANGE_QUERY, suffix_ranges
+from .reads import SESSIONS_PER_RANGE_QUERY, suffix_ranges, text_bytes
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
         sa.select(S.c.session_id, S.c.model, cp.c.first_kept_message_id,
                   sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
                   sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
-                  (_bytes(S.c.system_prompt) + _bytes(cp.c.summary)).label("head_bytes"))
+                  (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"))
         .select_from(S.outerjoin(cp, cp.c.id == latest_id))).all()
     by_encoding: dict[str, list] = defaultdict(list)
     for r in sessions:
@@ -82,7 +82,7 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
                 sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
                 sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
-                sa.func.max(sa.case((M.c.role == "tool", _bytes(M.c.tool_call_id)), else_=0))
+                sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0))
                 .label("longest_result_id"),
                 sa.func.max(M.c.id).label("last_message_id"))
         for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
@@ -99,12 +99,6 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                     int(r.head_bytes or 0)))
     out.sort(key=lambda c: c.session_id)
     return out
-
-
-def _bytes(text_column):
-    """SQL: a text's length in UTF-8 bytes, 0 for NULL (LENGTH of its bytes on both databases;
-    SQLite's LENGTH of text counts characters)."""
-    return sa.func.coalesce(sa.func.length(sa.cast(text_column, sa.LargeBinary)), 0)
 
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:

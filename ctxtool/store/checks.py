@@ -23,7 +23,7 @@ from ..tokens import encoding_for_model
 from ..validation import (Issue, MessageRef, missing_session_issues, past_context_issues,
                           span_issues, validate_session, window_issue)
 from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
-                    suffix_outlines, suffix_ranges)
+                    suffix_outlines, suffix_ranges, text_bytes)
 
 # Checkpoint spans summed per statement (one index range each).
 SPANS_PER_QUERY = 200
@@ -64,7 +64,8 @@ def _checkpoints_without_session(conn: Connection) -> list[Issue]:
 
 def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSettings) -> list[Issue]:
     sessions = {r.session_id: r for r in conn.execute(
-        sa.select(S.c.session_id, S.c.model, S.c.system_prompt).where(S.c.session_id.in_(chunk)))}
+        sa.select(S.c.session_id, S.c.model, text_bytes(S.c.system_prompt).label("prompt_bytes"))
+        .where(S.c.session_id.in_(chunk)))}
     compactions: dict[int, list[Compaction]] = {sid: [] for sid in chunk}
     for row in conn.execute(sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id.in_(chunk))
                             .order_by(C.c.session_id, C.c.id)):
@@ -109,7 +110,7 @@ def _context_tokens(conn: Connection, session, latest: Compaction | None,
     if session is None:
         return None
     counted = suffix_tokens(suffix, encoding_for_model(session.model).name)
-    head_bytes = len((session.system_prompt or "").encode()) + (
+    head_bytes = int(session.prompt_bytes) + (
         len(latest.summary.encode()) if latest is not None and latest.summary else 0)
     if counted.known and context_bounds(counted, head_bytes)[1] <= threshold:
         return None

@@ -35,7 +35,7 @@ from ..transcripts.reconcile import (DRIVER_ESCAPES, PREFIX_BYTES, RENDERED_ESCA
                                      CompleteMessage, NewCheckpoint, NewMessage, StoredMessage,
                                      StoredSession, fingerprint, size_problem)
 from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
-from .reads import json_as_text, json_value, latest_compaction_id
+from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 
 # Small batches keep the server busy from the first rows on and leave little to send once the
 # file is parsed. Measured for 100k messages, two in flight, interleaved: 5000 rows 1.79-1.95 s,
@@ -179,7 +179,7 @@ class ImportedSessions:
         out = StoredSession()
         out.messages = dict.fromkeys(r[0] for r in conn.execute(sa.select(M.c.source_id).where(*mine)))
         content = sa.cast(M.c.content, sa.LargeBinary)  # bytes: NUL characters and all
-        columns = (M.c.id, M.c.source_id, M.c.role, sa.func.coalesce(sa.func.length(content), 0),
+        columns = (M.c.id, M.c.source_id, M.c.role, text_bytes(M.c.content),
                    sa.func.substr(content, 1, PREFIX_BYTES), json_as_text(M.c.tool_calls))
         first = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id).limit(CHECKED_MESSAGES))
         last = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id.desc()).limit(1)).first()

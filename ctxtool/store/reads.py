@@ -386,6 +386,13 @@ def per_session(conn: Connection, table: sa.Table, session_ids: list[int],
 SESSIONS_PER_RANGE_QUERY = 500
 
 
+def text_bytes(text_column):
+    """SQL: a text's length in UTF-8 bytes, 0 for NULL (LENGTH of its bytes on both databases;
+    SQLite's LENGTH of text counts characters). A byte-level BPE token is at least one byte,
+    so this bounds a text's tokens without reading it back."""
+    return sa.func.coalesce(sa.func.length(sa.cast(text_column, sa.LargeBinary)), 0)
+
+
 def suffix_ranges(cuts: Mapping[int, int | None]):
     """SQL condition for the restored suffixes of many sessions: ``(session_id = s AND id >=
     cut) OR ...``, one range per session on idx_message_session_id_tokens.
