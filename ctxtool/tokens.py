@@ -89,6 +89,11 @@ def encoding_for_model(model: str | None, override: str | None = None) -> Encodi
     return EncodingChoice(name, False, f"tiktoken model table ({model})")
 
 
+def known_encodings() -> list[str]:
+    """The encoding names :func:`get_encoding` can load (shipped, or known to tiktoken)."""
+    return sorted(set(tiktoken.list_encoding_names()) | set(SHIPPED_VOCABULARIES))
+
+
 def get_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken Encoding ``name``; the shipped ones load from the package, verified by sha256.
 
@@ -108,8 +113,9 @@ def get_encoding(name: str) -> tiktoken.Encoding:
         else:
             try:
                 enc = tiktoken.get_encoding(name)
-            except ValueError as exc:
-                raise CtxtoolError(f"unknown encoding {name!r}: {exc}") from None
+            except ValueError:  # tiktoken's message is three lines, about its plugins
+                raise CtxtoolError(f"unknown encoding {name!r} "
+                                   f"(known: {', '.join(known_encodings())})") from None
             except Exception as exc:  # network, proxy, TLS: tiktoken raises several kinds
                 raise CtxtoolError(
                     f"cannot load tiktoken encoding {name!r} ({exc.__class__.__name__}); it is not "

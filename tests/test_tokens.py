@@ -245,6 +245,19 @@ def test_cli_count_usage_errors(db, cli):
     assert result.exit_code == 1 and "session 99 does not exist" in result.output
 
 
+def test_an_unknown_encoding_is_a_usage_error_naming_the_known_ones(db, cli):
+    add_session(db, 1, MESSAGES, model="gpt-4o")
+    for args in (["tokens", "count", "--all"], ["tokens", "report"], ["compact", "--all"]):
+        result = cli("--db", db.url, *args, "--encoding", "nope")
+        assert result.exit_code == 2, (args, result.output)
+        error = result.output.strip().splitlines()[-1]
+        assert error.startswith("Error: Invalid value for '--encoding': unknown encoding 'nope'")
+        assert "o200k_base" in error and "cl100k_base" in error
+        assert "Plugins found" not in result.output and "tiktoken version" not in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0
+    assert cli("--db", db.url, "tokens", "count", "--all", "--encoding", "cl100k_base").exit_code == 0
+
+
 def test_cli_report(db, cli):
     add_session(db, 1, MESSAGES, model="gpt-4o", system_prompt="You are a coding agent.")
     cli("--db", db.url, "tokens", "count", "--all")

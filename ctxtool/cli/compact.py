@@ -18,7 +18,7 @@ from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
 from ..store import Store
 from . import check_reserve, main, pass_app
-from .types import FiniteNumber, WholeNumber
+from .types import EncodingName, FiniteNumber, WholeNumber
 
 _COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
             "summary_tokens", "retention", "carry_over", "summarised_messages", "kept_messages",
@@ -88,7 +88,7 @@ class Duration(click.ParamType):
               type=WholeNumber(0),
               help="Newest messages kept verbatim (a target: less is kept when needed to fit the "
               "window).")
-@click.option("--encoding", help="Count tokens with this encoding instead of the session model's.")
+@click.option("--encoding", type=EncodingName(), help="Count tokens with this encoding instead of the session model's.")
 @click.option("--lease-seconds", type=WholeNumber(10, MAX_DURATION_S),
               help="Hold each claimed session at least this long, up to ten years [default: "
               "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "

@@ -10,7 +10,7 @@ from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
 from . import main, pass_app
-from .types import WholeNumber
+from .types import EncodingName, WholeNumber
 
 
 @main.group()
@@ -25,7 +25,7 @@ def tokens():
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @click.option("--all", "all_sessions", is_flag=True, help="Every session.")
-@click.option("--encoding", help="Count with this encoding instead of the session model's "
+@click.option("--encoding", type=EncodingName(), help="Count with this encoding instead of the session model's "
                                  f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).")
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
 @click.option("--batch-size", default=2000, show_default=True, type=WholeNumber(1, 50000),
@@ -65,7 +65,7 @@ def count_cmd(app, session, session_option, all_sessions, encoding, recount, bat
 @tokens.command("report")
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
-@click.option("--encoding", help="Report with this encoding instead of the session model's.")
+@click.option("--encoding", type=EncodingName(), help="Report with this encoding instead of the session model's.")
 @output_options
 @pass_app
 def report_cmd(app, session, session_option, encoding, output: OutputFormat):

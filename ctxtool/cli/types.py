@@ -55,3 +55,21 @@ class FiniteNumber(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
+
+
+class EncodingName(click.ParamType):
+    """A tiktoken encoding's name (``--encoding``): one tiktoken does not know is a usage error
+    listing those it does, before anything is read (tiktoken's own message is three lines
+    about its plugins)."""
+
+    name = "encoding"
+
+    def convert(self, value, param, ctx):
+        from ..tokens import known_encodings
+
+        if not isinstance(value, str):
+            self.fail(f"{value!r} is not an encoding name", param, ctx)
+        if value not in known_encodings():
+            self.fail(f"unknown encoding {value!r} (known: {', '.join(known_encodings())})",
+                      param, ctx)
+        return value
