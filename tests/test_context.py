@@ -443,6 +443,16 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     result = cli("--db", db.url, "validate")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "1 session(s) checked: 1 error(s), 0 warning(s)" in result.output
+    # Asked for by its id, the session without a row is the same finding, not "does not exist".
+    result = cli("--db", db.url, "validate", "99", "--json")
+    assert result.exit_code == 1, result.output
+    [issue] = json.loads(result.stdout)
+    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (99, "session_missing",
+                                                                           ghost)
+    assert cli("--db", db.url, "validate", "1", "--json").stdout.strip() == "[]"
+    for unknown in ("98", "nope"):  # no row and no checkpoint: still unknown
+        result = cli("--db", db.url, "validate", unknown)
+        assert result.exit_code == 1 and f"session {unknown} does not exist" in result.output
 
 
 def _checkpoints_at_times(db, times: dict[int, str], second_at: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
+from ..db.schema import BIGINT_MAX
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
@@ -40,10 +41,22 @@ def validate_cmd(app, session, session_option, context_window, reserve_tokens,
     """
     engine = app.checked_engine()
     ref = session or session_option
-    session_id = Store(engine).resolve_session(ref) if ref else None
     check_reserve(context_window, reserve_tokens)
     settings = CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
-    issues, checked = validate(engine, session_id, settings)
+    try:
+        session_id = Store(engine).resolve_session(ref) if ref else None
+    except CtxtoolError as unknown:
+        # A plain id without its agent_session row may still have checkpoints: validate's
+        # session_missing finding, not "does not exist".
+        text = str(ref).strip()
+        if not (text.isdigit() and int(text) <= BIGINT_MAX):
+            raise
+        try:
+            issues, checked = validate(engine, int(text), settings)
+        except CtxtoolError:
+            raise unknown from None
+    else:
+        issues, checked = validate(engine, session_id, settings)
     print_rows([i.as_dict() for i in issues], output,
                headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"])
     errors = [i for i in issues if i.severity == "error"]

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..compaction.plan import CompactionSettings
 from ..compaction.rules import context_bounds, suffix_tokens
 from ..db import read_connection
+from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
@@ -40,7 +41,14 @@ def validate(engine: Engine, session_id: int | None = None,
     issues: list[Issue] = []
     with read_connection(engine) as conn:
         if session_id is not None:
-            store.session(session_id, conn)
+            try:
+                store.session(session_id, conn)
+            except CtxtoolError:
+                # Checkpoints left by a session whose row is gone: theirs is one finding.
+                found = _checkpoints_without_session(conn, session_id)
+                if not found:
+                    raise
+                return found, 1
             ids = [session_id]
         else:
             ids = store.session_ids(conn)
@@ -51,13 +59,16 @@ def validate(engine: Engine, session_id: int | None = None,
     return issues, len(ids)
 
 
-def _checkpoints_without_session(conn: Connection) -> list[Issue]:
+def _checkpoints_without_session(conn: Connection, session_id: int | None = None) -> list[Issue]:
     """Checkpoints whose session_id has no agent_session row (the loop over sessions never
-    meets them), one issue per such session."""
+    meets them), one issue per such session (or for ``session_id`` only)."""
     orphaned: dict[int, list[int]] = {}
-    for r in conn.execute(sa.select(C.c.session_id, C.c.id)
-                          .select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
-                          .where(S.c.session_id.is_(None)).order_by(C.c.session_id, C.c.id)):
+    query = (sa.select(C.c.session_id, C.c.id)
+             .select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
+             .where(S.c.session_id.is_(None)).order_by(C.c.session_id, C.c.id))
+    if session_id is not None:
+        query = query.where(C.c.session_id == session_id)
+    for r in conn.execute(query):
         orphaned.setdefault(r.session_id, []).append(r.id)
     return [issue for sid, cps in orphaned.items() for issue in missing_session_issues(sid, cps)]
 
