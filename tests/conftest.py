@@ -60,8 +60,8 @@ class Database:
         self.url = url
         self.engine = create_engine(url)
 
-    def migrate(self) -> "Database":
-        Migrator(self.engine).up()
+    def migrate(self, to: str | None = None) -> "Database":
+        Migrator(self.engine).up(to=to)
         return self
 
     def scalar(self, sql: str, **params):

@@ -53,10 +53,34 @@ def test_up_creates_schema_matching_the_core_tables(db):
         assert columns == {c.name for c in table.columns}, table.name
     columns = {c["name"] for c in inspector.get_columns(counters.name)}
     assert columns == {c.name for c in counters.columns}
-    indexes = {i["name"] for i in inspector.get_indexes("agent_message")}
-    assert {"idx_message_session_id_tokens", "uq_message_source"} <= indexes
+    indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("agent_message")}
+    assert indexes == {"idx_message_session_id_tokens": ["session_id", "id", "token_count",
+                                                         "token_encoding"],
+                       "uq_message_source": ["session_id", "source_id"]}
     states = Migrator(db.engine).status()
     assert [s.state for s in states] == ["applied"] * len(SHIPPED)
+
+
+def test_0005_moves_the_encoding_into_the_counts_index_keeping_every_count(empty_db):
+    """A store counted before 0005: the counts stay, the index that held the encoding alone
+    goes, and the one holding the counts holds the encodings too."""
+    empty_db.migrate(to="0004")
+    with empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id, model) VALUES (1, 'gpt-4o')")
+        for i in range(1, 6):
+            conn.exec_driver_sql(
+                "INSERT INTO agent_message (session_id, role, content, token_count, token_encoding) "
+                f"VALUES (1, 'user', 'm{i}', {i}, '{'o200k_base' if i % 2 else 'cl100k_base'}')")
+    before = empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
+    assert "idx_message_token_encoding" in {
+        i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_message")}
+    assert [m.version for m in Migrator(empty_db.engine).up()] == ["0005"]
+    assert empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id") \
+        == before
+    indexes = {i["name"]: i["column_names"]
+               for i in sa.inspect(empty_db.engine).get_indexes("agent_message")}
+    assert "idx_message_token_encoding" not in indexes
+    assert indexes["idx_message_session_id_tokens"][-1] == "token_encoding"
 
 
 def test_cli_up_status_and_second_up_is_a_no_op(empty_db, cli):

@@ -273,6 +273,33 @@ def test_cli_report(db, cli):
     assert "effective_tokens" in result.output
 
 
+def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, cli):
+    add_session(db, 1, MESSAGES, model="gpt-4o")
+    add_session(db, 2, MESSAGES[:2], model="gpt-4o")
+    cli("--db", db.url, "tokens", "count", "1", "--encoding", "cl100k_base")
+    cli("--db", db.url, "tokens", "count", "2")
+    with db.engine.begin() as conn:  # one of session 2's counts made with another encoding
+        conn.exec_driver_sql("UPDATE agent_message SET token_encoding = 'cl100k_base' WHERE id = "
+                             "(SELECT MIN(id) FROM (SELECT id FROM agent_message WHERE "
+                             "session_id = 2) AS s)")
+
+    def report(*args):
+        result = cli("--db", db.url, "tokens", "report", *args, "--json")
+        assert result.exit_code == 0, result.output
+        return {r["session_id"]: r for r in json.loads(result.stdout)}
+
+    rows = report()  # o200k_base, gpt-4o's: session 1's cl100k_base counts are not its counts
+    assert (rows[1]["history_tokens"], rows[1]["uncounted"], rows[1]["messages"]) == (0, 4, 4)
+    assert (rows[2]["history_tokens"], rows[2]["uncounted"]) == (_expected(MESSAGES[:2], "o200k_base")[1], 1)
+    rows = report("--encoding", "cl100k_base")
+    assert (rows[1]["history_tokens"], rows[1]["uncounted"]) == (sum(_expected(MESSAGES, "cl100k_base")), 0)
+    assert rows[1]["compression"] is not None and rows[2]["uncounted"] == 1
+    # What counting finds left to do agrees with the report.
+    result = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 5
+    assert {r["uncounted"] for r in report().values()} == {0}
+
+
 ODD_TOOL_CALLS = [{"a": 1}, ["call_1"], [None], 42, "str", [{"id": 5, "function": "x"}]]
 
 

@@ -53,9 +53,10 @@ class Dialect:
         the tool calls ``Message.calls`` reads from the same text."""
         raise NotImplementedError
 
-    def by_suffix_ranges(self, query: sa.Select, table: sa.Table) -> sa.Select:
-        """``query`` over ``table`` (agent_message) reading the ranges of ``suffix_ranges`` on
-        the index made for them, whatever else it reads of the rows."""
+    def through_session_index(self, query: sa.Select, table: sa.Table) -> sa.Select:
+        """``query`` over ``table`` (agent_message) read through idx_message_session_id_tokens
+        (session_id, id, token_count, token_encoding): the ranges of ``suffix_ranges``, a walk
+        in session order, whatever else it reads of the rows."""
         return query
 
     def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
@@ -311,7 +312,7 @@ class MySQL(Dialect):
         # The column is JSON (valid by the server's check); a scalar or object counts as 1.
         return sa.func.json_length(column)
 
-    def by_suffix_ranges(self, query, table):
+    def through_session_index(self, query, table):
         # A query that reads more of the rows than idx_message_session_id_tokens holds is
         # planned as one primary-key range from the lowest cut to the end of the table, read
         # once for every 500 sessions (measured: 26 s against 11.6 s through the index, for

@@ -89,7 +89,7 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
             chunk = {r.session_id: r for r in group[i:i + SESSIONS_PER_RANGE_QUERY]}
             ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
             query = sa.select(M.c.session_id, *sums).where(ranges).group_by(M.c.session_id)
-            for row in conn.execute(dialect.by_suffix_ranges(query, M)):
+            for row in conn.execute(dialect.through_session_index(query, M)):
                 r = chunk[row.session_id]
                 out.append(EffectiveContext(
                     r.session_id, r.model, r.first_kept_message_id,

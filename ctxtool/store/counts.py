@@ -1,8 +1,10 @@
 """Filling ``agent_message.token_count`` in the database.
 
-Counting walks messages in id order in batches: read a batch (keyset on the primary key),
-measure it with one threaded :func:`~ctxtool.tokens.token_lengths`, write the counts back (one
-UPDATE per encoding on MySQL), commit. An interrupted run loses at most the batches in flight;
+Counting first finds how many messages are left to count and the lowest of their ids, on the
+index that holds each count and its encoding (a store counted already costs that walk alone,
+not a read of every row), then walks them in id order in batches: read a batch (keyset on the
+primary key), measure it with one threaded :func:`~ctxtool.tokens.token_lengths`, write the
+counts back (one UPDATE per encoding on MySQL), commit. An interrupted run loses at most the batches in flight;
 a re-run picks up the messages still uncounted. The three stages overlap: a reader thread
 fetches the next batch and a writer thread stores the previous one while the encoder (which
 releases the GIL) works.
@@ -35,8 +37,9 @@ class CountResult:
     by_encoding: dict[str, int] = field(default_factory=dict)
 
 
-def _expected_encoding(conn, override: str | None):
-    """SQL expression: the encoding each message's session calls for."""
+def expected_encoding(conn, override: str | None):
+    """SQL expression: the encoding each message's session calls for (agent_session joined;
+    ``override`` for every one)."""
     if override:
         return sa.literal(override)
     models = [r[0] for r in conn.execute(sa.select(S.c.model).distinct()) if r[0] is not None]
@@ -57,12 +60,20 @@ def count_pending(engine: Engine, session_id: int | None = None, encoding: str |
                   recount: bool = False) -> int:
     """How many messages a :func:`count_tokens` run would (re)count."""
     with read_connection(engine) as conn:
-        expected = _expected_encoding(conn, encoding)
-        query = (sa.select(sa.func.count()).select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
-                 .where(_pending_filter(expected, recount)))
-        if session_id is not None:
-            query = query.where(M.c.session_id == session_id)
-        return int(conn.execute(query).scalar() or 0)
+        return _pending(conn, expected_encoding(conn, encoding), recount, session_id)[0]
+
+
+def _pending(conn, expected, recount: bool, session_id: int | None) -> tuple[int, int | None]:
+    """(how many messages are to count, the lowest of their ids), from one walk of
+    idx_message_session_id_tokens, which holds each count and its encoding: what is counted
+    already is passed over without reading its rows."""
+    query = (sa.select(sa.func.count(), sa.func.min(M.c.id))
+             .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
+             .where(_pending_filter(expected, recount)))
+    if session_id is not None:
+        query = query.where(M.c.session_id == session_id)
+    n, lowest = conn.execute(dialect_of(conn).through_session_index(query, M)).one()
+    return int(n or 0), lowest
 
 
 def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | None = None,
@@ -75,7 +86,10 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
     """
     result = CountResult()
     with read_connection(engine) as conn:
-        expected = _expected_encoding(conn, encoding)
+        expected = expected_encoding(conn, encoding)
+        pending, lowest = _pending(conn, expected, recount, session_id)
+    if not pending:
+        return result
     base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, json_as_text(M.c.tool_calls),
                       expected.label("expected"))
             .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
@@ -84,6 +98,8 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
         base = base.where(M.c.session_id == session_id)
 
     def fetch(after: int):
+        # In id order (the order rows are stored in: a runtime's sessions interleave, and
+        # writing counts in session order then touched a page per message), from the lowest.
         with read_connection(engine) as conn:
             return conn.execute(base.where(M.c.id > after).order_by(M.c.id).limit(batch_size)).all()
 
@@ -96,7 +112,7 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
             on_batch(n)
 
     with ThreadPoolExecutor(max_workers=1) as reader, ThreadPoolExecutor(max_workers=1) as writer:
-        rows = fetch(0)
+        rows = fetch(lowest - 1)
         written = None
         while rows:
             upcoming = reader.submit(fetch, rows[-1].id)

@@ -418,7 +418,7 @@ def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
     query = (sa.select(M.c.session_id, M.c.id, M.c.role, tool_calls, M.c.tool_call_id,
                        M.c.token_count, M.c.token_encoding, M.c.created_at)
              .where(ranges).order_by(M.c.session_id, M.c.id))
-    rows = conn.execute(dialect_of(conn).by_suffix_ranges(query, M))
+    rows = conn.execute(dialect_of(conn).through_session_index(query, M))
     session_id, messages = None, []
     for r in rows:
         if r.session_id != session_id:

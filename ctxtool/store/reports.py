@@ -6,11 +6,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..db import read_connection
+from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import count_text, encoding_for_model
+from .counts import expected_encoding
 from .reads import Store, json_as_text, json_value, restored_context_tokens
 
 
@@ -29,14 +30,18 @@ def token_report(engine: Engine, session_id: int | None = None,
             store.session(session_id, conn)
             q = q.where(S.c.session_id == session_id)
         sessions = conn.execute(q).all()
+        # Only counts made with the encoding the report uses add up: a message counted with
+        # another is uncounted here. One walk of the index that holds counts and encodings.
+        expected = expected_encoding(conn, encoding)
+        usable = sa.and_(M.c.token_count.is_not(None), M.c.token_encoding == expected)
         agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
-                         sa.func.sum(M.c.token_count).label("tokens"),
-                         sa.func.sum(sa.case((M.c.token_count.is_(None), 1), else_=0))
-                         .label("uncounted"))
+                         sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
+                         sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"))
+               .select_from(M.join(S, S.c.session_id == M.c.session_id))
                .group_by(M.c.session_id))
         if session_id is not None:
             agg = agg.where(M.c.session_id == session_id)
-        totals = {r.session_id: r for r in conn.execute(agg)}
+        totals = {r.session_id: r for r in conn.execute(dialect_of(conn).through_session_index(agg, M))}
         ccount = (sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id))
         if session_id is not None:
             ccount = ccount.where(C.c.session_id == session_id)
