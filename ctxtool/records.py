@@ -69,7 +69,7 @@ class Compaction:
     summary: str
     first_kept_message_id: int
     tokens_before: int | None = None
-    parent_compaction_id: int = 0
+    parent_compaction_id: int | None = 0  # None: written by a runtime that records none
     summary_tokens: int | None = None
     tokens_after: int | None = None
     summarizer: str | None = None

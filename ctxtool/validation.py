@@ -69,7 +69,9 @@ def validate_session(session_id: int, compactions: Sequence[Compaction],
                       f"checkpoint {cp.id} keeps from a tool result: its call was summarised",
                       cp.id, ref.id))
         expected_parent = previous.id if previous else 0
-        if cp.parent_compaction_id != expected_parent:
+        # A runtime that knows only the seed columns records no parent (NULL): its checkpoint
+        # follows the one before it by id, as the restore rule reads them.
+        if cp.parent_compaction_id is not None and cp.parent_compaction_id != expected_parent:
             add(Issue(session_id, ERROR, "chain_broken",
                       f"checkpoint {cp.id} has parent {cp.parent_compaction_id}, expected "
                       f"{expected_parent} (the previous checkpoint)", cp.id))

@@ -74,7 +74,7 @@ def test_0005_moves_the_encoding_into_the_counts_index_keeping_every_count(empty
     before = empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
     assert "idx_message_token_encoding" in {
         i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_message")}
-    assert [m.version for m in Migrator(empty_db.engine).up()] == ["0005"]
+    assert [m.version for m in Migrator(empty_db.engine).up(to="0005")] == ["0005"]
     assert empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id") \
         == before
     indexes = {i["name"]: i["column_names"]
@@ -277,6 +277,50 @@ def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
     result = cli("--db", empty_db.url, "migrate", "baseline")
     assert result.exit_code == 1
     assert "already records" in result.output
+    # The runtime goes on writing checkpoints as it knows them, seed columns only (found by
+    # review: the second one failed on uq_compaction_parent, every runtime row taking parent 0).
+    with empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
+                             "(7, 'assistant', 'done'), (7, 'user', 'next')")
+        for summary, cut in (("s3", 4), ("s4", 5)):
+            conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, "
+                                 f"first_kept_message_id) VALUES (7, '{summary}', {cut})")
+    assert [r["parent_compaction_id"] for r in empty_db.rows(
+        "SELECT parent_compaction_id FROM agent_compaction ORDER BY id")] == [0, 1, None, None]
+    result = cli("--db", empty_db.url, "validate", "--json")
+    assert (result.exit_code, json.loads(result.stdout)) == (0, [])
+    result = cli("--db", empty_db.url, "context", "show", "7", "--json")
+    doc = json.loads(result.stdout)
+    assert doc["summary"] == "s4" and [m["content"] for m in doc["messages"]][-1:] == ["next"]
+    assert doc["messages"][0]["content"].endswith("s4") and len(doc["messages"]) == 2
+
+
+def test_0006_keeps_every_checkpoint_and_never_reuses_an_id(empty_db):
+    """The checkpoints of a store migrated to 0005 keep their rows and parents through 0006
+    (on SQLite a rebuilt table), and an id once taken (by a checkpoint since deleted) is not
+    handed out again."""
+    empty_db.migrate(to="0005")
+    with empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id) VALUES (1)")
+        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
+                             "(1, 'user', 'a'), (1, 'user', 'b'), (1, 'user', 'c')")
+        for parent, cut in ((0, 2), (1, 3), (2, 3)):
+            conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id, "
+                                 f"parent_compaction_id, summarizer) VALUES (1, 's', {cut}, {parent}, 'x')")
+        conn.exec_driver_sql("DELETE FROM agent_compaction WHERE id = 3")
+    before = empty_db.rows("SELECT * FROM agent_compaction ORDER BY id")
+    assert [m.version for m in Migrator(empty_db.engine).up()] == ["0006"]
+    assert empty_db.rows("SELECT * FROM agent_compaction ORDER BY id") == before
+    with empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
+                             "VALUES (1, 'runtime', 3)")
+        with pytest.raises(sa.exc.IntegrityError):  # ctxtool's own siblings still refused
+            with conn.begin_nested():
+                conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, "
+                                     "first_kept_message_id, parent_compaction_id) VALUES (1, 's', 3, 1)")
+    assert empty_db.scalar("SELECT MAX(id) FROM agent_compaction") == 4
+    indexes = {i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_compaction")}
+    assert indexes == {"uq_compaction_parent", "uq_compaction_source", "idx_compaction_session_id"}
 
 
 def test_baseline_refuses_an_empty_database(empty_db, cli):

@@ -63,7 +63,7 @@ agent_compaction = sa.Table(
     sa.Column("first_kept_message_id", sa.BigInteger, nullable=False),
     sa.Column("tokens_before", sa.Integer),
     sa.Column("created_at", _TIME),
-    sa.Column("parent_compaction_id", sa.BigInteger, nullable=False),
+    sa.Column("parent_compaction_id", sa.BigInteger),  # NULL: a runtime recorded none (0006)
     sa.Column("summary_tokens", sa.Integer),
     sa.Column("tokens_after", sa.Integer),
     sa.Column("summarizer", sa.String(64)),
