@@ -98,6 +98,12 @@ class Session:
 NO_RESULT_TEXT = "No result was recorded for this tool call."
 # Prefix of a tool result whose call is not in the context, sent as a user message instead.
 ORPHAN_RESULT_PREFIX = "Result of tool call {call_id} (the call itself is not in this context):\n"
+# In that prefix for a result a runtime stored without a call id (never "None" in what is sent).
+NO_CALL_ID = "with no recorded id"
+
+
+def orphan_result_prefix(call_id: str | None) -> str:
+    return ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID if call_id is None else call_id)
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,8 @@ class ContextEntry:
 
     def to_openai(self) -> dict[str, Any]:
         if self.orphan:
-            return {"role": "user", "content": ORPHAN_RESULT_PREFIX.format(
-                call_id=self.message.tool_call_id) + (self.message.content or "")}
+            return {"role": "user", "content": orphan_result_prefix(self.message.tool_call_id)
+                    + (self.message.content or "")}
         return self.message.to_openai()
 
     def text(self) -> MessageText:

@@ -161,7 +161,7 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
         elif m.role == "tool":
             if m.tool_call_id not in calls:
                 issues.append(Issue(session_id, ERROR, "orphan_tool_result",
-                                    f"tool result {m.id} answers call {m.tool_call_id!r}, which is not "
+                                    f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
                                     "in the restored context", message_id=m.id))
             answered.add(m.tool_call_id or "")
     last_id = messages[-1].id if messages else None
@@ -192,7 +192,7 @@ def past_context_issues(session_id: int, compactions: Sequence[Compaction],
                 continue
             named.add(m.id)
             issues.append(Issue(session_id, ERROR, "orphan_tool_result",
-                                f"tool result {m.id} answers call {m.tool_call_id!r}, which is not "
+                                f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
                                 f"in the context checkpoint {cp.id} restored to (until checkpoint "
                                 f"{nxt.id} replaced it): its call was summarised or never stored",
                                 cp.id, m.id))
@@ -210,6 +210,10 @@ def orphan_results(messages: Sequence[Message]) -> list[Message]:
         elif m.role == "tool" and m.tool_call_id not in calls:
             out.append(m)
     return out
+
+
+def _call(call_id: str | None) -> str:
+    return "a call with no recorded id" if call_id is None else f"call {call_id!r}"
 
 
 def missing_session_issues(session_id: int, compaction_ids: Sequence[int]) -> list[Issue]:

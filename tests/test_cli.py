@@ -434,3 +434,20 @@ def test_a_urls_init_command_runs_and_timestamps_stay_utc(mysql_empty_db):
         probe.dispose()
     finally:
         engine.dispose()
+
+
+def test_an_error_naming_a_file_or_argument_with_a_newline_is_still_one_line(db, tmp_path):
+    """Found by review: the table escaped such names, the Error line kept the raw newline."""
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "a\nb\x1b[31m.jsonl").write_text("garbage\n")
+    for args, shown in ((["import", str(odd)], "a\\nb\\x1b[31m.jsonl"),
+                        (["context", "show", "x\ny"], "session x\\ny does not exist")):
+        result = _run(["--db", db.url, *args])
+        _assert_one_clean_line(result, args)
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert shown in errors[0], result.output
+        assert "\x1b" not in result.output and result.exit_code == 1
+        # Nothing of the name on a line of its own: every line is a table's or an Error line.
+        assert all(line.startswith(("Error:", "file ", "---", "/")) for line in
+                   result.output.splitlines() if line.strip()), result.output

@@ -521,3 +521,19 @@ def test_context_at_a_checkpoint_whose_time_is_a_zero_date(mysql_db, cli):
                              "WHERE id = 2")
         conn.exec_driver_sql("UPDATE agent_message SET created_at = '2026-12-01 09:00:00'")
     assert _ids_at(cli, mysql_db, "--at", "1") == list(range(3, 11))
+
+
+def test_a_tool_result_stored_without_a_call_id_never_says_none(db, cli):
+    """Found by review: "Result of tool call None" went to the API, "answers call None" to validate."""
+    add_session(db, 1, [{"role": "user", "content": "go"},
+                        {"role": "tool", "content": "res", "tool_call_id": None}])
+    result = cli("--db", db.url, "context", "show", "1", "--openai")
+    assert result.exit_code == 0, result.output
+    messages = json.loads(result.stdout)["messages"] if result.stdout.lstrip().startswith("{") \
+        else json.loads(result.stdout)
+    resent = [m for m in messages if "res" in (m.get("content") or "")]
+    assert resent[0]["role"] == "user" and "None" not in resent[0]["content"]
+    assert resent[0]["content"].startswith("Result of tool call with no recorded id")
+    result = cli("--db", db.url, "validate", "--json")
+    [issue] = [i for i in json.loads(result.stdout) if i["rule"] == "orphan_tool_result"]
+    assert "None" not in issue["message"] and "a call with no recorded id" in issue["message"]

@@ -181,6 +181,28 @@ def test_pi_messages_and_a_compaction_resolving_its_first_kept_entry():
     assert t.session.source_id == "pi-1" and t.skipped["thinking_level_change"] == 1
 
 
+def test_a_negative_or_odd_token_count_in_a_transcript_is_no_count():
+    """Found by review: -5 was stored as tokens_before (and validate then said the checkpoint
+    "did not shrink" from -5), while 1.5 or 10**30 became NULL."""
+    for bad in (-5, -1, 1.5, 10 ** 30, "900", True):
+        out, _ = records(
+            "claude-code", cc("u1", None, "user", "hi"),
+            {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
+             "logicalParentUuid": "u1", "sessionId": "s-1", "compactMetadata": {"preTokens": bad}},
+            cc("s1", "b1", "user", "Summary", isCompactSummary=True), cc("u2", "s1", "user", "go"))
+        assert out[1].tokens_before is None, bad
+        out, _ = records(
+            "pi", {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
+            pi("e1", None, "user", "goal"), pi("e2", "e1", "user", "more"),
+            {"type": "compaction", "id": "e3", "parentId": "e2", "summary": "s",
+             "firstKeptEntryId": "e2", "tokensBefore": bad})
+        assert out[2].tokens_before is None, bad
+    usage = cc("a1", "u1", "assistant", [{"type": "text", "text": "x"}])
+    usage["message"]["usage"] = {"input_tokens": -10, "output_tokens": 5}
+    out, _ = records("claude-code", cc("u1", None, "user", "hi"), usage)
+    assert out[1].details["usage"]["input_tokens"] == 0 and out[1].details["usage"]["output_tokens"] == 5
+
+
 def test_pi_v1_first_kept_entry_index_counts_every_entry():
     out, _ = records("pi", {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"},
                      {"type": "message", "message": {"role": "user", "content": "a"}},

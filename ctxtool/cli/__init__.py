@@ -20,6 +20,7 @@ from .. import __version__
 from ..config import load_config
 from ..db import DEFAULT_URL, URL_ENV, create_engine, describe_db_error, scrub
 from ..errors import DEBUG_ENV, CtxtoolError, internal_error
+from ..output import visible
 
 
 class AppContext:
@@ -208,7 +209,8 @@ def _quiet_closed_pipe() -> None:
 
 
 def _fail(message: str, code: int):
-    err = click.ClickException(message)
+    # One line, whatever a file name or an argument held (a newline, ESC): escaped as tables are.
+    err = click.ClickException(visible(message))
     err.exit_code = code
     raise err
 

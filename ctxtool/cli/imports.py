@@ -9,7 +9,7 @@ import click
 from ..errors import CtxtoolError, PartialFailure
 from ..importer import Importer
 from ..transcripts.files import expand_paths, file_sizes
-from ..output import OutputFormat, Progress, output_options, print_rows
+from ..output import OutputFormat, Progress, output_options, print_rows, visible
 from ..transcripts import FORMATS
 from . import main, pass_app
 
@@ -61,7 +61,7 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
                            + (f", and {more} more kinds (see --json)" if more > 0 else ""))
     failed = [r for r in results if r.error]
     for r in failed:
-        click.echo(f"Error: {r.error}", err=True)
+        click.echo(f"Error: {visible(r.error)}", err=True)
     if failed:
         message = f"{len(failed)} of {len(results)} file(s) failed; nothing was written for them"
         if len(failed) == len(results):

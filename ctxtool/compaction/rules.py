@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from ..records import (NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX, Compaction, Message,
+from ..records import (NO_CALL_ID, NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX, Compaction, Message,
                        answer_tool_calls)
 from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
 from .plan import CompactionSettings
@@ -19,8 +19,9 @@ from .plan import CompactionSettings
 # The message framing of a context's head (the system prompt's and the summary's role and
 # separators, the summary's preface), over and above the bytes of their texts.
 HEAD_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
-# The bytes a resent result's prefix adds besides its call id.
-_RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id="").encode())
+# The bytes a resent result's prefix adds besides its call id (the longer wording of a result
+# without one included).
+_RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID).encode())
 
 
 def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:

@@ -196,7 +196,7 @@ def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, i
     return SourceCompaction(
         source_id=ids(boundary_id or line.obj.get("uuid"), boundary_line or line.number),
         summary=f.text_of(message.get("content")), line=line.number,
-        tokens_before=f.integer(meta.get("preTokens")),
+        tokens_before=f.token_count(meta.get("preTokens")),
         details={"trigger": trigger if isinstance(trigger, str) else None,
                  "summary_uuid": line.obj.get("uuid")},
         created_at=f.parse_time(boundary.get("timestamp")) or f.parse_time(line.obj.get("timestamp")))

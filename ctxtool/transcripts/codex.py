@@ -104,7 +104,7 @@ class CodexParser(FormatParser):
                 if usage:
                     usage["context_tokens"] = usage["input_tokens"]  # cached input is inside it
                     self.session.details["last_usage"] = usage
-            if f.integer(info.get("model_context_window")) is not None:
+            if f.token_count(info.get("model_context_window")) is not None:
                 self.session.details["model_context_window"] = info["model_context_window"]
         self.skipped[f"event_msg:{f.label(payload.get('type'))}"] += 1
 

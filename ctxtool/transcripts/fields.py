@@ -69,11 +69,20 @@ def obj(rec: dict, key: str) -> dict | None:
 
 
 INT_RANGE = range(-2 ** 31, 2 ** 31)  # an INT column
+COUNT_RANGE = range(0, 2 ** 31)  # a count of tokens an INT column holds
 
 
 def integer(value: Any) -> int | None:
     """An informative count: an integer an INT column holds, or None for anything else."""
     if isinstance(value, int) and not isinstance(value, bool) and value in INT_RANGE:
+        return value
+    return None
+
+
+def token_count(value: Any) -> int | None:
+    """A count of tokens (``preTokens``, ``tokensBefore``, a context window): a whole number
+    from 0 that an INT column holds, or None (a negative count is no count)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in COUNT_RANGE:
         return value
     return None
 
@@ -175,11 +184,11 @@ def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_r
 
 def _count(value: Any) -> int | None:
     if type(value) is int:
-        return value if value in INT_RANGE else None
+        return value if value in COUNT_RANGE else None
     if value is None:
         return None
     if type(value) is float and math.isfinite(value):
-        return integer(int(value))
+        return token_count(int(value))
     return None
 
 

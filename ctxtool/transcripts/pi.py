@@ -141,7 +141,7 @@ class PiParser(FormatParser):
             details = {**details, "unresolved_first_kept": key}
         return [SourceCompaction(self.ids(rec.get("id"), line.number), summary, line.number,
                                  first_kept_source_id=self.by_key.get(key) if key else None,
-                                 tokens_before=f.integer(rec.get("tokensBefore")),
+                                 tokens_before=f.token_count(rec.get("tokensBefore")),
                                  details=details or None,
                                  created_at=f.parse_time(rec.get("timestamp")))]
 
