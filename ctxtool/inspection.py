@@ -25,7 +25,8 @@ from .quality import describe as describe_quality
 from .quality import quality_of
 from .errors import CtxtoolError
 from .output import shorten
-from .records import SUMMARY_PREFIX, Compaction, ContextEntry, Message, RestoredContext, Session
+from .records import (MESSAGES_THROUGH, SUMMARY_PREFIX, Compaction, ContextEntry, Message,
+                      RestoredContext, Session)
 
 
 @dataclass(frozen=True)
@@ -54,18 +55,34 @@ class ContextPoint:
                  else "before the first checkpoint")
         if self.replaced_by is None:
             return f"{where}, the latest: its summary and every message after its cut"
+        through = messages_through(self.replaced_by)
+        by = (f"were stored by then (through message {through})" if through is not None
+              else f"were written by its time ({_time(self.replaced_by.created_at)})")
         return (f"{where}, as it stood until checkpoint {self.replaced_by.id} replaced it: the "
                 f"messages checkpoint {self.replaced_by.id} summarised, and those it kept that "
-                f"were written by its time ({_time(self.replaced_by.created_at)})")
+                f"{by}")
 
     def holds(self, m: Message) -> bool:
-        """Whether message ``m`` (of this session) is in this context."""
+        """Whether message ``m`` (of this session) is in this context: after the cut, and
+        stored before the checkpoint that replaced it was written. ctxtool's own checkpoints
+        record the newest message stored then; for others (imported, a runtime's) the times
+        tell, both from the same clock: the transcript's, or the runtime's."""
         if self.first_id is not None and m.id < self.first_id:
             return False
         nxt = self.replaced_by
         if nxt is None or m.id < nxt.first_kept_message_id:
             return True
+        through = messages_through(nxt)
+        if through is not None:
+            return m.id <= through
         return m.created_at is None or nxt.created_at is None or m.created_at <= nxt.created_at
+
+
+def messages_through(checkpoint: Compaction) -> int | None:
+    """The newest message id stored when ``checkpoint`` was appended, where it was recorded."""
+    details = checkpoint.details
+    through = details.get(MESSAGES_THROUGH) if isinstance(details, dict) else None
+    return through if type(through) is int else None
 
 
 def point_in_history(compactions: Sequence[Compaction], checkpoint_id: int | None = None,

@@ -60,6 +60,11 @@ class Message:
         return out
 
 
+# The details key where ctxtool records the newest message stored when it appended a
+# checkpoint: the one before restored up to it while it was the latest.
+MESSAGES_THROUGH = "messages_through"
+
+
 @dataclass
 class Compaction:
     """One checkpoint (row of agent_compaction)."""

@@ -56,6 +56,29 @@ def compacted_twice(db, cli):
     return cps, after_first
 
 
+def test_show_at_leaves_out_messages_imported_after_the_next_checkpoint_whatever_their_times(db, cli):
+    """Found by review: messages imported after ctxtool's second checkpoint, carrying their
+    transcript's (earlier) times, showed up in `--at` of the first: its bound compared those
+    times with the checkpoint's database time. ctxtool records the newest message stored when
+    it appends a checkpoint, and `--at` and validate bound by it."""
+    add_session(db, 1, coding_session(14), model="gpt-4o", system_prompt="You are a coder.")
+    run(cli, db, "compact", "1", "--force", *WINDOW, "--keep-recent-tokens", "2500")
+    add_messages(db, 1, [{**m, "created_at": "2020-01-01 00:00:00"}
+                         for m in coding_session(2, tag=" imported late, before the second")])
+    then = json.loads(run(cli, db, "context", "show", "1", "--json").output)
+    run(cli, db, "compact", "1", "--force", *WINDOW, "--keep-recent-tokens", "900")
+    add_messages(db, 1, [{**m, "created_at": "2020-01-01 00:00:00"}
+                         for m in coding_session(2, tag=" imported late, after the second")])
+    cps = db.rows("SELECT id FROM agent_compaction ORDER BY id")
+    at = json.loads(run(cli, db, "context", "show", "1", "--at", str(cps[0]["id"]), "--json").output)
+    assert at["messages"] == then["messages"] and at["summary"] == then["summary"]
+    assert not any("after the second" in (m["content"] or "") for m in at["messages"])
+    latest = json.loads(run(cli, db, "context", "show", "1", "--json").output)
+    assert any("after the second" in (m["content"] or "") for m in latest["messages"])
+    human = run(cli, db, "context", "show", "1", "--at", str(cps[0]["id"])).output
+    assert "were stored by then (through message" in human
+
+
 def test_show_at_first_checkpoint_equals_show_right_after_it(db, cli):
     cps, after_first = compacted_twice(db, cli)
     first = str(cps[0]["id"])

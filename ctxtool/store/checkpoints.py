@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
+from ..records import MESSAGES_THROUGH
 from .leases import MOVED_ON, give_back
 from .reads import latest_compaction_id
 
@@ -65,8 +66,14 @@ def append_checkpoint(conn: Connection, *, owner: str, parent_id: int, values: d
                     latest_compaction_id(conn, span.session_id) != parent_id:
                 tx.rollback()
                 return LOST_RACE
+            # The newest message stored now: the checkpoint this one replaces restored up to
+            # it (`context show --at`), whatever times the messages carry.
+            newest = conn.execute(sa.select(sa.func.max(M.c.id))
+                                  .where(M.c.session_id == span.session_id)).scalar()
+            details = {**(values.get("details") or {}), MESSAGES_THROUGH: newest}
             result = conn.execute(C.insert().values(session_id=span.session_id,
-                                                    parent_compaction_id=parent_id, **values))
+                                                    parent_compaction_id=parent_id,
+                                                    **{**values, "details": details}))
             return int(result.inserted_primary_key[0])
     except IntegrityError:
         return LOST_RACE  # uq_compaction_parent: a sibling checkpoint already exists
