@@ -471,3 +471,60 @@ def test_a_reimport_after_a_runtime_wrote_non_json_tool_calls(sqlite_db, cli):
     assert again.exit_code == 0, again.output
     [row] = json.loads(again.stdout)
     assert (row["added"], row["present"], row["error"]) == (0, 25, None), row
+
+
+def _call_without(fmt: str, missing: str) -> list[dict]:
+    """A transcript of each format: a question, then a tool call lacking its id or name."""
+    call = {"id": "c1", "name": "Bash"}
+    call.pop(missing)
+    if fmt == "claude-code":
+        base = {"sessionId": "s-call", "timestamp": "2026-01-01T00:00:00Z"}
+        return [{**base, "type": "user", "uuid": "u1", "parentUuid": None,
+                 "message": {"role": "user", "content": "list files"}},
+                {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1",
+                 "message": {"id": "m1", "role": "assistant",
+                             "content": [{"type": "tool_use", "input": {"c": "ls"}, **call}]}}]
+    if fmt == "pi":
+        return [{"type": "session", "version": 3, "id": "pi-call", "timestamp": "2026-01-01T00:00:00Z"},
+                {"type": "message", "id": "e1", "parentId": None, "timestamp": "2026-01-01T00:00:00Z",
+                 "message": {"role": "user", "content": "list files"}},
+                {"type": "message", "id": "e2", "parentId": "e1", "timestamp": "2026-01-01T00:00:01Z",
+                 "message": {"role": "assistant", "content": [
+                     {"type": "toolCall", "arguments": {"c": "ls"}, **call}]}}]
+    if fmt == "codex":
+        payload = {"type": "function_call", "arguments": "{}", "name": "shell"}
+        if missing == "name":
+            payload["call_id"] = "c1"  # Codex names a call without a name by its item type
+        return [{"type": "session_meta", "timestamp": "2026-01-01T00:00:00Z",
+                 "payload": {"id": "cx-call", "cwd": "/w"}},
+                {"type": "response_item", "timestamp": "2026-01-01T00:00:00Z",
+                 "payload": {"type": "message", "role": "user",
+                             "content": [{"type": "input_text", "text": "list files"}]}},
+                {"type": "response_item", "timestamp": "2026-01-01T00:00:01Z", "payload": payload}]
+    fn = {"name": "Bash", "arguments": "{}"}
+    if missing == "name":
+        fn.pop("name")
+    tool_call = {"type": "function", "function": fn, **({"id": "c1"} if missing != "id" else {})}
+    return [{"role": "user", "content": "list files"},
+            {"role": "assistant", "content": None, "tool_calls": [tool_call]}]
+
+
+# A Codex call without a name is named by its item type: no such case there.
+@pytest.mark.parametrize("fmt, missing", [("claude-code", "id"), ("claude-code", "name"),
+                                          ("pi", "id"), ("pi", "name"), ("codex", "id"),
+                                          ("openai-chat", "id"), ("openai-chat", "name")])
+def test_a_tool_call_without_an_id_or_name_is_an_invalid_record(db, tmp_path, fmt, missing):
+    """Found by review: it was stored as a call with id (or name) "", which validate then
+    reported as malformed and `context show --openai` sent, with a synthetic result, to the API."""
+    path = tmp_path / f"{fmt}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _call_without(fmt, missing)))
+    [res] = Importer(db.engine).import_paths([str(path)])
+    line = len(_call_without(fmt, missing))
+    assert res.error is not None and res.error.startswith(f"{path}:{line}: "), res.error
+    assert "a tool call has no" in res.error and missing in res.error.split("has no", 1)[1]
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+    [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
+    assert res.error is None and res.skipped["invalid_record"] == 1, res
+    assert db.rows("SELECT role, content FROM agent_message") == [
+        {"role": "user", "content": "list files"}]
+    assert validate(db.engine)[0] == []

@@ -124,6 +124,7 @@ class ClaudeCodeParser(FormatParser):
         message, uuid = found
         api_id = f.identifier(message, "id")
         model = f.name(message, "model")
+        _check_calls(message)  # before anything changes: a refused record leaves no trace
         out = []
         if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
             out = self._flush()
@@ -202,6 +203,16 @@ def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, i
         created_at=f.parse_time(boundary.get("timestamp")) or f.parse_time(line.obj.get("timestamp")))
 
 
+def _check_calls(message: dict) -> None:
+    """Refuse (InvalidRecord) a record whose tool_use blocks an API could not take."""
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict and block.get("type") == "tool_use":
+                f.required(f.identifier(block, "id"), "'id'")
+                f.required(f.name(block, "name"), "'name'")
+
+
 def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
     """Add one streamed assistant record's blocks (text, thinking, tool_use) to ``target``."""
     content = message.get("content")
@@ -220,7 +231,7 @@ def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
                 target.content = (target.content + "\n" if target.content else "") + text
             elif kind == "tool_use":
                 call_id, name = f.identifier(block, "id"), f.name(block, "name")
-                call = f.tool_call(call_id or "", name or "", block.get("input"))
+                call = f.tool_call(call_id, name, block.get("input"))  # _check_calls: set
                 target.tool_calls = [call] if target.tool_calls is None else [*target.tool_calls, call]
             elif kind in ("thinking", "redacted_thinking"):
                 thought = block.get("thinking")

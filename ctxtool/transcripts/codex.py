@@ -140,13 +140,16 @@ class CodexParser(FormatParser):
         return out
 
     def _call(self, line: Line, payload: dict, item: str, when) -> None:
+        # The call's fields first: a refused record leaves no half-made message behind.
+        call_id = f.required(f.identifier(payload, "call_id") or f.identifier(payload, "id"),
+                             "'call_id'")
+        name = f.name(payload, "name") or item
+        arguments = payload.get("arguments") if item == "function_call" else (
+            payload.get("input") if item == "custom_tool_call" else payload.get("action"))
         if self.calls is None:
             self.calls = SourceMessage(self.ids(None, line.number), "assistant", None, line.number,
                                        tool_calls=[], created_at=when)
-        arguments = payload.get("arguments") if item == "function_call" else (
-            payload.get("input") if item == "custom_tool_call" else payload.get("action"))
-        call_id = f.identifier(payload, "call_id") or f.identifier(payload, "id") or ""
-        self.calls.tool_calls.append(f.tool_call(call_id, f.name(payload, "name") or item, arguments))
+        self.calls.tool_calls.append(f.tool_call(call_id, name, arguments))
 
     def _message(self, line: Line, payload: dict, when) -> SourceMessage | None:
         source_role = payload.get("role")

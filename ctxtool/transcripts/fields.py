@@ -158,6 +158,15 @@ def label(kind: Any) -> str:
 _arguments_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def required(value: str | None, what: str) -> str:
+    """A tool call's id or function name, which an API requires (a result is paired with its
+    call by the id): a call without one (absent, null or empty) is an invalid record, never a
+    call stored with ``""`` that validate then reports and no API accepts."""
+    if not value:
+        raise InvalidRecord(f"a tool call has no {what}")
+    return value
+
+
 def tool_call(call_id: str, name_: str, arguments: Any) -> dict:
     """An OpenAI-style tool call; non-string arguments are serialised as compact JSON (orjson:
     ten times the standard library's speed, and a tool call in every third message)."""

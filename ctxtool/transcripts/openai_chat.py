@@ -63,7 +63,8 @@ class OpenAIChatParser(FormatParser):
                 if not isinstance(c, dict):
                     continue
                 fn = f.obj(c, "function") or {}
-                calls.append(f.tool_call(f.identifier(c, "id") or "", f.name(fn, "name") or "",
+                calls.append(f.tool_call(f.required(f.identifier(c, "id"), "'id'"),
+                                         f.required(f.name(fn, "name"), "function 'name'"),
                                          fn.get("arguments")))
             return calls or None
         if isinstance(msg.get("function_call"), dict):

@@ -194,7 +194,8 @@ def _assistant(message: dict, source_id: str, line: int, when, skipped) -> Sourc
             if kind == "text":
                 texts.append(block.get("text") if isinstance(block.get("text"), str) else "")
             elif kind == "toolCall":
-                calls.append(f.tool_call(f.identifier(block, "id") or "", f.name(block, "name") or "",
+                calls.append(f.tool_call(f.required(f.identifier(block, "id"), "'id'"),
+                                         f.required(f.name(block, "name"), "'name'"),
                                          block.get("arguments")))
             elif kind == "thinking":
                 thinking.append(block.get("thinking") if isinstance(block.get("thinking"), str) else "")
