@@ -221,6 +221,11 @@ def pick_pair(compactions: Sequence[Compaction], a: int | None,
 
     if a is None and b is None:
         return (cps[-2] if len(cps) > 1 else None), cps[-1]
+    if (b if b is not None else a) == 0:
+        # 0 is a place (before the first checkpoint), the A side only: nothing comes before it.
+        raise CtxtoolError(f"session {session_label}: 0 (before the first checkpoint) can only be "
+                           f"A, compared with a checkpoint B: context diff {session_label} 0 "
+                           f"{cps[0].id}")
     if b is None:  # one id given: compare it with the checkpoint before it
         target = get(a)  # type: ignore[arg-type]
         i = cps.index(target)

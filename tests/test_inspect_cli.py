@@ -132,6 +132,11 @@ def test_checkpoints_diff_and_before_first(db, cli):
     assert f"checkpoint {cps[0]['id']}" in columns and " | " in columns
     d0 = json.loads(run(cli, db, "context", "diff", "1", "0", str(cps[0]["id"]), "--json").output)
     assert d0["from_checkpoint_id"] is None and d0["newly_summarised"][0]["id"] == first_id
+    for args in (["0"], [str(cps[0]["id"]), "0"]):  # 0 is A's alone: said so, with the way
+        result = run(cli, db, "context", "diff", "1", *args, code=1)
+        assert "0 (before the first checkpoint) can only be A" in result.output
+        assert f"context diff 1 0 {cps[0]['id']}" in result.output
+        assert "is not one of its checkpoints" not in result.output
 
     before = json.loads(run(cli, db, "context", "show", "1", "--before-first", "--json").output)
     assert before["summary"] is None and before["checkpoint_id"] is None
