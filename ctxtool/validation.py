@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .compaction.plan import CompactionSettings
-from .compaction.rules import over_window, unsummarised_messages
+from .compaction.rules import deleted_from_span, over_window, unsummarised_messages
 from .inspection import ContextPoint
 from .quality import retention_warning
 from .records import Compaction, Message
@@ -99,6 +99,14 @@ def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int
     """A message stored inside the range a checkpoint summarised that the checkpoint did not
     summarise (committed late by a writer whose id was below the cut): it is in neither the
     summary nor the restored context. ``range_ids``: the ids in that range now."""
+    gone, gone_id = deleted_from_span(checkpoint, range_ids)
+    if gone:
+        which = f"message {gone_id} is" if gone_id is not None else f"{gone} of them are"
+        return [Issue(session_id, ERROR, "summarised_message_deleted",
+                      f"checkpoint {checkpoint.id} summarised "
+                      f"{checkpoint.details['summarised_messages']} message(s) before "
+                      f"{checkpoint.first_kept_message_id}, and {which} no longer stored: history "
+                      "was deleted (agent_message keeps every message)", checkpoint.id, gone_id)]
     missing = unsummarised_messages(checkpoint, range_ids)
     if not missing:
         return []

@@ -10,7 +10,7 @@ import pytest
 from ctxtool.compaction.calls import call_ids, call_name, calls_of
 from ctxtool.compaction.fold import chunk_transcript, fold
 from ctxtool.compaction.plan import CompactionSettings, plan_message
-from ctxtool.compaction.rules import over_window, unsummarised_messages
+from ctxtool.compaction.rules import deleted_from_span, over_window, unsummarised_messages
 from ctxtool.compaction.settings import MAX_DURATION_S, lease_seconds_for, parse_duration
 from ctxtool.compaction.summarizers import (ExtractiveSummarizer, Summary, SummarizerSettings,
                                             SummaryRequest, make_summarizer)
@@ -170,6 +170,19 @@ def test_a_message_inside_a_summarised_span_is_found():
     assert unsummarised_messages(cp, [9, 10, 11, 12, 13]) in ([9, 12], [9, 10, 11, 12, 13])
     assert unsummarised_messages(_checkpoint({"summarised_messages": 3}), [1]) is None
     assert unsummarised_messages(_checkpoint(None), [1]) is None
+
+
+def test_a_summarised_message_deleted_is_told_apart_from_one_left_out():
+    """Found by review: deleting message 11 made validate name messages 10 and 13 (summarised)
+    as 'not summarised'."""
+    cp = _checkpoint({"summarised_messages": 3, "summarised_id_sum": 10 + 11 + 13,
+                      "summarised_from_message_id": 10, "summarised_to_message_id": 13})
+    assert deleted_from_span(cp, [10, 13]) == (1, 11)
+    assert unsummarised_messages(cp, [10, 13]) is None
+    assert deleted_from_span(cp, [13]) == (2, None)
+    assert deleted_from_span(cp, [10, 11, 13]) == (0, None)
+    assert deleted_from_span(cp, [10, 11, 12, 13]) == (0, None)  # one arrived: the other rule
+    assert deleted_from_span(_checkpoint(None), []) == (0, None)
 
 
 def test_over_window_warning():

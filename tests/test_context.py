@@ -184,6 +184,21 @@ def test_validate_finds_a_message_committed_late_inside_a_summarised_range(db, c
     assert issue["compaction_id"] == cp.id and issue["message_id"] == 11
 
 
+def test_validate_names_a_summarised_message_that_was_deleted(db, cli):
+    """Found by review: a deleted summarised message made validate name other, summarised,
+    messages as left out of the summary."""
+    cp = _compacted_session_with_a_gap(db)
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM agent_message WHERE id = 5")
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 1, result.output
+    issues = json.loads(result.stdout)
+    assert "message_outside_summary" not in {i["rule"] for i in issues}
+    [issue] = [i for i in issues if i["rule"] == "summarised_message_deleted"]
+    assert (issue["compaction_id"], issue["message_id"]) == (cp.id, 5)
+    assert "message 5 is no longer stored: history was deleted" in issue["message"]
+
+
 def test_validate_reports_a_restored_context_over_its_window(db, cli):
     add_session(db, 1, [{"role": "user", "content": "start"},
                         {"role": "assistant", "content": "word " * 6000}], model="gpt-4o")

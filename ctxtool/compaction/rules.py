@@ -41,6 +41,8 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
     ids = list(range_ids)
     if len(ids) == count and sum(ids) == id_sum:
         return []
+    if len(ids) < count:
+        return None  # fewer than it summarised: deleted history (deleted_from_span), not this
     if len(ids) == count + 1 and sum(ids) - id_sum in ids:
         return [sum(ids) - id_sum]
     first = details.get("summarised_from_message_id")
@@ -50,6 +52,21 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
         if len(ids) - len(outside) == count and sum(ids) - sum(outside) == id_sum:
             return outside
     return ids
+
+def deleted_from_span(checkpoint: Compaction, range_ids: Sequence[int]) -> tuple[int, int | None]:
+    """How many of the messages a checkpoint summarised are no longer stored (history deleted,
+    which nothing may do), and the id when it is one; (0, None) when none are, or when the
+    checkpoint recorded no span. ``range_ids`` as for :func:`unsummarised_messages`."""
+    details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
+    count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
+    if not isinstance(count, int) or not isinstance(id_sum, int):
+        return 0, None
+    ids = list(range_ids)
+    if len(ids) >= count:
+        return 0, None
+    gone = count - len(ids)
+    return gone, (id_sum - sum(ids) if gone == 1 else None)
+
 
 def over_window(context_tokens: int, model: str | None,
                 settings: CompactionSettings = CompactionSettings()) -> str | None:
