@@ -165,6 +165,13 @@ class Importer:
                            ids: tuple[str, str | None], result: FileResult) -> None:
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
+        if first is None:
+            # Not one message or checkpoint (an empty message list, a file of metadata records
+            # only): nothing to store, and no empty session row for it. Not an error either:
+            # an agent's folders hold such files, and a cron import must not fail on them.
+            result.skipped.update(transcript.skipped)
+            result.skipped["no_messages"] += 1
+            return
         own_id = transcript.session.source_id
         result.source_id = source_key(own_id or ids[0])
         result.session_id, how = self.sessions.find_or_allocate(

@@ -528,3 +528,38 @@ def test_a_tool_call_without_an_id_or_name_is_an_invalid_record(db, tmp_path, fm
     assert db.rows("SELECT role, content FROM agent_message") == [
         {"role": "user", "content": "list files"}]
     assert validate(db.engine)[0] == []
+
+
+def test_a_transcript_without_a_message_makes_no_session_and_is_no_error(db, cli, tmp_path):
+    """Found by review: `[]` made an empty session row (exit 0), `{"messages": []}` on one line
+    failed as 'not openai-chat records', and a file of a system message alone made an empty
+    session too. Such files are in agents' folders (Claude Code keeps files of summaries
+    alone): nothing is stored for them, and a cron import does not fail on them."""
+    files = {"array.json": "[]\n", "wrapped.json": '{"messages": []}\n',
+             "pretty.json": '{\n  "messages": []\n}\n',
+             "system.jsonl": '{"role": "system", "content": "be brief"}\n',
+             "summary.jsonl": json.dumps({"type": "summary", "summary": "Old chat",
+                                          "leafUuid": "x"}) + "\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = cli("--db", db.url, "import", "--json", *(tmp_path / n for n in files))
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["error"], r["session_id"], r["added"]) for r in rows] == [(None, None, 0)] * 5
+    assert all(r["skipped_by_kind"].get("no_messages") == 1 for r in rows), rows
+    result = cli("--db", db.url, "import", "-", "--format", "openai-chat", input="[]")
+    assert result.exit_code == 0, result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 0
+    assert db.scalar("SELECT last_value FROM ctxtool_counters") == 0  # no id taken for them
+
+
+def test_a_one_line_message_document_imports_as_the_pretty_one_does(db, cli, tmp_path):
+    doc = {"messages": [{"role": "system", "content": "be brief"},
+                        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    (tmp_path / "one.json").write_text(json.dumps(doc) + "\n")
+    (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=2) + "\n")
+    result = cli("--db", db.url, "import", "--json", tmp_path / "one.json", tmp_path / "pretty.json")
+    assert result.exit_code == 0, result.output
+    assert [(r["format"], r["added"], r["error"]) for r in json.loads(result.stdout)] == [
+        ("openai-chat", 2, None), ("openai-chat", 2, None)]
+    assert db.rows("SELECT system_prompt FROM agent_session") == [{"system_prompt": "be brief"}] * 2

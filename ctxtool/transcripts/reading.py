@@ -135,7 +135,12 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
         raise TranscriptError(path, None, "file is empty")
     if not samples:
         _no_records(path, first_bad)
-    fmt = fmt or detect_format(samples[0], path, samples)
+    first = samples[0]
+    if len(samples) == 1 and "role" not in first and (
+            isinstance(first.get("messages"), list) or isinstance(first.get("history"), list)):
+        # One compact JSON document on one line ({"messages": [...]}), not JSONL of messages.
+        return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
+    fmt = fmt or detect_format(first, path, samples)
     check_fit(path, fmt, samples)
     parser = PARSERS[fmt]()
     lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, parser.skipped)
@@ -188,7 +193,8 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
     if fmt != "openai-chat":
         raise TranscriptError(path, None,
                               f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
-    messages = doc if isinstance(doc, list) else (doc.get("messages") or doc.get("history"))
+    messages = doc if isinstance(doc, list) else next(
+        (doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
     if not isinstance(messages, list):
         raise TranscriptError(path, None, "expected a list of messages")
     parser = PARSERS[fmt]()
