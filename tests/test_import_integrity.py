@@ -680,19 +680,22 @@ def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tm
         [res] = Importer(db.engine).import_paths([str(write(tmp_path / name, records))])
         return res
 
-    runtime_session(41)
-    assert import_one("a.jsonl", chat("a")).session_id == 42
-    runtime_session(50)
-    assert import_one("b.jsonl", chat("b")).session_id == 51
+    from ctxtool.store.messages import RUNTIME_HEADROOM as ROOM
+
+    runtime_session(41)  # above every id ctxtool handed out: the runtime's next ones are left to it
+    assert import_one("a.jsonl", chat("a")).session_id == 41 + ROOM
+    assert import_one("b.jsonl", chat("b")).session_id == 42 + ROOM  # ours the highest: next
+    runtime_session(50)  # below ours: nothing to leave room for
+    assert import_one("c.jsonl", chat("c")).session_id == 43 + ROOM
     with db.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM agent_message WHERE session_id = 51")
-        conn.exec_driver_sql("DELETE FROM agent_session WHERE session_id = 51")
+        conn.exec_driver_sql(f"DELETE FROM agent_message WHERE session_id = {43 + ROOM}")
+        conn.exec_driver_sql(f"DELETE FROM agent_session WHERE session_id = {43 + ROOM}")
     failed = import_one("bad.jsonl", jsonl(chat("fine")) + b"{not json\n")
     assert failed.error and failed.session_id is None
-    later = import_one("c.jsonl", chat("c"))
-    assert later.error is None and later.session_id > 52
+    later = import_one("d.jsonl", chat("d"))
+    assert later.error is None and later.session_id > 44 + ROOM
     assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == \
-        [41, 42, 50, later.session_id]
+        [41, 50, 41 + ROOM, 42 + ROOM, later.session_id]
 
 
 def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_path):
@@ -716,6 +719,45 @@ def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_p
     assert res.error is None and res.messages_added == 1 and res.session_id != nxt
     assert mysql_db.rows("SELECT session_id, title FROM agent_session ORDER BY session_id") == [
         {"session_id": nxt, "title": "runtime"}, {"session_id": res.session_id, "title": "mine"}]
+
+
+def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mysql_db, tmp_path):
+    """Found by review: a runtime that takes MAX(session_id)+1 for each new session, writing
+    in a tight loop beside imports, took the id an import had just been handed (the import
+    started again, and 26 of 80 gave up after five tries) or waited on an import's uncommitted
+    row and then failed on it. Imports now leave it room above its highest id."""
+    import sqlalchemy as sa
+
+    paths = [write(tmp_path / f"t{i}.jsonl", chat(f"question {i}", f"answer {i}")) for i in range(40)]
+    stop = threading.Event()
+    runtime = {"created": 0, "failed": 0}
+
+    def runtime_loop():
+        engine = sa.create_engine(mysql_db.url)
+        with engine.connect() as conn:
+            while not stop.is_set():
+                try:
+                    conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) SELECT "
+                                         "COALESCE(MAX(session_id), 0) + 1, 'runtime' FROM agent_session")
+                    conn.commit()
+                    runtime["created"] += 1
+                except sa.exc.DBAPIError:
+                    conn.rollback()
+                    runtime["failed"] += 1
+        engine.dispose()
+
+    loop = threading.Thread(target=runtime_loop)
+    loop.start()
+    try:
+        results = [Importer(mysql_db.engine).import_paths([str(p)])[0] for p in paths]
+    finally:
+        stop.set()
+        loop.join()
+    assert [r.error for r in results] == [None] * len(paths)
+    assert runtime["created"] > len(paths) and runtime["failed"] == 0, runtime
+    assert mysql_db.scalar("SELECT COUNT(*) FROM agent_session WHERE title = 'runtime'") == \
+        runtime["created"]
+    assert mysql_db.scalar("SELECT COUNT(*) FROM agent_message") == 2 * len(paths)
 
 
 def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tmp_path):

@@ -94,6 +94,10 @@ class SessionGone(Exception):
     it was locked: look it up again."""
 
 
+# Session ids left to a runtime above the highest it wrote, when it writes ids of its own.
+RUNTIME_HEADROOM = 1000
+
+
 class ImportedSessions:
     """The agent_session rows of imported transcripts, one per (source_format, source_id).
 
@@ -132,7 +136,8 @@ class ImportedSessions:
         runtime's row not yet committed may be missed: the INSERT of the row then fails on the
         primary key, never silently, and the import is retried with a new id. The counter's
         row is the only lock taken, for one statement's time: two allocations queue on it and
-        never deadlock."""
+        never deadlock. Above a runtime's ids (written since the last id handed out), the new
+        id leaves it RUNTIME_HEADROOM ids first."""
         highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
                       .scalar())
         mine = N.c.name == SESSION_ID_COUNTER
@@ -141,8 +146,16 @@ class ImportedSessions:
             # One more would overflow BIGINT (SQLite would store it as REAL, for good).
             raise CtxtoolError(f"no session id is left: the highest stored or handed out is "
                                f"{max(highest, int(last or 0))}, BIGINT's largest")
+        if last is not None and highest > last:
+            # A runtime wrote ids of its own above ours since: it takes MAX()+1 next, and the
+            # one after. Leave it RUNTIME_HEADROOM of them, so that it never waits on (and then
+            # fails on) the uncommitted row of an import still writing, nor makes that import
+            # start again.
+            base = min(highest + RUNTIME_HEADROOM, MAX_SESSION_ID) - 1
+        else:
+            base = highest
         bumped = conn.execute(N.update().where(mine).values(
-            last_value=sa.case((N.c.last_value > highest, N.c.last_value), else_=highest) + 1))
+            last_value=sa.case((N.c.last_value > base, N.c.last_value), else_=base) + 1))
         if bumped.rowcount == 0:
             # Its row was deleted by hand: put it back (a concurrent import doing the same
             # fails on its key, or deadlocks, and is retried).
