@@ -124,8 +124,8 @@ class ClaudeCodeParser(FormatParser):
         message, uuid = found
         api_id = f.identifier(message, "id")
         model = f.name(message, "model")
-        _check_calls(message)  # before anything changes: a refused record leaves no trace
-        out = []
+        blocks = _blocks(message)  # read and checked before anything changes: a refused
+        out = []                   # record leaves no trace
         if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
             out = self._flush()
         if self.pending is None:
@@ -133,7 +133,7 @@ class ClaudeCodeParser(FormatParser):
                                          line.number, None, None, None,
                                          f.parse_time(line.obj.get("timestamp")), {})
             self.pending_api_id = api_id
-        _merge_assistant(self.pending, message, self.skipped)
+        _merge_assistant(self.pending, blocks, message, self.skipped)
         if model and model != "<synthetic>":
             self.session.model = model
         return out
@@ -203,22 +203,16 @@ def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, i
         created_at=f.parse_time(boundary.get("timestamp")) or f.parse_time(line.obj.get("timestamp")))
 
 
-def _check_calls(message: dict) -> None:
-    """Refuse (InvalidRecord) a record whose tool_use blocks an API could not take."""
+def _blocks(message: dict) -> tuple[list[str], list[dict] | None, list[str] | None,
+                                     list[str] | None]:
+    """One streamed assistant record's content: (texts, tool calls, thoughts, kinds of the
+    other blocks; None for none), every field checked first (InvalidRecord), so nothing of a
+    refused record is merged. (Lists made only when needed: this runs for every record.)"""
     content = message.get("content")
-    if type(content) is list:
-        for block in content:
-            if type(block) is dict and block.get("type") == "tool_use":
-                f.required(f.identifier(block, "id"), "'id'")
-                f.required(f.name(block, "name"), "'name'")
-
-
-def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
-    """Add one streamed assistant record's blocks (text, thinking, tool_use) to ``target``."""
-    content = message.get("content")
-    details = target.details if target.details is not None else {}
+    texts: list[str] = []
+    calls = thoughts = others = None
     if type(content) is str:
-        target.content = (target.content + "\n" if target.content else "") + content
+        texts.append(content)
     elif type(content) is list:
         for block in content:
             if type(block) is not dict:
@@ -226,19 +220,40 @@ def _merge_assistant(target: SourceMessage, message: dict, skipped) -> None:
             kind = block.get("type")
             if kind == "text":
                 text = block.get("text")
-                if type(text) is not str:
-                    text = ""
-                target.content = (target.content + "\n" if target.content else "") + text
+                texts.append(text if type(text) is str else "")
             elif kind == "tool_use":
                 call_id, name = f.identifier(block, "id"), f.name(block, "name")
-                call = f.tool_call(call_id, name, block.get("input"))  # _check_calls: set
-                target.tool_calls = [call] if target.tool_calls is None else [*target.tool_calls, call]
+                if not (call_id and name):  # an API pairs a result by the id, needs the name
+                    f.required(call_id, "'id'")
+                    f.required(name, "'name'")
+                call = f.tool_call(call_id, name, block.get("input"))
+                if calls is None:
+                    calls = [call]
+                else:
+                    calls.append(call)
             elif kind in ("thinking", "redacted_thinking"):
                 thought = block.get("thinking")
                 if type(thought) is str and thought:
-                    details["thinking"] = (details.get("thinking", "") + "\n" + thought).lstrip("\n")
+                    thoughts = [*(thoughts or ()), thought]
             else:
-                skipped[f"block:{f.label(kind)}"] += 1
+                others = [*(others or ()), f"block:{f.label(kind)}"]
+    return texts, calls, thoughts, others
+
+
+def _merge_assistant(target: SourceMessage, blocks, message: dict, skipped) -> None:
+    """Add one streamed assistant record's blocks (text, thinking, tool_use) to ``target``."""
+    texts, calls, thoughts, others = blocks
+    details = target.details if target.details is not None else {}
+    content = target.content
+    for text in texts:
+        content = (content + "\n" if content else "") + text
+    target.content = content
+    if calls:
+        target.tool_calls = calls if target.tool_calls is None else [*target.tool_calls, *calls]
+    for thought in thoughts or ():
+        details["thinking"] = (details.get("thinking", "") + "\n" + thought).lstrip("\n")
+    for kind in others or ():
+        skipped[kind] += 1
     _assistant_details(details, message)
     target.details = details
 
