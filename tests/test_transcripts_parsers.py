@@ -203,6 +203,24 @@ def test_a_negative_or_odd_token_count_in_a_transcript_is_no_count():
     assert out[1].details["usage"]["input_tokens"] == 0 and out[1].details["usage"]["output_tokens"] == 5
 
 
+def test_a_timestamp_that_is_no_time_is_counted_not_taken_silently():
+    """Found by review: "yesterday", an offset of +99:00 or year 99999 became the import time
+    without a word. Such a message takes the time of the one before, counted."""
+    bad = ["2026-01-01T00:00:00+99:00", "yesterday", "99999-01-01T00:00:00Z", 1e30, -1e20, [1]]
+    for value in bad:
+        out, t = records("claude-code", cc("u1", None, "user", "hi"),
+                         {**cc("u2", "u1", "user", "again"), "timestamp": value})
+        assert t.skipped["invalid_timestamp"] == 1, value
+        assert out[1].created_at is None and str(out[0].created_at) == "2026-01-01 00:00:00"
+    out, t = records("claude-code", cc("u1", None, "user", "hi"),
+                     {**cc("u2", "u1", "user", "again"), "timestamp": None})
+    assert "invalid_timestamp" not in t.skipped  # absent is not invalid
+    out, t = records(
+        "pi", {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
+        {**pi("e1", None, "user", "goal"), "timestamp": "yesterday"})
+    assert t.skipped["invalid_timestamp"] == 1 and out[0].created_at is None
+
+
 def test_pi_v1_first_kept_entry_index_counts_every_entry():
     out, _ = records("pi", {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"},
                      {"type": "message", "message": {"role": "user", "content": "a"}},

@@ -131,7 +131,7 @@ class ClaudeCodeParser(FormatParser):
         if self.pending is None:
             self.pending = SourceMessage(self.ids(uuid, line.number), "assistant", None,
                                          line.number, None, None, None,
-                                         f.parse_time(line.obj.get("timestamp")), {})
+                                         self.time(line.obj.get("timestamp")), {})
             self.pending_api_id = api_id
         _merge_assistant(self.pending, blocks, message, self.skipped)
         if model and model != "<synthetic>":
@@ -151,7 +151,7 @@ class ClaudeCodeParser(FormatParser):
         if rec.get("toolUseResult") is not None:
             # The UI's structured copy of a tool result; the model sees the tool_result block.
             self.skipped["field:toolUseResult"] += 1
-        when = f.parse_time(rec.get("timestamp"))
+        when = self.time(rec.get("timestamp"))
         number = line.number
         content = message.get("content")
         if type(content) is not list:

@@ -115,12 +115,12 @@ class CodexParser(FormatParser):
         return self._flush() + [SourceCompaction(
             self.ids(None, line.number), _compacted_summary(payload), line.number,
             details={"replacement_history_items": len(history) if isinstance(history, list) else 0},
-            created_at=f.parse_time(line.obj.get("timestamp")))]
+            created_at=self.time(line.obj.get("timestamp")))]
 
     def _item(self, line: Line) -> list[Record] | None:
         payload = self._payload(line)
         item = payload.get("type")
-        when = f.parse_time(line.obj.get("timestamp"))
+        when = self.time(line.obj.get("timestamp"))
         if item in _CALLS:
             self._call(line, payload, item, when)
             return None

@@ -104,7 +104,7 @@ class PiParser(FormatParser):
         role = message.get("role")
         if role == "assistant" and f.name(message, "model"):
             self.session.model = message["model"]
-        when = f.parse_time(rec.get("timestamp")) or f.parse_time(message.get("timestamp"))
+        when = self.time(rec.get("timestamp"), message.get("timestamp"))
         out = _to_message(message, self.ids(rec.get("id"), line.number), line.number, when,
                           self.skipped)
         if out is None:
@@ -143,7 +143,7 @@ class PiParser(FormatParser):
                                  first_kept_source_id=self.by_key.get(key) if key else None,
                                  tokens_before=f.token_count(rec.get("tokensBefore")),
                                  details=details or None,
-                                 created_at=f.parse_time(rec.get("timestamp")))]
+                                 created_at=self.time(rec.get("timestamp")))]
 
     handlers = {"session": _session, "message": _message, "custom_message": _message,
                 "branch_summary": _message, "model_change": _model_change,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, ClassVar, Iterable, Iterator
 
-from .fields import UniqueIds, label
+from .fields import UniqueIds, label, parse_time
 from .records import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
 from .tree import MainLineFilter, main_line
 
@@ -54,6 +54,17 @@ class FormatParser:
 
     def unknown(self, kind: str, line: Line) -> None:
         self.skipped[kind] += 1
+
+    def time(self, value, fallback=None):
+        """``value`` as a time (see ``fields.parse_time``), else ``fallback``, else None. A time
+        given but not readable as one (``yesterday``, an offset of +99:00, year 99999) is
+        counted as ``invalid_timestamp``: the message then takes the time of the one before."""
+        when = parse_time(value)
+        if when is None:
+            when = parse_time(fallback) if fallback is not None else None
+            if when is None and (value is not None or fallback is not None):
+                self.skipped["invalid_timestamp"] += 1
+        return when
 
     def finish(self) -> Iterable[Record]:
         """Records still held when the file ends (a message being merged)."""
