@@ -760,6 +760,30 @@ def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mys
     assert mysql_db.scalar("SELECT COUNT(*) FROM agent_message") == 2 * len(paths)
 
 
+def test_an_import_waiting_too_long_on_its_session_says_why_and_writes_nothing(mysql_db, tmp_path):
+    """Two imports of one transcript queue on its session row; one that waits past
+    innodb_lock_wait_timeout (the other is long) gets 1205: said in words, nothing written."""
+    import sqlalchemy as sa
+
+    from ctxtool.db import create_engine
+
+    path = write(tmp_path / "a.jsonl", chat("one"))
+    [first] = Importer(mysql_db.engine).import_paths([str(path)])
+    write(path, chat("one", "two"))
+    impatient = create_engine(mysql_db.url + "?init_command=SET%20innodb_lock_wait_timeout%3D1")
+    with mysql_db.engine.connect() as other:  # the other import, still writing the session
+        other.execute(sa.text("SELECT session_id FROM agent_session WHERE session_id = :s FOR UPDATE"),
+                      {"s": first.session_id})
+        [res] = Importer(impatient).import_paths([str(path)])
+        other.rollback()
+    assert res.error and "[1205]" in res.error and "an import of the same transcript" in res.error
+    assert "\n" not in res.error and "run it again" in res.error
+    assert contents(mysql_db, first.session_id) == ["one"]
+    [again] = Importer(impatient).import_paths([str(path)])
+    assert again.error is None and contents(mysql_db, first.session_id) == ["one", "two"]
+    impatient.dispose()
+
+
 def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tmp_path):
     """Found by review: a runtime session at 2^63-1 made the counter overflow (on SQLite to a
     REAL, stored for good) and every later import end in an internal error."""

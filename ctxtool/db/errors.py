@@ -17,6 +17,9 @@ _MYSQL_HINTS = {
     2003: "cannot reach the server: is it running and listening there?",
     2005: "unknown host",
     2013: "lost connection to the server",
+    1205: "another transaction held a row this one needed for longer than "
+          "innodb_lock_wait_timeout (an import of the same transcript, a compaction, or the "
+          "runtime); nothing of this one was written: run it again once that one is done",
 }
 
 

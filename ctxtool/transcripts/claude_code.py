@@ -151,7 +151,10 @@ class ClaudeCodeParser(FormatParser):
         if rec.get("toolUseResult") is not None:
             # The UI's structured copy of a tool result; the model sees the tool_result block.
             self.skipped["field:toolUseResult"] += 1
-        when = self.time(rec.get("timestamp"))
+        stamp = rec.get("timestamp")
+        when = f.parse_time(stamp)
+        if when is None and stamp is not None:  # self.time's count, inline: every user record
+            self.skipped["invalid_timestamp"] += 1
         number = line.number
         content = message.get("content")
         if type(content) is not list:
