@@ -154,30 +154,42 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
     """The restored suffix must pair every tool result with a call it contains; a call without
     a result is only acceptable as the very last message (the agent is waiting on it)."""
     issues: list[Issue] = []
-    calls: dict[str, int] = {}
-    answered: set[str] = set()
+    # Paired as the restored context pairs them (records.answer_tool_calls): a result answers
+    # the latest earlier call of its id still without one, so a runtime reusing a call id in a
+    # later turn is read the same way here and in what is sent.
+    waiting: dict[str, list[int]] = {}  # call id -> messages whose call of it has no result yet
+    seen: set[str] = set()
     for m in messages:
         problem = malformed_tool_calls(m.tool_calls)
         if problem:
             issues.append(Issue(session_id, ERROR, "malformed_tool_calls",
                                 f"message {m.id} has tool_calls {problem}: an API rejects it, "
                                 "and ctxtool reads only its well-formed calls", message_id=m.id))
-        if m.role == "assistant" and isinstance(m.tool_calls, list):
-            for c in m.tool_calls:
-                if isinstance(c, dict) and isinstance(c.get("id"), str):
-                    calls[c["id"]] = m.id
-        elif m.role == "tool":
-            if m.tool_call_id not in calls:
+        if m.role == "tool":
+            callers = waiting.get(m.tool_call_id)
+            if callers:
+                callers.pop()
+            elif m.tool_call_id in seen:
+                issues.append(Issue(session_id, WARNING, "duplicate_tool_result",
+                                    f"tool result {m.id} answers {_call(m.tool_call_id)}, which an "
+                                    "earlier result answered: it is sent as a user message",
+                                    message_id=m.id))
+            else:
                 issues.append(Issue(session_id, ERROR, "orphan_tool_result",
                                     f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
                                     "in the restored context", message_id=m.id))
-            answered.add(m.tool_call_id or "")
+        if m.role == "assistant" and isinstance(m.tool_calls, list):
+            for call_id in dict.fromkeys(c["id"] for c in m.tool_calls
+                                         if isinstance(c, dict) and isinstance(c.get("id"), str)):
+                waiting.setdefault(call_id, []).append(m.id)
+                seen.add(call_id)
     last_id = messages[-1].id if messages else None
-    for call_id, message_id in calls.items():
-        if call_id not in answered and message_id != last_id:
-            issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
-                                f"tool call {call_id!r} of message {message_id} has no result",
-                                message_id=message_id))
+    unanswered = sorted((message_id, call_id) for call_id, callers in waiting.items()
+                        for message_id in callers if message_id != last_id)
+    for message_id, call_id in unanswered:
+        issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
+                            f"tool call {call_id!r} of message {message_id} has no result",
+                            message_id=message_id))
     return issues
 
 

@@ -552,3 +552,28 @@ def test_a_tool_result_stored_without_a_call_id_never_says_none(db, cli):
     result = cli("--db", db.url, "validate", "--json")
     [issue] = [i for i in json.loads(result.stdout) if i["rule"] == "orphan_tool_result"]
     assert "None" not in issue["message"] and "a call with no recorded id" in issue["message"]
+
+
+def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
+    """A runtime reusing a call id in a later turn: each result answers the latest earlier call
+    of its id still without one, in validate as in what is sent (a result of an id already
+    answered is resent as a user message, a later call of it without result is unanswered)."""
+    def call(text):
+        return {"role": "assistant", "content": text, "tool_calls": [
+            {"id": "A", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+
+    def result(text):
+        return {"role": "tool", "content": text, "tool_call_id": "A"}
+
+    ids = add_session(db, 1, [{"role": "user", "content": "go"}, call("one"), result("r1"),
+                              call("two"), result("r2"), result("r2 again"), call("three"),
+                              {"role": "user", "content": "and now?"}])
+    issues = json.loads(cli("--db", db.url, "validate", "--json").stdout)
+    assert sorted((i["rule"], i["message_id"]) for i in issues) == [
+        ("duplicate_tool_result", ids[5]), ("unanswered_tool_call", ids[6])]
+    sent = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
+    sent = sent["messages"] if isinstance(sent, dict) else sent
+    resent = [m for m in sent if "r2 again" in (m.get("content") or "")]
+    assert resent[0]["role"] == "user"  # what validate warned of
+    assert sum(1 for m in sent if m["role"] == "tool" and m["content"] == "No result was "
+               "recorded for this tool call.") == 1  # call three's, what it warned of
