@@ -323,6 +323,80 @@ def test_0006_keeps_every_checkpoint_and_never_reuses_an_id(empty_db):
     assert indexes == {"uq_compaction_parent", "uq_compaction_source", "idx_compaction_session_id"}
 
 
+def test_0006_on_sqlite_keeps_a_runtimes_table_as_it_made_it(tmp_path, cli):
+    """Found by review: 0006 rebuilt SQLite's agent_compaction copying columns by position, so
+    a runtime's table with its columns in another order came out scrambled (the summary in
+    first_kept_message_id), and its own index and trigger were dropped; a view on it made the
+    file fail. The table is now edited in place: order, extra columns, index, trigger, view
+    and rows all stay, and a runtime's connection opened before the migration takes NULL."""
+    import sqlite3
+
+    from .conftest import Database
+
+    path = str(tmp_path / "runtime.db")
+    db = Database("sqlite", f"sqlite:///{path}")
+    raw = sqlite3.connect(path, isolation_level=None)
+    seed = load_migrations("sqlite")[0]
+    for statement in seed.statements():
+        if "agent_compaction" not in statement:
+            raw.execute(statement)
+    raw.executescript("""
+        CREATE TABLE agent_compaction (id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL, first_kept_message_id INTEGER NOT NULL,
+            summary TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+            tokens_before INTEGER, runtime_note TEXT);
+        CREATE INDEX idx_runtime_created ON agent_compaction (created_at);
+        CREATE TABLE runtime_log (what TEXT);
+        CREATE TRIGGER trg_runtime AFTER INSERT ON agent_compaction
+            BEGIN INSERT INTO runtime_log VALUES ('checkpoint ' || NEW.id); END;
+        CREATE VIEW v_latest AS SELECT session_id, MAX(id) AS id FROM agent_compaction GROUP BY session_id;
+        INSERT INTO agent_session (session_id) VALUES (1);
+        INSERT INTO agent_message (session_id, role, content) VALUES (1, 'user', 'a'), (1, 'user', 'b'), (1, 'user', 'c');
+        INSERT INTO agent_compaction (session_id, first_kept_message_id, summary, tokens_before, runtime_note)
+            VALUES (1, 3, 'runtime summary', 1234, 'mine');
+    """)
+    runtime = sqlite3.connect(path, isolation_level=None)  # open across the migration
+    runtime.execute("SELECT * FROM agent_compaction").fetchall()
+    assert cli("--db", db.url, "migrate", "baseline", "--version", "0001").exit_code == 0
+    result = cli("--db", db.url, "migrate", "up")
+    assert result.exit_code == 0, result.output
+    row = db.rows("SELECT session_id, first_kept_message_id, summary, tokens_before, runtime_note, "
+                  "parent_compaction_id FROM agent_compaction")
+    assert row == [{"session_id": 1, "first_kept_message_id": 3, "summary": "runtime summary",
+                    "tokens_before": 1234, "runtime_note": "mine", "parent_compaction_id": 0}]
+    runtime.execute("INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
+                    "VALUES (1, 3, 'second')")
+    runtime.execute("INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
+                    "VALUES (1, 3, 'third')")
+    assert runtime.execute("SELECT what FROM runtime_log").fetchall() == [
+        ("checkpoint 1",), ("checkpoint 2",), ("checkpoint 3",)]
+    assert runtime.execute("SELECT id FROM v_latest").fetchall() == [(3,)]
+    names = {r[0] for r in runtime.execute("SELECT name FROM sqlite_master WHERE tbl_name = "
+                                           "'agent_compaction' AND type = 'index'")}
+    assert {"idx_runtime_created", "uq_compaction_parent", "uq_compaction_source"} <= names
+    assert runtime.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert cli("--db", db.url, "validate", "--json").stdout.strip() == "[]"
+    runtime.close()
+    raw.close()
+
+
+def test_0005_killed_after_its_alter_took_effect_resumes(mysql_empty_db):
+    """Found by review: 0005 is one ALTER ending in a DROP INDEX; run again after it took
+    effect it fails with 1091, which resuming did not take for "already applied", so up
+    failed on it forever."""
+    migrator = Migrator(mysql_empty_db.engine)
+    migrator.up(to="0004")
+    fifth = next(m for m in migrator.migrations if m.version == "0005")
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql(fifth.statements()[0])
+        conn.execute(sa.text(f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
+                             "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
+                             "UTC_TIMESTAMP(), 0)"),
+                     {"v": fifth.version, "n": fifth.name, "c": fifth.checksum})
+    migrator.up()
+    assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
+
+
 def test_baseline_refuses_an_empty_database(empty_db, cli):
     result = cli("--db", empty_db.url, "migrate", "baseline")
     if empty_db.kind == "sqlite":  # no file yet: named, and not created by the attempt

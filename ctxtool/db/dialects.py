@@ -297,9 +297,10 @@ class MySQL(Dialect):
     # transaction's snapshot was taken: both are lost races, worth a retry.
     CONFLICTS = {DEADLOCK, 1020}
     # 1050 table exists, 1060 duplicate column, 1061 duplicate key name, 1826 duplicate
-    # foreign key. A single ALTER TABLE is atomic on MySQL 8 and MariaDB 10.11, so a duplicate
-    # first column means the whole statement took effect.
-    EXISTS = {1050, 1060, 1061, 1826}
+    # foreign key, 1091 nothing of that name to drop (0005's index). A single ALTER TABLE is
+    # atomic on MySQL 8 and MariaDB 10.11, so a duplicate first column, or an index already
+    # gone, means the whole statement took effect.
+    EXISTS = {1050, 1060, 1061, 1091, 1826}
     COUNTS_PER_STATEMENT = 5000
 
     def server_now(self):

@@ -1,38 +1,31 @@
 -- parent_compaction_id becomes NULL by default (see sql/mysql/0006 for why). SQLite cannot
--- change a column's constraint in place: the table is rebuilt, in this file's transaction,
--- keeping every row, its id and the AUTOINCREMENT sequence (ids are never reused). The copy
--- takes the columns by position: a table with columns ctxtool does not know (a runtime's own)
--- fails here, whole, rather than lose them.
-CREATE TABLE agent_compaction_rebuilt (
-    id                    INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
-    session_id            INTEGER NOT NULL,
-    summary               TEXT    NOT NULL,
-    first_kept_message_id INTEGER NOT NULL,
-    tokens_before         INTEGER NULL,
-    created_at            TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
-    parent_compaction_id  INTEGER NULL DEFAULT NULL,
-    summary_tokens        INTEGER NULL,
-    tokens_after          INTEGER NULL,
-    summarizer            TEXT    NULL,
-    summarizer_model      TEXT    NULL,
-    source_id             TEXT    NULL,
-    details               TEXT    NULL
-);
+-- change a column's constraint with ALTER TABLE; its documented way for dropping a NOT NULL or
+-- changing a default, which leave the stored rows as they are, is to edit the table's CREATE
+-- statement in sqlite_master. Unlike rebuilding the table, that keeps everything else as it is:
+-- the column order of a runtime's table, columns of its own, its indexes, triggers and views.
+-- All in this file's transaction: a failure leaves the table as it was.
+PRAGMA writable_schema = ON;
 
-INSERT INTO agent_compaction_rebuilt SELECT * FROM agent_compaction;
+UPDATE sqlite_master
+SET sql = replace(sql, 'parent_compaction_id INTEGER NOT NULL DEFAULT 0',
+                  'parent_compaction_id INTEGER NULL DEFAULT NULL')
+WHERE type = 'table' AND name = 'agent_compaction';
 
-INSERT INTO sqlite_sequence (name, seq)
-SELECT 'agent_compaction_rebuilt', 0
-WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'agent_compaction_rebuilt');
+-- This connection reads the edited schema from here on.
+PRAGMA writable_schema = RESET;
 
-UPDATE sqlite_sequence
-SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'agent_compaction'), 0))
-WHERE name = 'agent_compaction_rebuilt';
+-- The column must now default to NULL: a definition 0002 did not write (the edit above found
+-- nothing to replace) fails here, on this NOT NULL, and the file rolls back.
+CREATE TEMP TABLE ctxtool_0006_check (parent_compaction_id_defaults_to_null INTEGER NOT NULL);
 
-DROP TABLE agent_compaction;
+INSERT INTO ctxtool_0006_check
+SELECT CASE WHEN "notnull" = 0 AND coalesce(upper(dflt_value), 'NULL') = 'NULL' THEN 1 END
+FROM pragma_table_info('agent_compaction') WHERE name = 'parent_compaction_id';
 
-ALTER TABLE agent_compaction_rebuilt RENAME TO agent_compaction;
+DROP TABLE ctxtool_0006_check;
+
+-- A schema change bumps the schema version, so every connection already open (a runtime's)
+-- reads the table afresh before its next statement.
+DROP INDEX uq_compaction_parent;
 
 CREATE UNIQUE INDEX uq_compaction_parent ON agent_compaction (session_id, parent_compaction_id);
-CREATE UNIQUE INDEX uq_compaction_source ON agent_compaction (session_id, source_id);
-CREATE INDEX idx_compaction_session_id ON agent_compaction (session_id, id);
