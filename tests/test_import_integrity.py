@@ -682,20 +682,23 @@ def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tm
 
     from ctxtool.store.messages import RUNTIME_HEADROOM as ROOM
 
-    runtime_session(41)  # above every id ctxtool handed out: the runtime's next ones are left to it
-    assert import_one("a.jsonl", chat("a")).session_id == 41 + ROOM
-    assert import_one("b.jsonl", chat("b")).session_id == 42 + ROOM  # ours the highest: next
-    runtime_session(50)  # below ours: nothing to leave room for
-    assert import_one("c.jsonl", chat("c")).session_id == 43 + ROOM
+    assert import_one("a.jsonl", chat("a")).session_id == 1  # no runtime here yet: the next
+    assert import_one("b.jsonl", chat("b")).session_id == 2
+    runtime_session(41)  # a runtime writes sessions here: its next MAX()+1 ids are left to it,
+    assert import_one("c.jsonl", chat("c")).session_id == 41 + ROOM
+    # whoever wrote the highest (found by review: once ours was the highest, the next import
+    # took MAX()+1, the id a runtime takes next, and a runtime then waited on it and failed)
+    assert import_one("d.jsonl", chat("d")).session_id == 41 + 2 * ROOM
     with db.engine.begin() as conn:
-        conn.exec_driver_sql(f"DELETE FROM agent_message WHERE session_id = {43 + ROOM}")
-        conn.exec_driver_sql(f"DELETE FROM agent_session WHERE session_id = {43 + ROOM}")
+        conn.exec_driver_sql(f"DELETE FROM agent_message WHERE session_id = {41 + 2 * ROOM}")
+        conn.exec_driver_sql(f"DELETE FROM agent_session WHERE session_id = {41 + 2 * ROOM}")
     failed = import_one("bad.jsonl", jsonl(chat("fine")) + b"{not json\n")
     assert failed.error and failed.session_id is None
-    later = import_one("d.jsonl", chat("d"))
-    assert later.error is None and later.session_id > 44 + ROOM
+    later = import_one("e.jsonl", chat("e"))
+    # Never an id again: not the deleted one's, nor the failed import's (the one after it).
+    assert later.error is None and later.session_id > 41 + 2 * ROOM + 1
     assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == \
-        [41, 50, 41 + ROOM, 42 + ROOM, later.session_id]
+        [1, 2, 41, 41 + ROOM, later.session_id]
 
 
 def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_path):

@@ -136,8 +136,8 @@ class ImportedSessions:
         runtime's row not yet committed may be missed: the INSERT of the row then fails on the
         primary key, never silently, and the import is retried with a new id. The counter's
         row is the only lock taken, for one statement's time: two allocations queue on it and
-        never deadlock. Above a runtime's ids (written since the last id handed out), the new
-        id leaves it RUNTIME_HEADROOM ids first."""
+        never deadlock. In a store a runtime writes sessions to, the new id leaves it
+        RUNTIME_HEADROOM ids above the highest first."""
         highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
                       .scalar())
         mine = N.c.name == SESSION_ID_COUNTER
@@ -146,11 +146,12 @@ class ImportedSessions:
             # One more would overflow BIGINT (SQLite would store it as REAL, for good).
             raise CtxtoolError(f"no session id is left: the highest stored or handed out is "
                                f"{max(highest, int(last or 0))}, BIGINT's largest")
-        if last is not None and highest > last:
-            # A runtime wrote ids of its own above ours since: it takes MAX()+1 next, and the
-            # one after. Leave it RUNTIME_HEADROOM of them, so that it never waits on (and then
-            # fails on) the uncommitted row of an import still writing, nor makes that import
-            # start again.
+        if highest > int(last or 0) or conn.execute(
+                sa.select(S.c.session_id).where(S.c.source_format.is_(None)).limit(1)).first():
+            # A runtime writes sessions here (ids above ours since the last one handed out, or
+            # rows that are no transcript's): it takes MAX()+1 next, and the one after, while
+            # this import's row is not committed yet. Leave it RUNTIME_HEADROOM of them, so it
+            # never waits on (and then fails on) that row, nor makes the import start again.
             base = min(highest + RUNTIME_HEADROOM, MAX_SESSION_ID) - 1
         else:
             base = highest
@@ -159,8 +160,8 @@ class ImportedSessions:
         if bumped.rowcount == 0:
             # Its row was deleted by hand: put it back (a concurrent import doing the same
             # fails on its key, or deadlocks, and is retried).
-            conn.execute(N.insert().values(name=SESSION_ID_COUNTER, last_value=highest + 1))
-            return highest + 1
+            conn.execute(N.insert().values(name=SESSION_ID_COUNTER, last_value=base + 1))
+            return base + 1
         return int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar())
 
     @staticmethod
