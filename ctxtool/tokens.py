@@ -94,6 +94,13 @@ def known_encodings() -> list[str]:
     return sorted(set(tiktoken.list_encoding_names()) | set(SHIPPED_VOCABULARIES))
 
 
+def unknown_encoding(name: str) -> str | None:
+    """What is wrong with ``name`` as an encoding (one line: tiktoken's own message is three,
+    about its plugins), or None when :func:`get_encoding` knows it."""
+    known = known_encodings()
+    return None if name in known else f"unknown encoding {name!r} (known: {', '.join(known)})"
+
+
 def get_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken Encoding ``name``; the shipped ones load from the package, verified by sha256.
 
@@ -113,9 +120,9 @@ def get_encoding(name: str) -> tiktoken.Encoding:
         else:
             try:
                 enc = tiktoken.get_encoding(name)
-            except ValueError:  # tiktoken's message is three lines, about its plugins
-                raise CtxtoolError(f"unknown encoding {name!r} "
-                                   f"(known: {', '.join(known_encodings())})") from None
+            except ValueError:
+                raise CtxtoolError(unknown_encoding(name)
+                                   or f"unknown encoding {name!r}") from None
             except Exception as exc:  # network, proxy, TLS: tiktoken raises several kinds
                 raise CtxtoolError(
                     f"cannot load tiktoken encoding {name!r} ({exc.__class__.__name__}); it is not "

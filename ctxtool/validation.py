@@ -150,46 +150,70 @@ def _kind(value) -> str:
     return "null" if value is None else type(value).__name__
 
 
+@dataclass
+class ToolPairing:
+    """How a context's tool results pair with its calls: results whose call is not in it,
+    results of a call an earlier result answered, and (message id, call id) of calls left
+    without a result, in message order."""
+
+    orphans: list[Message]
+    duplicates: list[Message]
+    unanswered: list[tuple[int, str]]
+
+
+def pair_tool_results(messages: Sequence[Message]) -> ToolPairing:
+    """Pair as the restored context pairs them (records.answer_tool_calls): a result answers
+    the latest earlier call of its id still without one, so a runtime reusing a call id in a
+    later turn is read the same way by every rule and in what is sent. Pure; ``messages`` in
+    id order."""
+    waiting: dict[str, list[int]] = {}  # call id -> messages whose call of it has no result yet
+    seen: set[str] = set()
+    orphans: list[Message] = []
+    duplicates: list[Message] = []
+    for m in messages:
+        if m.role == "tool":
+            callers = waiting.get(m.tool_call_id)
+            if callers:
+                callers.pop()
+            else:
+                (duplicates if m.tool_call_id in seen else orphans).append(m)
+        elif m.role == "assistant" and isinstance(m.tool_calls, list):
+            for call_id in dict.fromkeys(c["id"] for c in m.tool_calls
+                                         if isinstance(c, dict) and isinstance(c.get("id"), str)):
+                waiting.setdefault(call_id, []).append(m.id)
+                seen.add(call_id)
+    unanswered = sorted((message_id, call_id) for call_id, callers in waiting.items()
+                        for message_id in callers)
+    return ToolPairing(orphans, duplicates, unanswered)
+
+
 def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> list[Issue]:
     """The restored suffix must pair every tool result with a call it contains; a call without
     a result is only acceptable as the very last message (the agent is waiting on it)."""
     issues: list[Issue] = []
-    # Paired as the restored context pairs them (records.answer_tool_calls): a result answers
-    # the latest earlier call of its id still without one, so a runtime reusing a call id in a
-    # later turn is read the same way here and in what is sent.
-    waiting: dict[str, list[int]] = {}  # call id -> messages whose call of it has no result yet
-    seen: set[str] = set()
     for m in messages:
         problem = malformed_tool_calls(m.tool_calls)
         if problem:
             issues.append(Issue(session_id, ERROR, "malformed_tool_calls",
                                 f"message {m.id} has tool_calls {problem}: an API rejects it, "
                                 "and ctxtool reads only its well-formed calls", message_id=m.id))
-        if m.role == "tool":
-            callers = waiting.get(m.tool_call_id)
-            if callers:
-                callers.pop()
-            elif m.tool_call_id in seen:
-                issues.append(Issue(session_id, WARNING, "duplicate_tool_result",
-                                    f"tool result {m.id} answers {_call(m.tool_call_id)}, which an "
-                                    "earlier result answered: it is sent as a user message",
-                                    message_id=m.id))
-            else:
-                issues.append(Issue(session_id, ERROR, "orphan_tool_result",
-                                    f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
-                                    "in the restored context", message_id=m.id))
-        if m.role == "assistant" and isinstance(m.tool_calls, list):
-            for call_id in dict.fromkeys(c["id"] for c in m.tool_calls
-                                         if isinstance(c, dict) and isinstance(c.get("id"), str)):
-                waiting.setdefault(call_id, []).append(m.id)
-                seen.add(call_id)
+    pairing = pair_tool_results(messages)
+    for m in pairing.duplicates:
+        issues.append(Issue(session_id, WARNING, "duplicate_tool_result",
+                            f"tool result {m.id} answers {_call(m.tool_call_id)}, which an "
+                            "earlier result answered: it is sent as a user message",
+                            message_id=m.id))
+    for m in pairing.orphans:
+        issues.append(Issue(session_id, ERROR, "orphan_tool_result",
+                            f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
+                            "in the restored context", message_id=m.id))
+    issues.sort(key=lambda i: i.message_id)  # in message order (a message has one of these)
     last_id = messages[-1].id if messages else None
-    unanswered = sorted((message_id, call_id) for call_id, callers in waiting.items()
-                        for message_id in callers if message_id != last_id)
-    for message_id, call_id in unanswered:
-        issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
-                            f"tool call {call_id!r} of message {message_id} has no result",
-                            message_id=message_id))
+    for message_id, call_id in pairing.unanswered:
+        if message_id != last_id:
+            issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
+                                f"tool call {call_id!r} of message {message_id} has no result",
+                                message_id=message_id))
     return issues
 
 
@@ -221,15 +245,7 @@ def past_context_issues(session_id: int, compactions: Sequence[Compaction],
 
 def orphan_results(messages: Sequence[Message]) -> list[Message]:
     """The tool results of a context (messages in id order) whose call is not before them in it."""
-    calls: set[str] = set()
-    out = []
-    for m in messages:
-        if m.role == "assistant" and isinstance(m.tool_calls, list):
-            calls.update(c["id"] for c in m.tool_calls
-                         if isinstance(c, dict) and isinstance(c.get("id"), str))
-        elif m.role == "tool" and m.tool_call_id not in calls:
-            out.append(m)
-    return out
+    return pair_tool_results(messages).orphans
 
 
 def _call(call_id: str | None) -> str:

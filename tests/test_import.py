@@ -563,3 +563,35 @@ def test_a_one_line_message_document_imports_as_the_pretty_one_does(db, cli, tmp
     assert [(r["format"], r["added"], r["error"]) for r in json.loads(result.stdout)] == [
         ("openai-chat", 2, None), ("openai-chat", 2, None)]
     assert db.rows("SELECT system_prompt FROM agent_session") == [{"system_prompt": "be brief"}] * 2
+
+
+def test_a_one_line_message_document_that_is_hostile_fails_as_the_pretty_one_does(db, tmp_path):
+    """The one-line document path (865c4c9) with what a hostile file holds: a message that is
+    no object, a role of the wrong type, a second document after it. Each one line naming the
+    file, nothing written; --skip-invalid skips the bad message and keeps the rest."""
+    cases = {
+        "not_object.json": ({"messages": [1, {"role": "user", "content": "hi"}]},
+                            "message #1 is not a JSON object"),
+    }
+    for name, (doc, error) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(doc) + "\n")
+        [res] = Importer(db.engine).import_paths([str(path)])
+        assert res.error and res.error.startswith(str(path)) and error in res.error, res.error
+        assert "\n" not in res.error
+        assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+        [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
+        assert res.error is None and res.messages_added == 1, res
+    # A role of the wrong type is a kind of record the format skips, counted, as on many lines.
+    path = tmp_path / "bad_role.json"
+    path.write_text(json.dumps({"history": [{"role": 5, "content": "x"},
+                                            {"role": "user", "content": "hi"}]}) + "\n")
+    [res] = Importer(db.engine).import_paths([str(path)])
+    assert (res.error, res.messages_added, res.skipped["role:a number"]) == (None, 1, 1)
+    two = tmp_path / "two_documents.json"
+    two.write_text(json.dumps({"messages": [{"role": "user", "content": "a"}]}) + "\n"
+                   + json.dumps({"messages": [{"role": "user", "content": "b"}]}) + "\n")
+    before = db.scalar("SELECT COUNT(*) FROM agent_message")
+    [res] = Importer(db.engine).import_paths([str(two)])
+    assert res.error and res.error.startswith(f"{two}:") and "\n" not in res.error, res.error
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == before

@@ -59,17 +59,16 @@ class FiniteNumber(click.FloatRange):
 
 class EncodingName(click.ParamType):
     """A tiktoken encoding's name (``--encoding``): one tiktoken does not know is a usage error
-    listing those it does, before anything is read (tiktoken's own message is three lines
-    about its plugins)."""
+    listing those it does, before anything is read."""
 
     name = "encoding"
 
     def convert(self, value, param, ctx):
-        from ..tokens import known_encodings
+        from ..tokens import unknown_encoding
 
         if not isinstance(value, str):
             self.fail(f"{value!r} is not an encoding name", param, ctx)
-        if value not in known_encodings():
-            self.fail(f"unknown encoding {value!r} (known: {', '.join(known_encodings())})",
-                      param, ctx)
+        problem = unknown_encoding(value)
+        if problem:
+            self.fail(problem, param, ctx)
         return value

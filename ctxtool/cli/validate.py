@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
-from ..db.schema import BIGINT_MAX
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
+from ..store.reads import plain_session_id
 from . import check_reserve, main, pass_app
 from .types import WholeNumber
 
@@ -48,11 +48,11 @@ def validate_cmd(app, session, session_option, context_window, reserve_tokens,
     except CtxtoolError as unknown:
         # A plain id without its agent_session row may still have checkpoints: validate's
         # session_missing finding, not "does not exist".
-        text = str(ref).strip()
-        if not (text.isdigit() and int(text) <= BIGINT_MAX):
+        plain = plain_session_id(ref)
+        if plain is None:
             raise
         try:
-            issues, checked = validate(engine, int(text), settings)
+            issues, checked = validate(engine, plain, settings)
         except CtxtoolError:
             raise unknown from None
     else:

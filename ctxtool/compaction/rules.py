@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from ..records import (NO_CALL_ID, NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX, Compaction, Message,
-                       answer_tool_calls)
+from ..records import (NO_CALL_ID, NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX,
+                       Compaction, Message, answer_tool_calls)
 from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
 from .plan import CompactionSettings
 
@@ -24,6 +24,16 @@ HEAD_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode()
 _RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID).encode())
 
 
+def _recorded_span(checkpoint: Compaction) -> tuple[dict, int, int] | None:
+    """(details, count, id sum) of the span a checkpoint recorded summarising; None when it
+    recorded none (imported, or written before ctxtool recorded spans)."""
+    details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
+    count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
+    if not isinstance(count, int) or not isinstance(id_sum, int):
+        return None
+    return details, count, id_sum
+
+
 def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
     """Messages inside a checkpoint's summarised range that it did not summarise.
 
@@ -31,13 +41,13 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
     of its session. Returns [] when they are exactly what the checkpoint summarised; the late
     message's id when one arrived (the id sums tell which); with several, the ids outside the
     first..last summarised ids recorded when they account for the difference, else every id
-    of the range (they cannot be told apart). None when the checkpoint recorded no span (imported, or written before ctxtool
-    recorded spans): nothing to check.
+    of the range (they cannot be told apart). None when the checkpoint recorded no span
+    (imported, or written before ctxtool recorded spans): nothing to check.
     """
-    details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
-    count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
-    if not isinstance(count, int) or not isinstance(id_sum, int):
+    span = _recorded_span(checkpoint)
+    if span is None:
         return None
+    details, count, id_sum = span
     ids = list(range_ids)
     if len(ids) == count and sum(ids) == id_sum:
         return []
@@ -53,14 +63,15 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
             return outside
     return ids
 
+
 def deleted_from_span(checkpoint: Compaction, range_ids: Sequence[int]) -> tuple[int, int | None]:
     """How many of the messages a checkpoint summarised are no longer stored (history deleted,
     which nothing may do), and the id when it is one; (0, None) when none are, or when the
     checkpoint recorded no span. ``range_ids`` as for :func:`unsummarised_messages`."""
-    details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
-    count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
-    if not isinstance(count, int) or not isinstance(id_sum, int):
+    span = _recorded_span(checkpoint)
+    if span is None:
         return 0, None
+    _, count, id_sum = span
     ids = list(range_ids)
     if len(ids) >= count:
         return 0, None

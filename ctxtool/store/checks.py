@@ -15,10 +15,10 @@ from sqlalchemy.engine import Connection, Engine
 from ..compaction.plan import CompactionSettings
 from ..compaction.rules import context_bounds, suffix_tokens
 from ..db import read_connection
-from ..errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..errors import CtxtoolError
 from ..records import Compaction, Message
 from ..tokens import encoding_for_model
 from ..validation import (Issue, MessageRef, missing_session_issues, past_context_issues,

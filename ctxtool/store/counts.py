@@ -4,8 +4,8 @@ Counting first finds how many messages are left to count and the lowest of their
 index that holds each count and its encoding (a store counted already costs that walk alone,
 not a read of every row), then walks them in id order in batches: read a batch (keyset on the
 primary key), measure it with one threaded :func:`~ctxtool.tokens.token_lengths`, write the
-counts back (one UPDATE per encoding on MySQL), commit. An interrupted run loses at most the batches in flight;
-a re-run picks up the messages still uncounted. The three stages overlap: a reader thread
+counts back (one UPDATE per encoding on MySQL), commit. An interrupted run loses at most the
+batches in flight; a re-run picks up the messages still uncounted. The three stages overlap: a reader thread
 fetches the next batch and a writer thread stores the previous one while the encoder (which
 releases the GIL) works.
 """

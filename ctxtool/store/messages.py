@@ -141,12 +141,12 @@ class ImportedSessions:
         highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
                       .scalar())
         mine = N.c.name == SESSION_ID_COUNTER
-        last = conn.execute(sa.select(N.c.last_value).where(mine)).scalar()
-        if max(highest, int(last or 0)) >= MAX_SESSION_ID:
+        handed_out = int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar() or 0)
+        if max(highest, handed_out) >= MAX_SESSION_ID:
             # One more would overflow BIGINT (SQLite would store it as REAL, for good).
             raise CtxtoolError(f"no session id is left: the highest stored or handed out is "
-                               f"{max(highest, int(last or 0))}, BIGINT's largest")
-        if highest > int(last or 0) or conn.execute(
+                               f"{max(highest, handed_out)}, BIGINT's largest")
+        if highest > handed_out or conn.execute(
                 sa.select(S.c.session_id).where(S.c.source_format.is_(None)).limit(1)).first():
             # A runtime writes sessions here (ids above ours since the last one handed out, or
             # rows that are no transcript's): it takes MAX()+1 next, and the one after, while

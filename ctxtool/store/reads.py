@@ -146,9 +146,10 @@ class Store:
         naming it (an ambiguous prefix lists its candidates)."""
         text = str(ref).strip()
         with _use(self.engine, conn) as c:
-            if text.isdigit() and str(int(text)) == text and int(text) <= BIGINT_MAX:
+            plain = plain_session_id(text)
+            if plain is not None:
                 found = c.execute(sa.select(S.c.session_id)
-                                  .where(S.c.session_id == int(text))).scalar()
+                                  .where(S.c.session_id == plain)).scalar()
                 if found is not None:
                     return int(found)
             if not text:
@@ -384,6 +385,15 @@ def per_session(conn: Connection, table: sa.Table, session_ids: list[int],
 
 # Sessions per query when reading many restored suffixes at once (see suffix_ranges).
 SESSIONS_PER_RANGE_QUERY = 500
+
+
+def plain_session_id(ref: str | int) -> int | None:
+    """``ref`` as a ctxtool session id when it is written as one (digits, no leading zero, at
+    most BIGINT's largest), else None: it may still be a source id."""
+    text = str(ref).strip()
+    if text.isdigit() and str(int(text)) == text and int(text) <= BIGINT_MAX:
+        return int(text)
+    return None
 
 
 def text_bytes(text_column):

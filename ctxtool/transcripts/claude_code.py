@@ -237,9 +237,10 @@ def _blocks(message: dict) -> tuple[list[str], list[dict] | None, list[str] | No
             elif kind in ("thinking", "redacted_thinking"):
                 thought = block.get("thinking")
                 if type(thought) is str and thought:
-                    thoughts = [*(thoughts or ()), thought]
+                    thoughts = [thought] if thoughts is None else [*thoughts, thought]
             else:
-                others = [*(others or ()), f"block:{f.label(kind)}"]
+                kind = f"block:{f.label(kind)}"
+                others = [kind] if others is None else [*others, kind]
     return texts, calls, thoughts, others
 
 
