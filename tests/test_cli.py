@@ -298,6 +298,41 @@ def test_a_closed_pipe_is_not_an_error(db):
     assert b"Traceback" not in err and b"Error" not in err
 
 
+def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
+    """Found by review: a reader gone before a failing command wrote its output (``migrate
+    status | head`` under ``pipefail``, a deploy gate) made it exit 0 and hid its error line.
+    The output is dropped; the exit code and stderr are what they are unpiped."""
+    empty = f"sqlite:///{tmp_path / 'not-migrated.db'}"
+    transcript = tmp_path / "good.jsonl"
+    transcript.write_text('{"role": "user", "content": "hello"}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    add_session(sqlite_db, 1, [{"role": "user", "content": "hello"}])
+    with sqlite_db.engine.begin() as conn:  # a checkpoint keeping a message of no session
+        conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, "
+                             "first_kept_message_id) VALUES (1, 'old', 999999)")
+    cases = [(["--db", empty, "migrate", "status"], 3),
+             (["--db", sqlite_db.url, "validate"], 1),
+             (["--db", sqlite_db.url, "import", str(tmp_path / "empty.jsonl"),
+               str(tmp_path / "bad.jsonl"), str(transcript)], None)]
+    (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "x"}\n{bad\n')
+    for args, code in cases:
+        plain = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
+                               text=True, timeout=60)
+        assert plain.returncode == (code if code is not None else plain.returncode) != 0, \
+            (args, plain.returncode, plain.stderr)
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the first line: every write fails
+        try:
+            piped = subprocess.run([sys.executable, "-m", "ctxtool", *args], stdout=write_end,
+                                   stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(write_end)
+        assert piped.returncode == plain.returncode, (args, piped.returncode, piped.stderr)
+        errors = [line for line in plain.stderr.splitlines() if line.startswith("Error")]
+        assert errors and all(e in piped.stderr for e in errors), (args, piped.stderr)
+        assert "Traceback" not in piped.stderr
+
+
 def test_output_that_cannot_be_written_is_one_line(sqlite_db):
     """Standard output on a full disk (``> /dev/full``: ENOSPC) was 'internal error: OSError
     ... this is a bug', and a traceback for --help and --version, which write while parsing."""

@@ -107,8 +107,10 @@ class OutputFailed(CtxtoolError):
 
 class _GuardedOutput:
     """``sys.stdout`` while a command runs: a write or flush that fails becomes OutputFailed,
-    said in one line, instead of an OSError taken for a bug. A closed pipe stays a
-    BrokenPipeError (``| head`` is not an error)."""
+    said in one line, instead of an OSError taken for a bug. A closed pipe (``| head``) is no
+    error and no reason to stop: what is written from then on is dropped, and the command
+    ends as it would have, with its own exit code and its errors on stderr (a failing
+    ``migrate status | head`` must not pass a deploy gate run under ``pipefail``)."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -117,13 +119,22 @@ class _GuardedOutput:
         try:
             return self._stream.write(text)
         except OSError as exc:
-            raise _output_failed(exc) from None
+            if exc.errno != errno.EPIPE:
+                raise _output_failed(exc) from None
+            _quiet_closed_pipe()
+            return len(text)
 
     def flush(self):
         try:
             return self._stream.flush()
         except OSError as exc:
-            raise _output_failed(exc) from None
+            if exc.errno != errno.EPIPE:
+                raise _output_failed(exc) from None
+            _quiet_closed_pipe()
+            try:
+                self._stream.flush()  # what was buffered goes to /dev/null now
+            except OSError:
+                pass
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -200,7 +211,8 @@ def _scrubbed(ctx, text: str) -> str:
 
 
 def _quiet_closed_pipe() -> None:
-    """The reader went away (``ctxtool ... | head``): stop writing, exit 0, say nothing."""
+    """The reader went away (``ctxtool ... | head``): what is written to stdout from now on goes
+    to /dev/null, and nothing is said of it."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
