@@ -93,6 +93,26 @@ def test_every_command_with_a_bad_url_says_one_line_without_the_password(url, tm
             assert len(errors) == 1, (placement, result.output)
 
 
+def test_url_options_that_would_break_a_guarantee_are_refused(tmp_path):
+    """Found by review: ``?autocommit=1`` was taken, and a failed or killed import then left
+    the batches before the failure behind; SQLite's unknown options were ignored with a raw
+    SAWarning (``mode=ro`` left the file writable), a bad timeout was a bare ValueError."""
+    os.chdir(tmp_path)
+    db_file = tmp_path / "x.db"
+    cases = [("mysql://root@127.0.0.1/x?autocommit=1", "option 'autocommit' is not supported"),
+             (f"sqlite:///{db_file}?mode=ro", "unknown option 'mode' for SQLite"),
+             (f"sqlite:///{db_file}?timeout=abc", "timeout must be a number of seconds, not 'abc'"),
+             (f"sqlite:///{db_file}?cached_statements=2.5", "cached_statements must be a whole number")]
+    for url, said in cases:
+        result = _run(["--db", url, "migrate", "up"])
+        _assert_one_clean_line(result, url)
+        assert result.exit_code == 1 and said in result.output, (url, result.output)
+        assert "SAWarning" not in result.output
+        assert not db_file.exists()
+    result = _run(["--db", f"sqlite:///{db_file}?timeout=2.5", "migrate", "up"])
+    assert result.exit_code == 0 and db_file.exists(), result.output
+
+
 # Numbers past a signed 64-bit integer: SQLite's driver overflowed on them, MariaDB refused the
 # LIMIT as a syntax error (1064), a lease as an overflow (1916); nan and inf as seconds.
 HUGE = str(2**64 + 1)

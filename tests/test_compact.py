@@ -364,6 +364,9 @@ def test_summarizer_url_credentials_are_masked(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     summarizer = OpenAISummarizer("m", "http://svc:hunter2@127.0.0.1:9/v1", "k", timeout=1, max_retries=0)
     assert "hunter2" not in summarizer.describe() and "svc:***@" in summarizer.describe()
+    keyed = OpenAISummarizer("m", "http://127.0.0.1:9/v1?key=S3cr3t&api_key=S3cr3t", "k",
+                             timeout=1, max_retries=0)  # a key in the query: found by review
+    assert "S3cr3t" not in keyed.describe() and "key=***" in keyed.describe()
     outcome = Compactor(db.engine, summarizer, SETTINGS).compact_session(1)
     assert outcome.status == "failed" and "hunter2" not in outcome.error
 

@@ -29,7 +29,7 @@ _SUPPORTED = "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb:/
 _MYSQL_OPTIONS = {"charset", "collation", "connect_timeout", "read_timeout", "write_timeout",
                   "unix_socket", "init_command", "local_infile", "ssl_ca", "ssl_cert", "ssl_key",
                   "ssl_verify_cert", "ssl_verify_identity", "ssl_disabled", "program_name",
-                  "binary_prefix", "autocommit", "client_flag", "max_allowed_packet",
+                  "binary_prefix", "client_flag", "max_allowed_packet",
                   "bind_address", "sql_mode"}
 _MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_flag",
                   "max_allowed_packet", "local_infile"}
@@ -38,10 +38,20 @@ _MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_fl
 _MYSQL_RANGES = {"connect_timeout": (1, 31_536_000), "read_timeout": (1, 31_536_000),
                  "write_timeout": (1, 31_536_000), "client_flag": (0, 2**31 - 1)}
 # Options PyMySQL accepts and then refuses to connect with (NotImplementedError).
-_MYSQL_UNSUPPORTED = {"compress": "PyMySQL, the bundled driver, does not compress"}
+_MYSQL_UNSUPPORTED = {"compress": "PyMySQL, the bundled driver, does not compress",
+                      # Each write would commit on its own: a failed or killed import would
+                      # leave the batches before the failure behind.
+                      "autocommit": "ctxtool's writes are transactions: an import stores all "
+                                    "of a file or nothing"}
+# Query arguments Python's sqlite3 takes through SQLAlchemy, and which of them are numbers
+# (SQLite URI parameters such as mode=ro go in a file: URI, with uri=true).
+_SQLITE_OPTIONS = {"timeout", "isolation_level", "detect_types", "check_same_thread",
+                   "cached_statements", "uri"}
+_SQLITE_NUMERIC = {"timeout", "detect_types", "cached_statements"}
 _MYSQL_FILES = {"ssl_ca", "ssl_cert", "ssl_key"}
 _COLLATION = re.compile(r"utf8mb4_[A-Za-z0-9_]{1,60}")
-_SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token")
+_SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token", "key",
+                "api_key", "apikey", "access_token")
 
 _QUERY_SECRET = re.compile(rf"(?i)([?&;](?:{'|'.join(_SECRET_KEYS)})=)[^&;#\s]*")
 
@@ -175,7 +185,37 @@ def parse_url(raw: str) -> URL:
         raise CtxtoolError(f"unsupported database URL {mask_url(raw)!r}: {_SUPPORTED}")
     if url.get_backend_name() in ("mysql", "mariadb"):
         _check_mysql_options(url, raw)
+    else:
+        _check_sqlite_options(url, raw)
     return url
+
+
+def _check_sqlite_options(url: URL, raw: str) -> None:
+    """Options sqlite3 takes; any other was ignored with a warning (``mode=ro`` left the file
+    writable), a bad number failed as a bare ValueError."""
+    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        return  # the others are the file: URI's own parameters, for SQLite to read
+    for key, value in url.query.items():
+        if key not in _SQLITE_OPTIONS:
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} for "
+                               f"SQLite (known: {', '.join(sorted(_SQLITE_OPTIONS))}; SQLite's "
+                               "own URI parameters need sqlite:///file:path?...&uri=true)")
+        values = value if isinstance(value, tuple) else (value,)
+        if key in _SQLITE_NUMERIC:
+            wrong = next((v for v in values if not _sqlite_number(v, key == "timeout")), None)
+            if wrong is not None:
+                kind = "a number of seconds" if key == "timeout" else "a whole number"
+                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be {kind}, "
+                                   f"not {wrong!r}")
+
+
+def _sqlite_number(text: str, fraction: bool) -> bool:
+    if text.isdigit():
+        return True
+    try:
+        return fraction and 0 <= float(text) < float("inf")
+    except ValueError:
+        return False
 
 
 def _reason(exc: Exception, raw: str) -> str:
