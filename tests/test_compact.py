@@ -462,8 +462,9 @@ def test_a_reserve_that_takes_a_models_whole_window_is_a_usage_error(db, cli):
     advice to shorten the system prompt. It is the settings' fault, said once, exit code 2."""
     add_session(db, 1, coding_session(4), model="gpt-4")
     expected = "--reserve-tokens 20000 leaves nothing of the 8192-token window of gpt-4"
-    for args in (["compact", "--all", "--dry-run"], ["compact", "--all"],
-                 ["sessions", "list", "--over-window"], ["validate"]):
+    for args in (["compact", "--all", "--dry-run"], ["compact", "--all"], ["compact", "1"],
+                 ["compact", "1", "--dry-run"], ["sessions", "list", "--over-window"],
+                 ["validate"]):
         result = cli("--db", db.url, *args, "--reserve-tokens", "20000")
         assert result.exit_code == 2 and expected in result.output, (args, result.output)
         assert "Traceback" not in result.output and "internal error" not in result.output

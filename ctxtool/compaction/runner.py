@@ -95,6 +95,10 @@ class Compactor:
             if out.status == SPAN_CHANGED:
                 out.status, out.error = FAILED, "messages kept arriving inside the summarised span"
         except CtxtoolError as exc:  # SummarizerError included
+            if exc.exit_code == 2:
+                # The settings' fault (a reserve that takes the model's whole window), not
+                # this session's: a usage error, as compact --all says it.
+                raise
             out.status, out.error = FAILED, str(exc)
         except SQLAlchemyError as exc:
             out.status, out.error = FAILED, describe_db_error(exc)
