@@ -471,6 +471,29 @@ def test_a_urls_collation_is_the_connections(mysql_empty_db, cli):
     assert len(result.output.strip().splitlines()) == 1, result.output
 
 
+def test_a_urls_yes_no_options_mean_what_they_say(mysql_empty_db, cli):
+    """Found by review: SQLAlchemy hands PyMySQL ``?ssl_disabled=false`` as the text 'false',
+    which PyMySQL takes as true: TLS was turned off by the option meant to keep it on."""
+    def tls_wanted(query: dict) -> bool:
+        url = sa.engine.make_url(mysql_empty_db.url).update_query_dict(query)
+        engine = create_engine(url.render_as_string(hide_password=False))
+        try:
+            with engine.connect() as conn:
+                return bool(conn.connection.dbapi_connection.ssl)
+        finally:
+            engine.dispose()
+
+    default = tls_wanted({})
+    assert default, "PyMySQL asks for TLS when the server offers it"
+    for value in ("false", "0", "no", "off", "False"):
+        assert tls_wanted({"ssl_disabled": value}) == default, value
+    for value in ("true", "1", "yes", "on"):
+        assert tls_wanted({"ssl_disabled": value}) is False, value
+    url = sa.engine.make_url(mysql_empty_db.url).update_query_dict({"ssl_disabled": "maybe"})
+    result = cli("--db", url.render_as_string(hide_password=False), "sessions", "list")
+    assert result.exit_code == 1 and "ssl_disabled must be true or false" in result.output
+
+
 def test_a_urls_init_command_runs_and_timestamps_stay_utc(mysql_empty_db):
     """A user's ``?init_command=`` runs on every connection (ctxtool's own UTC setting used to
     replace it silently), and ctxtool's time zone still wins over one the user sets."""

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CtxtoolError, MissingDatabase
-from .urls import mask_url, parse_url, resolve_url, sqlite_path
+from .urls import driver_booleans, mask_url, parse_url, resolve_url, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -30,7 +30,8 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         if "charset" not in parsed.query:
             parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-        connect_args = dict(kwargs.pop("connect_args", {}))
+        parsed, booleans = driver_booleans(parsed)
+        connect_args = {**booleans, **kwargs.pop("connect_args", {})}
         if parsed.get_driver_name() == "pymysql":
             connect_args.setdefault("conv", _pymysql_conversions())
         kwargs["connect_args"] = connect_args

@@ -49,6 +49,10 @@ _SQLITE_OPTIONS = {"timeout", "isolation_level", "detect_types", "check_same_thr
                    "cached_statements", "uri"}
 _SQLITE_NUMERIC = {"timeout", "detect_types", "cached_statements"}
 _MYSQL_FILES = {"ssl_ca", "ssl_cert", "ssl_key"}
+# Yes/no options SQLAlchemy hands PyMySQL as the URL's text, where any non-empty text is true:
+# ``ssl_disabled=false`` turned TLS off. Read here, passed on as booleans (``driver_booleans``).
+_MYSQL_BOOLEAN = {"ssl_disabled", "ssl_verify_cert", "ssl_verify_identity", "binary_prefix"}
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 _COLLATION = re.compile(r"utf8mb4_[A-Za-z0-9_]{1,60}")
 _SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token", "key",
                 "api_key", "apikey", "access_token")
@@ -218,6 +222,13 @@ def _sqlite_number(text: str, fraction: bool) -> bool:
         return False
 
 
+def driver_booleans(url: URL) -> tuple[URL, dict[str, bool]]:
+    """The URL without its yes/no options, and those options as booleans for the driver's
+    connect arguments (checked by :func:`parse_url`)."""
+    found = {k: str(v).lower() in _TRUE for k, v in url.query.items() if k in _MYSQL_BOOLEAN}
+    return (url.difference_update_query(found) if found else url), found
+
+
 def _reason(exc: Exception, raw: str) -> str:
     text = str(exc)
     if "int()" in text:
@@ -237,6 +248,9 @@ def _check_mysql_options(url: URL, raw: str) -> None:
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} "
                                f"(known: {', '.join(sorted(_MYSQL_OPTIONS))})")
         values = value if isinstance(value, tuple) else (value,)
+        if key in _MYSQL_BOOLEAN and (len(values) > 1 or values[0].lower() not in _TRUE | _FALSE):
+            raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be true or false "
+                               f"(once), not {values[-1]!r}")
         if key in _MYSQL_NUMERIC and not all(v.isdigit() for v in values):
             raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be a whole number, "
                                f"not {values[0]!r}")
