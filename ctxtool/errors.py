@@ -40,6 +40,13 @@ class MissingDatabase(SchemaNotCurrent):
         self.path = path
 
 
+class InvalidSettings(CtxtoolError):
+    """Settings no session can be run with (a reserve that takes the whole window, a duration
+    that is no duration): a usage error, never one session's failure."""
+
+    exit_code = 2
+
+
 class PartialFailure(CtxtoolError):
     """A batch finished but some items failed; the report says which."""
 

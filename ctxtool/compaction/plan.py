@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..errors import CtxtoolError
+from ..errors import InvalidSettings
 from ..records import Message
 from .calls import call_ids
 
@@ -67,9 +67,9 @@ class CompactionSettings:
         window = context_window_for(model, self.context_window)
         reserve = self.reserve(model)
         if reserve >= window:
-            raise CtxtoolError(f"--reserve-tokens {reserve} leaves nothing of the {window}-token "
+            raise InvalidSettings(f"--reserve-tokens {reserve} leaves nothing of the {window}-token "
                                f"window of {model or 'a session without a model'}: give a smaller "
-                               "--reserve-tokens, or a --context-window", exit_code=2)
+                                  "--reserve-tokens, or a --context-window")
         return window - reserve
 
 

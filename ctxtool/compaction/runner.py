@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .. import quality
 from ..db import describe_db_error, scrub
-from ..errors import DEBUG_ENV, CtxtoolError, internal_error
+from ..errors import DEBUG_ENV, CtxtoolError, InvalidSettings, internal_error
 from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
@@ -94,11 +94,9 @@ class Compactor:
                     break
             if out.status == SPAN_CHANGED:
                 out.status, out.error = FAILED, "messages kept arriving inside the summarised span"
+        except InvalidSettings:
+            raise  # the settings' fault, not this session's: a usage error, as --all says it
         except CtxtoolError as exc:  # SummarizerError included
-            if exc.exit_code == 2:
-                # The settings' fault (a reserve that takes the model's whole window), not
-                # this session's: a usage error, as compact --all says it.
-                raise
             out.status, out.error = FAILED, str(exc)
         except SQLAlchemyError as exc:
             out.status, out.error = FAILED, describe_db_error(exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import CtxtoolError
+from ..errors import InvalidSettings
 
 LEASE_MARGIN_S = 60
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -22,11 +22,11 @@ def parse_duration(text: str | None) -> int | None:
         return None
     match = re.fullmatch(r"\s*([0-9]+)\s*([smhdw])\s*", str(text))
     if not match:
-        raise CtxtoolError(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, 2h, "
-                           "1d, 2w", exit_code=2)
+        raise InvalidSettings(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, "
+                              "2h, 1d, 2w")
     seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if seconds > MAX_DURATION_S:
-        raise CtxtoolError(f"invalid duration {text!r}: at most ten years", exit_code=2)
+        raise InvalidSettings(f"invalid duration {text!r}: at most ten years")
     return seconds
 
 

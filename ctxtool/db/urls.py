@@ -197,7 +197,7 @@ def parse_url(raw: str) -> URL:
 def _check_sqlite_options(url: URL, raw: str) -> None:
     """Options sqlite3 takes; any other was ignored with a warning (``mode=ro`` left the file
     writable), a bad number failed as a bare ValueError."""
-    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+    if str(url.query.get("uri", "")).lower() in _TRUE:
         return  # the others are the file: URI's own parameters, for SQLite to read
     for key, value in url.query.items():
         if key not in _SQLITE_OPTIONS:

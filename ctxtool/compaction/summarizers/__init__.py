@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ...errors import CtxtoolError
+from ...errors import CtxtoolError, InvalidSettings
 from .base import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
                    MAX_REQUEST_TIMEOUT_S, Summarizer,
                    SummarizerError, Summary, SummaryRequest, render_conversation)
@@ -58,8 +58,8 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
                            "(api.openai.com), or --base-url / OPENAI_BASE_URL for a compatible "
                            "server; --summarizer extractive needs neither")
     if not 0 < settings.timeout <= MAX_REQUEST_TIMEOUT_S:  # nan fails this too
-        raise CtxtoolError(f"LLM timeout {settings.timeout!r}: give a number of seconds above 0 "
-                           "and at most a day", exit_code=2)
+        raise InvalidSettings(f"LLM timeout {settings.timeout!r}: give a number of seconds "
+                              "above 0 and at most a day")
     if settings.request_style not in REQUEST_STYLES:
         raise CtxtoolError(f"unknown request style {settings.request_style!r}: use "
                            + ", ".join(REQUEST_STYLES))
