@@ -91,7 +91,8 @@ def load_config(explicit: str | None = None) -> Config:
     for path in candidate_paths(explicit):
         if not path.is_file():
             if explicit or (path == candidate_paths()[0] and os.environ.get(CONFIG_ENV)):
-                raise CtxtoolError(f"configuration file {path} does not exist")
+                what = "is a directory, not a file" if path.is_dir() else "does not exist"
+                raise CtxtoolError(f"configuration file {path} {what}")
             continue
         try:
             data = tomllib.loads(path.read_text("utf-8"))

@@ -192,6 +192,24 @@ def test_masking_handles_urls_that_do_not_parse():
     assert scrub("unknown error at position 3", "mysql://u:p@h/x") == "unknown error at position 3"
 
 
+def test_a_bad_port_or_tls_file_is_named_in_the_error(tmp_path):
+    os.chdir(tmp_path)
+    not_pem = tmp_path / "notes.txt"
+    not_pem.write_text("just text\n")
+    base = f"mysql+pymysql://root:{SECRET}@127.0.0.1"
+    for url, needle in ((f"{base}:99999/x", "port 99999 is out of range (1-65535)"),
+                        (f"{base}:0/x", "port 0 is out of range"),
+                        (f"{base}/x?ssl_ca={not_pem}", f"TLS ssl_ca {not_pem}:"),
+                        (f"{base}/x?ssl_cert={not_pem}",
+                         f"TLS ssl_cert {not_pem} (no PEM certificate in it)"),
+                        (f"{base}/x?ssl_cert={not_pem}&ssl_key={not_pem}",
+                         f"TLS ssl_cert {not_pem} (no PEM certificate in it)")):
+        result = _run(["--db", url, "migrate", "status"])
+        assert result.exit_code != 0 and needle in result.output, (url, result.output)
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        _assert_one_clean_line(result, url)
+
+
 def test_mysql_scheme_means_pymysql_and_db_works_after_the_command(db, cli):
     if db.kind == "mysql":
         url = db.url.replace("mysql+pymysql://", "mysql://")
@@ -280,6 +298,12 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
         result = _run(["--config", str(bad), "compact", "--all", "--dry-run"])
         assert result.exit_code == 2 and needle in result.output, (text, result.output)
         _assert_one_clean_line(result, text)
+    # A directory or a missing path given as --config: the message says which.
+    for path, needle in ((tmp_path, "is a directory, not a file"),
+                         (tmp_path / "none.toml", "does not exist")):
+        result = _run(["--config", str(path), "compact", "--all", "--dry-run"])
+        assert result.exit_code != 0 and f"{path} {needle}" in result.output, result.output
+        _assert_one_clean_line(result, str(path))
 
 
 def test_completion_scripts_and_whole_descriptions_in_help():

@@ -7,6 +7,7 @@ package (``ctxtool.db``), so the rest of ctxtool writes one SQLAlchemy Core quer
 from __future__ import annotations
 
 import sqlite3
+import ssl
 import time
 from datetime import datetime
 
@@ -127,6 +128,34 @@ def _switch_to_wal(cur) -> None:
             time.sleep(0.05)
 
 
+def _faulty_tls_file(query) -> str | None:
+    """Which of a URL's TLS files is at fault, as ``ssl_cert /path``: OpenSSL's own error
+    (``[SSL] PEM lib``) names none of them."""
+    ca, cert, key = (query.get(k) for k in ("ssl_ca", "ssl_cert", "ssl_key"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ca:
+        try:
+            context.load_verify_locations(cafile=ca)
+        except (OSError, ValueError):
+            return f"ssl_ca {ca}"
+    for name, path, marker in (("ssl_cert", cert, b"CERTIFICATE-----"),
+                               ("ssl_key", key, b"PRIVATE KEY-----")):
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                if marker not in handle.read(1 << 20):
+                    return f"{name} {path} (no PEM {marker[:-5].decode().lower()} in it)"
+        except OSError:
+            return f"{name} {path}"
+    if cert:
+        try:
+            context.load_cert_chain(cert, keyfile=key)
+        except (OSError, ValueError):
+            return f"ssl_cert {cert}" + (f" with ssl_key {key}" if key else "")
+    return None
+
+
 def _configure_mysql(engine: Engine) -> None:
     """Every DATETIME ctxtool writes or compares (timestamps, leases) is UTC. Set on each new
     connection after the user's own ``init_command`` (a URL's ``?init_command=`` is kept: as a
@@ -145,8 +174,9 @@ def _configure_mysql(engine: Engine) -> None:
             if isinstance(exc, dialect.loaded_dbapi.Error):
                 raise
             reason = getattr(exc, "reason", None) or exc.strerror or exc
+            what = _faulty_tls_file(engine.url.query) or "files (ssl_ca, ssl_cert, ssl_key)"
             raise CtxtoolError(f"database URL {mask_url(engine.url)!r}: cannot use its TLS "
-                               f"files (ssl_ca, ssl_cert, ssl_key): {reason}") from None
+                               f"{what}: {reason}") from None
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):

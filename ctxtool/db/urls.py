@@ -173,6 +173,9 @@ def parse_url(raw: str) -> URL:
     except (ArgumentError, ValueError) as exc:
         raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: "
                            f"{_reason(exc, raw)} ({_SUPPORTED})") from None
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: port {url.port} is "
+                           "out of range (1-65535)")
     if url.host and "@" in url.host:
         raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: the password holds an "
                            "unescaped '@'; write it as %40")
