@@ -229,6 +229,21 @@ def test_pi_v1_first_kept_entry_index_counts_every_entry():
     assert out[2].first_kept_source_id == out[1].source_id == "L3"
 
 
+def test_pi_first_kept_that_names_no_earlier_entry_is_counted_not_silent():
+    head = {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"}
+    msg = {"type": "message", "message": {"role": "user", "content": "a"}}
+    for extra, shown in (({"firstKeptEntryIndex": -5}, "#-5"), ({"firstKeptEntryIndex": 9}, "#9"),
+                         ({"firstKeptEntryIndex": 10 ** 20}, repr(10 ** 20)),
+                         ({"firstKeptEntryIndex": "2"}, "'2'"), ({}, None),
+                         ({"firstKeptEntryId": "nope"}, "nope")):
+        out, t = records("pi", head, msg, {"type": "compaction", "summary": "s", **extra})
+        assert t.skipped["unresolved_first_kept"] == 1, extra
+        assert out[1].first_kept_source_id is None and \
+            out[1].details == {"unresolved_first_kept": shown}, (extra, out[1].details)
+    out, t = records("pi", head, msg, {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 1})
+    assert "unresolved_first_kept" not in t.skipped and out[1].first_kept_source_id == "L2"
+
+
 # -- OpenAI chat ---------------------------------------------------------------------------------
 
 def test_openai_chat_system_prompt_calls_and_legacy_function_pair():

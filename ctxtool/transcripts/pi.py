@@ -133,12 +133,17 @@ class PiParser(FormatParser):
         f.identifier(rec, "id")
         summary = f.string(rec, "summary") or ""
         target = f.identifier(rec, "firstKeptEntryId")
-        index = f.integer(rec.get("firstKeptEntryIndex"))
+        raw_index = rec.get("firstKeptEntryIndex")
+        index = f.integer(raw_index)
         key = target if target is not None else (f"#{index}" if index is not None else None)
         details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
         self._remember(line, None)
-        if key is not None and key not in self.by_key:
-            details = {**details, "unresolved_first_kept": key}
+        if key is None or key not in self.by_key:
+            # No entry before it has that id or index (-5, 10**20, none given): the checkpoint
+            # keeps from the next message, and the report says so.
+            shown = key if key is not None else (None if raw_index is None else repr(raw_index)[:40])
+            details = {**details, "unresolved_first_kept": shown}
+            self.skipped["unresolved_first_kept"] += 1
         return [SourceCompaction(self.ids(rec.get("id"), line.number), summary, line.number,
                                  first_kept_source_id=self.by_key.get(key) if key else None,
                                  tokens_before=f.token_count(rec.get("tokensBefore")),
