@@ -300,6 +300,24 @@ def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, c
     assert {r["uncounted"] for r in report().values()} == {0}
 
 
+def test_a_negative_count_a_runtime_wrote_is_no_count(db, cli):
+    ids = add_session(db, 1, MESSAGES, model="gpt-4o")
+    cli("--db", db.url, "tokens", "count", "--all")
+    expected = _expected(MESSAGES, "o200k_base")
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE agent_message SET token_count = -1000000 WHERE id = {ids[0]}")
+    [row] = json.loads(cli("--db", db.url, "tokens", "report", "--json").stdout)
+    assert (row["history_tokens"], row["uncounted"]) == (sum(expected[1:]), 1)
+    assert row["effective_tokens"] == sum(expected) + REPLY_PRIMING_TOKENS  # counted, not -1M
+    shown = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
+    assert [m["token_count"] for m in shown["messages"]][0] in (None, expected[0])
+    result = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert json.loads(result.stdout)["messages_counted"] == 1, result.output
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql(
+            f"SELECT token_count FROM agent_message WHERE id = {ids[0]}").scalar() == expected[0]
+
+
 ODD_TOOL_CALLS = [{"a": 1}, ["call_1"], [None], 42, "str", [{"id": 5, "function": "x"}]]
 
 

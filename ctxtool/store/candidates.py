@@ -28,7 +28,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import encoding_for_model
-from .reads import SESSIONS_PER_RANGE_QUERY, suffix_ranges, text_bytes
+from .reads import SESSIONS_PER_RANGE_QUERY, TRUSTED_COUNT, suffix_ranges, text_bytes
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     calls = dialect.json_array_length(M.c.tool_calls)
     out: list[EffectiveContext] = []
     for name, group in by_encoding.items():
-        usable = sa.and_(M.c.token_count.is_not(None), M.c.token_encoding == name)
+        usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == name)
         sums = (sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
                 sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
                 sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),

@@ -52,7 +52,7 @@ def expected_encoding(conn, override: str | None):
 def _pending_filter(expected, recount: bool):
     if recount:
         return sa.true()
-    return sa.or_(M.c.token_count.is_(None), M.c.token_encoding.is_(None),
+    return sa.or_(M.c.token_count.is_(None), M.c.token_count < 0, M.c.token_encoding.is_(None),
                   M.c.token_encoding != expected)
 
 

@@ -45,7 +45,12 @@ _MESSAGE_JSON_AT = [i for i, name in enumerate(_MESSAGE_FIELDS)
                     if isinstance(M.c[name].type, sa.JSON)]
 _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
 _CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zero date
-_MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON) else M.c[name]
+# A count a runtime wrote below zero is no count: it reads as NULL, so every reader recounts
+# it rather than adding it up (and ``tokens count`` replaces it, see counts._pending_filter).
+TRUSTED_COUNT = M.c.token_count >= 0
+STORED_TOKEN_COUNT = sa.case((TRUSTED_COUNT, M.c.token_count), else_=None).label("token_count")
+_MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON)
+                    else STORED_TOKEN_COUNT if name == "token_count" else M.c[name]
                     for name in _MESSAGE_FIELDS]
 _SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
                     S.c.system_prompt, S.c.source_format, S.c.source_id, S.c.created_at,
@@ -426,7 +431,7 @@ def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
     if not every_tool_calls:
         tool_calls = sa.case((M.c.role == "assistant", tool_calls), else_=None).label("tool_calls")
     query = (sa.select(M.c.session_id, M.c.id, M.c.role, tool_calls, M.c.tool_call_id,
-                       M.c.token_count, M.c.token_encoding, M.c.created_at)
+                       STORED_TOKEN_COUNT, M.c.token_encoding, M.c.created_at)
              .where(ranges).order_by(M.c.session_id, M.c.id))
     rows = conn.execute(dialect_of(conn).through_session_index(query, M))
     session_id, messages = None, []

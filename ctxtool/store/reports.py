@@ -12,7 +12,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import count_text, encoding_for_model
 from .counts import expected_encoding
-from .reads import Store, json_as_text, json_value, restored_context_tokens
+from .reads import TRUSTED_COUNT, Store, json_as_text, json_value, restored_context_tokens
 
 
 def token_report(engine: Engine, session_id: int | None = None,
@@ -33,7 +33,7 @@ def token_report(engine: Engine, session_id: int | None = None,
         # Only counts made with the encoding the report uses add up: a message counted with
         # another is uncounted here. One walk of the index that holds counts and encodings.
         expected = expected_encoding(conn, encoding)
-        usable = sa.and_(M.c.token_count.is_not(None), M.c.token_encoding == expected)
+        usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == expected)
         agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
                          sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
                          sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"))
