@@ -258,4 +258,5 @@ def missing_session_issues(session_id: int, compaction_ids: Sequence[int]) -> li
     shown = ", ".join(str(i) for i in compaction_ids[:5]) + (" ..." if len(compaction_ids) > 5 else "")
     return [Issue(session_id, ERROR, "session_missing",
                   f"session {session_id} has {len(compaction_ids)} checkpoint(s) ({shown}) but no "
-                  "agent_session row", compaction_ids[0])]
+                  f"agent_session row: restore the row, or remove them with `ctxtool sessions "
+                  f"delete {session_id} --yes`", compaction_ids[0])]

@@ -468,6 +468,19 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     for unknown in ("98", "nope"):  # no row and no checkpoint: still unknown
         result = cli("--db", db.url, "validate", unknown)
         assert result.exit_code == 1 and f"session {unknown} does not exist" in result.output
+    # What the finding asks for: remove what outlived the session row, and only that.
+    assert "remove them with `ctxtool sessions delete 99 --yes`" in issue["message"]
+    result = cli("--db", db.url, "sessions", "delete", "99", "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout) == [
+        {"session_id": 99, "source": None, "messages": 0, "checkpoints": 1}]
+    result = cli("--db", db.url, "sessions", "delete", "99", "--yes")
+    assert result.exit_code == 0, result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction WHERE session_id = 99") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 2
+    assert cli("--db", db.url, "validate", "--json").stdout.strip() == "[]"
+    result = cli("--db", db.url, "sessions", "delete", "99", "--yes")
+    assert result.exit_code == 1 and "session 99 does not exist" in result.output
 
 
 def _checkpoints_at_times(db, times: dict[int, str], second_at: str) -> None:

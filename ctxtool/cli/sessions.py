@@ -12,7 +12,7 @@ from ..compaction.settings import parse_duration
 from ..db import read_connection
 from ..errors import CtxtoolError
 from ..store import Store, list_sessions
-from ..store.removal import delete_sessions, footprints
+from ..store.removal import delete_sessions, footprints, removable_session_id
 from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
 from . import check_reserve, main, pass_app
@@ -139,7 +139,7 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
     """
     engine = app.checked_engine()
     store = Store(engine)
-    ids = list(dict.fromkeys(store.resolve_session(ref) for ref in sessions_))
+    ids = list(dict.fromkeys(removable_session_id(store, ref) for ref in sessions_))
     if not yes:
         with read_connection(engine) as conn:
             planned = footprints(conn, ids)

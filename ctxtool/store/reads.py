@@ -136,7 +136,7 @@ class Store:
 
     def session(self, session_id: int, conn: Connection | None = None) -> Session:
         """The session, or CtxtoolError naming it when it does not exist."""
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             row = c.execute(sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)).first()
         if row is None:
             raise CtxtoolError(f"session {session_id} does not exist")
@@ -150,7 +150,7 @@ class Store:
         or a unique prefix of a source id. An unknown or ambiguous reference is a CtxtoolError
         naming it (an ambiguous prefix lists its candidates)."""
         text = str(ref).strip()
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             plain = plain_session_id(text)
             if plain is not None:
                 found = c.execute(sa.select(S.c.session_id)
@@ -185,13 +185,13 @@ class Store:
                            f"sessions {shown}{more}: give more characters or the id")
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             return [r[0] for r in c.execute(sa.select(S.c.session_id).order_by(S.c.session_id))]
 
     # -- checkpoints ---------------------------------------------------------------------------
 
     def latest_compaction(self, session_id: int, conn: Connection | None = None) -> Compaction | None:
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             row = c.execute(
                 sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id == session_id)
                 .order_by(C.c.id.desc()).limit(1)
@@ -200,11 +200,11 @@ class Store:
 
     def latest_compaction_id(self, session_id: int, conn: Connection | None = None) -> int:
         """Id of the session's latest checkpoint, 0 when it has none (the parent of its next)."""
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             return latest_compaction_id(c, session_id)
 
     def compactions(self, session_id: int, conn: Connection | None = None) -> list[Compaction]:
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             rows = c.execute(sa.select(*_COMPACTION_COLUMNS)
                              .where(C.c.session_id == session_id).order_by(C.c.id))
             return [compaction_from_row(r) for r in rows]
@@ -219,7 +219,7 @@ class Store:
             query = query.where(M.c.id >= from_id)
         if before_id is not None:
             query = query.where(M.c.id < before_id)
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             return read_messages(c, query.order_by(M.c.id))
 
     def iter_messages(self, session_id: int, batch: int = 1000,
@@ -227,7 +227,7 @@ class Store:
         """The whole history of a session, in id-keyed batches (flat memory)."""
         after = 0
         while True:
-            with _use(self.engine, conn) as c:
+            with connection_for(self.engine, conn) as c:
                 records = read_messages(c, sa.select(*_MESSAGE_COLUMNS)
                                         .where(M.c.session_id == session_id, M.c.id > after)
                                         .order_by(M.c.id).limit(batch))
@@ -240,7 +240,7 @@ class Store:
 
     def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
         """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             session = self.session(session_id, c)
             latest = self.latest_compaction(session_id, c)
             suffix = self.messages(session_id, latest.first_kept_message_id if latest else None,
@@ -254,7 +254,7 @@ class Store:
         Stored per-message counts are used where they match the encoding; the rest (messages
         the runtime wrote without a count, the system prompt, the summary) are counted now.
         """
-        with _use(self.engine, conn) as c:
+        with connection_for(self.engine, conn) as c:
             session = self.session(session_id, c)
             ctx = self.restored_context(session_id, c)
         return restored_context_tokens(ctx, encoding_for_model(session.model, encoding).name)
@@ -283,7 +283,7 @@ class SessionHistory:
         if point.first_id is not None:
             query = query.where(M.c.id >= point.first_id)
         nxt = point.replaced_by
-        with _use(self.store.engine, None) as c:
+        with connection_for(self.store.engine, None) as c:
             if nxt is not None and nxt.created_at is not None:
                 # Every row point.holds may keep, in whatever shape a runtime wrote its time
                 # (SQLite compared them as text); a millisecond of slack, as holds decides.
@@ -311,7 +311,7 @@ class SessionHistory:
 
         encoding = encoding_for_model(self.session.model).name
         summarised = []
-        with _use(self.store.engine, None) as c:
+        with connection_for(self.store.engine, None) as c:
             previous = None
             for cp in self.compactions:
                 query = sa.select(sa.func.count()).where(
@@ -361,7 +361,7 @@ def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     return counts  # type: ignore[return-value]
 
 
-class _use:
+class connection_for:
     """Use the given connection, or open (and close) one of the engine's."""
 
     def __init__(self, engine: Engine, conn: Connection | None):

@@ -14,7 +14,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from .reads import per_session
+from .reads import Store, connection_for, per_session, plain_session_id
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,37 @@ class SessionFootprint:
                 "messages": self.messages, "checkpoints": self.checkpoints}
 
 
+def removable_session_id(store: Store, ref: str, conn: Connection | None = None) -> int:
+    """The session ``ref`` names, as :meth:`Store.resolve_session` finds it, or a plain id
+    whose messages or checkpoints outlived its session row (``validate`` reports them as
+    ``session_missing``): removing those is what such a finding asks for."""
+    try:
+        return store.resolve_session(ref, conn)
+    except CtxtoolError:
+        plain = plain_session_id(str(ref).strip())
+        if plain is None:
+            raise
+        with connection_for(store.engine, conn) as c:
+            left = any(c.execute(sa.select(t.c.id).where(t.c.session_id == plain).limit(1)).first()
+                       for t in (M, C))
+        if not left:
+            raise
+        return plain
+
+
 def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:
-    """What each session holds (for the confirmation, and the report)."""
+    """What each session holds (for the confirmation, and the report). A session whose row is
+    gone but whose messages or checkpoints are left is one too (source: None)."""
     sources = {r.session_id: (f"{r.source_format}:{r.source_id}" if r.source_format else None)
                for r in conn.execute(sa.select(S.c.session_id, S.c.source_format, S.c.source_id)
                                      .where(S.c.session_id.in_(session_ids)))}
-    missing = [sid for sid in session_ids if sid not in sources]
-    if missing:
-        raise CtxtoolError(f"session {missing[0]} does not exist")
     messages = per_session(conn, M, session_ids, sa.func.count())
     checkpoints = per_session(conn, C, session_ids, sa.func.count())
-    return [SessionFootprint(sid, sources[sid], int(messages.get(sid, (0,))[0]),
+    missing = [sid for sid in session_ids
+               if sid not in sources and sid not in messages and sid not in checkpoints]
+    if missing:
+        raise CtxtoolError(f"session {missing[0]} does not exist")
+    return [SessionFootprint(sid, sources.get(sid), int(messages.get(sid, (0,))[0]),
                              int(checkpoints.get(sid, (0,))[0])) for sid in session_ids]
 
 
