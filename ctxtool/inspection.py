@@ -206,14 +206,17 @@ def side_by_side(before: str, after: str, width: int) -> list[str]:
 
 def pick_pair(compactions: Sequence[Compaction], a: int | None,
               b: int | None, session_label: str = "") -> tuple[Compaction | None, Compaction]:
-    """The two checkpoints of ``context diff``: the given ids (0 = before the first), by
-    default the last two (or before-first and the only one)."""
+    """The two checkpoints of ``context diff``: the given ids (0 = before the first; -1 the
+    latest, -2 the one before, as ``--at``), by default the last two (or before-first and the
+    only one)."""
     cps = list(compactions)
     if not cps:
         raise CtxtoolError(f"session {session_label} has no checkpoints to compare")
     by_id = {c.id: c for c in cps}
 
     def get(cid: int) -> Compaction:
+        if cid < 0 and -cid <= len(cps):
+            return cps[len(cps) + cid]
         if cid not in by_id:
             raise CtxtoolError(f"session {session_label}: checkpoint {cid} is not one of its "
                                f"checkpoints ({', '.join(map(str, by_id))})")

@@ -131,6 +131,13 @@ def test_checkpoints_diff_and_before_first(db, cli):
     columns = run(cli, db, "context", "diff", "1", "--side-by-side").output
     assert f"checkpoint {cps[0]['id']}" in columns and " | " in columns
     d0 = json.loads(run(cli, db, "context", "diff", "1", "0", str(cps[0]["id"]), "--json").output)
+    # Counting from the latest, as --at does; options before, between or after the numbers.
+    for args in (["-2", "-1", "--json"], ["--json", "-2", "-1"], ["-2", "--json", "-1"],
+                 ["-1", "--json"], ["-2", str(cps[1]["id"]), "--json"]):
+        assert json.loads(run(cli, db, "context", "diff", "1", *args).output) == d, args
+    assert json.loads(run(cli, db, "context", "diff", "1", "0", "-2", "--json").output) == d0
+    result = run(cli, db, "context", "diff", "1", "-3", "-1", code=1)
+    assert "checkpoint -3 is not one of its checkpoints" in result.output
     assert d0["from_checkpoint_id"] is None and d0["newly_summarised"][0]["id"] == first_id
     for args in (["0"], [str(cps[0]["id"]), "0"]):  # 0 is A's alone: said so, with the way
         result = run(cli, db, "context", "diff", "1", *args, code=1)

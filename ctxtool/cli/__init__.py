@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import errno
 import os
+import re
 import sys
 
 import click
@@ -73,6 +74,34 @@ def _first_paragraph(help_text: str | None) -> str:
     return " ".join(paragraph.split())
 
 
+_NEGATIVE = re.compile(r"-[0-9]+\Z")
+
+
+def _negative_numbers_as_arguments(command: click.Command, ctx, args: list[str]) -> list[str]:
+    """``context diff 42 -1 -2`` (the latest two): click takes ``-1`` for an unknown option.
+    Put the arguments after a ``--``, in their order, and the options (with their values:
+    ``--at -1``) before it, when a negative number is one of the arguments."""
+    if "--" in args or not any(_NEGATIVE.match(a) for a in args):
+        return args
+    takes_value = {name: not (p.is_flag or p.count)
+                   for p in command.get_params(ctx) if isinstance(p, click.Option)
+                   for name in (*p.opts, *p.secondary_opts)}
+    options, arguments, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-") and len(arg) > 1 and not _NEGATIVE.match(arg):
+            options.append(arg)
+            if takes_value.get(arg) and i + 1 < len(args):  # "--at=-1" carries its own
+                i += 1
+                options.append(args[i])
+        else:
+            arguments.append(arg)
+        i += 1
+    if not any(_NEGATIVE.match(a) for a in arguments):
+        return args
+    return [*options, "--", *arguments]
+
+
 class _Command(click.Command):
     """Every command takes ``--db`` (also after its name) and lists its whole first paragraph
     in the parent's help, not 45 characters of it."""
@@ -82,6 +111,9 @@ class _Command(click.Command):
         self.params.append(click.Option(
             ["--db", "db_url"], metavar="URL", expose_value=True,
             help=f"Database URL (overrides the one before the command) [env {URL_ENV}]."))
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, _negative_numbers_as_arguments(self, ctx, args))
 
     def invoke(self, ctx):
         url = ctx.params.pop("db_url", None)

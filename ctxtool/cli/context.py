@@ -109,8 +109,8 @@ def checkpoints(app, session, output: OutputFormat):
 
 @context.command("diff")
 @click.argument("session")
-@click.argument("a", type=WholeNumber(0), required=False)
-@click.argument("b", type=WholeNumber(0), required=False)
+@click.argument("a", type=WholeNumber(), required=False)
+@click.argument("b", type=WholeNumber(), required=False)
 @click.option("--side-by-side", "-y", is_flag=True,
               help="The summaries in two columns (as diff -y) instead of a unified diff.")
 @json_option
@@ -121,9 +121,13 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
 
     Default: the last two checkpoints (before the first one and the first, when there is only
     one). A alone: A against the checkpoint before it. A = 0: before the first checkpoint.
-    SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+    A and B are checkpoint ids, or count from the latest as --at does (-1 the latest, -2 the
+    one before). SESSION is its id, its source id (e.g. the transcript's UUID) or a unique
+    prefix.
 
+    \b
     Example: ctxtool context diff 42
+             ctxtool context diff 42 -3 -1
     """
     d = _history(app, session).diff(a, b)
     if output.json:
