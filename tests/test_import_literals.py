@@ -334,6 +334,47 @@ def test_no_backslash_escapes_is_honoured(mysql_empty_db, tmp_path):
     assert back == texts
 
 
+@pytest.mark.parametrize("path", ["prepared", "text", "driver-quoted"])
+def test_a_fixed_column_is_written_into_every_row(mysql_empty_db, path):
+    """The session id, the same in every row of an import, goes in the statement's text once:
+    every row stores it, by each way MySQL rows are sent (a prepared execution, rendered text,
+    the driver's quoting under NO_BACKSLASH_ESCAPES), with the rows' own values after it."""
+    rows = _tiled([(f"t{k}'\\", None if k % 3 else f"n{k}") for k in range(5)], MIN_ROWS + 7)
+    engine = mysql_empty_db.engine
+    if path == "driver-quoted":
+        engine = create_engine(sa.engine.make_url(mysql_empty_db.url).update_query_dict(
+            {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE fx (id INT AUTO_INCREMENT PRIMARY KEY, "
+                                 "s BIGINT NOT NULL, t TEXT, n TEXT) CHARACTER SET utf8mb4")
+            inserts = _MySQLBulkInsert(conn, sa.table("fx"), ["t", "n"],
+                                       dialect_of(conn).max_statement_bytes(conn),
+                                       prepared=path == "prepared", fixed={"s": 2 ** 63 - 1})
+            payload = inserts.render(rows)
+            assert (type(payload[0]) is Execution) == (path == "prepared")
+            inserts.send(payload)
+            inserts.close()
+            back = conn.exec_driver_sql("SELECT s, t, n FROM fx ORDER BY id").all()
+    finally:
+        if path == "driver-quoted":
+            engine.dispose()
+    assert [tuple(r) for r in back] == [(2 ** 63 - 1, *row) for row in rows]
+
+
+def test_a_fixed_column_on_sqlite(sqlite_db):
+    """SQLite's inserts take the fixed column the same way; it must be an integer (the value
+    goes into SQL text)."""
+    with sqlite_db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE fx (s INTEGER NOT NULL, t TEXT)")
+        inserts = dialect_of(conn).message_inserts(conn, sa.table("fx"), ["t"], {"s": 42})
+        inserts.send(inserts.render([("a",), (None,), ("it's",)]))
+        assert conn.exec_driver_sql("SELECT s, t FROM fx ORDER BY rowid").all() == [
+            (42, "a"), (42, None), (42, "it's")]
+        with pytest.raises(ValueError):
+            dialect_of(conn).message_inserts(conn, sa.table("fx"), ["t"], {"s": "1); DROP"})
+
+
 @settings(max_examples=300, deadline=None)
 @given(texts)
 def test_the_size_rule_counts_what_the_renderer_sends(text):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -63,9 +63,9 @@ class Dialect:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
         return contextlib.nullcontext()
 
-    def message_inserts(self, conn: Connection, table: sa.Table,
-                        columns: Sequence[str]) -> "BulkInsert":
-        return BulkInsert(conn, table, columns)
+    def message_inserts(self, conn: Connection, table: sa.Table, columns: Sequence[str],
+                        fixed: Mapping[str, int] | None = None) -> "BulkInsert":
+        return BulkInsert(conn, table, columns, fixed)
 
     def max_statement_bytes(self, conn: Connection) -> int:
         """The largest statement the server accepts, in bytes."""
@@ -105,6 +105,12 @@ class Dialect:
         return False
 
 
+def _fixed_part(fixed: Mapping[str, int] | None) -> tuple[list[str], str]:
+    """The fixed columns' names and their values as the start of a row's SQL tuple ("42,")."""
+    fixed = fixed or {}
+    return list(fixed), "".join(f"{int(v)}," for v in fixed.values())
+
+
 _COUNT_UPDATE = sa.text("UPDATE agent_message SET token_count = :n, token_encoding = :enc "
                         "WHERE id = :i")
 
@@ -112,13 +118,19 @@ _COUNT_UPDATE = sa.text("UPDATE agent_message SET token_count = :n, token_encodi
 class BulkInsert:
     """Multi-row INSERTs, rendered apart from sending them, so a parsing thread can render the
     next batch while a writer thread sends this one. The default sends rows with the driver's
-    ``executemany`` as they are."""
+    ``executemany`` as they are.
 
-    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str]):
+    ``fixed`` columns hold the same integer in every row (an import's session id): written
+    into the statement once, so a row carries only ``columns``' values."""
+
+    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
+                 fixed: Mapping[str, int] | None = None):
         self.conn = conn
         self.columns = list(columns)
+        names, lead = _fixed_part(fixed)
         marks = ",".join(["?"] * len(self.columns))
-        self.sql = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES ({marks})"
+        self.sql = (f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) "
+                    f"VALUES ({lead}{marks})")
 
     def render(self, rows: list[tuple]):
         return rows
@@ -141,7 +153,8 @@ class _MySQLBulkInsert(BulkInsert):
     STATEMENT_BYTES = 1_000_000
 
     def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
-                 max_statement_bytes: int, prepared: bool = True):
+                 max_statement_bytes: int, prepared: bool = True,
+                 fixed: Mapping[str, int] | None = None):
         self.conn = conn
         # A prepared execution's values, at most. In a statement-based binlog the server
         # writes it as text, each value quoted and escaped (up to twice its bytes; measured on
@@ -157,12 +170,13 @@ class _MySQLBulkInsert(BulkInsert):
         self.statement_chars = max(1, min(self.STATEMENT_BYTES,
                                           (max_statement_bytes - STATEMENT_OVERHEAD) // 4))
         self.columns = list(columns)
-        self.head = f"INSERT INTO {table.name} ({', '.join(self.columns)}) VALUES "
-        self.row = "(" + ",".join(["%s"] * len(self.columns)) + ")"
+        names, self.lead = _fixed_part(fixed)
+        self.head = f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) VALUES "
+        self.row = "(" + self.lead + ",".join(["%s"] * len(self.columns)) + ")"
         dbapi_connection = conn.connection.dbapi_connection
         self.cursor = dbapi_connection.cursor()
         self.prepared = (PreparedInsert(dbapi_connection, self.head,
-                                        "(" + ",".join(["?"] * len(self.columns)) + ")")
+                                        "(" + self.lead + ",".join(["?"] * len(self.columns)) + ")")
                          if prepared and PreparedInsert.usable(dbapi_connection) else None)
 
     def render(self, rows: list[tuple]) -> list:
@@ -185,7 +199,7 @@ class _MySQLBulkInsert(BulkInsert):
         statements, parts, size = [], [], 0
         no_backslash = self.cursor.connection.server_status & _NO_BACKSLASH_ESCAPES
         for row in rows:
-            literal = None if no_backslash else _row_literal(row)
+            literal = None if no_backslash else _row_literal(row, self.lead)
             if literal is None:
                 literal = self.cursor.mogrify(self.row, row)
             if parts and size + len(literal) > self.statement_chars:
@@ -242,8 +256,9 @@ class _MySQLBulkInsert(BulkInsert):
 _NO_BACKSLASH_ESCAPES = 512  # pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
 
-def _row_literal(row: tuple) -> str | None:
-    """A row of str/int/None as a SQL tuple, or None for any other value (the caller mogrifies).
+def _row_literal(row: tuple, lead: str = "") -> str | None:
+    """A row of str/int/None as a SQL tuple after ``lead`` (the fixed columns' values), or None
+    for any other value (the caller mogrifies).
 
     Escapes the backslash and the single quote, which the server requires ("strictly speaking,
     MySQL requires only that backslash and the quote character used to quote the string in the
@@ -266,7 +281,7 @@ def _row_literal(row: tuple) -> str | None:
             parts.append(str(v))
         else:
             return None
-    return "(" + ",".join(parts) + ")"
+    return "(" + lead + ",".join(parts) + ")"
 
 
 def _escape_rare(statement: str) -> str:
@@ -340,8 +355,8 @@ class MySQL(Dialect):
         finally:
             conn.close()
 
-    def message_inserts(self, conn, table, columns):
-        return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn))
+    def message_inserts(self, conn, table, columns, fixed=None):
+        return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn), fixed=fixed)
 
     def plain_rows(self, conn, query):
         """The driver's own tuples: MySQL drivers return ints, strings and datetimes already, so

@@ -11,8 +11,8 @@ written on its packet layer: ``_execute_command`` sends a command (splitting wha
 into packets), ``_read_packet``/``_read_bytes`` read the reply, raising the server's error as
 PyMySQL's own exception.
 
-A prepared statement has a fixed number of rows, and the server keeps each one (about 4 MB for
-1024 rows of nine columns, counted against a max_prepared_stmt_count shared by every client).
+A prepared statement has a fixed number of rows, and the server keeps each one (a few MB for
+1024 rows of eight parameters, counted against a max_prepared_stmt_count shared by every client).
 So executions hold a power of two of rows, MIN_ROWS to MAX_ROWS: at most five statements an
 import, each prepared once. Fewer rows than MIN_ROWS (the end of an import, rows of over 16 KB
 each) go as text.

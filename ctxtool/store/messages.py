@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
-from ..db.schema import MESSAGE_INSERT_COLUMNS
+from ..db.schema import MESSAGE_ROW_COLUMNS
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import SESSION_ID_COUNTER
@@ -51,10 +51,11 @@ BATCH_BYTES = 4 * 1024 * 1024
 MAX_JSON_DEPTH = 30
 
 # One agent_message row as the importer inserts it is a plain tuple of these columns, in this
-# order (the schema's); MessageWriter.row builds it positionally (a namedtuple cost 0.3 µs a row).
-assert MESSAGE_INSERT_COLUMNS == ("session_id", "role", "content", "created_at", "tool_calls",
-                                  "tool_call_id", "name", "source_id", "details"), MESSAGE_INSERT_COLUMNS
-_CONTENT, _TOOL_CALLS, _DETAILS = (MESSAGE_INSERT_COLUMNS.index(c)
+# order (the schema's), after the session id its statements hold; MessageWriter.row builds it
+# positionally (a namedtuple cost 0.3 µs a row).
+assert MESSAGE_ROW_COLUMNS == ("role", "content", "created_at", "tool_calls", "tool_call_id",
+                               "name", "source_id", "details"), MESSAGE_ROW_COLUMNS
+_CONTENT, _TOOL_CALLS, _DETAILS = (MESSAGE_ROW_COLUMNS.index(c)
                                    for c in ("content", "tool_calls", "details"))
 # A message completed by a later import: its JSON texts as a new row has them (no re-encoding).
 _COMPLETE = sa.text("UPDATE agent_message SET content = :content, tool_calls = :tool_calls, "
@@ -239,7 +240,8 @@ class MessageWriter:
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
         self._fits_any_chars = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
-        self.inserts = dialect.message_inserts(conn, M, MESSAGE_INSERT_COLUMNS)
+        self.inserts = dialect.message_inserts(conn, M, MESSAGE_ROW_COLUMNS,
+                                               {"session_id": session_id})
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
         self.last_time_text = self.last_time.isoformat(" ", "microseconds")
@@ -295,7 +297,7 @@ class MessageWriter:
             self._in_flight.popleft().result()
 
     def row(self, msg: SourceMessage, escaped: str = RENDERED_ESCAPES) -> tuple:
-        """The message as a row of MESSAGE_INSERT_COLUMNS, checked to fit; its characters are
+        """The message as a row of MESSAGE_ROW_COLUMNS, checked to fit; its characters are
         added to the pending batch's count (a completion's too: it sends the batch at once)."""
         tool_calls = json_text(msg.tool_calls, self.path, msg.line) if msg.tool_calls else None
         details = json_text(msg.details, self.path, msg.line) if msg.details else None
@@ -313,8 +315,8 @@ class MessageWriter:
         if msg.created_at is not None and msg.created_at != self.last_time:
             self.last_time = msg.created_at
             self.last_time_text = msg.created_at.isoformat(" ", "microseconds")
-        # In MESSAGE_INSERT_COLUMNS order (asserted at the top of this module).
-        return (self.session_id, msg.role, content, self.last_time_text, tool_calls,
+        # In MESSAGE_ROW_COLUMNS order (asserted at the top of this module).
+        return (msg.role, content, self.last_time_text, tool_calls,
                 msg.tool_call_id, msg.name, msg.source_id, details)
 
     def _flush(self) -> None:
