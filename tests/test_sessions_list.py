@@ -61,6 +61,17 @@ def test_over_window(db, cli):
     table = run(cli, db, "sessions", "list", "--over-window", "--context-window", "1200",
                 "--reserve-tokens", "0").output
     assert "tokens" in table and "threshold" in table
+    # The figure listed is the whole restored context, the summary and system prompt included,
+    # as `context show` counts it: the batch's sums leave those out, and a session whose
+    # counted messages alone are over is not measured further to be found.
+    add_session(db, 4, coding_session(12), model="gpt-4o",
+                system_prompt="You are a careful coding agent. " * 60)
+    run(cli, db, "tokens", "count", "--all")
+    [row] = [r for r in json.loads(run(cli, db, "sessions", "list", "--over-window",
+                                       "--context-window", "1024", "--reserve-tokens", "0",
+                                       "--json").output) if r["session_id"] == 4]
+    shown = json.loads(run(cli, db, "context", "show", "4", "--json").output)
+    assert row["context_tokens"] == shown["context_tokens"] > 1024 + 300
 
 
 def test_table_fits_the_terminal(db, cli):

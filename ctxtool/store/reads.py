@@ -459,6 +459,8 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     ``over_window`` (CompactionSettings) keeps only sessions whose restored context is over
     their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
     exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
+    The sums leave out the system prompt and the summary (enough to know a session is over),
+    so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure.
     """
     query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
                             model=model, since=since, search=search, dialect=dialect_of(engine))
@@ -485,7 +487,8 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
                "last_message_id": messages.get(s.session_id, (0, None))[1],
                "created_at": s.created_at, "leased_by": s.lease_owner}
         if over_window is not None:
-            row["context_tokens"], row["threshold"] = measured[s.session_id]
+            row["context_tokens"] = Store(engine).context_tokens(s.session_id)
+            row["threshold"] = measured[s.session_id][1]
         rows.append(row)
     return rows
 
