@@ -158,8 +158,29 @@ def test_retries_on_500_and_429_then_succeeds(db, cli):
         llm.failures.extend([500] * 5)
         result = cli("--db", db.url, "compact", "1", "--force", "--summarizer", "openai",
                      "--base-url", llm.base_url, "--retries", "1", *LIMITS)
-    assert result.exit_code == 1 and "HTTP 500 after retries" in result.output
+    assert result.exit_code == 1 and "HTTP 500 after 1 retry" in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+    with FakeLLM() as llm:  # an answer the client does not retry is reported as the first one
+        llm.failures.extend([401] * 5)
+        result = cli("--db", db.url, "compact", "1", "--force", "--summarizer", "openai",
+                     "--base-url", llm.base_url, "--retries", "3", *LIMITS)
+        assert len(llm.requests) == 1
+    assert result.exit_code == 1 and "HTTP 401 (model" in result.output, result.output
+
+
+def test_many_failures_are_counted_in_the_one_line_error(db, cli):
+    """The error line names the first three failed sessions and says how many more there are
+    (the table above it lists every one)."""
+    for sid in range(1, 6):
+        add_session(db, sid, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.failures.extend([400] * 10)
+        result = cli("--db", db.url, "compact", "--all", "--summarizer", "openai", "--model", "m",
+                     "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+    assert result.exit_code == 4, result.output
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line.startswith("Error: 5 of 5 session(s) failed: session 1: ")
+    assert "session 3: " in line and "session 4: " not in line and line.endswith("; and 2 more")
 
 
 def test_timeout_fails_cleanly(db):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -348,6 +349,10 @@ def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):
                      "--base-url", llm.base_url, "--max-summary-tokens", "200", "--retries", "0",
                      "--context-window", "12000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500")
     assert result.exit_code == 1 and "over its budget of 200 tokens" in result.output
+    # Both figures, named: the text's (what the budget bounds) and the message's (what the
+    # report's `summary:` line and tokens_after count).
+    found = re.search(r"summary text \((\d+) tokens; (\d+) as the context message", result.output)
+    assert found and count_text(llm.summary_text.strip()) == int(found[1]) < int(found[2])
 
 
 def test_quality_is_stored_and_shown(db, cli):

@@ -169,8 +169,9 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         over = sum(o.status == OVER_WINDOW for o in failed)
         what = ("stay over their window" if over == len(failed) else
                 "failed" if not over else "failed or stay over their window")
+        more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
         raise PartialFailure(f"{len(failed)} of {len(outcomes)} session(s) {what}: "
-                             + "; ".join(o.message() for o in failed[:3]))
+                             + "; ".join(o.message() for o in failed[:3]) + more)
 
 
 def _print_outcome(o) -> None:

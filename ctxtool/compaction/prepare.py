@@ -141,8 +141,10 @@ def check_summary(prep: Preparation, text: str, *, min_carry_over: float | None 
                         f"({prep.replaced_tokens} tokens)")
     own = count_text(text, prep.encoding)
     if own > prep.summary_budget:
-        return tokens, (f"summary ({own} tokens) is over its budget of {prep.summary_budget} "
-                        "tokens (--max-summary-tokens, at most a quarter of the threshold)")
+        # The budget is on the text (the model's max_tokens); the report shows the message.
+        return tokens, (f"summary text ({own} tokens; {tokens} as the context message it "
+                        f"becomes) is over its budget of {prep.summary_budget} tokens "
+                        "(--max-summary-tokens, at most a quarter of the threshold)")
     if min_carry_over is not None and prep.previous is not None:
         kept = quality.carry_over(prep.previous.summary, text)
         if kept is not None and kept < min_carry_over:

@@ -99,7 +99,12 @@ class OpenAISummarizer:
         except openai.APITimeoutError:
             raise SummarizerError(f"summarizer timed out ({self._where()})") from None
         except openai.APIStatusError as exc:
-            raise SummarizerError(f"summarizer answered HTTP {exc.status_code} after retries "
+            status = exc.status_code
+            # Only what the client retries was asked again: 401 or 400 is the first answer.
+            retried = self.max_retries and (status in (408, 409, 429) or status >= 500)
+            n = self.max_retries
+            after = f" after {n} {'retry' if n == 1 else 'retries'}" if retried else ""
+            raise SummarizerError(f"summarizer answered HTTP {status}{after} "
                                   f"({self._where()}): {_clip(str(exc.message))}") from None
         except openai.APIConnectionError as exc:
             raise SummarizerError(f"cannot reach the summarizer ({self._where()}): {exc}") from None
