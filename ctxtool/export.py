@@ -16,6 +16,7 @@ from typing import Any
 
 from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
 from .output import OutputFormat, shorten, to_jsonable, visible
+from .records import NO_CALL_ID
 from .terminal import fit_table
 
 FORMATS = ("markdown", "html", "jsonl")
@@ -44,7 +45,8 @@ def result_label(item: ViewItem) -> str:
     call = item.answers
     call_id = item.openai.get("tool_call_id") or (item.message.tool_call_id if item.message else "")
     if item.kind == "orphan_result":
-        return f"result of call {call_id}, whose call is not in this context (sent as a user message)"
+        return (f"result of call {call_id if call_id else NO_CALL_ID}, whose call is not in this "
+                "context (sent as a user message)")
     name = (call or {}).get("name") or "?"
     if item.kind == "synthetic_result":
         return f"no result was recorded for {name} ({call_id}): ctxtool sends a synthetic result"
@@ -63,6 +65,9 @@ def item_title(item: ViewItem) -> str:
     parts = [f"{ident} {role}"]
     if item.message is not None and item.message.role == "tool":
         parts.append(result_label(item))
+    if item.kind == "foreign_role":
+        parts.append(f"stored with role {item.message.role!r}, which is not a chat role "
+                     "(sent as a user message)")
     if _time(item):
         parts.append(_time(item))
     parts.append(f"{item.tokens} tokens")

@@ -242,7 +242,8 @@ def pick_pair(compactions: Sequence[Compaction], a: int | None,
 class ViewItem:
     """One message as sent to the model, with what a reader needs to know about it."""
 
-    kind: str  # system_prompt, summary, message, synthetic_result, moved_result, orphan_result
+    kind: str  # system_prompt, summary, message, synthetic_result, moved_result, orphan_result,
+    # foreign_role
     openai: dict[str, Any]
     tokens: int
     message: Message | None = None
@@ -329,7 +330,8 @@ def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
             calls[c["id"]] = {"id": c["id"], "name": c["function"]["name"],
                               "arguments": c["function"]["arguments"]}
         kind = ("synthetic_result" if entry.synthetic else "moved_result" if entry.moved
-                else "orphan_result" if entry.orphan else "message")
+                else "orphan_result" if entry.orphan else "foreign_role" if entry.foreign
+                else "message")
         answers = calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
         items.append(ViewItem(kind, msg, n, m, answers))
     return ContextView(session, point, ctx, encoding, estimate, items)

@@ -111,6 +111,12 @@ def orphan_result_prefix(call_id: str | None) -> str:
     return ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID if call_id is None else call_id)
 
 
+# The roles a chat API takes. A runtime writes the role column itself: a message stored with
+# another (a legacy ``function``, an empty or made-up role) is sent as a user message saying so.
+CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+FOREIGN_ROLE_PREFIX = "Message stored with role {role!r}, which is not a chat role:\n"
+
+
 @dataclass(frozen=True)
 class ContextEntry:
     """One message of a context in the order an OpenAI-style API accepts it.
@@ -121,22 +127,32 @@ class ContextEntry:
     call and its result), so the list sent to a model is the stored messages with: a result
     recorded later moved up to right after its call (``moved``); a call with no result answered
     by a synthetic result saying so (``synthetic``, as Pi does for orphaned calls); a result
-    whose call is not in the context sent as a user message (``orphan``).
+    whose call is not in the context sent as a user message (``orphan``); a message of a role
+    no chat API takes sent as a user message (``foreign``).
     """
 
     message: Message
     synthetic: bool = False
     moved: bool = False
     orphan: bool = False
+    foreign: bool = False
+
+    @property
+    def as_user(self) -> bool:
+        """Sent as a user message that says what it was (its stored count does not apply)."""
+        return self.orphan or self.foreign
 
     def to_openai(self) -> dict[str, Any]:
         if self.orphan:
             return {"role": "user", "content": orphan_result_prefix(self.message.tool_call_id)
                     + (self.message.content or "")}
+        if self.foreign:
+            return {"role": "user", "content": FOREIGN_ROLE_PREFIX.format(role=self.message.role)
+                    + (self.message.content or "")}
         return self.message.to_openai()
 
     def text(self) -> MessageText:
-        if self.orphan:
+        if self.as_user:
             return MessageText("user", self.to_openai()["content"])
         return self.message.text()
 
@@ -166,6 +182,9 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
         if m.role == "tool":
             # Still here: no call before it in the list took it.
             out.append(ContextEntry(m, orphan=True))
+            continue
+        if m.role not in CHAT_ROLES:
+            out.append(ContextEntry(m, foreign=True))
             continue
         out.append(ContextEntry(m))
         calls = calls_of[i]

@@ -15,7 +15,7 @@ from .compaction.plan import CompactionSettings
 from .compaction.rules import deleted_from_span, over_window, unsummarised_messages
 from .inspection import ContextPoint
 from .quality import retention_warning
-from .records import Compaction, Message
+from .records import CHAT_ROLES, Compaction, Message
 
 ERROR, WARNING = "error", "warning"
 
@@ -146,6 +146,17 @@ def malformed_tool_calls(tool_calls) -> str | None:
     return None
 
 
+def _repeated_ids(tool_calls: list) -> list[str]:
+    """The call ids that appear more than once in one message's (well-formed) calls."""
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for call in tool_calls:
+        if call["id"] in seen:
+            repeated[call["id"]] = None
+        seen.add(call["id"])
+    return list(repeated)
+
+
 def _kind(value) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -195,8 +206,21 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
         problem = malformed_tool_calls(m.tool_calls)
         if problem:
             issues.append(Issue(session_id, ERROR, "malformed_tool_calls",
-                                f"message {m.id} has tool_calls {problem}: an API rejects it, "
-                                "and ctxtool reads only its well-formed calls", message_id=m.id))
+                                f"message {m.id} has tool_calls {problem}: an API rejects it "
+                                "(ctxtool leaves out only its entries that are not objects)",
+                                message_id=m.id))
+        elif m.role == "assistant" and m.tool_calls:
+            repeated = _repeated_ids(m.tool_calls)
+            if repeated:
+                issues.append(Issue(session_id, ERROR, "duplicate_tool_call_id",
+                                    f"message {m.id} makes more than one tool call with id "
+                                    f"{', '.join(map(repr, repeated))}: one result would answer "
+                                    "them all, and an API rejects it", message_id=m.id))
+        if m.role not in CHAT_ROLES:
+            issues.append(Issue(session_id, WARNING, "unknown_role",
+                                f"message {m.id} has role {m.role!r}, which is not a chat role "
+                                f"({', '.join(sorted(CHAT_ROLES))}): it is sent as a user "
+                                "message saying so", message_id=m.id))
     pairing = pair_tool_results(messages)
     for m in pairing.duplicates:
         issues.append(Issue(session_id, WARNING, "duplicate_tool_result",
@@ -207,7 +231,7 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
         issues.append(Issue(session_id, ERROR, "orphan_tool_result",
                             f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
                             "in the restored context", message_id=m.id))
-    issues.sort(key=lambda i: i.message_id)  # in message order (a message has one of these)
+    issues.sort(key=lambda i: i.message_id)  # in message order (stable: a message's own as above)
     last_id = messages[-1].id if messages else None
     for message_id, call_id in pairing.unanswered:
         if message_id != last_id:

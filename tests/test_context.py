@@ -441,6 +441,60 @@ def test_validate_finds_a_tool_result_orphaned_in_an_earlier_context(db, cli):
             if i["severity"] == "error"] == [("orphan_tool_result", None, ids[3])]
 
 
+def test_a_message_of_no_chat_role_is_sent_as_a_user_message_and_reported(db, cli):
+    """A runtime writes the role column itself: a legacy `function`, an empty or made-up role
+    would make an API refuse the whole list. Every OpenAI-style output sends such a message as
+    a user message saying what it was, counts it as sent (not by its stored count), and
+    `validate` warns about it. Two calls of one id in one message are an error."""
+    from ctxtool.records import FOREIGN_ROLE_PREFIX
+
+    from .test_inspect_cli import chat_completions_errors
+
+    ids = add_session(db, 1, [{"role": "user", "content": "hi"},
+                              {"role": "function", "content": "legacy", "name": "bash"},
+                              {"role": "weirdrole", "content": "w"},
+                              {"role": "", "content": None},
+                              {"role": "assistant", "content": "done"},
+                              {"role": "developer", "content": "be brief"}], model="gpt-4o")
+    sent = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
+    assert chat_completions_errors(sent) == []
+    assert [m["role"] for m in sent] == ["user"] * 4 + ["assistant", "developer"]
+    assert [m["content"] for m in sent[1:4]] == [
+        FOREIGN_ROLE_PREFIX.format(role="function") + "legacy",
+        FOREIGN_ROLE_PREFIX.format(role="weirdrole") + "w", FOREIGN_ROLE_PREFIX.format(role="")]
+    shown = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
+    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] == "foreign_role"] == \
+        [(i, "foreign_role") for i in ids[1:4]]
+    human = cli("--db", db.url, "context", "show", "1", "--full").output
+    assert "stored with role 'weirdrole', which is not a chat role (sent as a user message)" in human
+    # Stored counts (made of the message as stored) do not apply to what is sent instead.
+    before = shown["context_tokens"]
+    assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
+    assert json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)[
+        "context_tokens"] == before
+    result = cli("--db", db.url, "validate", "--json")
+    assert result.exit_code == 0, result.output  # warnings alone
+    assert [(i["rule"], i["severity"], i["message_id"]) for i in json.loads(result.stdout)] == \
+        [("unknown_role", "warning", i) for i in ids[1:4]]
+
+    call = {"id": "k", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    twice = add_session(db, 2, [{"role": "user", "content": "go"},
+                                {"role": "assistant", "content": None, "tool_calls": [call, call]},
+                                {"role": "tool", "content": "ok", "tool_call_id": "k"},
+                                {"role": "assistant", "content": "done"}], model="gpt-4o")
+    result = cli("--db", db.url, "validate", "2", "--json")
+    assert result.exit_code == 1, result.output
+    [issue] = json.loads(result.stdout)
+    assert (issue["rule"], issue["severity"], issue["message_id"]) == \
+        ("duplicate_tool_call_id", "error", twice[1])
+    assert "with id 'k'" in issue["message"]
+    # A result stored without a call id is named as such, never "None".
+    add_session(db, 3, [{"role": "user", "content": "go"}, {"role": "tool", "content": "out"}])
+    human = cli("--db", db.url, "context", "show", "3", "--full").output
+    assert "result of call with no recorded id, whose call is not in this context" in human
+    assert "None" not in human
+
+
 def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     from ctxtool.db.schema import agent_compaction
 

@@ -284,7 +284,8 @@ def chat_completions_errors(messages: list[dict]) -> list[str]:
     arguments are strings; a message `name` matches the API's pattern."""
     errors: list[str] = []
     pending: set[str] | None = None
-    allowed = {"system": {"role", "content", "name"}, "user": {"role", "content", "name"},
+    allowed = {"system": {"role", "content", "name"}, "developer": {"role", "content", "name"},
+               "user": {"role", "content", "name"},
                "assistant": {"role", "content", "name", "tool_calls"},
                "tool": {"role", "content", "tool_call_id"}}
     if not messages:
@@ -309,7 +310,7 @@ def chat_completions_errors(messages: list[dict]) -> list[str]:
         if pending:
             errors.append(f"{i}: {role} message before the results of {sorted(pending)}")
         pending = None
-        if role in ("system", "user") and not isinstance(m.get("content"), str):
+        if role in ("system", "developer", "user") and not isinstance(m.get("content"), str):
             errors.append(f"{i}: {role} content must be a string")
         if role == "assistant":
             calls = m.get("tool_calls")

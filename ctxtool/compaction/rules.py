@@ -97,8 +97,8 @@ class SuffixTokens:
     ``tokens``: the stored counts that are what the model is sent (made with the encoding the
     session needs), plus the results ctxtool adds for calls without one. ``uncounted``:
     messages with no count under that encoding (none stored, or made with another one).
-    ``resent``: tool results whose call is not in the context, sent as a user message, so
-    their stored count is not what is sent. ``unpaired``: from set-based sums, which know how
+    ``resent``: tool results whose call is not in the context, and messages of no chat role,
+    sent as a user message, so their stored count is not what is sent. ``unpaired``: from set-based sums, which know how
     many calls and results there are but not which answers which (:func:`summed_suffix`), the
     difference: where calls and results differ in number, some call goes unanswered or some
     result answers none, so the pairing must be read. Only with all three at 0 is ``tokens``
@@ -121,17 +121,19 @@ class SuffixTokens:
 
 def summed_suffix(tokens: int | None, uncounted: int | None, calls: int | None,
                   results: int | None, longest_result_id_bytes: int | None,
-                  encoding: str) -> SuffixTokens:
+                  encoding: str, foreign: int | None = 0) -> SuffixTokens:
     """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with
     ``encoding`` (the one the session needs), the rows without one, the tool calls, the tool
     results and the UTF-8 bytes of the longest result's call id. Calls and results equal in
     number may still not answer each other: each such pair is bounded by a placeholder result
     plus a resend prefix (its call id included, a token at most per byte, and the few tokens
-    the prefix can change at its junction with the result's text)."""
+    the prefix can change at its junction with the result's text). ``foreign``: messages of
+    no chat role, resent as user messages."""
     calls, results = int(calls or 0), int(results or 0)
     per_pair = (synthetic_result_tokens(encoding) + _RESEND_PREFIX_BYTES
                 + int(longest_result_id_bytes or 0) + 4)
-    return SuffixTokens(int(tokens or 0), int(uncounted or 0), unpaired=abs(calls - results),
+    return SuffixTokens(int(tokens or 0), int(uncounted or 0), resent=int(foreign or 0),
+                        unpaired=abs(calls - results),
                         unread_pairing=min(calls, results) * per_pair)
 
 
@@ -144,7 +146,7 @@ def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
         if entry.synthetic:
             synthetic += 1
             tokens += synthetic_result_tokens(encoding)
-        elif entry.orphan:
+        elif entry.as_user:
             resent += 1
         elif m.token_count is None or m.token_encoding != encoding:
             uncounted += 1

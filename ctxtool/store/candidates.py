@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ..compaction.rules import SuffixTokens, summed_suffix
 from ..db import dialect_of
+from ..records import CHAT_ROLES
 from ..db.stored_time import parse_stored_time
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
@@ -82,6 +83,11 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
                 sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
                 sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
+                # Messages of no chat role are sent as user messages with a prefix: their
+                # stored counts are not what is sent. (MySQL's collations compare roles
+                # without case: there a "User" is summed as stored, a few tokens low.)
+                sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1))
+                .label("foreign"),
                 sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0))
                 .label("longest_result_id"),
                 sa.func.max(M.c.id).label("last_message_id"))
@@ -94,7 +100,7 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 out.append(EffectiveContext(
                     r.session_id, r.model, r.first_kept_message_id,
                     summed_suffix(row.tokens, row.uncounted, row.calls, row.results,
-                                  row.longest_result_id, name),
+                                  row.longest_result_id, name, foreign=row.foreign),
                     int(row.last_message_id), r.lease_owner, r.lease_expires_at,
                     int(r.head_bytes or 0)))
     out.sort(key=lambda c: c.session_id)

@@ -351,7 +351,7 @@ def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     counts: list[int | None] = [None] * len(texts)
     for entry in entries:
         m = entry.message
-        stored = (not (entry.synthetic or entry.orphan) and m.token_count is not None
+        stored = (not (entry.synthetic or entry.as_user) and m.token_count is not None
                   and m.token_encoding == encoding)
         counts.append(m.token_count if stored else None)
     missing = [i for i, c in enumerate(counts) if c is None]
