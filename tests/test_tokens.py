@@ -300,12 +300,17 @@ def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, c
     assert {r["uncounted"] for r in report().values()} == {0}
 
 
-def test_a_negative_count_a_runtime_wrote_is_no_count(db, cli):
+@pytest.mark.parametrize("placeholder", [-1000000, -1, 0, 2 ** 31 - 1])
+def test_a_count_no_message_can_have_is_no_count(db, cli, placeholder):
+    """A runtime may write -1 or 0 for "unknown", or INT's largest: none is a message's count
+    (every message costs its framing; no row holds 2**30 bytes), so each is recounted, never
+    added up: a session of such counts would otherwise never look over its window."""
     ids = add_session(db, 1, MESSAGES, model="gpt-4o")
     cli("--db", db.url, "tokens", "count", "--all")
     expected = _expected(MESSAGES, "o200k_base")
     with db.engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE agent_message SET token_count = -1000000 WHERE id = {ids[0]}")
+        conn.exec_driver_sql(f"UPDATE agent_message SET token_count = {placeholder} "
+                             f"WHERE id = {ids[0]}")
     [row] = json.loads(cli("--db", db.url, "tokens", "report", "--json").stdout)
     assert (row["history_tokens"], row["uncounted"]) == (sum(expected[1:]), 1)
     assert row["effective_tokens"] == sum(expected) + REPLY_PRIMING_TOKENS  # counted, not -1M

@@ -24,7 +24,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import Message
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from .reads import json_as_text, json_value
+from .reads import TRUSTED_COUNT, json_as_text, json_value
 
 DEFAULT_BATCH = 2000
 
@@ -52,8 +52,8 @@ def expected_encoding(conn, override: str | None):
 def _pending_filter(expected, recount: bool):
     if recount:
         return sa.true()
-    return sa.or_(M.c.token_count.is_(None), M.c.token_count < 0, M.c.token_encoding.is_(None),
-                  M.c.token_encoding != expected)
+    return sa.or_(M.c.token_count.is_(None), sa.not_(TRUSTED_COUNT),
+                  M.c.token_encoding.is_(None), M.c.token_encoding != expected)
 
 
 def count_pending(engine: Engine, session_id: int | None = None, encoding: str | None = None,

@@ -45,9 +45,14 @@ _MESSAGE_JSON_AT = [i for i, name in enumerate(_MESSAGE_FIELDS)
                     if isinstance(M.c[name].type, sa.JSON)]
 _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
 _CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zero date
-# A count a runtime wrote below zero is no count: it reads as NULL, so every reader recounts
-# it rather than adding it up (and ``tokens count`` replaces it, see counts._pending_filter).
-TRUSTED_COUNT = M.c.token_count >= 0
+# A count a runtime wrote that no message can have is no count: it reads as NULL, so every
+# reader recounts it rather than adding it up (and ``tokens count`` replaces it, see
+# counts._pending_filter). Not one: below 1 (every message costs its chat framing, 4 tokens
+# and more; a runtime may write 0 or -1 for "unknown"), or over MAX_MESSAGE_TOKENS.
+# A token is at least one byte and no row holds more than 1 GB (MySQL's max_allowed_packet,
+# SQLite's SQLITE_MAX_LENGTH at most): a larger count is a placeholder, not a measure.
+MAX_MESSAGE_TOKENS = 1 << 30
+TRUSTED_COUNT = sa.and_(M.c.token_count >= 1, M.c.token_count <= MAX_MESSAGE_TOKENS)
 STORED_TOKEN_COUNT = sa.case((TRUSTED_COUNT, M.c.token_count), else_=None).label("token_count")
 _MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON)
                     else STORED_TOKEN_COUNT if name == "token_count" else M.c[name]
