@@ -375,6 +375,23 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
         errors = [line for line in plain.stderr.splitlines() if line.startswith("Error")]
         assert errors and all(e in piped.stderr for e in errors), (args, piped.stderr)
         assert "Traceback" not in piped.stderr
+    # `2>&1 | head` with the reader gone: the error line cannot be written anywhere, the exit
+    # code still says what happened (it was 0: the failed write of the error line ended it).
+    cases += [(["--db", sqlite_db.url, "sessions", "delete", "1"], 2),
+              (["--db", sqlite_db.url, "context", "show", "--no-such-option"], 2)]
+    for args, code in cases:
+        plain = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
+                               text=True, timeout=60)
+        assert plain.returncode == (code if code is not None else plain.returncode) != 0, \
+            (args, plain.returncode, plain.stderr)
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            both = subprocess.run([sys.executable, "-m", "ctxtool", *args], stdout=write_end,
+                                  stderr=write_end, timeout=60)
+        finally:
+            os.close(write_end)
+        assert both.returncode == plain.returncode, (args, both.returncode)
 
 
 def test_output_that_cannot_be_written_is_one_line(sqlite_db):

@@ -144,25 +144,27 @@ class _GuardedOutput:
     ends as it would have, with its own exit code and its errors on stderr (a failing
     ``migrate status | head`` must not pass a deploy gate run under ``pipefail``)."""
 
-    def __init__(self, stream):
-        self._stream = stream
+    def __init__(self, stream, nowhere_to_report: bool = False):
+        # stderr: a write that fails there cannot be reported anywhere, so every failure is
+        # dropped (``2>&1 | head``: a failing command still ends with its own exit code).
+        self._stream, self._nowhere = stream, nowhere_to_report
 
     def write(self, text):
         try:
             return self._stream.write(text)
         except OSError as exc:
-            if exc.errno != errno.EPIPE:
+            if exc.errno != errno.EPIPE and not self._nowhere:
                 raise _output_failed(exc) from None
-            _quiet_closed_pipe()
+            _quiet_closed_pipe(self._stream)
             return len(text)
 
     def flush(self):
         try:
             return self._stream.flush()
         except OSError as exc:
-            if exc.errno != errno.EPIPE:
+            if exc.errno != errno.EPIPE and not self._nowhere:
                 raise _output_failed(exc) from None
-            _quiet_closed_pipe()
+            _quiet_closed_pipe(self._stream)
             try:
                 self._stream.flush()  # what was buffered goes to /dev/null now
             except OSError:
@@ -189,14 +191,17 @@ class _Root(_Group):
     said as such (``CTXTOOL_DEBUG=1`` shows the traceback)."""
 
     def main(self, *args, **kwargs):
-        real = sys.stdout
+        real, real_err = sys.stdout, sys.stderr
         sys.stdout = _GuardedOutput(real) if real is not None else real
+        sys.stderr = _GuardedOutput(real_err, True) if real_err is not None else real_err
         try:
             try:
                 return super().main(*args, **kwargs)
             finally:
                 if sys.stdout is not None:  # None: started with stdout closed (>&-)
                     sys.stdout.flush()  # what is still buffered fails here, not at exit
+                if sys.stderr is not None:
+                    sys.stderr.flush()
         except OutputFailed as exc:  # while parsing (--help, --version), or the last flush
             _quiet_closed_pipe()
             click.echo(f"Error: {exc}", err=True)
@@ -205,7 +210,7 @@ class _Root(_Group):
             _quiet_closed_pipe()
             sys.exit(0)
         finally:
-            sys.stdout = real
+            sys.stdout, sys.stderr = real, real_err
 
     def invoke(self, ctx):
         try:
@@ -242,13 +247,13 @@ def _scrubbed(ctx, text: str) -> str:
     return scrub(text, _url(ctx))
 
 
-def _quiet_closed_pipe() -> None:
-    """The reader went away (``ctxtool ... | head``): what is written to stdout from now on goes
-    to /dev/null, and nothing is said of it."""
+def _quiet_closed_pipe(stream=None) -> None:
+    """The reader went away (``ctxtool ... | head``): what is written to ``stream`` (stdout by
+    default) from now on goes to /dev/null, and nothing is said of it."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
+        os.dup2(devnull, (stream or sys.stdout).fileno())
+    except (OSError, ValueError, AttributeError):
         pass
 
 
