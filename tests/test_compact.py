@@ -330,6 +330,35 @@ def test_kill_9_leaves_no_checkpoint_and_a_rerun_completes(db):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
 
 
+@pytest.mark.slow
+def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
+    """Found by an adversarial run: after SIGINT, compact --all went on calling the LLM for
+    every queued session (100 sessions, 2 s an answer: 100 s, every checkpoint written) and
+    only then said `interrupted`. Now the queued ones are not started; the running ones finish
+    cleanly, with no lease left behind."""
+    for sid in range(1, 21):
+        add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
+    with FakeLLM(delay=1.0) as llm:
+        proc = subprocess.Popen(_compact_all_cmd(db.url, llm.base_url, "--retries", "0"),
+                                env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while len(llm.requests) < 4 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(llm.requests) >= 4, "compaction never reached the LLM"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        asked = len(llm.requests)
+    assert proc.returncode == 130, err
+    assert "Error: interrupted" in err and "Traceback" not in err
+    assert asked <= 8, asked  # the four running, at most one more round: not all twenty
+    done = db.scalar("SELECT COUNT(*) FROM agent_compaction")
+    assert 1 <= done <= asked < 20
+    assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
+    for sid in range(1, 21):
+        assert_valid_context(Store(db.engine), sid)
+
+
 def test_candidates_read_only_effective_contexts(db):
     """Finding sessions over threshold costs the messages since each cut, not whole histories."""
     add_session(db, 1, coding_session(60), model="gpt-4o")      # 240 messages, compacted below

@@ -113,13 +113,23 @@ def run_concurrently(compact: Callable[[int], CompactionOutcome], session_ids: l
                      workers: int, on_done: Callable[[CompactionOutcome], None] | None = None
                      ) -> list[CompactionOutcome]:
     """``compact`` each session on ``workers`` threads (the LLM calls overlap); outcomes by
-    session id, ``on_done`` called as each finishes (a progress bar)."""
+    session id, ``on_done`` called as each finishes (a progress bar).
+
+    Interrupted (Ctrl-C, or ``on_done`` raising), the sessions not started yet are not started:
+    leaving the pool's ``with`` ran every queued one first, LLM calls and all, before the
+    interrupt got through. Those already running finish (each a transaction of its own that
+    releases its lease), then the interrupt goes on."""
     outcomes: list[CompactionOutcome] = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
         for future in as_completed([pool.submit(compact, sid) for sid in session_ids]):
             outcomes.append(future.result())
             if on_done:
                 on_done(outcomes[-1])
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return sorted(outcomes, key=lambda o: o.session_id)
 
 
