@@ -342,6 +342,15 @@ def test_a_closed_pipe_is_not_an_error(db):
     assert b"Traceback" not in err and b"Error" not in err
 
 
+def _failing_run(args: list[str], code: int | None) -> subprocess.CompletedProcess:
+    """``ctxtool ARGS`` unpiped: it fails, with ``code`` where one is given."""
+    plain = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
+                           text=True, timeout=60)
+    assert plain.returncode == (code if code is not None else plain.returncode) != 0, \
+        (args, plain.returncode, plain.stderr)
+    return plain
+
+
 def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
     """Found by review: a reader gone before a failing command wrote its output (``migrate
     status | head`` under ``pipefail``, a deploy gate) made it exit 0 and hid its error line.
@@ -360,10 +369,7 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
                str(tmp_path / "bad.jsonl"), str(transcript)], None)]
     (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "x"}\n{bad\n')
     for args, code in cases:
-        plain = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
-                               text=True, timeout=60)
-        assert plain.returncode == (code if code is not None else plain.returncode) != 0, \
-            (args, plain.returncode, plain.stderr)
+        plain = _failing_run(args, code)
         read_end, write_end = os.pipe()
         os.close(read_end)  # the reader is gone before the first line: every write fails
         try:
@@ -380,10 +386,7 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
     cases += [(["--db", sqlite_db.url, "sessions", "delete", "1"], 2),
               (["--db", sqlite_db.url, "context", "show", "--no-such-option"], 2)]
     for args, code in cases:
-        plain = subprocess.run([sys.executable, "-m", "ctxtool", *args], capture_output=True,
-                               text=True, timeout=60)
-        assert plain.returncode == (code if code is not None else plain.returncode) != 0, \
-            (args, plain.returncode, plain.stderr)
+        plain = _failing_run(args, code)
         read_end, write_end = os.pipe()
         os.close(read_end)
         try:
