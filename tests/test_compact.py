@@ -245,6 +245,14 @@ def test_leases(db):
     outcome = compactor.compact_session(1)
     assert outcome.status == "compacted"  # an expired lease is taken over
     assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
+    # An owner without an expiry bounds nothing: free, for the batch and for the claim alike
+    # (the claim refused it forever while the batch listed the session as free).
+    add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'by-hand', "
+                             "lease_expires_at = NULL WHERE session_id = 2"))
+    assert [c.session_id for c in compactor.find_candidates()] == [2]
+    assert compactor.compact_session(2).status == "compacted"
 
 
 def test_parent_unique_key_is_the_last_line_of_defence(db):

@@ -36,8 +36,10 @@ def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id
         taken = conn.execute(
             S.update()
             .where(S.c.session_id == session_id,
-                   sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at < dialect.server_now(),
-                          S.c.lease_owner == owner))
+                   # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
+                   # free, as holder() and the batch read it (it was held forever here).
+                   sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at.is_(None),
+                          S.c.lease_expires_at < dialect.server_now(), S.c.lease_owner == owner))
             .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
         ).rowcount
         if taken != 1:
