@@ -8,6 +8,7 @@ OpenAI-style list (every tool result answers a call it contains).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -148,13 +149,7 @@ def malformed_tool_calls(tool_calls) -> str | None:
 
 def _repeated_ids(tool_calls: list) -> list[str]:
     """The call ids that appear more than once in one message's (well-formed) calls."""
-    seen: set[str] = set()
-    repeated: dict[str, None] = {}
-    for call in tool_calls:
-        if call["id"] in seen:
-            repeated[call["id"]] = None
-        seen.add(call["id"])
-    return list(repeated)
+    return [call_id for call_id, n in Counter(c["id"] for c in tool_calls).items() if n > 1]
 
 
 def _kind(value) -> str:

@@ -252,7 +252,7 @@ def _quiet_closed_pipe(stream=None) -> None:
     default) from now on goes to /dev/null, and nothing is said of it."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, (stream or sys.stdout).fileno())
+        os.dup2(devnull, (stream if stream is not None else sys.stdout).fileno())
     except (OSError, ValueError, AttributeError):
         pass
 

@@ -98,8 +98,9 @@ class SuffixTokens:
     session needs), plus the results ctxtool adds for calls without one. ``uncounted``:
     messages with no count under that encoding (none stored, or made with another one).
     ``resent``: tool results whose call is not in the context, and messages of no chat role,
-    sent as a user message, so their stored count is not what is sent. ``unpaired``: from set-based sums, which know how
-    many calls and results there are but not which answers which (:func:`summed_suffix`), the
+    sent as a user message, so their stored count is not what is sent. ``unpaired``: from
+    set-based sums, which know how many calls and results there are but not which answers which
+    (:func:`summed_suffix`), the
     difference: where calls and results differ in number, some call goes unanswered or some
     result answers none, so the pairing must be read. Only with all three at 0 is ``tokens``
     exact; from sums, up to ``unread_pairing`` more."""

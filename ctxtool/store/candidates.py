@@ -23,11 +23,11 @@ from sqlalchemy.engine import Connection
 
 from ..compaction.rules import SuffixTokens, summed_suffix
 from ..db import dialect_of
-from ..records import CHAT_ROLES
 from ..db.stored_time import parse_stored_time
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..records import CHAT_ROLES
 from ..tokens import encoding_for_model
 from .reads import SESSIONS_PER_RANGE_QUERY, TRUSTED_COUNT, suffix_ranges, text_bytes
 

@@ -482,6 +482,9 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
             return []
         messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
         compactions = per_session(conn, C, ids, sa.func.count())
+        if over_window is not None:  # each restored suffix, on this connection
+            store = Store(engine)
+            exact = {sid: store.context_tokens(sid, conn=conn) for sid in ids}
     rows = []
     for s in sessions:
         row = {"session_id": s.session_id, "title": s.title, "model": s.model,
@@ -492,8 +495,7 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
                "last_message_id": messages.get(s.session_id, (0, None))[1],
                "created_at": s.created_at, "leased_by": s.lease_owner}
         if over_window is not None:
-            row["context_tokens"] = Store(engine).context_tokens(s.session_id)
-            row["threshold"] = measured[s.session_id][1]
+            row["context_tokens"], row["threshold"] = exact[s.session_id], measured[s.session_id][1]
         rows.append(row)
     return rows
 

@@ -21,6 +21,8 @@ from .prompt import SYSTEM_PROMPT, build_prompt
 REASONING_HEADROOM_TOKENS = 8192
 PROMPT_OVERHEAD_TOKENS = 1024   # system prompt, format, previous-summary frame, files line
 REQUEST_STYLES = ("auto", "chat", "reasoning")
+# What the openai client retries besides 5xx and connection errors (its _should_retry).
+_RETRIED_STATUSES = (408, 409, 429)
 _REASONING = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
 
 
@@ -99,10 +101,9 @@ class OpenAISummarizer:
         except openai.APITimeoutError:
             raise SummarizerError(f"summarizer timed out ({self._where()})") from None
         except openai.APIStatusError as exc:
-            status = exc.status_code
+            status, n = exc.status_code, self.max_retries
             # Only what the client retries was asked again: 401 or 400 is the first answer.
-            retried = self.max_retries and (status in (408, 409, 429) or status >= 500)
-            n = self.max_retries
+            retried = n and (status in _RETRIED_STATUSES or status >= 500)
             after = f" after {n} {'retry' if n == 1 else 'retries'}" if retried else ""
             raise SummarizerError(f"summarizer answered HTTP {status}{after} "
                                   f"({self._where()}): {_clip(str(exc.message))}") from None
