@@ -51,8 +51,10 @@ class Config:
 
 
 def _normalise(table: dict[str, Any]) -> dict[str, Any]:
-    return {key.replace("-", "_"): _normalise(value) if isinstance(value, dict) else value
-            for key, value in table.items()}
+    return {
+        key.replace("-", "_"): _normalise(value) if isinstance(value, dict) else value
+        for key, value in table.items()
+    }
 
 
 def _check_database_table(data: dict, path: Path) -> None:
@@ -62,7 +64,7 @@ def _check_database_table(data: dict, path: Path) -> None:
     if table is None:
         return
     if not isinstance(table, dict):
-        raise CtxtoolError(f"{path}: database must be a table: [database] url = \"...\"")
+        raise CtxtoolError(f'{path}: database must be a table: [database] url = "..."')
     unknown = sorted(set(table) - {"url"})
     if unknown:
         raise CtxtoolError(f"{path}: database.{unknown[0]}: no such setting (only url)")

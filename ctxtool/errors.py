@@ -11,8 +11,10 @@ DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of o
 def internal_error(exc: BaseException) -> str:
     """A bug as one line: what it was and how to see the traceback."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return (f"internal error: {type(exc).__name__}: {text} — this is a bug in ctxtool; "
-            f"{DEBUG_ENV}=1 shows the traceback")
+    return (
+        f"internal error: {type(exc).__name__}: {text} — this is a bug in ctxtool; "
+        f"{DEBUG_ENV}=1 shows the traceback"
+    )
 
 
 class CtxtoolError(Exception):

@@ -45,8 +45,10 @@ def result_label(item: ViewItem) -> str:
     call = item.answers
     call_id = item.openai.get("tool_call_id") or (item.message.tool_call_id if item.message else "")
     if item.kind == "orphan_result":
-        return (f"result of call {call_id if call_id else NO_CALL_ID}, whose call is not in this "
-                "context (sent as a user message)")
+        return (
+            f"result of call {call_id if call_id else NO_CALL_ID}, whose call is not in this "
+            "context (sent as a user message)"
+        )
     name = (call or {}).get("name") or "?"
     if item.kind == "synthetic_result":
         return f"no result was recorded for {name} ({call_id}): ctxtool sends a synthetic result"
@@ -66,8 +68,10 @@ def item_title(item: ViewItem) -> str:
     if item.message is not None and item.message.role == "tool":
         parts.append(result_label(item))
     if item.kind == "foreign_role":
-        parts.append(f"stored with role {item.message.role!r}, which is not a chat role "
-                     "(sent as a user message)")
+        parts.append(
+            f"stored with role {item.message.role!r}, which is not a chat role "
+            "(sent as a user message)"
+        )
     if _time(item):
         parts.append(_time(item))
     parts.append(f"{item.tokens} tokens")
@@ -77,15 +81,24 @@ def item_title(item: ViewItem) -> str:
 def describe_header(view: ContextView) -> list[tuple[str, str]]:
     """The header as (label, value) pairs for the human renderings."""
     h = view.header()
-    pairs = [("session", f"{h['session_id']}" + (f" ({h['source']})" if h["source"] else "")),
-             ("title", h["title"] or "-"), ("model", h["model"] or "-"), ("context", h["at"]),
-             ("messages kept", str(h["messages_kept"])),
-             ("context tokens", f"{h['context_tokens']}, counted with {h['encoding']}")]
+    pairs = [
+        ("session", f"{h['session_id']}" + (f" ({h['source']})" if h["source"] else "")),
+        ("title", h["title"] or "-"),
+        ("model", h["model"] or "-"),
+        ("context", h["at"]),
+        ("messages kept", str(h["messages_kept"])),
+        ("context tokens", f"{h['context_tokens']}, counted with {h['encoding']}"),
+    ]
     if h["synthetic_results"]:
         n = h["synthetic_results"]
-        pairs.append(("synthetic results", f"{n} tool call{'s have' if n > 1 else ' has'} no "
-                      "recorded result: answered with \"no result was recorded\" in every "
-                      "OpenAI-style output and counted"))
+        pairs.append(
+            (
+                "synthetic results",
+                f"{n} tool call{'s have' if n > 1 else ' has'} no "
+                'recorded result: answered with "no result was recorded" in every '
+                "OpenAI-style output and counted",
+            )
+        )
     return pairs
 
 
@@ -93,11 +106,14 @@ def _cut_line(view: ContextView) -> str | None:
     cp = view.point.checkpoint
     if cp is None:
         return None
-    return (f"cut: messages from #{cp.first_kept_message_id} on are kept verbatim; everything "
-            f"before is in the summary of checkpoint {cp.id}")
+    return (
+        f"cut: messages from #{cp.first_kept_message_id} on are kept verbatim; everything "
+        f"before is in the summary of checkpoint {cp.id}"
+    )
 
 
 # -- plain text (context show --full) --------------------------------------------------------
+
 
 def render_text(view: ContextView) -> str:
     """Whole contents with real newlines, calls with their arguments, results with the tool's
@@ -114,8 +130,12 @@ def render_text(view: ContextView) -> str:
             out.append(_text(content))
         for call in item.openai.get("tool_calls") or ():
             fn = call.get("function") or {}
-            out.append(_text(f"→ call {call_label({'name': fn.get('name'), 'arguments': fn.get('arguments')})}"
-                             f"  [{call.get('id')}]"))
+            out.append(
+                _text(
+                    f"→ call {call_label({'name': fn.get('name'), 'arguments': fn.get('arguments')})}"
+                    f"  [{call.get('id')}]"
+                )
+            )
     return "\n".join(out)
 
 
@@ -133,19 +153,34 @@ def message_rows(view: ContextView) -> list[dict[str, Any]]:
             continue
         calls = [c.get("function") or {} for c in m.get("tool_calls") or ()]
         if item.message is not None and item.message.role == "tool":
-            tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + \
-                str((item.answers or {}).get("name") or "?")
+            tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + str(
+                (item.answers or {}).get("name") or "?"
+            )
         else:
             counts: dict[str, int] = {}
             for fn in calls:
                 counts[str(fn.get("name"))] = counts.get(str(fn.get("name")), 0) + 1
-            tool = ", ".join(f"→ {name}" + (f" ×{n}" if n > 1 else "") for name, n in counts.items())
+            tool = ", ".join(
+                f"→ {name}" + (f" ×{n}" if n > 1 else "") for name, n in counts.items()
+            )
         text = m.get("content") or ""
         if calls:
-            text = " ".join([text] * bool(text) + [call_label(
-                {"name": fn.get("name"), "arguments": fn.get("arguments")}) for fn in calls])
-        rows.append({"id": item.id, "role": m.get("role"), "tokens": item.tokens,
-                     "tool": tool or None, "content": text})
+            text = " ".join(
+                [text] * bool(text)
+                + [
+                    call_label({"name": fn.get("name"), "arguments": fn.get("arguments")})
+                    for fn in calls
+                ]
+            )
+        rows.append(
+            {
+                "id": item.id,
+                "role": m.get("role"),
+                "tokens": item.tokens,
+                "tool": tool or None,
+                "content": text,
+            }
+        )
     return rows
 
 
@@ -158,11 +193,22 @@ def render_table(view: ContextView, width: int | None) -> str:
         if item.kind == "system_prompt":
             lines += ["", "[system prompt]", _head(item.openai["content"])]
         elif item.kind == "summary" and cp is not None:
-            lines += ["", f"[summary of checkpoint {cp.id}, cut at message "
-                          f"{cp.first_kept_message_id}]", _text(summary_text(item))]
+            lines += [
+                "",
+                f"[summary of checkpoint {cp.id}, cut at message {cp.first_kept_message_id}]",
+                _text(summary_text(item)),
+            ]
     rows = message_rows(view)
-    lines += ["", fit_table(rows, OutputFormat(), ["id", "role", "tokens", "tool", "content"],
-                            width, ["content", "tool"])]
+    lines += [
+        "",
+        fit_table(
+            rows,
+            OutputFormat(),
+            ["id", "role", "tokens", "tool", "content"],
+            width,
+            ["content", "tool"],
+        ),
+    ]
     if rows:
         lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
     return "\n".join(lines)
@@ -176,20 +222,30 @@ def _head(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
     """The start of a long text (a system prompt is often thousands of words)."""
     head = "\n".join(text.splitlines()[:max_lines])[:max_chars]
     rest = len(text) - len(head)
-    return _text(head) + (f"\n… ({rest} more characters: --full shows it whole)"
-                          if rest > 1 else "")
+    return _text(head) + (
+        f"\n… ({rest} more characters: --full shows it whole)" if rest > 1 else ""
+    )
 
 
 _CHECKPOINT_LABELS = {
-    "checkpoint_id": "checkpoint", "parent_id": "parent", "created_at": "created",
-    "summarizer": "summarizer", "summarizer_model": "model", "first_kept_message_id": "cut at",
-    "messages_summarised": "summarised", "tokens_before": "before", "tokens_after": "after",
-    "summary_tokens": "summary", "retention": "retention", "carry_over": "carry-over"}
+    "checkpoint_id": "checkpoint",
+    "parent_id": "parent",
+    "created_at": "created",
+    "summarizer": "summarizer",
+    "summarizer_model": "model",
+    "first_kept_message_id": "cut at",
+    "messages_summarised": "summarized",
+    "tokens_before": "before",
+    "tokens_after": "after",
+    "summary_tokens": "summary",
+    "retention": "retention",
+    "carry_over": "carry-over",
+}
 
 
-def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat,
-                       width: int | None) -> str:
+def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat, width: int | None) -> str:
     """``context checkpoints`` as a table with short labels, fitted to ``width``."""
+
     def cell(key: str, value: Any) -> Any:
         if value is None:
             return None
@@ -197,44 +253,69 @@ def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat,
             return value.isoformat(sep=" ", timespec="seconds")
         return f"{value:.0%}" if key in ("retention", "carry_over") else value
 
-    table = [{label: cell(key, r[key]) for key, label in _CHECKPOINT_LABELS.items()}
-             for r in rows]
-    text = fit_table(table, output, _CHECKPOINT_LABELS.values(), width, ["summarizer", "model"],
-                     optional=["created", "parent"])
+    table = [{label: cell(key, r[key]) for key, label in _CHECKPOINT_LABELS.items()} for r in rows]
+    text = fit_table(
+        table,
+        output,
+        _CHECKPOINT_LABELS.values(),
+        width,
+        ["summarizer", "model"],
+        optional=["created", "parent"],
+    )
     if rows:
-        text += ("\n(before / after: the context's tokens around each checkpoint; summary: its "
-                 "summary's; --json for every field)")
+        text += (
+            "\n(before / after: the context's tokens around each checkpoint; summary: its "
+            "summary's; --json for every field)"
+        )
     return text
 
 
 def render_diff(d: CheckpointDiff, width: int | None, columns: bool = False) -> str:
     """``context diff``: the cut, the summaries (unified, or in ``columns``), and the messages
-    that went from kept to summarised."""
+    that went from kept to summarized."""
     a_name = f"checkpoint {d.a.id}" if d.a else "before the first checkpoint"
-    moved = (" (moved BACK)" if d.as_dict()["cut_moved_back"] else
-             f", {len(d.newly_summarised)} messages went from kept to summarised")
-    lines = [f"from {a_name} to checkpoint {d.b.id}",
-             f"cut: message {d.a.first_kept_message_id if d.a else '(start)'} -> "
-             f"{d.b.first_kept_message_id}{moved}", ""]
+    moved = (
+        " (moved BACK)"
+        if d.as_dict()["cut_moved_back"]
+        else f", {len(d.newly_summarised)} messages went from kept to summarized"
+    )
+    lines = [
+        f"from {a_name} to checkpoint {d.b.id}",
+        f"cut: message {d.a.first_kept_message_id if d.a else '(start)'} -> "
+        f"{d.b.first_kept_message_id}{moved}",
+        "",
+    ]
     if columns:
         rule = "─" * 20
-        lines += side_by_side(_text(f"{a_name}\n{rule}\n" + (d.a.summary if d.a else "")),
-                              _text(f"checkpoint {d.b.id}\n{rule}\n{d.b.summary}"),
-                              width or 160)
+        lines += side_by_side(
+            _text(f"{a_name}\n{rule}\n" + (d.a.summary if d.a else "")),
+            _text(f"checkpoint {d.b.id}\n{rule}\n{d.b.summary}"),
+            width or 160,
+        )
     else:
         lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
     if d.newly_summarised:
-        rows = [{"id": m.id, "role": m.role, "tokens": m.token_count,
-                 "content": m.content or " ".join("→ " + c["function"]["name"]
-                                                  for c in m.calls())}
-                for m in d.newly_summarised]
-        lines += ["", "now summarised:",
-                  fit_table(rows, OutputFormat(), ["id", "role", "tokens", "content"], width,
-                            ["content"])]
+        rows = [
+            {
+                "id": m.id,
+                "role": m.role,
+                "tokens": m.token_count,
+                "content": m.content or " ".join("→ " + c["function"]["name"] for c in m.calls()),
+            }
+            for m in d.newly_summarised
+        ]
+        lines += [
+            "",
+            "now summarized:",
+            fit_table(
+                rows, OutputFormat(), ["id", "role", "tokens", "content"], width, ["content"]
+            ),
+        ]
     return "\n".join(lines)
 
 
 # -- Markdown (a bug report) -----------------------------------------------------------------
+
 
 def _fence(text: str, lang: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
@@ -252,15 +333,21 @@ def render_markdown(view: ContextView) -> str:
         out += ["", f"## {_text(item_title(item))}", ""]
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if item.kind == "summary":
-            out.append(f"> Summary of checkpoint {view.point.checkpoint.id}, written by "  # type: ignore[union-attr]
-                       f"{_text(view.point.checkpoint.summarizer or 'unknown')}:")  # type: ignore[union-attr]
+            out.append(
+                f"> Summary of checkpoint {view.point.checkpoint.id}, written by "  # type: ignore[union-attr]
+                f"{_text(view.point.checkpoint.summarizer or 'unknown')}:"
+            )  # type: ignore[union-attr]
             out.append("")
         if content:
             out.append(_fence(_text(content)))
         for call in item.openai.get("tool_calls") or ():
             fn = call.get("function") or {}
-            out += ["", f"**→ call `{_text(fn.get('name'))}`** `{_text(call.get('id'))}`", "",
-                    _fence(_text(_pretty(fn.get("arguments"))), "json")]
+            out += [
+                "",
+                f"**→ call `{_text(fn.get('name'))}`** `{_text(call.get('id'))}`",
+                "",
+                _fence(_text(_pretty(fn.get("arguments"))), "json"),
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -307,24 +394,28 @@ def render_html(view: ContextView) -> str:
     collapse in ``<details>`` (closed), the summary and the cut are marked."""
     h = view.header()
     title = f"Session {h['session_id']}: {h['title'] or 'untitled'}"
-    meta = "".join(f"<tr><th>{_esc(label)}</th><td>{_esc(value)}</td></tr>"
-                   for label, value in describe_header(view))
+    meta = "".join(
+        f"<tr><th>{_esc(label)}</th><td>{_esc(value)}</td></tr>"
+        for label, value in describe_header(view)
+    )
     body = []
     for item in view.items:
         if item.kind == "message" and item is _first_message(view) and _cut_line(view):
             body.append(f'<div class="cut" id="cut"><span>✂ {_esc(_cut_line(view))}</span></div>')
         body.append(_html_item(view, item))
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
-        f"<h1>{_esc(title)}</h1><table class=\"meta\">{meta}</table>\n"
-        + "\n".join(body) + "\n</main></body></html>\n")
+        f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n'
+        + "\n".join(body)
+        + "\n</main></body></html>\n"
+    )
 
 
 def _preview(text: str, width: int = 90) -> str:
     """The first non-blank line, shortened: what a collapsed call or result shows."""
-    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return shorten(line, width)
 
 
@@ -345,9 +436,11 @@ def _html_item(view: ContextView, item: ViewItem) -> str:
         label = result_label(item)
     else:
         label = role
-    head = (f'<div class="head"><b>{_esc(ident)} {_esc(label)}</b>'
-            f"<span>{_esc(_time(item))}</span>"
-            f'<span class="tokens">{item.tokens} tokens</span></div>')
+    head = (
+        f'<div class="head"><b>{_esc(ident)} {_esc(label)}</b>'
+        f"<span>{_esc(_time(item))}</span>"
+        f'<span class="tokens">{item.tokens} tokens</span></div>'
+    )
     content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
     parts = [head]
     is_result = item.message is not None and item.message.role == "tool"
@@ -355,27 +448,33 @@ def _html_item(view: ContextView, item: ViewItem) -> str:
         pre = f"<pre>{_esc(content)}</pre>"
         if is_result:
             lines = content.count("\n") + 1
-            pre = (f"<details><summary>{_esc(_preview(content))} <i>({lines} line"
-                   f"{'s' * (lines > 1)}, {len(content)} characters)</i></summary>{pre}</details>")
+            pre = (
+                f"<details><summary>{_esc(_preview(content))} <i>({lines} line"
+                f"{'s' * (lines > 1)}, {len(content)} characters)</i></summary>{pre}</details>"
+            )
         parts.append(pre)
     for call in item.openai.get("tool_calls") or ():
         fn = call.get("function") or {}
-        parts.append(f'<details class="call"><summary>→ call <b>{_esc(fn.get("name"))}</b> '
-                     f'<code>{_esc(_preview(str(fn.get("arguments") or "")))}</code> '
-                     f'<i>{_esc(call.get("id"))}</i></summary>'
-                     f"<pre>{_esc(_pretty(fn.get('arguments')))}</pre></details>")
+        parts.append(
+            f'<details class="call"><summary>→ call <b>{_esc(fn.get("name"))}</b> '
+            f"<code>{_esc(_preview(str(fn.get('arguments') or '')))}</code> "
+            f"<i>{_esc(call.get('id'))}</i></summary>"
+            f"<pre>{_esc(_pretty(fn.get('arguments')))}</pre></details>"
+        )
     msg_id = f' id="m{item.id}"' if item.id is not None else ""
     return f'<section class="{" ".join(classes)}"{msg_id}>{"".join(parts)}</section>'
 
 
 # -- JSONL (OpenAI chat, re-importable) ------------------------------------------------------
 
+
 def render_jsonl(view: ContextView) -> str:
     """The OpenAI message list, one message per line: ``ctxtool import --format openai-chat``
     reads it back to the same restored context (system prompt, summary as a user message, tool
     calls all answered)."""
-    return "".join(json.dumps(to_jsonable(item.openai), ensure_ascii=False) + "\n"
-                   for item in view.items)
+    return "".join(
+        json.dumps(to_jsonable(item.openai), ensure_ascii=False) + "\n" for item in view.items
+    )
 
 
 def render(view: ContextView, fmt: str) -> str:

@@ -2,7 +2,7 @@
 
 Each file is one session, identified by (source_format, source_id): the transcript's own session
 id, or for a transcript without one its file name and path (see
-:func:`ctxtool.transcripts.files.fallback_source_id`). Importing it again, or a longer version of
+:func:`ctxtool.transcripts.discover.fallback_source_id`). Importing it again, or a longer version of
 it, adds only the messages and checkpoints whose source ids are new; a file that disagrees with
 what is stored under its id is refused. This module only orchestrates: reading and parsing are
 ``ctxtool.transcripts``, the rules ``transcripts.reconcile``, the writes ``store.messages``.
@@ -13,8 +13,9 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -23,10 +24,16 @@ from .db import describe_db_error, dialect_of
 from .errors import CtxtoolError
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
-from .transcripts.files import (STDIN, CountingStream, expand_paths, legacy_source_id,
-                                open_source, printable)
-from .transcripts.reading import main_line_of, read_transcript
+from .transcripts.discover import (
+    STDIN,
+    CountingStream,
+    expand_paths,
+    legacy_source_id,
+    open_source,
+    printable,
+)
 from .transcripts.fields import source_key
+from .transcripts.lines import main_line_of, read_transcript
 from .transcripts.reconcile import Disagreement, Reconciler
 
 _CONFLICT_ATTEMPTS = 5
@@ -53,13 +60,19 @@ class FileResult:
     error: str | None = None
 
     def as_dict(self) -> dict:
-        return {"file": printable(self.path), "format": self.format, "session_id": self.session_id,
-                "added": self.messages_added, "present": self.messages_present,
-                "skipped": sum(self.skipped.values()),
-                "compactions": self.compactions_added,
-                "compactions_present": self.compactions_present,
-                "skipped_by_kind": dict(sorted(self.skipped.items())),
-                "converted_by_kind": dict(sorted(self.converted.items())), "error": self.error}
+        return {
+            "file": printable(self.path),
+            "format": self.format,
+            "session_id": self.session_id,
+            "added": self.messages_added,
+            "present": self.messages_present,
+            "skipped": sum(self.skipped.values()),
+            "compactions": self.compactions_added,
+            "compactions_present": self.compactions_present,
+            "skipped_by_kind": dict(sorted(self.skipped.items())),
+            "converted_by_kind": dict(sorted(self.converted.items())),
+            "error": self.error,
+        }
 
     def reset_counts(self) -> None:
         """Back to zero before another attempt at the same file."""
@@ -77,8 +90,13 @@ class Importer:
         results = Importer(create_engine(url)).import_paths(["~/.claude/projects/x/"])
     """
 
-    def __init__(self, engine: Engine, fmt: str | None = None, skip_invalid: bool = False,
-                 on_bytes: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        fmt: str | None = None,
+        skip_invalid: bool = False,
+        on_bytes: Callable[[int], None] | None = None,
+    ):
         self.engine = engine
         self.fmt = fmt
         self.skip_invalid = skip_invalid
@@ -108,15 +126,18 @@ class Importer:
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             # Input no check foresaw reached the driver: still this file's failure only, so
             # the files after it are imported (from cron, forever otherwise).
-            result.error = (f"{shown}: internal error ({type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); please report it")
+            result.error = (
+                f"{shown}: internal error ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); please report it"
+            )
         if result.error:
             result.messages_added = result.compactions_added = 0
         return result
 
-    def _import_stream(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
-                       result: FileResult) -> None:
-        """``ids``: the fallback source id and the legacy one (see transcripts.files)."""
+    def _import_stream(
+        self, path: str, stream: BinaryIO, ids: tuple[str, str | None], result: FileResult
+    ) -> None:
+        """``ids``: the fallback source id and the legacy one (see transcripts.discover)."""
         main = None
         progress = _FileProgress(self.on_bytes)
         for attempt in range(_CONFLICT_ATTEMPTS):
@@ -130,8 +151,9 @@ class Importer:
                 # back). Find the main line in a first pass, then import only it. A disagreement
                 # seen while reading a tree as linear may come from a branch (a tool result
                 # whose call is abandoned reads differently): it is final on the main line only.
-                if isinstance(exc, Disagreement) and (main is not None
-                                                      or not PARSERS[result.format].tree):
+                if isinstance(exc, Disagreement) and (
+                    main is not None or not PARSERS[result.format].tree
+                ):
                     raise
                 stream.seek(0)
                 main = main_line_of(path, CountingStream(stream), result.format, self.skip_invalid)
@@ -140,17 +162,26 @@ class Importer:
                 # deadlocked, or a runtime took the new id): nothing of ours was written; the
                 # next attempt finds its session and messages present, or takes another id.
                 if attempt == _CONFLICT_ATTEMPTS - 1 or not (
-                        isinstance(exc, SessionGone) or self.dialect.is_write_conflict(exc)):
+                    isinstance(exc, SessionGone) or self.dialect.is_write_conflict(exc)
+                ):
                     raise
                 time.sleep(0.05 * (attempt + 1))
             stream.seek(0)
             progress.rewind()
             result.reset_counts()
-        raise CtxtoolError(f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts")
+        raise CtxtoolError(
+            f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts"
+        )
 
-    def _import_pass(self, path: str, stream: BinaryIO, ids: tuple[str, str | None],
-                     result: FileResult, main: set[str] | None,
-                     progress: "_FileProgress") -> None:
+    def _import_pass(
+        self,
+        path: str,
+        stream: BinaryIO,
+        ids: tuple[str, str | None],
+        result: FileResult,
+        main: set[str] | None,
+        progress: _FileProgress,
+    ) -> None:
         # Counting bytes costs a call for every line: only for a caller that shows them.
         counted = CountingStream(stream, progress.advance if self.on_bytes else None)
         transcript = read_transcript(path, counted, self.fmt, self.skip_invalid, main)
@@ -161,8 +192,9 @@ class Importer:
                 exc.number_as_message()
             raise
 
-    def _import_transcript(self, path: str, transcript: Transcript,
-                           ids: tuple[str, str | None], result: FileResult) -> None:
+    def _import_transcript(
+        self, path: str, transcript: Transcript, ids: tuple[str, str | None], result: FileResult
+    ) -> None:
         result.format = transcript.format
         first = next(transcript.records, None)  # headers are read by now: the source id is known
         if first is None:
@@ -175,10 +207,16 @@ class Importer:
         own_id = transcript.session.source_id
         result.source_id = source_key(own_id or ids[0])
         result.session_id, how = self.sessions.find_or_allocate(
-            transcript.format, result.source_id, None if own_id else ids[1])
+            transcript.format, result.source_id, None if own_id else ids[1]
+        )
         try:
-            self._write(path, transcript, itertools.chain([first] if first else [], transcript.records),
-                        result, how)
+            self._write(
+                path,
+                transcript,
+                itertools.chain([first] if first else [], transcript.records),
+                result,
+                how,
+            )
         except BaseException as exc:
             if how == "new":
                 result.session_id = None  # its row was never committed
@@ -187,8 +225,9 @@ class Importer:
                 raise _NotTheLegacySession() from None
             raise
 
-    def _write(self, path: str, transcript: Transcript, records, result: FileResult,
-               how: str) -> None:
+    def _write(
+        self, path: str, transcript: Transcript, records, result: FileResult, how: str
+    ) -> None:
         """One transaction: create or lock the session, reconcile every record, write, describe
         it. A new session's row is part of it, so a failure at any point leaves none."""
         with self.engine.begin() as conn:
@@ -197,8 +236,9 @@ class Importer:
             else:
                 self.sessions.lock(conn, result.session_id)
             reconciler = Reconciler(path, self.sessions.stored(conn, result.session_id))
-            with MessageWriter(conn, result.session_id, transcript.format, path,
-                               transcript.session.created_at) as writer:
+            with MessageWriter(
+                conn, result.session_id, transcript.format, path, transcript.session.created_at
+            ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))
                 reconciler.finish()

@@ -1,14 +1,14 @@
 """A session's context at any point of its history, and what changed between checkpoints.
 
 Pure functions over plain records (the store reads them, the CLI and the exports render them):
-which context a checkpoint restored to, the checkpoint history with what each one summarised,
+which context a checkpoint restored to, the checkpoint history with what each one summarized,
 the difference between two checkpoints, and the :class:`ContextView` every rendering shares (the
 exact messages sent to a model, with ids, times, token counts and tool names).
 
 The context "at" a checkpoint is the one it restored to for as long as it was the latest: its
 summary plus the messages from its cut that existed until the next checkpoint replaced it, or
 every message after its cut when it is still the latest. "Existed until the next checkpoint" is
-decided by id where the store knows (every message the next checkpoint summarised, ``id <
+decided by id where the store knows (every message the next checkpoint summarized, ``id <
 next.first_kept_message_id``, was there) and by time only for the messages the next checkpoint
 kept (written no later than the next checkpoint): message times come from transcripts or the
 runtime, checkpoint times from the database server, so ids are trusted first.
@@ -17,16 +17,24 @@ runtime, checkpoint times from the database server, so ids are trusted first.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
-from .quality import describe as describe_quality
-from .quality import quality_of
 from .errors import CtxtoolError
 from .output import shorten
-from .records import (MESSAGES_THROUGH, SUMMARY_PREFIX, Compaction, ContextEntry, Message,
-                      RestoredContext, Session)
+from .quality import describe as describe_quality
+from .quality import quality_of
+from .records import (
+    MESSAGES_THROUGH,
+    SUMMARY_PREFIX,
+    Compaction,
+    ContextEntry,
+    Message,
+    RestoredContext,
+    Session,
+)
 
 
 @dataclass(frozen=True)
@@ -50,17 +58,25 @@ class ContextPoint:
         """One line saying which messages this context holds, and why."""
         if self.checkpoint is None and self.replaced_by is None:
             return "no checkpoint: every message of the session"
-        where = (f"checkpoint {self.checkpoint.id} (cut at message "
-                 f"{self.checkpoint.first_kept_message_id})" if self.checkpoint
-                 else "before the first checkpoint")
+        where = (
+            f"checkpoint {self.checkpoint.id} (cut at message "
+            f"{self.checkpoint.first_kept_message_id})"
+            if self.checkpoint
+            else "before the first checkpoint"
+        )
         if self.replaced_by is None:
             return f"{where}, the latest: its summary and every message after its cut"
         through = messages_through(self.replaced_by)
-        by = (f"were stored by then (through message {through})" if through is not None
-              else f"were written by its time ({_time(self.replaced_by.created_at)})")
-        return (f"{where}, as it stood until checkpoint {self.replaced_by.id} replaced it: the "
-                f"messages checkpoint {self.replaced_by.id} summarised, and those it kept that "
-                f"{by}")
+        by = (
+            f"were stored by then (through message {through})"
+            if through is not None
+            else f"were written by its time ({_time(self.replaced_by.created_at)})"
+        )
+        return (
+            f"{where}, as it stood until checkpoint {self.replaced_by.id} replaced it: the "
+            f"messages checkpoint {self.replaced_by.id} summarized, and those it kept that "
+            f"{by}"
+        )
 
     def holds(self, m: Message) -> bool:
         """Whether message ``m`` (of this session) is in this context: after the cut, and
@@ -85,8 +101,12 @@ def messages_through(checkpoint: Compaction) -> int | None:
     return through if type(through) is int else None
 
 
-def point_in_history(compactions: Sequence[Compaction], checkpoint_id: int | None = None,
-                     before_first: bool = False, session_label: str = "") -> ContextPoint:
+def point_in_history(
+    compactions: Sequence[Compaction],
+    checkpoint_id: int | None = None,
+    before_first: bool = False,
+    session_label: str = "",
+) -> ContextPoint:
     """The point of ``--at CHECKPOINT`` / ``--before-first`` / the latest (neither), over a
     session's checkpoints in id order. A negative CHECKPOINT counts from the latest (-1). A
     checkpoint of another session is an error."""
@@ -102,41 +122,55 @@ def point_in_history(compactions: Sequence[Compaction], checkpoint_id: int | Non
         if cp.id == checkpoint_id:
             return ContextPoint(cp, cps[i + 1] if i + 1 < len(cps) else None)
     known = ", ".join(str(c.id) for c in cps) or "none"
-    raise CtxtoolError(f"session {session_label}: checkpoint {checkpoint_id} is not one of its "
-                       f"checkpoints ({known}); see `ctxtool context checkpoints`")
+    raise CtxtoolError(
+        f"session {session_label}: checkpoint {checkpoint_id} is not one of its "
+        f"checkpoints ({known}); see `ctxtool context checkpoints`"
+    )
 
 
-def context_at(session: Session, point: ContextPoint,
-               messages: Sequence[Message]) -> RestoredContext:
+def context_at(
+    session: Session, point: ContextPoint, messages: Sequence[Message]
+) -> RestoredContext:
     """The restored context at ``point``, selected from ``messages`` (any superset of it)."""
-    kept = sorted((m for m in messages if m.session_id == session.session_id and point.holds(m)),
-                  key=lambda m: m.id)
+    kept = sorted(
+        (m for m in messages if m.session_id == session.session_id and point.holds(m)),
+        key=lambda m: m.id,
+    )
     return RestoredContext(session.session_id, session.system_prompt, point.checkpoint, kept)
 
 
 # -- the checkpoint history -------------------------------------------------------------------
 
-def checkpoint_rows(compactions: Sequence[Compaction], summarised: Sequence[int],
-                    summary_tokens: Sequence[int]) -> list[dict[str, Any]]:
-    """One row per checkpoint: ``summarised[i]`` is how many stored messages lie between the
+
+def checkpoint_rows(
+    compactions: Sequence[Compaction], summarized: Sequence[int], summary_tokens: Sequence[int]
+) -> list[dict[str, Any]]:
+    """One row per checkpoint: ``summarized[i]`` is how many stored messages lie between the
     previous cut and checkpoint i's cut; ``summary_tokens[i]`` its summary's tokens (stored or
     counted). Retention and carry-over are what ``ctxtool.quality`` measured when the checkpoint
     was written (the share of the span's facts and of the previous summary's items it kept)."""
     rows = []
     previous: Compaction | None = None
-    for cp, n, st in zip(compactions, summarised, summary_tokens):
+    for cp, n, st in zip(compactions, summarized, summary_tokens):
         measured = quality_of(cp.details) or {}
-        rows.append({
-            "checkpoint_id": cp.id, "parent_id": cp.parent_compaction_id or None,
-            "created_at": cp.created_at, "summarizer": cp.summarizer,
-            "summarizer_model": cp.summarizer_model,
-            "cut_from": previous.first_kept_message_id if previous else None,
-            "first_kept_message_id": cp.first_kept_message_id,
-            "messages_summarised": n, "tokens_before": cp.tokens_before,
-            "tokens_after": cp.tokens_after, "summary_tokens": st,
-            "retention": measured.get("retention"), "carry_over": measured.get("carry_over"),
-            "source_id": cp.source_id,
-        })
+        rows.append(
+            {
+                "checkpoint_id": cp.id,
+                "parent_id": cp.parent_compaction_id or None,
+                "created_at": cp.created_at,
+                "summarizer": cp.summarizer,
+                "summarizer_model": cp.summarizer_model,
+                "cut_from": previous.first_kept_message_id if previous else None,
+                "first_kept_message_id": cp.first_kept_message_id,
+                "messages_summarised": n,
+                "tokens_before": cp.tokens_before,
+                "tokens_after": cp.tokens_after,
+                "summary_tokens": st,
+                "retention": measured.get("retention"),
+                "carry_over": measured.get("carry_over"),
+                "source_id": cp.source_id,
+            }
+        )
         previous = cp
     return rows
 
@@ -148,7 +182,7 @@ class CheckpointDiff:
     a: Compaction | None
     b: Compaction
     summary_diff: list[str]
-    newly_summarised: list[Message]  # from a's cut to b's: kept by a, summarised by b
+    newly_summarised: list[Message]  # from a's cut to b's: kept by a, summarized by b
 
     @property
     def cut_from(self) -> int:
@@ -164,20 +198,35 @@ class CheckpointDiff:
             "summary_before": self.a.summary if self.a else None,
             "summary_after": self.b.summary,
             "summary_diff": self.summary_diff,
-            "newly_summarised": [{"id": m.id, "role": m.role, "created_at": m.created_at,
-                                  "token_count": m.token_count} for m in self.newly_summarised],
+            "newly_summarised": [
+                {
+                    "id": m.id,
+                    "role": m.role,
+                    "created_at": m.created_at,
+                    "token_count": m.token_count,
+                }
+                for m in self.newly_summarised
+            ],
         }
 
 
-def diff_checkpoints(a: Compaction | None, b: Compaction,
-                     messages: Sequence[Message]) -> CheckpointDiff:
+def diff_checkpoints(
+    a: Compaction | None, b: Compaction, messages: Sequence[Message]
+) -> CheckpointDiff:
     """The unified diff of the two summaries, and which of ``messages`` (any superset of the
-    range) went from kept by ``a`` to summarised by ``b``: ids from a's cut up to b's."""
+    range) went from kept by ``a`` to summarized by ``b``: ids from a's cut up to b's."""
     before = (a.summary if a else "").splitlines()
     after = b.summary.splitlines()
-    lines = list(difflib.unified_diff(before, after,
-                                      f"checkpoint {a.id}" if a else "before first checkpoint",
-                                      f"checkpoint {b.id}", lineterm="", n=2))
+    lines = list(
+        difflib.unified_diff(
+            before,
+            after,
+            f"checkpoint {a.id}" if a else "before first checkpoint",
+            f"checkpoint {b.id}",
+            lineterm="",
+            n=2,
+        )
+    )
     start = a.first_kept_message_id if a else 0
     moved = [m for m in messages if start <= m.id < b.first_kept_message_id]
     return CheckpointDiff(a, b, lines, moved)
@@ -198,14 +247,22 @@ def side_by_side(before: str, after: str, width: int) -> list[str]:
         for k in range(max(len(left), len(right))):
             l_text = left[k] if k < len(left) else ""
             r_text = right[k] if k < len(right) else ""
-            mark = " " if tag == "equal" else "|" if k < len(left) and k < len(right) \
-                else "<" if k < len(left) else ">"
+            mark = (
+                " "
+                if tag == "equal"
+                else "|"
+                if k < len(left) and k < len(right)
+                else "<"
+                if k < len(left)
+                else ">"
+            )
             out.append(f"{cell(l_text)} {mark} {shorten(r_text, col)}".rstrip())
     return out
 
 
-def pick_pair(compactions: Sequence[Compaction], a: int | None,
-              b: int | None, session_label: str = "") -> tuple[Compaction | None, Compaction]:
+def pick_pair(
+    compactions: Sequence[Compaction], a: int | None, b: int | None, session_label: str = ""
+) -> tuple[Compaction | None, Compaction]:
     """The two checkpoints of ``context diff``: the given ids (0 = before the first; -1 the
     latest, -2 the one before, as ``--at``), by default the last two (or before-first and the
     only one)."""
@@ -218,17 +275,21 @@ def pick_pair(compactions: Sequence[Compaction], a: int | None,
         if cid < 0 and -cid <= len(cps):
             return cps[len(cps) + cid]
         if cid not in by_id:
-            raise CtxtoolError(f"session {session_label}: checkpoint {cid} is not one of its "
-                               f"checkpoints ({', '.join(map(str, by_id))})")
+            raise CtxtoolError(
+                f"session {session_label}: checkpoint {cid} is not one of its "
+                f"checkpoints ({', '.join(map(str, by_id))})"
+            )
         return by_id[cid]
 
     if a is None and b is None:
         return (cps[-2] if len(cps) > 1 else None), cps[-1]
     if (b if b is not None else a) == 0:
         # 0 is a place (before the first checkpoint), the A side only: nothing comes before it.
-        raise CtxtoolError(f"session {session_label}: 0 (before the first checkpoint) can only be "
-                           f"A, compared with a checkpoint B: context diff {session_label} 0 "
-                           f"{cps[0].id}")
+        raise CtxtoolError(
+            f"session {session_label}: 0 (before the first checkpoint) can only be "
+            f"A, compared with a checkpoint B: context diff {session_label} 0 "
+            f"{cps[0].id}"
+        )
     if b is None:  # one id given: compare it with the checkpoint before it
         target = get(a)  # type: ignore[arg-type]
         i = cps.index(target)
@@ -237,6 +298,7 @@ def pick_pair(compactions: Sequence[Compaction], a: int | None,
 
 
 # -- the view every rendering shares ---------------------------------------------------------
+
 
 @dataclass
 class ViewItem:
@@ -255,13 +317,17 @@ class ViewItem:
 
     @property
     def created_at(self) -> datetime | None:
-        return self.message.created_at if self.message and self.kind != "synthetic_result" \
-            else None
+        return self.message.created_at if self.message and self.kind != "synthetic_result" else None
 
     def as_dict(self) -> dict[str, Any]:
         """The OpenAI message plus ``id``, ``created_at``, ``token_count`` and ``kind``."""
-        return {"id": self.id, "created_at": self.created_at, "token_count": self.tokens,
-                "kind": self.kind, **self.openai}
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "token_count": self.tokens,
+            "kind": self.kind,
+            **self.openai,
+        }
 
 
 @dataclass
@@ -288,11 +354,14 @@ class ContextView:
         cp = self.point.checkpoint
         s = self.session
         return {
-            "session_id": s.session_id, "title": s.title, "model": s.model,
+            "session_id": s.session_id,
+            "title": s.title,
+            "model": s.model,
             "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
             "at": self.point.describe(),
             "checkpoint_id": cp.id if cp else None,
-            "replaced_by_checkpoint_id": self.point.replaced_by.id if self.point.replaced_by
+            "replaced_by_checkpoint_id": self.point.replaced_by.id
+            if self.point.replaced_by
             else None,
             "first_kept_message_id": cp.first_kept_message_id if cp else None,
             "summarizer": cp.summarizer if cp else None,
@@ -305,13 +374,22 @@ class ContextView:
 
     def document(self) -> dict[str, Any]:
         """The ``--json`` document: header, system prompt, summary and every message."""
-        return {**self.header(), "system_prompt": self.context.system_prompt,
-                "summary": self.context.summary,
-                "messages": [i.as_dict() for i in self.items]}
+        return {
+            **self.header(),
+            "system_prompt": self.context.system_prompt,
+            "summary": self.context.summary,
+            "messages": [i.as_dict() for i in self.items],
+        }
 
 
-def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
-               counts: Sequence[int], encoding: str, estimate: bool) -> ContextView:
+def build_view(
+    session: Session,
+    point: ContextPoint,
+    ctx: RestoredContext,
+    counts: Sequence[int],
+    encoding: str,
+    estimate: bool,
+) -> ContextView:
     """Assemble the view; ``counts`` are the tokens of each message of ``ctx.to_openai()``."""
     openai = ctx.to_openai()
     items: list[ViewItem] = []
@@ -327,11 +405,22 @@ def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
     for entry, msg, n in zip(entries, openai[i:], counts[i:]):
         m = entry.message
         for c in m.calls() if m.role == "assistant" else ():
-            calls[c["id"]] = {"id": c["id"], "name": c["function"]["name"],
-                              "arguments": c["function"]["arguments"]}
-        kind = ("synthetic_result" if entry.synthetic else "moved_result" if entry.moved
-                else "orphan_result" if entry.orphan else "foreign_role" if entry.foreign
-                else "message")
+            calls[c["id"]] = {
+                "id": c["id"],
+                "name": c["function"]["name"],
+                "arguments": c["function"]["arguments"],
+            }
+        kind = (
+            "synthetic_result"
+            if entry.synthetic
+            else "moved_result"
+            if entry.moved
+            else "orphan_result"
+            if entry.orphan
+            else "foreign_role"
+            if entry.foreign
+            else "message"
+        )
         answers = calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
         items.append(ViewItem(kind, msg, n, m, answers))
     return ContextView(session, point, ctx, encoding, estimate, items)
@@ -340,7 +429,7 @@ def build_view(session: Session, point: ContextPoint, ctx: RestoredContext,
 def summary_text(item: ViewItem) -> str:
     """The summary as written by the summarizer (without the prefix sent to the model)."""
     content = item.openai.get("content") or ""
-    return content[len(SUMMARY_PREFIX):] if content.startswith(SUMMARY_PREFIX) else content
+    return content[len(SUMMARY_PREFIX) :] if content.startswith(SUMMARY_PREFIX) else content
 
 
 def _time(value: datetime | None) -> str:

@@ -13,10 +13,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import click
 from tabulate import tabulate, tabulate_formats
@@ -40,9 +41,15 @@ def output_options(func):
         click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
         click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
         click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
-        click.option("--fmt", "table_fmt", default="simple", show_default=True,
-                     type=click.Choice(sorted(tabulate_formats)), metavar="FORMAT",
-                     help="Table style (any tabulate format: simple, github, grid, plain, ...)."),
+        click.option(
+            "--fmt",
+            "table_fmt",
+            default="simple",
+            show_default=True,
+            type=click.Choice(sorted(tabulate_formats)),
+            metavar="FORMAT",
+            help="Table style (any tabulate format: simple, github, grid, plain, ...).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -125,8 +132,9 @@ def dumps(value: Any, indent: int | None = 2) -> str:
     return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
 
 
-def render_rows(rows: Sequence[dict], output: OutputFormat,
-                headers: Iterable[str] | None = None) -> str:
+def render_rows(
+    rows: Sequence[dict], output: OutputFormat, headers: Iterable[str] | None = None
+) -> str:
     """Rows (dicts sharing keys) as text in the chosen format."""
     rows = list(rows)
     keys = list(headers) if headers is not None else (list(rows[0]) if rows else [])
@@ -144,16 +152,27 @@ def render_rows(rows: Sequence[dict], output: OutputFormat,
     if not rows:
         return "(no rows)"
     colour = colour_enabled()
-    return tabulate([[_coloured(k, _cell(r.get(k)), colour) for k in keys] for r in rows],
-                    headers=keys, tablefmt=output.fmt, disable_numparse=True)
+    return tabulate(
+        [[_coloured(k, _cell(r.get(k)), colour) for k in keys] for r in rows],
+        headers=keys,
+        tablefmt=output.fmt,
+        disable_numparse=True,
+    )
 
 
 # Columns whose values are a verdict, and the colour of each verdict on a terminal.
 _VERDICT_COLUMNS = {"status", "severity", "state"}
 _VERDICT_COLOURS = {
     "red": {"error", "failed", "rejected", "over_window", "checksum changed", "file missing"},
-    "yellow": {"warning", "pending", "running", "lease_held", "lost_race", "planned",
-               "nothing_to_cut"},
+    "yellow": {
+        "warning",
+        "pending",
+        "running",
+        "lease_held",
+        "lost_race",
+        "planned",
+        "nothing_to_cut",
+    },
     "green": {"ok", "applied", "baseline", "compacted", "below_threshold"},
 }
 
@@ -161,8 +180,9 @@ _VERDICT_COLOURS = {
 def colour_enabled() -> bool:
     """Colour only for a person at a terminal: never when piped, with NO_COLOR set, or on a
     dumb terminal."""
-    return (sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-            and os.environ.get("TERM") != "dumb")
+    return (
+        sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
 
 
 def verdict_colour(value: str) -> str | None:
@@ -192,8 +212,9 @@ def _cell(value: Any, csv_mode: bool = False) -> Any:
     return visible(value) if isinstance(value, str) else value
 
 
-def print_rows(rows: Sequence[dict], output: OutputFormat,
-               headers: Iterable[str] | None = None) -> None:
+def print_rows(
+    rows: Sequence[dict], output: OutputFormat, headers: Iterable[str] | None = None
+) -> None:
     click.echo(render_rows(rows, output, headers))
 
 
@@ -213,15 +234,20 @@ class Progress:
         self.enabled = self.on_terminal()
         self.bar = None
         if self.enabled:
-            self.bar = click.progressbar(length=total, label=label, file=sys.stderr,
-                                         show_pos=show_pos, show_percent=total is not None,
-                                         show_eta=total is not None)
+            self.bar = click.progressbar(
+                length=total,
+                label=label,
+                file=sys.stderr,
+                show_pos=show_pos,
+                show_percent=total is not None,
+                show_eta=total is not None,
+            )
 
     @staticmethod
     def on_terminal() -> bool:
         return sys.stderr.isatty()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.bar is not None:
             self.bar.__enter__()
         return self

@@ -1,4 +1,4 @@
-"""What a summary keeps: deterministic facts of a summarised span, and how many of them the new
+"""What a summary keeps: deterministic facts of a summarized span, and how many of them the new
 summary still holds (pure; no database, no model).
 
 Facts of a span: files modified and read (from tool calls), error signatures of failed tool
@@ -14,12 +14,12 @@ summary's size.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .compaction.calls import calls_of
-from .compaction.files import files_touched
 from .compaction.sections import summary_items
+from .compaction.touched_files import files_touched
 from .output import shorten
 from .records import Message
 
@@ -34,13 +34,21 @@ _INJECTED = re.compile(
     r"^\s*(<[a-z_-]+[\s>]|# AGENTS\.md instructions|# CLAUDE\.md|Caveat: |/[a-z][\w:-]*(\s|$)|"
     r"\[Request interrupted|This session is being continued from a previous conversation|"
     r"The conversation history before this point was compacted|"
-    r"The conversation came back from another branch)", re.I)
+    r"The conversation came back from another branch)",
+    re.I,
+)
 _INJECTED_ROLES = {"developer", "bashExecution", "custom", "hookMessage", "branch_summary"}
-_ERROR_LINE = re.compile(r"(\b\w*(Error|Exception)\b|Traceback|\bFAILED\b|\bfatal\b|\bpanic\b|"
-                         r"\berror(\[\w+\])?:|command not found|No such file)", re.I)
+_ERROR_LINE = re.compile(
+    r"(\b\w*(Error|Exception)\b|Traceback|\bFAILED\b|\bfatal\b|\bpanic\b|"
+    r"\berror(\[\w+\])?:|command not found|No such file)",
+    re.I,
+)
 _EXIT = re.compile(r"(exit code:?|exited with code|\"exit_code\":)\s*(-?\d+)", re.I)
-_CONSTRAINT = re.compile(r"\b(must|never|don'?t|do not|always|prefer|avoid|only|should ?n[o']t|"
-                         r"make sure|instead of)\b", re.I)
+_CONSTRAINT = re.compile(
+    r"\b(must|never|don'?t|do not|always|prefer|avoid|only|should ?n[o']t|"
+    r"make sure|instead of)\b",
+    re.I,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -79,7 +87,9 @@ def failed_result_signature(m: Message) -> str | None:
 
 def constraints_in(text: str) -> list[str]:
     """Sentences of a user request that state a constraint or preference."""
-    return [clip(s, 200) for s in _SENTENCE.split(text or "") if s.strip() and _CONSTRAINT.search(s)]
+    return [
+        clip(s, 200) for s in _SENTENCE.split(text or "") if s.strip() and _CONSTRAINT.search(s)
+    ]
 
 
 def clip(text: str, limit: int) -> str:
@@ -99,20 +109,31 @@ class Facts:
     previous_items: tuple[str, ...] = ()
 
     def by_kind(self) -> dict[str, tuple[str, ...]]:
-        return {k: getattr(self, k) for k in ("files_modified", "files_read", "errors",
-                                              "requests", "constraints", "previous_items")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "files_modified",
+                "files_read",
+                "errors",
+                "requests",
+                "constraints",
+                "previous_items",
+            )
+        }
 
 
 def extract_facts(messages: Sequence[Message], previous_summary: str | None) -> Facts:
-    """The deterministic facts of a summarised span (its messages and the previous summary)."""
+    """The deterministic facts of a summarized span (its messages and the previous summary)."""
     read, modified = files_touched(calls_of(messages))
     requests = [m.content for m in messages if is_real_request(m)]
     return Facts(
-        files_modified=tuple(modified), files_read=tuple(read),
+        files_modified=tuple(modified),
+        files_read=tuple(read),
         errors=_distinct(s for m in messages if (s := failed_result_signature(m))),
         requests=_distinct(clip(r, 300) for r in requests),
         constraints=_distinct(c for r in requests for c in constraints_in(r)),
-        previous_items=_distinct(summary_items(previous_summary)))
+        previous_items=_distinct(summary_items(previous_summary)),
+    )
 
 
 def _distinct(items: Iterable[str]) -> tuple[str, ...]:
@@ -121,9 +142,43 @@ def _distinct(items: Iterable[str]) -> tuple[str, ...]:
 
 _WORD = re.compile(r"[a-z0-9_][a-z0-9_./-]{2,}")
 _MARKUP = re.compile(r"^([-*+]|\d+\.|\[[ x]\]|\|)+\s*|\*\*|`", re.I)
-_STOP = frozenset("the and for with that this from into was were are has have had not but "
-                  "you your its their then than them they will would can could should all any "
-                  "use used".split())
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "into",
+        "was",
+        "were",
+        "are",
+        "has",
+        "have",
+        "had",
+        "not",
+        "but",
+        "you",
+        "your",
+        "its",
+        "their",
+        "then",
+        "than",
+        "them",
+        "they",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "all",
+        "any",
+        "use",
+        "used",
+    ]
+)
 
 
 def _significant(text: str) -> set[str]:
@@ -166,9 +221,14 @@ def measure(facts: Facts, summary: str, summary_tokens: int | None = None) -> di
     held = sum(h for h, _ in by_kind.values())
     total = sum(n for _, n in by_kind.values())
     prev_held, prev_total = by_kind["previous_items"]
-    return {"retention": _ratio(held, total), "facts_held": held, "facts": total,
-            "carry_over": _ratio(prev_held, prev_total), "by_kind": by_kind,
-            "summary_tokens": summary_tokens}
+    return {
+        "retention": _ratio(held, total),
+        "facts_held": held,
+        "facts": total,
+        "carry_over": _ratio(prev_held, prev_total),
+        "by_kind": by_kind,
+        "summary_tokens": summary_tokens,
+    }
 
 
 def carry_over(previous_summary: str | None, summary: str) -> float | None:
@@ -199,8 +259,10 @@ def describe(quality: dict | None) -> str | None:
         return None
     parts = []
     if quality.get("retention") is not None:
-        parts.append(f"retention {quality['retention']:.0%} "
-                     f"({quality.get('facts_held')}/{quality.get('facts')} facts)")
+        parts.append(
+            f"retention {quality['retention']:.0%} "
+            f"({quality.get('facts_held')}/{quality.get('facts')} facts)"
+        )
     if quality.get("carry_over") is not None:
         parts.append(f"carry-over {quality['carry_over']:.0%}")
     if quality.get("summary_tokens") is not None:
@@ -215,15 +277,19 @@ def quality_of(details: dict | None) -> dict | None:
     return q if isinstance(q, dict) else None
 
 
-def retention_warning(details: dict | None, threshold: float = DEFAULT_WARNING_THRESHOLD) -> str | None:
+def retention_warning(
+    details: dict | None, threshold: float = DEFAULT_WARNING_THRESHOLD
+) -> str | None:
     """A warning when a checkpoint kept less than ``threshold`` of its facts or of the previous
     summary's items; None when it kept enough or has no figures."""
     q = quality_of(details)
     if q is None:
         return None
-    low = [f"{name} {q[key]:.0%}" for key, name in (("retention", "retention"),
-                                                    ("carry_over", "carry-over"))
-           if isinstance(q.get(key), (int, float)) and q[key] < threshold]
+    low = [
+        f"{name} {q[key]:.0%}"
+        for key, name in (("retention", "retention"), ("carry_over", "carry-over"))
+        if isinstance(q.get(key), (int, float)) and q[key] < threshold
+    ]
     if not low:
         return None
     return f"summary keeps little of what it replaced: {', '.join(low)} (threshold {threshold:.0%})"

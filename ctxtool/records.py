@@ -6,9 +6,10 @@ from that checkpoint's ``first_kept_message_id`` on, in id order. Never the whol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from .tokens import MessageText, api_calls
 
@@ -144,11 +145,17 @@ class ContextEntry:
 
     def to_openai(self) -> dict[str, Any]:
         if self.orphan:
-            return {"role": "user", "content": orphan_result_prefix(self.message.tool_call_id)
-                    + (self.message.content or "")}
+            return {
+                "role": "user",
+                "content": orphan_result_prefix(self.message.tool_call_id)
+                + (self.message.content or ""),
+            }
         if self.foreign:
-            return {"role": "user", "content": FOREIGN_ROLE_PREFIX.format(role=self.message.role)
-                    + (self.message.content or "")}
+            return {
+                "role": "user",
+                "content": FOREIGN_ROLE_PREFIX.format(role=self.message.role)
+                + (self.message.content or ""),
+            }
         return self.message.to_openai()
 
     def text(self) -> MessageText:
@@ -164,7 +171,7 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     # A runtime may reuse a call id in a later turn: a result answers the latest earlier call
     # of its id still without one (the rule the compaction planner cuts by).
     answer: dict[tuple[int, str], int] = {}  # (call's index, call id) -> its result's index
-    pending: dict[str, list[int]] = {}       # call id -> indexes of its calls still unanswered
+    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in pending:
             callers = pending[m.tool_call_id]
@@ -193,8 +200,11 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
         call_ids = [c["id"] for c in calls]
         wanted = {cid for cid in call_ids if cid is not None}
         j = i + 1  # the results recorded right after the call keep their place and order
-        while j < len(messages) and messages[j].role == "tool" \
-                and answer.get((i, messages[j].tool_call_id)) == j:
+        while (
+            j < len(messages)
+            and messages[j].role == "tool"
+            and answer.get((i, messages[j].tool_call_id)) == j
+        ):
             placed.add(j)
             wanted.discard(messages[j].tool_call_id)
             out.append(ContextEntry(messages[j]))
@@ -208,9 +218,19 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
                 placed.add(k)
                 out.append(ContextEntry(messages[k], moved=True))
             else:
-                out.append(ContextEntry(Message(None, m.session_id, "tool", NO_RESULT_TEXT,  # type: ignore[arg-type]
-                                                tool_call_id=call_id or "",
-                                                created_at=m.created_at), synthetic=True))
+                out.append(
+                    ContextEntry(
+                        Message(
+                            None,
+                            m.session_id,
+                            "tool",
+                            NO_RESULT_TEXT,  # type: ignore[arg-type]
+                            tool_call_id=call_id or "",
+                            created_at=m.created_at,
+                        ),
+                        synthetic=True,
+                    )
+                )
     return out
 
 
@@ -262,9 +282,12 @@ class RestoredContext:
         return out
 
 
-def restore_context(session_id: int, system_prompt: str | None,
-                    latest_compaction: Compaction | None,
-                    messages: Sequence[Message]) -> RestoredContext:
+def restore_context(
+    session_id: int,
+    system_prompt: str | None,
+    latest_compaction: Compaction | None,
+    messages: Sequence[Message],
+) -> RestoredContext:
     """Select the restored context from a session's messages and its latest checkpoint.
 
     ``messages`` may be the whole history or already the suffix from the cut; either way only
@@ -272,8 +295,11 @@ def restore_context(session_id: int, system_prompt: str | None,
     """
     first_kept = latest_compaction.first_kept_message_id if latest_compaction else None
     kept = sorted(
-        (m for m in messages
-         if m.session_id == session_id and (first_kept is None or m.id >= first_kept)),
+        (
+            m
+            for m in messages
+            if m.session_id == session_id and (first_kept is None or m.id >= first_kept)
+        ),
         key=lambda m: m.id,
     )
     return RestoredContext(session_id, system_prompt, latest_compaction, kept)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import click
 
@@ -36,26 +36,39 @@ def clip(text: str, width: int | None) -> str:
     return text if width is None else shorten(text, width)
 
 
-def fit_table(rows: Sequence[dict], output: OutputFormat, headers: Iterable[str],
-              width: int | None, shrinkable: Sequence[str], optional: Sequence[str] = ()) -> str:
+def fit_table(
+    rows: Sequence[dict],
+    output: OutputFormat,
+    headers: Iterable[str],
+    width: int | None,
+    shrinkable: Sequence[str],
+    optional: Sequence[str] = (),
+) -> str:
     """The table of ``rows`` with the ``shrinkable`` columns' cells shortened until every line
     fits in ``width`` (None: as wide as it comes): one cap for all of them, as large as fits,
     never below MIN_CELL. When that is not enough, the ``optional`` columns are left out, last
     first."""
     headers = list(headers)
-    cells = [{k: (visible(r.get(k)) if isinstance(r.get(k), str) else r.get(k)) for k in headers}
-             for r in rows]
+    cells = [
+        {k: (visible(r.get(k)) if isinstance(r.get(k), str) else r.get(k)) for k in headers}
+        for r in rows
+    ]
 
     def render(keys: list[str], limits: dict[str, int]) -> tuple[str, int]:
-        shown = [{k: clip(r[k], limits.get(k)) if isinstance(r[k], str) and k in limits
-                  else r[k] for k in keys} for r in cells]
+        shown = [
+            {
+                k: clip(r[k], limits.get(k)) if isinstance(r[k], str) and k in limits else r[k]
+                for k in keys
+            }
+            for r in cells
+        ]
         text = render_rows(shown, output, keys)
         return text, max(len(line) for line in text.splitlines())
 
     if width is None or not rows:
         return render(headers, {})[0]
     keys = list(headers)
-    narrowest = {k: MIN_CELL for k in shrinkable}
+    narrowest = dict.fromkeys(shrinkable, MIN_CELL)
     for column in reversed(list(optional)):  # leave out what cannot fit even when shortened
         if render(keys, narrowest)[1] <= width:
             break
@@ -67,11 +80,11 @@ def fit_table(rows: Sequence[dict], output: OutputFormat, headers: Iterable[str]
     low, high = MIN_CELL, max(len(str(r[k])) for r in cells for k in shrinkable if k in keys)
     while low < high:
         cap = (low + high + 1) // 2
-        if render(keys, {k: cap for k in shrinkable})[1] <= width:
+        if render(keys, dict.fromkeys(shrinkable, cap))[1] <= width:
             low = cap
         else:
             high = cap - 1
-    return render(keys, {k: low for k in shrinkable})[0]
+    return render(keys, dict.fromkeys(shrinkable, low))[0]
 
 
 def page(text: str) -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
@@ -33,18 +34,25 @@ _CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
-_O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
 _SPECIAL_TOKENS = {
-    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "cl100k_base": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
     "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 _PATTERNS = {"cl100k_base": _CL100K_PATTERN, "o200k_base": _O200K_PATTERN}
@@ -115,14 +123,17 @@ def get_encoding(name: str) -> tiktoken.Encoding:
                 ranks = load_tiktoken_bpe(str(path), expected_hash=SHIPPED_VOCABULARIES[name])
             except ValueError as exc:
                 raise CtxtoolError(f"shipped vocabulary {path} is corrupt: {exc}") from None
-            enc = tiktoken.Encoding(name=name, pat_str=_PATTERNS[name], mergeable_ranks=ranks,
-                                    special_tokens=_SPECIAL_TOKENS[name])
+            enc = tiktoken.Encoding(
+                name=name,
+                pat_str=_PATTERNS[name],
+                mergeable_ranks=ranks,
+                special_tokens=_SPECIAL_TOKENS[name],
+            )
         else:
             try:
                 enc = tiktoken.get_encoding(name)
             except ValueError:
-                raise CtxtoolError(unknown_encoding(name)
-                                   or f"unknown encoding {name!r}") from None
+                raise CtxtoolError(unknown_encoding(name) or f"unknown encoding {name!r}") from None
             except Exception as exc:  # network, proxy, TLS: tiktoken raises several kinds
                 raise CtxtoolError(
                     f"cannot load tiktoken encoding {name!r} ({exc.__class__.__name__}); it is not "
@@ -163,9 +174,13 @@ def api_calls(tool_calls: Any) -> list[dict[str, Any]]:
         elif not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False)
         call_id = c.get("id")
-        out.append({"id": call_id if isinstance(call_id, str) else str(call_id or ""),
-                    "type": "function",
-                    "function": {"name": str(fn.get("name") or ""), "arguments": args}})
+        out.append(
+            {
+                "id": call_id if isinstance(call_id, str) else str(call_id or ""),
+                "type": "function",
+                "function": {"name": str(fn.get("name") or ""), "arguments": args},
+            }
+        )
     return out
 
 
@@ -177,8 +192,11 @@ def _tool_call_parts(tool_calls: Any) -> list[str]:
     return parts
 
 
-def count_messages(messages: Sequence[MessageText], encoding: str | tiktoken.Encoding,
-                   num_threads: int | None = None) -> list[int]:
+def count_messages(
+    messages: Sequence[MessageText],
+    encoding: str | tiktoken.Encoding,
+    num_threads: int | None = None,
+) -> list[int]:
     """Token count of each message, chat-format overhead included (reply priming excluded).
 
     Text is encoded as ordinary text: a special-token string such as ``<|endoftext|>`` in user
@@ -213,8 +231,9 @@ def count_messages(messages: Sequence[MessageText], encoding: str | tiktoken.Enc
     return counts
 
 
-def token_lengths(texts: Sequence[str], encoding: str | tiktoken.Encoding,
-                  num_threads: int | None = None) -> list[int]:
+def token_lengths(
+    texts: Sequence[str], encoding: str | tiktoken.Encoding, num_threads: int | None = None
+) -> list[int]:
     """How many tokens each text encodes to (as ordinary text), without keeping the tokens.
 
     ``encode_ordinary_batch`` turns every token into a Python int in a list only for ``len()`` to
@@ -232,7 +251,7 @@ def token_lengths(texts: Sequence[str], encoding: str | tiktoken.Encoding,
     if threads == 1:
         return [length(t) for t in texts]
     step = max(1, min(_CHUNK, -(-len(texts) // threads)))
-    chunks = [texts[i:i + step] for i in range(0, len(texts), step)]
+    chunks = [texts[i : i + step] for i in range(0, len(texts), step)]
     try:
         parts = _pool(threads).map(lambda chunk: [length(t) for t in chunk], chunks)
     except RuntimeError:
@@ -298,7 +317,9 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     with _lock:
         pool = _pools.get(threads)
         if pool is None:
-            pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="ctxtool-tokens")
+            pool = _pools[threads] = ThreadPoolExecutor(
+                threads, thread_name_prefix="ctxtool-tokens"
+            )
         return pool
 
 

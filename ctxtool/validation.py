@@ -9,11 +9,11 @@ OpenAI-style list (every tool result answers a call it contains).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from .compaction.plan import CompactionSettings
-from .compaction.rules import deleted_from_span, over_window, unsummarised_messages
+from .compaction.rules import deleted_from_span, over_window, unsummarized_messages
 from .inspection import ContextPoint
 from .quality import retention_warning
 from .records import CHAT_ROLES, Compaction, Message
@@ -31,9 +31,14 @@ class Issue:
     message_id: int | None = None
 
     def as_dict(self) -> dict:
-        return {"session_id": self.session_id, "severity": self.severity, "rule": self.rule,
-                "compaction_id": self.compaction_id, "message_id": self.message_id,
-                "message": self.message}
+        return {
+            "session_id": self.session_id,
+            "severity": self.severity,
+            "rule": self.rule,
+            "compaction_id": self.compaction_id,
+            "message_id": self.message_id,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,12 @@ class MessageRef:
     role: str
 
 
-def validate_session(session_id: int, compactions: Sequence[Compaction],
-                     referenced: Mapping[int, MessageRef], suffix: Sequence[Message]) -> list[Issue]:
+def validate_session(
+    session_id: int,
+    compactions: Sequence[Compaction],
+    referenced: Mapping[int, MessageRef],
+    suffix: Sequence[Message],
+) -> list[Issue]:
     """Every rule, for one session.
 
     ``compactions`` in id order; ``referenced`` holds the messages their first_kept ids point at;
@@ -58,69 +67,138 @@ def validate_session(session_id: int, compactions: Sequence[Compaction],
     for cp in compactions:
         ref = referenced.get(cp.first_kept_message_id)
         if ref is None:
-            add(Issue(session_id, ERROR, "first_kept_missing",
-                      f"checkpoint {cp.id} keeps from message {cp.first_kept_message_id}, which does "
-                      "not exist", cp.id, cp.first_kept_message_id))
+            add(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "first_kept_missing",
+                    f"checkpoint {cp.id} keeps from message {cp.first_kept_message_id}, which does "
+                    "not exist",
+                    cp.id,
+                    cp.first_kept_message_id,
+                )
+            )
         elif ref.session_id != session_id:
-            add(Issue(session_id, ERROR, "first_kept_other_session",
-                      f"checkpoint {cp.id} keeps from message {ref.id} of session {ref.session_id}",
-                      cp.id, ref.id))
+            add(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "first_kept_other_session",
+                    f"checkpoint {cp.id} keeps from message {ref.id} of session {ref.session_id}",
+                    cp.id,
+                    ref.id,
+                )
+            )
         elif ref.role == "tool":
-            add(Issue(session_id, ERROR, "cut_orphans_tool_result",
-                      f"checkpoint {cp.id} keeps from a tool result: its call was summarised",
-                      cp.id, ref.id))
+            add(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "cut_orphans_tool_result",
+                    f"checkpoint {cp.id} keeps from a tool result: its call was summarized",
+                    cp.id,
+                    ref.id,
+                )
+            )
         expected_parent = previous.id if previous else 0
         # A runtime that knows only the seed columns records no parent (NULL): its checkpoint
         # follows the one before it by id, as the restore rule reads them.
         if cp.parent_compaction_id is not None and cp.parent_compaction_id != expected_parent:
-            add(Issue(session_id, ERROR, "chain_broken",
-                      f"checkpoint {cp.id} has parent {cp.parent_compaction_id}, expected "
-                      f"{expected_parent} (the previous checkpoint)", cp.id))
+            add(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "chain_broken",
+                    f"checkpoint {cp.id} has parent {cp.parent_compaction_id}, expected "
+                    f"{expected_parent} (the previous checkpoint)",
+                    cp.id,
+                )
+            )
         if previous and cp.first_kept_message_id < previous.first_kept_message_id:
-            add(Issue(session_id, WARNING, "cut_moved_back",
-                      f"checkpoint {cp.id} keeps from {cp.first_kept_message_id}, before the previous "
-                      f"checkpoint's cut {previous.first_kept_message_id}", cp.id))
+            add(
+                Issue(
+                    session_id,
+                    WARNING,
+                    "cut_moved_back",
+                    f"checkpoint {cp.id} keeps from {cp.first_kept_message_id}, before the previous "
+                    f"checkpoint's cut {previous.first_kept_message_id}",
+                    cp.id,
+                )
+            )
         if not (cp.summary or "").strip():
-            add(Issue(session_id, ERROR, "empty_summary", f"checkpoint {cp.id} has an empty summary",
-                      cp.id))
+            add(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "empty_summary",
+                    f"checkpoint {cp.id} has an empty summary",
+                    cp.id,
+                )
+            )
         low = retention_warning(cp.details)
         if low:
             add(Issue(session_id, WARNING, "low_retention", f"checkpoint {cp.id}: {low}", cp.id))
-        if cp.tokens_before is not None and cp.tokens_after is not None \
-                and cp.tokens_after >= cp.tokens_before:
-            add(Issue(session_id, WARNING, "not_smaller",
-                      f"checkpoint {cp.id} did not shrink the context ({cp.tokens_before} -> "
-                      f"{cp.tokens_after} tokens)", cp.id))
+        if (
+            cp.tokens_before is not None
+            and cp.tokens_after is not None
+            and cp.tokens_after >= cp.tokens_before
+        ):
+            add(
+                Issue(
+                    session_id,
+                    WARNING,
+                    "not_smaller",
+                    f"checkpoint {cp.id} did not shrink the context ({cp.tokens_before} -> "
+                    f"{cp.tokens_after} tokens)",
+                    cp.id,
+                )
+            )
         previous = cp
     issues.extend(validate_restored_messages(session_id, suffix))
     return issues
 
 
 def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int]) -> list[Issue]:
-    """A message stored inside the range a checkpoint summarised that the checkpoint did not
-    summarise (committed late by a writer whose id was below the cut): it is in neither the
+    """A message stored inside the range a checkpoint summarized that the checkpoint did not
+    summarize (committed late by a writer whose id was below the cut): it is in neither the
     summary nor the restored context. ``range_ids``: the ids in that range now."""
     gone, gone_id = deleted_from_span(checkpoint, range_ids)
     if gone:
         which = f"message {gone_id} is" if gone_id is not None else f"{gone} of them are"
-        return [Issue(session_id, ERROR, "summarised_message_deleted",
-                      f"checkpoint {checkpoint.id} summarised "
-                      f"{checkpoint.details['summarised_messages']} message(s) before "
-                      f"{checkpoint.first_kept_message_id}, and {which} no longer stored: history "
-                      "was deleted (agent_message keeps every message)", checkpoint.id, gone_id)]
-    missing = unsummarised_messages(checkpoint, range_ids)
+        return [
+            Issue(
+                session_id,
+                ERROR,
+                "summarised_message_deleted",
+                f"checkpoint {checkpoint.id} summarized "
+                f"{checkpoint.details['summarised_messages']} message(s) before "
+                f"{checkpoint.first_kept_message_id}, and {which} no longer stored: history "
+                "was deleted (agent_message keeps every message)",
+                checkpoint.id,
+                gone_id,
+            )
+        ]
+    missing = unsummarized_messages(checkpoint, range_ids)
     if not missing:
         return []
     shown = ", ".join(str(i) for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
-    return [Issue(session_id, ERROR, "message_outside_summary",
-                  f"checkpoint {checkpoint.id} summarised the messages before "
-                  f"{checkpoint.first_kept_message_id}, but message(s) {shown} in that range were "
-                  "not summarised: they are in neither its summary nor the restored context",
-                  checkpoint.id, missing[0])]
+    return [
+        Issue(
+            session_id,
+            ERROR,
+            "message_outside_summary",
+            f"checkpoint {checkpoint.id} summarized the messages before "
+            f"{checkpoint.first_kept_message_id}, but message(s) {shown} in that range were "
+            "not summarized: they are in neither its summary nor the restored context",
+            checkpoint.id,
+            missing[0],
+        )
+    ]
 
 
-def window_issue(session_id: int, context_tokens: int, model: str | None,
-                 settings: CompactionSettings) -> list[Issue]:
+def window_issue(
+    session_id: int, context_tokens: int, model: str | None, settings: CompactionSettings
+) -> list[Issue]:
     """A restored context over its threshold (``context_tokens``: its exact size): the agent
     cannot carry on from it."""
     problem = over_window(context_tokens, model, settings)
@@ -184,12 +262,16 @@ def pair_tool_results(messages: Sequence[Message]) -> ToolPairing:
             else:
                 (duplicates if m.tool_call_id in seen else orphans).append(m)
         elif m.role == "assistant" and isinstance(m.tool_calls, list):
-            for call_id in dict.fromkeys(c["id"] for c in m.tool_calls
-                                         if isinstance(c, dict) and isinstance(c.get("id"), str)):
+            for call_id in dict.fromkeys(
+                c["id"]
+                for c in m.tool_calls
+                if isinstance(c, dict) and isinstance(c.get("id"), str)
+            ):
                 waiting.setdefault(call_id, []).append(m.id)
                 seen.add(call_id)
-    unanswered = sorted((message_id, call_id) for call_id, callers in waiting.items()
-                        for message_id in callers)
+    unanswered = sorted(
+        (message_id, call_id) for call_id, callers in waiting.items() for message_id in callers
+    )
     return ToolPairing(orphans, duplicates, unanswered)
 
 
@@ -200,44 +282,87 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
     for m in messages:
         problem = malformed_tool_calls(m.tool_calls)
         if problem:
-            issues.append(Issue(session_id, ERROR, "malformed_tool_calls",
-                                f"message {m.id} has tool_calls {problem}: an API rejects it "
-                                "(ctxtool leaves out only its entries that are not objects)",
-                                message_id=m.id))
+            issues.append(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "malformed_tool_calls",
+                    f"message {m.id} has tool_calls {problem}: an API rejects it "
+                    "(ctxtool leaves out only its entries that are not objects)",
+                    message_id=m.id,
+                )
+            )
         elif m.role == "assistant" and m.tool_calls:
             repeated = _repeated_ids(m.tool_calls)
             if repeated:
-                issues.append(Issue(session_id, ERROR, "duplicate_tool_call_id",
-                                    f"message {m.id} makes more than one tool call with id "
-                                    f"{', '.join(map(repr, repeated))}: one result would answer "
-                                    "them all, and an API rejects it", message_id=m.id))
+                issues.append(
+                    Issue(
+                        session_id,
+                        ERROR,
+                        "duplicate_tool_call_id",
+                        f"message {m.id} makes more than one tool call with id "
+                        f"{', '.join(map(repr, repeated))}: one result would answer "
+                        "them all, and an API rejects it",
+                        message_id=m.id,
+                    )
+                )
         if m.role not in CHAT_ROLES:
-            issues.append(Issue(session_id, WARNING, "unknown_role",
-                                f"message {m.id} has role {m.role!r}, which is not a chat role "
-                                f"({', '.join(sorted(CHAT_ROLES))}): it is sent as a user "
-                                "message saying so", message_id=m.id))
+            issues.append(
+                Issue(
+                    session_id,
+                    WARNING,
+                    "unknown_role",
+                    f"message {m.id} has role {m.role!r}, which is not a chat role "
+                    f"({', '.join(sorted(CHAT_ROLES))}): it is sent as a user "
+                    "message saying so",
+                    message_id=m.id,
+                )
+            )
     pairing = pair_tool_results(messages)
     for m in pairing.duplicates:
-        issues.append(Issue(session_id, WARNING, "duplicate_tool_result",
-                            f"tool result {m.id} answers {_call(m.tool_call_id)}, which an "
-                            "earlier result answered: it is sent as a user message",
-                            message_id=m.id))
+        issues.append(
+            Issue(
+                session_id,
+                WARNING,
+                "duplicate_tool_result",
+                f"tool result {m.id} answers {_call(m.tool_call_id)}, which an "
+                "earlier result answered: it is sent as a user message",
+                message_id=m.id,
+            )
+        )
     for m in pairing.orphans:
-        issues.append(Issue(session_id, ERROR, "orphan_tool_result",
-                            f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
-                            "in the restored context", message_id=m.id))
+        issues.append(
+            Issue(
+                session_id,
+                ERROR,
+                "orphan_tool_result",
+                f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
+                "in the restored context",
+                message_id=m.id,
+            )
+        )
     issues.sort(key=lambda i: i.message_id)  # in message order (stable: a message's own as above)
     last_id = messages[-1].id if messages else None
     for message_id, call_id in pairing.unanswered:
         if message_id != last_id:
-            issues.append(Issue(session_id, WARNING, "unanswered_tool_call",
-                                f"tool call {call_id!r} of message {message_id} has no result",
-                                message_id=message_id))
+            issues.append(
+                Issue(
+                    session_id,
+                    WARNING,
+                    "unanswered_tool_call",
+                    f"tool call {call_id!r} of message {message_id} has no result",
+                    message_id=message_id,
+                )
+            )
     return issues
 
 
-def past_context_issues(session_id: int, compactions: Sequence[Compaction],
-                        messages: Sequence[Message], reported: set[int] = frozenset()) -> list[Issue]:
+def past_context_issues(
+    session_id: int,
+    compactions: Sequence[Compaction],
+    messages: Sequence[Message],
+    reported: set[int] = frozenset(),
+) -> list[Issue]:
     """Every checkpoint that is no longer the latest restored, while it was, a context that
     must pair each tool result with a call it contains: its summary and the messages from its
     cut that existed until the next checkpoint replaced it (``ContextPoint``, as `context
@@ -254,11 +379,18 @@ def past_context_issues(session_id: int, compactions: Sequence[Compaction],
             if m.id in named or m.id == cp.first_kept_message_id:
                 continue
             named.add(m.id)
-            issues.append(Issue(session_id, ERROR, "orphan_tool_result",
-                                f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
-                                f"in the context checkpoint {cp.id} restored to (until checkpoint "
-                                f"{nxt.id} replaced it): its call was summarised or never stored",
-                                cp.id, m.id))
+            issues.append(
+                Issue(
+                    session_id,
+                    ERROR,
+                    "orphan_tool_result",
+                    f"tool result {m.id} answers {_call(m.tool_call_id)}, which is not "
+                    f"in the context checkpoint {cp.id} restored to (until checkpoint "
+                    f"{nxt.id} replaced it): its call was summarized or never stored",
+                    cp.id,
+                    m.id,
+                )
+            )
     return issues
 
 
@@ -274,8 +406,17 @@ def _call(call_id: str | None) -> str:
 def missing_session_issues(session_id: int, compaction_ids: Sequence[int]) -> list[Issue]:
     """Checkpoints of a session that has no agent_session row: no restored context can be
     built for them (no system prompt, no model), and a check by session never reaches them."""
-    shown = ", ".join(str(i) for i in compaction_ids[:5]) + (" ..." if len(compaction_ids) > 5 else "")
-    return [Issue(session_id, ERROR, "session_missing",
-                  f"session {session_id} has {len(compaction_ids)} checkpoint(s) ({shown}) but no "
-                  f"agent_session row: restore the row, or remove them with `ctxtool sessions "
-                  f"delete {session_id} --yes`", compaction_ids[0])]
+    shown = ", ".join(str(i) for i in compaction_ids[:5]) + (
+        " ..." if len(compaction_ids) > 5 else ""
+    )
+    return [
+        Issue(
+            session_id,
+            ERROR,
+            "session_missing",
+            f"session {session_id} has {len(compaction_ids)} checkpoint(s) ({shown}) but no "
+            f"agent_session row: restore the row, or remove them with `ctxtool sessions "
+            f"delete {session_id} --yes`",
+            compaction_ids[0],
+        )
+    ]

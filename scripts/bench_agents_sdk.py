@@ -40,11 +40,22 @@ def sdk_items(path: str) -> list[dict]:
             if rec["type"] == "assistant":
                 items.append({"role": "assistant", "content": content[0]["text"]})
                 call = content[1]
-                items.append({"type": "function_call", "call_id": call["id"], "name": call["name"],
-                              "arguments": json.dumps(call["input"])})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": call["name"],
+                        "arguments": json.dumps(call["input"]),
+                    }
+                )
             elif isinstance(content, list):
-                items.append({"type": "function_call_output", "call_id": content[0]["tool_use_id"],
-                              "output": content[0]["content"]})
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": content[0]["tool_use_id"],
+                        "output": content[0]["content"],
+                    }
+                )
             else:
                 items.append({"role": "user", "content": content})
     return items
@@ -73,7 +84,7 @@ async def sdk_run(url: str, items: list[dict], run: int) -> float:
     session = SQLAlchemySession.from_url(f"bench-{run}", url=url, create_tables=False)
     t0 = time.perf_counter()
     for i in range(0, len(items), BATCH):
-        await session.add_items(items[i:i + BATCH])
+        await session.add_items(items[i : i + BATCH])
     elapsed = time.perf_counter() - t0
     stored = len(await session.get_items())
     assert stored == len(items), (stored, len(items))
@@ -120,26 +131,36 @@ def main() -> None:
             engine = fresh_database(args.db)
             settle(engine)
             ceiling.append(ceiling_mysql(engine, path, n))
-    print(f"one conversation: {n} ctxtool messages = {len(items)} SDK items (the SDK keeps an "
-          f"assistant's text and its tool call as two items)")
-    print(f"ctxtool import (parsing included): {min(ours):.2f}s, {n / min(ours):8.0f} msg/s; "
-          f"Agents SDK add_items (no parsing): {min(theirs):.2f}s, "
-          f"{len(items) / min(theirs):8.0f} items/s")
+    print(
+        f"one conversation: {n} ctxtool messages = {len(items)} SDK items (the SDK keeps an "
+        f"assistant's text and its tool call as two items)"
+    )
+    print(
+        f"ctxtool import (parsing included): {min(ours):.2f}s, {n / min(ours):8.0f} msg/s; "
+        f"Agents SDK add_items (no parsing): {min(theirs):.2f}s, "
+        f"{len(items) / min(theirs):8.0f} items/s"
+    )
     if server_cpu:  # what bounds the import: this process (parsing) or the server (inserting)
-        print(f"ctxtool import, CPU (medians): this process {_median(process_cpu):.2f}s, the "
-              f"server {_median(server_cpu):.2f}s, wall {_median(ours):.2f}s")
+        print(
+            f"ctxtool import, CPU (medians): this process {_median(process_cpu):.2f}s, the "
+            f"server {_median(server_cpu):.2f}s, wall {_median(ours):.2f}s"
+        )
     ratios = sorted(t / o for t, o in zip(theirs, ours))
-    print(f"time to store the same conversation, SDK / ctxtool: best/best "
-          f"{min(theirs) / min(ours):.2f}x, median {ratios[len(ratios) // 2]:.2f}x; per stored row "
-          f"{(len(items) / min(theirs)) and (n / min(ours)) / (len(items) / min(theirs)):.2f}x "
-          f"(target >= 2x)")
+    print(
+        f"time to store the same conversation, SDK / ctxtool: best/best "
+        f"{min(theirs) / min(ours):.2f}x, median {ratios[len(ratios) // 2]:.2f}x; per stored row "
+        f"{(len(items) / min(theirs)) and (n / min(ours)) / (len(items) / min(theirs)):.2f}x "
+        f"(target >= 2x)"
+    )
     # Whether 2x per stored row is within reach on this machine: what the server alone stores
     # with the import's own statements, nothing parsed (no import can be faster).
     needed = 2 * len(items) / min(theirs)
-    print(f"server ceiling (the import's own INSERTs of rows built beforehand): "
-          f"{n / min(ceiling):8.0f} msg/s; the import runs at {min(ceiling) / min(ours):.0%} of it; "
-          f"2x the SDK per stored row needs {needed:8.0f} msg/s, {needed * min(ceiling) / n:.0%} "
-          f"of the ceiling")
+    print(
+        f"server ceiling (the import's own INSERTs of rows built beforehand): "
+        f"{n / min(ceiling):8.0f} msg/s; the import runs at {min(ceiling) / min(ours):.0%} of it; "
+        f"2x the SDK per stored row needs {needed:8.0f} msg/s, {needed * min(ceiling) / n:.0%} "
+        f"of the ceiling"
+    )
 
 
 if __name__ == "__main__":

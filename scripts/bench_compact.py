@@ -26,10 +26,11 @@ import sqlalchemy as sa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from ctxtool.compaction import CompactionSettings, Compactor  # noqa: E402
 from benchdb import fresh_database  # noqa: E402
-from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
+
+from ctxtool.compaction import CompactionSettings, Compactor  # noqa: E402
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
+from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.store.counts import count_tokens  # noqa: E402
 
 SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
@@ -38,12 +39,32 @@ SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_rec
 def session_messages(turns: int) -> list[dict]:
     out = []
     for t in range(turns):
-        out.append({"role": "user", "content": f"turn {t}: fix the failing test in src/m{t}.py " * 8})
-        out.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{t}", "type": "function",
-             "function": {"name": "read", "arguments": json.dumps({"path": f"src/m{t}.py"})}}]})
-        out.append({"role": "tool", "tool_call_id": f"c{t}",
-                    "content": "\n".join(f"line {i}: value = compute({i})" for i in range(40))})
+        out.append(
+            {"role": "user", "content": f"turn {t}: fix the failing test in src/m{t}.py " * 8}
+        )
+        out.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{t}",
+                        "type": "function",
+                        "function": {
+                            "name": "read",
+                            "arguments": json.dumps({"path": f"src/m{t}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
+        out.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"c{t}",
+                "content": "\n".join(f"line {i}: value = compute({i})" for i in range(40)),
+            }
+        )
         out.append({"role": "assistant", "content": f"Fixed m{t}."})
     return out
 
@@ -52,14 +73,26 @@ def setup(url: str, sessions: int) -> sa.Engine:
     engine = fresh_database(url, pool_size=40, max_overflow=10)
     msgs = session_messages(12)
     with engine.begin() as conn:
-        conn.execute(agent_session.insert(), [{"session_id": s, "model": "gpt-4o"}
-                                              for s in range(1, sessions + 1)])
+        conn.execute(
+            agent_session.insert(),
+            [{"session_id": s, "model": "gpt-4o"} for s in range(1, sessions + 1)],
+        )
         for s in range(1, sessions + 1):
             # One set of keys for every row: executemany takes its columns from the first row
             # (before this, the tool calls and their links were silently left out).
-            conn.execute(agent_message.insert(), [
-                {"session_id": s, "content": None, "tool_calls": None, "tool_call_id": None, **m}
-                for m in msgs])
+            conn.execute(
+                agent_message.insert(),
+                [
+                    {
+                        "session_id": s,
+                        "content": None,
+                        "tool_calls": None,
+                        "tool_call_id": None,
+                        **m,
+                    }
+                    for m in msgs
+                ],
+            )
     count_tokens(engine)
     return engine
 
@@ -73,12 +106,17 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = setup(args.db, args.sessions)
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "llm_server.py"),
-                               "--delay", str(args.delay)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "tests", "llm_server.py"), "--delay", str(args.delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     base_url = server.stdout.readline().strip()
     try:
-        print(f"{args.sessions} sessions over threshold, LLM answers after {args.delay * 1000:.0f} ms")
+        print(
+            f"{args.sessions} sessions over threshold, LLM answers after {args.delay * 1000:.0f} ms"
+        )
         baseline = None
         for workers in args.workers:
             with engine.begin() as conn:
@@ -93,9 +131,11 @@ def main() -> None:
             overhead = [(o.seconds - o.summarizer_seconds) * 1000 for o in outcomes]
             rate = done / wall
             baseline = baseline or rate
-            print(f"workers={workers:3d}: {wall:7.1f}s  {rate:7.1f} sessions/s  speed-up {rate / baseline:5.2f}x "
-                  f"(ideal {workers}x)  overhead/session median {statistics.median(overhead):.1f} ms, "
-                  f"p95 {sorted(overhead)[int(len(overhead) * 0.95)]:.1f} ms")
+            print(
+                f"workers={workers:3d}: {wall:7.1f}s  {rate:7.1f} sessions/s  speed-up {rate / baseline:5.2f}x "
+                f"(ideal {workers}x)  overhead/session median {statistics.median(overhead):.1f} ms, "
+                f"p95 {sorted(overhead)[int(len(overhead) * 0.95)]:.1f} ms"
+            )
     finally:
         server.stdin.close()
         server.wait(timeout=10)

@@ -29,15 +29,37 @@ import time
 
 import pymysql
 import sqlalchemy as sa
+from benchdb import fresh_database, settle
 
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
-from benchdb import fresh_database, settle
 from ctxtool.transcripts import Line, parse_lines
 
-WORDS = ("the agent reads src/app.py and runs pytest -x error ZeroDivisionError at line 42 "
-         "refactor handler returns JSON ok true deploy migration rollback").split()
+WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "src/app.py",
+    "and",
+    "runs",
+    "pytest",
+    "-x",
+    "error",
+    "ZeroDivisionError",
+    "at",
+    "line",
+    "42",
+    "refactor",
+    "handler",
+    "returns",
+    "JSON",
+    "ok",
+    "true",
+    "deploy",
+    "migration",
+    "rollback",
+]
 
 
 def write_transcript(path: str, messages: int, seed: int = 1, filler: int = 0) -> int:
@@ -51,20 +73,54 @@ def write_transcript(path: str, messages: int, seed: int = 1, filler: int = 0) -
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 60)))
             if filler:
                 text += " " + "x" * filler
-            common = {"sessionId": "bench-session", "cwd": "/w", "version": "2.0.0",
-                      "isSidechain": False, "timestamp": "2026-01-01T00:00:00.000Z"}
+            common = {
+                "sessionId": "bench-session",
+                "cwd": "/w",
+                "version": "2.0.0",
+                "isSidechain": False,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+            }
             recs = [
-                {**common, "type": "user", "uuid": f"u{turn}", "parentUuid": parent,
-                 "message": {"role": "user", "content": text}},
-                {**common, "type": "assistant", "uuid": f"a{turn}", "parentUuid": f"u{turn}",
-                 "message": {"id": f"msg{turn}", "role": "assistant", "model": "claude-sonnet-4-5",
-                             "content": [{"type": "text", "text": text[:80]},
-                                         {"type": "tool_use", "id": f"t{turn}", "name": "Read",
-                                          "input": {"file_path": f"/w/src/f{turn}.py"}}],
-                             "usage": {"input_tokens": 100 + turn, "output_tokens": 20}}},
-                {**common, "type": "user", "uuid": f"r{turn}", "parentUuid": f"a{turn}",
-                 "message": {"role": "user", "content": [
-                     {"type": "tool_result", "tool_use_id": f"t{turn}", "content": text}]}},
+                {
+                    **common,
+                    "type": "user",
+                    "uuid": f"u{turn}",
+                    "parentUuid": parent,
+                    "message": {"role": "user", "content": text},
+                },
+                {
+                    **common,
+                    "type": "assistant",
+                    "uuid": f"a{turn}",
+                    "parentUuid": f"u{turn}",
+                    "message": {
+                        "id": f"msg{turn}",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-5",
+                        "content": [
+                            {"type": "text", "text": text[:80]},
+                            {
+                                "type": "tool_use",
+                                "id": f"t{turn}",
+                                "name": "Read",
+                                "input": {"file_path": f"/w/src/f{turn}.py"},
+                            },
+                        ],
+                        "usage": {"input_tokens": 100 + turn, "output_tokens": 20},
+                    },
+                },
+                {
+                    **common,
+                    "type": "user",
+                    "uuid": f"r{turn}",
+                    "parentUuid": f"a{turn}",
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": f"t{turn}", "content": text}
+                        ],
+                    },
+                },
             ]
             for rec in recs:
                 out.write(json.dumps(rec) + "\n")
@@ -78,24 +134,42 @@ def rows_of(path: str) -> list[tuple]:
     with open(path) as f:
         lines = (Line(i, json.loads(line)) for i, line in enumerate(f, 1))
         transcript = parse_lines("claude-code", lines, path)
-        return [(9, m.role, m.content, "2026-01-01 00:00:00", json.dumps(m.tool_calls) if m.tool_calls else None,
-                 m.tool_call_id, m.source_id, json.dumps(m.details) if m.details else None)
-                for m in transcript.records]
+        return [
+            (
+                9,
+                m.role,
+                m.content,
+                "2026-01-01 00:00:00",
+                json.dumps(m.tool_calls) if m.tool_calls else None,
+                m.tool_call_id,
+                m.source_id,
+                json.dumps(m.details) if m.details else None,
+            )
+            for m in transcript.records
+        ]
 
 
-INSERT_SQL = ("INSERT INTO agent_message (session_id, role, content, created_at, tool_calls, "
-              "tool_call_id, source_id, details) VALUES ({marks})")
+INSERT_SQL = (
+    "INSERT INTO agent_message (session_id, role, content, created_at, tool_calls, "
+    "tool_call_id, source_id, details) VALUES ({marks})"
+)
 
 
 def baseline_mysql(url: str, rows: list[tuple]) -> float:
     """Seconds for PyMySQL's executemany of the pre-built rows, 1000 a statement."""
     u = sa.engine.make_url(url)
-    conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "",
-                           database=u.database, charset="utf8mb4")
+    conn = pymysql.connect(
+        host=u.host,
+        port=u.port or 3306,
+        user=u.username,
+        password=u.password or "",
+        database=u.database,
+        charset="utf8mb4",
+    )
     t0 = time.perf_counter()
     with conn.cursor() as cur:
         for i in range(0, len(rows), 1000):
-            cur.executemany(INSERT_SQL.format(marks=", ".join(["%s"] * 8)), rows[i:i + 1000])
+            cur.executemany(INSERT_SQL.format(marks=", ".join(["%s"] * 8)), rows[i : i + 1000])
     conn.commit()
     elapsed = time.perf_counter() - t0
     conn.close()
@@ -126,24 +200,29 @@ def ceiling_mysql(engine, path: str, expected: int) -> float:
 
     from ctxtool.db.schema import agent_message
     from ctxtool.store.messages import BATCH_ROWS, MessageWriter
-    from ctxtool.transcripts.reading import read_transcript
+    from ctxtool.transcripts.lines import read_transcript
     from ctxtool.transcripts.reconcile import NewMessage, Reconciler, StoredSession
 
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO agent_session (session_id, source_format, source_id) "
-                             "VALUES (1, 'claude-code', 'ceiling')")
-    with engine.begin() as conn, MessageWriter(conn, 1, "claude-code", path,
-                                                datetime(2026, 1, 1)) as writer:
+        conn.exec_driver_sql(
+            "INSERT INTO agent_session (session_id, source_format, source_id) "
+            "VALUES (1, 'claude-code', 'ceiling')"
+        )
+    with (
+        engine.begin() as conn,
+        MessageWriter(conn, 1, "claude-code", path, datetime(2026, 1, 1)) as writer,
+    ):
         rows = []
         with open(path, "rb") as f:
             transcript = read_transcript(path, f, "claude-code")
             reconciler = Reconciler(path, StoredSession())
             for rec in transcript.records:
-                rows.extend(writer.row(a.message) for a in reconciler.step(rec)
-                            if type(a) is NewMessage)
+                rows.extend(
+                    writer.row(a.message) for a in reconciler.step(rec) if type(a) is NewMessage
+                )
         assert len(rows) == expected, (len(rows), expected)
         render, send = writer.inserts.render, writer.inserts.send
-        payloads = [render(rows[i:i + BATCH_ROWS]) for i in range(0, len(rows), BATCH_ROWS)]
+        payloads = [render(rows[i : i + BATCH_ROWS]) for i in range(0, len(rows), BATCH_ROWS)]
         del rows
         t0 = time.perf_counter()
         for payload in payloads:
@@ -178,9 +257,11 @@ def fresh_sqlite(path: str):
 def report(label: str, n: int, base: list[float], ours: list[float], target: str) -> None:
     """Best of the repeats for each (the least disturbed run), and the median ratio."""
     ratios = sorted(b / o for b, o in zip(base, ours))
-    print(f"{label}: baseline {n / min(base):8.0f} msg/s, ctxtool {n / min(ours):8.0f} msg/s, "
-          f"ratio best/best {min(base) / min(ours):.2f}x, median of {len(ratios)} runs "
-          f"{ratios[len(ratios) // 2]:.2f}x  ({target})")
+    print(
+        f"{label}: baseline {n / min(base):8.0f} msg/s, ctxtool {n / min(ours):8.0f} msg/s, "
+        f"ratio best/best {min(base) / min(ours):.2f}x, median of {len(ratios)} runs "
+        f"{ratios[len(ratios) // 2]:.2f}x  ({target})"
+    )
 
 
 def main() -> None:
@@ -204,7 +285,9 @@ def main() -> None:
         size = write_transcript(path, args.messages)
         rows = rows_of(path)
         n = len(rows)
-        print(f"corpus: {n} messages, {size / 1e6:.1f} MB Claude Code JSONL; {args.repeat} runs each")
+        print(
+            f"corpus: {n} messages, {size / 1e6:.1f} MB Claude Code JSONL; {args.repeat} runs each"
+        )
         base, ours, ceiling = [], [], []
         for _ in range(args.repeat):
             settle(fresh_database(args.db))  # InnoDB's flushing of the last run done first
@@ -216,9 +299,11 @@ def main() -> None:
             settle(engine)
             ceiling.append(ceiling_mysql(engine, path, n))
         report("MariaDB/MySQL", n, base, ours, "target >= 0.8x")
-        print(f"server ceiling (ctxtool's own INSERTs of the rows built beforehand, nothing "
-              f"parsed): {n / min(ceiling):8.0f} msg/s; the import runs at "
-              f"{min(ceiling) / min(ours):.0%} of it (best/best)")
+        print(
+            f"server ceiling (ctxtool's own INSERTs of the rows built beforehand, nothing "
+            f"parsed): {n / min(ceiling):8.0f} msg/s; the import runs at "
+            f"{min(ceiling) / min(ours):.0%} of it (best/best)"
+        )
         if not args.no_sqlite:
             db_file = os.path.join(tmp, "bench.db")
             base, ours = [], []
@@ -235,12 +320,18 @@ def main() -> None:
             size = write_transcript(big, args.rss_file_mb * 1_000_000 // per_msg, filler=700)
             fresh_database(args.db)
             t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, __file__, "--db", args.db, "--child-import", big],
-                                 check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--db", args.db, "--child-import", big],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             elapsed = time.perf_counter() - t0
             messages, peak = out.stdout.split()
-            print(f"large file: {size / 1e6:.0f} MB, {messages} messages in {elapsed:.1f}s, "
-                  f"peak RSS of the importing process {float(peak):.0f} MB (target < 200 MB)")
+            print(
+                f"large file: {size / 1e6:.0f} MB, {messages} messages in {elapsed:.1f}s, "
+                f"peak RSS of the importing process {float(peak):.0f} MB (target < 200 MB)"
+            )
 
 
 def _peak_rss_mb() -> float:

@@ -30,8 +30,8 @@ def run_stage(path: str, stage: str) -> None:
 
     from ctxtool.db.prepared import pack_rows
     from ctxtool.store.messages import MessageWriter
-    from ctxtool.transcripts.files import CountingStream
-    from ctxtool.transcripts.reading import read_transcript
+    from ctxtool.transcripts.discover import CountingStream
+    from ctxtool.transcripts.lines import read_transcript
     from ctxtool.transcripts.reconcile import NewMessage, Reconciler, StoredSession
 
     with open(path, "rb") as f:
@@ -63,9 +63,22 @@ def run_stage(path: str, stage: str) -> None:
 
 
 def instructions(path: str, stage: str) -> int:
-    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
-                          "--cachegrind-out-file=/dev/null", sys.executable, __file__,
-                          "--stage", stage, "--file", path], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--stage",
+            stage,
+            "--file",
+            path,
+        ],
+        capture_output=True,
+        text=True,
+    )
     found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
     if out.returncode or not found:
         raise SystemExit(f"valgrind failed: {out.stderr.strip()[-500:]}")
@@ -90,8 +103,10 @@ def main() -> None:
         write_transcript(small, 999)
         write_transcript(large, 999 + args.messages // 3 * 3)
         n = args.messages // 3 * 3  # whole turns of three messages
-        print(f"instructions a message, {n} Claude Code messages (cachegrind; each stage "
-              "includes the ones before)")
+        print(
+            f"instructions a message, {n} Claude Code messages (cachegrind; each stage "
+            "includes the ones before)"
+        )
         previous = 0
         for stage in STAGES:
             per = (instructions(large, stage) - instructions(small, stage)) / n

@@ -21,8 +21,8 @@ import statistics
 import time
 
 import sqlalchemy as sa
-
 from benchdb import bare_fetch, fresh_database
+
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.store import Store
 
@@ -34,39 +34,90 @@ def populate(engine: sa.Engine) -> dict[int, int]:
     """One session per size (id = size), tool calls and results among the messages."""
     for sid, size in enumerate(SIZES, start=1):
         with engine.begin() as conn:
-            conn.execute(agent_session.insert().values(session_id=sid, model="gpt-4o",
-                                                       system_prompt="You are a coding agent."))
+            conn.execute(
+                agent_session.insert().values(
+                    session_id=sid, model="gpt-4o", system_prompt="You are a coding agent."
+                )
+            )
             rows = []
             for i in range(size):
                 kind = i % 4
                 if kind == 0:
-                    rows.append({"session_id": sid, "role": "user", "content": f"request {i}: " + "x " * 60})
+                    rows.append(
+                        {"session_id": sid, "role": "user", "content": f"request {i}: " + "x " * 60}
+                    )
                 elif kind == 1:
-                    rows.append({"session_id": sid, "role": "assistant", "content": None,
-                                 "tool_calls": [{"id": f"c{i}", "type": "function", "function": {
-                                     "name": "read", "arguments": json.dumps({"path": f"src/f{i}.py"})}}]})
+                    rows.append(
+                        {
+                            "session_id": sid,
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": f"c{i}",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "read",
+                                        "arguments": json.dumps({"path": f"src/f{i}.py"}),
+                                    },
+                                }
+                            ],
+                        }
+                    )
                 elif kind == 2:
-                    rows.append({"session_id": sid, "role": "tool", "tool_call_id": f"c{i - 1}",
-                                 "content": "line\n" * 40})
+                    rows.append(
+                        {
+                            "session_id": sid,
+                            "role": "tool",
+                            "tool_call_id": f"c{i - 1}",
+                            "content": "line\n" * 40,
+                        }
+                    )
                 else:
                     rows.append({"session_id": sid, "role": "assistant", "content": "done " * 30})
-                rows[-1] = {"content": None, "tool_calls": None, "tool_call_id": None,
-                            **rows[-1]}  # one set of keys: executemany takes the first row's
+                rows[-1] = {
+                    "content": None,
+                    "tool_calls": None,
+                    "tool_call_id": None,
+                    **rows[-1],
+                }  # one set of keys: executemany takes the first row's
                 if len(rows) == 5000:
                     conn.execute(agent_message.insert(), rows)
                     rows = []
             if rows:
                 conn.execute(agent_message.insert(), rows)
-            ids = [r[0] for r in conn.execute(sa.select(agent_message.c.id).where(
-                agent_message.c.session_id == sid).order_by(agent_message.c.id.desc()).limit(KEPT + 3))]
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(agent_message.c.id)
+                    .where(agent_message.c.session_id == sid)
+                    .order_by(agent_message.c.id.desc())
+                    .limit(KEPT + 3)
+                )
+            ]
             # Keep from a user message near the end (a turn boundary).
-            users = [r[0] for r in conn.execute(sa.select(agent_message.c.id).where(
-                agent_message.c.session_id == sid, agent_message.c.role == "user",
-                agent_message.c.id >= ids[-1]).order_by(agent_message.c.id).limit(1))]
-            conn.execute(agent_compaction.insert().values(
-                session_id=sid, summary="## Goal\nkeep going", first_kept_message_id=users[0],
-                parent_compaction_id=0))
-    return {sid: size for sid, size in enumerate(SIZES, start=1)}
+            users = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(agent_message.c.id)
+                    .where(
+                        agent_message.c.session_id == sid,
+                        agent_message.c.role == "user",
+                        agent_message.c.id >= ids[-1],
+                    )
+                    .order_by(agent_message.c.id)
+                    .limit(1)
+                )
+            ]
+            conn.execute(
+                agent_compaction.insert().values(
+                    session_id=sid,
+                    summary="## Goal\nkeep going",
+                    first_kept_message_id=users[0],
+                    parent_compaction_id=0,
+                )
+            )
+    return dict(enumerate(SIZES, start=1))
 
 
 def handler_reads(conn) -> int:
@@ -102,7 +153,9 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
                 reads.append(handler_reads(conn) - before - 1)  # less SHOW STATUS's own read
         restore_ms[size] = statistics.median(times) * 1000
-        print(f"{size:>8} {len(ctx.messages):>5} {restore_ms[size]:>11.2f} {statistics.median(reads):>14.0f}")
+        print(
+            f"{size:>8} {len(ctx.messages):>5} {restore_ms[size]:>11.2f} {statistics.median(reads):>14.0f}"
+        )
 
     big = max(sizes, key=sizes.get)
     t_bare, t_ours, t_driver = [], [], []
@@ -119,19 +172,26 @@ def main() -> None:
         rows, seconds = bare_fetch(engine, "WHERE session_id = %s ORDER BY id", (big,))
         t_bare.append(seconds)
         assert rows == sizes[big]
-        t_driver.append(bare_fetch(engine, "WHERE session_id = %s ORDER BY id", (big,),
-                                   ctxtool_driver=True)[1])
+        t_driver.append(
+            bare_fetch(engine, "WHERE session_id = %s ORDER BY id", (big,), ctxtool_driver=True)[1]
+        )
         if not i % 2:
             ours_once()
     bare, ours = min(t_bare), min(t_ours)
     paired = sorted(o / b for o, b in zip(t_ours, t_bare))
-    print(f"full history of {sizes[big]} messages: bare PyMySQL fetch {bare:.3f}s, "
-          f"Store.messages {ours:.3f}s (best of {args.repeat}); ratio best {ours / bare:.2f}x, "
-          f"median of pairs {paired[len(paired) // 2]:.2f}x (target <= 1.2x)")
-    print(f"  the same fetch on ctxtool's driver settings (its timestamp converter) "
-          f"{min(t_driver):.3f}s: SQLAlchemy and the records cost {ours / min(t_driver):.2f}x that")
-    print(f"restore at {sizes[big]} vs the full load: {ours * 1000 / restore_ms[sizes[big]]:.0f}x "
-          f"faster (target >= 100x)")
+    print(
+        f"full history of {sizes[big]} messages: bare PyMySQL fetch {bare:.3f}s, "
+        f"Store.messages {ours:.3f}s (best of {args.repeat}); ratio best {ours / bare:.2f}x, "
+        f"median of pairs {paired[len(paired) // 2]:.2f}x (target <= 1.2x)"
+    )
+    print(
+        f"  the same fetch on ctxtool's driver settings (its timestamp converter) "
+        f"{min(t_driver):.3f}s: SQLAlchemy and the records cost {ours / min(t_driver):.2f}x that"
+    )
+    print(
+        f"restore at {sizes[big]} vs the full load: {ours * 1000 / restore_ms[sizes[big]]:.0f}x "
+        f"faster (target >= 100x)"
+    )
 
 
 if __name__ == "__main__":

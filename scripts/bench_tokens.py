@@ -18,17 +18,56 @@ import random
 import resource
 import time
 
-import sqlalchemy as sa
-
 import benchdb
+import sqlalchemy as sa
 from benchdb import fresh_database
+
 from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import TOKENS_PER_MESSAGE, get_encoding, token_lengths
 
-WORDS = ("the agent reads src/app.py and runs pytest -x; error: ZeroDivisionError at line 42 "
-         "refactor function handler returns JSON {\"ok\": true} Grüße café 日本語 テスト 数据库 "
-         "🚀 deploy migration rollback SELECT * FROM agent_message WHERE id > 10 ORDER BY id").split()
+WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "src/app.py",
+    "and",
+    "runs",
+    "pytest",
+    "-x;",
+    "error:",
+    "ZeroDivisionError",
+    "at",
+    "line",
+    "42",
+    "refactor",
+    "function",
+    "handler",
+    "returns",
+    "JSON",
+    '{"ok":',
+    "true}",
+    "Grüße",
+    "café",
+    "日本語",
+    "テスト",
+    "数据库",
+    "🚀",
+    "deploy",
+    "migration",
+    "rollback",
+    "SELECT",
+    "*",
+    "FROM",
+    "agent_message",
+    "WHERE",
+    "id",
+    ">",
+    "10",
+    "ORDER",
+    "BY",
+    "id",
+]
 
 
 def make_text(rng: random.Random) -> str:
@@ -42,12 +81,22 @@ def setup(url: str, n: int, seed: int = 7) -> tuple[sa.Engine, list[str]]:
     texts = [make_text(rng) for _ in range(n)]
     sessions = max(1, n // 500)
     with engine.begin() as conn:
-        conn.execute(agent_session.insert(), [{"session_id": s, "model": "gpt-4o"}
-                                              for s in range(1, sessions + 1)])
+        conn.execute(
+            agent_session.insert(),
+            [{"session_id": s, "model": "gpt-4o"} for s in range(1, sessions + 1)],
+        )
         for i in range(0, n, 5000):
-            conn.execute(agent_message.insert(), [
-                {"session_id": 1 + (j % sessions), "role": "user" if j % 2 else "assistant",
-                 "content": texts[j]} for j in range(i, min(n, i + 5000))])
+            conn.execute(
+                agent_message.insert(),
+                [
+                    {
+                        "session_id": 1 + (j % sessions),
+                        "role": "user" if j % 2 else "assistant",
+                        "content": texts[j],
+                    }
+                    for j in range(i, min(n, i + 5000))
+                ],
+            )
     return engine, texts
 
 
@@ -78,8 +127,9 @@ def main() -> None:
     enc = get_encoding("o200k_base")
     enc.encode_batch(texts[:1000])  # warm up
     bare_tokens = sum(token_lengths(texts, enc))
-    assert bare_tokens == sum(len(t) for t in enc.encode_ordinary_batch(texts[:2000])) + \
-        sum(token_lengths(texts[2000:], enc))
+    assert bare_tokens == sum(len(t) for t in enc.encode_ordinary_batch(texts[:2000])) + sum(
+        token_lengths(texts[2000:], enc)
+    )
 
     # ctxtool first, so its peak RSS is not hidden by the baseline's token lists.
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -102,21 +152,31 @@ def main() -> None:
     ratios = sorted(o / t for o, t in zip(runs["ordinary"], runs["ours"]))
 
     n = args.messages
+
     def line(label: str, seconds: float) -> str:
         return f"{label:58s}: {n / seconds:8.0f} msg/s {mb / seconds:7.2f} MB/s ({seconds:.2f}s)"
-    print(f"corpus: {n} messages, {mb:.1f} MB, {bare_tokens} content tokens (o200k_base); "
-          f"best of {args.repeat}, interleaved")
+
+    print(
+        f"corpus: {n} messages, {mb:.1f} MB, {bare_tokens} content tokens (o200k_base); "
+        f"best of {args.repeat}, interleaved"
+    )
     print(line("ctxtool tokens count (DB read + write included)", best["ours"]))
     print(line("baseline encode_batch", best["batch"]))
     print(line("baseline encode_ordinary_batch, 2 threads (issue #13)", best["ordinary"]))
     print(line("ctxtool token_lengths in memory, 2 threads (no DB)", best["lengths"]))
-    print(f"the database adds {(best['ours'] - best['lengths']) / best['lengths']:.0%} to the "
-          f"in-memory count")
-    print(f"ratio ctxtool / encode_batch: {best['batch'] / best['ours']:.2f}x; ctxtool / "
-          f"encode_ordinary_batch: best {best['ordinary'] / best['ours']:.2f}x, median "
-          f"{ratios[len(ratios) // 2]:.2f}x (target >= 0.9x)")
-    print(f"peak RSS: {rss_start:.0f} MB with the corpus in memory, {rss_ours:.0f} MB after "
-          f"ctxtool's count (+{rss_ours - rss_start:.0f} MB)")
+    print(
+        f"the database adds {(best['ours'] - best['lengths']) / best['lengths']:.0%} to the "
+        f"in-memory count"
+    )
+    print(
+        f"ratio ctxtool / encode_batch: {best['batch'] / best['ours']:.2f}x; ctxtool / "
+        f"encode_ordinary_batch: best {best['ordinary'] / best['ours']:.2f}x, median "
+        f"{ratios[len(ratios) // 2]:.2f}x (target >= 0.9x)"
+    )
+    print(
+        f"peak RSS: {rss_start:.0f} MB with the corpus in memory, {rss_ours:.0f} MB after "
+        f"ctxtool's count (+{rss_ours - rss_start:.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -23,14 +23,31 @@ import random
 import time
 
 import sqlalchemy as sa
-
 from benchdb import bare_fetch, fresh_database
+
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.store import validate
 from ctxtool.store.counts import count_tokens
 
-TEXT = ("the agent reads src/app.py and runs pytest -x; error: ZeroDivisionError at line 42 "
-        "refactor handler returns JSON ").split()
+TEXT = [
+    "the",
+    "agent",
+    "reads",
+    "src/app.py",
+    "and",
+    "runs",
+    "pytest",
+    "-x;",
+    "error:",
+    "ZeroDivisionError",
+    "at",
+    "line",
+    "42",
+    "refactor",
+    "handler",
+    "returns",
+    "JSON",
+]
 
 
 ROW = {"content": None, "tool_calls": None, "tool_call_id": None}
@@ -41,14 +58,29 @@ def turn(rng: random.Random, sid: int, n: int) -> list[dict]:
     the same keys: an executemany takes its columns from the first row)."""
     call = f"call_{sid}_{n}"
     words = " ".join(rng.choice(TEXT) for _ in range(30))
-    return [{**ROW, **row} for row in (
-        {"session_id": sid, "role": "user", "content": f"request {n}: {words}"},
-        {"session_id": sid, "role": "assistant", "content": None, "tool_calls": [
-            {"id": call, "type": "function", "function": {
-                "name": "read", "arguments": json.dumps({"path": f"src/m{n}.py"})}}]},
-        {"session_id": sid, "role": "tool", "tool_call_id": call, "content": words * 3},
-        {"session_id": sid, "role": "assistant", "content": "done: " + words},
-    )]
+    return [
+        {**ROW, **row}
+        for row in (
+            {"session_id": sid, "role": "user", "content": f"request {n}: {words}"},
+            {
+                "session_id": sid,
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {
+                            "name": "read",
+                            "arguments": json.dumps({"path": f"src/m{n}.py"}),
+                        },
+                    }
+                ],
+            },
+            {"session_id": sid, "role": "tool", "tool_call_id": call, "content": words * 3},
+            {"session_id": sid, "role": "assistant", "content": "done: " + words},
+        )
+    ]
 
 
 def populate(engine: sa.Engine, messages: int, sessions: int, seed: int = 11):
@@ -56,8 +88,10 @@ def populate(engine: sa.Engine, messages: int, sessions: int, seed: int = 11):
     per_session = max(8, messages // sessions)
     compacted = set(rng.sample(range(1, sessions + 1), k=max(2, sessions // 10)))
     with engine.begin() as conn:
-        conn.execute(agent_session.insert(), [{"session_id": s, "model": "gpt-4o"}
-                                              for s in range(1, sessions + 1)])
+        conn.execute(
+            agent_session.insert(),
+            [{"session_id": s, "model": "gpt-4o"} for s in range(1, sessions + 1)],
+        )
     rows: list[dict] = []
     for sid in range(1, sessions + 1):
         for n in range(per_session // 4):
@@ -72,24 +106,36 @@ def populate(engine: sa.Engine, messages: int, sessions: int, seed: int = 11):
     # Two consistent checkpoints on every compacted session, cut at user messages.
     with engine.begin() as conn:
         users = {}
-        for sid, mid in conn.execute(sa.select(agent_message.c.session_id, agent_message.c.id)
-                                     .where(agent_message.c.role == "user",
-                                            agent_message.c.session_id.in_(compacted))
-                                     .order_by(agent_message.c.id)):
+        for sid, mid in conn.execute(
+            sa.select(agent_message.c.session_id, agent_message.c.id)
+            .where(agent_message.c.role == "user", agent_message.c.session_id.in_(compacted))
+            .order_by(agent_message.c.id)
+        ):
             users.setdefault(sid, []).append(mid)
         for sid in sorted(compacted):
             ids = users[sid]
-            first = conn.execute(agent_compaction.insert().values(
-                session_id=sid, summary="## Goal\nfirst", parent_compaction_id=0,
-                first_kept_message_id=ids[len(ids) // 3])).inserted_primary_key[0]
-            conn.execute(agent_compaction.insert().values(
-                session_id=sid, summary="## Goal\nsecond", parent_compaction_id=first,
-                first_kept_message_id=ids[2 * len(ids) // 3]))
+            first = conn.execute(
+                agent_compaction.insert().values(
+                    session_id=sid,
+                    summary="## Goal\nfirst",
+                    parent_compaction_id=0,
+                    first_kept_message_id=ids[len(ids) // 3],
+                )
+            ).inserted_primary_key[0]
+            conn.execute(
+                agent_compaction.insert().values(
+                    session_id=sid,
+                    summary="## Goal\nsecond",
+                    parent_compaction_id=first,
+                    first_kept_message_id=ids[2 * len(ids) // 3],
+                )
+            )
     return sorted(compacted)
 
 
-def plant_faults(engine: sa.Engine, sessions: int, compacted: list[int], per_rule: int,
-                 seed: int = 5) -> set[tuple[int, str]]:
+def plant_faults(
+    engine: sa.Engine, sessions: int, compacted: list[int], per_rule: int, seed: int = 5
+) -> set[tuple[int, str]]:
     """Each fault in its own session; returns {(session_id, rule)} that validate must find."""
     rng = random.Random(seed)
     plain = [s for s in range(1, sessions + 1) if s not in set(compacted)]
@@ -100,35 +146,61 @@ def plant_faults(engine: sa.Engine, sessions: int, compacted: list[int], per_rul
     M, C = agent_message, agent_compaction
     with engine.begin() as conn:
         for sid in (plain.pop() for _ in range(per_rule)):  # a tool result whose call is gone
-            victim = conn.execute(sa.select(M.c.id).where(M.c.session_id == sid, M.c.role == "tool")
-                                  .order_by(M.c.id).limit(1)).scalar()
+            victim = conn.execute(
+                sa.select(M.c.id)
+                .where(M.c.session_id == sid, M.c.role == "tool")
+                .order_by(M.c.id)
+                .limit(1)
+            ).scalar()
             conn.execute(M.update().where(M.c.id == victim).values(tool_call_id="no_such_call"))
             planted.add((sid, "orphan_tool_result"))
             planted.add((sid, "unanswered_tool_call"))  # the call it answered now has no result
         for sid in (plain.pop() for _ in range(per_rule)):  # tool_calls a runtime garbled
-            victim = conn.execute(sa.select(M.c.id).where(M.c.session_id == sid, M.c.role == "assistant",
-                                                         M.c.tool_calls.is_not(None))
-                                  .order_by(M.c.id.desc()).limit(1)).scalar()
+            victim = conn.execute(
+                sa.select(M.c.id)
+                .where(M.c.session_id == sid, M.c.role == "assistant", M.c.tool_calls.is_not(None))
+                .order_by(M.c.id.desc())
+                .limit(1)
+            ).scalar()
             conn.execute(M.update().where(M.c.id == victim).values(tool_calls=42))
             planted.add((sid, "malformed_tool_calls"))
             planted.add((sid, "orphan_tool_result"))  # its result now answers nothing
         for sid in (plain.pop() for _ in range(per_rule)):  # a checkpoint cut at a tool result
-            tool = conn.execute(sa.select(M.c.id).where(M.c.session_id == sid, M.c.role == "tool")
-                                .order_by(M.c.id.desc()).limit(1)).scalar()
-            conn.execute(C.insert().values(session_id=sid, summary="s", parent_compaction_id=0,
-                                           first_kept_message_id=tool))
+            tool = conn.execute(
+                sa.select(M.c.id)
+                .where(M.c.session_id == sid, M.c.role == "tool")
+                .order_by(M.c.id.desc())
+                .limit(1)
+            ).scalar()
+            conn.execute(
+                C.insert().values(
+                    session_id=sid, summary="s", parent_compaction_id=0, first_kept_message_id=tool
+                )
+            )
             planted.add((sid, "cut_orphans_tool_result"))
             planted.add((sid, "orphan_tool_result"))
         for sid in (plain.pop() for _ in range(per_rule)):  # a cut at a missing message
-            conn.execute(C.insert().values(session_id=sid, summary="s", parent_compaction_id=0,
-                                           first_kept_message_id=10**12))
+            conn.execute(
+                C.insert().values(
+                    session_id=sid,
+                    summary="s",
+                    parent_compaction_id=0,
+                    first_kept_message_id=10**12,
+                )
+            )
             planted.add((sid, "first_kept_missing"))
         for sid in (chained.pop() for _ in range(per_rule)):  # a broken chain
-            latest = conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == sid)).scalar()
-            conn.execute(C.update().where(C.c.id == latest).values(parent_compaction_id=latest + 10**9))
+            latest = conn.execute(
+                sa.select(sa.func.max(C.c.id)).where(C.c.session_id == sid)
+            ).scalar()
+            conn.execute(
+                C.update().where(C.c.id == latest).values(parent_compaction_id=latest + 10**9)
+            )
             planted.add((sid, "chain_broken"))
         for sid in (chained.pop() for _ in range(per_rule)):  # an empty summary
-            latest = conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == sid)).scalar()
+            latest = conn.execute(
+                sa.select(sa.func.max(C.c.id)).where(C.c.session_id == sid)
+            ).scalar()
             conn.execute(C.update().where(C.c.id == latest).values(summary=" "))
             planted.add((sid, "empty_summary"))
     return planted
@@ -136,12 +208,17 @@ def plant_faults(engine: sa.Engine, sessions: int, compacted: list[int], per_rul
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_validate")
+    parser.add_argument(
+        "--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_validate"
+    )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--sessions", type=int, default=1_100)
     parser.add_argument("--faults-per-rule", type=int, default=50)
-    parser.add_argument("--uncounted", action="store_true",
-                        help="also time validate before the token counts are filled")
+    parser.add_argument(
+        "--uncounted",
+        action="store_true",
+        help="also time validate before the token counts are filled",
+    )
     args = parser.parse_args()
 
     engine = fresh_database(args.db)
@@ -149,13 +226,17 @@ def main() -> None:
     compacted = populate(engine, args.messages, args.sessions)
     planted = plant_faults(engine, args.sessions, compacted, args.faults_per_rule)
     total = engine.connect().execute(sa.select(sa.func.count()).select_from(agent_message)).scalar()
-    print(f"store: {total} messages in {args.sessions} sessions ({len(compacted)} compacted), "
-          f"{len(planted)} planted findings; built in {time.perf_counter() - t0:.0f}s")
+    print(
+        f"store: {total} messages in {args.sessions} sessions ({len(compacted)} compacted), "
+        f"{len(planted)} planted findings; built in {time.perf_counter() - t0:.0f}s"
+    )
     if args.uncounted:
         t0 = time.perf_counter()
         uncounted = {(i.session_id, i.rule) for i in validate(engine)[0]}
-        print(f"validate with no token counts yet (every context measured in memory): "
-              f"{time.perf_counter() - t0:.2f}s, same findings: {uncounted == planted}")
+        print(
+            f"validate with no token counts yet (every context measured in memory): "
+            f"{time.perf_counter() - t0:.2f}s, same findings: {uncounted == planted}"
+        )
     t0 = time.perf_counter()
     count_tokens(engine)
     print(f"token counts filled in {time.perf_counter() - t0:.0f}s (not timed below)")
@@ -169,10 +250,14 @@ def main() -> None:
     scan, ours = min(scans), min(runs)
     found = {(i.session_id, i.rule) for i in issues}
     missed, extra = planted - found, found - planted
-    print(f"full scan of agent_message: {scan:.2f}s; validate: {ours:.2f}s over {checked} "
-          f"sessions; ratio {ours / scan:.2f}x (target <= 3x)")
-    print(f"planted {len(planted)}, found {len(found & planted)}, missed {len(missed)}, "
-          f"false findings {len(extra)}")
+    print(
+        f"full scan of agent_message: {scan:.2f}s; validate: {ours:.2f}s over {checked} "
+        f"sessions; ratio {ours / scan:.2f}x (target <= 3x)"
+    )
+    print(
+        f"planted {len(planted)}, found {len(found & planted)}, missed {len(missed)}, "
+        f"false findings {len(extra)}"
+    )
     if missed or extra:
         print("missed:", sorted(missed)[:10], "extra:", sorted(extra)[:10])
         raise SystemExit(1)

@@ -23,8 +23,9 @@ def fresh_database(url: str, **engine_options) -> sa.Engine:
     return engine
 
 
-def bare_fetch(engine: sa.Engine, where: str = "", params: tuple = (),
-               ctxtool_driver: bool = False) -> tuple[int, float]:
+def bare_fetch(
+    engine: sa.Engine, where: str = "", params: tuple = (), ctxtool_driver: bool = False
+) -> tuple[int, float]:
     """The baseline for reads: every column of agent_message fetched with the bare driver, as
     a program using PyMySQL alone would (its own connection and default converters, no
     SQLAlchemy, none of ctxtool's settings), in batches; returns (rows, seconds).
@@ -37,9 +38,18 @@ def bare_fetch(engine: sa.Engine, where: str = "", params: tuple = (),
 
     url = engine.url
     columns = ", ".join(c.name for c in agent_message.columns)
-    raw = engine.raw_connection() if ctxtool_driver else pymysql.connect(
-        host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username or "",
-        password=url.password or "", database=url.database, charset="utf8mb4")
+    raw = (
+        engine.raw_connection()
+        if ctxtool_driver
+        else pymysql.connect(
+            host=url.host or "127.0.0.1",
+            port=url.port or 3306,
+            user=url.username or "",
+            password=url.password or "",
+            database=url.database,
+            charset="utf8mb4",
+        )
+    )
     try:
         cur = raw.cursor()
         t0 = time.perf_counter()

@@ -51,8 +51,11 @@ def grow(engine, store: Store, session_id: int, settings: CompactionSettings) ->
             if need <= 0:
                 break
             role = "user" if added % 2 == 0 else "assistant"
-            conn.execute(agent_message.insert().values(session_id=session_id, role=role,
-                                                       content=m.content[:size]))
+            conn.execute(
+                agent_message.insert().values(
+                    session_id=session_id, role=role, content=m.content[:size]
+                )
+            )
             need -= count_text(m.content[:size]) + 4
             added += 1
     return added
@@ -62,7 +65,9 @@ def compact_twice(directory: Path, workdir: Path) -> list[dict]:
     """One row per transcript: both runs' outcomes, the summaries and their quality figures."""
     engine = create_engine(f"sqlite:///{workdir / 'retention.db'}")
     Migrator(engine).up()
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json"))
+    files = sorted(
+        p for p in directory.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")
+    )
     results = Importer(engine).import_paths([str(p) for p in files])
     store = Store(engine)
     rows = []
@@ -78,12 +83,20 @@ def compact_twice(directory: Path, workdir: Path) -> list[dict]:
         grow(engine, store, sid, settings)
         second = Compactor(engine, ExtractiveSummarizer(), settings).compact_session(sid)
         summary_2 = store.latest_compaction(sid)
-        rows.append({"transcript": path.name, "format": path.parent.name, "session_id": sid,
-                     "run1": first, "run2": second,
-                     "summary1": summary_1 if first.compaction_id else None,
-                     "summary2": summary_2 if second.compaction_id else None,
-                     "context_tokens": store.context_tokens(sid),
-                     "threshold": settings.threshold(None), "grown": grown})
+        rows.append(
+            {
+                "transcript": path.name,
+                "format": path.parent.name,
+                "session_id": sid,
+                "run1": first,
+                "run2": second,
+                "summary1": summary_1 if first.compaction_id else None,
+                "summary2": summary_2 if second.compaction_id else None,
+                "context_tokens": store.context_tokens(sid),
+                "threshold": settings.threshold(None),
+                "grown": grown,
+            }
+        )
     engine.dispose()
     return rows
 
@@ -100,24 +113,31 @@ def _pct(value) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| transcript | grown | run 1: tokens before → after | summary | retention "
-           "| run 2: before → after | summary | retention | carry-over |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "| transcript | grown | run 1: tokens before → after | summary | retention "
+        "| run 2: before → after | summary | retention | carry-over |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         if "run1" not in r:
             out.append(f"| {r['transcript']} | import failed: {r['error']} | | | | | | | |")
             continue
         a, b = r["run1"], r["run2"]
         first, second = _run(a), _run(b)
-        out.append(f"| {r['format']}/{r['transcript'][:28]} | {r['grown'] or ''} | {first} | {a.summary_tokens or '–'} | "
-                   f"{_pct(a.retention)} | {second} | {b.summary_tokens or '–'} | {_pct(b.retention)} | "
-                   f"{_pct(b.carry_over)} |")
+        out.append(
+            f"| {r['format']}/{r['transcript'][:28]} | {r['grown'] or ''} | {first} | {a.summary_tokens or '–'} | "
+            f"{_pct(a.retention)} | {second} | {b.summary_tokens or '–'} | {_pct(b.retention)} | "
+            f"{_pct(b.carry_over)} |"
+        )
     return "\n".join(out)
 
 
 def _run(o) -> str:
-    text = (f"{o.tokens_before:,} → {o.tokens_after:,}" if o.tokens_after is not None
-            else f"{o.tokens_before:,}")
+    text = (
+        f"{o.tokens_before:,} → {o.tokens_after:,}"
+        if o.tokens_after is not None
+        else f"{o.tokens_before:,}"
+    )
     return text if o.status == "compacted" else f"{text} ({o.status})"
 
 

@@ -21,19 +21,43 @@ SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_rec
 def coding_session(turns: int, tag: str = "") -> list[dict]:
     msgs = []
     for t in range(turns):
-        msgs.append({"role": "user", "content": f"Turn {t}{tag}: please fix the failing test in src/mod{t}.py " * 8})
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call{t}{tag}", "type": "function",
-             "function": {"name": "read", "arguments": json.dumps({"path": f"src/mod{t}.py"})}}]})
-        body = "\n".join(f"line {i}: value = compute({i}) # Error: ZeroDivisionError" if i == 3 else
-                         f"line {i}: value = compute({i})" for i in range(40))
+        msgs.append(
+            {
+                "role": "user",
+                "content": f"Turn {t}{tag}: please fix the failing test in src/mod{t}.py " * 8,
+            }
+        )
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call{t}{tag}",
+                        "type": "function",
+                        "function": {
+                            "name": "read",
+                            "arguments": json.dumps({"path": f"src/mod{t}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
+        body = "\n".join(
+            f"line {i}: value = compute({i}) # Error: ZeroDivisionError"
+            if i == 3
+            else f"line {i}: value = compute({i})"
+            for i in range(40)
+        )
         msgs.append({"role": "tool", "tool_call_id": f"call{t}{tag}", "content": body})
         msgs.append({"role": "assistant", "content": f"Fixed mod{t}. Moving on to the next file."})
     return msgs
 
 
 def history_fingerprint(db) -> str:
-    rows = db.rows("SELECT id, session_id, role, content, tool_call_id FROM agent_message ORDER BY id")
+    rows = db.rows(
+        "SELECT id, session_id, role, content, tool_call_id FROM agent_message ORDER BY id"
+    )
     return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
 
 
@@ -47,15 +71,22 @@ def assert_valid_context(store: Store, session_id: int) -> None:
             assert m["tool_call_id"] in calls, "orphan tool result in restored context"
 
 
-
-def add_session(db: Database, session_id: int, messages: list[dict], model: str | None = None,
-                system_prompt: str | None = None) -> list[int]:
+def add_session(
+    db: Database,
+    session_id: int,
+    messages: list[dict],
+    model: str | None = None,
+    system_prompt: str | None = None,
+) -> list[int]:
     """Write a session the way an agent runtime would (no token counts); return message ids."""
     from ctxtool.db.schema import agent_message, agent_session
 
     with db.engine.begin() as conn:
-        conn.execute(agent_session.insert().values(session_id=session_id, model=model,
-                                                   system_prompt=system_prompt))
+        conn.execute(
+            agent_session.insert().values(
+                session_id=session_id, model=model, system_prompt=system_prompt
+            )
+        )
         ids = []
         for m in messages:
             result = conn.execute(agent_message.insert().values(session_id=session_id, **m))
@@ -63,8 +94,9 @@ def add_session(db: Database, session_id: int, messages: list[dict], model: str 
     return ids
 
 
-def run_on_a_terminal(args: list[str], stream: str = "stdout", env: dict | None = None
-                      ) -> tuple[int, str]:
+def run_on_a_terminal(
+    args: list[str], stream: str = "stdout", env: dict | None = None
+) -> tuple[int, str]:
     """Run ``python -m ctxtool ARGS`` with ``stream`` (stdout or stderr) on a pseudo-terminal
     and the other discarded; return its exit code and what it wrote there."""
     import os
@@ -74,8 +106,9 @@ def run_on_a_terminal(args: list[str], stream: str = "stdout", env: dict | None 
 
     leader, follower = pty.openpty()
     streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: follower}
-    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", *args], stdin=subprocess.DEVNULL,
-                            env=env, **streams)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxtool", *args], stdin=subprocess.DEVNULL, env=env, **streams
+    )
     os.close(follower)
     chunks = []
     while True:

@@ -20,20 +20,29 @@ from ctxtool.db import create_engine
 from ctxtool.migrate import Migrator
 
 MYSQL_SERVER_URL = os.environ.get("CTXTOOL_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# ../shared beside the checkout; CTXTOOL_SHARED_DIR points a checkout elsewhere (a git worktree)
+# at the same read-only copy.
+SHARED = Path(
+    os.environ.get("CTXTOOL_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+)
 TRANSCRIPTS = SHARED / "transcripts"
 _counter = itertools.count()
 
 
 def _mysql_database_url(name: str) -> str:
-    return sa.engine.make_url(MYSQL_SERVER_URL).set(database=name).render_as_string(
-        hide_password=False)
+    return (
+        sa.engine.make_url(MYSQL_SERVER_URL)
+        .set(database=name)
+        .render_as_string(hide_password=False)
+    )
 
 
 # MySQL 8's default SQL mode. MariaDB's default is laxer (no ONLY_FULL_GROUP_BY): running the
 # suite under MySQL's rules catches SQL that MariaDB would accept and MySQL 8 would refuse.
-MYSQL8_SQL_MODE = ("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
-                   "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")
+MYSQL8_SQL_MODE = (
+    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+)
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +69,7 @@ class Database:
         self.url = url
         self.engine = create_engine(url)
 
-    def migrate(self, to: str | None = None) -> "Database":
+    def migrate(self, to: str | None = None) -> Database:
         Migrator(self.engine).up(to=to)
         return self
 
@@ -140,7 +149,8 @@ def cli():
     runner = CliRunner()
 
     def invoke(*args, input=None, env=None):
-        return runner.invoke(main, [str(a) for a in args], input=input, env=env,
-                             catch_exceptions=False)
+        return runner.invoke(
+            main, [str(a) for a in args], input=input, env=env, catch_exceptions=False
+        )
 
     return invoke

@@ -19,7 +19,6 @@ import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-
 _REASONING = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
 _OPENAI = re.compile(r"^(gpt-|o\d|chatgpt-|text-)")
 REASONING_TOKENS = 1500  # what a reasoning model spends before it answers
@@ -30,13 +29,20 @@ def rejection(body: dict) -> str | None:
     model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
     if _REASONING.match(model):
         if "max_tokens" in body:
-            return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                    "Use 'max_completion_tokens' instead.")
+            return (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
         if "temperature" in body and body["temperature"] != 1:
-            return (f"Unsupported value: 'temperature' does not support {body['temperature']} "
-                    "with this model. Only the default (1) value is supported.")
-    elif not _OPENAI.match(model) and model not in ("test-model", "m", "bench") \
-            and "max_completion_tokens" in body:
+            return (
+                f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                "with this model. Only the default (1) value is supported."
+            )
+    elif (
+        not _OPENAI.match(model)
+        and model not in ("test-model", "m", "bench")
+        and "max_completion_tokens" in body
+    ):
         return "max_completion_tokens: Extra inputs are not permitted"
     return None
 
@@ -46,8 +52,8 @@ class FakeLLM:
 
     def __init__(self, delay: float = 0.0):
         self.delay = delay
-        self.failures: deque[int] = deque()   # statuses to answer before succeeding
-        self.mode = "ok"                      # ok | garbage | no_choices | empty | long | hang | length
+        self.failures: deque[int] = deque()  # statuses to answer before succeeding
+        self.mode = "ok"  # ok | garbage | no_choices | empty | long | hang | length
         self.summary_text = "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
         self.requests: list[dict] = []
         self.prompt_tokens: list[int] = []
@@ -60,7 +66,7 @@ class FakeLLM:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeLLM":
+    def __enter__(self) -> FakeLLM:
         self.thread.start()
         return self
 
@@ -87,7 +93,9 @@ class FakeLLM:
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                prompt = sum(_tokens(str(m.get("content") or "")) for m in body.get("messages") or [])
+                prompt = sum(
+                    _tokens(str(m.get("content") or "")) for m in body.get("messages") or []
+                )
                 with llm.lock:
                     llm.requests.append(body)
                     llm.prompt_tokens.append(prompt)
@@ -95,37 +103,69 @@ class FakeLLM:
                     mode = llm.mode
                 refused = rejection(body)
                 if refused:
-                    return self._send(400, {"error": {"message": refused, "type": "invalid_request_error",
-                                                      "param": None, "code": "unsupported_parameter"}})
+                    return self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": refused,
+                                "type": "invalid_request_error",
+                                "param": None,
+                                "code": "unsupported_parameter",
+                            }
+                        },
+                    )
                 if llm.delay:
                     time.sleep(llm.delay)
                 if status != 200:
-                    return self._send(status, {"error": {"message": f"scripted {status}",
-                                                         "type": "server_error"}},
-                                      {"retry-after-ms": "5"})
+                    return self._send(
+                        status,
+                        {"error": {"message": f"scripted {status}", "type": "server_error"}},
+                        {"retry-after-ms": "5"},
+                    )
                 if mode == "hang":
                     time.sleep(30)
                 if mode == "garbage":
                     return self._raw(200, b"<html>definitely not json", "text/html")
                 if mode == "no_choices":
-                    return self._send(200, {"id": "x", "object": "chat.completion", "created": 0,
-                                            "model": body.get("model"), "choices": []})
+                    return self._send(
+                        200,
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model"),
+                            "choices": [],
+                        },
+                    )
                 text = {"empty": "", "long": "word " * 50_000}.get(mode, llm.summary_text)
                 if callable(text):
                     text = text(body)
                 finish = "length" if mode == "length" else "stop"
                 cap = body.get("max_completion_tokens")
                 model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
-                if cap is not None and _REASONING.match(model) and \
-                        cap < REASONING_TOKENS + _tokens(text):
+                if (
+                    cap is not None
+                    and _REASONING.match(model)
+                    and cap < REASONING_TOKENS + _tokens(text)
+                ):
                     text, finish = "", "length"  # the budget went on reasoning
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model"),
-                    "choices": [{"index": 0, "finish_reason": finish,
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": finish,
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
 
             def _send(self, status, payload, headers=None):
                 self._raw(status, json.dumps(payload).encode(), "application/json", headers)

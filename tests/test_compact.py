@@ -14,15 +14,23 @@ import pytest
 import sqlalchemy as sa
 
 from ctxtool.compaction import Compactor
-from ctxtool.records import SUMMARY_PREFIX
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.db.schema import agent_compaction, agent_message
+from ctxtool.records import SUMMARY_PREFIX
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts
-from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.store.counts import count_tokens
 
-from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session, history_fingerprint
+from .builders import (
+    LIMITS,
+    SETTINGS,
+    add_session,
+    assert_valid_context,
+    coding_session,
+    history_fingerprint,
+)
 from .llm_server import FakeLLM
+
 
 def test_extractive_compaction_end_to_end(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt="You are a coder.")
@@ -71,14 +79,18 @@ def test_a_small_window_model_compacts_with_the_default_settings(db, cli):
     result = cli("--db", db.url, "compact", "1", "--json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["status"] == "compacted" and out["tokens_before"] > 8_192 - 2_048 >= out["tokens_after"]
+    assert (
+        out["status"] == "compacted" and out["tokens_before"] > 8_192 - 2_048 >= out["tokens_after"]
+    )
     assert cli("--db", db.url, "validate", "1").exit_code == 0
-    bad = cli("--db", db.url, "compact", "1", "--context-window", "8192", "--reserve-tokens", "9000")
+    bad = cli(
+        "--db", db.url, "compact", "1", "--context-window", "8192", "--reserve-tokens", "9000"
+    )
     assert bad.exit_code == 2 and "--reserve-tokens 9000 leaves nothing" in bad.output
 
 
 def test_tokens_after_is_what_the_restored_context_counts(db, cli):
-    """Calls never answered in the summarised span are sent with synthetic answers, so they
+    """Calls never answered in the summarized span are sent with synthetic answers, so they
     count in tokens_before; they go with the span, and tokens_after must not keep them."""
     messages = []
     for m in coding_session(30):
@@ -106,7 +118,9 @@ def test_iterative_compaction_chains_and_covers_everything(db):
         with db.engine.begin() as conn:
             for m in coding_session(10, tag="b"):
                 conn.execute(agent_message.insert().values(session_id=1, **m))
-        llm.summary_text = "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated\n- [x] second pass"
+        llm.summary_text = (
+            "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated\n- [x] second pass"
+        )
         second = compactor.compact_session(1)
         assert second.status == "compacted", second.error
         prompt = llm.requests[-1]["messages"][1]["content"]
@@ -115,7 +129,9 @@ def test_iterative_compaction_chains_and_covers_everything(db):
     assert c2.summarizer == "openai" and c2.summarizer_model == "test-model"
     # The second summary updates the first with exactly the messages from c1's cut to c2's.
     assert "<previous-summary>\n## Goal\nFix the bug." in prompt
-    ids = [r["id"] for r in db.rows("SELECT id FROM agent_message WHERE session_id = 1 ORDER BY id")]
+    ids = [
+        r["id"] for r in db.rows("SELECT id FROM agent_message WHERE session_id = 1 ORDER BY id")
+    ]
     span = [i for i in ids if c1.first_kept_message_id <= i < c2.first_kept_message_id]
     first_span_text = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=span[0])
     assert first_span_text.split(":")[0] in prompt
@@ -125,19 +141,23 @@ def test_iterative_compaction_chains_and_covers_everything(db):
     assert c2.details["summarised_messages"] == len(span)
 
 
-@pytest.mark.parametrize("mode,status,needle", [
-    ("garbage", "failed", "not a chat completion"),
-    ("no_choices", "failed", "no message"),
-    ("empty", "failed", "empty summary"),
-    ("length", "failed", "max_tokens"),
-    ("long", "rejected", "not smaller than what it replaces"),
-])
+@pytest.mark.parametrize(
+    "mode,status,needle",
+    [
+        ("garbage", "failed", "not a chat completion"),
+        ("no_choices", "failed", "no message"),
+        ("empty", "failed", "empty summary"),
+        ("length", "failed", "max_tokens"),
+        ("long", "rejected", "not smaller than what it replaces"),
+    ],
+)
 def test_bad_llm_answers_write_nothing(db, mode, status, needle):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.mode = mode
-        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                              SETTINGS)
+        compactor = Compactor(
+            db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0), SETTINGS
+        )
         outcome = compactor.compact_session(1)
     assert outcome.status == status and needle in outcome.error
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
@@ -148,22 +168,60 @@ def test_retries_on_500_and_429_then_succeeds(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.failures.extend([500, 429, 503])
-        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", "m",
-                     "--base-url", llm.base_url, "--retries", "3", "--json", *LIMITS,
-                     env={"OPENAI_API_KEY": "sk-test"})
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "3",
+            "--json",
+            *LIMITS,
+            env={"OPENAI_API_KEY": "sk-test"},
+        )
         assert len(llm.requests) == 4
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "compacted"
     with FakeLLM() as llm:
         llm.failures.extend([500] * 5)
-        result = cli("--db", db.url, "compact", "1", "--force", "--summarizer", "openai",
-                     "--base-url", llm.base_url, "--retries", "1", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--force",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "1",
+            *LIMITS,
+        )
     assert result.exit_code == 1 and "HTTP 500 after 1 retry" in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
     with FakeLLM() as llm:  # an answer the client does not retry is reported as the first one
         llm.failures.extend([401] * 5)
-        result = cli("--db", db.url, "compact", "1", "--force", "--summarizer", "openai",
-                     "--base-url", llm.base_url, "--retries", "3", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--force",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "3",
+            *LIMITS,
+        )
         assert len(llm.requests) == 1
     assert result.exit_code == 1 and "HTTP 401 (model" in result.output, result.output
 
@@ -175,8 +233,21 @@ def test_many_failures_are_counted_in_the_one_line_error(db, cli):
         add_session(db, sid, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.failures.extend([400] * 10)
-        result = cli("--db", db.url, "compact", "--all", "--summarizer", "openai", "--model", "m",
-                     "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "--all",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            *LIMITS,
+        )
     assert result.exit_code == 4, result.output
     [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
     assert line.startswith("Error: 5 of 5 session(s) failed: session 1: ")
@@ -199,8 +270,14 @@ def test_auto_picks_extractive_without_endpoint_and_openai_with(db, cli):
     result = cli("--db", db.url, "compact", "1", "--dry-run", *LIMITS, env=env)
     assert "summarizer: extractive" in result.output
     with FakeLLM() as llm:
-        result = cli("--db", db.url, "compact", "1", *LIMITS,
-                     env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test"})
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            *LIMITS,
+            env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test"},
+        )
         assert result.exit_code == 0, result.output
         assert "summarizer: openai" in result.output and len(llm.requests) == 1
     assert Store(db.engine).compactions(1)[0].summarizer == "openai"
@@ -221,8 +298,22 @@ def test_compact_all_batch_statuses_and_exit_codes(db, cli):
 
     with FakeLLM() as llm:
         llm.mode = "empty"
-        result = cli("--db", db.url, "compact", "--all", "--workers", "2", "--summarizer", "openai",
-                     "--base-url", llm.base_url, "--retries", "0", "--json", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "--all",
+            "--workers",
+            "2",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            "--json",
+            *LIMITS,
+        )
     assert result.exit_code == 4
     assert {r["status"] for r in json.loads(result.stdout)} == {"failed"}
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 2
@@ -236,12 +327,16 @@ def test_leases(db):
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
     future = "2999-01-01 00:00:00" if db.kind == "sqlite" else "2999-01-01 00:00:00.000000"
     with db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'other-host', lease_expires_at = :t"),
-                     {"t": future})
+        conn.execute(
+            sa.text("UPDATE agent_session SET lease_owner = 'other-host', lease_expires_at = :t"),
+            {"t": future},
+        )
     assert compactor.compact_session(1).status == "lease_held"
     assert compactor.find_candidates() == []  # leased sessions are not even candidates
     with db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
+        conn.execute(
+            sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"}
+        )
     outcome = compactor.compact_session(1)
     assert outcome.status == "compacted"  # an expired lease is taken over
     assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
@@ -249,8 +344,12 @@ def test_leases(db):
     # (the claim refused it forever while the batch listed the session as free).
     add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
     with db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'by-hand', "
-                             "lease_expires_at = NULL WHERE session_id = 2"))
+        conn.execute(
+            sa.text(
+                "UPDATE agent_session SET lease_owner = 'by-hand', "
+                "lease_expires_at = NULL WHERE session_id = 2"
+            )
+        )
     assert [c.session_id for c in compactor.find_candidates()] == [2]
     assert compactor.compact_session(2).status == "compacted"
 
@@ -260,21 +359,25 @@ def test_parent_unique_key_is_the_last_line_of_defence(db):
     row = {"session_id": 1, "summary": "s", "first_kept_message_id": 2, "parent_compaction_id": 0}
     with db.engine.begin() as conn:
         conn.execute(agent_compaction.insert().values(**row))
-    with pytest.raises(sa.exc.IntegrityError):
-        with db.engine.begin() as conn:
-            conn.execute(agent_compaction.insert().values(**row))
+    with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+        conn.execute(agent_compaction.insert().values(**row))
 
 
 def test_live_agent_writes_during_compaction_land_after_the_cut(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM(delay=0.5) as llm:
-        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                              SETTINGS)
+        compactor = Compactor(
+            db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0), SETTINGS
+        )
 
         def agent():
             time.sleep(0.2)
             with db.engine.begin() as conn:
-                conn.execute(agent_message.insert().values(session_id=1, role="user", content="new while compacting"))
+                conn.execute(
+                    agent_message.insert().values(
+                        session_id=1, role="user", content="new while compacting"
+                    )
+                )
 
         writer = threading.Thread(target=agent)
         writer.start()
@@ -287,8 +390,24 @@ def test_live_agent_writes_during_compaction_land_after_the_cut(db):
 
 
 def _compact_all_cmd(url: str, base_url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ctxtool", "--db", url, "compact", "--all", "--workers", "4",
-            "--summarizer", "openai", "--base-url", base_url, "--json", *LIMITS, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "ctxtool",
+        "--db",
+        url,
+        "compact",
+        "--all",
+        "--workers",
+        "4",
+        "--summarizer",
+        "openai",
+        "--base-url",
+        base_url,
+        "--json",
+        *LIMITS,
+        *extra,
+    ]
 
 
 @pytest.mark.slow
@@ -297,15 +416,24 @@ def test_two_compact_all_processes_compact_each_session_once(db):
         add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
     with FakeLLM(delay=0.1) as llm:
         env = dict(os.environ, OPENAI_API_KEY="sk-test")
-        procs = [subprocess.Popen(_compact_all_cmd(db.url, llm.base_url), env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                _compact_all_cmd(db.url, llm.base_url),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
         outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     statuses = [r["status"] for out, _ in outs for r in json.loads(out)]
     assert statuses.count("compacted") == 20
     assert set(statuses) <= {"compacted", "lease_held", "lost_race", "below_threshold"}
-    per_session = db.rows("SELECT session_id, COUNT(*) AS n FROM agent_compaction GROUP BY session_id")
+    per_session = db.rows(
+        "SELECT session_id, COUNT(*) AS n FROM agent_compaction GROUP BY session_id"
+    )
     assert sorted((r["session_id"], r["n"]) for r in per_session) == [(s, 1) for s in range(1, 21)]
     for sid in range(1, 21):
         assert_valid_context(Store(db.engine), sid)
@@ -316,9 +444,12 @@ def test_kill_9_leaves_no_checkpoint_and_a_rerun_completes(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.mode = "hang"
-        proc = subprocess.Popen(_compact_all_cmd(db.url, llm.base_url),
-                                env=dict(os.environ, OPENAI_API_KEY="sk-test"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            _compact_all_cmd(db.url, llm.base_url),
+            env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.time() + 60
         while not llm.requests and time.time() < deadline:
             time.sleep(0.05)
@@ -328,11 +459,17 @@ def test_kill_9_leaves_no_checkpoint_and_a_rerun_completes(db):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     assert db.scalar("SELECT lease_owner FROM agent_session") is not None  # the dead run's lease
     with db.engine.begin() as conn:  # time passes: the lease expires
-        conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
+        conn.execute(
+            sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"}
+        )
     with FakeLLM() as llm:
-        out = subprocess.run(_compact_all_cmd(db.url, llm.base_url),
-                             env=dict(os.environ, OPENAI_API_KEY="sk-test"),
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            _compact_all_cmd(db.url, llm.base_url),
+            env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert out.returncode == 0, out.stderr
     assert [r["status"] for r in json.loads(out.stdout)] == ["compacted"]
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
@@ -347,9 +484,13 @@ def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
     for sid in range(1, 21):
         add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
     with FakeLLM(delay=1.0) as llm:
-        proc = subprocess.Popen(_compact_all_cmd(db.url, llm.base_url, "--retries", "0"),
-                                env=dict(os.environ, OPENAI_API_KEY="sk-test"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            _compact_all_cmd(db.url, llm.base_url, "--retries", "0"),
+            env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.time() + 60
         while len(llm.requests) < 4 and time.time() < deadline:
             time.sleep(0.05)
@@ -369,25 +510,31 @@ def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
 
 def test_candidates_read_only_effective_contexts(db):
     """Finding sessions over threshold costs the messages since each cut, not whole histories."""
-    add_session(db, 1, coding_session(60), model="gpt-4o")      # 240 messages, compacted below
-    add_session(db, 2, coding_session(3), model="gpt-4o")       # small, never compacted
+    add_session(db, 1, coding_session(60), model="gpt-4o")  # 240 messages, compacted below
+    add_session(db, 2, coding_session(3), model="gpt-4o")  # small, never compacted
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
     assert compactor.compact_session(1).status == "compacted"
     cut = Store(db.engine).latest_compaction(1).first_kept_message_id
-    effective = db.scalar("SELECT COUNT(*) FROM agent_message WHERE (session_id = 1 AND id >= :c) "
-                          "OR session_id = 2", c=cut)
+    effective = db.scalar(
+        "SELECT COUNT(*) FROM agent_message WHERE (session_id = 1 AND id >= :c) OR session_id = 2",
+        c=cut,
+    )
     assert effective < 40 < db.scalar("SELECT COUNT(*) FROM agent_message")
 
     with db.engine.connect() as conn:  # the session's own counter: other connections don't count
 
         def handler_reads():
-            return int(conn.execute(sa.text("SHOW SESSION STATUS LIKE 'Handler_read_next'")).first()[1])
+            return int(
+                conn.execute(sa.text("SHOW SESSION STATUS LIKE 'Handler_read_next'")).first()[1]
+            )
 
         before = handler_reads() if db.kind == "mysql" else 0
         rows = {r.session_id: r for r in effective_contexts(conn)}
         if db.kind == "mysql":
             assert handler_reads() - before <= effective + 10
-    expected = db.scalar("SELECT SUM(token_count) FROM agent_message WHERE session_id = 1 AND id >= :c", c=cut)
+    expected = db.scalar(
+        "SELECT SUM(token_count) FROM agent_message WHERE session_id = 1 AND id >= :c", c=cut
+    )
     assert rows[1].tokens == expected and rows[1].first_kept_message_id == cut
     assert rows[2].uncounted == 12 and rows[2].first_kept_message_id is None
 
@@ -397,15 +544,19 @@ def test_one_turn_larger_than_the_budget_is_split_safely(db):
     one_turn = [turn[0]] + [m for m in turn if m["role"] != "user"]  # one request, 36 steps
     add_session(db, 1, one_turn, model="gpt-4o")
     with FakeLLM() as llm:
-        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                              SETTINGS)
+        compactor = Compactor(
+            db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0), SETTINGS
+        )
         outcome = compactor.compact_session(1)
         prompt = llm.requests[0]["messages"][1]["content"]
     assert outcome.status == "compacted" and outcome.split_turn
     assert "middle of the current turn" in prompt and "Turn 0" in prompt
     cp = Store(db.engine).latest_compaction(1)
     assert cp.details["split_turn"] is True
-    assert db.scalar("SELECT role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id) == "assistant"
+    assert (
+        db.scalar("SELECT role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id)
+        == "assistant"
+    )
     assert_valid_context(Store(db.engine), 1)
 
 
@@ -420,10 +571,13 @@ def test_commands_refuse_an_old_schema_with_exit_3(empty_db, cli):
 
 def test_summarizer_url_credentials_are_masked(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
-    summarizer = OpenAISummarizer("m", "http://svc:hunter2@127.0.0.1:9/v1", "k", timeout=1, max_retries=0)
+    summarizer = OpenAISummarizer(
+        "m", "http://svc:hunter2@127.0.0.1:9/v1", "k", timeout=1, max_retries=0
+    )
     assert "hunter2" not in summarizer.describe() and "svc:***@" in summarizer.describe()
-    keyed = OpenAISummarizer("m", "http://127.0.0.1:9/v1?key=S3cr3t&api_key=S3cr3t", "k",
-                             timeout=1, max_retries=0)  # a key in the query: found by review
+    keyed = OpenAISummarizer(
+        "m", "http://127.0.0.1:9/v1?key=S3cr3t&api_key=S3cr3t", "k", timeout=1, max_retries=0
+    )  # a key in the query: found by review
     assert "S3cr3t" not in keyed.describe() and "key=***" in keyed.describe()
     outcome = Compactor(db.engine, summarizer, SETTINGS).compact_session(1)
     assert outcome.status == "failed" and "hunter2" not in outcome.error
@@ -434,8 +588,12 @@ def test_a_taken_over_lease_stops_the_slow_owner_from_writing(db):
     answer finally arrives, A must not append a second checkpoint."""
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM(delay=1.5) as llm:
-        slow = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                         SETTINGS, owner="host-a")
+        slow = Compactor(
+            db.engine,
+            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+            SETTINGS,
+            owner="host-a",
+        )
         result = {}
         worker = threading.Thread(target=lambda: result.update(a=slow.compact_session(1)))
         worker.start()
@@ -443,8 +601,13 @@ def test_a_taken_over_lease_stops_the_slow_owner_from_writing(db):
         while not llm.requests and time.time() < deadline:
             time.sleep(0.02)
         with db.engine.begin() as conn:  # A's lease runs out while its LLM call is in flight
-            conn.execute(sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"})
-        b = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="host-b").compact_session(1)
+            conn.execute(
+                sa.text("UPDATE agent_session SET lease_expires_at = :t"),
+                {"t": "2000-01-01 00:00:00"},
+            )
+        b = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="host-b").compact_session(
+            1
+        )
         worker.join()
     assert b.status == "compacted"
     assert result["a"].status == "lost_race" and result["a"].compaction_id is None
@@ -472,8 +635,10 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     from ctxtool.compaction.plan import CompactionSettings
 
     settings = CompactionSettings(context_window=65_536, reserve_tokens=8_192)  # 57,344
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "alpha " * 2_000}
-                for i in range(10)]  # about 20k tokens of messages
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "alpha " * 2_000}
+        for i in range(10)
+    ]  # about 20k tokens of messages
     add_session(db, 1, messages, model="gpt-4o", system_prompt="policy " * 40_000)  # ~40k more
     add_session(db, 2, messages, model="gpt-4o", system_prompt="Be brief.")
     add_session(db, 3, messages * 3, model="gpt-4o", system_prompt="Be brief.")  # ~60k: over
@@ -504,12 +669,21 @@ def test_older_than_reads_the_times_a_runtime_wrote(sqlite_db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     add_session(db, 2, coding_session(12), model="gpt-4o")
     with db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_message SET created_at = "
-                             "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-2 hours') WHERE session_id = 1"))
-        conn.execute(sa.text("UPDATE agent_message SET created_at = "
-                             "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 minutes') WHERE session_id = 2"))
-    result = cli("--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h",
-                 "--json", *LIMITS)
+        conn.execute(
+            sa.text(
+                "UPDATE agent_message SET created_at = "
+                "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-2 hours') WHERE session_id = 1"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "UPDATE agent_message SET created_at = "
+                "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 minutes') WHERE session_id = 2"
+            )
+        )
+    result = cli(
+        "--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h", "--json", *LIMITS
+    )
     assert result.exit_code == 0, result.output
     assert [r["session_id"] for r in json.loads(result.stdout)] == [1]
 
@@ -520,9 +694,14 @@ def test_a_reserve_that_takes_a_models_whole_window_is_a_usage_error(db, cli):
     advice to shorten the system prompt. It is the settings' fault, said once, exit code 2."""
     add_session(db, 1, coding_session(4), model="gpt-4")
     expected = "--reserve-tokens 20000 leaves nothing of the 8192-token window of gpt-4"
-    for args in (["compact", "--all", "--dry-run"], ["compact", "--all"], ["compact", "1"],
-                 ["compact", "1", "--dry-run"], ["sessions", "list", "--over-window"],
-                 ["validate"]):
+    for args in (
+        ["compact", "--all", "--dry-run"],
+        ["compact", "--all"],
+        ["compact", "1"],
+        ["compact", "1", "--dry-run"],
+        ["sessions", "list", "--over-window"],
+        ["validate"],
+    ):
         result = cli("--db", db.url, *args, "--reserve-tokens", "20000")
         assert result.exit_code == 2 and expected in result.output, (args, result.output)
         assert "Traceback" not in result.output and "internal error" not in result.output
@@ -531,7 +710,9 @@ def test_a_reserve_that_takes_a_models_whole_window_is_a_usage_error(db, cli):
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("shape", ["%Y-%m-%d %H:%M:%f-05", "%Y%m%dT%H%M%SZ", "\t%Y-%m-%dT%H:%M:%SZ"])
+@pytest.mark.parametrize(
+    "shape", ["%Y-%m-%d %H:%M:%f-05", "%Y%m%dT%H%M%SZ", "\t%Y-%m-%dT%H:%M:%SZ"]
+)
 def test_older_than_reads_every_time_shape_the_store_reads(sqlite_db, cli, shape):
     """Found by review: shapes that ctxtool reads as times but SQL compared wrongly (an offset
     on a 26-character time, the compact basic format, a leading tab) made messages written a
@@ -540,8 +721,13 @@ def test_older_than_reads_every_time_shape_the_store_reads(sqlite_db, cli, shape
     add_session(db, 1, coding_session(12), model="gpt-4o")
     local = "-5 hours" if shape.endswith("-05") else "+0 hours"  # a minute ago, in UTC
     with db.engine.begin() as conn:
-        conn.execute(sa.text(f"UPDATE agent_message SET created_at = strftime('{shape}', 'now', "
-                             f"'-1 minutes', '{local}')"))
-    result = cli("--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h",
-                 "--json", *LIMITS)
+        conn.execute(
+            sa.text(
+                f"UPDATE agent_message SET created_at = strftime('{shape}', 'now', "
+                f"'-1 minutes', '{local}')"
+            )
+        )
+    result = cli(
+        "--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h", "--json", *LIMITS
+    )
     assert result.exit_code == 0 and json.loads(result.stdout) == [], result.output

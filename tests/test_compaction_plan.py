@@ -6,10 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction.files import files_touched, merge_file_lists
+from ctxtool.compaction.plan import (
+    CompactionSettings,
+    PlanMessage,
+    context_window_for,
+    is_safe_cut,
+    plan_compaction,
+    should_compact,
+)
+from ctxtool.compaction.touched_files import files_touched, merge_file_lists
 from ctxtool.errors import CtxtoolError
-from ctxtool.compaction.plan import (CompactionSettings, PlanMessage, context_window_for, is_safe_cut,
-                                     plan_compaction, should_compact)
 
 
 def user(i, t=100):
@@ -41,23 +47,40 @@ def test_threshold_uses_the_model_window_and_reserve():
     assert CompactionSettings(context_window=40_000).threshold("gpt-4o") == 40_000 - 10_000
     assert context_window_for("gpt-4o-mini") == 128_000
     assert context_window_for("unknown-model") == 128_000
-    assert CompactionSettings(context_window=50_000, reserve_tokens=1000).threshold("gpt-4o") == 49_000
+    assert (
+        CompactionSettings(context_window=50_000, reserve_tokens=1000).threshold("gpt-4o") == 49_000
+    )
     assert should_compact(112_000, "gpt-4o", s) and not should_compact(111_000, "gpt-4o", s)
 
 
 def test_cut_at_turn_boundary_keeping_at_least_the_budget():
-    msgs = [user(1), call(2, ["a"]), result(3, "a"), say(4),
-            user(5), call(6, ["b"]), result(7, "b"), say(8),
-            user(9), say(10)]
+    msgs = [
+        user(1),
+        call(2, ["a"]),
+        result(3, "a"),
+        say(4),
+        user(5),
+        call(6, ["b"]),
+        result(7, "b"),
+        say(8),
+        user(9),
+        say(10),
+    ]
     plan = plan_compaction(msgs, keep_recent_tokens=200)
     # Budget reached at message 8; nearest user message at or before it is 5.
     assert plan.first_kept_message_id == 5
-    assert plan.summarised_ids == [1, 2, 3, 4]
+    assert plan.summarized_ids == [1, 2, 3, 4]
     assert plan.kept_tokens >= 200 and not plan.split_turn
 
 
 def test_never_cuts_between_call_and_result():
-    msgs = [user(1, 10), call(2, ["a", "b"], 10), result(3, "a", 500), result(4, "b", 500), say(5, 10)]
+    msgs = [
+        user(1, 10),
+        call(2, ["a", "b"], 10),
+        result(3, "a", 500),
+        result(4, "b", 500),
+        say(5, 10),
+    ]
     for cut in range(1, 5):
         assert is_safe_cut(msgs, cut) == (cut in (1, 4)), cut  # index 1 = id 2, index 4 = id 5
     plan = plan_compaction(msgs, keep_recent_tokens=400)
@@ -65,34 +88,60 @@ def test_never_cuts_between_call_and_result():
     # calls (its results stay with it), never at a tool result.
     assert plan.split_turn
     assert plan.first_kept_message_id == 2
-    assert plan.summarised_ids == [1]
+    assert plan.summarized_ids == [1]
 
 
 def test_a_call_id_reused_in_later_turns_does_not_close_the_cuts_between():
     from ctxtool.compaction.plan import safe_cuts
 
     # Runtimes that number calls per turn reuse "call_0": each result answers the latest call.
-    msgs = [user(1), call(2, ["call_0"]), result(3, "call_0"), user(4), call(5, ["call_0"]),
-            result(6, "call_0"), user(7), call(8, ["call_0"]), result(9, "call_0"), say(10)]
+    msgs = [
+        user(1),
+        call(2, ["call_0"]),
+        result(3, "call_0"),
+        user(4),
+        call(5, ["call_0"]),
+        result(6, "call_0"),
+        user(7),
+        call(8, ["call_0"]),
+        result(9, "call_0"),
+        say(10),
+    ]
     assert [c for c, ok in enumerate(safe_cuts(msgs)) if ok] == [1, 3, 4, 6, 7, 9, 10]
     # A call never answered, then the id reused: the later result belongs to the later call.
     msgs = [user(1), call(2, ["x"]), user(3), call(4, ["x"]), result(5, "x"), user(6)]
     assert [c for c, ok in enumerate(safe_cuts(msgs)) if ok] == [1, 2, 3, 5, 6]
-    plan = plan_compaction([user(1, 5000), call(2, ["call_0"]), result(3, "call_0", 5000),
-                            user(4, 5000), call(5, ["call_0"]), result(6, "call_0", 100), say(7)], 300)
+    plan = plan_compaction(
+        [
+            user(1, 5000),
+            call(2, ["call_0"]),
+            result(3, "call_0", 5000),
+            user(4, 5000),
+            call(5, ["call_0"]),
+            result(6, "call_0", 100),
+            say(7),
+        ],
+        300,
+    )
     assert plan.first_kept_message_id == 4 and not plan.split_turn
 
 
 def test_split_turn_at_assistant_after_answered_calls():
-    msgs = [user(1, 10), call(2, ["a"], 10), result(3, "a", 300), call(4, ["b"], 10),
-            result(5, "b", 300), say(6, 300)]
+    msgs = [
+        user(1, 10),
+        call(2, ["a"], 10),
+        result(3, "a", 300),
+        call(4, ["b"], 10),
+        result(5, "b", 300),
+        say(6, 300),
+    ]
     plan = plan_compaction(msgs, keep_recent_tokens=500)
     assert plan.split_turn and plan.first_kept_message_id == 4
     kept = [m for m in msgs if m.id >= plan.first_kept_message_id]
     assert all(m.tool_call_id != "a" for m in kept)
 
 
-def test_nothing_to_summarise():
+def test_nothing_to_summarize():
     assert plan_compaction([user(1), say(2)], keep_recent_tokens=10_000) is None
     assert plan_compaction([user(1)], keep_recent_tokens=0) is None
 
@@ -102,17 +151,25 @@ def test_files_touched_from_tool_calls():
         {"id": "1", "function": {"name": "Read", "arguments": '{"file_path": "/src/a.py"}'}},
         {"id": "2", "function": {"name": "edit", "arguments": '{"path": "/src/b.py"}'}},
         {"id": "3", "function": {"name": "read", "arguments": '{"path": "/src/b.py"}'}},
-        {"id": "4", "function": {"name": "apply_patch",
-                                 "arguments": "*** Begin Patch\n*** Update File: src/c.py\n@@\n*** End Patch"}},
+        {
+            "id": "4",
+            "function": {
+                "name": "apply_patch",
+                "arguments": "*** Begin Patch\n*** Update File: src/c.py\n@@\n*** End Patch",
+            },
+        },
         {"id": "5", "function": {"name": "bash", "arguments": "not json"}},
     ]
     read, modified = files_touched(calls)
     assert read == ["/src/a.py"]
     assert modified == ["/src/b.py", "src/c.py"]
-    merged = merge_file_lists({"read_files": ["/src/b.py", "/old.py"], "modified_files": ["/x.py"]},
-                              read, modified)
-    assert merged == {"read_files": ["/old.py", "/src/a.py"],
-                      "modified_files": ["/x.py", "/src/b.py", "src/c.py"]}
+    merged = merge_file_lists(
+        {"read_files": ["/src/b.py", "/old.py"], "modified_files": ["/x.py"]}, read, modified
+    )
+    assert merged == {
+        "read_files": ["/old.py", "/src/a.py"],
+        "modified_files": ["/x.py", "/src/b.py", "src/c.py"],
+    }
 
 
 # -- properties ----------------------------------------------------------------------------------
@@ -135,7 +192,9 @@ def sessions(draw, min_turns=1, max_turns=12):
             msgs.append(PlanMessage(next_id, "assistant", draw(st.integers(1, 500)), tuple(ids)))
             next_id += 1
             for cid in ids:
-                msgs.append(PlanMessage(next_id, "tool", draw(st.integers(1, 5000)), tool_call_id=cid))
+                msgs.append(
+                    PlanMessage(next_id, "tool", draw(st.integers(1, 5000)), tool_call_id=cid)
+                )
                 next_id += 1
         if draw(st.booleans()):
             msgs.append(PlanMessage(next_id, "assistant", draw(st.integers(1, 2000))))
@@ -156,9 +215,9 @@ def test_plan_properties(msgs, budget):
     if plan is None:
         return
     cut = next(i for i, m in enumerate(msgs) if m.id == plan.first_kept_message_id)
-    kept, summarised = msgs[cut:], msgs[:cut]
-    assert summarised and kept
-    assert plan.summarised_ids == [m.id for m in summarised]
+    kept, summarized = msgs[cut:], msgs[:cut]
+    assert summarized and kept
+    assert plan.summarized_ids == [m.id for m in summarized]
     assert kept[0].role != "tool"
     assert _no_orphans(kept)
     assert is_safe_cut(msgs, cut)
@@ -169,11 +228,15 @@ def test_plan_properties(msgs, budget):
 
 
 @settings(max_examples=200, deadline=None)
-@given(sessions(min_turns=2, max_turns=20), st.integers(100, 8000), st.lists(st.integers(1, 40), min_size=1, max_size=6))
+@given(
+    sessions(min_turns=2, max_turns=20),
+    st.integers(100, 8000),
+    st.lists(st.integers(1, 40), min_size=1, max_size=6),
+)
 def test_iterative_compactions_cover_every_message_exactly_once(msgs, budget, growth):
-    """Compact repeatedly while the session grows: each checkpoint summarises exactly the span
-    from the previous first kept message to its own cut, so every message is summarised at most
-    once, and summarised spans + the final kept suffix are the whole history, in order."""
+    """Compact repeatedly while the session grows: each checkpoint summarizes exactly the span
+    from the previous first kept message to its own cut, so every message is summarized at most
+    once, and summarized spans + the final kept suffix are the whole history, in order."""
     visible = 0
     first_kept_index = 0
     spans: list[list[int]] = []
@@ -183,8 +246,8 @@ def test_iterative_compactions_cover_every_message_exactly_once(msgs, budget, gr
         plan = plan_compaction(suffix, budget)
         if plan is None:
             continue
-        assert plan.summarised_ids[0] == suffix[0].id  # starts where the previous one kept
-        spans.append(plan.summarised_ids)
+        assert plan.summarized_ids[0] == suffix[0].id  # starts where the previous one kept
+        spans.append(plan.summarized_ids)
         first_kept_index = next(i for i, m in enumerate(msgs) if m.id == plan.first_kept_message_id)
         assert _no_orphans(msgs[first_kept_index:visible])
     covered = [i for span in spans for i in span] + [m.id for m in msgs[first_kept_index:visible]]
@@ -206,7 +269,7 @@ def test_keep_recent_is_a_target_the_window_wins():
 def test_nothing_safe_fits_is_over_window_naming_the_message():
     msgs = [user(1), call(2, ["a"]), result(3, "a", t=27_500), say(4, 20)]
     plan = plan_compaction(msgs, keep_recent_tokens=100, max_kept_tokens=16_000)
-    assert not plan.over_window and plan.first_kept_message_id == 4  # the big result is summarised
+    assert not plan.over_window and plan.first_kept_message_id == 4  # the big result is summarized
     # Pi's `$ find .` case: the huge result is the newest message, its call must stay with it
     msgs = [user(1), call(2, ["a"]), result(3, "a", t=27_500)]
     plan = plan_compaction(msgs, keep_recent_tokens=100, max_kept_tokens=16_000)
@@ -218,8 +281,13 @@ def test_nothing_safe_fits_is_over_window_naming_the_message():
 def test_a_fitting_safe_cut_is_always_found(msgs, budget, max_kept):
     plan = plan_compaction(msgs, budget, max_kept_tokens=max_kept)
     kept_from = {i: sum(m.tokens for m in msgs[i:]) for i in range(len(msgs))}
-    fitting = [c for c in range(1, len(msgs)) if is_safe_cut(msgs, c)
-               and msgs[c].role in ("user", "assistant") and kept_from[c] <= max_kept]
+    fitting = [
+        c
+        for c in range(1, len(msgs))
+        if is_safe_cut(msgs, c)
+        and msgs[c].role in ("user", "assistant")
+        and kept_from[c] <= max_kept
+    ]
     if plan is None:
         assert not fitting or kept_from[0] <= max_kept
         return
@@ -238,7 +306,8 @@ def test_safe_cuts_agree_with_the_definition(msgs):
 
     safe = safe_cuts(msgs)
     for c in range(1, len(msgs) + 1):
-        summarised_calls = {cid for m in msgs[:c] for cid in m.call_ids}
+        summarized_calls = {cid for m in msgs[:c] for cid in m.call_ids}
         expected = (c == len(msgs) or msgs[c].role != "tool") and not any(
-            m.role == "tool" and m.tool_call_id in summarised_calls for m in msgs[c:])
+            m.role == "tool" and m.tool_call_id in summarized_calls for m in msgs[c:]
+        )
         assert safe[c] == expected

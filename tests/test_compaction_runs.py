@@ -1,6 +1,6 @@
 """Compaction runs against real databases, the real CLI and the local OpenAI-compatible server:
 fits the window or says so, dry runs write nothing, odd rows, leases left by killed runs,
-late commits inside a summarised span, bounded summarizer input, model families, errors."""
+late commits inside a summarized span, bounded summarizer input, model families, errors."""
 
 from __future__ import annotations
 
@@ -34,10 +34,21 @@ def _no_keys():
 def _find_output_session(n_lines: int = 6000) -> list[dict]:
     """A Pi-like session whose newest message is a huge `$ find .` result."""
     listing = "\n".join(f"./src/pkg{i % 40}/module_{i}.py" for i in range(n_lines))
-    return [{"role": "user", "content": "List every file of the project"},
-            {"role": "assistant", "content": "Listing.", "tool_calls": [
-                {"id": "f1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "find ."}'}}]},
-            {"role": "tool", "tool_call_id": "f1", "content": listing}]
+    return [
+        {"role": "user", "content": "List every file of the project"},
+        {
+            "role": "assistant",
+            "content": "Listing.",
+            "tool_calls": [
+                {
+                    "id": "f1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "find ."}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "f1", "content": listing},
+    ]
 
 
 def test_over_window_is_an_outcome_naming_the_message(db, cli):
@@ -49,7 +60,9 @@ def test_over_window_is_an_outcome_naming_the_message(db, cli):
     assert rows[2]["status"] == "compacted"
     assert rows[1]["status"] == "over_window"
     assert f"message {ids[-1]} (tool" in rows[1]["error"]
-    assert "Error: 1 of 2 session(s) stay over their window: session 1: over_window:" in result.stderr
+    assert (
+        "Error: 1 of 2 session(s) stay over their window: session 1: over_window:" in result.stderr
+    )
     # It compacted what it could, and later runs keep saying so (never a silent nothing_to_cut).
     assert Store(db.engine).latest_compaction(1).first_kept_message_id == ids[-2]
     again = cli("--db", db.url, "compact", "--all", "--json", *LIMITS)
@@ -62,8 +75,19 @@ def test_over_window_is_an_outcome_naming_the_message(db, cli):
 
 def test_over_window_names_the_system_prompt_when_it_is_the_cause(db, cli):
     add_session(db, 1, coding_session(6), model="gpt-4o", system_prompt="Follow the rule. " * 1500)
-    result = cli("--db", db.url, "compact", "1", "--json", "--context-window", "6000",
-                 "--reserve-tokens", "1000", "--keep-recent-tokens", "500")
+    result = cli(
+        "--db",
+        db.url,
+        "compact",
+        "1",
+        "--json",
+        "--context-window",
+        "6000",
+        "--reserve-tokens",
+        "1000",
+        "--keep-recent-tokens",
+        "500",
+    )
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
     assert "no safe cut fits: the system prompt (" in error and "leaving 0 for messages" in error
@@ -73,13 +97,18 @@ def test_over_window_names_the_system_prompt_when_it_is_the_cause(db, cli):
 def test_dry_run_writes_nothing(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     add_session(db, 2, coding_session(12, tag="x"), model="gpt-4o")
-    for args in (["compact", "1", "--dry-run"], ["compact", "--all", "--dry-run"],
-                 ["compact", "--all", "--dry-run", "--summarize", "--json"]):
+    for args in (
+        ["compact", "1", "--dry-run"],
+        ["compact", "--all", "--dry-run"],
+        ["compact", "--all", "--dry-run", "--summarize", "--json"],
+    ):
         result = cli("--db", db.url, *args, *LIMITS)
         assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert {r["status"] for r in rows} == {"evaluated"}
-    assert all(r["summary_tokens"] and r["retention"] is not None and r["tokens_after"] for r in rows)
+    assert all(
+        r["summary_tokens"] and r["retention"] is not None and r["tokens_after"] for r in rows
+    )
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
@@ -120,8 +149,13 @@ def test_odd_tool_calls_do_not_stop_compaction(db, cli, odd):
 
 def _expire(db, when: str):
     with db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_session SET lease_owner = 'dead-host:123:abc', "
-                             "lease_expires_at = :t WHERE session_id = 1"), {"t": when})
+        conn.execute(
+            sa.text(
+                "UPDATE agent_session SET lease_owner = 'dead-host:123:abc', "
+                "lease_expires_at = :t WHERE session_id = 1"
+            ),
+            {"t": when},
+        )
 
 
 def test_a_lease_left_by_a_killed_run_is_reported(db, cli):
@@ -130,7 +164,10 @@ def test_a_lease_left_by_a_killed_run_is_reported(db, cli):
     _expire(db, "2999-01-01 00:00:00")
     result = cli("--db", db.url, "compact", "--all", *LIMITS)
     assert result.exit_code == 0, result.output
-    assert "session 1: over threshold, skipped: leased by dead-host:123:abc until 2999-01-01" in result.stderr
+    assert (
+        "session 1: over threshold, skipped: leased by dead-host:123:abc until 2999-01-01"
+        in result.stderr
+    )
     rows = json.loads(cli("--db", db.url, "compact", "--all", "--json", *LIMITS).stdout)
     assert [(r["session_id"], r["status"]) for r in rows] == [(1, "lease_held")]
     one = cli("--db", db.url, "compact", "1", *LIMITS)
@@ -152,11 +189,20 @@ class _LeaseWatcher:
         return self.inner.describe()
 
     def summarize(self, request):
-        expires = self.db.scalar("SELECT lease_expires_at FROM agent_session WHERE session_id = :s",
-                                 s=self.session_id)
-        now = self.db.scalar("SELECT CURRENT_TIMESTAMP" if self.db.kind == "sqlite" else "SELECT UTC_TIMESTAMP()")
-        expires = expires if not isinstance(expires, str) else __import__("datetime").datetime.fromisoformat(expires)
-        now = now if not isinstance(now, str) else __import__("datetime").datetime.fromisoformat(now)
+        expires = self.db.scalar(
+            "SELECT lease_expires_at FROM agent_session WHERE session_id = :s", s=self.session_id
+        )
+        now = self.db.scalar(
+            "SELECT CURRENT_TIMESTAMP" if self.db.kind == "sqlite" else "SELECT UTC_TIMESTAMP()"
+        )
+        expires = (
+            expires
+            if not isinstance(expires, str)
+            else __import__("datetime").datetime.fromisoformat(expires)
+        )
+        now = (
+            now if not isinstance(now, str) else __import__("datetime").datetime.fromisoformat(now)
+        )
         self.seconds = (expires - now).total_seconds()
         return self.inner.summarize(request)
 
@@ -168,7 +214,9 @@ def test_the_lease_is_sized_from_the_summarizer_in_use(db):
     assert 100 <= watcher.seconds <= 121  # two minutes for extractive, not eleven
     add_session(db, 2, coding_session(12, tag="l"), model="gpt-4o")
     with FakeLLM() as llm:
-        watcher = _LeaseWatcher(OpenAISummarizer("m", llm.base_url, "k", timeout=100, max_retries=2), db)
+        watcher = _LeaseWatcher(
+            OpenAISummarizer("m", llm.base_url, "k", timeout=100, max_retries=2), db
+        )
         watcher.session_id = 2
         outcome = Compactor(db.engine, watcher, SETTINGS).compact_session(2)
     assert outcome.status == "compacted", outcome.error
@@ -177,45 +225,60 @@ def test_the_lease_is_sized_from_the_summarizer_in_use(db):
 
 def test_a_message_committed_late_below_the_cut_is_not_lost(mysql_db):
     """A inserts a message and has not committed; B inserts two and commits; compaction cuts
-    after them; then A commits. The late message must end up summarised (or kept), never in
+    after them; then A commits. The late message must end up summarized (or kept), never in
     neither: the append's locking read waits for A and sees the span changed, so it plans again."""
     db = mysql_db
     add_session(db, 1, coding_session(8), model="gpt-4o")
     a = db.engine.connect()
     tx = a.begin()
-    late = a.execute(agent_message.insert().values(session_id=1, role="user",
-                                                   content="LATE-REQUEST please keep the old API")).inserted_primary_key[0]
+    late = a.execute(
+        agent_message.insert().values(
+            session_id=1, role="user", content="LATE-REQUEST please keep the old API"
+        )
+    ).inserted_primary_key[0]
     with db.engine.begin() as b:
-        b.execute(agent_message.insert().values(session_id=1, role="user", content="newest request " * 30))
-        b.execute(agent_message.insert().values(session_id=1, role="assistant", content="on it " * 30))
+        b.execute(
+            agent_message.insert().values(session_id=1, role="user", content="newest request " * 30)
+        )
+        b.execute(
+            agent_message.insert().values(session_id=1, role="assistant", content="on it " * 30)
+        )
     settings = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=50)
     result = {}
-    worker = threading.Thread(target=lambda: result.update(o=Compactor(
-        db.engine, ExtractiveSummarizer(), settings).compact_session(1, force=True)))
+    worker = threading.Thread(
+        target=lambda: result.update(
+            o=Compactor(db.engine, ExtractiveSummarizer(), settings).compact_session(1, force=True)
+        )
+    )
     worker.start()
-    time.sleep(1.0)   # compaction has planned without the late message and waits in its append
+    time.sleep(1.0)  # compaction has planned without the late message and waits in its append
     tx.commit()
     a.close()
     worker.join(60)
     outcome = result["o"]
     assert outcome.status == "compacted", outcome.error
     cp = Store(db.engine).latest_compaction(1)
-    summarised = db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id < :c",
-                           c=cp.first_kept_message_id)
-    assert cp.details["summarised_messages"] == summarised
+    summarized = db.scalar(
+        "SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id < :c",
+        c=cp.first_kept_message_id,
+    )
+    assert cp.details["summarised_messages"] == summarized
     ctx_ids = [m.id for m in Store(db.engine).restored_context(1).messages]
     assert late in ctx_ids or "LATE-REQUEST" in cp.summary
 
 
 def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(sqlite_db):
     db = sqlite_db
-    word = " ".join(f"tok{i}" for i in range(250))           # ~500 tokens of varied text
-    turn = [{"role": "user", "content": "Step request: " + word},
-            {"role": "assistant", "content": "Done: " + word}]
-    add_session(db, 1, turn * 1100, model="gpt-4o")           # 2,200 messages, >1.1M tokens
+    word = " ".join(f"tok{i}" for i in range(250))  # ~500 tokens of varied text
+    turn = [
+        {"role": "user", "content": "Step request: " + word},
+        {"role": "assistant", "content": "Done: " + word},
+    ]
+    add_session(db, 1, turn * 1100, model="gpt-4o")  # 2,200 messages, >1.1M tokens
     with FakeLLM() as llm:
-        summarizer = OpenAISummarizer("m", llm.base_url, "k", timeout=30, max_retries=0,
-                                      input_tokens=100_000)
+        summarizer = OpenAISummarizer(
+            "m", llm.base_url, "k", timeout=30, max_retries=0, input_tokens=100_000
+        )
         outcome = Compactor(db.engine, summarizer, CompactionSettings()).compact_session(1)
         sizes = list(llm.prompt_tokens)
     assert outcome.status == "compacted", outcome.error
@@ -229,15 +292,30 @@ def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(sqlite_db):
 def test_each_model_family_gets_parameters_it_accepts(db, cli, model):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
-        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", model,
-                     "--base-url", llm.base_url, "--retries", "0", "--max-summary-tokens", "256",
-                     "--json", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--summarizer",
+            "openai",
+            "--model",
+            model,
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            "--max-summary-tokens",
+            "256",
+            "--json",
+            *LIMITS,
+        )
         body = llm.requests[-1]
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "compacted"
     if model in ("o3-mini", "gpt-5"):
         assert "max_tokens" not in body and "temperature" not in body
-        assert body["max_completion_tokens"] > 256   # headroom for reasoning
+        assert body["max_completion_tokens"] > 256  # headroom for reasoning
     else:
         assert body["max_tokens"] <= 256 and body["temperature"] == 0
 
@@ -245,8 +323,23 @@ def test_each_model_family_gets_parameters_it_accepts(db, cli, model):
 def test_the_test_server_rejects_what_the_real_api_rejects(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
-        result = cli("--db", db.url, "compact", "1", "--summarizer", "openai", "--model", "o3-mini",
-                     "--request-style", "chat", "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--summarizer",
+            "openai",
+            "--model",
+            "o3-mini",
+            "--request-style",
+            "chat",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            *LIMITS,
+        )
     assert result.exit_code == 1
     assert "HTTP 400" in result.output and "Use 'max_completion_tokens' instead" in result.output
 
@@ -254,10 +347,13 @@ def test_the_test_server_rejects_what_the_real_api_rejects(db, cli):
 def test_an_llm_answer_that_drops_the_previous_summary_is_rejected(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
-        llm.summary_text = ("## Goal\nFix the bug.\n\n## Constraints & Preferences\n- E2E tests only\n\n"
-                            "## Next Steps\n1. Port the parser\n2. Delete main.ts")
-        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                              SETTINGS)
+        llm.summary_text = (
+            "## Goal\nFix the bug.\n\n## Constraints & Preferences\n- E2E tests only\n\n"
+            "## Next Steps\n1. Port the parser\n2. Delete main.ts"
+        )
+        compactor = Compactor(
+            db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0), SETTINGS
+        )
         assert compactor.compact_session(1).status == "compacted"
         llm.summary_text = "## Goal\nSomething else entirely."
         before = len(llm.requests)
@@ -280,18 +376,25 @@ def test_an_answer_keeping_most_but_not_all_is_revised_or_refused(db):
     lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
     with FakeLLM() as llm:
         llm.summary_text = full
-        compactor = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                              SETTINGS)
+        compactor = Compactor(
+            db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0), SETTINGS
+        )
         assert compactor.compact_session(1).status == "compacted"
-        llm.summary_text = lambda body: full if "<draft-summary>" in body["messages"][1]["content"] else lossy
+        llm.summary_text = lambda body: (
+            full if "<draft-summary>" in body["messages"][1]["content"] else lossy
+        )
         outcome = compactor.compact_session(1, force=True)
         assert outcome.status == "compacted", outcome
         assert outcome.carry_over == 1.0 and outcome.summarizer_requests == 2
         assert any("revised once: the first answer dropped 10 items" in n for n in outcome.notes)
         # With the check off, the lossy answer is written as it is.
         llm.summary_text = lossy
-        lax = Compactor(db.engine, OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-                        SETTINGS, min_carry_over=0).compact_session(1, force=True)
+        lax = Compactor(
+            db.engine,
+            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+            SETTINGS,
+            min_carry_over=0,
+        ).compact_session(1, force=True)
         assert lax.status == "compacted" and lax.summarizer_requests == 1 and lax.carry_over < 0.9
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 3
 
@@ -302,8 +405,20 @@ def test_min_carry_over_is_set_from_the_command_line(db, cli):
     full = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps)
     lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
     with FakeLLM() as llm:
-        base = ("--db", db.url, "compact", "1", "--json", "--summarizer", "openai", "--base-url",
-                llm.base_url, "--retries", "0", *LIMITS)
+        base = (
+            "--db",
+            db.url,
+            "compact",
+            "1",
+            "--json",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            *LIMITS,
+        )
         llm.summary_text = full
         assert cli(*base).exit_code == 0
         llm.summary_text = lossy
@@ -311,7 +426,7 @@ def test_min_carry_over_is_set_from_the_command_line(db, cli):
         assert refused.exit_code == 1, refused.output
         row = json.loads(refused.stdout)
         assert row["status"] == "rejected" and "at least 90% required" in row["error"]
-        assert len(llm.requests) == 3     # the first answer, and one revision that still drops them
+        assert len(llm.requests) == 3  # the first answer, and one revision that still drops them
         lax = cli(*base, "--force", "--min-carry-over", "0.5")
         assert lax.exit_code == 0, lax.output
         assert json.loads(lax.stdout)["status"] == "compacted" and len(llm.requests) == 4
@@ -327,8 +442,20 @@ def test_an_answer_with_a_lone_surrogate_is_stored_repaired(db, cli):
     add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = "## Goal\nFix the parser \ud800 in src/mod1.py"
-        result = cli("--db", db.url, "compact", "--all", "--json", "--summarizer", "openai",
-                     "--base-url", llm.base_url, "--retries", "0", *LIMITS)
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "--all",
+            "--json",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--retries",
+            "0",
+            *LIMITS,
+        )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["status"] for r in rows] == ["compacted", "compacted"]
@@ -338,16 +465,46 @@ def test_an_answer_with_a_lone_surrogate_is_stored_repaired(db, cli):
 
 def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):
     add_session(db, 1, coding_session(40), model="gpt-4o")
-    result = cli("--db", db.url, "compact", "1", "--max-summary-tokens", "200", "--json",
-                 "--context-window", "12000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500")
+    result = cli(
+        "--db",
+        db.url,
+        "compact",
+        "1",
+        "--max-summary-tokens",
+        "200",
+        "--json",
+        "--context-window",
+        "12000",
+        "--reserve-tokens",
+        "1000",
+        "--keep-recent-tokens",
+        "1500",
+    )
     assert result.exit_code == 0, result.output
     assert count_text(Store(db.engine).latest_compaction(1).summary) <= 200
     add_session(db, 2, coding_session(40, tag="s"), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = "## Goal\n" + "a long summary line\n" * 200
-        result = cli("--db", db.url, "compact", "2", "--summarizer", "openai",
-                     "--base-url", llm.base_url, "--max-summary-tokens", "200", "--retries", "0",
-                     "--context-window", "12000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500")
+        result = cli(
+            "--db",
+            db.url,
+            "compact",
+            "2",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            llm.base_url,
+            "--max-summary-tokens",
+            "200",
+            "--retries",
+            "0",
+            "--context-window",
+            "12000",
+            "--reserve-tokens",
+            "1000",
+            "--keep-recent-tokens",
+            "1500",
+        )
     assert result.exit_code == 1 and "over its budget of 200 tokens" in result.output
     # Both figures, named: the text's (what the budget bounds) and the message's (what the
     # report's `summary:` line and tokens_after count).
@@ -362,9 +519,13 @@ def test_quality_is_stored_and_shown(db, cli):
     cp = Store(db.engine).latest_compaction(1)
     q = cp.details["quality"]
     assert q["facts"] > 0 and 0 < q["retention"] <= 1 and q["summary_tokens"] == cp.summary_tokens
-    assert f"summary:            {cp.summary_tokens} tokens, retention {q['retention']:.0%}" in result.output
+    assert (
+        f"summary:            {cp.summary_tokens} tokens, retention {q['retention']:.0%}"
+        in result.output
+    )
     assert cp.details["summarised_messages"] == len(
-        [1 for r in db.rows("SELECT id FROM agent_message") if r["id"] < cp.first_kept_message_id])
+        [1 for r in db.rows("SELECT id FROM agent_message") if r["id"] < cp.first_kept_message_id]
+    )
     assert_valid_context(Store(db.engine), 1)
 
 
@@ -380,9 +541,11 @@ def test_errors_are_one_line(db, cli):
         assert result.exit_code == 2 and "a number and a unit" in result.output
     result = cli("--db", db.url, "compact", "--all", "--summarizer", "openai", env=_no_keys())
     assert result.exit_code == 1
-    assert result.output.strip() == ("Error: --summarizer openai needs an endpoint or a key: set "
-                                     "OPENAI_API_KEY (api.openai.com), or --base-url / OPENAI_BASE_URL "
-                                     "for a compatible server; --summarizer extractive needs neither")
+    assert result.output.strip() == (
+        "Error: --summarizer openai needs an endpoint or a key: set "
+        "OPENAI_API_KEY (api.openai.com), or --base-url / OPENAI_BASE_URL "
+        "for a compatible server; --summarizer extractive needs neither"
+    )
 
 
 def test_one_session_honours_row_formats(db, cli):
@@ -396,11 +559,21 @@ def test_one_session_honours_row_formats(db, cli):
 def test_the_documented_cron_line_works_from_a_bare_environment(sqlite_db, cli):
     db = sqlite_db
     add_session(db, 1, coding_session(12), model="gpt-4o")
-    env = {"PATH": "/usr/bin:/bin", "CTXTOOL_DATABASE_URL": db.url, "CTXTOOL_COMPACT_OLDER_THAN": "0s",
-           "HOME": os.environ.get("HOME", "/tmp")}
-    out = subprocess.run([str(ROOT / "scripts" / "cron-compact.sh"), *LIMITS], env=env,
-                         capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CTXTOOL_DATABASE_URL": db.url,
+        "CTXTOOL_COMPACT_OLDER_THAN": "0s",
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "cron-compact.sh"), *LIMITS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "command not found" not in out.stderr
-    assert [json.loads(line)["status"] for line in out.stdout.splitlines() if line.startswith("{")] \
-        == ["compacted"]
+    assert [
+        json.loads(line)["status"] for line in out.stdout.splitlines() if line.startswith("{")
+    ] == ["compacted"]

@@ -7,12 +7,10 @@ import json
 import sqlalchemy as sa
 
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
+from ctxtool.store import Store
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
-from ctxtool.store import Store
-
-from .builders import add_session
-from .builders import LIMITS, coding_session
+from .builders import LIMITS, add_session, coding_session
 
 
 def msg(i, role="user", session=1, **kw):
@@ -20,8 +18,12 @@ def msg(i, role="user", session=1, **kw):
 
 
 def call(i, cid):
-    return msg(i, "assistant", content=None,
-               tool_calls=[{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}])
+    return msg(
+        i,
+        "assistant",
+        content=None,
+        tool_calls=[{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    )
 
 
 def test_restore_context_takes_the_suffix_of_the_latest_checkpoint_only():
@@ -39,10 +41,17 @@ def test_restore_context_takes_the_suffix_of_the_latest_checkpoint_only():
 
 
 def test_tool_messages_round_trip_to_openai_shape():
-    ctx = restore_context(1, None, None, [call(1, "c1"), msg(2, "tool", tool_call_id="c1", content="ok")])
+    ctx = restore_context(
+        1, None, None, [call(1, "c1"), msg(2, "tool", tool_call_id="c1", content="ok")]
+    )
     assert ctx.to_openai() == [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "content": "ok", "tool_call_id": "c1"},
     ]
 
@@ -58,8 +67,12 @@ def test_validation_rules():
     rules = [(i.rule, i.compaction_id) for i in validate_session(1, cps, refs, [])]
     assert rules == [
         ("cut_orphans_tool_result", 2),
-        ("first_kept_other_session", 3), ("chain_broken", 3), ("empty_summary", 3),
-        ("first_kept_missing", 4), ("cut_moved_back", 4), ("not_smaller", 4),
+        ("first_kept_other_session", 3),
+        ("chain_broken", 3),
+        ("empty_summary", 3),
+        ("first_kept_missing", 4),
+        ("cut_moved_back", 4),
+        ("not_smaller", 4),
     ]
     assert validate_session(1, cps[:1], refs, []) == []
 
@@ -68,8 +81,10 @@ def test_restored_messages_rules():
     ok = [msg(1), call(2, "a"), msg(3, "tool", tool_call_id="a"), call(4, "b")]
     assert validate_restored_messages(1, ok) == []  # a trailing call may still be waiting
     bad = [msg(3, "tool", tool_call_id="a"), call(4, "b"), msg(5)]
-    assert [i.rule for i in validate_restored_messages(1, bad)] == ["orphan_tool_result",
-                                                                     "unanswered_tool_call"]
+    assert [i.rule for i in validate_restored_messages(1, bad)] == [
+        "orphan_tool_result",
+        "unanswered_tool_call",
+    ]
 
 
 def test_cli_context_show_and_validate(db, cli):
@@ -83,16 +98,19 @@ def test_cli_context_show_and_validate(db, cli):
     assert "[summary of checkpoint" in result.output and "You are a coder." in result.output
 
     doc = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
-    kept = db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id >= :i",
-                     i=cp["first_kept_message_id"])
+    kept = db.scalar(
+        "SELECT COUNT(*) FROM agent_message WHERE session_id = 1 AND id >= :i",
+        i=cp["first_kept_message_id"],
+    )
     assert doc["messages_kept"] == kept and len(doc["messages"]) == kept + 2
     assert doc["messages"][1]["content"] == SUMMARY_PREFIX + cp["summary"]
     assert doc["summary"] == cp["summary"] and doc["system_prompt"] == "You are a coder."
     assert doc["context_tokens"] > 0
     listed = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
-    assert listed == [{k: v for k, v in m.items()
-                       if k not in ("id", "created_at", "token_count", "kind")}
-                      for m in doc["messages"]]
+    assert listed == [
+        {k: v for k, v in m.items() if k not in ("id", "created_at", "token_count", "kind")}
+        for m in doc["messages"]
+    ]
 
     result = cli("--db", db.url, "context", "show", "99")
     assert result.exit_code == 1 and "session 99 does not exist" in result.output
@@ -101,8 +119,10 @@ def test_cli_context_show_and_validate(db, cli):
     assert result.exit_code == 0 and json.loads(result.stdout) == []
 
     # Corrupt the checkpoint the way a buggy runtime would: cut at a tool result.
-    tool_id = db.scalar("SELECT MIN(id) FROM agent_message WHERE role = 'tool' AND id > :i",
-                        i=cp["first_kept_message_id"])
+    tool_id = db.scalar(
+        "SELECT MIN(id) FROM agent_message WHERE role = 'tool' AND id > :i",
+        i=cp["first_kept_message_id"],
+    )
     with db.engine.begin() as conn:
         conn.exec_driver_sql(f"UPDATE agent_compaction SET first_kept_message_id = {tool_id}")
     result = cli("--db", db.url, "validate", "--session", "1", "--json")
@@ -117,11 +137,18 @@ def test_cli_sessions_list(db, cli):
     with db.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE agent_session SET project_id = 'shop' WHERE session_id = 2")
     rows = json.loads(cli("--db", db.url, "sessions", "list", "--json").stdout)
-    assert [(r["session_id"], r["messages"], r["compactions"]) for r in rows] == [(2, 4, 0), (1, 8, 0)]
+    assert [(r["session_id"], r["messages"], r["compactions"]) for r in rows] == [
+        (2, 4, 0),
+        (1, 8, 0),
+    ]
     rows = json.loads(cli("--db", db.url, "sessions", "list", "--project", "shop", "--json").stdout)
     assert [r["session_id"] for r in rows] == [2]
     result = cli("--db", db.url, "sessions", "list", "--limit", "1")
-    assert result.exit_code == 0 and "claude-sonnet-4-5" in result.output and "gpt-4o" not in result.output
+    assert (
+        result.exit_code == 0
+        and "claude-sonnet-4-5" in result.output
+        and "gpt-4o" not in result.output
+    )
 
 
 def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
@@ -136,8 +163,12 @@ def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
     results = {}
 
     def read_all():
-        for name, args in (("show", ["context", "show", "1", "--json"]), ("list", ["sessions", "list"]),
-                           ("report", ["tokens", "report"]), ("validate", ["validate"])):
+        for name, args in (
+            ("show", ["context", "show", "1", "--json"]),
+            ("list", ["sessions", "list"]),
+            ("report", ["tokens", "report"]),
+            ("validate", ["validate"]),
+        ):
             results[name] = cli("--db", db.url, *args).exit_code
 
     reader = threading.Thread(target=read_all)
@@ -153,17 +184,22 @@ def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
 def _compacted_session_with_a_gap(db):
     """A session whose ids skip 11 (a writer that will commit late holds it), compacted once
     past it with the extractive summarizer; returns the checkpoint."""
-    from ctxtool.compaction import Compactor, CompactionSettings, ExtractiveSummarizer
+    from ctxtool.compaction import CompactionSettings, Compactor, ExtractiveSummarizer
     from ctxtool.db.schema import agent_message, agent_session
+
     from .builders import coding_session
 
     rows = coding_session(12)
     with db.engine.begin() as conn:
         conn.execute(agent_session.insert().values(session_id=1, model="gpt-4o"))
         for i, row in enumerate(rows, start=1):
-            conn.execute(agent_message.insert().values(
-                id=i if i < 11 else i + 1, session_id=1,
-                **{"content": None, "tool_calls": None, "tool_call_id": None, **row}))
+            conn.execute(
+                agent_message.insert().values(
+                    id=i if i < 11 else i + 1,
+                    session_id=1,
+                    **{"content": None, "tool_calls": None, "tool_call_id": None, **row},
+                )
+            )
     settings = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
     outcome = Compactor(db.engine, ExtractiveSummarizer(), settings).compact_session(1, force=True)
     assert outcome.status == "compacted", outcome
@@ -172,20 +208,22 @@ def _compacted_session_with_a_gap(db):
     return cp
 
 
-def test_validate_finds_a_message_committed_late_inside_a_summarised_range(db, cli):
+def test_validate_finds_a_message_committed_late_inside_a_summarized_range(db, cli):
     cp = _compacted_session_with_a_gap(db)
     assert cli("--db", db.url, "validate").exit_code == 0
     with db.engine.begin() as conn:  # the late writer commits id 11, below the cut
-        conn.exec_driver_sql("INSERT INTO agent_message (id, session_id, role, content, created_at) "
-                             "VALUES (11, 1, 'user', 'late', '2024-01-01 00:00:00')")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message (id, session_id, role, content, created_at) "
+            "VALUES (11, 1, 'user', 'late', '2024-01-01 00:00:00')"
+        )
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 1, result.output
     [issue] = [i for i in json.loads(result.stdout) if i["rule"] == "message_outside_summary"]
     assert issue["compaction_id"] == cp.id and issue["message_id"] == 11
 
 
-def test_validate_names_a_summarised_message_that_was_deleted(db, cli):
-    """Found by review: a deleted summarised message made validate name other, summarised,
+def test_validate_names_a_summarized_message_that_was_deleted(db, cli):
+    """Found by review: a deleted summarized message made validate name other, summarized,
     messages as left out of the summary."""
     cp = _compacted_session_with_a_gap(db)
     with db.engine.begin() as conn:
@@ -200,15 +238,35 @@ def test_validate_names_a_summarised_message_that_was_deleted(db, cli):
 
 
 def test_validate_reports_a_restored_context_over_its_window(db, cli):
-    add_session(db, 1, [{"role": "user", "content": "start"},
-                        {"role": "assistant", "content": "word " * 6000}], model="gpt-4o")
-    result = cli("--db", db.url, "validate", "--context-window", "4000", "--reserve-tokens",
-                 "16384", "--json")
+    add_session(
+        db,
+        1,
+        [{"role": "user", "content": "start"}, {"role": "assistant", "content": "word " * 6000}],
+        model="gpt-4o",
+    )
+    result = cli(
+        "--db",
+        db.url,
+        "validate",
+        "--context-window",
+        "4000",
+        "--reserve-tokens",
+        "16384",
+        "--json",
+    )
     assert result.exit_code == 2 and "--reserve-tokens 16384 leaves nothing" in result.output
     found = []
     for _ in range(2):  # nothing counted yet (measured in memory, nothing written), then counted
-        result = cli("--db", db.url, "validate", "--context-window", "4000",
-                     "--reserve-tokens", "500", "--json")
+        result = cli(
+            "--db",
+            db.url,
+            "validate",
+            "--context-window",
+            "4000",
+            "--reserve-tokens",
+            "500",
+            "--json",
+        )
         assert result.exit_code == 1
         [issue] = json.loads(result.stdout)
         assert issue["rule"] == "over_window" and "threshold of 3500" in issue["message"]
@@ -224,9 +282,15 @@ def test_validate_warns_when_a_summary_kept_little(db, cli):
 
     ids = add_session(db, 1, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     with db.engine.begin() as conn:
-        conn.execute(agent_compaction.insert().values(
-            session_id=1, summary="s", first_kept_message_id=ids[1], parent_compaction_id=0,
-            details={"quality": {"retention": 0.2, "carry_over": 0.95}}))
+        conn.execute(
+            agent_compaction.insert().values(
+                session_id=1,
+                summary="s",
+                first_kept_message_id=ids[1],
+                parent_compaction_id=0,
+                details={"quality": {"retention": 0.2, "carry_over": 0.95}},
+            )
+        )
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 0  # a warning only
     [issue] = json.loads(result.stdout)
@@ -239,11 +303,23 @@ def test_loaded_messages_carry_every_column_as_written(db):
     from datetime import datetime
 
     when = datetime(2026, 3, 4, 5, 6, 7, 890123)
-    calls = [{"id": "call_é", "type": "function",
-              "function": {"name": "read", "arguments": '{"path": "日本/ü.py"}'}}]
+    calls = [
+        {
+            "id": "call_é",
+            "type": "function",
+            "function": {"name": "read", "arguments": '{"path": "日本/ü.py"}'},
+        }
+    ]
     written = [
-        {"role": "user", "content": "Grüße 🚀 \x00 \\ ' \"", "created_at": when,
-         "source_id": "rec-1", "name": "alice", "token_count": 12, "token_encoding": "o200k_base"},
+        {
+            "role": "user",
+            "content": "Grüße 🚀 \x00 \\ ' \"",
+            "created_at": when,
+            "source_id": "rec-1",
+            "name": "alice",
+            "token_count": 12,
+            "token_encoding": "o200k_base",
+        },
         {"role": "assistant", "content": None, "tool_calls": calls, "details": {"k": [1, None]}},
         {"role": "tool", "content": "", "tool_call_id": "call_é"},
     ]
@@ -251,9 +327,16 @@ def test_loaded_messages_carry_every_column_as_written(db):
     loaded = Store(db.engine).messages(1)
     assert [m.id for m in loaded] == ids
     first, second, third = loaded
-    assert (first.session_id, first.role, first.content, first.created_at, first.source_id,
-            first.name, first.token_count, first.token_encoding) == (
-        1, "user", "Grüße 🚀 \x00 \\ ' \"", when, "rec-1", "alice", 12, "o200k_base")
+    assert (
+        first.session_id,
+        first.role,
+        first.content,
+        first.created_at,
+        first.source_id,
+        first.name,
+        first.token_count,
+        first.token_encoding,
+    ) == (1, "user", "Grüße 🚀 \x00 \\ ' \"", when, "rec-1", "alice", 12, "o200k_base")
     assert type(first.id) is int and type(first.token_count) is int
     assert isinstance(second.created_at, datetime)
     assert (second.content, second.tool_calls, second.details) == (None, calls, {"k": [1, None]})
@@ -277,17 +360,30 @@ def test_mysql_timestamps_read_as_pymysql_reads_them(mysql_db):
     import pymysql
     from pymysql.converters import convert_datetime
 
-    values = ["2026-03-04 05:06:07", "2026-03-04 05:06:07.890123", "2026-03-04 05:06:07.89",
-              "1000-01-01 00:00:00", "9999-12-31 23:59:59.999999"]
-    selects = [f"CAST('{v}' AS DATETIME(6))" for v in values] + \
-        [f"CAST('{v}' AS DATETIME)" for v in values] + \
-        [f"CAST('{v}' AS DATETIME(2))" for v in values] + ["CAST(NULL AS DATETIME)"]
+    values = [
+        "2026-03-04 05:06:07",
+        "2026-03-04 05:06:07.890123",
+        "2026-03-04 05:06:07.89",
+        "1000-01-01 00:00:00",
+        "9999-12-31 23:59:59.999999",
+    ]
+    selects = (
+        [f"CAST('{v}' AS DATETIME(6))" for v in values]
+        + [f"CAST('{v}' AS DATETIME)" for v in values]
+        + [f"CAST('{v}' AS DATETIME(2))" for v in values]
+        + ["CAST(NULL AS DATETIME)"]
+    )
     query = "SELECT " + ", ".join(selects)
     with mysql_db.engine.connect() as conn:
         ours = tuple(conn.exec_driver_sql(query).one())
     url = mysql_db.engine.url
-    bare = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
-                           password=url.password or "", database=url.database)
+    bare = pymysql.connect(
+        host=url.host,
+        port=url.port or 3306,
+        user=url.username,
+        password=url.password or "",
+        database=url.database,
+    )
     try:
         cur = bare.cursor()
         cur.execute(query)
@@ -297,22 +393,37 @@ def test_mysql_timestamps_read_as_pymysql_reads_them(mysql_db):
     assert ours == theirs
     assert ours[1].microsecond == 890123 and ours[2].microsecond == 890000
     # What no CAST produces but a zero-date sql_mode or a broken row can: text, as PyMySQL.
-    from ctxtool.db.engine import _pymysql_conversions
     from pymysql.constants import FIELD_TYPE
+
+    from ctxtool.db.engine import _pymysql_conversions
+
     to_datetime = _pymysql_conversions()[FIELD_TYPE.DATETIME]
     with mysql_db.engine.connect() as conn:  # installed on ctxtool's connections
-        assert conn.connection.dbapi_connection.decoders[FIELD_TYPE.DATETIME] is not convert_datetime
-    for text in ["0000-00-00 00:00:00", "2007-02-31 23:06:20", "2026-03-04 05:06:07.1234567",
-                 "2026-03-04T05:06:07", "2026-03-04 05:06:07+01:00", b"2026-03-04 05:06:07",
-                 "2026-03-04x05:06:07", "2026-W10-3 05:06:07", "2026-03-04 05:06:07,890123",
-                 "2026-03-04 05:06:07.890+01", "2026-03-04 05:06:07.000000", " 2026-03-04 05:06:07"]:
+        assert (
+            conn.connection.dbapi_connection.decoders[FIELD_TYPE.DATETIME] is not convert_datetime
+        )
+    for text in [
+        "0000-00-00 00:00:00",
+        "2007-02-31 23:06:20",
+        "2026-03-04 05:06:07.1234567",
+        "2026-03-04T05:06:07",
+        "2026-03-04 05:06:07+01:00",
+        b"2026-03-04 05:06:07",
+        "2026-03-04x05:06:07",
+        "2026-W10-3 05:06:07",
+        "2026-03-04 05:06:07,890123",
+        "2026-03-04 05:06:07.890+01",
+        "2026-03-04 05:06:07.000000",
+        " 2026-03-04 05:06:07",
+    ]:
         assert to_datetime(text) == convert_datetime(text), text
     # Generated: the valid shape with characters swapped for others fromisoformat might take.
     import random
+
     rng = random.Random(13)
     alphabet = "0123456789-: T.,+Wx\u0663"
     for _ in range(20_000):
-        chars = list("2026-03-04 05:06:07.890123"[:rng.choice((19, 26))])
+        chars = list("2026-03-04 05:06:07.890123"[: rng.choice((19, 26))])
         for _ in range(rng.randint(1, 3)):
             chars[rng.randrange(len(chars))] = rng.choice(alphabet)
         text = "".join(chars)
@@ -337,19 +448,26 @@ def test_times_a_runtime_wrote_in_other_shapes_read_everywhere(sqlite_db, cli):
     traceback on the first of them."""
     from ctxtool.db.stored_time import parse_stored_time
 
-    shapes = {"1700000005": "2023-11-14T22:13:25", "1700000005123": "2023-11-14T22:13:25.123000",
-              "2026-03-01T10:00:00+02:00": "2026-03-01T08:00:00", "2026-03-01T10:00:00Z":
-              "2026-03-01T10:00:00", "yesterday": None, "": None}
+    shapes = {
+        "1700000005": "2023-11-14T22:13:25",
+        "1700000005123": "2023-11-14T22:13:25.123000",
+        "2026-03-01T10:00:00+02:00": "2026-03-01T08:00:00",
+        "2026-03-01T10:00:00Z": "2026-03-01T10:00:00",
+        "yesterday": None,
+        "": None,
+    }
     for text, expected in shapes.items():
         parsed = parse_stored_time(text)
         assert (parsed.isoformat() if parsed else None) == expected, text
     ids = add_session(sqlite_db, 1, coding_session(24), model="gpt-4o")
     with sqlite_db.engine.begin() as conn:
         for message_id, text in zip(ids, shapes):
-            conn.exec_driver_sql("UPDATE agent_message SET created_at = ? WHERE id = ?",
-                                 (text, message_id))
-        conn.exec_driver_sql("UPDATE agent_message SET created_at = 1700000099 WHERE id = ?",
-                             (ids[-1],))  # an integer, as a driver binds Date.now() / 1000
+            conn.exec_driver_sql(
+                "UPDATE agent_message SET created_at = ? WHERE id = ?", (text, message_id)
+            )
+        conn.exec_driver_sql(
+            "UPDATE agent_message SET created_at = 1700000099 WHERE id = ?", (ids[-1],)
+        )  # an integer, as a driver binds Date.now() / 1000
     url = sqlite_db.url
     compacted = cli("--db", url, "compact", "--all", "--json", *LIMITS)
     assert compacted.exit_code == 0, compacted.output
@@ -358,9 +476,14 @@ def test_times_a_runtime_wrote_in_other_shapes_read_everywhere(sqlite_db, cli):
     assert shown.exit_code == 0, shown.output
     by_id = {m["id"]: m["created_at"] for m in json.loads(shown.stdout)["messages"]}
     assert by_id[ids[-1]] == "2023-11-14 22:14:59"
-    for args in (["context", "export", "1", "--format", "html"], ["context", "checkpoints", "1"],
-                 ["tokens", "report"], ["sessions", "list", "--over-window", "--json"],
-                 ["sessions", "list", "--since", "30d"], ["validate", "--json"]):
+    for args in (
+        ["context", "export", "1", "--format", "html"],
+        ["context", "checkpoints", "1"],
+        ["tokens", "report"],
+        ["sessions", "list", "--over-window", "--json"],
+        ["sessions", "list", "--since", "30d"],
+        ["validate", "--json"],
+    ):
         result = cli("--db", url, *args)
         assert result.exit_code == 0, (args, result.output)
         assert "internal error" not in result.output
@@ -373,19 +496,29 @@ def test_zero_dates_mariadb_keeps_read_as_no_time(mysql_db, cli):
     with mysql_db.engine.begin() as conn:
         conn.exec_driver_sql("SET SESSION sql_mode = ''")
         conn.exec_driver_sql("UPDATE agent_session SET created_at = '0000-00-00 00:00:00'")
-        conn.exec_driver_sql(f"UPDATE agent_message SET created_at = '2026-02-31 10:00:00' "
-                             f"WHERE id IN ({ids[0]}, {ids[-1]})")
+        conn.exec_driver_sql(
+            f"UPDATE agent_message SET created_at = '2026-02-31 10:00:00' "
+            f"WHERE id IN ({ids[0]}, {ids[-1]})"
+        )
     assert mysql_db.scalar("SELECT COUNT(*) FROM agent_message WHERE created_at = 0") == 2
     url = mysql_db.url
     assert cli("--db", url, "compact", "1", *LIMITS).exit_code == 0
     shown = cli("--db", url, "context", "show", "1", "--json")
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["messages"][-1]["created_at"] is None
-    for args in (["context", "export", "1", "--format", "html"], ["context", "export", "1"],
-                 ["sessions", "list"], ["sessions", "list", "--since", "30d", "--json"],
-                 ["tokens", "report"], ["validate"]):
+    for args in (
+        ["context", "export", "1", "--format", "html"],
+        ["context", "export", "1"],
+        ["sessions", "list"],
+        ["sessions", "list", "--since", "30d", "--json"],
+        ["tokens", "report"],
+        ["validate"],
+    ):
         result = cli("--db", url, *args)
-        assert result.exit_code == 0 and "internal error" not in result.output, (args, result.output)
+        assert result.exit_code == 0 and "internal error" not in result.output, (
+            args,
+            result.output,
+        )
 
 
 def _two_checkpoints(db, first_cut: int, second_cut: int) -> tuple[list[int], int, int]:
@@ -393,22 +526,43 @@ def _two_checkpoints(db, first_cut: int, second_cut: int) -> tuple[list[int], in
     cut at the ``first_cut``-th and ``second_cut``-th message (0-based)."""
     from ctxtool.db.schema import agent_compaction
 
-    ids = add_session(db, 1, [
-        {"role": "user", "content": "q1"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "A", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
-        {"role": "user", "content": "(a notice the runtime wrote)"},
-        {"role": "tool", "tool_call_id": "A", "content": "the result"},
-        {"role": "assistant", "content": "a1"},
-        {"role": "user", "content": "q2"},
-        {"role": "assistant", "content": "a2"}], model="gpt-4o")
+    ids = add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "q1"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "A", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+                ],
+            },
+            {"role": "user", "content": "(a notice the runtime wrote)"},
+            {"role": "tool", "tool_call_id": "A", "content": "the result"},
+            {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": "q2"},
+            {"role": "assistant", "content": "a2"},
+        ],
+        model="gpt-4o",
+    )
     with db.engine.begin() as conn:
-        first = conn.execute(agent_compaction.insert().values(
-            session_id=1, summary="first", first_kept_message_id=ids[first_cut],
-            parent_compaction_id=0)).inserted_primary_key[0]
-        second = conn.execute(agent_compaction.insert().values(
-            session_id=1, summary="second", first_kept_message_id=ids[second_cut],
-            parent_compaction_id=first)).inserted_primary_key[0]
+        first = conn.execute(
+            agent_compaction.insert().values(
+                session_id=1,
+                summary="first",
+                first_kept_message_id=ids[first_cut],
+                parent_compaction_id=0,
+            )
+        ).inserted_primary_key[0]
+        second = conn.execute(
+            agent_compaction.insert().values(
+                session_id=1,
+                summary="second",
+                first_kept_message_id=ids[second_cut],
+                parent_compaction_id=first,
+            )
+        ).inserted_primary_key[0]
     return ids, first, second
 
 
@@ -418,27 +572,35 @@ def test_validate_finds_a_tool_result_orphaned_in_an_earlier_context(db, cli):
     a user message). The second checkpoint's cut is fine, so the restored context is valid."""
     ids, first, second = _two_checkpoints(db, 2, 5)
     shown = json.loads(cli("--db", db.url, "context", "show", "1", "--at", first, "--json").stdout)
-    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] != "message"] == \
-        [(None, "summary"), (ids[3], "orphan_result")]
+    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] != "message"] == [
+        (None, "summary"),
+        (ids[3], "orphan_result"),
+    ]
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 1, result.output
     [issue] = json.loads(result.stdout)
-    assert (issue["rule"], issue["compaction_id"], issue["message_id"]) == \
-        ("orphan_tool_result", first, ids[3])
+    assert (issue["rule"], issue["compaction_id"], issue["message_id"]) == (
+        "orphan_tool_result",
+        first,
+        ids[3],
+    )
     assert f"context checkpoint {first} restored to (until checkpoint {second}" in issue["message"]
 
     def cut_at(checkpoint, message):
         with db.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE agent_compaction SET first_kept_message_id = :m "
-                                 "WHERE id = :c"), {"m": message, "c": checkpoint})
+            conn.execute(
+                sa.text("UPDATE agent_compaction SET first_kept_message_id = :m WHERE id = :c"),
+                {"m": message, "c": checkpoint},
+            )
 
     cut_at(first, ids[1])  # it keeps the call: nothing to report
     assert cli("--db", db.url, "validate", "--json").stdout.strip() == "[]"
     cut_at(first, ids[2])
     cut_at(second, ids[2])  # orphaned in both contexts: named once, by the restored one
     issues = json.loads(cli("--db", db.url, "validate", "--json").stdout)
-    assert [(i["rule"], i["compaction_id"], i["message_id"]) for i in issues
-            if i["severity"] == "error"] == [("orphan_tool_result", None, ids[3])]
+    assert [
+        (i["rule"], i["compaction_id"], i["message_id"]) for i in issues if i["severity"] == "error"
+    ] == [("orphan_tool_result", None, ids[3])]
 
 
 def test_a_message_of_no_chat_role_is_sent_as_a_user_message_and_reported(db, cli):
@@ -450,43 +612,68 @@ def test_a_message_of_no_chat_role_is_sent_as_a_user_message_and_reported(db, cl
 
     from .test_inspect_cli import chat_completions_errors
 
-    ids = add_session(db, 1, [{"role": "user", "content": "hi"},
-                              {"role": "function", "content": "legacy", "name": "bash"},
-                              {"role": "weirdrole", "content": "w"},
-                              {"role": "", "content": None},
-                              {"role": "assistant", "content": "done"},
-                              {"role": "developer", "content": "be brief"}], model="gpt-4o")
+    ids = add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "function", "content": "legacy", "name": "bash"},
+            {"role": "weirdrole", "content": "w"},
+            {"role": "", "content": None},
+            {"role": "assistant", "content": "done"},
+            {"role": "developer", "content": "be brief"},
+        ],
+        model="gpt-4o",
+    )
     sent = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
     assert chat_completions_errors(sent) == []
     assert [m["role"] for m in sent] == ["user"] * 4 + ["assistant", "developer"]
     assert [m["content"] for m in sent[1:4]] == [
         FOREIGN_ROLE_PREFIX.format(role="function") + "legacy",
-        FOREIGN_ROLE_PREFIX.format(role="weirdrole") + "w", FOREIGN_ROLE_PREFIX.format(role="")]
+        FOREIGN_ROLE_PREFIX.format(role="weirdrole") + "w",
+        FOREIGN_ROLE_PREFIX.format(role=""),
+    ]
     shown = json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)
-    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] == "foreign_role"] == \
-        [(i, "foreign_role") for i in ids[1:4]]
+    assert [(m["id"], m["kind"]) for m in shown["messages"] if m["kind"] == "foreign_role"] == [
+        (i, "foreign_role") for i in ids[1:4]
+    ]
     human = cli("--db", db.url, "context", "show", "1", "--full").output
-    assert "stored with role 'weirdrole', which is not a chat role (sent as a user message)" in human
+    assert (
+        "stored with role 'weirdrole', which is not a chat role (sent as a user message)" in human
+    )
     # Stored counts (made of the message as stored) do not apply to what is sent instead.
     before = shown["context_tokens"]
     assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
-    assert json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)[
-        "context_tokens"] == before
+    assert (
+        json.loads(cli("--db", db.url, "context", "show", "1", "--json").stdout)["context_tokens"]
+        == before
+    )
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 0, result.output  # warnings alone
-    assert [(i["rule"], i["severity"], i["message_id"]) for i in json.loads(result.stdout)] == \
-        [("unknown_role", "warning", i) for i in ids[1:4]]
+    assert [(i["rule"], i["severity"], i["message_id"]) for i in json.loads(result.stdout)] == [
+        ("unknown_role", "warning", i) for i in ids[1:4]
+    ]
 
     call = {"id": "k", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-    twice = add_session(db, 2, [{"role": "user", "content": "go"},
-                                {"role": "assistant", "content": None, "tool_calls": [call, call]},
-                                {"role": "tool", "content": "ok", "tool_call_id": "k"},
-                                {"role": "assistant", "content": "done"}], model="gpt-4o")
+    twice = add_session(
+        db,
+        2,
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call, call]},
+            {"role": "tool", "content": "ok", "tool_call_id": "k"},
+            {"role": "assistant", "content": "done"},
+        ],
+        model="gpt-4o",
+    )
     result = cli("--db", db.url, "validate", "2", "--json")
     assert result.exit_code == 1, result.output
     [issue] = json.loads(result.stdout)
-    assert (issue["rule"], issue["severity"], issue["message_id"]) == \
-        ("duplicate_tool_call_id", "error", twice[1])
+    assert (issue["rule"], issue["severity"], issue["message_id"]) == (
+        "duplicate_tool_call_id",
+        "error",
+        twice[1],
+    )
     assert "with id 'k'" in issue["message"]
     # A result stored without a call id is named as such, never "None".
     add_session(db, 3, [{"role": "user", "content": "go"}, {"role": "tool", "content": "out"}])
@@ -500,14 +687,19 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
 
     ids = add_session(db, 1, [{"role": "user", "content": "q1"}, {"role": "user", "content": "q2"}])
     with db.engine.begin() as conn:
-        ghost = conn.execute(agent_compaction.insert().values(
-            session_id=99, summary="s", first_kept_message_id=ids[1],
-            parent_compaction_id=0)).inserted_primary_key[0]
+        ghost = conn.execute(
+            agent_compaction.insert().values(
+                session_id=99, summary="s", first_kept_message_id=ids[1], parent_compaction_id=0
+            )
+        ).inserted_primary_key[0]
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 1, result.output
     [issue] = json.loads(result.stdout)
-    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (99, "session_missing",
-                                                                           ghost)
+    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (
+        99,
+        "session_missing",
+        ghost,
+    )
     assert "no agent_session row" in issue["message"]
     result = cli("--db", db.url, "validate")
     assert result.exit_code == 1 and "Traceback" not in result.output
@@ -516,8 +708,11 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     result = cli("--db", db.url, "validate", "99", "--json")
     assert result.exit_code == 1, result.output
     [issue] = json.loads(result.stdout)
-    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (99, "session_missing",
-                                                                           ghost)
+    assert (issue["session_id"], issue["rule"], issue["compaction_id"]) == (
+        99,
+        "session_missing",
+        ghost,
+    )
     assert cli("--db", db.url, "validate", "1", "--json").stdout.strip() == "[]"
     for unknown in ("98", "nope"):  # no row and no checkpoint: still unknown
         result = cli("--db", db.url, "validate", unknown)
@@ -526,7 +721,8 @@ def test_validate_reports_checkpoints_of_a_session_that_does_not_exist(db, cli):
     assert "remove them with `ctxtool sessions delete 99 --yes`" in issue["message"]
     result = cli("--db", db.url, "sessions", "delete", "99", "--json")
     assert result.exit_code == 2 and json.loads(result.stdout) == [
-        {"session_id": 99, "source": None, "messages": 0, "checkpoints": 1}]
+        {"session_id": 99, "source": None, "messages": 0, "checkpoints": 1}
+    ]
     result = cli("--db", db.url, "sessions", "delete", "99", "--yes")
     assert result.exit_code == 0, result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction WHERE session_id = 99") == 0
@@ -544,18 +740,31 @@ def _checkpoints_at_times(db, times: dict[int, str], second_at: str) -> None:
 
     from ctxtool.db.schema import agent_compaction
 
-    add_session(db, 1, [{"role": ("user", "assistant")[i % 2], "content": f"m{i + 1}"}
-                        for i in range(10)], model="gpt-4o")
+    add_session(
+        db,
+        1,
+        [{"role": ("user", "assistant")[i % 2], "content": f"m{i + 1}"} for i in range(10)],
+        model="gpt-4o",
+    )
     with db.engine.begin() as conn:
         for message_id, text in times.items():  # as written, not as ctxtool would write it
-            conn.execute(sa.text("UPDATE agent_message SET created_at = :t WHERE id = :i"),
-                         {"t": text, "i": message_id})
+            conn.execute(
+                sa.text("UPDATE agent_message SET created_at = :t WHERE id = :i"),
+                {"t": text, "i": message_id},
+            )
         for cid, cut in ((1, 3), (2, 5)):
-            conn.execute(agent_compaction.insert().values(
-                id=cid, session_id=1, summary=f"s{cid}", first_kept_message_id=cut,
-                parent_compaction_id=cid - 1))
-        conn.execute(sa.text("UPDATE agent_compaction SET created_at = :t WHERE id = 2"),
-                     {"t": second_at})
+            conn.execute(
+                agent_compaction.insert().values(
+                    id=cid,
+                    session_id=1,
+                    summary=f"s{cid}",
+                    first_kept_message_id=cut,
+                    parent_compaction_id=cid - 1,
+                )
+            )
+        conn.execute(
+            sa.text("UPDATE agent_compaction SET created_at = :t WHERE id = 2"), {"t": second_at}
+        )
 
 
 def _ids_at(cli, db, *args) -> list[int]:
@@ -570,16 +779,22 @@ def test_context_at_a_checkpoint_reads_times_in_every_shape(sqlite_db, cli):
     or an offset was compared by its characters, so the view lost messages it held. Messages
     5-10 were kept by checkpoint 2 (10:42 UTC): those written by then belong to checkpoint 1's
     context, the rest do not."""
-    _checkpoints_at_times(sqlite_db, {
-        1: "2026-12-01 08:00:00", 2: "2026-12-01 08:01:00", 3: "2026-12-01 09:00:00",
-        4: "2026-12-01 09:01:00",
-        5: "2026-12-01T09:46:10.5",             # T: sorted after '2026-12-01 10:42' as text
-        6: "2026-12-01T09:46:20Z",
-        7: "1764582400",                         # epoch seconds: 2025-12-01 09:46:40
-        8: "2026-12-01T12:00:00+02:00",          # 10:00 UTC: sorted after 10:42 as text
-        9: "2026-12-01T11:00:00",                # after checkpoint 2
-        10: "1796122800000",                     # epoch ms: 2026-12-01 11:00 UTC, after
-    }, "2026-12-01 10:42:00.000000")
+    _checkpoints_at_times(
+        sqlite_db,
+        {
+            1: "2026-12-01 08:00:00",
+            2: "2026-12-01 08:01:00",
+            3: "2026-12-01 09:00:00",
+            4: "2026-12-01 09:01:00",
+            5: "2026-12-01T09:46:10.5",  # T: sorted after '2026-12-01 10:42' as text
+            6: "2026-12-01T09:46:20Z",
+            7: "1764582400",  # epoch seconds: 2025-12-01 09:46:40
+            8: "2026-12-01T12:00:00+02:00",  # 10:00 UTC: sorted after 10:42 as text
+            9: "2026-12-01T11:00:00",  # after checkpoint 2
+            10: "1796122800000",  # epoch ms: 2026-12-01 11:00 UTC, after
+        },
+        "2026-12-01 10:42:00.000000",
+    )
     assert _ids_at(cli, sqlite_db, "--at", "1") == [3, 4, 5, 6, 7, 8]
     assert _ids_at(cli, sqlite_db) == [5, 6, 7, 8, 9, 10]  # the latest: everything after its cut
     # sessions list --since compared the same way: the session's own time in another shape.
@@ -599,20 +814,30 @@ def test_context_at_a_checkpoint_whose_time_is_a_zero_date(mysql_db, cli):
     _checkpoints_at_times(mysql_db, {}, "2026-12-01 10:42:00")
     with mysql_db.engine.begin() as conn:
         conn.exec_driver_sql("SET SESSION sql_mode = ''")
-        conn.exec_driver_sql("UPDATE agent_compaction SET created_at = '0000-00-00 00:00:00' "
-                             "WHERE id = 2")
+        conn.exec_driver_sql(
+            "UPDATE agent_compaction SET created_at = '0000-00-00 00:00:00' WHERE id = 2"
+        )
         conn.exec_driver_sql("UPDATE agent_message SET created_at = '2026-12-01 09:00:00'")
     assert _ids_at(cli, mysql_db, "--at", "1") == list(range(3, 11))
 
 
 def test_a_tool_result_stored_without_a_call_id_never_says_none(db, cli):
     """Found by review: "Result of tool call None" went to the API, "answers call None" to validate."""
-    add_session(db, 1, [{"role": "user", "content": "go"},
-                        {"role": "tool", "content": "res", "tool_call_id": None}])
+    add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "go"},
+            {"role": "tool", "content": "res", "tool_call_id": None},
+        ],
+    )
     result = cli("--db", db.url, "context", "show", "1", "--openai")
     assert result.exit_code == 0, result.output
-    messages = json.loads(result.stdout)["messages"] if result.stdout.lstrip().startswith("{") \
+    messages = (
+        json.loads(result.stdout)["messages"]
+        if result.stdout.lstrip().startswith("{")
         else json.loads(result.stdout)
+    )
     resent = [m for m in messages if "res" in (m.get("content") or "")]
     assert resent[0]["role"] == "user" and "None" not in resent[0]["content"]
     assert resent[0]["content"].startswith("Result of tool call with no recorded id")
@@ -625,22 +850,47 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
     """A runtime reusing a call id in a later turn: each result answers the latest earlier call
     of its id still without one, in validate as in what is sent (a result of an id already
     answered is resent as a user message, a later call of it without result is unanswered)."""
+
     def call(text):
-        return {"role": "assistant", "content": text, "tool_calls": [
-            {"id": "A", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+        return {
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [
+                {"id": "A", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        }
 
     def result(text):
         return {"role": "tool", "content": text, "tool_call_id": "A"}
 
-    ids = add_session(db, 1, [{"role": "user", "content": "go"}, call("one"), result("r1"),
-                              call("two"), result("r2"), result("r2 again"), call("three"),
-                              {"role": "user", "content": "and now?"}])
+    ids = add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "go"},
+            call("one"),
+            result("r1"),
+            call("two"),
+            result("r2"),
+            result("r2 again"),
+            call("three"),
+            {"role": "user", "content": "and now?"},
+        ],
+    )
     issues = json.loads(cli("--db", db.url, "validate", "--json").stdout)
     assert sorted((i["rule"], i["message_id"]) for i in issues) == [
-        ("duplicate_tool_result", ids[5]), ("unanswered_tool_call", ids[6])]
+        ("duplicate_tool_result", ids[5]),
+        ("unanswered_tool_call", ids[6]),
+    ]
     sent = json.loads(cli("--db", db.url, "context", "show", "1", "--openai").stdout)
     sent = sent["messages"] if isinstance(sent, dict) else sent
     resent = [m for m in sent if "r2 again" in (m.get("content") or "")]
     assert resent[0]["role"] == "user"  # what validate warned of
-    assert sum(1 for m in sent if m["role"] == "tool" and m["content"] == "No result was "
-               "recorded for this tool call.") == 1  # call three's, what it warned of
+    assert (
+        sum(
+            1
+            for m in sent
+            if m["role"] == "tool" and m["content"] == "No result was recorded for this tool call."
+        )
+        == 1
+    )  # call three's, what it warned of

@@ -45,21 +45,47 @@ def browse(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProces
     """Headless chromium with every network route closed: a proxy on a closed port and no
     name resolution, so a page that fetched anything would show it in its resource entries."""
     return subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1000,1400", *args,
-         page.as_uri()], capture_output=True, text=True, timeout=120)
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--window-size=1000,1400",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
 def compacted(db, cli):
     add_session(db, 1, coding_session(8), model="gpt-4o", system_prompt="You are a coder.")
     run(cli, db, "compact", "1", "--force", *WINDOW, "--keep-recent-tokens", "1200")
-    add_messages(db, 1, [
-        {"role": "user", "content": "Run <b>the</b> tests & report \x1b[2J"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_t", "type": "function",
-             "function": {"name": "bash", "arguments": json.dumps({"cmd": "pytest -q"})}}]}])
+    add_messages(
+        db,
+        1,
+        [
+            {"role": "user", "content": "Run <b>the</b> tests & report \x1b[2J"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_t",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"cmd": "pytest -q"})},
+                    }
+                ],
+            },
+        ],
+    )
     return db
 
 
@@ -69,11 +95,15 @@ def test_html_export_renders_collapses_and_fetches_nothing(compacted, cli, tmp_p
     run(cli, db, "context", "export", "1", "--format", "html", "-o", page)
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<style>" in text
-    assert not re.search(r"""(?:src|href)\s*=|url\(|@import|<script|<link|<img|<iframe""", text, re.I)
+    assert not re.search(
+        r"""(?:src|href)\s*=|url\(|@import|<script|<link|<img|<iframe""", text, re.I
+    )
     assert "\x1b" not in text and "&lt;b&gt;the&lt;/b&gt; tests &amp; report" in text
     details = re.findall(r"<details[^>]*>", text)
-    calls = db.scalar("SELECT COUNT(*) FROM agent_message WHERE tool_calls IS NOT NULL AND id >= "
-                      "(SELECT first_kept_message_id FROM agent_compaction)")
+    calls = db.scalar(
+        "SELECT COUNT(*) FROM agent_message WHERE tool_calls IS NOT NULL AND id >= "
+        "(SELECT first_kept_message_id FROM agent_compaction)"
+    )
     assert len(details) >= 2 * calls and not any("open" in d for d in details)
     assert "tokens</span>" in text and "no result was recorded for bash (call_t)" in text
 
@@ -107,6 +137,7 @@ def test_markdown_export_marks_summary_cut_and_tools(compacted, cli, tmp_path):
     assert "result of read (call7)" in out and "\x1b" not in out
     at = run(cli, db, "context", "export", "1", "--at", cp["id"], "--format", "markdown").output
     assert at == out  # one checkpoint: --at it is the latest
-    result = run(cli, db, "context", "export", "1", "-o", tmp_path / "no" / "such" / "dir.md",
-                 code=1)
+    result = run(
+        cli, db, "context", "export", "1", "-o", tmp_path / "no" / "such" / "dir.md", code=1
+    )
     assert result.output.startswith("Error: cannot write")

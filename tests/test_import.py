@@ -53,7 +53,9 @@ def test_real_transcripts_import_idempotently(db, path):
     store = Store(db.engine)
     assert_tool_pairs_valid(store, first.session_id)
     for comp in store.compactions(first.session_id):
-        kept = db.scalar("SELECT session_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+        kept = db.scalar(
+            "SELECT session_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id
+        )
         assert kept == first.session_id
     ctx = store.restored_context(first.session_id)
     assert ctx.to_openai()
@@ -67,14 +69,19 @@ def test_claude_code_compaction_maps_boundary_and_summary(db):
     boundary = next(r for r in records if r.get("subtype") == "compact_boundary")
     summary_at = next(i for i, r in enumerate(records) if r.get("isCompactSummary"))
     summary_text = records[summary_at]["message"]["content"]
-    next_uuid = next(r["uuid"] for r in records[summary_at + 1:]
-                     if r.get("type") in ("user", "assistant") and not r.get("isSidechain"))
+    next_uuid = next(
+        r["uuid"]
+        for r in records[summary_at + 1 :]
+        if r.get("type") in ("user", "assistant") and not r.get("isSidechain")
+    )
     [res] = _import(db, path)
     [comp] = Store(db.engine).compactions(res.session_id)
     assert comp.tokens_before == boundary["compactMetadata"]["preTokens"]
     assert comp.summary == summary_text
     assert comp.summarizer == "imported:claude-code"
-    kept = db.rows("SELECT source_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+    kept = db.rows(
+        "SELECT source_id FROM agent_message WHERE id = :i", i=comp.first_kept_message_id
+    )
     assert kept[0]["source_id"] == next_uuid
     # The summary itself is the checkpoint, not a message.
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE content = :c", c=summary_text) == 0
@@ -91,7 +98,9 @@ def test_pi_v1_first_kept_entry_index(db):
     assert stored[1].parent_compaction_id == stored[0].id and stored[0].parent_compaction_id == 0
     for comp, src in zip(stored, compactions):
         target = json.loads(lines[src["firstKeptEntryIndex"]])["message"]["content"][0]["text"]
-        content = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=comp.first_kept_message_id)
+        content = db.scalar(
+            "SELECT content FROM agent_message WHERE id = :i", i=comp.first_kept_message_id
+        )
         assert content == target
 
 
@@ -121,11 +130,19 @@ def _write(tmp_path: Path, name: str, content: bytes) -> Path:
     return path
 
 
-CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
-        {"role": "assistant", "content": "done"}]
+CHAT = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "hi"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    {"role": "assistant", "content": "done"},
+]
 
 
 def _jsonl(records) -> bytes:
@@ -148,14 +165,20 @@ def test_malformed_line_rejects_the_file_and_writes_nothing(db, cli, tmp_path):
     assert row["added"] == 2500 and row["skipped_by_kind"] == {"invalid_line": 1}
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("empty.jsonl", b"\n\n", "file is empty"),
-    ("junk.jsonl", bytes(range(256)) * 4, "binary data"),
-    ("latin1.jsonl", _jsonl(CHAT[:2]) + '{"role": "user", "content": "caf\xe9"}\n'.encode("latin-1"),
-     ":3: invalid UTF-8"),
-    ("other.jsonl", b'{"foo": 1, "bar": 2}\n', "cannot tell the transcript format"),
-    ("notjson.txt", b"hello world\n", ":1: malformed JSON"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("empty.jsonl", b"\n\n", "file is empty"),
+        ("junk.jsonl", bytes(range(256)) * 4, "binary data"),
+        (
+            "latin1.jsonl",
+            _jsonl(CHAT[:2]) + '{"role": "user", "content": "caf\xe9"}\n'.encode("latin-1"),
+            ":3: invalid UTF-8",
+        ),
+        ("other.jsonl", b'{"foo": 1, "bar": 2}\n', "cannot tell the transcript format"),
+        ("notjson.txt", b"hello world\n", ":1: malformed JSON"),
+    ],
+)
 def test_bad_files_get_one_clear_error(db, cli, tmp_path, name, content, message):
     path = _write(tmp_path, name, content)
     result = cli("--db", db.url, "import", path)
@@ -172,7 +195,11 @@ def test_huge_messages(db, tmp_path):
     [res] = _import(db, ok)
     assert res.error is None and res.messages_added == 1
     assert db.scalar("SELECT LENGTH(content) FROM agent_message") == len(big)
-    too_big = _write(tmp_path, "huge.jsonl", _jsonl(CHAT[:2] + [{"role": "user", "content": "y" * (17 * 1024 * 1024)}]))
+    too_big = _write(
+        tmp_path,
+        "huge.jsonl",
+        _jsonl(CHAT[:2] + [{"role": "user", "content": "y" * (17 * 1024 * 1024)}]),
+    )
     [res] = _import(db, too_big)
     assert res.error and f"{too_big}:3: message of 17.0 MB is larger than" in res.error
     assert db.scalar("SELECT COUNT(*) FROM agent_message") == 1
@@ -213,10 +240,22 @@ def test_directory_import_with_one_bad_file_is_partial(db, cli, tmp_path):
 def _cc(uuid, parent, kind, text, **extra):
     message = {"role": kind, "content": text}
     if kind == "assistant":
-        message = {"id": f"msg-{uuid}", "role": "assistant", "model": "claude-sonnet-4-5",
-                   "content": [{"type": "text", "text": text}]}
-    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "branchy",
-            "isSidechain": False, "timestamp": "2026-01-01T00:00:00Z", "message": message, **extra}
+        message = {
+            "id": f"msg-{uuid}",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": text}],
+        }
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": "branchy",
+        "isSidechain": False,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": message,
+        **extra,
+    }
 
 
 def test_abandoned_branches_are_not_part_of_the_main_line(db, tmp_path):
@@ -236,22 +275,43 @@ def test_abandoned_branches_are_not_part_of_the_main_line(db, tmp_path):
     assert res.error is None, res.error
     assert sum(reported) == path.stat().st_size
     contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
-    assert contents == ["first question", "first answer", "second question, edited",
-                        "answer on the main line"]
-    assert res.skipped["abandoned_branch:user"] == 1 and res.skipped["abandoned_branch:assistant"] == 1
+    assert contents == [
+        "first question",
+        "first answer",
+        "second question, edited",
+        "answer on the main line",
+    ]
+    assert (
+        res.skipped["abandoned_branch:user"] == 1 and res.skipped["abandoned_branch:assistant"] == 1
+    )
     [again] = _import(db, path)
     assert (again.messages_added, again.messages_present) == (0, 4)
 
 
 def test_pi_tree_branches(db, tmp_path):
     def entry(i, parent, role, text):
-        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
-                "message": {"role": role, "content": [{"type": "text", "text": text}]}}
+        return {
+            "type": "message",
+            "id": i,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": role, "content": [{"type": "text", "text": text}]},
+        }
 
-    records = [{"type": "session", "version": 3, "id": "pi-tree", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
-               entry("e1", None, "user", "goal"), entry("e2", "e1", "assistant", "plan A"),
-               entry("e3", "e2", "user", "no, plan B"), entry("e4", "e1", "assistant", "plan B"),
-               entry("e5", "e4", "user", "thanks")]
+    records = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": "pi-tree",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        },
+        entry("e1", None, "user", "goal"),
+        entry("e2", "e1", "assistant", "plan A"),
+        entry("e3", "e2", "user", "no, plan B"),
+        entry("e4", "e1", "assistant", "plan B"),
+        entry("e5", "e4", "user", "thanks"),
+    ]
     [res] = _import(db, _write(tmp_path, "tree.jsonl", _jsonl(records)))
     assert res.error is None, res.error
     contents = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
@@ -286,7 +346,9 @@ def test_progress_on_a_terminal_and_quiet_when_piped(db, cli):
 
 
 def test_bad_first_line_of_jsonl_is_named_and_skippable(db, tmp_path):
-    path = _write(tmp_path, "first.jsonl", b'{"role": "user", "content": "unterminated}\n' + _jsonl(CHAT[1:]))
+    path = _write(
+        tmp_path, "first.jsonl", b'{"role": "user", "content": "unterminated}\n' + _jsonl(CHAT[1:])
+    )
     [res] = _import(db, path)
     assert res.error and f"{path}:1: malformed JSON" in res.error
     [res] = _import(db, path, skip_invalid=True)
@@ -294,16 +356,28 @@ def test_bad_first_line_of_jsonl_is_named_and_skippable(db, tmp_path):
 
 
 def test_openai_legacy_function_call_becomes_a_paired_tool_call(db, tmp_path):
-    legacy = [{"role": "user", "content": "weather?"},
-              {"role": "assistant", "content": None,
-               "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
-              {"role": "function", "name": "get_weather", "content": "-3°C"},
-              {"role": "assistant", "content": "It is -3°C in Oslo."}]
+    legacy = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        },
+        {"role": "function", "name": "get_weather", "content": "-3°C"},
+        {"role": "assistant", "content": "It is -3°C in Oslo."},
+    ]
     [res] = _import(db, _write(tmp_path, "legacy.jsonl", _jsonl(legacy)), fmt="openai-chat")
     assert res.error is None and not res.converted
     ctx = Store(db.engine).restored_context(res.session_id).to_openai()
-    assert ctx[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}
-    assert ctx[2] == {"role": "tool", "content": "-3°C", "tool_call_id": ctx[1]["tool_calls"][0]["id"]}
+    assert ctx[1]["tool_calls"][0]["function"] == {
+        "name": "get_weather",
+        "arguments": '{"city": "Oslo"}',
+    }
+    assert ctx[2] == {
+        "role": "tool",
+        "content": "-3°C",
+        "tool_call_id": ctx[1]["tool_calls"][0]["id"],
+    }
 
 
 def test_invalid_database_url_is_one_line(cli):
@@ -319,12 +393,32 @@ def test_codex_compacted_keeps_message_and_replacement_history(db, tmp_path):
         return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
 
     records = [
-        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "cx-1", "cwd": "/w"}},
-        {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": item("user", "build it")},
-        {"timestamp": "2026-01-01T00:00:02Z", "type": "compacted", "payload": {
-            "message": "Summary: built half.",
-            "replacement_history": [item("user", "build it"), item("user", "Summary: built half.")]}},
-        {"timestamp": "2026-01-01T00:00:03Z", "type": "response_item", "payload": item("user", "continue")},
+        {
+            "timestamp": "2026-01-01T00:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "cx-1", "cwd": "/w"},
+        },
+        {
+            "timestamp": "2026-01-01T00:00:01Z",
+            "type": "response_item",
+            "payload": item("user", "build it"),
+        },
+        {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "type": "compacted",
+            "payload": {
+                "message": "Summary: built half.",
+                "replacement_history": [
+                    item("user", "build it"),
+                    item("user", "Summary: built half."),
+                ],
+            },
+        },
+        {
+            "timestamp": "2026-01-01T00:00:03Z",
+            "type": "response_item",
+            "payload": item("user", "continue"),
+        },
     ]
     [res] = _import(db, _write(tmp_path, "rollout.jsonl", _jsonl(records)))
     assert res.error is None and res.compactions_added == 1
@@ -338,15 +432,43 @@ def test_codex_compacted_keeps_message_and_replacement_history(db, tmp_path):
 
 def test_pi_context_entries_and_session_name(db, tmp_path):
     def entry(i, parent, kind, **fields):
-        return {"type": kind, "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z", **fields}
+        return {
+            "type": kind,
+            "id": i,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:00Z",
+            **fields,
+        }
 
     records = [
-        {"type": "session", "version": 3, "id": "pi-ext", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": "pi-ext",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        },
         entry("e1", None, "message", message={"role": "user", "content": "start"}),
-        entry("e2", "e1", "custom_message", customType="todo", content="Injected: 3 todos open", display=True),
+        entry(
+            "e2",
+            "e1",
+            "custom_message",
+            customType="todo",
+            content="Injected: 3 todos open",
+            display=True,
+        ),
         entry("e3", "e2", "branch_summary", fromId="x", summary="Tried approach A, it failed."),
-        entry("e4", "e3", "message", message={"role": "bashExecution", "command": "ls", "output": "a",
-                                              "excludeFromContext": True}),
+        entry(
+            "e4",
+            "e3",
+            "message",
+            message={
+                "role": "bashExecution",
+                "command": "ls",
+                "output": "a",
+                "excludeFromContext": True,
+            },
+        ),
         entry("e5", "e4", "custom", customType="state", data={"n": 1}),
         entry("e6", "e5", "session_info", name="Refactor auth"),
         entry("e7", "e6", "label", targetId="e1", label="start"),
@@ -355,8 +477,10 @@ def test_pi_context_entries_and_session_name(db, tmp_path):
     assert res.error is None
     rows = db.rows("SELECT role, content FROM agent_message ORDER BY id")
     assert [r["content"] for r in rows] == [
-        "start", "Injected: 3 todos open",
-        "The conversation came back from another branch, summarised here:\n\nTried approach A, it failed."]
+        "start",
+        "Injected: 3 todos open",
+        "The conversation came back from another branch, summarized here:\n\nTried approach A, it failed.",
+    ]
     assert db.scalar("SELECT title FROM agent_session") == "Refactor auth"
     assert res.skipped["message:bashExecution"] == 1 and res.skipped["custom"] == 1
 
@@ -380,6 +504,7 @@ def test_live_transcript_with_an_unterminated_last_line(db, tmp_path):
 def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_path):
     """Claude Code writes one assistant message as several records; an import can fall between
     them. The next import completes the stored message, so its tool call pairs with the result."""
+
     def assistant(uuid, parent, block):
         rec = _cc(uuid, parent, "assistant", "")
         rec["message"]["id"] = "msg-1"
@@ -389,9 +514,16 @@ def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_pa
     records = [
         _cc("u1", None, "user", "list the files"),
         assistant("a1", "u1", {"type": "text", "text": "Let me look."}),
-        assistant("a2", "a1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}),
-        {**_cc("r1", "a2", "user", ""), "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}},
+        assistant(
+            "a2", "a1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+        ),
+        {
+            **_cc("r1", "a2", "user", ""),
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}],
+            },
+        },
     ]
     path = _write(tmp_path, "streaming.jsonl", _jsonl(records[:2]))
     [first] = _import(db, path)
@@ -402,7 +534,9 @@ def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_pa
     assert (second.messages_added, second.messages_present) == (1, 2)
     store = Store(db.engine)
     assert_tool_pairs_valid(store, second.session_id)
-    assistant_row = db.rows("SELECT content, tool_calls FROM agent_message WHERE role = 'assistant'")[0]
+    assistant_row = db.rows(
+        "SELECT content, tool_calls FROM agent_message WHERE role = 'assistant'"
+    )[0]
     assert assistant_row["content"] == "Let me look."
     issues, _ = validate(db.engine, second.session_id)
     assert issues == []
@@ -429,8 +563,10 @@ def test_the_thread_switch_interval_is_restored_after_imports(db, tmp_path):
 def test_skip_invalid_also_skips_bad_messages_of_a_single_json_document(db, tmp_path):
     """A pretty-printed message list is read as one document: --skip-invalid must skip its bad
     messages as it does a JSONL file's bad lines (it used to refuse the file all the same)."""
-    doc = b'[\n {"role": "user", "content": "hi"},\n {"role": "assistant", "content": "x", "name": [1]},\n' \
-          b' 5,\n {"role": "user", "content": "more"}\n]\n'
+    doc = (
+        b'[\n {"role": "user", "content": "hi"},\n {"role": "assistant", "content": "x", "name": [1]},\n'
+        b' 5,\n {"role": "user", "content": "more"}\n]\n'
+    )
     path = _write(tmp_path, "doc.json", doc)
     [strict] = _import(db, path)
     assert strict.error and "doc.json" in strict.error and "--skip-invalid" in strict.error
@@ -443,13 +579,18 @@ def test_skip_invalid_also_skips_bad_messages_of_a_single_json_document(db, tmp_
 def test_a_json_documents_bad_message_is_named_as_a_message(db, tmp_path):
     """In a pretty-printed message list the Nth record is the Nth message, not line N of the
     file: the error says "message #N" (the same bad message in JSONL names its line)."""
-    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"},
-                {"role": "assistant", "content": "x", "name": [1]}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "x", "name": [1]},
+    ]
     path = _write(tmp_path, "doc.json", json.dumps(messages, indent=2).encode())
     [result] = _import(db, path)
     assert result.error.startswith(f"{path}: message #3: invalid openai-chat record"), result.error
     assert f"{path}:3" not in result.error
-    jsonl = _write(tmp_path, "doc.jsonl", b"\n".join(json.dumps(m).encode() for m in messages) + b"\n")
+    jsonl = _write(
+        tmp_path, "doc.jsonl", b"\n".join(json.dumps(m).encode() for m in messages) + b"\n"
+    )
     [result] = _import(db, jsonl)
     assert result.error.startswith(f"{jsonl}:3: invalid openai-chat record"), result.error
     assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
@@ -465,8 +606,12 @@ def test_a_reimport_after_a_runtime_wrote_non_json_tool_calls(sqlite_db, cli):
     first = cli("--db", sqlite_db.url, "import", example)
     assert first.exit_code == 0, first.output
     with sqlite_db.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE agent_message SET tool_calls = '[{bad' "
-                             "WHERE id = (SELECT MAX(id) FROM agent_message)"))
+        conn.execute(
+            sa.text(
+                "UPDATE agent_message SET tool_calls = '[{bad' "
+                "WHERE id = (SELECT MAX(id) FROM agent_message)"
+            )
+        )
     again = cli("--db", sqlite_db.url, "import", example, "--json")
     assert again.exit_code == 0, again.output
     [row] = json.loads(again.stdout)
@@ -479,40 +624,91 @@ def _call_without(fmt: str, missing: str) -> list[dict]:
     call.pop(missing)
     if fmt == "claude-code":
         base = {"sessionId": "s-call", "timestamp": "2026-01-01T00:00:00Z"}
-        return [{**base, "type": "user", "uuid": "u1", "parentUuid": None,
-                 "message": {"role": "user", "content": "list files"}},
-                {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1",
-                 "message": {"id": "m1", "role": "assistant",
-                             "content": [{"type": "tool_use", "input": {"c": "ls"}, **call}]}}]
+        return [
+            {
+                **base,
+                "type": "user",
+                "uuid": "u1",
+                "parentUuid": None,
+                "message": {"role": "user", "content": "list files"},
+            },
+            {
+                **base,
+                "type": "assistant",
+                "uuid": "a1",
+                "parentUuid": "u1",
+                "message": {
+                    "id": "m1",
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "input": {"c": "ls"}, **call}],
+                },
+            },
+        ]
     if fmt == "pi":
-        return [{"type": "session", "version": 3, "id": "pi-call", "timestamp": "2026-01-01T00:00:00Z"},
-                {"type": "message", "id": "e1", "parentId": None, "timestamp": "2026-01-01T00:00:00Z",
-                 "message": {"role": "user", "content": "list files"}},
-                {"type": "message", "id": "e2", "parentId": "e1", "timestamp": "2026-01-01T00:00:01Z",
-                 "message": {"role": "assistant", "content": [
-                     {"type": "toolCall", "arguments": {"c": "ls"}, **call}]}}]
+        return [
+            {"type": "session", "version": 3, "id": "pi-call", "timestamp": "2026-01-01T00:00:00Z"},
+            {
+                "type": "message",
+                "id": "e1",
+                "parentId": None,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "list files"},
+            },
+            {
+                "type": "message",
+                "id": "e2",
+                "parentId": "e1",
+                "timestamp": "2026-01-01T00:00:01Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "arguments": {"c": "ls"}, **call}],
+                },
+            },
+        ]
     if fmt == "codex":
         payload = {"type": "function_call", "arguments": "{}", "name": "shell"}
         if missing == "name":
             payload["call_id"] = "c1"  # Codex names a call without a name by its item type
-        return [{"type": "session_meta", "timestamp": "2026-01-01T00:00:00Z",
-                 "payload": {"id": "cx-call", "cwd": "/w"}},
-                {"type": "response_item", "timestamp": "2026-01-01T00:00:00Z",
-                 "payload": {"type": "message", "role": "user",
-                             "content": [{"type": "input_text", "text": "list files"}]}},
-                {"type": "response_item", "timestamp": "2026-01-01T00:00:01Z", "payload": payload}]
+        return [
+            {
+                "type": "session_meta",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "payload": {"id": "cx-call", "cwd": "/w"},
+            },
+            {
+                "type": "response_item",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "payload": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "list files"}],
+                },
+            },
+            {"type": "response_item", "timestamp": "2026-01-01T00:00:01Z", "payload": payload},
+        ]
     fn = {"name": "Bash", "arguments": "{}"}
     if missing == "name":
         fn.pop("name")
     tool_call = {"type": "function", "function": fn, **({"id": "c1"} if missing != "id" else {})}
-    return [{"role": "user", "content": "list files"},
-            {"role": "assistant", "content": None, "tool_calls": [tool_call]}]
+    return [
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+    ]
 
 
 # A Codex call without a name is named by its item type: no such case there.
-@pytest.mark.parametrize("fmt, missing", [("claude-code", "id"), ("claude-code", "name"),
-                                          ("pi", "id"), ("pi", "name"), ("codex", "id"),
-                                          ("openai-chat", "id"), ("openai-chat", "name")])
+@pytest.mark.parametrize(
+    "fmt, missing",
+    [
+        ("claude-code", "id"),
+        ("claude-code", "name"),
+        ("pi", "id"),
+        ("pi", "name"),
+        ("codex", "id"),
+        ("openai-chat", "id"),
+        ("openai-chat", "name"),
+    ],
+)
 def test_a_tool_call_without_an_id_or_name_is_an_invalid_record(db, tmp_path, fmt, missing):
     """Found by review: it was stored as a call with id (or name) "", which validate then
     reported as malformed and `context show --openai` sent, with a synthetic result, to the API."""
@@ -526,7 +722,8 @@ def test_a_tool_call_without_an_id_or_name_is_an_invalid_record(db, tmp_path, fm
     [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
     assert res.error is None and res.skipped["invalid_record"] == 1, res
     assert db.rows("SELECT role, content FROM agent_message") == [
-        {"role": "user", "content": "list files"}]
+        {"role": "user", "content": "list files"}
+    ]
     assert validate(db.engine)[0] == []
 
 
@@ -535,11 +732,14 @@ def test_a_transcript_without_a_message_makes_no_session_and_is_no_error(db, cli
     failed as 'not openai-chat records', and a file of a system message alone made an empty
     session too. Such files are in agents' folders (Claude Code keeps files of summaries
     alone): nothing is stored for them, and a cron import does not fail on them."""
-    files = {"array.json": "[]\n", "wrapped.json": '{"messages": []}\n',
-             "pretty.json": '{\n  "messages": []\n}\n',
-             "system.jsonl": '{"role": "system", "content": "be brief"}\n',
-             "summary.jsonl": json.dumps({"type": "summary", "summary": "Old chat",
-                                          "leafUuid": "x"}) + "\n"}
+    files = {
+        "array.json": "[]\n",
+        "wrapped.json": '{"messages": []}\n',
+        "pretty.json": '{\n  "messages": []\n}\n',
+        "system.jsonl": '{"role": "system", "content": "be brief"}\n',
+        "summary.jsonl": json.dumps({"type": "summary", "summary": "Old chat", "leafUuid": "x"})
+        + "\n",
+    }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     result = cli("--db", db.url, "import", "--json", *(tmp_path / n for n in files))
@@ -554,14 +754,23 @@ def test_a_transcript_without_a_message_makes_no_session_and_is_no_error(db, cli
 
 
 def test_a_one_line_message_document_imports_as_the_pretty_one_does(db, cli, tmp_path):
-    doc = {"messages": [{"role": "system", "content": "be brief"},
-                        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    doc = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+        ]
+    }
     (tmp_path / "one.json").write_text(json.dumps(doc) + "\n")
     (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=2) + "\n")
-    result = cli("--db", db.url, "import", "--json", tmp_path / "one.json", tmp_path / "pretty.json")
+    result = cli(
+        "--db", db.url, "import", "--json", tmp_path / "one.json", tmp_path / "pretty.json"
+    )
     assert result.exit_code == 0, result.output
     assert [(r["format"], r["added"], r["error"]) for r in json.loads(result.stdout)] == [
-        ("openai-chat", 2, None), ("openai-chat", 2, None)]
+        ("openai-chat", 2, None),
+        ("openai-chat", 2, None),
+    ]
     assert db.rows("SELECT system_prompt FROM agent_session") == [{"system_prompt": "be brief"}] * 2
 
 
@@ -570,8 +779,10 @@ def test_a_one_line_message_document_that_is_hostile_fails_as_the_pretty_one_doe
     no object, a role of the wrong type, a second document after it. Each one line naming the
     file, nothing written; --skip-invalid skips the bad message and keeps the rest."""
     cases = {
-        "not_object.json": ({"messages": [1, {"role": "user", "content": "hi"}]},
-                            "message #1 is not a JSON object"),
+        "not_object.json": (
+            {"messages": [1, {"role": "user", "content": "hi"}]},
+            "message #1 is not a JSON object",
+        ),
     }
     for name, (doc, error) in cases.items():
         path = tmp_path / name
@@ -584,13 +795,19 @@ def test_a_one_line_message_document_that_is_hostile_fails_as_the_pretty_one_doe
         assert res.error is None and res.messages_added == 1, res
     # A role of the wrong type is a kind of record the format skips, counted, as on many lines.
     path = tmp_path / "bad_role.json"
-    path.write_text(json.dumps({"history": [{"role": 5, "content": "x"},
-                                            {"role": "user", "content": "hi"}]}) + "\n")
+    path.write_text(
+        json.dumps({"history": [{"role": 5, "content": "x"}, {"role": "user", "content": "hi"}]})
+        + "\n"
+    )
     [res] = Importer(db.engine).import_paths([str(path)])
     assert (res.error, res.messages_added, res.skipped["role:a number"]) == (None, 1, 1)
     two = tmp_path / "two_documents.json"
-    two.write_text(json.dumps({"messages": [{"role": "user", "content": "a"}]}) + "\n"
-                   + json.dumps({"messages": [{"role": "user", "content": "b"}]}) + "\n")
+    two.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "a"}]})
+        + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "b"}]})
+        + "\n"
+    )
     before = db.scalar("SELECT COUNT(*) FROM agent_message")
     [res] = Importer(db.engine).import_paths([str(two)])
     assert res.error and res.error.startswith(f"{two}:") and "\n" not in res.error, res.error

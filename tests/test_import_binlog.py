@@ -28,7 +28,9 @@ from ctxtool.migrate import Migrator
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+    found = shutil.which(name) or (
+        f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None
+    )
     assert found, f"{name} is needed (scripts/test.sh installs it)"
     return found
 
@@ -45,17 +47,37 @@ def binlog_server(tmp_path_factory):
     TCP port that another server could hold); yields the socket and the data directory."""
     base = tmp_path_factory.mktemp("binlog-server")
     data, sock = base / "data", base / "server.sock"
-    done = subprocess.run([_tool("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
-                           f"--user={getpass.getuser()}", "--auth-root-authentication-method=normal"],
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [
+            _tool("mariadb-install-db"),
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--user={getpass.getuser()}",
+            "--auth-root-authentication-method=normal",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr).decode(errors="replace")
     with open(base / "server.log", "wb") as log:
         server = subprocess.Popen(
-            [_tool("mariadbd"), "--no-defaults", f"--datadir={data}", f"--socket={sock}",
-             "--skip-networking", f"--user={getpass.getuser()}", f"--log-bin={data / 'bin'}",
-             "--binlog-format=MIXED", "--server-id=1", f"--pid-file={base / 'server.pid'}",
-             "--innodb-log-file-size=8M"],  # not the default 96 MB, left in /tmp by each run
-            stdout=subprocess.DEVNULL, stderr=log, preexec_fn=_dies_with_its_parent)
+            [
+                _tool("mariadbd"),
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--socket={sock}",
+                "--skip-networking",
+                f"--user={getpass.getuser()}",
+                f"--log-bin={data / 'bin'}",
+                "--binlog-format=MIXED",
+                "--server-id=1",
+                f"--pid-file={base / 'server.pid'}",
+                "--innodb-log-file-size=8M",
+            ],  # not the default 96 MB, left in /tmp by each run
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            preexec_fn=_dies_with_its_parent,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -80,9 +102,19 @@ def binlog_server(tmp_path_factory):
 
 
 def _client(sock, database: str, sql: bytes) -> None:
-    done = subprocess.run([_tool("mariadb"), "--no-defaults", f"--socket={sock}", "--user=root",
-                           "--default-character-set=utf8mb4", database],
-                          input=sql, capture_output=True, timeout=120)
+    done = subprocess.run(
+        [
+            _tool("mariadb"),
+            "--no-defaults",
+            f"--socket={sock}",
+            "--user=root",
+            "--default-character-set=utf8mb4",
+            database,
+        ],
+        input=sql,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
 
@@ -95,28 +127,51 @@ def test_an_imports_binlog_replays_through_the_mariadb_client(binlog_server, tmp
         Migrator(engine).up()
         # Every character the client might mangle, in enough rows for prepared executions
         # (MIN_ROWS and more), and one row over 1 MB, which goes alone as text.
-        texts = [f"nul\0 cr\r\n quote ' and \" back \\ ctrl-z \x1a é😀 {i}" for i in range(3 * MIN_ROWS + 5)]
+        texts = [
+            f"nul\0 cr\r\n quote ' and \" back \\ ctrl-z \x1a é😀 {i}"
+            for i in range(3 * MIN_ROWS + 5)
+        ]
         texts.append('"\n\\\0' * 300_000)
         path = tmp_path / "pitr.jsonl"
         path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
         with engine.connect() as conn:
             log, position = conn.exec_driver_sql("SHOW MASTER STATUS").first()[:2]
-            executed = int(conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'").first()[1])
+            executed = int(
+                conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'").first()[1]
+            )
         [res] = Importer(engine).import_paths([str(path)])
         assert res.error is None and res.messages_added == len(texts)
         with engine.connect() as conn:
-            assert int(conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")
-                       .first()[1]) > executed  # prepared executions were used
-            stored = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
+            assert (
+                int(conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'").first()[1])
+                > executed
+            )  # prepared executions were used
+            stored = [
+                r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")
+            ]
         assert stored == texts
         # Lose the import (without logging that), then recover it from the binlog.
-        _client(sock, "pitr", b"SET sql_log_bin = 0; DELETE FROM agent_message; DELETE FROM agent_session;")
-        replay = subprocess.run([_tool("mariadb-binlog"), "--no-defaults",
-                                 f"--start-position={position}", str(data / log)],
-                                capture_output=True, check=True, timeout=120).stdout
+        _client(
+            sock,
+            "pitr",
+            b"SET sql_log_bin = 0; DELETE FROM agent_message; DELETE FROM agent_session;",
+        )
+        replay = subprocess.run(
+            [
+                _tool("mariadb-binlog"),
+                "--no-defaults",
+                f"--start-position={position}",
+                str(data / log),
+            ],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        ).stdout
         _client(sock, "pitr", replay)
         with engine.connect() as conn:
-            recovered = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
+            recovered = [
+                r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")
+            ]
         assert recovered == texts
     finally:
         engine.dispose()

@@ -15,18 +15,32 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def counts(db):
-    return tuple(db.scalar(f"SELECT COUNT(*) FROM {t}")
-                 for t in ("agent_session", "agent_message", "agent_compaction"))
+    return tuple(
+        db.scalar(f"SELECT COUNT(*) FROM {t}")
+        for t in ("agent_session", "agent_message", "agent_compaction")
+    )
 
 
-@pytest.mark.parametrize("path,wrong,looks_like", [
-    (TRANSCRIPTS / "pi" / "agent-sessions-pi-small.jsonl", "claude-code", "pi"),
-    (TRANSCRIPTS / "pi" / "large-session.jsonl", "codex", "pi"),
-    (TRANSCRIPTS / "codex" / "codex_log_viewer-example.jsonl", "openai-chat", "codex"),
-    (TRANSCRIPTS / "codex" / "20260213134203_redacted_current_codex_session_jsonl_export.jsonl",
-     "openai-chat", "codex"),
-    (TRANSCRIPTS / "claude-code" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "pi", "claude-code"),
-])
+@pytest.mark.parametrize(
+    "path,wrong,looks_like",
+    [
+        (TRANSCRIPTS / "pi" / "agent-sessions-pi-small.jsonl", "claude-code", "pi"),
+        (TRANSCRIPTS / "pi" / "large-session.jsonl", "codex", "pi"),
+        (TRANSCRIPTS / "codex" / "codex_log_viewer-example.jsonl", "openai-chat", "codex"),
+        (
+            TRANSCRIPTS
+            / "codex"
+            / "20260213134203_redacted_current_codex_session_jsonl_export.jsonl",
+            "openai-chat",
+            "codex",
+        ),
+        (
+            TRANSCRIPTS / "claude-code" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+            "pi",
+            "claude-code",
+        ),
+    ],
+)
 def test_a_wrong_format_is_refused_naming_the_one_it_looks_like(db, cli, path, wrong, looks_like):
     result = cli("--db", db.url, "import", "--format", wrong, path)
     assert result.exit_code == 1, result.output

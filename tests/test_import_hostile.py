@@ -18,64 +18,191 @@ import pytest
 
 FILES_PER_FORMAT = 100
 HOSTILE_VALUES = [
-    [], ["a", "list"], {"an": "object"}, 0, -1, 10 ** 30, 3.5, True, None, "", "x" * 300,
-    "\ud800", "lone \udc00 low", "\x00nul", "\x1b[2Jescape", "y" * 70_000,
-    "__NAN__", "__INFINITY__", "__BIGINT__", "__DEEP__", "__DEEP40__",
-    [{"type": "text", "text": ["nested"]}], [{"type": None}], [None, 1, "s"],
+    [],
+    ["a", "list"],
+    {"an": "object"},
+    0,
+    -1,
+    10**30,
+    3.5,
+    True,
+    None,
+    "",
+    "x" * 300,
+    "\ud800",
+    "lone \udc00 low",
+    "\x00nul",
+    "\x1b[2Jescape",
+    "y" * 70_000,
+    "__NAN__",
+    "__INFINITY__",
+    "__BIGINT__",
+    "__DEEP__",
+    "__DEEP40__",
+    [{"type": "text", "text": ["nested"]}],
+    [{"type": None}],
+    [None, 1, "s"],
 ]
-RAW = {'"__NAN__"': "NaN", '"__INFINITY__"': "-Infinity", '"__BIGINT__"': "9" * 5000,
-       '"__DEEP__"': "[" * 3000 + "]" * 3000, '"__DEEP40__"': "[" * 40 + "1" + "]" * 40}
+RAW = {
+    '"__NAN__"': "NaN",
+    '"__INFINITY__"': "-Infinity",
+    '"__BIGINT__"': "9" * 5000,
+    '"__DEEP__"': "[" * 3000 + "]" * 3000,
+    '"__DEEP40__"': "[" * 40 + "1" + "]" * 40,
+}
 
 
 def _claude(n: str) -> list[dict]:
     def rec(uuid, parent, kind, message, **extra):
-        return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": f"cc-{n}",
-                "timestamp": "2026-01-01T00:00:00Z", "isSidechain": False, "message": message, **extra}
+        return {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": parent,
+            "sessionId": f"cc-{n}",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "isSidechain": False,
+            "message": message,
+            **extra,
+        }
+
     return [
         rec("u1", None, "user", {"role": "user", "content": "fix the bug"}),
-        rec("a1", "u1", "assistant", {"id": "m1", "role": "assistant", "model": "claude-x", "content": [
-            {"type": "text", "text": "Reading."},
-            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.py"}}],
-            "usage": {"input_tokens": 10, "output_tokens": 2}}),
-        rec("r1", "a1", "user", {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"}]}),
-        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
-         "logicalParentUuid": "r1", "sessionId": f"cc-{n}", "compactMetadata": {"preTokens": 900}},
-        rec("s1", "b1", "user", {"role": "user", "content": "Summary: read a.py"}, isCompactSummary=True),
+        rec(
+            "a1",
+            "u1",
+            "assistant",
+            {
+                "id": "m1",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.py"}},
+                ],
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            },
+        ),
+        rec(
+            "r1",
+            "a1",
+            "user",
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"}],
+            },
+        ),
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": "b1",
+            "parentUuid": None,
+            "logicalParentUuid": "r1",
+            "sessionId": f"cc-{n}",
+            "compactMetadata": {"preTokens": 900},
+        },
+        rec(
+            "s1",
+            "b1",
+            "user",
+            {"role": "user", "content": "Summary: read a.py"},
+            isCompactSummary=True,
+        ),
         rec("u2", "s1", "user", {"role": "user", "content": "now test it"}),
-        rec("a2", "u2", "assistant", {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}),
+        rec(
+            "a2",
+            "u2",
+            "assistant",
+            {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        ),
     ]
 
 
 def _codex(n: str) -> list[dict]:
     def line(kind, **payload):
         return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
+
     return [
         line("session_meta", id=f"cx-{n}", cwd="/w", base_instructions={"text": "be careful"}),
         line("turn_context", model="gpt-5"),
-        line("response_item", type="message", role="user", content=[{"type": "input_text", "text": "go"}]),
-        line("response_item", type="function_call", name="shell", arguments='{"cmd": "ls"}', call_id="c1"),
+        line(
+            "response_item",
+            type="message",
+            role="user",
+            content=[{"type": "input_text", "text": "go"}],
+        ),
+        line(
+            "response_item",
+            type="function_call",
+            name="shell",
+            arguments='{"cmd": "ls"}',
+            call_id="c1",
+        ),
         line("response_item", type="function_call_output", call_id="c1", output={"output": "a.py"}),
-        line("compacted", message="Summary", replacement_history=[
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}]),
+        line(
+            "compacted",
+            message="Summary",
+            replacement_history=[
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "go"}],
+                }
+            ],
+        ),
         line("event_msg", type="token_count", info={"last_token_usage": {"input_tokens": 5}}),
-        line("response_item", type="message", role="assistant", content=[{"type": "output_text", "text": "done"}]),
+        line(
+            "response_item",
+            type="message",
+            role="assistant",
+            content=[{"type": "output_text", "text": "done"}],
+        ),
     ]
 
 
 def _pi(n: str) -> list[dict]:
     def entry(i, parent, message):
-        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
-                "message": message}
+        return {
+            "type": "message",
+            "id": i,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": message,
+        }
+
     return [
-        {"type": "session", "version": 3, "id": f"pi-{n}", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": f"pi-{n}",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        },
         entry("e1", None, {"role": "user", "content": "goal"}),
-        entry("e2", "e1", {"role": "assistant", "model": "m", "content": [
-            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}],
-            "usage": {"input": 3, "output": 1}}),
-        entry("e3", "e2", {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "A"}]}),
-        {"type": "compaction", "id": "e4", "parentId": "e3", "summary": "s", "firstKeptEntryId": "e3",
-         "tokensBefore": 10},
+        entry(
+            "e2",
+            "e1",
+            {
+                "role": "assistant",
+                "model": "m",
+                "content": [
+                    {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}
+                ],
+                "usage": {"input": 3, "output": 1},
+            },
+        ),
+        entry(
+            "e3",
+            "e2",
+            {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "A"}]},
+        ),
+        {
+            "type": "compaction",
+            "id": "e4",
+            "parentId": "e3",
+            "summary": "s",
+            "firstKeptEntryId": "e3",
+            "tokensBefore": 10,
+        },
         {"type": "model_change", "id": "e5", "parentId": "e4", "modelId": "gpt-5"},
         entry("e6", "e5", {"role": "user", "content": "next"}),
     ]
@@ -85,8 +212,13 @@ def _chat(n: str) -> list[dict]:
     return [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": f"task {n}", "id": f"u-{n}"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
         {"role": "assistant", "content": "done", "extra": {"k": [1, 2]}},
     ]
@@ -99,8 +231,11 @@ def _poke(rng: random.Random, rec: dict) -> None:
     """Replace a value somewhere inside ``rec`` (any depth) with a hostile one."""
     node = rec
     for _ in range(rng.randint(0, 4)):
-        children = [v for v in (node.values() if isinstance(node, dict) else node)
-                    if isinstance(v, (dict, list)) and v]
+        children = [
+            v
+            for v in (node.values() if isinstance(node, dict) else node)
+            if isinstance(v, (dict, list)) and v
+        ]
         if not children:
             break
         node = rng.choice(children)
@@ -158,13 +293,16 @@ def generate(folder: Path) -> int:
 
 
 def _counts(db) -> tuple[int, int, int]:
-    return tuple(db.scalar(f"SELECT COUNT(*) FROM {t}")
-                 for t in ("agent_session", "agent_message", "agent_compaction"))
+    return tuple(
+        db.scalar(f"SELECT COUNT(*) FROM {t}")
+        for t in ("agent_session", "agent_message", "agent_compaction")
+    )
 
 
 @pytest.mark.parametrize("skip_invalid", [False, True], ids=["strict", "skip-invalid"])
 def test_hundreds_of_hostile_transcripts_end_in_a_summary_and_leave_nothing_half_written(
-        db, cli, tmp_path, skip_invalid):
+    db, cli, tmp_path, skip_invalid
+):
     folder = tmp_path / "hostile"
     folder.mkdir()
     total = generate(folder)
@@ -186,8 +324,11 @@ def test_hundreds_of_hostile_transcripts_end_in_a_summary_and_leave_nothing_half
         assert f"Error: {row['error']}" in result.stderr
     # Nothing half-written: the store holds exactly what the successful files report.
     sessions = {r["session_id"] for r in ok}
-    assert _counts(db) == (len(sessions), sum(r["added"] for r in ok),
-                           sum(r["compactions"] for r in ok))
+    assert _counts(db) == (
+        len(sessions),
+        sum(r["added"] for r in ok),
+        sum(r["compactions"] for r in ok),
+    )
     # And a second run adds nothing, failing the same files the same way.
     before = _counts(db)
     again = json.loads(cli("--db", db.url, "import", "--json", *options, folder).stdout)

@@ -34,32 +34,53 @@ def write(path: Path, records) -> Path:
 
 
 def counts(db) -> tuple[int, int, int]:
-    return tuple(db.scalar(f"SELECT COUNT(*) FROM {t}")
-                 for t in ("agent_session", "agent_message", "agent_compaction"))
+    return tuple(
+        db.scalar(f"SELECT COUNT(*) FROM {t}")
+        for t in ("agent_session", "agent_message", "agent_compaction")
+    )
 
 
 def contents(db, session_id: int) -> list[str]:
-    return [r["content"] for r in db.rows(
-        "SELECT content FROM agent_message WHERE session_id = :s ORDER BY id", s=session_id)]
+    return [
+        r["content"]
+        for r in db.rows(
+            "SELECT content FROM agent_message WHERE session_id = :s ORDER BY id", s=session_id
+        )
+    ]
 
 
 def chat(*texts):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)
+    ]
 
 
 def cc(uuid, parent, kind, text, session="cc-1"):
     message = {"role": kind, "content": text}
     if kind == "assistant":
-        message = {"id": f"m-{uuid}", "role": "assistant", "content": [{"type": "text", "text": text}]}
-    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session,
-            "timestamp": "2026-01-01T00:00:00Z", "message": message}
+        message = {
+            "id": f"m-{uuid}",
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+        }
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": session,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": message,
+    }
 
 
 # -- item 1: one source id, one transcript ----------------------------------------------------------
 
+
 def test_same_file_name_in_two_folders_is_two_transcripts(db, cli, tmp_path):
     alpha = write(tmp_path / "run1" / "task-42.jsonl", chat("ALPHA question", "ALPHA answer"))
-    beta = write(tmp_path / "run2" / "task-42.jsonl", chat("BETA question", "BETA answer", "BETA more"))
+    beta = write(
+        tmp_path / "run2" / "task-42.jsonl", chat("BETA question", "BETA answer", "BETA more")
+    )
     result = cli("--db", db.url, "import", "--json", tmp_path)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
@@ -84,15 +105,27 @@ def test_file_names_that_differ_only_in_case_are_two_transcripts(db, tmp_path):
     assert counts(db) == (2, 2, 0)
 
 
-def test_a_file_that_disagrees_with_the_transcript_it_claims_to_extend_is_refused(db, cli, tmp_path):
-    first = write(tmp_path / "a" / "s.jsonl", [cc("u1", None, "user", "original question"),
-                                                cc("a1", "u1", "assistant", "original answer")])
+def test_a_file_that_disagrees_with_the_transcript_it_claims_to_extend_is_refused(
+    db, cli, tmp_path
+):
+    first = write(
+        tmp_path / "a" / "s.jsonl",
+        [
+            cc("u1", None, "user", "original question"),
+            cc("a1", "u1", "assistant", "original answer"),
+        ],
+    )
     assert cli("--db", db.url, "import", first).exit_code == 0
     before = counts(db)
     # Another file claiming the same Claude Code session, with other words under the same ids.
-    other = write(tmp_path / "b" / "s.jsonl", [cc("u1", None, "user", "a different question"),
-                                                cc("a1", "u1", "assistant", "original answer"),
-                                                cc("u2", "a1", "user", "and more")])
+    other = write(
+        tmp_path / "b" / "s.jsonl",
+        [
+            cc("u1", None, "user", "a different question"),
+            cc("a1", "u1", "assistant", "original answer"),
+            cc("u2", "a1", "user", "and more"),
+        ],
+    )
     result = cli("--db", db.url, "import", other)
     assert result.exit_code == 1
     assert f"{other}:1: message 'u1' differs" in result.output and "not merged" in result.output
@@ -107,9 +140,12 @@ def test_a_file_that_disagrees_with_the_transcript_it_claims_to_extend_is_refuse
 
 # -- item 7: ids compared byte for byte ---------------------------------------------------------------
 
+
 def test_message_ids_that_differ_in_case_or_a_trailing_space_are_distinct(db, tmp_path):
-    records = [{"role": "user", "content": c, "id": i}
-               for c, i in (("a", "Msg-1"), ("b", "msg-1"), ("c", "msg-1 "), ("d", "MSG-1"))]
+    records = [
+        {"role": "user", "content": c, "id": i}
+        for c, i in (("a", "Msg-1"), ("b", "msg-1"), ("c", "msg-1 "), ("d", "MSG-1"))
+    ]
     path = write(tmp_path / "ids.jsonl", records)
     [res] = Importer(db.engine).import_paths([str(path)])
     assert res.error is None and res.messages_added == 4
@@ -119,11 +155,21 @@ def test_message_ids_that_differ_in_case_or_a_trailing_space_are_distinct(db, tm
 
 # -- item 8: the size that is sent ----------------------------------------------------------------------
 
+
 def test_size_checks_count_escaped_bytes_and_tool_call_arguments(db, tmp_path):
     quotes = "'\\" * (5 * 1024 * 1024)  # 10 MiB of text, 20 MiB once escaped for MySQL
     escaped = write(tmp_path / "quotes.jsonl", chat("hi") + [{"role": "user", "content": quotes}])
-    args = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-            "function": {"name": "write", "arguments": "x" * (17 * 1024 * 1024)}}]}
+    args = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "write", "arguments": "x" * (17 * 1024 * 1024)},
+            }
+        ],
+    }
     big_call = write(tmp_path / "args.jsonl", chat("hi") + [args])
     raw = '"\n' * (5 * 1024 * 1024)  # 10 MiB sent as they are (not escaped): they fit
     unescaped = write(tmp_path / "raw.jsonl", chat("hi") + [{"role": "user", "content": raw}])
@@ -146,15 +192,27 @@ def test_size_checks_count_escaped_bytes_and_tool_call_arguments(db, tmp_path):
 
 # -- item 9: a failed file leaves no session row ------------------------------------------------------
 
-@pytest.mark.parametrize("bad,where", [
-    (b'{"role": "user", "content": NaN}\n', ":2: malformed JSON"),
-    (b'{"role": "user", "content": "x", "extra": Infinity}\n', ":2: malformed JSON"),
-    (json.dumps({"role": "user", "content": "x", "name": "n" * 300}).encode() + b"\n", ":2: invalid"),
-    (json.dumps({"role": "user", "content": "x", "extra": json.loads("[" * 40 + "]" * 40)}).encode() + b"\n",
-     ":2: a value is nested more than"),
-    (b'{"role": "user", "content": "lone \\ud800 surrogate"}\n', ":2: a string holds a lone"),
-    (b'{"role": "user", "content": "x", "n": ' + b"9" * 5000 + b"}\n", ":2: malformed JSON"),
-])
+
+@pytest.mark.parametrize(
+    "bad,where",
+    [
+        (b'{"role": "user", "content": NaN}\n', ":2: malformed JSON"),
+        (b'{"role": "user", "content": "x", "extra": Infinity}\n', ":2: malformed JSON"),
+        (
+            json.dumps({"role": "user", "content": "x", "name": "n" * 300}).encode() + b"\n",
+            ":2: invalid",
+        ),
+        (
+            json.dumps(
+                {"role": "user", "content": "x", "extra": json.loads("[" * 40 + "]" * 40)}
+            ).encode()
+            + b"\n",
+            ":2: a value is nested more than",
+        ),
+        (b'{"role": "user", "content": "lone \\ud800 surrogate"}\n', ":2: a string holds a lone"),
+        (b'{"role": "user", "content": "x", "n": ' + b"9" * 5000 + b"}\n", ":2: malformed JSON"),
+    ],
+)
 def test_a_failed_file_leaves_no_empty_session_row(db, cli, tmp_path, bad, where):
     path = write(tmp_path / "bad.jsonl", jsonl(chat("fine")) + bad)
     result = cli("--db", db.url, "import", path)
@@ -165,13 +223,22 @@ def test_a_failed_file_leaves_no_empty_session_row(db, cli, tmp_path, bad, where
 
 
 def test_a_model_that_is_a_list_fails_the_file_and_leaves_nothing(db, tmp_path):
-    records = [{"type": "session", "version": 3, "id": "pi-x", "timestamp": "2026-01-01T00:00:00Z"},
-               {"type": "message", "id": "e1", "parentId": None, "message": {"role": "user", "content": "hi"}},
-               {"type": "model_change", "id": "e2", "parentId": "e1", "modelId": ["gpt", "5"]}]
+    records = [
+        {"type": "session", "version": 3, "id": "pi-x", "timestamp": "2026-01-01T00:00:00Z"},
+        {
+            "type": "message",
+            "id": "e1",
+            "parentId": None,
+            "message": {"role": "user", "content": "hi"},
+        },
+        {"type": "model_change", "id": "e2", "parentId": "e1", "modelId": ["gpt", "5"]},
+    ]
     path = write(tmp_path / "pi.jsonl", records)
     [res] = Importer(db.engine).import_paths([str(path)])
-    assert res.error == f"{path}:3: invalid pi record: 'modelId' must be a string, not an array " \
-                        "(use --skip-invalid to skip such records)"
+    assert (
+        res.error == f"{path}:3: invalid pi record: 'modelId' must be a string, not an array "
+        "(use --skip-invalid to skip such records)"
+    )
     assert counts(db) == (0, 0, 0)
     [res] = Importer(db.engine, skip_invalid=True).import_paths([str(path)])
     assert res.error is None and res.skipped["invalid_record"] == 1 and counts(db) == (1, 1, 0)
@@ -181,8 +248,15 @@ def _large_chat(path: Path, messages: int = 200_000) -> Path:
     """An OpenAI chat file that takes a few seconds to import (about 45 MB)."""
     with open(path, "wb") as f:
         for i in range(messages):
-            f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
-                                "content": f"message {i} " + "x" * 200}).encode() + b"\n")
+            f.write(
+                json.dumps(
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"message {i} " + "x" * 200,
+                    }
+                ).encode()
+                + b"\n"
+            )
     return path
 
 
@@ -193,9 +267,14 @@ def _batches_written(db, wal: Path | None) -> bool:
     is a few pages)."""
     if db.kind == "sqlite":
         return wal.exists() and wal.stat().st_size > 4_000_000
-    return (db.scalar("SELECT COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t "
-                      "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
-                      "WHERE p.db = DATABASE()") or 0) > 3 * 1024
+    return (
+        db.scalar(
+            "SELECT COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t "
+            "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
+            "WHERE p.db = DATABASE()"
+        )
+        or 0
+    ) > 3 * 1024
 
 
 @pytest.mark.slow
@@ -205,9 +284,12 @@ def test_an_import_killed_mid_file_leaves_no_session_row_and_a_reimport_works(db
     again stores it whole."""
     path = _large_chat(tmp_path / "big.jsonl")
     wal = Path(db.url.removeprefix("sqlite:///") + "-wal") if db.kind == "sqlite" else None
-    proc = subprocess.Popen([sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(path)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _batches_written(db, wal) and proc.poll() is None and time.monotonic() < deadline:
@@ -288,7 +370,9 @@ def test_an_import_that_loses_its_connection_leaves_no_session_row(mysql_db, tmp
     proxy = _CuttableProxy(url.host, url.port or 3306)
     engine = create_engine(url.set(port=proxy.port).render_as_string(hide_password=False))
     results = []
-    importing = threading.Thread(target=lambda: results.extend(Importer(engine).import_paths([str(path)])))
+    importing = threading.Thread(
+        target=lambda: results.extend(Importer(engine).import_paths([str(path)]))
+    )
     importing.start()
     deadline = time.monotonic() + 60
     while proxy.sent < 3_000_000 and importing.is_alive() and time.monotonic() < deadline:
@@ -307,40 +391,78 @@ def test_an_import_that_loses_its_connection_leaves_no_session_row(mysql_db, tmp
 
 # -- item 3: one bad file never stops the others --------------------------------------------------------
 
+
 def test_a_directory_with_one_hostile_file_imports_all_the_others(db, cli, tmp_path):
     write(tmp_path / "a.jsonl", chat("first file"))
-    write(tmp_path / "b.jsonl", chat("ok") + [{"role": "tool", "tool_call_id": ["unhashable"], "content": "x"}])
+    write(
+        tmp_path / "b.jsonl",
+        chat("ok") + [{"role": "tool", "tool_call_id": ["unhashable"], "content": "x"}],
+    )
     write(tmp_path / "c.jsonl", chat("last file", "reply"))
     result = cli("--db", db.url, "import", tmp_path)
     assert result.exit_code == 4, result.output
-    assert f"{tmp_path / 'b.jsonl'}:2: invalid openai-chat record: 'tool_call_id' must be a string" \
+    assert (
+        f"{tmp_path / 'b.jsonl'}:2: invalid openai-chat record: 'tool_call_id' must be a string"
         in result.output
+    )
     assert "1 of 3 file(s) failed" in result.output and "Traceback" not in result.output
     assert counts(db) == (2, 3, 0)
 
 
 # -- item 12 -------------------------------------------------------------------------------------------
 
+
 def test_pi_checkpoint_whose_first_kept_entry_is_a_tool_result_keeps_the_call(db, tmp_path):
     def entry(i, parent, message):
-        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
-                "message": message}
+        return {
+            "type": "message",
+            "id": i,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": message,
+        }
 
     records = [
-        {"type": "session", "version": 3, "id": "pi-cut", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": "pi-cut",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        },
         entry("e1", None, {"role": "user", "content": "read it"}),
-        entry("e2", "e1", {"role": "assistant", "content": [
-            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}}]}),
-        entry("e3", "e2", {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "A"}]}),
+        entry(
+            "e2",
+            "e1",
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}}
+                ],
+            },
+        ),
+        entry(
+            "e3",
+            "e2",
+            {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "A"}]},
+        ),
         entry("e4", "e3", {"role": "assistant", "content": [{"type": "text", "text": "done"}]}),
-        {"type": "compaction", "id": "e5", "parentId": "e4", "summary": "asked to read a",
-         "firstKeptEntryId": "e3", "tokensBefore": 500},
+        {
+            "type": "compaction",
+            "id": "e5",
+            "parentId": "e4",
+            "summary": "asked to read a",
+            "firstKeptEntryId": "e3",
+            "tokensBefore": 500,
+        },
         entry("e6", "e5", {"role": "user", "content": "next"}),
     ]
     [res] = Importer(db.engine).import_paths([str(write(tmp_path / "pi.jsonl", records))])
     assert res.error is None and res.compactions_added == 1
     [cp] = Store(db.engine).compactions(res.session_id)
-    kept = db.rows("SELECT source_id, role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id)
+    kept = db.rows(
+        "SELECT source_id, role FROM agent_message WHERE id = :i", i=cp.first_kept_message_id
+    )
     assert kept == [{"source_id": "e2", "role": "assistant"}]
     assert cp.details["first_kept_moved_to_call_of"] == "e3"
     ctx = Store(db.engine).restored_context(res.session_id).to_openai()
@@ -352,8 +474,13 @@ def test_a_fifo_is_refused_at_once(db, tmp_path):
     fifo = tmp_path / "live.jsonl"
     os.mkfifo(fifo)
     write(tmp_path / "ok.jsonl", chat("fine"))
-    proc = subprocess.run([sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 4, proc.stderr
     assert f"{fifo}: not a regular file" in proc.stderr
     assert counts(db) == (1, 1, 0)
@@ -376,8 +503,12 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_line(db, tmp_path):
 
 
 def test_a_claude_code_record_whose_parent_is_missing_keeps_the_earlier_records(db, tmp_path):
-    records = [cc("u1", None, "user", "one"), cc("a1", "u1", "assistant", "two"),
-               cc("u2", "trimmed-away", "user", "three"), cc("a2", "u2", "assistant", "four")]
+    records = [
+        cc("u1", None, "user", "one"),
+        cc("a1", "u1", "assistant", "two"),
+        cc("u2", "trimmed-away", "user", "three"),
+        cc("a2", "u2", "assistant", "four"),
+    ]
     [res] = Importer(db.engine).import_paths([str(write(tmp_path / "gap.jsonl", records))])
     assert res.error is None
     assert contents(db, res.session_id) == ["one", "two", "three", "four"]
@@ -436,7 +567,8 @@ def test_a_batch_the_server_refuses_stops_the_batches_queued_behind_it(mysql_db,
             "CREATE TRIGGER refuse BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
             "INSERT INTO arrived VALUES (NEW.content); "
             "IF NEW.content = 'boom' THEN DO SLEEP(1); "
-            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END")
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END"
+        )
     texts = [f"m{i}" for i in range(30_000)]
     texts[1_500] = "boom"  # in the second batch (BATCH_ROWS is 1000)
     path = write(tmp_path / "big.jsonl", chat(*texts))
@@ -454,16 +586,28 @@ def test_a_completed_message_too_large_as_sent_is_refused_with_its_line(mysql_db
     and double quotes too): its size is counted that way, so 10 MiB of them is a one-line
     refusal naming the file and line, not a dropped connection; the same text as a new
     message (the import's own escaping leaves them as they are) fits."""
+
     def cc(uuid, parent, kind, content, session="grow-1"):
-        message = ({"id": "msg-1", "role": "assistant", "content": content} if kind == "assistant"
-                   else {"role": kind, "content": content})
-        return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session,
-                "timestamp": "2026-01-01T00:00:00Z", "message": message}
+        message = (
+            {"id": "msg-1", "role": "assistant", "content": content}
+            if kind == "assistant"
+            else {"role": kind, "content": content}
+        )
+        return {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": parent,
+            "sessionId": session,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": message,
+        }
 
     big = '"\n' * (5 * 1024 * 1024)
-    records = [cc("u1", None, "user", "hi"),
-               cc("a1", "u1", "assistant", [{"type": "text", "text": "Let me look."}]),
-               cc("a2", "a1", "assistant", [{"type": "text", "text": big}])]
+    records = [
+        cc("u1", None, "user", "hi"),
+        cc("a1", "u1", "assistant", [{"type": "text", "text": "Let me look."}]),
+        cc("a2", "a1", "assistant", [{"type": "text", "text": big}]),
+    ]
     path = write(tmp_path / "grow.jsonl", records[:2])
     [first] = Importer(mysql_db.engine).import_paths([str(path)])
     assert first.error is None and first.messages_added == 2
@@ -486,7 +630,8 @@ def test_a_file_failing_while_batches_wait_sends_none_of_them(mysql_db, tmp_path
         conn.exec_driver_sql(
             "CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
             "INSERT INTO arrived VALUES (NEW.content); "
-            "IF NEW.content = 'slow' THEN DO SLEEP(1); END IF; END")
+            "IF NEW.content = 'slow' THEN DO SLEEP(1); END IF; END"
+        )
     from ctxtool.store.messages import BATCH_ROWS as B
 
     texts = [f"m{i}" for i in range(5 * B)]
@@ -507,9 +652,20 @@ def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_pat
     in several batches, not one of 30 MB."""
     from ctxtool.store import messages as store_messages
 
-    calls = [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": f"c{i}", "type": "function", "function": {"name": "write", "arguments": "x" * 100_000}}]}
-        for i in range(300)]
+    calls = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"c{i}",
+                    "type": "function",
+                    "function": {"name": "write", "arguments": "x" * 100_000},
+                }
+            ],
+        }
+        for i in range(300)
+    ]
     path = write(tmp_path / "calls.jsonl", chat("hi") + calls)
     sizes = []
     render = store_messages.MessageWriter._flush
@@ -537,7 +693,8 @@ def _one_deadlock(db, table: str) -> None:
             f"CREATE TRIGGER conflict BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
             "IF (SELECT n FROM once) = 0 THEN UPDATE once SET n = 1; "
             "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
-            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END")
+            "MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END"
+        )
 
 
 def test_an_import_retried_after_a_write_conflict_reads_its_file_again(mysql_db, cli, tmp_path):
@@ -571,8 +728,9 @@ def test_a_deadlock_creating_the_session_row_is_retried(mysql_db, tmp_path):
     [res] = Importer(mysql_db.engine).import_paths([str(path)])
     assert res.error is None and res.messages_added == 2
     assert mysql_db.rows("SELECT n FROM once")[0]["n"] == 1  # the deadlock did happen
-    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == \
-        [res.session_id]
+    assert [r["session_id"] for r in mysql_db.rows("SELECT session_id FROM agent_session")] == [
+        res.session_id
+    ]
     assert counts(mysql_db) == (1, 2, 0)
 
 
@@ -582,9 +740,13 @@ def test_concurrent_first_imports_of_different_transcripts_all_succeed(mysql_db,
     InnoDB), every file is stored whole under a session of its own."""
     import threading
 
-    paths = [write(tmp_path / f"t{k}.jsonl", jsonl(chat(*[f"t{k} m{i} " + "é" * (i % 200)
-                                                            for i in range(1500)])))
-             for k in range(4)]
+    paths = [
+        write(
+            tmp_path / f"t{k}.jsonl",
+            jsonl(chat(*[f"t{k} m{i} " + "é" * (i % 200) for i in range(1500)])),
+        )
+        for k in range(4)
+    ]
     results = [None] * len(paths)
     start = threading.Barrier(len(paths))
 
@@ -612,14 +774,17 @@ def _hold_on(db, text: str, seconds: int) -> None:
     with db.engine.begin() as conn:
         conn.exec_driver_sql(
             "CREATE TRIGGER hold BEFORE INSERT ON agent_message FOR EACH ROW BEGIN "
-            f"IF NEW.content = '{text}' THEN DO SLEEP({int(seconds)}); END IF; END")
+            f"IF NEW.content = '{text}' THEN DO SLEEP({int(seconds)}); END IF; END"
+        )
 
 
 def _wait_until_sleeping(db, thread) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and thread.is_alive():
-        if db.scalar("SELECT COUNT(*) FROM information_schema.processlist "
-                     "WHERE db = DATABASE() AND state = 'User sleep'"):
+        if db.scalar(
+            "SELECT COUNT(*) FROM information_schema.processlist "
+            "WHERE db = DATABASE() AND state = 'User sleep'"
+        ):
             return
         time.sleep(0.05)
     pytest.fail("the first import never reached its held message")
@@ -634,8 +799,9 @@ def test_a_first_import_does_not_wait_for_another_transcripts_open_import(mysql_
     slow = write(tmp_path / "slow.jsonl", chat("slow one", "hold", "slow three"))
     quick = write(tmp_path / "quick.jsonl", chat("quick one", "quick two"))
     results = {}
-    first = threading.Thread(target=lambda: results.update(
-        slow=Importer(mysql_db.engine).import_paths([str(slow)])[0]))
+    first = threading.Thread(
+        target=lambda: results.update(slow=Importer(mysql_db.engine).import_paths([str(slow)])[0])
+    )
     first.start()
     _wait_until_sleeping(mysql_db, first)
     assert counts(mysql_db) == (0, 0, 0)  # the first import's rows are all uncommitted
@@ -657,7 +823,9 @@ def test_a_first_import_of_a_transcript_being_imported_waits_and_finds_it_all(my
     _hold_on(mysql_db, "hold", 2)
     path = write(tmp_path / "same.jsonl", chat("one", "hold", "three"))
     results = []
-    first = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+    first = threading.Thread(
+        target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)]))
+    )
     first.start()
     _wait_until_sleeping(mysql_db, first)
     [second] = Importer(mysql_db.engine).import_paths([str(path)])
@@ -672,9 +840,12 @@ def test_a_first_import_of_a_transcript_being_imported_waits_and_finds_it_all(my
 def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tmp_path):
     """Session ids a runtime wrote are respected, and an id once handed out (to a session since
     deleted, or to an import that failed) is not handed out again."""
+
     def runtime_session(session_id):
         with db.engine.begin() as conn:
-            conn.exec_driver_sql(f"INSERT INTO agent_session (session_id, title) VALUES ({session_id}, 'runtime')")
+            conn.exec_driver_sql(
+                f"INSERT INTO agent_session (session_id, title) VALUES ({session_id}, 'runtime')"
+            )
 
     def import_one(name, records):
         [res] = Importer(db.engine).import_paths([str(write(tmp_path / name, records))])
@@ -697,8 +868,13 @@ def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tm
     later = import_one("e.jsonl", chat("e"))
     # Never an id again: not the deleted one's, nor the failed import's (the one after it).
     assert later.error is None and later.session_id > 41 + 2 * ROOM + 1
-    assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == \
-        [1, 2, 41, 41 + ROOM, later.session_id]
+    assert sorted(r["session_id"] for r in db.rows("SELECT session_id FROM agent_session")) == [
+        1,
+        2,
+        41,
+        41 + ROOM,
+        later.session_id,
+    ]
 
 
 def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_path):
@@ -711,9 +887,13 @@ def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_p
     path = write(tmp_path / "a.jsonl", chat("mine"))
     results = []
     with mysql_db.engine.connect() as runtime:
-        runtime.execute(sa.text("INSERT INTO agent_session (session_id, title) VALUES (:i, 'runtime')"),
-                        {"i": nxt})
-        importing = threading.Thread(target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)])))
+        runtime.execute(
+            sa.text("INSERT INTO agent_session (session_id, title) VALUES (:i, 'runtime')"),
+            {"i": nxt},
+        )
+        importing = threading.Thread(
+            target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)]))
+        )
         importing.start()
         time.sleep(1)
         runtime.commit()
@@ -721,7 +901,9 @@ def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_p
     [res] = results
     assert res.error is None and res.messages_added == 1 and res.session_id != nxt
     assert mysql_db.rows("SELECT session_id, title FROM agent_session ORDER BY session_id") == [
-        {"session_id": nxt, "title": "runtime"}, {"session_id": res.session_id, "title": "mine"}]
+        {"session_id": nxt, "title": "runtime"},
+        {"session_id": res.session_id, "title": "mine"},
+    ]
 
 
 def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mysql_db, tmp_path):
@@ -731,7 +913,9 @@ def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mys
     row and then failed on it. Imports now leave it room above its highest id."""
     import sqlalchemy as sa
 
-    paths = [write(tmp_path / f"t{i}.jsonl", chat(f"question {i}", f"answer {i}")) for i in range(40)]
+    paths = [
+        write(tmp_path / f"t{i}.jsonl", chat(f"question {i}", f"answer {i}")) for i in range(40)
+    ]
     stop = threading.Event()
     runtime = {"created": 0, "failed": 0}
 
@@ -740,8 +924,10 @@ def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mys
         with engine.connect() as conn:
             while not stop.is_set():
                 try:
-                    conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) SELECT "
-                                         "COALESCE(MAX(session_id), 0) + 1, 'runtime' FROM agent_session")
+                    conn.exec_driver_sql(
+                        "INSERT INTO agent_session (session_id, title) SELECT "
+                        "COALESCE(MAX(session_id), 0) + 1, 'runtime' FROM agent_session"
+                    )
                     conn.commit()
                     runtime["created"] += 1
                 except sa.exc.DBAPIError:
@@ -758,8 +944,10 @@ def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mys
         loop.join()
     assert [r.error for r in results] == [None] * len(paths)
     assert runtime["created"] > len(paths) and runtime["failed"] == 0, runtime
-    assert mysql_db.scalar("SELECT COUNT(*) FROM agent_session WHERE title = 'runtime'") == \
-        runtime["created"]
+    assert (
+        mysql_db.scalar("SELECT COUNT(*) FROM agent_session WHERE title = 'runtime'")
+        == runtime["created"]
+    )
     assert mysql_db.scalar("SELECT COUNT(*) FROM agent_message") == 2 * len(paths)
 
 
@@ -775,8 +963,10 @@ def test_an_import_waiting_too_long_on_its_session_says_why_and_writes_nothing(m
     write(path, chat("one", "two"))
     impatient = create_engine(mysql_db.url + "?init_command=SET%20innodb_lock_wait_timeout%3D1")
     with mysql_db.engine.connect() as other:  # the other import, still writing the session
-        other.execute(sa.text("SELECT session_id FROM agent_session WHERE session_id = :s FOR UPDATE"),
-                      {"s": first.session_id})
+        other.execute(
+            sa.text("SELECT session_id FROM agent_session WHERE session_id = :s FOR UPDATE"),
+            {"s": first.session_id},
+        )
         [res] = Importer(impatient).import_paths([str(path)])
         other.rollback()
     assert res.error and "[1205]" in res.error and "an import of the same transcript" in res.error
@@ -791,8 +981,9 @@ def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tm
     """Found by review: a runtime session at 2^63-1 made the counter overflow (on SQLite to a
     REAL, stored for good) and every later import end in an internal error."""
     with db.engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) "
-                             "VALUES (9223372036854775807, 'runtime')")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_session (session_id, title) VALUES (9223372036854775807, 'runtime')"
+        )
     before = db.rows("SELECT name, last_value FROM ctxtool_counters")
     [res] = Importer(db.engine).import_paths([str(write(tmp_path / "a.jsonl", chat("a")))])
     assert res.error and "no session id is left" in res.error and "internal error" not in res.error

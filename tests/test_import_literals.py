@@ -12,7 +12,6 @@ import shutil
 import subprocess
 
 import pytest
-
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,9 +24,11 @@ from ctxtool.migrate import Migrator
 from ctxtool.transcripts.reconcile import escaped_bytes
 
 SPECIAL = ["\\", "'", '"', "\n", "\r", "\0", "\x1a", "\\'", "''", "\\\\'", "é😀", "%s", "`", "\t"]
-texts = st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
-                  st.lists(st.sampled_from(SPECIAL + ["a", " "]), max_size=12).map("".join))
-values = st.one_of(st.none(), st.integers(-2 ** 63, 2 ** 63 - 1), texts)
+texts = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    st.lists(st.sampled_from(SPECIAL + ["a", " "]), max_size=12).map("".join),
+)
+values = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), texts)
 
 
 _ESCAPES = {"0": "\0", "r": "\r", "Z": "\x1a", "n": "\n"}  # MySQL's, for the ones used
@@ -71,7 +72,7 @@ def test_a_rendered_row_reads_back_as_its_values(row):
 
 
 def test_newlines_and_double_quotes_go_as_they_are():
-    literal = _row_literal(("a'b\\c", "x\ny\"", "\0\r\x1a", None, 7))
+    literal = _row_literal(("a'b\\c", 'x\ny"', "\0\r\x1a", None, 7))
     assert literal == "('a\\'b\\\\c','x\ny\"','\0\r\x1a',NULL,7)"
     assert _escape_rare(literal) == "('a\\'b\\\\c','x\ny\"','\\0\\r\\Z',NULL,7)"
 
@@ -82,15 +83,20 @@ def test_other_values_are_left_to_the_driver():
 
 
 def _inserts(conn, table: str, columns: list[str], prepared: bool):
-    inserts = _MySQLBulkInsert(conn, sa.table(table), columns,
-                               dialect_of(conn).max_statement_bytes(conn), prepared=prepared)
+    inserts = _MySQLBulkInsert(
+        conn,
+        sa.table(table),
+        columns,
+        dialect_of(conn).max_statement_bytes(conn),
+        prepared=prepared,
+    )
     assert (inserts.prepared is not None) == prepared
     return inserts
 
 
 def _tiled(rows: list, n: int = MIN_ROWS) -> list:
     """The rows repeated to at least n (a prepared execution holds MIN_ROWS or more)."""
-    return (rows * -(-n // len(rows)))[:max(n, len(rows))]
+    return (rows * -(-n // len(rows)))[: max(n, len(rows))]
 
 
 def _prepared_shape(executions) -> None:
@@ -101,7 +107,9 @@ def _prepared_shape(executions) -> None:
 
 
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "text"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(rows=st.lists(st.tuples(texts, texts), min_size=1, max_size=20))
 def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared, rows):
     """Prepared: every text as its UTF-8 bytes. Text: raw newlines and double quotes, escaped
@@ -110,12 +118,18 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
     serialiser, as the import's orjson does)."""
     rows = _tiled(rows)
     with mysql_empty_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS lit (k INT PRIMARY KEY, t MEDIUMTEXT, "
-                             "j JSON CHECK (JSON_VALID(j))) CHARACTER SET utf8mb4")
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS lit (k INT PRIMARY KEY, t MEDIUMTEXT, "
+            "j JSON CHECK (JSON_VALID(j))) CHARACTER SET utf8mb4"
+        )
         conn.exec_driver_sql("DELETE FROM lit")
         inserts = _inserts(conn, "lit", ["k", "t", "j"], prepared)
-        payload = inserts.render([(k, text, json.dumps(other, ensure_ascii=False))
-                                  for k, (text, other) in enumerate(rows)])
+        payload = inserts.render(
+            [
+                (k, text, json.dumps(other, ensure_ascii=False))
+                for k, (text, other) in enumerate(rows)
+            ]
+        )
         if prepared:
             assert payload[0].body is not None and payload[0].count == MIN_ROWS
         else:
@@ -126,19 +140,32 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
     assert [tuple(r) for r in back] == rows
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.tuples(st.integers(-2 ** 63, 2 ** 63 - 1), st.none() | texts,
-                               st.none() | st.sampled_from(["", "x", "é" * 300, "y" * 70_000])),
-                     min_size=1, max_size=40),
-       times=st.integers(1, 30), max_bytes=st.integers(1, 400_000))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(-(2**63), 2**63 - 1),
+            st.none() | texts,
+            st.none() | st.sampled_from(["", "x", "é" * 300, "y" * 70_000]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    times=st.integers(1, 30),
+    max_bytes=st.integers(1, 400_000),
+)
 def test_rows_split_across_executions_keep_their_nulls(mysql_empty_db, rows, times, max_bytes):
     """However the rows are cut into executions (by bytes here, prepared and text mixed), each
     row's NULL bits, lengths and values land on that row, in order: NULL stays NULL, an empty
     text stays empty, integers exact."""
     rows = [(k, *r) for k, r in enumerate(rows * times)]  # a key, the integer and the texts
     with mysql_empty_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS nul (k INT PRIMARY KEY, n BIGINT, "
-                             "a MEDIUMTEXT, b MEDIUMTEXT) CHARACTER SET utf8mb4")
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS nul (k INT PRIMARY KEY, n BIGINT, "
+            "a MEDIUMTEXT, b MEDIUMTEXT) CHARACTER SET utf8mb4"
+        )
         conn.exec_driver_sql("DELETE FROM nul")
         inserts = _inserts(conn, "nul", ["k", "n", "a", "b"], True)
         executions = pack_rows(rows, 4, max_bytes)
@@ -157,9 +184,9 @@ def _decode(body: bytes, count: int, columns: int) -> list[tuple]:
     length-encoded string."""
     params = count * columns
     assert body[:5] == b"\x00\x01\x00\x00\x00"
-    bitmap = body[5:5 + (params + 7) // 8]
+    bitmap = body[5 : 5 + (params + 7) // 8]
     at = 5 + len(bitmap)
-    assert body[at] == 1 and body[at + 1:at + 1 + 2 * params] == b"\xfe\x00" * params
+    assert body[at] == 1 and body[at + 1 : at + 1 + 2 * params] == b"\xfe\x00" * params
     at += 1 + 2 * params
     values = []
     for i in range(params):
@@ -167,20 +194,36 @@ def _decode(body: bytes, count: int, columns: int) -> list[tuple]:
             values.append(None)
             continue
         first = body[at]
-        size, at = ((first, at + 1) if first < 251 else
-                    (int.from_bytes(body[at + 1:at + 1 + {0xfc: 2, 0xfd: 3, 0xfe: 8}[first]], "little"),
-                     at + 1 + {0xfc: 2, 0xfd: 3, 0xfe: 8}[first]))
-        values.append(body[at:at + size].decode("utf-8"))
+        size, at = (
+            (first, at + 1)
+            if first < 251
+            else (
+                int.from_bytes(
+                    body[at + 1 : at + 1 + {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]], "little"
+                ),
+                at + 1 + {0xFC: 2, 0xFD: 3, 0xFE: 8}[first],
+            )
+        )
+        values.append(body[at : at + size].decode("utf-8"))
         at += size
     assert at == len(body)
-    return [tuple(values[r * columns:(r + 1) * columns]) for r in range(count)]
+    return [tuple(values[r * columns : (r + 1) * columns]) for r in range(count)]
 
 
 @settings(max_examples=400, deadline=None)
-@given(rows=st.lists(st.tuples(st.none() | st.integers(-2 ** 70, 2 ** 70), st.none() | texts,
-                               st.none() | st.sampled_from(["", "é" * 125, "x" * 251, "y" * 65536])),
-                     min_size=1, max_size=12),
-       times=st.integers(1, 200), max_bytes=st.integers(1, 300_000))
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.none() | st.integers(-(2**70), 2**70),
+            st.none() | texts,
+            st.none() | st.sampled_from(["", "é" * 125, "x" * 251, "y" * 65536]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    times=st.integers(1, 200),
+    max_bytes=st.integers(1, 300_000),
+)
 def test_every_execution_decodes_to_its_rows(rows, times, max_bytes):
     """Without a server: each prepared execution's body, decoded, is exactly its rows (integers
     as their decimal text), the executions and text parts together are all rows in order."""
@@ -190,8 +233,9 @@ def test_every_execution_decodes_to_its_rows(rows, times, max_bytes):
     _prepared_shape(executions)
     for e in executions:
         if e.body is not None:
-            assert _decode(e.body, e.count, 3) == [tuple(None if v is None else str(v) for v in r)
-                                                   for r in e.rows]
+            assert _decode(e.body, e.count, 3) == [
+                tuple(None if v is None else str(v) for v in r) for r in e.rows
+            ]
             assert len(e.body) <= max_bytes + 16
 
 
@@ -199,8 +243,11 @@ def test_a_row_left_pending_after_rows_sent_as_text_keeps_its_nulls():
     """Ten rows and a large one exceed the bytes of an execution: the ten go as text, the large
     one stays pending and goes first in the next prepared execution, with its own NULL bits
     (not those of the rows before it)."""
-    rows = [(str(i), "a" * 300, "b") for i in range(10)] + [(None, "x" * 7000, None)] + \
-        [("", "", "")] * 63
+    rows = (
+        [(str(i), "a" * 300, "b") for i in range(10)]
+        + [(None, "x" * 7000, None)]
+        + [("", "", "")] * 63
+    )
     executions = pack_rows(rows, 3, 10_000)
     assert [(e.count, e.body is not None) for e in executions] == [(10, False), (64, True)]
     assert _decode(executions[1].body, 64, 3) == rows[10:]
@@ -209,9 +256,13 @@ def test_a_row_left_pending_after_rows_sent_as_text_keeps_its_nulls():
 def test_executions_hold_powers_of_two_and_the_rest_goes_as_text():
     """At most five row counts an import (five statements on the server): a batch of 1000 short
     rows is 512 + 256 + 128 + 64 prepared and 40 as text; 1024 rows one execution."""
+
     def shape(n, size=10):
-        return [(e.count, e.body is not None) for e in pack_rows([(i, "x" * size) for i in range(n)],
-                                                                 2, 1_000_000)]
+        return [
+            (e.count, e.body is not None)
+            for e in pack_rows([(i, "x" * size) for i in range(n)], 2, 1_000_000)
+        ]
+
     assert shape(1000) == [(512, True), (256, True), (128, True), (64, True), (40, False)]
     assert shape(1024) == [(1024, True)]
     assert shape(2100) == [(1024, True), (1024, True), (52, False)]
@@ -224,15 +275,19 @@ def test_executions_hold_powers_of_two_and_the_rest_goes_as_text():
 
 def test_a_statement_holds_at_most_the_protocols_placeholders():
     """65535 placeholders at most: with 100 columns a prepared execution holds 512 rows."""
-    executions = pack_rows([(i,) * 100 for i in range(1100)], 100, 10 ** 9)
-    assert [(e.count, e.body is not None) for e in executions] == [(512, True), (512, True),
-                                                                   (64, True), (12, False)]
-    assert pack_rows([(1,) * 2000], 2000, 10 ** 9) is None  # too many columns: text
+    executions = pack_rows([(i,) * 100 for i in range(1100)], 100, 10**9)
+    assert [(e.count, e.body is not None) for e in executions] == [
+        (512, True),
+        (512, True),
+        (64, True),
+        (12, False),
+    ]
+    assert pack_rows([(1,) * 2000], 2000, 10**9) is None  # too many columns: text
 
 
 def test_other_values_are_rendered_as_text(mysql_empty_db):
     """A value the packer does not send (a float here) makes the batch go as text."""
-    assert pack_rows([(1, 2.5)], 2, 10 ** 6) is None
+    assert pack_rows([(1, 2.5)], 2, 10**6) is None
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE fl (k INT PRIMARY KEY, f DOUBLE)")
         inserts = _inserts(conn, "fl", ["k", "f"], True)
@@ -262,9 +317,11 @@ def test_an_import_closes_its_prepared_statements(mysql_db, tmp_path):
     assert _prepared_statements(mysql_db.engine) == before
     # A row the server refuses (a trigger's SIGNAL) fails inside an execution, after others.
     with mysql_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TRIGGER refuse BEFORE INSERT ON agent_message FOR EACH ROW "
-                             "BEGIN IF NEW.content = 'boom' THEN SIGNAL SQLSTATE '45000' "
-                             "SET MESSAGE_TEXT = 'refused by a trigger'; END IF; END")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON agent_message FOR EACH ROW "
+            "BEGIN IF NEW.content = 'boom' THEN SIGNAL SQLSTATE '45000' "
+            "SET MESSAGE_TEXT = 'refused by a trigger'; END IF; END"
+        )
     bad = _chat(tmp_path / "bad.jsonl", [f"other {i}" for i in range(2500)] + ["boom"])
     [res] = Importer(mysql_db.engine).import_paths([str(bad)])
     assert "refused by a trigger" in res.error and "\n" not in res.error
@@ -286,7 +343,9 @@ def test_a_server_that_cannot_prepare_gets_text(mysql_db, tmp_path):
         with mysql_db.engine.connect() as conn:
             conn.exec_driver_sql(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
     assert res.error is None and res.messages_added == 1500
-    assert [r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")] == texts
+    assert [
+        r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")
+    ] == texts
 
 
 def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db, tmp_path):
@@ -296,7 +355,9 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
     url = sa.engine.make_url(mysql_empty_db.url)
     texts = ["nul\0byte", "line1\r\nline2", "ctrl-z\x1a", "quote ' and \\ and \"", "é😀\n"]
     with mysql_empty_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE lit (k INT PRIMARY KEY, t MEDIUMTEXT) CHARACTER SET utf8mb4")
+        conn.exec_driver_sql(
+            "CREATE TABLE lit (k INT PRIMARY KEY, t MEDIUMTEXT) CHARACTER SET utf8mb4"
+        )
         inserts = _inserts(conn, "lit", ["k", "t"], prepared=False)
         [statement] = inserts.render(list(enumerate(texts)))
     client = shutil.which("mariadb") or shutil.which("mysql")
@@ -304,10 +365,20 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
     script = tmp_path / "replay.sql"
     script.write_bytes(statement.encode("utf-8") + b";\n")
     with script.open("rb") as stdin:
-        done = subprocess.run([client, f"--host={url.host}", f"--port={url.port or 3306}",
-                               f"--user={url.username}", "--default-character-set=utf8mb4",
-                               url.database], stdin=stdin, capture_output=True, timeout=60,
-                              env={**os.environ, "MYSQL_PWD": url.password or ""})
+        done = subprocess.run(
+            [
+                client,
+                f"--host={url.host}",
+                f"--port={url.port or 3306}",
+                f"--user={url.username}",
+                "--default-character-set=utf8mb4",
+                url.database,
+            ],
+            stdin=stdin,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "MYSQL_PWD": url.password or ""},
+        )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     back = mysql_empty_db.rows("SELECT t FROM lit ORDER BY k")
     assert [r["t"] for r in back] == texts
@@ -319,16 +390,23 @@ def test_no_backslash_escapes_is_honoured(mysql_empty_db, tmp_path):
     texts = ["back\\slash", "it's", "both \\' at once", "nul\0 cr\r\n"]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in texts))
-    engine = create_engine(sa.engine.make_url(mysql_empty_db.url).update_query_dict(
-        {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
+    engine = create_engine(
+        sa.engine.make_url(mysql_empty_db.url)
+        .update_query_dict({"sql_mode": "NO_BACKSLASH_ESCAPES"})
+        .render_as_string(hide_password=False)
+    )
     try:
         Migrator(engine).up()
         with engine.connect() as conn:
-            assert "NO_BACKSLASH_ESCAPES" in conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+            assert (
+                "NO_BACKSLASH_ESCAPES" in conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+            )
         [res] = Importer(engine).import_paths([str(path)])
         assert res.error is None, res.error
         with engine.connect() as conn:
-            back = [r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")]
+            back = [
+                r[0] for r in conn.exec_driver_sql("SELECT content FROM agent_message ORDER BY id")
+            ]
     finally:
         engine.dispose()
     assert back == texts
@@ -342,15 +420,25 @@ def test_a_fixed_column_is_written_into_every_row(mysql_empty_db, path):
     rows = _tiled([(f"t{k}'\\", None if k % 3 else f"n{k}") for k in range(5)], MIN_ROWS + 7)
     engine = mysql_empty_db.engine
     if path == "driver-quoted":
-        engine = create_engine(sa.engine.make_url(mysql_empty_db.url).update_query_dict(
-            {"sql_mode": "NO_BACKSLASH_ESCAPES"}).render_as_string(hide_password=False))
+        engine = create_engine(
+            sa.engine.make_url(mysql_empty_db.url)
+            .update_query_dict({"sql_mode": "NO_BACKSLASH_ESCAPES"})
+            .render_as_string(hide_password=False)
+        )
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE fx (id INT AUTO_INCREMENT PRIMARY KEY, "
-                                 "s BIGINT NOT NULL, t TEXT, n TEXT) CHARACTER SET utf8mb4")
-            inserts = _MySQLBulkInsert(conn, sa.table("fx"), ["t", "n"],
-                                       dialect_of(conn).max_statement_bytes(conn),
-                                       prepared=path == "prepared", fixed={"s": 2 ** 63 - 1})
+            conn.exec_driver_sql(
+                "CREATE TABLE fx (id INT AUTO_INCREMENT PRIMARY KEY, "
+                "s BIGINT NOT NULL, t TEXT, n TEXT) CHARACTER SET utf8mb4"
+            )
+            inserts = _MySQLBulkInsert(
+                conn,
+                sa.table("fx"),
+                ["t", "n"],
+                dialect_of(conn).max_statement_bytes(conn),
+                prepared=path == "prepared",
+                fixed={"s": 2**63 - 1},
+            )
             payload = inserts.render(rows)
             assert (type(payload[0]) is Execution) == (path == "prepared")
             inserts.send(payload)
@@ -359,7 +447,7 @@ def test_a_fixed_column_is_written_into_every_row(mysql_empty_db, path):
     finally:
         if path == "driver-quoted":
             engine.dispose()
-    assert [tuple(r) for r in back] == [(2 ** 63 - 1, *row) for row in rows]
+    assert [tuple(r) for r in back] == [(2**63 - 1, *row) for row in rows]
 
 
 def test_a_fixed_column_on_sqlite(sqlite_db):
@@ -370,7 +458,10 @@ def test_a_fixed_column_on_sqlite(sqlite_db):
         inserts = dialect_of(conn).message_inserts(conn, sa.table("fx"), ["t"], {"s": 42})
         inserts.send(inserts.render([("a",), (None,), ("it's",)]))
         assert conn.exec_driver_sql("SELECT s, t FROM fx ORDER BY rowid").all() == [
-            (42, "a"), (42, None), (42, "it's")]
+            (42, "a"),
+            (42, None),
+            (42, "it's"),
+        ]
         with pytest.raises(ValueError):
             dialect_of(conn).message_inserts(conn, sa.table("fx"), ["t"], {"s": "1); DROP"})
 
@@ -391,11 +482,13 @@ def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db)
     with mysql_empty_db.engine.begin() as conn:
         conn.info["ctxtool_max_allowed_packet"] = 1024 * 1024  # as read from the server
         statements = _inserts(conn, "lit", ["k", "t"], False).render(
-            [(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")])
+            [(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")]
+        )
         assert len(statements) >= 2
         assert all(len(s.encode("utf-8")) <= 1024 * 1024 for s in statements)
         executions = _inserts(conn, "lit", ["k", "t"], True).render(
-            [(k, "é" * 200) for k in range(1024)])
+            [(k, "é" * 200) for k in range(1024)]
+        )
         assert [(e.count, e.body is not None) for e in executions] == [(256, True)] * 4
         # A fifth of the packet: the server's text of it in a binlog fits the packet too.
         assert all(len(e.body) <= (1024 * 1024 - STATEMENT_OVERHEAD) // 5 for e in executions)
@@ -415,14 +508,18 @@ def test_the_capabilities_the_protocol_code_assumes(mysql_empty_db):
     """``db.prepared`` reads replies laid out for the capabilities PyMySQL negotiates today; a
     driver upgrade that asks for one of these would send every import as text (see
     ``PreparedInsert._prepare``): this says so before a benchmark does."""
-    from ctxtool.db.prepared import (CLIENT_DEPRECATE_EOF, CLIENT_OPTIONAL_RESULTSET_METADATA,
-                                     CLIENT_QUERY_ATTRIBUTES)
+    from ctxtool.db.prepared import (
+        CLIENT_DEPRECATE_EOF,
+        CLIENT_OPTIONAL_RESULTSET_METADATA,
+        CLIENT_QUERY_ATTRIBUTES,
+    )
 
     with mysql_empty_db.engine.connect() as conn:
         raw = conn.connection.dbapi_connection
         negotiated = raw.server_capabilities & raw.client_flag
-    assert not negotiated & (CLIENT_QUERY_ATTRIBUTES | CLIENT_OPTIONAL_RESULTSET_METADATA
-                             | CLIENT_DEPRECATE_EOF)
+    assert not negotiated & (
+        CLIENT_QUERY_ATTRIBUTES | CLIENT_OPTIONAL_RESULTSET_METADATA | CLIENT_DEPRECATE_EOF
+    )
 
 
 def test_a_driver_without_the_packet_layer_gets_text(mysql_empty_db):
@@ -445,25 +542,35 @@ def test_a_connection_without_eof_packets_still_prepares(mysql_empty_db):
     """With CLIENT_DEPRECATE_EOF (which PyMySQL may ask for one day) the prepare reply has no
     EOF packets: reading one more would wait for ever."""
     import pymysql
+
     from ctxtool.db.prepared import CLIENT_DEPRECATE_EOF
 
     url = sa.engine.make_url(mysql_empty_db.url)
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE eof (k INT PRIMARY KEY, t TEXT) CHARACTER SET utf8mb4")
-    raw = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
-                          password=url.password or "", database=url.database, charset="utf8mb4",
-                          client_flag=CLIENT_DEPRECATE_EOF, read_timeout=20)
+    raw = pymysql.connect(
+        host=url.host,
+        port=url.port or 3306,
+        user=url.username,
+        password=url.password or "",
+        database=url.database,
+        charset="utf8mb4",
+        client_flag=CLIENT_DEPRECATE_EOF,
+        read_timeout=20,
+    )
     try:
         assert raw.server_capabilities & raw.client_flag & CLIENT_DEPRECATE_EOF
         inserts = PreparedInsert(raw, "INSERT INTO eof (k, t) VALUES ", "(?,?)")
         rows = [(k, f"row {k}") for k in range(MIN_ROWS)]
-        [execution] = pack_rows(rows, 2, 10 ** 6)
+        [execution] = pack_rows(rows, 2, 10**6)
         inserts.execute(execution)
         inserts.close()
         raw.commit()
     finally:
         raw.close()
-    assert [(r["k"], r["t"]) for r in mysql_empty_db.rows("SELECT k, t FROM eof ORDER BY k")] == rows
+    assert [
+        (r["k"], r["t"]) for r in mysql_empty_db.rows("SELECT k, t FROM eof ORDER BY k")
+    ] == rows
 
 
 def _global_status(engine, name: str) -> int:
@@ -480,7 +587,10 @@ def test_an_import_of_varied_messages_prepares_few_statements(mysql_db, tmp_path
     texts = ["w" * rng.randint(100, 5000) for _ in range(6000)]
     path = _chat(tmp_path / "varied.jsonl", texts)
     # Server-wide counters: the suite runs alone on its server (no other client prepares).
-    before, held = _global_status(mysql_db.engine, "Com_stmt_prepare"), _prepared_statements(mysql_db.engine)
+    before, held = (
+        _global_status(mysql_db.engine, "Com_stmt_prepare"),
+        _prepared_statements(mysql_db.engine),
+    )
     [res] = Importer(mysql_db.engine).import_paths([str(path)])
     assert res.error is None and res.messages_added == 6000
     prepares = _global_status(mysql_db.engine, "Com_stmt_prepare") - before
@@ -497,8 +607,10 @@ def test_a_connection_lost_mid_import_is_reported_as_lost(mysql_db, tmp_path):
     import time
 
     with mysql_db.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW "
-                             "BEGIN IF NEW.content = 'slow' THEN DO SLEEP(10); END IF; END")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER slow BEFORE INSERT ON agent_message FOR EACH ROW "
+            "BEGIN IF NEW.content = 'slow' THEN DO SLEEP(10); END IF; END"
+        )
     path = _chat(tmp_path / "slow.jsonl", ["slow"] + [f"m {i}" for i in range(2000)])
 
     database = sa.engine.make_url(mysql_db.url).database
@@ -509,9 +621,13 @@ def test_a_connection_lost_mid_import_is_reported_as_lost(mysql_db, tmp_path):
         deadline = time.monotonic() + 20
         with mysql_db.engine.connect() as conn:
             while time.monotonic() < deadline:
-                sleeping = conn.execute(sa.text(
-                    "SELECT id FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep' "
-                    "AND DB = :db AND id <> CONNECTION_ID()"), {"db": database}).first()
+                sleeping = conn.execute(
+                    sa.text(
+                        "SELECT id FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep' "
+                        "AND DB = :db AND id <> CONNECTION_ID()"
+                    ),
+                    {"db": database},
+                ).first()
                 if sleeping:
                     conn.exec_driver_sql(f"KILL CONNECTION {int(sleeping[0])}")
                     return

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.db.schema import STORE_TABLES, counters
 from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
-from ctxtool.db.schema import STORE_TABLES, counters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,9 +54,10 @@ def test_up_creates_schema_matching_the_core_tables(db):
     columns = {c["name"] for c in inspector.get_columns(counters.name)}
     assert columns == {c.name for c in counters.columns}
     indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("agent_message")}
-    assert indexes == {"idx_message_session_id_tokens": ["session_id", "id", "token_count",
-                                                         "token_encoding"],
-                       "uq_message_source": ["session_id", "source_id"]}
+    assert indexes == {
+        "idx_message_session_id_tokens": ["session_id", "id", "token_count", "token_encoding"],
+        "uq_message_source": ["session_id", "source_id"],
+    }
     states = Migrator(db.engine).status()
     assert [s.state for s in states] == ["applied"] * len(SHIPPED)
 
@@ -70,15 +71,21 @@ def test_0005_moves_the_encoding_into_the_counts_index_keeping_every_count(empty
         for i in range(1, 6):
             conn.exec_driver_sql(
                 "INSERT INTO agent_message (session_id, role, content, token_count, token_encoding) "
-                f"VALUES (1, 'user', 'm{i}', {i}, '{'o200k_base' if i % 2 else 'cl100k_base'}')")
+                f"VALUES (1, 'user', 'm{i}', {i}, '{'o200k_base' if i % 2 else 'cl100k_base'}')"
+            )
     before = empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
     assert "idx_message_token_encoding" in {
-        i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_message")}
+        i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_message")
+    }
     assert [m.version for m in Migrator(empty_db.engine).up(to="0005")] == ["0005"]
-    assert empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id") \
+    assert (
+        empty_db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
         == before
-    indexes = {i["name"]: i["column_names"]
-               for i in sa.inspect(empty_db.engine).get_indexes("agent_message")}
+    )
+    indexes = {
+        i["name"]: i["column_names"]
+        for i in sa.inspect(empty_db.engine).get_indexes("agent_message")
+    }
     assert "idx_message_token_encoding" not in indexes
     assert indexes["idx_message_session_id_tokens"][-1] == "token_encoding"
 
@@ -122,8 +129,11 @@ def test_up_to_and_dry_run(empty_db, cli):
 
 def test_changed_file_is_refused_then_repaired(db, cli):
     shipped = load_migrations("mysql" if db.kind == "mysql" else "sqlite")
-    edited = [shipped[0], Migration(shipped[1].version, shipped[1].name, shipped[1].sql + "\n-- edit"),
-              *shipped[2:]]
+    edited = [
+        shipped[0],
+        Migration(shipped[1].version, shipped[1].name, shipped[1].sql + "\n-- edit"),
+        *shipped[2:],
+    ]
     migrator = Migrator(db.engine, edited)
     assert migrator.status()[1].state == "checksum changed"
     with pytest.raises(CtxtoolError, match="0002_ctxtool_columns.sql changed after it was applied"):
@@ -135,7 +145,9 @@ def test_changed_file_is_refused_then_repaired(db, cli):
 
 def test_failed_mysql_migration_is_recorded_and_blocks(db, cli):
     dialect = "mysql" if db.kind == "mysql" else "sqlite"
-    broken = Migration("0099", "broken", "CREATE TABLE zz_ok (a INT);\nCREATE TABLE zz_bad (a NOSUCHTYPE(;\n")
+    broken = Migration(
+        "0099", "broken", "CREATE TABLE zz_ok (a INT);\nCREATE TABLE zz_bad (a NOSUCHTYPE(;\n"
+    )
     migrator = Migrator(db.engine, load_migrations(dialect) + [broken])
     with pytest.raises(CtxtoolError, match="0099_broken.sql"):
         migrator.up()
@@ -146,11 +158,19 @@ def test_failed_mysql_migration_is_recorded_and_blocks(db, cli):
         assert sa.inspect(db.engine).has_table("zz_ok")
         with pytest.raises(CtxtoolError, match="failed at statement: CREATE TABLE zz_bad"):
             migrator.up()
-        assert migrator.repair("0099") == [("0099", "cleared the failure; `up` resumes at statement 2")]
+        assert migrator.repair("0099") == [
+            ("0099", "cleared the failure; `up` resumes at statement 2")
+        ]
         assert migrator.status()[-1].state == "running"
         repaired = cli("--db", db.url, "migrate", "repair", "--json")
-        assert json.loads(repaired.stdout) == {"repaired": [
-            {"version": "0099", "action": "interrupted, nothing to clear; `up` resumes at statement 2"}]}
+        assert json.loads(repaired.stdout) == {
+            "repaired": [
+                {
+                    "version": "0099",
+                    "action": "interrupted, nothing to clear; `up` resumes at statement 2",
+                }
+            ]
+        }
     else:
         # SQLite rolls the whole file back, leaving it pending and nothing half-made.
         assert state.state == "pending"
@@ -161,8 +181,11 @@ def test_failed_statement_resumes_after_repair_without_rerunning_earlier_ones(my
     """The cause is fixed by hand, `repair` clears the failure, `up` resumes at the failed
     statement: the first statement (already applied) is not run again."""
     db = mysql_db
-    file = Migration("0099", "two_steps",
-                     "CREATE TABLE zz_first (a INT);\nALTER TABLE zz_later ADD COLUMN b INT;\n")
+    file = Migration(
+        "0099",
+        "two_steps",
+        "CREATE TABLE zz_first (a INT);\nALTER TABLE zz_later ADD COLUMN b INT;\n",
+    )
     migrator = Migrator(db.engine, load_migrations("mysql") + [file])
     with pytest.raises(CtxtoolError, match="failed at statement 2"):
         migrator.up()
@@ -184,11 +207,17 @@ def test_a_migration_killed_after_a_statement_resumes_and_completes(mysql_empty_
     migrator.up(to="0001")
     second = migrator.migrations[1]
     with empty_db.engine.begin() as conn:
-        conn.exec_driver_sql(second.statements()[0])  # ALTER TABLE agent_session ADD COLUMN model ...
-        conn.execute(sa.text(f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
-                             "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
-                             "UTC_TIMESTAMP(), 0)"),
-                     {"v": second.version, "n": second.name, "c": second.checksum})
+        conn.exec_driver_sql(
+            second.statements()[0]
+        )  # ALTER TABLE agent_session ADD COLUMN model ...
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
+                "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
+                "UTC_TIMESTAMP(), 0)"
+            ),
+            {"v": second.version, "n": second.name, "c": second.checksum},
+        )
     status = cli("--db", empty_db.url, "migrate", "status")
     assert status.exit_code == 3 and "running" in status.output and "resumes" in status.output
     result = cli("--db", empty_db.url, "migrate", "up")
@@ -205,9 +234,13 @@ def test_a_migration_killed_after_its_last_statement_is_marked_applied(mysql_emp
     migrator.up()
     second = migrator.migrations[1]
     with empty_db.engine.begin() as conn:
-        conn.execute(sa.text(f"UPDATE {HISTORY_TABLE} SET status = 'running', applied_at = NULL, "
-                             "statements_done = :n WHERE version = :v"),
-                     {"n": len(second.statements()) - 1, "v": second.version})
+        conn.execute(
+            sa.text(
+                f"UPDATE {HISTORY_TABLE} SET status = 'running', applied_at = NULL, "
+                "statements_done = :n WHERE version = :v"
+            ),
+            {"n": len(second.statements()) - 1, "v": second.version},
+        )
     assert migrator.up() == [second]
     assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
 
@@ -234,7 +267,9 @@ Migrator(create_engine({empty_db.url!r}), load_migrations("mysql") + [slow]).up(
     time.sleep(0.5)
     proc.kill()
     proc.wait()
-    slow = Migration("0099", "slow", "CREATE TABLE zz_a (a INT);\nSELECT SLEEP(3);\nCREATE TABLE zz_b (b INT);\n")
+    slow = Migration(
+        "0099", "slow", "CREATE TABLE zz_a (a INT);\nSELECT SLEEP(3);\nCREATE TABLE zz_b (b INT);\n"
+    )
     migrator = Migrator(empty_db.engine, load_migrations("mysql") + [slow])
     state = migrator.status()[-1]
     assert state.state == "running" and "1 of 3 statements done" in state.detail
@@ -253,10 +288,14 @@ def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
         for statement in seed.statements():
             conn.exec_driver_sql(statement)
         conn.exec_driver_sql("INSERT INTO agent_session (session_id, title) VALUES (7, 'runtime')")
-        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
-                             "(7, 'user', 'hi'), (7, 'assistant', 'hello'), (7, 'user', 'more')")
-        conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
-                             "VALUES (7, 's1', 2), (7, 's2', 3)")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message (session_id, role, content) VALUES "
+            "(7, 'user', 'hi'), (7, 'assistant', 'hello'), (7, 'user', 'more')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
+            "VALUES (7, 's1', 2), (7, 's2', 3)"
+        )
     status = cli("--db", empty_db.url, "migrate", "status")
     assert status.exit_code == 3 and "migrate baseline --version 0001" in status.output
     result = cli("--db", empty_db.url, "migrate", "baseline", "--version", "0001", "--json")
@@ -266,27 +305,39 @@ def test_baseline_adopts_runtime_tables_without_touching_data(empty_db, cli):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["applied"][0] == "0002_ctxtool_columns.sql"
     assert empty_db.rows("SELECT session_id, title FROM agent_session") == [
-        {"session_id": 7, "title": "runtime"}]
+        {"session_id": 7, "title": "runtime"}
+    ]
     assert empty_db.scalar("SELECT COUNT(*) FROM agent_message") == 3
     # The session-id counter (0004) starts at the runtime's ids.
     assert empty_db.rows("SELECT name, last_value FROM ctxtool_counters") == [
-        {"name": "agent_session.session_id", "last_value": 7}]
+        {"name": "agent_session.session_id", "last_value": 7}
+    ]
     # Existing checkpoints were chained so the parent unique key could be built.
-    assert empty_db.rows("SELECT summary, parent_compaction_id FROM agent_compaction ORDER BY id") == [
-        {"summary": "s1", "parent_compaction_id": 0}, {"summary": "s2", "parent_compaction_id": 1}]
+    assert empty_db.rows(
+        "SELECT summary, parent_compaction_id FROM agent_compaction ORDER BY id"
+    ) == [
+        {"summary": "s1", "parent_compaction_id": 0},
+        {"summary": "s2", "parent_compaction_id": 1},
+    ]
     result = cli("--db", empty_db.url, "migrate", "baseline")
     assert result.exit_code == 1
     assert "already records" in result.output
     # The runtime goes on writing checkpoints as it knows them, seed columns only (found by
     # review: the second one failed on uq_compaction_parent, every runtime row taking parent 0).
     with empty_db.engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
-                             "(7, 'assistant', 'done'), (7, 'user', 'next')")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message (session_id, role, content) VALUES "
+            "(7, 'assistant', 'done'), (7, 'user', 'next')"
+        )
         for summary, cut in (("s3", 4), ("s4", 5)):
-            conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, "
-                                 f"first_kept_message_id) VALUES (7, '{summary}', {cut})")
-    assert [r["parent_compaction_id"] for r in empty_db.rows(
-        "SELECT parent_compaction_id FROM agent_compaction ORDER BY id")] == [0, 1, None, None]
+            conn.exec_driver_sql(
+                "INSERT INTO agent_compaction (session_id, summary, "
+                f"first_kept_message_id) VALUES (7, '{summary}', {cut})"
+            )
+    assert [
+        r["parent_compaction_id"]
+        for r in empty_db.rows("SELECT parent_compaction_id FROM agent_compaction ORDER BY id")
+    ] == [0, 1, None, None]
     result = cli("--db", empty_db.url, "validate", "--json")
     assert (result.exit_code, json.loads(result.stdout)) == (0, [])
     result = cli("--db", empty_db.url, "context", "show", "7", "--json")
@@ -302,22 +353,30 @@ def test_0006_keeps_every_checkpoint_and_never_reuses_an_id(empty_db):
     empty_db.migrate(to="0005")
     with empty_db.engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO agent_session (session_id) VALUES (1)")
-        conn.exec_driver_sql("INSERT INTO agent_message (session_id, role, content) VALUES "
-                             "(1, 'user', 'a'), (1, 'user', 'b'), (1, 'user', 'c')")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message (session_id, role, content) VALUES "
+            "(1, 'user', 'a'), (1, 'user', 'b'), (1, 'user', 'c')"
+        )
         for parent, cut in ((0, 2), (1, 3), (2, 3)):
-            conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id, "
-                                 f"parent_compaction_id, summarizer) VALUES (1, 's', {cut}, {parent}, 'x')")
+            conn.exec_driver_sql(
+                "INSERT INTO agent_compaction (session_id, summary, first_kept_message_id, "
+                f"parent_compaction_id, summarizer) VALUES (1, 's', {cut}, {parent}, 'x')"
+            )
         conn.exec_driver_sql("DELETE FROM agent_compaction WHERE id = 3")
     before = empty_db.rows("SELECT * FROM agent_compaction ORDER BY id")
     assert [m.version for m in Migrator(empty_db.engine).up()] == ["0006"]
     assert empty_db.rows("SELECT * FROM agent_compaction ORDER BY id") == before
     with empty_db.engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
-                             "VALUES (1, 'runtime', 3)")
+        conn.exec_driver_sql(
+            "INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
+            "VALUES (1, 'runtime', 3)"
+        )
         with pytest.raises(sa.exc.IntegrityError):  # ctxtool's own siblings still refused
             with conn.begin_nested():
-                conn.exec_driver_sql("INSERT INTO agent_compaction (session_id, summary, "
-                                     "first_kept_message_id, parent_compaction_id) VALUES (1, 's', 3, 1)")
+                conn.exec_driver_sql(
+                    "INSERT INTO agent_compaction (session_id, summary, "
+                    "first_kept_message_id, parent_compaction_id) VALUES (1, 's', 3, 1)"
+                )
     assert empty_db.scalar("SELECT MAX(id) FROM agent_compaction") == 4
     indexes = {i["name"] for i in sa.inspect(empty_db.engine).get_indexes("agent_compaction")}
     assert indexes == {"uq_compaction_parent", "uq_compaction_source", "idx_compaction_session_id"}
@@ -360,19 +419,40 @@ def test_0006_on_sqlite_keeps_a_runtimes_table_as_it_made_it(tmp_path, cli):
     assert cli("--db", db.url, "migrate", "baseline", "--version", "0001").exit_code == 0
     result = cli("--db", db.url, "migrate", "up")
     assert result.exit_code == 0, result.output
-    row = db.rows("SELECT session_id, first_kept_message_id, summary, tokens_before, runtime_note, "
-                  "parent_compaction_id FROM agent_compaction")
-    assert row == [{"session_id": 1, "first_kept_message_id": 3, "summary": "runtime summary",
-                    "tokens_before": 1234, "runtime_note": "mine", "parent_compaction_id": 0}]
-    runtime.execute("INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
-                    "VALUES (1, 3, 'second')")
-    runtime.execute("INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
-                    "VALUES (1, 3, 'third')")
+    row = db.rows(
+        "SELECT session_id, first_kept_message_id, summary, tokens_before, runtime_note, "
+        "parent_compaction_id FROM agent_compaction"
+    )
+    assert row == [
+        {
+            "session_id": 1,
+            "first_kept_message_id": 3,
+            "summary": "runtime summary",
+            "tokens_before": 1234,
+            "runtime_note": "mine",
+            "parent_compaction_id": 0,
+        }
+    ]
+    runtime.execute(
+        "INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
+        "VALUES (1, 3, 'second')"
+    )
+    runtime.execute(
+        "INSERT INTO agent_compaction (session_id, first_kept_message_id, summary) "
+        "VALUES (1, 3, 'third')"
+    )
     assert runtime.execute("SELECT what FROM runtime_log").fetchall() == [
-        ("checkpoint 1",), ("checkpoint 2",), ("checkpoint 3",)]
+        ("checkpoint 1",),
+        ("checkpoint 2",),
+        ("checkpoint 3",),
+    ]
     assert runtime.execute("SELECT id FROM v_latest").fetchall() == [(3,)]
-    names = {r[0] for r in runtime.execute("SELECT name FROM sqlite_master WHERE tbl_name = "
-                                           "'agent_compaction' AND type = 'index'")}
+    names = {
+        r[0]
+        for r in runtime.execute(
+            "SELECT name FROM sqlite_master WHERE tbl_name = 'agent_compaction' AND type = 'index'"
+        )
+    }
     assert {"idx_runtime_created", "uq_compaction_parent", "uq_compaction_source"} <= names
     assert runtime.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert cli("--db", db.url, "validate", "--json").stdout.strip() == "[]"
@@ -389,10 +469,14 @@ def test_0005_killed_after_its_alter_took_effect_resumes(mysql_empty_db):
     fifth = next(m for m in migrator.migrations if m.version == "0005")
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql(fifth.statements()[0])
-        conn.execute(sa.text(f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
-                             "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
-                             "UTC_TIMESTAMP(), 0)"),
-                     {"v": fifth.version, "n": fifth.name, "c": fifth.checksum})
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {HISTORY_TABLE} (version, name, checksum, status, "
+                "started_at, statements_done) VALUES (:v, :n, :c, 'running', "
+                "UTC_TIMESTAMP(), 0)"
+            ),
+            {"v": fifth.version, "n": fifth.name, "c": fifth.checksum},
+        )
     migrator.up()
     assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
 
@@ -417,8 +501,10 @@ def test_commands_refuse_an_old_schema(empty_db):
 def test_concurrent_up_runs_leave_one_correct_history(empty_db):
     """Two real `ctxtool migrate up` processes at once: both succeed, each file applied once."""
     cmd = [sys.executable, "-m", "ctxtool", "--db", empty_db.url, "migrate", "up"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     combined = "\n".join(outputs)
@@ -439,17 +525,23 @@ def test_password_never_printed(cli):
 
 
 def test_wrong_database_name_is_one_line(cli):
-    url = sa.engine.make_url(os.environ.get("CTXTOOL_TEST_MYSQL_URL",
-                                            "mysql+pymysql://root@127.0.0.1:3306/")).set(
-        database="ctxtool_no_such_db").render_as_string(hide_password=False)
+    url = (
+        sa.engine.make_url(
+            os.environ.get("CTXTOOL_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+        )
+        .set(database="ctxtool_no_such_db")
+        .render_as_string(hide_password=False)
+    )
     result = cli("--db", url, "migrate", "up")
     assert result.exit_code == 1
     assert "unknown database" in result.output.lower()
 
 
 def test_wheel_ships_sql_and_vocabularies(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+    )
     wheel = next(tmp_path.glob("ctxtool-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for dialect in ("mysql", "sqlite"):

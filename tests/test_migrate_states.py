@@ -7,17 +7,27 @@ import pytest
 
 from ctxtool.errors import CtxtoolError
 from ctxtool.migrate import HistoryRow, Migration
-from ctxtool.migrate.states import (migration_states, not_current_message, pending_migrations,
-                                    refuse_unsafe)
+from ctxtool.migrate.states import (
+    migration_states,
+    not_current_message,
+    pending_migrations,
+    refuse_unsafe,
+)
 
 A = Migration("0001", "seed", "CREATE TABLE a (x INT);")
 B = Migration("0002", "more", "ALTER TABLE a ADD COLUMN y INT;\nCREATE INDEX i ON a (y);")
 
 
-def row(m: Migration, status: str, checksum: str | None = None, done: int | None = None,
-        error: str | None = None) -> HistoryRow:
-    return HistoryRow(m.version, m.name, checksum or m.checksum, status, "2026-01-01", None, 5,
-                      done, None, error)
+def row(
+    m: Migration,
+    status: str,
+    checksum: str | None = None,
+    done: int | None = None,
+    error: str | None = None,
+) -> HistoryRow:
+    return HistoryRow(
+        m.version, m.name, checksum or m.checksum, status, "2026-01-01", None, 5, done, None, error
+    )
 
 
 def test_states_of_applied_pending_changed_and_missing_files():
@@ -41,8 +51,11 @@ def test_an_interrupted_file_is_pending_again_and_says_where_it_resumes():
 
 def test_a_failed_file_blocks_up_until_repaired_and_says_how():
     history = {"0001": row(A, "applied"), "0002": row(B, "failed", done=1, error="boom")}
-    with pytest.raises(CtxtoolError, match=r"0002_more.sql failed \(boom\)\. 1 statement\(s\) "
-                                           r"before it took effect.*migrate repair 0002"):
+    with pytest.raises(
+        CtxtoolError,
+        match=r"0002_more.sql failed \(boom\)\. 1 statement\(s\) "
+        r"before it took effect.*migrate repair 0002",
+    ):
         refuse_unsafe([A, B], history, "sql/mysql")
 
 

@@ -13,20 +13,32 @@ LONG_TITLE = "Refactor the payment module so that retries are idempotent " * 4
 
 def three_sessions(db):
     add_session(db, 1, coding_session(2), model="gpt-4o")
-    add_session(db, 2, [{"role": "user", "content": "Please migrate the ORDERS_2024 table"},
-                        {"role": "assistant", "content": "Done."}], model="claude-sonnet-4-5")
+    add_session(
+        db,
+        2,
+        [
+            {"role": "user", "content": "Please migrate the ORDERS_2024 table"},
+            {"role": "assistant", "content": "Done."},
+        ],
+        model="claude-sonnet-4-5",
+    )
     add_session(db, 3, coding_session(12), model="claude-opus-4-1")
     with db.engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE agent_session SET title = '{LONG_TITLE}', source_format = "
-                             "'claude-code', source_id = 'fe5e1c67-53e7-4862-81ae-d0e013e3270b' "
-                             "WHERE session_id = 3")
-        conn.exec_driver_sql("UPDATE agent_session SET created_at = '2025-01-02 03:04:05' "
-                             "WHERE session_id = 1")
+        conn.exec_driver_sql(
+            f"UPDATE agent_session SET title = '{LONG_TITLE}', source_format = "
+            "'claude-code', source_id = 'fe5e1c67-53e7-4862-81ae-d0e013e3270b' "
+            "WHERE session_id = 3"
+        )
+        conn.exec_driver_sql(
+            "UPDATE agent_session SET created_at = '2025-01-02 03:04:05' WHERE session_id = 1"
+        )
 
 
 def ids(cli, db, *args):
-    return [r["session_id"] for r in json.loads(run(cli, db, "sessions", "list", *args,
-                                                    "--json").output)]
+    return [
+        r["session_id"]
+        for r in json.loads(run(cli, db, "sessions", "list", *args, "--json").output)
+    ]
 
 
 def test_filters(db, cli):
@@ -49,27 +61,81 @@ def test_filters(db, cli):
 
 def test_over_window(db, cli):
     three_sessions(db)
-    rows = json.loads(run(cli, db, "sessions", "list", "--over-window", "--context-window", "3000",
-                          "--reserve-tokens", "500", "--json").output)
+    rows = json.loads(
+        run(
+            cli,
+            db,
+            "sessions",
+            "list",
+            "--over-window",
+            "--context-window",
+            "3000",
+            "--reserve-tokens",
+            "500",
+            "--json",
+        ).output
+    )
     assert [r["session_id"] for r in rows] == [3]
     assert rows[0]["context_tokens"] > rows[0]["threshold"] == 2500
     assert ids(cli, db, "--over-window") == []  # 128k/200k windows: nothing is over
-    run(cli, db, "compact", "3", "--summarizer", "extractive", "--context-window", "3000",
-        "--reserve-tokens", "500", "--keep-recent-tokens", "600")
-    assert ids(cli, db, "--over-window", "--context-window", "3000", "--reserve-tokens",
-               "500") == []  # compacted: back under its threshold
-    table = run(cli, db, "sessions", "list", "--over-window", "--context-window", "1200",
-                "--reserve-tokens", "0").output
+    run(
+        cli,
+        db,
+        "compact",
+        "3",
+        "--summarizer",
+        "extractive",
+        "--context-window",
+        "3000",
+        "--reserve-tokens",
+        "500",
+        "--keep-recent-tokens",
+        "600",
+    )
+    assert (
+        ids(cli, db, "--over-window", "--context-window", "3000", "--reserve-tokens", "500") == []
+    )  # compacted: back under its threshold
+    table = run(
+        cli,
+        db,
+        "sessions",
+        "list",
+        "--over-window",
+        "--context-window",
+        "1200",
+        "--reserve-tokens",
+        "0",
+    ).output
     assert "tokens" in table and "threshold" in table
     # The figure listed is the whole restored context, the summary and system prompt included,
     # as `context show` counts it: the batch's sums leave those out, and a session whose
     # counted messages alone are over is not measured further to be found.
-    add_session(db, 4, coding_session(12), model="gpt-4o",
-                system_prompt="You are a careful coding agent. " * 60)
+    add_session(
+        db,
+        4,
+        coding_session(12),
+        model="gpt-4o",
+        system_prompt="You are a careful coding agent. " * 60,
+    )
     run(cli, db, "tokens", "count", "--all")
-    [row] = [r for r in json.loads(run(cli, db, "sessions", "list", "--over-window",
-                                       "--context-window", "1024", "--reserve-tokens", "0",
-                                       "--json").output) if r["session_id"] == 4]
+    [row] = [
+        r
+        for r in json.loads(
+            run(
+                cli,
+                db,
+                "sessions",
+                "list",
+                "--over-window",
+                "--context-window",
+                "1024",
+                "--reserve-tokens",
+                "0",
+                "--json",
+            ).output
+        )
+        if r["session_id"] == 4
+    ]
     shown = json.loads(run(cli, db, "context", "show", "4", "--json").output)
     assert row["context_tokens"] == shown["context_tokens"] > 1024 + 300
 
@@ -92,7 +158,7 @@ def test_table_fits_the_terminal(db, cli):
 def test_context_table_fits_and_width_zero_is_whole(db, cli):
     add_session(db, 1, coding_session(2), model="gpt-4o")
     out = cli("--db", db.url, "context", "show", "1", env={"COLUMNS": "90"}).output
-    table = out[out.index("id "):].splitlines()
+    table = out[out.index("id ") :].splitlines()
     assert max(len(line) for line in table[:-1]) <= 90
     whole = run(cli, db, "context", "show", "1", "--width", "0").output
     assert "line 39: value = compute(39)" in whole  # a 40-line tool result, whole, on one line
@@ -106,11 +172,16 @@ def test_sessions_delete_needs_yes_and_removes_everything_in_one_go(db, cli):
 
     from .builders import add_session
 
-    ids = add_session(db, 1, [{"role": "user", "content": "wrong"}, {"role": "user", "content": "x"}])
+    ids = add_session(
+        db, 1, [{"role": "user", "content": "wrong"}, {"role": "user", "content": "x"}]
+    )
     add_session(db, 2, [{"role": "user", "content": "keep me"}])
     with db.engine.begin() as conn:
-        conn.execute(agent_compaction.insert().values(session_id=1, summary="s", parent_compaction_id=0,
-                                                      first_kept_message_id=ids[1]))
+        conn.execute(
+            agent_compaction.insert().values(
+                session_id=1, summary="s", parent_compaction_id=0, first_kept_message_id=ids[1]
+            )
+        )
     result = cli("--db", db.url, "sessions", "delete", "1")
     assert result.exit_code == 2 and "add --yes" in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 2
@@ -119,8 +190,9 @@ def test_sessions_delete_needs_yes_and_removes_everything_in_one_go(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 2
     result = cli("--db", db.url, "sessions", "delete", "1", "--yes", "--json")
     assert result.exit_code == 0, result.output
-    assert _json.loads(result.stdout) == [{"session_id": 1, "source": None, "messages": 2,
-                                           "checkpoints": 1, "removed": True}]
+    assert _json.loads(result.stdout) == [
+        {"session_id": 1, "source": None, "messages": 2, "checkpoints": 1, "removed": True}
+    ]
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE session_id = 1") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE session_id = 1") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction WHERE session_id = 1") == 0

@@ -15,9 +15,19 @@ import tiktoken
 
 from ctxtool.errors import CtxtoolError
 from ctxtool.store.counts import count_tokens
-from ctxtool.tokens import (REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
-                            TOKENS_PER_TOOL_CALL, MessageText, count_messages, count_text,
-                            _length_of, encoding_for_model, get_encoding, token_lengths)
+from ctxtool.tokens import (
+    REPLY_PRIMING_TOKENS,
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_NAME,
+    TOKENS_PER_TOOL_CALL,
+    MessageText,
+    _length_of,
+    count_messages,
+    count_text,
+    encoding_for_model,
+    get_encoding,
+    token_lengths,
+)
 
 from .builders import add_session
 from .conftest import SHARED
@@ -44,8 +54,10 @@ def reference():
     cache = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ctxtool-tiktoken-ref-{os.getpid()}")
     os.makedirs(cache, exist_ok=True)
     for name, url in URLS.items():
-        shutil.copy(SHARED / "tiktoken" / f"{name}.tiktoken",
-                    os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+        shutil.copy(
+            SHARED / "tiktoken" / f"{name}.tiktoken",
+            os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()),
+        )
     old = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = cache
     try:
@@ -85,8 +97,14 @@ def test_token_lengths_match_encode_ordinary_on_every_path(name, reference):
     strings included, alone, in the calling thread and spread over threads."""
     ref = reference[name]
     texts = [s * (i % 7 + 1) for i, s in enumerate(SAMPLES * 20)]
-    texts += ["<|endoftext|>", "a<|endofprompt|>b<|fim_prefix|>", "", " " * 5000, "\n\n\r\t",
-              "a lone surrogate \ud800 from a lenient JSON parser"]
+    texts += [
+        "<|endoftext|>",
+        "a<|endofprompt|>b<|fim_prefix|>",
+        "",
+        " " * 5000,
+        "\n\n\r\t",
+        "a lone surrogate \ud800 from a lenient JSON parser",
+    ]
     expected = [len(ref.encode_ordinary(t)) for t in texts]
     assert len(texts) > 16  # the threaded path
     assert _length_of(get_encoding(name)).__name__ == "buffered"  # not the fallback
@@ -98,13 +116,15 @@ def test_token_lengths_match_encode_ordinary_on_every_path(name, reference):
 
 def test_token_lengths_without_the_buffer_encoder(reference):
     """A tiktoken without the buffer encoder still counts, through encode_ordinary."""
+
     class PlainEncoding:  # only the public method, as an older tiktoken offers
         def encode_ordinary(self, text):
             return reference["o200k_base"].encode_ordinary(text)
 
     texts = SAMPLES * 10
-    assert token_lengths(texts, PlainEncoding()) == [len(reference["o200k_base"].encode_ordinary(t))
-                                                     for t in texts]
+    assert token_lengths(texts, PlainEncoding()) == [
+        len(reference["o200k_base"].encode_ordinary(t)) for t in texts
+    ]
 
 
 def test_model_to_encoding():
@@ -126,46 +146,73 @@ def test_message_overhead_follows_the_recipe(reference):
     msgs = [
         MessageText("user", "What is the weather in Paris?"),
         MessageText("user", "hi", name="alice"),
-        MessageText("assistant", None, tool_calls=[
-            {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "get_time", "arguments": {"tz": "CET"}}},
-        ]),
+        MessageText(
+            "assistant",
+            None,
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": {"tz": "CET"}},
+                },
+            ],
+        ),
         MessageText("tool", "18°C, cloudy"),
     ]
     counts = count_messages(msgs, "o200k_base")
     assert counts[0] == TOKENS_PER_MESSAGE + n("user") + n("What is the weather in Paris?")
     assert counts[1] == TOKENS_PER_MESSAGE + n("user") + n("hi") + TOKENS_PER_NAME + n("alice")
-    assert counts[2] == (TOKENS_PER_MESSAGE + n("assistant") + 2 * TOKENS_PER_TOOL_CALL
-                         + n("get_weather") + n('{"city": "Paris"}') + n("get_time")
-                         + n('{"tz": "CET"}'))
+    assert counts[2] == (
+        TOKENS_PER_MESSAGE
+        + n("assistant")
+        + 2 * TOKENS_PER_TOOL_CALL
+        + n("get_weather")
+        + n('{"city": "Paris"}')
+        + n("get_time")
+        + n('{"tz": "CET"}')
+    )
     assert counts[3] == TOKENS_PER_MESSAGE + n("tool") + n("18°C, cloudy")
     assert REPLY_PRIMING_TOKENS == 3
 
 
 def test_huge_message_counts_exactly(reference):
-    text = ("lorem ipsum dolor sit amet, 数字 12345 🚀\n" * 120_000)  # ~5 MB
+    text = "lorem ipsum dolor sit amet, 数字 12345 🚀\n" * 120_000  # ~5 MB
     assert len(text.encode()) > 5_000_000
     [count] = count_messages([MessageText("user", text)], "cl100k_base")
     ref = reference["cl100k_base"]
-    assert count == TOKENS_PER_MESSAGE + len(ref.encode_ordinary("user")) + len(ref.encode_ordinary(text))
+    assert count == TOKENS_PER_MESSAGE + len(ref.encode_ordinary("user")) + len(
+        ref.encode_ordinary(text)
+    )
 
 
 def test_counts_offline_out_of_the_box(tmp_path):
     """A fresh process, no cache, every network route dead: shipped encodings still count."""
-    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path / "empty-cache"),
-               HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
-               https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
-    code = ("from ctxtool.tokens import count_text; "
-            "print(count_text('hello world', 'o200k_base'), count_text('hello world', 'cl100k_base'))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
+    env = dict(
+        os.environ,
+        TIKTOKEN_CACHE_DIR=str(tmp_path / "empty-cache"),
+        HTTPS_PROXY="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+        https_proxy="http://127.0.0.1:9",
+        http_proxy="http://127.0.0.1:9",
+    )
+    code = (
+        "from ctxtool.tokens import count_text; "
+        "print(count_text('hello world', 'o200k_base'), count_text('hello world', 'cl100k_base'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "2"]
     code = "from ctxtool.tokens import get_encoding; get_encoding('r50k_base')"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode != 0
     assert "TIKTOKEN_CACHE_DIR" in out.stderr
 
@@ -177,16 +224,30 @@ def test_unknown_encoding_is_a_clear_error():
 
 MESSAGES = [
     {"role": "user", "content": "Fix the failing test in src/app.py"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "src/app.py"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read", "arguments": '{"path": "src/app.py"}'},
+            }
+        ],
+    },
     {"role": "tool", "content": "def main():\n    return 1/0\n", "tool_call_id": "c1"},
     {"role": "assistant", "content": "Division by zero; fixing. 🚀 <|endoftext|>"},
 ]
 
 
 def _expected(msgs, encoding):
-    return count_messages([MessageText(m["role"], m.get("content"), m.get("name"),
-                                       m.get("tool_calls")) for m in msgs], encoding)
+    return count_messages(
+        [
+            MessageText(m["role"], m.get("content"), m.get("name"), m.get("tool_calls"))
+            for m in msgs
+        ],
+        encoding,
+    )
 
 
 def test_cli_count_fills_resumes_and_recounts(db, cli):
@@ -208,8 +269,7 @@ def test_cli_count_fills_resumes_and_recounts(db, cli):
     assert json.loads(result.stdout)["messages_counted"] == 0
 
     # Another encoding: every message of the session is recounted with it.
-    result = cli("--db", db.url, "tokens", "count", "1", "--encoding", "cl100k_base",
-                 "--json")
+    result = cli("--db", db.url, "tokens", "count", "1", "--encoding", "cl100k_base", "--json")
     assert json.loads(result.stdout)["messages_counted"] == 4
     rows = db.rows("SELECT token_count FROM agent_message WHERE session_id = 1 ORDER BY id")
     assert [r["token_count"] for r in rows] == _expected(MESSAGES, "cl100k_base")
@@ -255,7 +315,9 @@ def test_an_unknown_encoding_is_a_usage_error_naming_the_known_ones(db, cli):
         assert "o200k_base" in error and "cl100k_base" in error
         assert "Plugins found" not in result.output and "tiktoken version" not in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0
-    assert cli("--db", db.url, "tokens", "count", "--all", "--encoding", "cl100k_base").exit_code == 0
+    assert (
+        cli("--db", db.url, "tokens", "count", "--all", "--encoding", "cl100k_base").exit_code == 0
+    )
 
 
 def test_cli_report(db, cli):
@@ -279,9 +341,11 @@ def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, c
     cli("--db", db.url, "tokens", "count", "1", "--encoding", "cl100k_base")
     cli("--db", db.url, "tokens", "count", "2")
     with db.engine.begin() as conn:  # one of session 2's counts made with another encoding
-        conn.exec_driver_sql("UPDATE agent_message SET token_encoding = 'cl100k_base' WHERE id = "
-                             "(SELECT MIN(id) FROM (SELECT id FROM agent_message WHERE "
-                             "session_id = 2) AS s)")
+        conn.exec_driver_sql(
+            "UPDATE agent_message SET token_encoding = 'cl100k_base' WHERE id = "
+            "(SELECT MIN(id) FROM (SELECT id FROM agent_message WHERE "
+            "session_id = 2) AS s)"
+        )
 
     def report(*args):
         result = cli("--db", db.url, "tokens", "report", *args, "--json")
@@ -290,9 +354,15 @@ def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, c
 
     rows = report()  # o200k_base, gpt-4o's: session 1's cl100k_base counts are not its counts
     assert (rows[1]["history_tokens"], rows[1]["uncounted"], rows[1]["messages"]) == (0, 4, 4)
-    assert (rows[2]["history_tokens"], rows[2]["uncounted"]) == (_expected(MESSAGES[:2], "o200k_base")[1], 1)
+    assert (rows[2]["history_tokens"], rows[2]["uncounted"]) == (
+        _expected(MESSAGES[:2], "o200k_base")[1],
+        1,
+    )
     rows = report("--encoding", "cl100k_base")
-    assert (rows[1]["history_tokens"], rows[1]["uncounted"]) == (sum(_expected(MESSAGES, "cl100k_base")), 0)
+    assert (rows[1]["history_tokens"], rows[1]["uncounted"]) == (
+        sum(_expected(MESSAGES, "cl100k_base")),
+        0,
+    )
     assert rows[1]["compression"] is not None and rows[2]["uncounted"] == 1
     # What counting finds left to do agrees with the report.
     result = cli("--db", db.url, "tokens", "count", "--all", "--json")
@@ -300,7 +370,7 @@ def test_report_history_adds_only_counts_made_with_the_encoding_it_reports(db, c
     assert {r["uncounted"] for r in report().values()} == {0}
 
 
-@pytest.mark.parametrize("placeholder", [-1000000, -1, 0, 2 ** 31 - 1])
+@pytest.mark.parametrize("placeholder", [-1000000, -1, 0, 2**31 - 1])
 def test_a_count_no_message_can_have_is_no_count(db, cli, placeholder):
     """A runtime may write -1 or 0 for "unknown", or INT's largest: none is a message's count
     (every message costs its framing; no row holds 2**30 bytes), so each is recounted, never
@@ -309,8 +379,9 @@ def test_a_count_no_message_can_have_is_no_count(db, cli, placeholder):
     cli("--db", db.url, "tokens", "count", "--all")
     expected = _expected(MESSAGES, "o200k_base")
     with db.engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE agent_message SET token_count = {placeholder} "
-                             f"WHERE id = {ids[0]}")
+        conn.exec_driver_sql(
+            f"UPDATE agent_message SET token_count = {placeholder} WHERE id = {ids[0]}"
+        )
     [row] = json.loads(cli("--db", db.url, "tokens", "report", "--json").stdout)
     assert (row["history_tokens"], row["uncounted"]) == (sum(expected[1:]), 1)
     assert row["effective_tokens"] == sum(expected) + REPLY_PRIMING_TOKENS  # counted, not -1M
@@ -319,8 +390,12 @@ def test_a_count_no_message_can_have_is_no_count(db, cli, placeholder):
     result = cli("--db", db.url, "tokens", "count", "--all", "--json")
     assert json.loads(result.stdout)["messages_counted"] == 1, result.output
     with db.engine.connect() as conn:
-        assert conn.exec_driver_sql(
-            f"SELECT token_count FROM agent_message WHERE id = {ids[0]}").scalar() == expected[0]
+        assert (
+            conn.exec_driver_sql(
+                f"SELECT token_count FROM agent_message WHERE id = {ids[0]}"
+            ).scalar()
+            == expected[0]
+        )
 
 
 ODD_TOOL_CALLS = [{"a": 1}, ["call_1"], [None], 42, "str", [{"id": 5, "function": "x"}]]
@@ -331,18 +406,28 @@ def test_odd_tool_calls_a_runtime_wrote_are_reported_and_never_crash(db, cli):
     counting, reports and the restored context carry on (issue #9 item 11)."""
     rows = [{"role": "user", "content": "go"}]
     rows += [{"role": "assistant", "content": "x", "tool_calls": odd} for odd in ODD_TOOL_CALLS]
-    rows += [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "ok1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
-             {"role": "tool", "tool_call_id": "ok1", "content": "fine"}]
+    rows += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "ok1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "ok1", "content": "fine"},
+    ]
     ids = add_session(db, 1, rows)
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 1, result.output
     issues = json.loads(result.stdout)
     flagged = {i["message_id"] for i in issues if i["rule"] == "malformed_tool_calls"}
-    assert flagged == set(ids[1:1 + len(ODD_TOOL_CALLS)])
+    assert flagged == set(ids[1 : 1 + len(ODD_TOOL_CALLS)])
     assert all("Traceback" not in i["message"] for i in issues)
-    for args in (["tokens", "count", "--all"], ["tokens", "report", "--json"],
-                 ["context", "show", "1", "--json"]):
+    for args in (
+        ["tokens", "count", "--all"],
+        ["tokens", "report", "--json"],
+        ["context", "show", "1", "--json"],
+    ):
         result = cli("--db", db.url, *args)
         assert result.exit_code == 0, (args, result.output)
     counts = db.rows("SELECT token_count FROM agent_message ORDER BY id")
@@ -388,8 +473,9 @@ def test_stored_counts_land_on_their_own_messages(db, monkeypatch):
         store_counts(conn, ids[::-1], counts[::-1], "cl100k_base")  # any order
         store_counts(conn, [], [], "cl100k_base")  # nothing to write: no statement
     rows = db.rows("SELECT id, token_count, token_encoding FROM agent_message ORDER BY id")
-    assert [(r["id"], r["token_count"], r["token_encoding"]) for r in rows] == \
-        [(i, n, "cl100k_base") for i, n in zip(ids, counts)]
+    assert [(r["id"], r["token_count"], r["token_encoding"]) for r in rows] == [
+        (i, n, "cl100k_base") for i, n in zip(ids, counts)
+    ]
 
 
 def test_counting_from_an_atexit_handler_still_counts(tmp_path):
@@ -405,7 +491,10 @@ def test_counting_from_an_atexit_handler_still_counts(tmp_path):
         "    got = token_lengths(texts, enc, num_threads=2)\n"
         "    assert got == [len(enc.encode_ordinary(t)) for t in texts]\n"
         "    print('counted', sum(got))\n"
-        "atexit.register(at_exit)\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        "atexit.register(at_exit)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.startswith("counted ")

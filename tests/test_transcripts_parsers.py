@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.transcripts import (FORMATS, PARSERS, BranchedTranscript, Line, SourceCompaction,
-                                 SourceMessage, TranscriptError, main_line_ids, parse_lines)
+from ctxtool.transcripts import (
+    FORMATS,
+    PARSERS,
+    BranchedTranscript,
+    Line,
+    SourceCompaction,
+    SourceMessage,
+    TranscriptError,
+    main_line_ids,
+    parse_lines,
+)
 
 
 def lines(*objs) -> list[Line]:
@@ -20,10 +29,21 @@ def records(fmt: str, *objs, skip_invalid=False, main=None):
 def cc(uuid, parent, kind, content, **extra):
     message = {"role": kind, "content": content}
     if kind == "assistant":
-        message = {"id": extra.pop("api_id", f"msg-{uuid}"), "role": "assistant",
-                   "model": "claude-sonnet-4-5", "content": content}
-    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s-1",
-            "timestamp": "2026-01-01T00:00:00Z", "message": message, **extra}
+        message = {
+            "id": extra.pop("api_id", f"msg-{uuid}"),
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": content,
+        }
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": "s-1",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": message,
+        **extra,
+    }
 
 
 def test_registry_names_every_format_once():
@@ -33,27 +53,47 @@ def test_registry_names_every_format_once():
 
 # -- Claude Code ---------------------------------------------------------------------------------
 
+
 def test_claude_code_streamed_assistant_records_merge_and_results_become_tool_messages():
     out, t = records(
         "claude-code",
         cc("u1", None, "user", "list files"),
         cc("a1", "u1", "assistant", [{"type": "thinking", "thinking": "hmm"}], api_id="m1"),
         cc("a2", "a1", "assistant", [{"type": "text", "text": "Looking."}], api_id="m1"),
-        cc("a3", "a2", "assistant", [{"type": "tool_use", "id": "t1", "name": "Bash",
-                                      "input": {"command": "ls"}}], api_id="m1"),
-        cc("r1", "a3", "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"},
-                                {"type": "text", "text": "and?"}]),
+        cc(
+            "a3",
+            "a2",
+            "assistant",
+            [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+            api_id="m1",
+        ),
+        cc(
+            "r1",
+            "a3",
+            "user",
+            [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a.py"},
+                {"type": "text", "text": "and?"},
+            ],
+        ),
         {"type": "summary", "summary": "Listing files", "leafUuid": "r1"},
     )
     assert [(m.source_id, m.role) for m in out] == [
-        ("u1", "user"), ("a1", "assistant"), ("r1", "tool"), ("r1#text", "user")]
+        ("u1", "user"),
+        ("a1", "assistant"),
+        ("r1", "tool"),
+        ("r1#text", "user"),
+    ]
     assistant = out[1]
     assert assistant.content == "Looking."
     assert assistant.tool_calls[0]["function"] == {"name": "Bash", "arguments": '{"command":"ls"}'}
     assert assistant.details["thinking"] == "hmm"
     assert out[2].tool_call_id == "t1" and out[2].content == "a.py"
     assert (t.session.source_id, t.session.model, t.session.title) == (
-        "s-1", "claude-sonnet-4-5", "Listing files")
+        "s-1",
+        "claude-sonnet-4-5",
+        "Listing files",
+    )
     assert t.skipped["summary"] == 1
 
 
@@ -61,9 +101,16 @@ def test_claude_code_boundary_and_summary_become_a_checkpoint():
     out, _ = records(
         "claude-code",
         cc("u1", None, "user", "hi"),
-        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
-         "logicalParentUuid": "u1", "sessionId": "s-1", "timestamp": "2026-03-01T00:25:08.805Z",
-         "compactMetadata": {"preTokens": 1234, "trigger": "auto"}},
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": "b1",
+            "parentUuid": None,
+            "logicalParentUuid": "u1",
+            "sessionId": "s-1",
+            "timestamp": "2026-03-01T00:25:08.805Z",
+            "compactMetadata": {"preTokens": 1234, "trigger": "auto"},
+        },
         cc("s1", "b1", "user", "Summary of it", isCompactSummary=True),
         cc("u2", "s1", "user", "go on"),
     )
@@ -77,10 +124,13 @@ def test_claude_code_boundary_and_summary_become_a_checkpoint():
 
 
 def test_claude_code_sidechains_and_unknown_kinds_are_counted():
-    out, t = records("claude-code", cc("u1", None, "user", "hi"),
-                     {**cc("x1", "u1", "user", "sub-agent"), "isSidechain": True},
-                     {"type": "queue-operation", "sessionId": "s-1"},
-                     {"type": "system", "subtype": "api_error", "uuid": "e1", "parentUuid": "u1"})
+    out, t = records(
+        "claude-code",
+        cc("u1", None, "user", "hi"),
+        {**cc("x1", "u1", "user", "sub-agent"), "isSidechain": True},
+        {"type": "queue-operation", "sessionId": "s-1"},
+        {"type": "system", "subtype": "api_error", "uuid": "e1", "parentUuid": "u1"},
+    )
     assert [m.source_id for m in out] == ["u1"]
     assert t.skipped == {"sidechain": 1, "queue-operation": 1, "system:api_error": 1}
 
@@ -89,8 +139,12 @@ def test_claude_code_a_skipped_record_keeps_the_ids_it_took():
     """With --skip-invalid, a tool result refused for its call id has taken its message id
     already (as every version before did): a later record with the same uuid gets the
     suffixed id, so a re-import of a file stored by an earlier version finds it unchanged."""
-    bad = cc("u1", None, "user", [{"type": "tool_result", "tool_use_id": 5,
-                                   "content": [{"type": "image"}]}])
+    bad = cc(
+        "u1",
+        None,
+        "user",
+        [{"type": "tool_result", "tool_use_id": 5, "content": [{"type": "image"}]}],
+    )
     again = cc("u1", "u1", "user", "hi")
     out, t = records("claude-code", bad, again, skip_invalid=True)
     assert [(m.source_id, m.content) for m in out] == [("u1@L2", "hi")]
@@ -100,8 +154,12 @@ def test_claude_code_a_skipped_record_keeps_the_ids_it_took():
 
 
 def test_claude_code_branch_is_detected_and_the_main_line_kept():
-    objs = [cc("u1", None, "user", "q"), cc("a1", "u1", "assistant", [{"type": "text", "text": "A"}]),
-            cc("u2", "a1", "user", "abandoned"), cc("u2b", "a1", "user", "edited")]
+    objs = [
+        cc("u1", None, "user", "q"),
+        cc("a1", "u1", "assistant", [{"type": "text", "text": "A"}]),
+        cc("u2", "a1", "user", "abandoned"),
+        cc("u2b", "a1", "user", "edited"),
+    ]
     with pytest.raises(BranchedTranscript):
         records("claude-code", *objs)
     main = main_line_ids(PARSERS["claude-code"], lines(*objs))
@@ -113,8 +171,12 @@ def test_claude_code_branch_is_detected_and_the_main_line_kept():
 def test_claude_code_record_whose_parent_is_missing_continues_the_line():
     """A trimmed log: the parent is not in the file. Every earlier record stays on the main
     line (it used to become an abandoned branch)."""
-    objs = [cc("u1", None, "user", "one"), cc("a1", "u1", "assistant", [{"type": "text", "text": "two"}]),
-            cc("u2", "gone", "user", "three"), cc("a2", "u2", "assistant", [{"type": "text", "text": "four"}])]
+    objs = [
+        cc("u1", None, "user", "one"),
+        cc("a1", "u1", "assistant", [{"type": "text", "text": "two"}]),
+        cc("u2", "gone", "user", "three"),
+        cc("a2", "u2", "assistant", [{"type": "text", "text": "four"}]),
+    ]
     main = main_line_ids(PARSERS["claude-code"], lines(*objs))
     assert main == {"u1", "a1", "u2", "a2"}
     out, _ = records("claude-code", *objs, main=main)
@@ -122,6 +184,7 @@ def test_claude_code_record_whose_parent_is_missing_continues_the_line():
 
 
 # -- Codex ---------------------------------------------------------------------------------------
+
 
 def codex(kind, **payload):
     return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
@@ -132,48 +195,111 @@ def test_codex_parallel_calls_are_one_message_and_outputs_are_tool_messages():
         "codex",
         codex("session_meta", id="cx", cwd="/w", base_instructions={"text": "be careful"}),
         codex("turn_context", model="gpt-5"),
-        codex("response_item", type="message", role="user", content=[{"type": "input_text", "text": "go"}]),
-        codex("response_item", type="function_call", name="shell", arguments='{"cmd": "ls"}', call_id="c1"),
-        codex("response_item", type="custom_tool_call", name="apply_patch", input="*** patch", call_id="c2"),
+        codex(
+            "response_item",
+            type="message",
+            role="user",
+            content=[{"type": "input_text", "text": "go"}],
+        ),
+        codex(
+            "response_item",
+            type="function_call",
+            name="shell",
+            arguments='{"cmd": "ls"}',
+            call_id="c1",
+        ),
+        codex(
+            "response_item",
+            type="custom_tool_call",
+            name="apply_patch",
+            input="*** patch",
+            call_id="c2",
+        ),
         codex("response_item", type="function_call_output", call_id="c1", output="a.py"),
         codex("response_item", type="message", role="developer", content="rules"),
         codex("event_msg", type="token_count", info={"last_token_usage": {"input_tokens": 10}}),
     )
     assert [(m.role, m.source_id) for m in out] == [
-        ("user", "L3"), ("assistant", "L4"), ("tool", "L6"), ("system", "L7")]
+        ("user", "L3"),
+        ("assistant", "L4"),
+        ("tool", "L6"),
+        ("system", "L7"),
+    ]
     assert [c["id"] for c in out[1].tool_calls] == ["c1", "c2"]
     assert out[3].details == {"source_role": "developer"}
-    assert (t.session.source_id, t.session.model, t.session.system_prompt) == ("cx", "gpt-5", "be careful")
+    assert (t.session.source_id, t.session.model, t.session.system_prompt) == (
+        "cx",
+        "gpt-5",
+        "be careful",
+    )
     assert t.skipped["event_msg:token_count"] == 1
 
 
 def test_codex_legacy_layout_without_payload_wrapper():
-    out, t = records("codex", {"id": "legacy-1", "timestamp": "2025-09-01T00:00:00Z", "instructions": "x"},
-                     {"record_type": "state"},
-                     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]})
+    out, t = records(
+        "codex",
+        {"id": "legacy-1", "timestamp": "2025-09-01T00:00:00Z", "instructions": "x"},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    )
     assert [m.content for m in out] == ["hi"]
     assert t.session.source_id == "legacy-1" and t.skipped["record_type:state"] == 1
 
 
 # -- Pi ------------------------------------------------------------------------------------------
 
+
 def pi(i, parent, role, content, **extra):
-    return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
-            "message": {"role": role, "content": content, **extra}}
+    return {
+        "type": "message",
+        "id": i,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"role": role, "content": content, **extra},
+    }
 
 
 def test_pi_messages_and_a_compaction_resolving_its_first_kept_entry():
     out, t = records(
         "pi",
-        {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": "pi-1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        },
         pi("e1", None, "user", "goal"),
-        pi("e2", "e1", "assistant", [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}]),
+        pi(
+            "e2",
+            "e1",
+            "assistant",
+            [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}],
+        ),
         {"type": "thinking_level_change", "id": "e3", "parentId": "e2"},
-        pi("e4", "e3", "toolResult", [{"type": "text", "text": "data"}], toolCallId="c1", toolName="read"),
-        {"type": "compaction", "id": "e5", "parentId": "e4", "summary": "did things",
-         "firstKeptEntryId": "e3", "tokensBefore": 900, "timestamp": "2026-01-01T00:05:00Z"},
+        pi(
+            "e4",
+            "e3",
+            "toolResult",
+            [{"type": "text", "text": "data"}],
+            toolCallId="c1",
+            toolName="read",
+        ),
+        {
+            "type": "compaction",
+            "id": "e5",
+            "parentId": "e4",
+            "summary": "did things",
+            "firstKeptEntryId": "e3",
+            "tokensBefore": 900,
+            "timestamp": "2026-01-01T00:05:00Z",
+        },
     )
-    assert [(m.source_id, m.role) for m in out[:3]] == [("e1", "user"), ("e2", "assistant"), ("e4", "tool")]
+    assert [(m.source_id, m.role) for m in out[:3]] == [
+        ("e1", "user"),
+        ("e2", "assistant"),
+        ("e4", "tool"),
+    ]
     comp = out[3]
     # e3 is no message: the first message at or after it is e4.
     assert (comp.first_kept_source_id, comp.tokens_before) == ("e4", 900)
@@ -184,23 +310,45 @@ def test_pi_messages_and_a_compaction_resolving_its_first_kept_entry():
 def test_a_negative_or_odd_token_count_in_a_transcript_is_no_count():
     """Found by review: -5 was stored as tokens_before (and validate then said the checkpoint
     "did not shrink" from -5), while 1.5 or 10**30 became NULL."""
-    for bad in (-5, -1, 1.5, 10 ** 30, "900", True):
+    for bad in (-5, -1, 1.5, 10**30, "900", True):
         out, _ = records(
-            "claude-code", cc("u1", None, "user", "hi"),
-            {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
-             "logicalParentUuid": "u1", "sessionId": "s-1", "compactMetadata": {"preTokens": bad}},
-            cc("s1", "b1", "user", "Summary", isCompactSummary=True), cc("u2", "s1", "user", "go"))
+            "claude-code",
+            cc("u1", None, "user", "hi"),
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "uuid": "b1",
+                "parentUuid": None,
+                "logicalParentUuid": "u1",
+                "sessionId": "s-1",
+                "compactMetadata": {"preTokens": bad},
+            },
+            cc("s1", "b1", "user", "Summary", isCompactSummary=True),
+            cc("u2", "s1", "user", "go"),
+        )
         assert out[1].tokens_before is None, bad
         out, _ = records(
-            "pi", {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
-            pi("e1", None, "user", "goal"), pi("e2", "e1", "user", "more"),
-            {"type": "compaction", "id": "e3", "parentId": "e2", "summary": "s",
-             "firstKeptEntryId": "e2", "tokensBefore": bad})
+            "pi",
+            {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
+            pi("e1", None, "user", "goal"),
+            pi("e2", "e1", "user", "more"),
+            {
+                "type": "compaction",
+                "id": "e3",
+                "parentId": "e2",
+                "summary": "s",
+                "firstKeptEntryId": "e2",
+                "tokensBefore": bad,
+            },
+        )
         assert out[2].tokens_before is None, bad
     usage = cc("a1", "u1", "assistant", [{"type": "text", "text": "x"}])
     usage["message"]["usage"] = {"input_tokens": -10, "output_tokens": 5}
     out, _ = records("claude-code", cc("u1", None, "user", "hi"), usage)
-    assert out[1].details["usage"]["input_tokens"] == 0 and out[1].details["usage"]["output_tokens"] == 5
+    assert (
+        out[1].details["usage"]["input_tokens"] == 0
+        and out[1].details["usage"]["output_tokens"] == 5
+    )
 
 
 def test_a_timestamp_that_is_no_time_is_counted_not_taken_silently():
@@ -208,43 +356,62 @@ def test_a_timestamp_that_is_no_time_is_counted_not_taken_silently():
     without a word. Such a message takes the time of the one before, counted."""
     bad = ["2026-01-01T00:00:00+99:00", "yesterday", "99999-01-01T00:00:00Z", 1e30, -1e20, [1]]
     for value in bad:
-        out, t = records("claude-code", cc("u1", None, "user", "hi"),
-                         {**cc("u2", "u1", "user", "again"), "timestamp": value})
+        out, t = records(
+            "claude-code",
+            cc("u1", None, "user", "hi"),
+            {**cc("u2", "u1", "user", "again"), "timestamp": value},
+        )
         assert t.skipped["invalid_timestamp"] == 1, value
         assert out[1].created_at is None and str(out[0].created_at) == "2026-01-01 00:00:00"
-    out, t = records("claude-code", cc("u1", None, "user", "hi"),
-                     {**cc("u2", "u1", "user", "again"), "timestamp": None})
+    out, t = records(
+        "claude-code",
+        cc("u1", None, "user", "hi"),
+        {**cc("u2", "u1", "user", "again"), "timestamp": None},
+    )
     assert "invalid_timestamp" not in t.skipped  # absent is not invalid
     out, t = records(
-        "pi", {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
-        {**pi("e1", None, "user", "goal"), "timestamp": "yesterday"})
+        "pi",
+        {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-01-01T00:00:00Z"},
+        {**pi("e1", None, "user", "goal"), "timestamp": "yesterday"},
+    )
     assert t.skipped["invalid_timestamp"] == 1 and out[0].created_at is None
 
 
 def test_pi_v1_first_kept_entry_index_counts_every_entry():
-    out, _ = records("pi", {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"},
-                     {"type": "message", "message": {"role": "user", "content": "a"}},
-                     {"type": "message", "message": {"role": "user", "content": "b"}},
-                     {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 2})
+    out, _ = records(
+        "pi",
+        {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"},
+        {"type": "message", "message": {"role": "user", "content": "a"}},
+        {"type": "message", "message": {"role": "user", "content": "b"}},
+        {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 2},
+    )
     assert out[2].first_kept_source_id == out[1].source_id == "L3"
 
 
 def test_pi_first_kept_that_names_no_earlier_entry_is_counted_not_silent():
     head = {"type": "session", "id": "v1", "timestamp": "2026-01-01T00:00:00Z"}
     msg = {"type": "message", "message": {"role": "user", "content": "a"}}
-    for extra, shown in (({"firstKeptEntryIndex": -5}, "#-5"), ({"firstKeptEntryIndex": 9}, "#9"),
-                         ({"firstKeptEntryIndex": 10 ** 20}, repr(10 ** 20)),
-                         ({"firstKeptEntryIndex": "2"}, "'2'"), ({}, None),
-                         ({"firstKeptEntryId": "nope"}, "nope")):
+    for extra, shown in (
+        ({"firstKeptEntryIndex": -5}, "#-5"),
+        ({"firstKeptEntryIndex": 9}, "#9"),
+        ({"firstKeptEntryIndex": 10**20}, repr(10**20)),
+        ({"firstKeptEntryIndex": "2"}, "'2'"),
+        ({}, None),
+        ({"firstKeptEntryId": "nope"}, "nope"),
+    ):
         out, t = records("pi", head, msg, {"type": "compaction", "summary": "s", **extra})
         assert t.skipped["unresolved_first_kept"] == 1, extra
-        assert out[1].first_kept_source_id is None and \
-            out[1].details == {"unresolved_first_kept": shown}, (extra, out[1].details)
-    out, t = records("pi", head, msg, {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 1})
+        assert out[1].first_kept_source_id is None and out[1].details == {
+            "unresolved_first_kept": shown
+        }, (extra, out[1].details)
+    out, t = records(
+        "pi", head, msg, {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 1}
+    )
     assert "unresolved_first_kept" not in t.skipped and out[1].first_kept_source_id == "L2"
 
 
 # -- OpenAI chat ---------------------------------------------------------------------------------
+
 
 def test_openai_chat_system_prompt_calls_and_legacy_function_pair():
     out, t = records(
@@ -266,25 +433,37 @@ def test_openai_chat_system_prompt_calls_and_legacy_function_pair():
 # -- every format: hostile records are file:line errors, or skipped -------------------------------
 
 HOSTILE = {
-    "claude-code": [cc("u1", None, "user", "hi", message=None) | {"uuid": ["not", "a", "string"]},
-                    {**cc("a1", None, "assistant", []), "message": {"model": ["a", "list"], "content": []}},
-                    {**cc("u1", None, "user", "x"), "message": "not an object"}],
-    "codex": [codex("session_meta", id={"an": "object"}),
-              codex("response_item", type="function_call_output", call_id=["c"], output="x"),
-              codex("compacted", message=42)],
-    "pi": [{"type": "message", "id": "e1", "message": "not an object"},
-           {"type": "compaction", "id": "e2", "summary": ["a", "list"]},
-           pi("e3", None, "toolResult", "x", toolCallId={"id": 1})],
-    "openai-chat": [{"role": "tool", "tool_call_id": ["a", "list"], "content": "x"},
-                    {"role": "user", "content": "x", "name": "n" * 500},
-                    {"role": "tool", "tool_call_ids": [["nested"]], "content": "x"}],
+    "claude-code": [
+        cc("u1", None, "user", "hi", message=None) | {"uuid": ["not", "a", "string"]},
+        {**cc("a1", None, "assistant", []), "message": {"model": ["a", "list"], "content": []}},
+        {**cc("u1", None, "user", "x"), "message": "not an object"},
+    ],
+    "codex": [
+        codex("session_meta", id={"an": "object"}),
+        codex("response_item", type="function_call_output", call_id=["c"], output="x"),
+        codex("compacted", message=42),
+    ],
+    "pi": [
+        {"type": "message", "id": "e1", "message": "not an object"},
+        {"type": "compaction", "id": "e2", "summary": ["a", "list"]},
+        pi("e3", None, "toolResult", "x", toolCallId={"id": 1}),
+    ],
+    "openai-chat": [
+        {"role": "tool", "tool_call_id": ["a", "list"], "content": "x"},
+        {"role": "user", "content": "x", "name": "n" * 500},
+        {"role": "tool", "tool_call_ids": [["nested"]], "content": "x"},
+    ],
 }
 
 
 @pytest.mark.parametrize("fmt,bad", [(f, b) for f, bs in HOSTILE.items() for b in bs])
 def test_a_record_that_does_not_fit_its_format_is_a_file_line_error_or_skipped(fmt, bad):
-    good = {"claude-code": cc("g1", None, "user", "fine"), "codex": codex("response_item", type="message", role="user", content="fine"),
-            "pi": pi("g1", None, "user", "fine"), "openai-chat": {"role": "user", "content": "fine"}}[fmt]
+    good = {
+        "claude-code": cc("g1", None, "user", "fine"),
+        "codex": codex("response_item", type="message", role="user", content="fine"),
+        "pi": pi("g1", None, "user", "fine"),
+        "openai-chat": {"role": "user", "content": "fine"},
+    }[fmt]
     with pytest.raises(TranscriptError) as caught:
         records(fmt, good, bad)
     assert str(caught.value).startswith("t.jsonl:2: invalid ")

@@ -5,9 +5,18 @@ from __future__ import annotations
 import pytest
 
 from ctxtool.transcripts import SourceCompaction, SourceMessage, TranscriptError
-from ctxtool.transcripts.reconcile import (DRIVER_ESCAPES, CompleteMessage, NewCheckpoint,
-                                           NewMessage, Reconciler, StoredMessage, StoredSession,
-                                           escaped_bytes, fingerprint, size_problem)
+from ctxtool.transcripts.reconcile import (
+    DRIVER_ESCAPES,
+    CompleteMessage,
+    NewCheckpoint,
+    NewMessage,
+    Reconciler,
+    StoredMessage,
+    StoredSession,
+    escaped_bytes,
+    fingerprint,
+    size_problem,
+)
 
 
 def msg(sid, role, content="x", line=1, **kw):
@@ -46,8 +55,9 @@ def test_paired_tool_result_stays_a_tool_message():
 
 def test_a_checkpoint_keeping_the_next_message_moves_to_the_call_of_a_tool_result():
     comp = SourceCompaction("k", "summary", 3)
-    actions, _ = run([msg("a", "assistant", tool_calls=[call("c1")]), comp,
-                      msg("r", "tool", tool_call_id="c1")])
+    actions, _ = run(
+        [msg("a", "assistant", tool_calls=[call("c1")]), comp, msg("r", "tool", tool_call_id="c1")]
+    )
     [checkpoint] = [a for a in actions if isinstance(a, NewCheckpoint)]
     assert checkpoint.first_kept_source_id == "a"
     assert comp.details == {"first_kept_moved_to_call_of": "r"}
@@ -58,8 +68,14 @@ def test_a_checkpoint_keeping_the_next_message_moves_to_the_call_of_a_tool_resul
 def test_a_checkpoint_naming_a_tool_result_moves_to_its_call_too():
     """Pi names its first kept entry explicitly; a tool result there moves like the others."""
     comp = SourceCompaction("k", "summary", 4, first_kept_source_id="r")
-    actions, _ = run([msg("u", "user"), msg("a", "assistant", tool_calls=[call("c1")]),
-                      msg("r", "tool", tool_call_id="c1"), comp])
+    actions, _ = run(
+        [
+            msg("u", "user"),
+            msg("a", "assistant", tool_calls=[call("c1")]),
+            msg("r", "tool", tool_call_id="c1"),
+            comp,
+        ]
+    )
     assert actions[-1] == NewCheckpoint(comp, "a")
 
 
@@ -70,35 +86,49 @@ def test_a_checkpoint_with_nothing_after_it_waits_and_is_counted():
 
 def test_present_messages_and_checkpoints_are_not_written_again():
     stored = StoredSession(messages={"u": fingerprint("user", 1, b"x")}, compactions={"k"})
-    actions, counts = run([msg("u", "user"), SourceCompaction("k", "s", 2, first_kept_source_id="u"),
-                           msg("v", "user")], stored)
+    actions, counts = run(
+        [
+            msg("u", "user"),
+            SourceCompaction("k", "s", 2, first_kept_source_id="u"),
+            msg("v", "user"),
+        ],
+        stored,
+    )
     assert [type(a) for a in actions] == [NewMessage]
     assert (counts.messages_present, counts.compactions_present) == (1, 1)
 
 
 def test_the_last_stored_message_caught_mid_stream_is_completed():
-    stored = StoredSession(messages={"a": fingerprint("assistant", 5, b"Look.")},
-                           last=StoredMessage(7, "a", "assistant", 5, b"Look.", 0))
+    stored = StoredSession(
+        messages={"a": fingerprint("assistant", 5, b"Look.")},
+        last=StoredMessage(7, "a", "assistant", 5, b"Look.", 0),
+    )
     grown = msg("a", "assistant", "Look. More", tool_calls=[call("c1")])
     actions, counts = run([grown], stored)
     assert actions == [CompleteMessage(7, grown)]
     assert counts.converted == {"completed_partial_message": 1}
 
 
-@pytest.mark.parametrize("stored_role,stored_bytes,stored_prefix",
-                         [("user", 99, b"x"), ("assistant", 1, b"x"), ("user", 1, b"y")])
-def test_a_file_that_disagrees_with_what_it_claims_to_extend_is_refused(stored_role, stored_bytes,
-                                                                        stored_prefix):
-    stored = StoredSession(messages={"L1": fingerprint(stored_role, stored_bytes, stored_prefix),
-                                     "L2": 0},
-                           last=StoredMessage(2, "L2", "user", 0))
+@pytest.mark.parametrize(
+    "stored_role,stored_bytes,stored_prefix",
+    [("user", 99, b"x"), ("assistant", 1, b"x"), ("user", 1, b"y")],
+)
+def test_a_file_that_disagrees_with_what_it_claims_to_extend_is_refused(
+    stored_role, stored_bytes, stored_prefix
+):
+    stored = StoredSession(
+        messages={"L1": fingerprint(stored_role, stored_bytes, stored_prefix), "L2": 0},
+        last=StoredMessage(2, "L2", "user", 0),
+    )
     with pytest.raises(TranscriptError, match=r"t.jsonl:1: message 'L1' differs .* not merged"):
         run([msg("L1", "user", "x", line=1)], stored)
 
 
 def test_a_shorter_last_message_is_a_disagreement_too():
-    stored = StoredSession(messages={"a": fingerprint("user", 10, b"0123456789")},
-                           last=StoredMessage(1, "a", "user", 10, b"0123456789"))
+    stored = StoredSession(
+        messages={"a": fingerprint("user", 10, b"0123456789")},
+        last=StoredMessage(1, "a", "user", 10, b"0123456789"),
+    )
     with pytest.raises(TranscriptError):
         run([msg("a", "user", "short")], stored)
 
@@ -120,9 +150,13 @@ def test_size_problem_counts_escaping_and_tool_call_arguments():
 
 
 def test_present_messages_whose_fingerprint_was_not_read_are_taken_as_they_are():
-    stored = StoredSession(messages={"a": None, "b": fingerprint("user", 1, b"x")},
-                           last=StoredMessage(2, "b", "user", 1, b"x"))
-    actions, counts = run([msg("a", "assistant", "anything"), msg("b", "user"), msg("c", "user")], stored)
+    stored = StoredSession(
+        messages={"a": None, "b": fingerprint("user", 1, b"x")},
+        last=StoredMessage(2, "b", "user", 1, b"x"),
+    )
+    actions, counts = run(
+        [msg("a", "assistant", "anything"), msg("b", "user"), msg("c", "user")], stored
+    )
     assert [type(a) for a in actions] == [NewMessage] and counts.messages_present == 2
 
 

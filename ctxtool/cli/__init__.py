@@ -64,9 +64,15 @@ pass_app = click.make_pass_decorator(AppContext)
 
 def check_reserve(context_window: int | None, reserve_tokens: int | None) -> None:
     """A reserve that swallows the window given with it leaves no threshold: say so at once."""
-    if context_window is not None and reserve_tokens is not None and reserve_tokens >= context_window:
-        raise click.UsageError(f"--reserve-tokens {reserve_tokens} leaves nothing of a "
-                               f"--context-window of {context_window}")
+    if (
+        context_window is not None
+        and reserve_tokens is not None
+        and reserve_tokens >= context_window
+    ):
+        raise click.UsageError(
+            f"--reserve-tokens {reserve_tokens} leaves nothing of a "
+            f"--context-window of {context_window}"
+        )
 
 
 def _first_paragraph(help_text: str | None) -> str:
@@ -83,9 +89,12 @@ def _negative_numbers_as_arguments(command: click.Command, ctx, args: list[str])
     ``--at -1``) before it, when a negative number is one of the arguments."""
     if "--" in args or not any(_NEGATIVE.match(a) for a in args):
         return args
-    takes_value = {name: not (p.is_flag or p.count)
-                   for p in command.get_params(ctx) if isinstance(p, click.Option)
-                   for name in (*p.opts, *p.secondary_opts)}
+    takes_value = {
+        name: not (p.is_flag or p.count)
+        for p in command.get_params(ctx)
+        if isinstance(p, click.Option)
+        for name in (*p.opts, *p.secondary_opts)
+    }
     options, arguments, i = [], [], 0
     while i < len(args):
         arg = args[i]
@@ -108,9 +117,14 @@ class _Command(click.Command):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.params.append(click.Option(
-            ["--db", "db_url"], metavar="URL", expose_value=True,
-            help=f"Database URL (overrides the one before the command) [env {URL_ENV}]."))
+        self.params.append(
+            click.Option(
+                ["--db", "db_url"],
+                metavar="URL",
+                expose_value=True,
+                help=f"Database URL (overrides the one before the command) [env {URL_ENV}].",
+            )
+        )
 
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, _negative_numbers_as_arguments(self, ctx, args))
@@ -279,8 +293,14 @@ def _by_parameter_name(command: click.Command, table: dict, where: str = "") -> 
             out[key] = _by_parameter_name(sub, value, name)
             continue
         flag = "--" + key.replace("_", "-")
-        param = next((p for p in command.params
-                      if isinstance(p, click.Option) and (p.name == key or flag in p.opts)), None)
+        param = next(
+            (
+                p
+                for p in command.params
+                if isinstance(p, click.Option) and (p.name == key or flag in p.opts)
+            ),
+            None,
+        )
         if param is None and not (command is main and key == "url"):
             raise CtxtoolError(f"{name}: no such command or option")
         if param is not None:
@@ -295,11 +315,11 @@ def _check_config_value(param: click.Parameter, value, name: str) -> None:
     list of arguments, truncate (``4.5`` workers) or fail on inside its conversion."""
     option = "/".join(param.opts)
     dates = (datetime.date, datetime.time)
-    if isinstance(value, (list, dict)) or (isinstance(value, dates)
-                                           and not getattr(param.type, "takes_dates", False)):
+    if isinstance(value, (list, dict)) or (
+        isinstance(value, dates) and not getattr(param.type, "takes_dates", False)
+    ):
         kind = {list: "an array", dict: "a table"}.get(type(value), "a date or time")
-        raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option "
-                           f"({value!r})")
+        raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option ({value!r})")
     if getattr(param, "is_flag", False) and not isinstance(value, bool):
         raise CtxtoolError(f"{name} ({option}): {value!r} is not true or false")
     try:
@@ -324,15 +344,27 @@ def _load_config(ctx, _param, value):
     return value
 
 
-@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"],
-                                           "max_content_width": 100})
-@click.option("--config", "config_path", metavar="PATH", is_eager=True, expose_value=False,
-              callback=_load_config,
-              help="Configuration file [env CTXTOOL_CONFIG; default ./ctxtool.toml, then "
-                   "$XDG_CONFIG_HOME/ctxtool/config.toml].")
-@click.option("--db", "url", envvar=URL_ENV, metavar="URL",
-              help=f"Database URL, e.g. mysql+pymysql://user:pass@host:3306/db "
-                   f"[env {URL_ENV}; default {DEFAULT_URL}]")
+@click.group(
+    cls=_Root, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="PATH",
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config,
+    help="Configuration file [env CTXTOOL_CONFIG; default ./ctxtool.toml, then "
+    "$XDG_CONFIG_HOME/ctxtool/config.toml].",
+)
+@click.option(
+    "--db",
+    "url",
+    envvar=URL_ENV,
+    metavar="URL",
+    help=f"Database URL, e.g. mysql+pymysql://user:pass@host:3306/db "
+    f"[env {URL_ENV}; default {DEFAULT_URL}]",
+)
 @click.version_option(__version__, prog_name="ctxtool")
 @click.pass_context
 def main(ctx, url):
@@ -347,8 +379,17 @@ def main(ctx, url):
 
 
 def _register() -> None:
-    from . import (compact, config, context, migrate, sessions, tokens,  # noqa: F401
-                   imports, validate)  # each module adds its commands to `main`
+    # each module adds its commands to `main`
+    from . import (  # noqa: F401
+        compact,
+        config,
+        context,
+        imports,
+        migrate,
+        sessions,
+        tokens,
+        validate,
+    )
 
 
 _register()

@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import click
 
-from ..compaction import (COMPACTED, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS, FAILED,
-                          LEASE_HELD,
-                          OVER_WINDOW, CompactionSettings, Compactor, SummarizerSettings,
-                          make_summarizer, parse_duration)
-from ..compaction.summarizers import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES,
-                                      DEFAULT_TIMEOUT_S, KINDS, MAX_REQUEST_TIMEOUT_S)
+from ..compaction import (
+    COMPACTED,
+    DEFAULT_KEEP_RECENT_TOKENS,
+    DEFAULT_RESERVE_TOKENS,
+    FAILED,
+    LEASE_HELD,
+    OVER_WINDOW,
+    CompactionSettings,
+    Compactor,
+    SummarizerSettings,
+    make_summarizer,
+    parse_duration,
+)
 from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
 from ..compaction.settings import MAX_DURATION_S
+from ..compaction.summarizers import (
+    DEFAULT_MAX_SUMMARY_TOKENS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    KINDS,
+    MAX_REQUEST_TIMEOUT_S,
+)
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
@@ -20,9 +34,24 @@ from ..store import Store
 from . import check_reserve, main, pass_app
 from .types import EncodingName, FiniteNumber, WholeNumber
 
-_COLUMNS = ["session_id", "status", "tokens_before", "tokens_kept", "tokens_after",
-            "summary_tokens", "retention", "carry_over", "summarised_messages", "kept_messages",
-            "first_kept_message_id", "split_turn", "summarizer", "model", "seconds", "error"]
+_COLUMNS = [
+    "session_id",
+    "status",
+    "tokens_before",
+    "tokens_kept",
+    "tokens_after",
+    "summary_tokens",
+    "retention",
+    "carry_over",
+    "summarised_messages",
+    "kept_messages",
+    "first_kept_message_id",
+    "split_turn",
+    "summarizer",
+    "model",
+    "seconds",
+    "error",
+]
 
 
 class Duration(click.ParamType):
@@ -39,64 +68,127 @@ class Duration(click.ParamType):
 
 @main.command()
 @click.argument("session", required=False)
-@click.option("--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job).")
-@click.option("--limit", type=WholeNumber(1),
-              help="With --all: compact at most N sessions, the largest overruns first.")
-@click.option("--workers", default=1, show_default=True, type=WholeNumber(1, 256),
-              help="Concurrent compactions (LLM calls) with --all.")
-@click.option("--older-than", type=Duration(), metavar="DURATION",
-              help="With --all: only sessions whose newest message is older (a number and a "
-              "unit: 90s, 10m, 2h, 1d).")
+@click.option(
+    "--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job)."
+)
+@click.option(
+    "--limit",
+    type=WholeNumber(1),
+    help="With --all: compact at most N sessions, the largest overruns first.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=WholeNumber(1, 256),
+    help="Concurrent compactions (LLM calls) with --all.",
+)
+@click.option(
+    "--older-than",
+    type=Duration(),
+    metavar="DURATION",
+    help="With --all: only sessions whose newest message is older (a number and a "
+    "unit: 90s, 10m, 2h, 1d).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan; call no LLM, write nothing.")
-@click.option("--summarize", is_flag=True,
-              help="With --dry-run: also run the summarizer and report summary tokens, retention, "
-              "carry-over and over-window per session, writing nothing (compare settings or models).")
+@click.option(
+    "--summarize",
+    is_flag=True,
+    help="With --dry-run: also run the summarizer and report summary tokens, retention, "
+    "carry-over and over-window per session, writing nothing (compare settings or models).",
+)
 @click.option("--force", is_flag=True, help="Compact even below the threshold.")
-@click.option("--summarizer", "kind", default="auto", show_default=True,
-              type=click.Choice(KINDS),
-              help="auto = openai when an endpoint is configured, else extractive.")
+@click.option(
+    "--summarizer",
+    "kind",
+    default="auto",
+    show_default=True,
+    type=click.Choice(KINDS),
+    help="auto = openai when an endpoint is configured, else extractive.",
+)
 @click.option("--model", help="Summary model [env CTXTOOL_SUMMARY_MODEL; default gpt-4o-mini].")
-@click.option("--base-url", envvar="OPENAI_BASE_URL",
-              help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]. "
-              "The key comes from OPENAI_API_KEY.")
-@click.option("--timeout", default=DEFAULT_TIMEOUT_S, show_default=True,
-              type=FiniteNumber(0, MAX_REQUEST_TIMEOUT_S, min_open=True),
-              help="Seconds per LLM request (at most a day).")
-@click.option("--retries", default=DEFAULT_RETRIES, show_default=True, type=WholeNumber(0, 20),
-              help="Retries (with backoff) on 429, 5xx, timeouts.")
-@click.option("--max-summary-tokens", default=DEFAULT_MAX_SUMMARY_TOKENS, show_default=True,
-              type=WholeNumber(64),
-              help="Largest summary any summarizer may write (at most a quarter of the threshold "
-              "is used); a longer one is rejected.")
-@click.option("--min-carry-over", default=DEFAULT_MIN_CARRY_OVER, show_default=True,
-              type=FiniteNumber(0, 1),
-              help="Least share of the previous summary's items a new summary must hold; an "
-              "LLM answer below it is sent back once with the dropped items, then rejected "
-              "(0: not checked).")
-@click.option("--summary-input-tokens", type=WholeNumber(2048),
-              help="Largest prompt one LLM request may carry; a longer span is folded in chunks "
-              "[default: the summary model's window less the answer and the instructions].")
-@click.option("--request-style", default="auto", show_default=True, type=click.Choice(REQUEST_STYLES),
-              help="LLM request parameters: reasoning = max_completion_tokens and no temperature "
-              "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.")
-@click.option("--context-window", type=WholeNumber(1024),
-              help="Override the model's context window.")
-@click.option("--reserve-tokens", type=WholeNumber(0),
-              help="Room kept free for the model's answer: a session compacts above its window "
-              f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].")
-@click.option("--keep-recent-tokens", default=DEFAULT_KEEP_RECENT_TOKENS, show_default=True,
-              type=WholeNumber(0),
-              help="Newest messages kept verbatim (a target: less is kept when needed to fit the "
-              "window).")
-@click.option("--encoding", type=EncodingName(), help="Count tokens with this encoding instead of the session model's.")
-@click.option("--lease-seconds", type=WholeNumber(10, MAX_DURATION_S),
-              help="Hold each claimed session at least this long, up to ten years [default: "
-              "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "
-              "for extractive].")
+@click.option(
+    "--base-url",
+    envvar="OPENAI_BASE_URL",
+    help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]. The key comes from OPENAI_API_KEY.",
+)
+@click.option(
+    "--timeout",
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    type=FiniteNumber(0, MAX_REQUEST_TIMEOUT_S, min_open=True),
+    help="Seconds per LLM request (at most a day).",
+)
+@click.option(
+    "--retries",
+    default=DEFAULT_RETRIES,
+    show_default=True,
+    type=WholeNumber(0, 20),
+    help="Retries (with backoff) on 429, 5xx, timeouts.",
+)
+@click.option(
+    "--max-summary-tokens",
+    default=DEFAULT_MAX_SUMMARY_TOKENS,
+    show_default=True,
+    type=WholeNumber(64),
+    help="Largest summary any summarizer may write (at most a quarter of the threshold "
+    "is used); a longer one is rejected.",
+)
+@click.option(
+    "--min-carry-over",
+    default=DEFAULT_MIN_CARRY_OVER,
+    show_default=True,
+    type=FiniteNumber(0, 1),
+    help="Least share of the previous summary's items a new summary must hold; an "
+    "LLM answer below it is sent back once with the dropped items, then rejected "
+    "(0: not checked).",
+)
+@click.option(
+    "--summary-input-tokens",
+    type=WholeNumber(2048),
+    help="Largest prompt one LLM request may carry; a longer span is folded in chunks "
+    "[default: the summary model's window less the answer and the instructions].",
+)
+@click.option(
+    "--request-style",
+    default="auto",
+    show_default=True,
+    type=click.Choice(REQUEST_STYLES),
+    help="LLM request parameters: reasoning = max_completion_tokens and no temperature "
+    "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.",
+)
+@click.option(
+    "--context-window", type=WholeNumber(1024), help="Override the model's context window."
+)
+@click.option(
+    "--reserve-tokens",
+    type=WholeNumber(0),
+    help="Room kept free for the model's answer: a session compacts above its window "
+    f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].",
+)
+@click.option(
+    "--keep-recent-tokens",
+    default=DEFAULT_KEEP_RECENT_TOKENS,
+    show_default=True,
+    type=WholeNumber(0),
+    help="Newest messages kept verbatim (a target: less is kept when needed to fit the window).",
+)
+@click.option(
+    "--encoding",
+    type=EncodingName(),
+    help="Count tokens with this encoding instead of the session model's.",
+)
+@click.option(
+    "--lease-seconds",
+    type=WholeNumber(10, MAX_DURATION_S),
+    help="Hold each claimed session at least this long, up to ten years [default: "
+    "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "
+    "for extractive].",
+)
 @output_options
 @pass_app
 def compact(app, session, all_sessions, output: OutputFormat, **options):
-    """Compact a session's context: summarise old messages, keep recent ones verbatim.
+    """Compact a session's context: summarize old messages, keep recent ones verbatim.
 
     Only adds an agent_compaction row; history is never changed. Exit code 0 when everything
     went well, 4 when some sessions failed or stay over their window (--all), 1 on error.
@@ -112,18 +204,30 @@ def compact(app, session, all_sessions, output: OutputFormat, **options):
     if options["limit"] is not None and not all_sessions:
         raise click.UsageError("--limit goes with --all")
     if options["summarize"] and not options["dry_run"]:
-        raise click.UsageError("--summarize goes with --dry-run (a real run summarises anyway)")
+        raise click.UsageError("--summarize goes with --dry-run (a real run summarizes anyway)")
     check_reserve(options["context_window"], options["reserve_tokens"])
     summarizer = make_summarizer(_summarizer_settings(options))
     engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
-    compactor = Compactor(engine, summarizer, CompactionSettings(
-        context_window=options["context_window"], reserve_tokens=options["reserve_tokens"],
-        keep_recent_tokens=options["keep_recent_tokens"]),
-        lease_seconds=options["lease_seconds"], encoding=options["encoding"],
-        max_summary_tokens=options["max_summary_tokens"], min_carry_over=options["min_carry_over"])
+    compactor = Compactor(
+        engine,
+        summarizer,
+        CompactionSettings(
+            context_window=options["context_window"],
+            reserve_tokens=options["reserve_tokens"],
+            keep_recent_tokens=options["keep_recent_tokens"],
+        ),
+        lease_seconds=options["lease_seconds"],
+        encoding=options["encoding"],
+        max_summary_tokens=options["max_summary_tokens"],
+        min_carry_over=options["min_carry_over"],
+    )
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
-    run = dict(force=options["force"], dry_run=options["dry_run"], summarize=options["summarize"])
+    run = {
+        "force": options["force"],
+        "dry_run": options["dry_run"],
+        "summarize": options["summarize"],
+    }
     if session is not None:
         session_id = Store(engine).resolve_session(session)  # id, source id or unique prefix
         _one(compactor.compact_session(session_id, **run), output)
@@ -132,12 +236,16 @@ def compact(app, session, all_sessions, output: OutputFormat, **options):
 
 
 def _summarizer_settings(options: dict) -> SummarizerSettings:
-    return SummarizerSettings(kind=options["kind"], model=options["model"],
-                              base_url=options["base_url"], timeout=options["timeout"],
-                              retries=options["retries"],
-                              max_summary_tokens=options["max_summary_tokens"],
-                              input_tokens=options["summary_input_tokens"],
-                              request_style=options["request_style"])
+    return SummarizerSettings(
+        kind=options["kind"],
+        model=options["model"],
+        base_url=options["base_url"],
+        timeout=options["timeout"],
+        retries=options["retries"],
+        max_summary_tokens=options["max_summary_tokens"],
+        input_tokens=options["summary_input_tokens"],
+        request_style=options["request_style"],
+    )
 
 
 def _one(outcome, output: OutputFormat) -> None:
@@ -152,12 +260,19 @@ def _one(outcome, output: OutputFormat) -> None:
 
 
 def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -> None:
-    batch = compactor.batch(force=run["force"], older_than=options["older_than"],
-                            limit=options["limit"], dry_run=run["dry_run"])
+    batch = compactor.batch(
+        force=run["force"],
+        older_than=options["older_than"],
+        limit=options["limit"],
+        dry_run=run["dry_run"],
+    )
     with Progress(len(batch.candidates), "compacting") as progress:
-        outcomes = compactor.run_batch(batch, workers=options["workers"],
-                                       on_done=lambda _o: progress.update(1), **run)
-    print_rows([o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS)
+        outcomes = compactor.run_batch(
+            batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
+        )
+    print_rows(
+        [o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS
+    )
     if not output.machine:
         done = sum(o.status == COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
@@ -167,11 +282,19 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
     failed = [o for o in outcomes if not o.ok]
     if failed:
         over = sum(o.status == OVER_WINDOW for o in failed)
-        what = ("stay over their window" if over == len(failed) else
-                "failed" if not over else "failed or stay over their window")
+        what = (
+            "stay over their window"
+            if over == len(failed)
+            else "failed"
+            if not over
+            else "failed or stay over their window"
+        )
         more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
-        raise PartialFailure(f"{len(failed)} of {len(outcomes)} session(s) {what}: "
-                             + "; ".join(o.message() for o in failed[:3]) + more)
+        raise PartialFailure(
+            f"{len(failed)} of {len(outcomes)} session(s) {what}: "
+            + "; ".join(o.message() for o in failed[:3])
+            + more
+        )
 
 
 def _print_outcome(o) -> None:
@@ -179,19 +302,25 @@ def _print_outcome(o) -> None:
     if o.tokens_before is not None:
         lines.append(f"  tokens before:      {o.tokens_before} (threshold {o.threshold})")
     if o.first_kept_message_id is not None:
-        lines.append(f"  cut:                first kept message {o.first_kept_message_id}"
-                     f"{' (inside a turn)' if o.split_turn else ' (turn boundary)'}")
-        lines.append(f"  summarised / kept:  {o.summarised_messages} / {o.kept_messages} messages")
+        lines.append(
+            f"  cut:                first kept message {o.first_kept_message_id}"
+            f"{' (inside a turn)' if o.split_turn else ' (turn boundary)'}"
+        )
+        lines.append(f"  summarized / kept:  {o.summarised_messages} / {o.kept_messages} messages")
     if o.tokens_after is not None:
         lines.append(f"  tokens after:       {o.tokens_after}")
     elif o.tokens_kept is not None:
         lines.append(f"  tokens after:       {o.tokens_kept} + the new summary")
     if o.summary_tokens is not None:
-        lines.append(f"  summary:            {o.summary_tokens} tokens, retention "
-                     f"{_percent(o.retention)}, carry-over {_percent(o.carry_over)}")
+        lines.append(
+            f"  summary:            {o.summary_tokens} tokens, retention "
+            f"{_percent(o.retention)}, carry-over {_percent(o.carry_over)}"
+        )
     if o.compaction_id:
-        lines.append(f"  checkpoint:         {o.compaction_id} by {o.summarizer}"
-                     f"{' (' + o.model + ')' if o.model else ''}")
+        lines.append(
+            f"  checkpoint:         {o.compaction_id} by {o.summarizer}"
+            f"{' (' + o.model + ')' if o.model else ''}"
+        )
     for note in o.notes:
         lines.append(f"  note: {note}")
     echo_text("\n".join(lines))

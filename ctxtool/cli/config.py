@@ -10,8 +10,12 @@ from ..db import DEFAULT_URL, URL_ENV, mask_url
 from ..output import OutputFormat, output_options, print_rows
 from . import _by_parameter_name, main
 
-_SOURCES = {ParameterSource.COMMANDLINE: "option", ParameterSource.ENVIRONMENT: "environment",
-            ParameterSource.DEFAULT_MAP: "config file", ParameterSource.DEFAULT: "default"}
+_SOURCES = {
+    ParameterSource.COMMANDLINE: "option",
+    ParameterSource.ENVIRONMENT: "environment",
+    ParameterSource.DEFAULT_MAP: "config file",
+    ParameterSource.DEFAULT: "default",
+}
 _NOT_SETTINGS = {"db_url", "table_fmt", "limit"}
 _UNSET = getattr(click.core, "UNSET", None)  # click >= 8.2 marks "no default" with a sentinel
 # Commands whose options a configuration file usually sets.
@@ -33,11 +37,19 @@ def config_cmd(ctx, output: OutputFormat):
     url_source = _SOURCES.get(root.get_parameter_source("url"), "default")
     if app.url is None:
         url_source = "default"
-    rows = [{"setting": "config_file", "value": str(config.path) if config and config.path else None,
-             "source": "--config / CTXTOOL_CONFIG / ./ctxtool.toml / $XDG_CONFIG_HOME"},
-            {"setting": "database.url", "value": mask_url(app.url or DEFAULT_URL),
-             "source": url_source if url_source != "environment" else f"environment {URL_ENV}"}]
-    defaults = (config.option_defaults() if config else {})
+    rows = [
+        {
+            "setting": "config_file",
+            "value": str(config.path) if config and config.path else None,
+            "source": "--config / CTXTOOL_CONFIG / ./ctxtool.toml / $XDG_CONFIG_HOME",
+        },
+        {
+            "setting": "database.url",
+            "value": mask_url(app.url or DEFAULT_URL),
+            "source": url_source if url_source != "environment" else f"environment {URL_ENV}",
+        },
+    ]
+    defaults = config.option_defaults() if config else {}
     for name in _CONFIGURED_COMMANDS:
         command = main.commands.get(name)
         if command is None:

@@ -7,15 +7,13 @@ from pathlib import Path
 import click
 
 from ..errors import CtxtoolError
-from ..export import (FORMATS, render, render_checkpoints, render_diff, render_table,
-                      render_text)
+from ..export import FORMATS, render, render_checkpoints, render_diff, render_table, render_text
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, json_option, output_options, print_rows
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
 from . import main, pass_app
 from .types import WholeNumber
-
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
 PIPED_WIDTH = 160
@@ -34,12 +32,18 @@ def _history(app, session: str) -> SessionHistory:
 
 
 def _at_options(func):
-    func = click.option("--before-first", is_flag=True,
-                        help="The context before the first checkpoint (no summary).")(func)
-    return click.option("--at", "at", type=WholeNumber(), metavar="CHECKPOINT",
-                        help="The context as it was after this checkpoint (its id, see `context "
-                             "checkpoints`; -1 the latest, -2 the one before), until the next "
-                             "one replaced it.")(func)
+    func = click.option(
+        "--before-first", is_flag=True, help="The context before the first checkpoint (no summary)."
+    )(func)
+    return click.option(
+        "--at",
+        "at",
+        type=WholeNumber(),
+        metavar="CHECKPOINT",
+        help="The context as it was after this checkpoint (its id, see `context "
+        "checkpoints`; -1 the latest, -2 the one before), until the next "
+        "one replaced it.",
+    )(func)
 
 
 def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
@@ -51,15 +55,26 @@ def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
 @context.command("show")
 @click.argument("session")
 @_at_options
-@click.option("--full", is_flag=True,
-              help="Whole contents with real newlines, tool calls with their arguments, results "
-                   "with their tool's name (through a pager on a terminal).")
-@click.option("--openai", "as_openai", is_flag=True,
-              help="Print only the OpenAI-style message list (JSON), ready to send to an API: "
-                   "the summary is its first user message, every tool call is answered.")
-@click.option("--width", type=WholeNumber(0), metavar="N",
-              help="Characters per line of the message table (default: the terminal's, 160 "
-                   "when piped; 0: no limit).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Whole contents with real newlines, tool calls with their arguments, results "
+    "with their tool's name (through a pager on a terminal).",
+)
+@click.option(
+    "--openai",
+    "as_openai",
+    is_flag=True,
+    help="Print only the OpenAI-style message list (JSON), ready to send to an API: "
+    "the summary is its first user message, every tool call is answered.",
+)
+@click.option(
+    "--width",
+    type=WholeNumber(0),
+    metavar="N",
+    help="Characters per line of the message table (default: the terminal's, 160 "
+    "when piped; 0: no limit).",
+)
 @json_option
 @pass_app
 def show(app, session, at, before_first, full, as_openai, width, output: OutputFormat):
@@ -67,7 +82,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
 
     Without --at: the latest checkpoint and every message after its cut. With --at CHECKPOINT:
     that checkpoint's summary and the messages of its context until the next checkpoint
-    replaced it (those the next one summarised, and those it kept that were written by its
+    replaced it (those the next one summarized, and those it kept that were written by its
     time). SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 
     \b
@@ -94,7 +109,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
 @pass_app
 def checkpoints(app, session, output: OutputFormat):
     """Every checkpoint of a session in order: parent, time, summarizer and model, cut,
-    messages summarised, tokens before / after, summary tokens and retention (after / before).
+    messages summarized, tokens before / after, summary tokens and retention (after / before).
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 
@@ -111,13 +126,17 @@ def checkpoints(app, session, output: OutputFormat):
 @click.argument("session")
 @click.argument("a", type=WholeNumber(), required=False)
 @click.argument("b", type=WholeNumber(), required=False)
-@click.option("--side-by-side", "-y", is_flag=True,
-              help="The summaries in two columns (as diff -y) instead of a unified diff.")
+@click.option(
+    "--side-by-side",
+    "-y",
+    is_flag=True,
+    help="The summaries in two columns (as diff -y) instead of a unified diff.",
+)
 @json_option
 @pass_app
 def diff(app, session, a, b, side_by_side, output: OutputFormat):
     """What changed from checkpoint A to checkpoint B: the summaries as a unified diff, how far
-    the cut moved, and the messages that went from kept to summarised.
+    the cut moved, and the messages that went from kept to summarized.
 
     Default: the last two checkpoints (before the first one and the first, when there is only
     one). A alone: A against the checkpoint before it. A = 0: before the first checkpoint.
@@ -138,13 +157,23 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
 
 @context.command("export")
 @click.argument("session")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown",
-              show_default=True,
-              help="markdown (a bug report), html (one self-contained page) or jsonl (an "
-                   "OpenAI-chat transcript `ctxtool import` reads back).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="markdown",
+    show_default=True,
+    help="markdown (a bug report), html (one self-contained page) or jsonl (an "
+    "OpenAI-chat transcript `ctxtool import` reads back).",
+)
 @_at_options
-@click.option("-o", "--output", "path", type=click.Path(dir_okay=False, writable=True),
-              help="Write to this file instead of standard output.")
+@click.option(
+    "-o",
+    "--output",
+    "path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write to this file instead of standard output.",
+)
 @pass_app
 def export(app, session, fmt, at, before_first, path):
     """Export a session's restored context (the latest, or --at a checkpoint).

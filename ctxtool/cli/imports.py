@@ -8,9 +8,9 @@ import click
 
 from ..errors import CtxtoolError, PartialFailure
 from ..importer import Importer
-from ..transcripts.files import expand_paths, file_sizes
 from ..output import OutputFormat, Progress, output_options, print_rows, visible
 from ..transcripts import FORMATS
+from ..transcripts.discover import expand_paths, file_sizes
 from . import main, pass_app
 
 _KINDS_SHOWN = 12
@@ -19,11 +19,18 @@ _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "comp
 
 @main.command("import")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(FORMATS),
-              help="Transcript format (default: detected per file).")
-@click.option("--skip-invalid", is_flag=True,
-              help="Skip (and count) malformed lines and records that do not fit their format "
-                   "instead of rejecting the file.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Transcript format (default: detected per file).",
+)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Skip (and count) malformed lines and records that do not fit their format "
+    "instead of rejecting the file.",
+)
 @output_options
 @pass_app
 def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
@@ -44,8 +51,9 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
     total = file_sizes(files) if Progress.on_terminal() else None
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
-        importer = Importer(engine, fmt, skip_invalid,
-                            on_bytes=progress.update if progress.enabled else None)
+        importer = Importer(
+            engine, fmt, skip_invalid, on_bytes=progress.update if progress.enabled else None
+        )
         results = [importer.import_file(f) for f in files]  # already expanded above
     rows = [r.as_dict() for r in results]
     if output.machine:
@@ -57,8 +65,10 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
             if totals:
                 shown = ", ".join(f"{k}={v}" for k, v in totals.most_common(_KINDS_SHOWN))
                 more = len(totals) - _KINDS_SHOWN
-                click.echo(f"{label} by kind: {shown}"
-                           + (f", and {more} more kinds (see --json)" if more > 0 else ""))
+                click.echo(
+                    f"{label} by kind: {shown}"
+                    + (f", and {more} more kinds (see --json)" if more > 0 else "")
+                )
     failed = [r for r in results if r.error]
     for r in failed:
         click.echo(f"Error: {visible(r.error)}", err=True)

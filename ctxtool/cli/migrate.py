@@ -51,11 +51,14 @@ def status(app, output: OutputFormat):
     if bad:
         hint = ""
         if migrator is not None and migrator.runtime_tables_without_history():
-            hint = ("; the store's tables exist but ctxtool never migrated this database: adopt "
-                    "it with `ctxtool migrate baseline --version 0001`, then `migrate up`")
+            hint = (
+                "; the store's tables exist but ctxtool never migrated this database: adopt "
+                "it with `ctxtool migrate baseline --version 0001`, then `migrate up`"
+            )
         raise SchemaNotCurrent(
             f"{len(bad)} migration(s) not applied cleanly: "
-            + ", ".join(f"{s.version} {s.state}" for s in bad) + hint
+            + ", ".join(f"{s.version} {s.state}" for s in bad)
+            + hint
         )
 
 
@@ -79,27 +82,51 @@ def up(app, to, dry_run, output: OutputFormat):
         try:
             pending = _migrator(app).up(to=to, dry_run=True)
         except MissingDatabase:  # a dry run never creates the file: every file would run
-            pending = [m for m in load_migrations(dialect_of_url(app.url).name)
-                       if to is None or m.version <= to]
-        doc = {"dry_run": True, "pending": [{"version": m.version, "file": m.filename,
-                                             "checksum": m.checksum, "statements": m.statements()}
-                                            for m in pending]}
-        human = "\n".join(f"-- {m.filename} (checksum {m.checksum[:12]})\n"
-                          + "".join(st + ";\n\n" for st in m.statements()) for m in pending)
+            pending = [
+                m
+                for m in load_migrations(dialect_of_url(app.url).name)
+                if to is None or m.version <= to
+            ]
+        doc = {
+            "dry_run": True,
+            "pending": [
+                {
+                    "version": m.version,
+                    "file": m.filename,
+                    "checksum": m.checksum,
+                    "statements": m.statements(),
+                }
+                for m in pending
+            ],
+        }
+        human = "\n".join(
+            f"-- {m.filename} (checksum {m.checksum[:12]})\n"
+            + "".join(st + ";\n\n" for st in m.statements())
+            for m in pending
+        )
         print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
     migrator = _migrator(app, create=True)
     report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
     applied = migrator.up(to=to, on_applied=report)
     where = mask_url(app.engine().url)
-    print_document({"database": where, "applied": [m.filename for m in applied]}, output,
-                   f"{len(applied)} migration(s) applied to {where}" if applied
-                   else "schema is up to date; nothing to apply")
+    print_document(
+        {"database": where, "applied": [m.filename for m in applied]},
+        output,
+        f"{len(applied)} migration(s) applied to {where}"
+        if applied
+        else "schema is up to date; nothing to apply",
+    )
 
 
 @migrate.command()
-@click.option("--version", "version", default="0001", show_default=True,
-              help="Record every migration up to this one as already applied.")
+@click.option(
+    "--version",
+    "version",
+    default="0001",
+    show_default=True,
+    help="Record every migration up to this one as already applied.",
+)
 @json_option
 @pass_app
 def baseline(app, version, output: OutputFormat):
@@ -111,8 +138,11 @@ def baseline(app, version, output: OutputFormat):
     Example: ctxtool migrate baseline --version 0001 && ctxtool migrate up
     """
     marked = _migrator(app).baseline(version)
-    print_document({"baselined": [m.filename for m in marked]}, output,
-                   "\n".join(f"baselined {m.filename}" for m in marked))
+    print_document(
+        {"baselined": [m.filename for m in marked]},
+        output,
+        "\n".join(f"baselined {m.filename}" for m in marked),
+    )
 
 
 @migrate.command()
@@ -128,5 +158,8 @@ def repair(app, version, output: OutputFormat):
     Example: ctxtool migrate repair 0002
     """
     actions = _migrator(app).repair(version)
-    print_document({"repaired": [{"version": v, "action": what} for v, what in actions]}, output,
-                   "\n".join(f"{v}: {what}" for v, what in actions) or "nothing to repair")
+    print_document(
+        {"repaired": [{"version": v, "action": what} for v, what in actions]},
+        output,
+        "\n".join(f"{v}: {what}" for v, what in actions) or "nothing to repair",
+    )

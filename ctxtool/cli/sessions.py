@@ -6,15 +6,15 @@ from datetime import date, datetime, timedelta, timezone
 
 import click
 
-from ..output import OutputFormat, output_options, print_rows
 from ..compaction.plan import CompactionSettings
 from ..compaction.settings import parse_duration
 from ..db import read_connection
 from ..errors import CtxtoolError
+from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints, removable_session_id
-from ..transcripts import FORMATS
 from ..terminal import fit_table, table_width
+from ..transcripts import FORMATS
 from . import check_reserve, main, pass_app
 from .types import WholeNumber
 
@@ -49,8 +49,12 @@ class SinceType(click.ParamType):
             try:
                 when = datetime.fromisoformat(text)
             except ValueError:
-                self.fail(f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
-                          "age (30m, 12h, 7d, 2w)", param, ctx)
+                self.fail(
+                    f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
+                    "age (30m, 12h, 7d, 2w)",
+                    param,
+                    ctx,
+                )
         if when.tzinfo is not None:
             try:
                 when = when.astimezone(timezone.utc).replace(tzinfo=None)
@@ -67,29 +71,70 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
 @sessions.command("list")
 @click.option("--user", "user_id", help="Only this user_id.")
 @click.option("--project", "project_id", help="Only this project_id.")
-@click.option("--source-format", type=click.Choice(FORMATS),
-              help="Only sessions imported from this transcript format.")
-@click.option("--search", metavar="TEXT",
-              help="Only sessions whose title, source id or first request contains TEXT "
-                   "(case-insensitive).")
+@click.option(
+    "--source-format",
+    type=click.Choice(FORMATS),
+    help="Only sessions imported from this transcript format.",
+)
+@click.option(
+    "--search",
+    metavar="TEXT",
+    help="Only sessions whose title, source id or first request contains TEXT (case-insensitive).",
+)
 @click.option("--model", help="Only sessions of this model (or a model starting with it).")
-@click.option("--since", type=SinceType(),
-              help="Only sessions created since then: a date/time (UTC) or an age (7d, 12h).")
-@click.option("--over-window", is_flag=True,
-              help="Only sessions whose restored context is over their compaction threshold "
-                   "(context window - reserve); adds context_tokens and threshold.")
-@click.option("--context-window", type=WholeNumber(1024), metavar="TOKENS",
-              help="With --over-window: the window to assume instead of the model's.")
-@click.option("--reserve-tokens", type=WholeNumber(0), metavar="TOKENS",
-              help="With --over-window: tokens kept free below the window (as `compact`).")
-@click.option("--limit", default=50, show_default=True, type=WholeNumber(1),
-              help="At most this many sessions, newest first.")
-@click.option("--width", type=WholeNumber(0), metavar="N",
-              help="Fit the table in N characters (default: the terminal's width; 0: no limit).")
+@click.option(
+    "--since",
+    type=SinceType(),
+    help="Only sessions created since then: a date/time (UTC) or an age (7d, 12h).",
+)
+@click.option(
+    "--over-window",
+    is_flag=True,
+    help="Only sessions whose restored context is over their compaction threshold "
+    "(context window - reserve); adds context_tokens and threshold.",
+)
+@click.option(
+    "--context-window",
+    type=WholeNumber(1024),
+    metavar="TOKENS",
+    help="With --over-window: the window to assume instead of the model's.",
+)
+@click.option(
+    "--reserve-tokens",
+    type=WholeNumber(0),
+    metavar="TOKENS",
+    help="With --over-window: tokens kept free below the window (as `compact`).",
+)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=WholeNumber(1),
+    help="At most this many sessions, newest first.",
+)
+@click.option(
+    "--width",
+    type=WholeNumber(0),
+    metavar="N",
+    help="Fit the table in N characters (default: the terminal's width; 0: no limit).",
+)
 @output_options
 @pass_app
-def sessions_list(app, user_id, project_id, source_format, search, model, since, over_window,
-                  context_window, reserve_tokens, limit, width, output: OutputFormat):
+def sessions_list(
+    app,
+    user_id,
+    project_id,
+    source_format,
+    search,
+    model,
+    since,
+    over_window,
+    context_window,
+    reserve_tokens,
+    limit,
+    width,
+    output: OutputFormat,
+):
     """The newest sessions with their message and checkpoint counts.
 
     The table fits the terminal (long titles and sources shortened); --json has every value
@@ -103,27 +148,63 @@ def sessions_list(app, user_id, project_id, source_format, search, model, since,
     settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
     if over_window:
         check_reserve(context_window, reserve_tokens)
-    rows = list_sessions(app.checked_engine(), user_id, project_id, source_format, limit,
-                         search=search, model=model, since=since, over_window=settings)
+    rows = list_sessions(
+        app.checked_engine(),
+        user_id,
+        project_id,
+        source_format,
+        limit,
+        search=search,
+        model=model,
+        since=since,
+        over_window=settings,
+    )
     if output.machine:
         print_rows(rows, output)
         return
     # Short labels and whole-second times keep the table narrow; --json has the full names.
-    labels = {"session_id": "id", "title": "title", "model": "model", "source": "source",
-              "messages": "msgs", "compactions": "checkpoints", "context_tokens": "tokens",
-              "threshold": "threshold", "last_message_id": "last msg", "created_at": "created"}
+    labels = {
+        "session_id": "id",
+        "title": "title",
+        "model": "model",
+        "source": "source",
+        "messages": "msgs",
+        "compactions": "checkpoints",
+        "context_tokens": "tokens",
+        "threshold": "threshold",
+        "last_message_id": "last msg",
+        "created_at": "created",
+    }
     if not over_window:
         del labels["context_tokens"], labels["threshold"]
-    table = [{label: (r[key].isoformat(sep=" ", timespec="minutes")
-                      if key == "created_at" and r[key] is not None else r[key])
-              for key, label in labels.items()} for r in rows]
-    click.echo(fit_table(table, output, labels.values(), table_width(width),
-                         ["title", "source", "model"], optional=["created", "last msg"]))
+    table = [
+        {
+            label: (
+                r[key].isoformat(sep=" ", timespec="minutes")
+                if key == "created_at" and r[key] is not None
+                else r[key]
+            )
+            for key, label in labels.items()
+        }
+        for r in rows
+    ]
+    click.echo(
+        fit_table(
+            table,
+            output,
+            labels.values(),
+            table_width(width),
+            ["title", "source", "model"],
+            optional=["created", "last msg"],
+        )
+    )
 
 
 @sessions.command("delete")
 @click.argument("sessions_", metavar="SESSION...", nargs=-1, required=True)
-@click.option("--yes", is_flag=True, help="Really remove them (without it, only say what would go).")
+@click.option(
+    "--yes", is_flag=True, help="Really remove them (without it, only say what would go)."
+)
 @output_options
 @pass_app
 def sessions_delete(app, sessions_, yes, output: OutputFormat):
@@ -144,7 +225,9 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
         with read_connection(engine) as conn:
             planned = footprints(conn, ids)
         print_rows([f.as_dict() for f in planned], output)
-        raise click.UsageError("nothing removed: add --yes to remove "
-                               f"{len(planned)} session(s) and everything they hold")
+        raise click.UsageError(
+            "nothing removed: add --yes to remove "
+            f"{len(planned)} session(s) and everything they hold"
+        )
     removed = delete_sessions(engine, ids)
     print_rows([{**f.as_dict(), "removed": True} for f in removed], output)

@@ -25,15 +25,25 @@ def tokens():
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
 @click.option("--all", "all_sessions", is_flag=True, help="Every session.")
-@click.option("--encoding", type=EncodingName(), help="Count with this encoding instead of the session model's "
-                                 f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).")
+@click.option(
+    "--encoding",
+    type=EncodingName(),
+    help="Count with this encoding instead of the session model's "
+    f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).",
+)
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
-@click.option("--batch-size", default=2000, show_default=True, type=WholeNumber(1, 50000),
-              help="Messages per batch; each batch commits, so an interruption loses at most one.")
+@click.option(
+    "--batch-size",
+    default=2000,
+    show_default=True,
+    type=WholeNumber(1, 50000),
+    help="Messages per batch; each batch commits, so an interruption loses at most one.",
+)
 @json_option
 @pass_app
-def count_cmd(app, session, session_option, all_sessions, encoding, recount, batch_size,
-              output: OutputFormat):
+def count_cmd(
+    app, session, session_option, all_sessions, encoding, recount, batch_size, output: OutputFormat
+):
     """Fill agent_message token counts where missing or counted with another encoding.
 
     Resumable: each batch commits, so an interrupted run loses nothing and a re-run continues.
@@ -55,17 +65,26 @@ def count_cmd(app, session, session_option, all_sessions, encoding, recount, bat
     total = count_pending(engine, session_id, encoding, recount) if Progress.on_terminal() else None
     with Progress(total, "counting tokens") as progress:
         result = count_tokens(engine, session_id, encoding, recount, batch_size, progress.update)
-    doc = {"messages_counted": result.messages_counted, "tokens": result.tokens,
-           "batches": result.batches, "by_encoding": result.by_encoding}
-    human = (f"counted {result.messages_counted} message(s), {result.tokens} tokens"
-             + "".join(f"\n  {enc}: {n} message(s)" for enc, n in result.by_encoding.items()))
+    doc = {
+        "messages_counted": result.messages_counted,
+        "tokens": result.tokens,
+        "batches": result.batches,
+        "by_encoding": result.by_encoding,
+    }
+    human = f"counted {result.messages_counted} message(s), {result.tokens} tokens" + "".join(
+        f"\n  {enc}: {n} message(s)" for enc, n in result.by_encoding.items()
+    )
     print_document(doc, output, human)
 
 
 @tokens.command("report")
 @click.argument("session", required=False)
 @click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
-@click.option("--encoding", type=EncodingName(), help="Report with this encoding instead of the session model's.")
+@click.option(
+    "--encoding",
+    type=EncodingName(),
+    help="Report with this encoding instead of the session model's.",
+)
 @output_options
 @pass_app
 def report_cmd(app, session, session_option, encoding, output: OutputFormat):

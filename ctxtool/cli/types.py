@@ -29,8 +29,11 @@ class WholeNumber(click.IntRange):
             self.fail(f"{value!r} is not a whole number", param, ctx)
         number = click.INT.convert(value, param, ctx)
         if not -BIGINT_MAX - 1 <= number <= BIGINT_MAX:
-            self.fail(f"{number} is out of range: the store holds whole numbers up to "
-                      f"{BIGINT_MAX}", param, ctx)
+            self.fail(
+                f"{number} is out of range: the store holds whole numbers up to {BIGINT_MAX}",
+                param,
+                ctx,
+            )
         return super().convert(number, param, ctx)
 
     def _describe_range(self) -> str:

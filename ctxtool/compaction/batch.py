@@ -10,10 +10,10 @@ in counts is the explicit :func:`count_missing` step a real run takes first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -46,9 +46,15 @@ class Batch:
     leased: list[CompactionOutcome] = field(default_factory=list)
 
 
-def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | None, *,
-               force: bool = False, older_than: int | None = None,
-               limit: int | None = None) -> Batch:
+def find_batch(
+    engine: Engine,
+    settings: CompactionSettings,
+    encoding: str | None,
+    *,
+    force: bool = False,
+    older_than: int | None = None,
+    limit: int | None = None,
+) -> Batch:
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only."""
     store = Store(engine)
     with read_connection(engine) as conn:
@@ -57,43 +63,63 @@ def find_batch(engine: Engine, settings: CompactionSettings, encoding: str | Non
             # Before anything is measured: a session still being written is not a candidate.
             quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
             rows = [r for r in rows if r.last_message_id in quiet]
-    found = [(r, estimate) for r, estimate in _measured(store, rows, settings, encoding, force)
-             if force or estimate > settings.threshold(r.model)]
+    found = [
+        (r, estimate)
+        for r, estimate in _measured(store, rows, settings, encoding, force)
+        if force or estimate > settings.threshold(r.model)
+    ]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
     batch = Batch()
     for r, estimate in found:
         if r.lease_owner is not None:
-            batch.leased.append(_leased(r.session_id, r.lease_owner, r.lease_expires_at, estimate,
-                                        settings.threshold(r.model)))
+            batch.leased.append(
+                _leased(
+                    r.session_id,
+                    r.lease_owner,
+                    r.lease_expires_at,
+                    estimate,
+                    settings.threshold(r.model),
+                )
+            )
         else:
-            batch.candidates.append(Candidate(r.session_id, r.model, estimate, r.uncounted,
-                                              r.last_message_id))
+            batch.candidates.append(
+                Candidate(r.session_id, r.model, estimate, r.uncounted, r.last_message_id)
+            )
     batch.candidates = batch.candidates[:limit]
     return batch
 
 
-def _measured(store: Store, rows: list[EffectiveContext], settings: CompactionSettings,
-              encoding: str | None, force: bool = False):
+def _measured(
+    store: Store,
+    rows: list[EffectiveContext],
+    settings: CompactionSettings,
+    encoding: str | None,
+    force: bool = False,
+):
     """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
     memory) only where the sum cannot decide: counts it cannot trust, or a threshold between
     the sum and the sum plus what it leaves out (at most its bytes)."""
     for r in rows:
         estimate = context_bounds(r.suffix, r.head_bytes)[0]
-        if not r.suffix.known or (not force and needs_measuring(
-                r.suffix, r.head_bytes, settings.threshold(r.model))):
+        if not r.suffix.known or (
+            not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
+        ):
             estimate = store.context_tokens(r.session_id, encoding)
         yield r, estimate
 
 
-def over_threshold(engine: Engine, settings: CompactionSettings,
-                   encoding: str | None = None) -> dict[int, tuple[int, int]]:
+def over_threshold(
+    engine: Engine, settings: CompactionSettings, encoding: str | None = None
+) -> dict[int, tuple[int, int]]:
     """{session id: (context tokens, threshold)} of every session whose restored context is
     over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
     with read_connection(engine) as conn:
         rows = effective_contexts(conn, encoding)
-    return {r.session_id: (estimate, settings.threshold(r.model))
-            for r, estimate in _measured(Store(engine), rows, settings, encoding)
-            if estimate > settings.threshold(r.model)}
+    return {
+        r.session_id: (estimate, settings.threshold(r.model))
+        for r, estimate in _measured(Store(engine), rows, settings, encoding)
+        if estimate > settings.threshold(r.model)
+    }
 
 
 def count_missing(engine: Engine, encoding: str | None = None) -> int:
@@ -109,9 +135,12 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
     return sum(r.uncounted for r in uncounted)
 
 
-def run_concurrently(compact: Callable[[int], CompactionOutcome], session_ids: list[int],
-                     workers: int, on_done: Callable[[CompactionOutcome], None] | None = None
-                     ) -> list[CompactionOutcome]:
+def run_concurrently(
+    compact: Callable[[int], CompactionOutcome],
+    session_ids: list[int],
+    workers: int,
+    on_done: Callable[[CompactionOutcome], None] | None = None,
+) -> list[CompactionOutcome]:
     """``compact`` each session on ``workers`` threads (the LLM calls overlap); outcomes by
     session id, ``on_done`` called as each finishes (a progress bar).
 
@@ -133,9 +162,12 @@ def run_concurrently(compact: Callable[[int], CompactionOutcome], session_ids: l
     return sorted(outcomes, key=lambda o: o.session_id)
 
 
-def _leased(session_id: int, owner: str, until: datetime | None, estimate: int,
-            threshold: int) -> CompactionOutcome:
+def _leased(
+    session_id: int, owner: str, until: datetime | None, estimate: int, threshold: int
+) -> CompactionOutcome:
     out = CompactionOutcome(session_id, LEASE_HELD, tokens_before=estimate, threshold=threshold)
-    out.notes.append(f"over threshold, skipped: leased by {owner} until {until} (a run that was "
-                     "killed keeps its lease until then)")
+    out.notes.append(
+        f"over threshold, skipped: leased by {owner} until {until} (a run that was "
+        "killed keeps its lease until then)"
+    )
     return out

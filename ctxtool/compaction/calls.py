@@ -5,7 +5,7 @@ never stops a batch and nothing here needs to check types again."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..records import Message
 

@@ -1,7 +1,7 @@
 """Bounded summarizer input: a span too large for one request is folded in chunks (pure
 chunking; the fold calls the summarizer once per chunk).
 
-The first chunk is summarised onto the previous summary, the next chunk folded onto that, and
+The first chunk is summarized onto the previous summary, the next chunk folded onto that, and
 so on, each request within ``input_tokens``: compaction works exactly when a conversation is
 longest. A single message larger than a chunk is clipped, head and tail (errors come at the
 end), and the clip is stated in the text the summarizer reads.
@@ -9,20 +9,21 @@ end), and the clip is stated in the text the summarizer reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from ..records import Message
 from ..tokens import get_encoding
 from .summarizers.base import Summary, SummaryRequest, render_message
 from .summarizers.prompt import SYSTEM_PROMPT, build_prompt
 
-SAFETY = 0.97          # token counts of joined pieces are not exactly additive
+SAFETY = 0.97  # token counts of joined pieces are not exactly additive
 MIN_CHUNK_TOKENS = 512
 
 
-def chunk_transcript(messages: Sequence[Message], chunk_tokens: int,
-                     encoding: str) -> list[tuple[list[Message], str]]:
+def chunk_transcript(
+    messages: Sequence[Message], chunk_tokens: int, encoding: str
+) -> list[tuple[list[Message], str]]:
     """The span as (messages, rendered text) chunks of at most ``chunk_tokens`` tokens each."""
     enc = get_encoding(encoding)
     limit = max(MIN_CHUNK_TOKENS, int(chunk_tokens * SAFETY))
@@ -66,8 +67,12 @@ def _surely_fits(request: SummaryRequest, input_tokens: int, estimated_tokens: i
     """Far below the bound without rendering or counting anything: the rendered span is never
     larger than its stored counts by more than the labels (tool results are clipped), and a
     text has no more tokens than characters."""
-    return (estimated_tokens * 1.25 + 16 * len(request.messages) + FRAME_TOKENS
-            + max(len(request.previous_summary or ""), request.max_tokens)) < input_tokens
+    return (
+        estimated_tokens * 1.25
+        + 16 * len(request.messages)
+        + FRAME_TOKENS
+        + max(len(request.previous_summary or ""), request.max_tokens)
+    ) < input_tokens
 
 
 def frame_tokens(request: SummaryRequest) -> int:
@@ -95,8 +100,10 @@ def _bounded_previous(request: SummaryRequest, limit: int) -> tuple[SummaryReque
     tokens = enc.encode_ordinary(request.previous_summary)
     if len(tokens) <= limit:
         return request, None
-    note = (f"the previous summary ({len(tokens)} tokens) was clipped to {limit} tokens to fit "
-            "the summarizer's input bound (--summary-input-tokens)")
+    note = (
+        f"the previous summary ({len(tokens)} tokens) was clipped to {limit} tokens to fit "
+        "the summarizer's input bound (--summary-input-tokens)"
+    )
     return replace(request, previous_summary=clip_tokens(enc, tokens, limit)[0]), note
 
 
@@ -108,9 +115,13 @@ def chunk_budget(request: SummaryRequest, input_tokens: int) -> int:
     return input_tokens - frame_tokens(request) - max(previous, request.max_tokens) - 200
 
 
-def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest,
-         input_tokens: int | None, estimated_tokens: int | None = None) -> Summary:
-    """Summarise ``request`` in one call when it fits ``input_tokens``, else chunk by chunk.
+def fold(
+    summarize: Callable[[SummaryRequest], Summary],
+    request: SummaryRequest,
+    input_tokens: int | None,
+    estimated_tokens: int | None = None,
+) -> Summary:
+    """Summarize ``request`` in one call when it fits ``input_tokens``, else chunk by chunk.
 
     ``estimated_tokens`` (the span's stored counts) skips rendering and counting the span when
     it is far below the bound: the rendered span is never larger than its counts by more than
@@ -130,9 +141,19 @@ def fold(summarize: Callable[[SummaryRequest], Summary], request: SummaryRequest
     previous = request.previous_summary
     for i, (members, text) in enumerate(chunks):
         last = i == len(chunks) - 1
-        summary = summarize(replace(request, previous_summary=previous, messages=members,
-                                    transcript=text, split_turn=request.split_turn and last))
+        summary = summarize(
+            replace(
+                request,
+                previous_summary=previous,
+                messages=members,
+                transcript=text,
+                split_turn=request.split_turn and last,
+            )
+        )
         previous = summary.text
     assert summary is not None
-    return replace(summary, requests=len(chunks), notes=notes + (
-        f"summarised in {len(chunks)} chunks of at most {input_tokens} tokens",))
+    return replace(
+        summary,
+        requests=len(chunks),
+        notes=notes + (f"summarized in {len(chunks)} chunks of at most {input_tokens} tokens",),
+    )

@@ -8,16 +8,24 @@ from ..store.checkpoints import LOST_RACE
 from ..store.leases import HELD as LEASE_HELD
 
 COMPACTED = "compacted"
-PLANNED = "planned"            # dry run
-EVALUATED = "evaluated"        # dry run with --summarize: summarised, checked, not written
+PLANNED = "planned"  # dry run
+EVALUATED = "evaluated"  # dry run with --summarize: summarized, checked, not written
 BELOW_THRESHOLD = "below_threshold"
 NOTHING_TO_CUT = "nothing_to_cut"
 # LEASE_HELD (another compactor holds the session) and LOST_RACE (another checkpoint was
 # appended first; nothing written) are what the store answers: one spelling, the store's.
-REJECTED = "rejected"          # the summary was unusable (empty, not smaller, ...); nothing written
-OVER_WINDOW = "over_window"    # no safe cut brings the context under its threshold
+REJECTED = "rejected"  # the summary was unusable (empty, not smaller, ...); nothing written
+OVER_WINDOW = "over_window"  # no safe cut brings the context under its threshold
 FAILED = "failed"
-OK_STATUSES = {COMPACTED, PLANNED, EVALUATED, BELOW_THRESHOLD, NOTHING_TO_CUT, LEASE_HELD, LOST_RACE}
+OK_STATUSES = {
+    COMPACTED,
+    PLANNED,
+    EVALUATED,
+    BELOW_THRESHOLD,
+    NOTHING_TO_CUT,
+    LEASE_HELD,
+    LOST_RACE,
+}
 
 
 @dataclass
@@ -53,8 +61,11 @@ class CompactionOutcome:
         detail = self.error or self.status
         if detail.startswith(f"session {self.session_id} "):
             return detail
-        return f"session {self.session_id}: {self.status}: {detail}" if self.error \
+        return (
+            f"session {self.session_id}: {self.status}: {detail}"
+            if self.error
             else f"session {self.session_id}: {detail}"
+        )
 
     def as_dict(self) -> dict:
         d = asdict(self)

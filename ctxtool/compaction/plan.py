@@ -1,10 +1,10 @@
 """Compaction planning: pure functions over a list of messages (no database, no LLM).
 
-Should a session compact, where is the cut, what is summarised and what is kept verbatim. The
+Should a session compact, where is the cut, what is summarized and what is kept verbatim. The
 rules: keep at least ``keep_recent_tokens`` of the most recent messages; cut at a turn boundary
 (a user message) where possible; never between a tool call and its result, and never leave a
 tool result in the kept part without its call. A turn larger than the budget is cut inside, at
-an assistant message whose earlier tool calls are all answered, and its early part summarised.
+an assistant message whose earlier tool calls are all answered, and its early part summarized.
 ``keep_recent_tokens`` is a target: when the kept part would not fit the window, the cut moves
 forward to the latest-keeping safe cut that fits; when none fits, the plan says ``over_window``
 and names the messages too large to fit.
@@ -15,8 +15,8 @@ nothing falls between two checkpoints.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..errors import InvalidSettings
 from ..records import Message
@@ -28,11 +28,25 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 
 # Context windows by model-name prefix (longest prefix wins); --context-window overrides.
 CONTEXT_WINDOWS: dict[str, int] = {
-    "gpt-4o": 128_000, "gpt-4.1": 1_047_576, "gpt-4.5": 128_000, "gpt-4-turbo": 128_000,
-    "gpt-4-32k": 32_768, "gpt-4": 8_192, "gpt-3.5-turbo": 16_385, "gpt-5": 400_000,
-    "o1": 200_000, "o3": 200_000, "o4": 200_000, "chatgpt-4o": 128_000, "gpt-oss": 131_072,
-    "claude": 200_000, "gemini": 1_048_576, "llama": 128_000, "mistral": 128_000,
-    "deepseek": 128_000, "qwen": 131_072,
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.5": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4-32k": 32_768,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "gpt-5": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4": 200_000,
+    "chatgpt-4o": 128_000,
+    "gpt-oss": 131_072,
+    "claude": 200_000,
+    "gemini": 1_048_576,
+    "llama": 128_000,
+    "mistral": 128_000,
+    "deepseek": 128_000,
+    "qwen": 131_072,
 }
 
 
@@ -50,7 +64,9 @@ class CompactionSettings:
     """When a session compacts and how much stays verbatim (keyword-only: each is a rule)."""
 
     context_window: int | None = None  # None: from the session's model
-    reserve_tokens: int | None = None  # None: DEFAULT_RESERVE_TOKENS, at most a quarter of the window
+    reserve_tokens: int | None = (
+        None  # None: DEFAULT_RESERVE_TOKENS, at most a quarter of the window
+    )
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
 
     def reserve(self, model: str | None) -> int:
@@ -67,9 +83,11 @@ class CompactionSettings:
         window = context_window_for(model, self.context_window)
         reserve = self.reserve(model)
         if reserve >= window:
-            raise InvalidSettings(f"--reserve-tokens {reserve} leaves nothing of the {window}-token "
-                               f"window of {model or 'a session without a model'}: give a smaller "
-                                  "--reserve-tokens, or a --context-window")
+            raise InvalidSettings(
+                f"--reserve-tokens {reserve} leaves nothing of the {window}-token "
+                f"window of {model or 'a session without a model'}: give a smaller "
+                "--reserve-tokens, or a --context-window"
+            )
         return window - reserve
 
 
@@ -84,28 +102,33 @@ class PlanMessage:
     id: int
     role: str
     tokens: int
-    call_ids: tuple[str, ...] = ()      # tool calls made by an assistant message
-    tool_call_id: str | None = None     # the call a tool result answers
+    call_ids: tuple[str, ...] = ()  # tool calls made by an assistant message
+    tool_call_id: str | None = None  # the call a tool result answers
 
 
 def plan_message(m: Message) -> PlanMessage:
     """The planner's view of a stored message (malformed tool calls carry no id)."""
-    return PlanMessage(m.id, m.role, m.token_count or 0, call_ids(m),
-                       m.tool_call_id if isinstance(m.tool_call_id, str) else None)
+    return PlanMessage(
+        m.id,
+        m.role,
+        m.token_count or 0,
+        call_ids(m),
+        m.tool_call_id if isinstance(m.tool_call_id, str) else None,
+    )
 
 
 @dataclass
 class CompactionPlan:
-    """Where to cut: messages[:cut] are summarised, messages[cut:] are kept verbatim."""
+    """Where to cut: messages[:cut] are summarized, messages[cut:] are kept verbatim."""
 
     first_kept_message_id: int
-    summarised_ids: list[int]
+    summarized_ids: list[int]
     kept_ids: list[int]
-    summarised_tokens: int
+    summarized_tokens: int
     kept_tokens: int
     split_turn: bool = False
     notes: list[str] = field(default_factory=list)
-    over_window: bool = False            # even the best safe cut keeps more than fits
+    over_window: bool = False  # even the best safe cut keeps more than fits
     oversized_ids: list[int] = field(default_factory=list)  # the kept messages to blame
 
 
@@ -125,7 +148,7 @@ def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
     a call id in later turns: a result answers the latest earlier call of its id still without
     one, so an old call never closes every cut up to a new turn's result."""
     n = len(messages)
-    pending: dict[str, list[int]] = {}   # call id -> indexes of its calls still unanswered
+    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
     blocked = [0] * (n + 2)
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in pending:
@@ -144,12 +167,13 @@ def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
     return safe
 
 
-def plan_compaction(messages: Sequence[PlanMessage], keep_recent_tokens: int,
-                    max_kept_tokens: int | None = None) -> CompactionPlan | None:
-    """Choose the cut over a session's restored suffix; None when nothing can be summarised.
+def plan_compaction(
+    messages: Sequence[PlanMessage], keep_recent_tokens: int, max_kept_tokens: int | None = None
+) -> CompactionPlan | None:
+    """Choose the cut over a session's restored suffix; None when nothing can be summarized.
 
     The budget is met by walking back from the newest message; the cut then moves back (keeping
-    more) to the nearest safe turn boundary. When no such boundary leaves anything to summarise,
+    more) to the nearest safe turn boundary. When no such boundary leaves anything to summarize,
     the turn is split at the nearest safe assistant message instead. With ``max_kept_tokens``
     (what fits the window once the system prompt and the summary are in), a plan keeping more
     moves its cut forward until it fits, or is marked ``over_window``.
@@ -163,8 +187,9 @@ def plan_compaction(messages: Sequence[PlanMessage], keep_recent_tokens: int,
     return _fit_window(messages, safe, plan, max_kept_tokens)
 
 
-def _plan_for_budget(messages: Sequence[PlanMessage], safe: list[bool],
-                     keep_recent_tokens: int) -> CompactionPlan | None:
+def _plan_for_budget(
+    messages: Sequence[PlanMessage], safe: list[bool], keep_recent_tokens: int
+) -> CompactionPlan | None:
     # The first index from which the kept tail holds at least the budget.
     kept = 0
     budget_at = 0
@@ -174,7 +199,7 @@ def _plan_for_budget(messages: Sequence[PlanMessage], safe: list[bool],
             budget_at = i
             break
     if budget_at <= 0:
-        return None  # everything fits in the budget: nothing worth summarising
+        return None  # everything fits in the budget: nothing worth summarizing
     # Prefer a user message at or before budget_at (keeps >= budget), never index 0.
     for c in range(budget_at, 0, -1):
         if messages[c].role == "user" and safe[c]:
@@ -192,42 +217,56 @@ def _plan_for_budget(messages: Sequence[PlanMessage], safe: list[bool],
     return None
 
 
-def _fit_window(messages: Sequence[PlanMessage], safe: list[bool], plan: CompactionPlan | None,
-                max_kept_tokens: int) -> CompactionPlan | None:
+def _fit_window(
+    messages: Sequence[PlanMessage],
+    safe: list[bool],
+    plan: CompactionPlan | None,
+    max_kept_tokens: int,
+) -> CompactionPlan | None:
     """The safe cut keeping the most that still fits; else the one keeping the least, marked."""
-    start = 1 if plan is None else next(i for i, m in enumerate(messages)
-                                        if m.id == plan.first_kept_message_id) + 1
+    start = (
+        1
+        if plan is None
+        else next(i for i, m in enumerate(messages) if m.id == plan.first_kept_message_id) + 1
+    )
     kept_from = [0] * (len(messages) + 1)
     for i in range(len(messages) - 1, -1, -1):
         kept_from[i] = kept_from[i + 1] + messages[i].tokens
-    cuts = [c for c in range(start, len(messages))
-            if safe[c] and messages[c].role in ("user", "assistant")]
+    cuts = [
+        c
+        for c in range(start, len(messages))
+        if safe[c] and messages[c].role in ("user", "assistant")
+    ]
     for c in cuts:
         if kept_from[c] <= max_kept_tokens:
             fitted = _plan(messages, c, split=messages[c].role != "user")
-            fitted.notes.append(f"kept {fitted.kept_tokens} tokens, less than keep_recent_tokens, "
-                                "so the context fits its window")
+            fitted.notes.append(
+                f"kept {fitted.kept_tokens} tokens, less than keep_recent_tokens, "
+                "so the context fits its window"
+            )
             return fitted
     best = _plan(messages, cuts[-1], split=messages[cuts[-1]].role != "user") if cuts else plan
     if best is None:
         return None
-    kept = messages[len(messages) - len(best.kept_ids):]
+    kept = messages[len(messages) - len(best.kept_ids) :]
     too_big = [m.id for m in kept if m.tokens > max_kept_tokens]
     best.over_window = True
     best.oversized_ids = too_big or [max(kept, key=lambda m: m.tokens).id]
-    best.notes.append(f"no safe cut keeps under {max_kept_tokens} tokens: the kept part holds "
-                      f"{best.kept_tokens}" if max_kept_tokens > 0 else
-                      "no room is left for messages under the threshold: the kept part holds "
-                      f"{best.kept_tokens}")
+    best.notes.append(
+        f"no safe cut keeps under {max_kept_tokens} tokens: the kept part holds {best.kept_tokens}"
+        if max_kept_tokens > 0
+        else "no room is left for messages under the threshold: the kept part holds "
+        f"{best.kept_tokens}"
+    )
     return best
 
 
 def _plan(messages: Sequence[PlanMessage], cut: int, split: bool) -> CompactionPlan:
     return CompactionPlan(
         first_kept_message_id=messages[cut].id,
-        summarised_ids=[m.id for m in messages[:cut]],
+        summarized_ids=[m.id for m in messages[:cut]],
         kept_ids=[m.id for m in messages[cut:]],
-        summarised_tokens=sum(m.tokens for m in messages[:cut]),
+        summarized_tokens=sum(m.tokens for m in messages[:cut]),
         kept_tokens=sum(m.tokens for m in messages[cut:]),
         split_turn=split,
     )

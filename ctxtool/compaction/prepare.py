@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 
 from .. import quality
 from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext
-from ..store.checkpoints import SummarisedSpan
+from ..store.checkpoints import SummarizedSpan
 from ..store.reads import restored_context_tokens
 from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
-from .files import files_touched, merge_file_lists
 from .outcome import BELOW_THRESHOLD, NOTHING_TO_CUT, OVER_WINDOW
 from .plan import CompactionPlan, CompactionSettings, plan_compaction, plan_message
 from .summarizers.base import Summary, SummaryRequest
+from .touched_files import files_touched, merge_file_lists
 
 MIN_SUMMARY_BUDGET = 256
 # The least share of the previous summary's items a new summary must hold (--min-carry-over):
@@ -35,7 +35,7 @@ class Preparation:
     status: str | None = None
     plan: CompactionPlan | None = None
     previous: Compaction | None = None
-    summarised: list[Message] = field(default_factory=list)
+    summarized: list[Message] = field(default_factory=list)
     files: dict = field(default_factory=dict)
     replaced_tokens: int = 0
     summary_budget: int = 0
@@ -49,18 +49,31 @@ class Preparation:
     def tokens_kept(self) -> int | None:
         return self.tokens_before - self.replaced_tokens if self.plan else None
 
-    def request(self, title: str | None = None, min_carry_over: float | None = None) -> SummaryRequest:
+    def request(
+        self, title: str | None = None, min_carry_over: float | None = None
+    ) -> SummaryRequest:
         assert self.plan is not None
-        return SummaryRequest(self.previous.summary if self.previous else None, self.summarised,
-                              self.files, self.plan.split_turn, max_tokens=self.summary_budget,
-                              title=title, encoding=self.encoding, min_carry_over=min_carry_over)
+        return SummaryRequest(
+            self.previous.summary if self.previous else None,
+            self.summarized,
+            self.files,
+            self.plan.split_turn,
+            max_tokens=self.summary_budget,
+            title=title,
+            encoding=self.encoding,
+            min_carry_over=min_carry_over,
+        )
 
-    def span(self) -> SummarisedSpan:
+    def span(self) -> SummarizedSpan:
         assert self.plan is not None
-        ids = self.plan.summarised_ids
-        return SummarisedSpan(self.session_id,
-                              self.previous.first_kept_message_id if self.previous else None,
-                              self.plan.first_kept_message_id, len(ids), sum(ids))
+        ids = self.plan.summarized_ids
+        return SummarizedSpan(
+            self.session_id,
+            self.previous.first_kept_message_id if self.previous else None,
+            self.plan.first_kept_message_id,
+            len(ids),
+            sum(ids),
+        )
 
 
 def summary_budget(threshold: int, max_summary_tokens: int) -> int:
@@ -75,61 +88,96 @@ def summary_message_tokens(summary: str, encoding: str) -> int:
     return count_messages([MessageText("user", SUMMARY_PREFIX + summary)], encoding)[0]
 
 
-def prepare(ctx: RestoredContext, model: str | None, settings: CompactionSettings, encoding: str,
-            *, max_summary_tokens: int, force: bool = False) -> Preparation:
+def prepare(
+    ctx: RestoredContext,
+    model: str | None,
+    settings: CompactionSettings,
+    encoding: str,
+    *,
+    max_summary_tokens: int,
+    force: bool = False,
+) -> Preparation:
     """Measure the restored context, decide whether to compact, choose the cut (one that fits
     the window), and gather what the summarizer needs."""
     threshold = settings.threshold(model)
-    prep = Preparation(ctx.session_id, restored_context_tokens(ctx, encoding), threshold,
-                       encoding, previous=ctx.compaction,
-                       summary_budget=summary_budget(threshold, max_summary_tokens))
+    prep = Preparation(
+        ctx.session_id,
+        restored_context_tokens(ctx, encoding),
+        threshold,
+        encoding,
+        previous=ctx.compaction,
+        summary_budget=summary_budget(threshold, max_summary_tokens),
+    )
     over = prep.tokens_before > threshold
     if not force and not over:
         prep.status = BELOW_THRESHOLD
         return prep
     head = count_text(ctx.system_prompt, encoding) + 8 if ctx.system_prompt else 0
-    fixed = head + prep.summary_budget + count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
-    plan = plan_compaction([plan_message(m) for m in ctx.messages], settings.keep_recent_tokens,
-                           max_kept_tokens=threshold - fixed)
+    fixed = (
+        head + prep.summary_budget + count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
+    )
+    plan = plan_compaction(
+        [plan_message(m) for m in ctx.messages],
+        settings.keep_recent_tokens,
+        max_kept_tokens=threshold - fixed,
+    )
     if plan is None:
         prep.status = OVER_WINDOW if over else NOTHING_TO_CUT
         if over:
             biggest = max(ctx.messages, key=lambda m: m.token_count or 0, default=None)
-            prep.error = over_window_message(prep.tokens_before, threshold,
-                                             [biggest] if biggest else [], head, threshold - fixed)
+            prep.error = over_window_message(
+                prep.tokens_before, threshold, [biggest] if biggest else [], head, threshold - fixed
+            )
         return prep
     prep.plan = plan
-    prep.summarised = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
-    read, modified = files_touched(calls_of(prep.summarised))
-    prep.files = merge_file_lists(ctx.compaction.details if ctx.compaction else None, read, modified)
+    prep.summarized = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
+    read, modified = files_touched(calls_of(prep.summarized))
+    prep.files = merge_file_lists(
+        ctx.compaction.details if ctx.compaction else None, read, modified
+    )
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
     kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]
     prep.replaced_tokens = prep.tokens_before - restored_context_tokens(
-        RestoredContext(ctx.session_id, ctx.system_prompt, None, kept), encoding)
+        RestoredContext(ctx.session_id, ctx.system_prompt, None, kept), encoding
+    )
     if plan.over_window:
         oversized = [m for m in ctx.messages if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, threshold, oversized, head, threshold - fixed)
     return prep
 
 
-def over_window_message(tokens: int | None, threshold: int, messages: list[Message],
-                        system_tokens: int = 0, room: int | None = None) -> str:
+def over_window_message(
+    tokens: int | None,
+    threshold: int,
+    messages: list[Message],
+    system_tokens: int = 0,
+    room: int | None = None,
+) -> str:
     """Names what no safe cut can leave out of the restored context: the messages that must
     stay verbatim, or the system prompt when it leaves (next to) no room for any message."""
-    size = f"restored context of {tokens} tokens is" if tokens is not None else "restored context stays"
+    size = (
+        f"restored context of {tokens} tokens is"
+        if tokens is not None
+        else "restored context stays"
+    )
     start = f"{size} over its threshold of {threshold} tokens and no safe cut fits: "
     if room is not None and system_tokens and (room <= 0 or system_tokens >= threshold // 2):
         fixed = threshold - room
-        return (start + f"the system prompt ({system_tokens} tokens) and the summary's room "
-                f"({fixed - system_tokens}) take {fixed}, leaving {max(room, 0)} for messages "
-                "(shorten the system prompt, or give a larger --context-window)")
-    named = ", ".join(f"message {m.id} ({m.role}, {m.token_count or 0} tokens)" for m in messages[:3])
+        return (
+            start + f"the system prompt ({system_tokens} tokens) and the summary's room "
+            f"({fixed - system_tokens}) take {fixed}, leaving {max(room, 0)} for messages "
+            "(shorten the system prompt, or give a larger --context-window)"
+        )
+    named = ", ".join(
+        f"message {m.id} ({m.role}, {m.token_count or 0} tokens)" for m in messages[:3]
+    )
     return start + f"{named or 'its newest messages'} must stay verbatim"
 
 
-def check_summary(prep: Preparation, text: str, *, min_carry_over: float | None = None
-                  ) -> tuple[int, str | None]:
+def check_summary(
+    prep: Preparation, text: str, *, min_carry_over: float | None = None
+) -> tuple[int, str | None]:
     """(summary tokens as carried, why it is refused or None). Refused: empty; not smaller
     than what it replaces; over its budget; or (``min_carry_over``) dropping most of the
     previous summary's items."""
@@ -137,48 +185,65 @@ def check_summary(prep: Preparation, text: str, *, min_carry_over: float | None 
         return 0, "summary is empty"
     tokens = summary_message_tokens(text, prep.encoding)
     if tokens >= prep.replaced_tokens:
-        return tokens, (f"summary ({tokens} tokens) is not smaller than what it replaces "
-                        f"({prep.replaced_tokens} tokens)")
+        return tokens, (
+            f"summary ({tokens} tokens) is not smaller than what it replaces "
+            f"({prep.replaced_tokens} tokens)"
+        )
     own = count_text(text, prep.encoding)
     if own > prep.summary_budget:
         # The budget is on the text (the model's max_tokens); the report shows the message.
-        return tokens, (f"summary text ({own} tokens; {tokens} as the context message it "
-                        f"becomes) is over its budget of {prep.summary_budget} tokens "
-                        "(--max-summary-tokens, at most a quarter of the threshold)")
+        return tokens, (
+            f"summary text ({own} tokens; {tokens} as the context message it "
+            f"becomes) is over its budget of {prep.summary_budget} tokens "
+            "(--max-summary-tokens, at most a quarter of the threshold)"
+        )
     if min_carry_over is not None and prep.previous is not None:
         kept = quality.carry_over(prep.previous.summary, text)
         if kept is not None and kept < min_carry_over:
-            return tokens, (f"summary drops items of the previous summary: it keeps {kept:.0%} "
-                            f"of them, at least {min_carry_over:.0%} required (--min-carry-over; "
-                            "a larger --max-summary-tokens leaves room for them)")
+            return tokens, (
+                f"summary drops items of the previous summary: it keeps {kept:.0%} "
+                f"of them, at least {min_carry_over:.0%} required (--min-carry-over; "
+                "a larger --max-summary-tokens leaves room for them)"
+            )
     return tokens, None
 
 
-def checkpoint_values(prep: Preparation, text: str, summary_tokens: int, summarizer: str,
-                      model: str | None) -> dict:
+def checkpoint_values(
+    prep: Preparation, text: str, summary_tokens: int, summarizer: str, model: str | None
+) -> dict:
     """The agent_compaction row for an accepted summary, with the figures that explain it:
-    files, the exact span summarised (count and id range, so `validate` can prove nothing
+    files, the exact span summarized (count and id range, so `validate` can prove nothing
     arrived inside it later), and retention."""
     assert prep.plan is not None
     span = prep.span()
-    facts = quality.extract_facts(prep.summarised, prep.previous.summary if prep.previous else None)
-    details = {**prep.files, "split_turn": prep.plan.split_turn,
-               "summarised_messages": span.count,
-               "summarised_from_message_id": prep.plan.summarised_ids[0],
-               "summarised_to_message_id": prep.plan.summarised_ids[-1],
-               "summarised_id_sum": span.id_sum, "encoding": prep.encoding,
-               "quality": quality.measure(facts, text, summary_tokens)}
+    facts = quality.extract_facts(prep.summarized, prep.previous.summary if prep.previous else None)
+    details = {
+        **prep.files,
+        "split_turn": prep.plan.split_turn,
+        "summarised_messages": span.count,
+        "summarised_from_message_id": prep.plan.summarized_ids[0],
+        "summarised_to_message_id": prep.plan.summarized_ids[-1],
+        "summarised_id_sum": span.id_sum,
+        "encoding": prep.encoding,
+        "quality": quality.measure(facts, text, summary_tokens),
+    }
     if prep.plan.over_window:
         details["over_window"] = prep.plan.oversized_ids
-    return {"summary": text, "first_kept_message_id": prep.plan.first_kept_message_id,
-            "tokens_before": prep.tokens_before,
-            "tokens_after": prep.tokens_before - prep.replaced_tokens + summary_tokens,
-            "summary_tokens": summary_tokens, "summarizer": summarizer,
-            "summarizer_model": model, "details": details}
+    return {
+        "summary": text,
+        "first_kept_message_id": prep.plan.first_kept_message_id,
+        "tokens_before": prep.tokens_before,
+        "tokens_after": prep.tokens_before - prep.replaced_tokens + summary_tokens,
+        "summary_tokens": summary_tokens,
+        "summarizer": summarizer,
+        "summarizer_model": model,
+        "details": details,
+    }
 
 
-def judge_summary(prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
-                  ) -> tuple[dict, str | None]:
+def judge_summary(
+    prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
+) -> tuple[dict, str | None]:
     """(the checkpoint row with its quality figures, why the summary is refused or None)."""
     tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
     return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal

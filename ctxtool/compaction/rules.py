@@ -1,18 +1,25 @@
 """Consistency rules about checkpoints that ``validate`` checks (pure).
 
-They use what a checkpoint records of itself in ``details``: how many messages it summarised
+They use what a checkpoint records of itself in ``details``: how many messages it summarized
 and the sum of their ids (``summarised_messages``, ``summarised_id_sum``), written by the
 append that proved the span in the same transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
-from ..records import (NO_CALL_ID, NO_RESULT_TEXT, ORPHAN_RESULT_PREFIX, SUMMARY_PREFIX,
-                       Compaction, Message, answer_tool_calls)
+from ..records import (
+    NO_CALL_ID,
+    NO_RESULT_TEXT,
+    ORPHAN_RESULT_PREFIX,
+    SUMMARY_PREFIX,
+    Compaction,
+    Message,
+    answer_tool_calls,
+)
 from ..tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
 from .plan import CompactionSettings
 
@@ -25,7 +32,7 @@ _RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID).encod
 
 
 def _recorded_span(checkpoint: Compaction) -> tuple[dict, int, int] | None:
-    """(details, count, id sum) of the span a checkpoint recorded summarising; None when it
+    """(details, count, id sum) of the span a checkpoint recorded summarizing; None when it
     recorded none (imported, or written before ctxtool recorded spans)."""
     details = checkpoint.details if isinstance(checkpoint.details, dict) else {}
     count, id_sum = details.get("summarised_messages"), details.get("summarised_id_sum")
@@ -34,13 +41,13 @@ def _recorded_span(checkpoint: Compaction) -> tuple[dict, int, int] | None:
     return details, count, id_sum
 
 
-def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
-    """Messages inside a checkpoint's summarised range that it did not summarise.
+def unsummarized_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> list[int] | None:
+    """Messages inside a checkpoint's summarized range that it did not summarize.
 
     ``range_ids``: the ids stored now in ``[previous cut, checkpoint.first_kept_message_id)``
-    of its session. Returns [] when they are exactly what the checkpoint summarised; the late
+    of its session. Returns [] when they are exactly what the checkpoint summarized; the late
     message's id when one arrived (the id sums tell which); with several, the ids outside the
-    first..last summarised ids recorded when they account for the difference, else every id
+    first..last summarized ids recorded when they account for the difference, else every id
     of the range (they cannot be told apart). None when the checkpoint recorded no span
     (imported, or written before ctxtool recorded spans): nothing to check.
     """
@@ -52,7 +59,7 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
     if len(ids) == count and sum(ids) == id_sum:
         return []
     if len(ids) < count:
-        return None  # fewer than it summarised: deleted history (deleted_from_span), not this
+        return None  # fewer than it summarized: deleted history (deleted_from_span), not this
     if len(ids) == count + 1 and sum(ids) - id_sum in ids:
         return [sum(ids) - id_sum]
     first = details.get("summarised_from_message_id")
@@ -65,9 +72,9 @@ def unsummarised_messages(checkpoint: Compaction, range_ids: Sequence[int]) -> l
 
 
 def deleted_from_span(checkpoint: Compaction, range_ids: Sequence[int]) -> tuple[int, int | None]:
-    """How many of the messages a checkpoint summarised are no longer stored (history deleted,
+    """How many of the messages a checkpoint summarized are no longer stored (history deleted,
     which nothing may do), and the id when it is one; (0, None) when none are, or when the
-    checkpoint recorded no span. ``range_ids`` as for :func:`unsummarised_messages`."""
+    checkpoint recorded no span. ``range_ids`` as for :func:`unsummarized_messages`."""
     span = _recorded_span(checkpoint)
     if span is None:
         return 0, None
@@ -79,15 +86,19 @@ def deleted_from_span(checkpoint: Compaction, range_ids: Sequence[int]) -> tuple
     return gone, (id_sum - sum(ids) if gone == 1 else None)
 
 
-def over_window(context_tokens: int, model: str | None,
-                settings: CompactionSettings = CompactionSettings()) -> str | None:
+def over_window(
+    context_tokens: int, model: str | None, settings: CompactionSettings | None = None
+) -> str | None:
     """A warning when a restored context is larger than its model's threshold (window less the
     reserve); None when it fits."""
+    settings = settings or CompactionSettings()
     threshold = settings.threshold(model)
     if context_tokens <= threshold:
         return None
-    return (f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
-            f"tokens (window {threshold + settings.reserve(model)})")
+    return (
+        f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
+        f"tokens (window {threshold + settings.reserve(model)})"
+    )
 
 
 @dataclass(frozen=True)
@@ -120,9 +131,15 @@ class SuffixTokens:
         return not (self.uncounted or self.resent or self.unpaired)
 
 
-def summed_suffix(tokens: int | None, uncounted: int | None, calls: int | None,
-                  results: int | None, longest_result_id_bytes: int | None,
-                  encoding: str, foreign: int | None = 0) -> SuffixTokens:
+def summed_suffix(
+    tokens: int | None,
+    uncounted: int | None,
+    calls: int | None,
+    results: int | None,
+    longest_result_id_bytes: int | None,
+    encoding: str,
+    foreign: int | None = 0,
+) -> SuffixTokens:
     """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with
     ``encoding`` (the one the session needs), the rows without one, the tool calls, the tool
     results and the UTF-8 bytes of the longest result's call id. Calls and results equal in
@@ -131,11 +148,19 @@ def summed_suffix(tokens: int | None, uncounted: int | None, calls: int | None,
     the prefix can change at its junction with the result's text). ``foreign``: messages of
     no chat role, resent as user messages."""
     calls, results = int(calls or 0), int(results or 0)
-    per_pair = (synthetic_result_tokens(encoding) + _RESEND_PREFIX_BYTES
-                + int(longest_result_id_bytes or 0) + 4)
-    return SuffixTokens(int(tokens or 0), int(uncounted or 0), resent=int(foreign or 0),
-                        unpaired=abs(calls - results),
-                        unread_pairing=min(calls, results) * per_pair)
+    per_pair = (
+        synthetic_result_tokens(encoding)
+        + _RESEND_PREFIX_BYTES
+        + int(longest_result_id_bytes or 0)
+        + 4
+    )
+    return SuffixTokens(
+        int(tokens or 0),
+        int(uncounted or 0),
+        resent=int(foreign or 0),
+        unpaired=abs(calls - results),
+        unread_pairing=min(calls, results) * per_pair,
+    )
 
 
 def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
@@ -156,7 +181,7 @@ def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
     return SuffixTokens(tokens, uncounted, resent, synthetic)
 
 
-@lru_cache(maxsize=None)
+@cache
 def synthetic_result_tokens(encoding: str) -> int:
     """Tokens of the result the restored context adds for a call that has none."""
     return count_messages([MessageText("tool", NO_RESULT_TEXT)], encoding)[0]

@@ -3,7 +3,7 @@
 The rules are pure (``prepare``, ``check_summary``); the store does leases, candidate queries
 and the checkpoint append; this module reads a session, runs those steps in order and reports
 an outcome. Safe against other compactors on other hosts: a session is claimed with a lease
-(``store.leases``) and the checkpoint append re-checks the lease, the parent and the summarised
+(``store.leases``) and the checkpoint append re-checks the lease, the parent and the summarized
 span in one transaction (``store.checkpoints``). A crash leaves no checkpoint or a complete one.
 """
 
@@ -13,8 +13,8 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,17 +28,15 @@ from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
 from ..tokens import get_encoding, token_lengths
 from .batch import Batch, Candidate, count_missing, find_batch, run_concurrently
 from .fold import fold, frame_tokens
-from .outcome import (COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED,
-                      CompactionOutcome)
+from .outcome import COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED, CompactionOutcome
 from .plan import CompactionSettings
-from .prepare import (DEFAULT_MIN_CARRY_OVER, MIN_SUMMARY_BUDGET, Preparation, judge_summary,
-                      prepare)
+from .prepare import DEFAULT_MIN_CARRY_OVER, MIN_SUMMARY_BUDGET, Preparation, judge_summary, prepare
 from .settings import lease_for_plan
+from .suffix import read_suffix
 from .summarizers import Summarizer
 from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, SummaryRequest
-from .suffix import read_suffix
 
-SPAN_ATTEMPTS = 3  # a message committed late inside the summarised span: plan again
+SPAN_ATTEMPTS = 3  # a message committed late inside the summarized span: plan again
 
 
 def default_owner() -> str:
@@ -55,19 +53,29 @@ class Compactor:
         outcomes = compactor.compact_all(workers=8, older_than=600)
     """
 
-    def __init__(self, engine: Engine, summarizer: Summarizer, settings: CompactionSettings, *,
-                 owner: str | None = None, lease_seconds: int | None = None,
-                 encoding: str | None = None,
-                 max_summary_tokens: int | None = None,
-                 min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER):
+    def __init__(
+        self,
+        engine: Engine,
+        summarizer: Summarizer,
+        settings: CompactionSettings,
+        *,
+        owner: str | None = None,
+        lease_seconds: int | None = None,
+        encoding: str | None = None,
+        max_summary_tokens: int | None = None,
+        min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
+    ):
         self.engine = engine
         self.summarizer = summarizer
         self.settings = settings
         self.owner = owner or default_owner()
         self.lease_seconds = lease_seconds
         self.encoding = encoding
-        budget = (max_summary_tokens or getattr(summarizer, "max_summary_tokens", None)
-                  or DEFAULT_MAX_SUMMARY_TOKENS)
+        budget = (
+            max_summary_tokens
+            or getattr(summarizer, "max_summary_tokens", None)
+            or DEFAULT_MAX_SUMMARY_TOKENS
+        )
         if summarizer.input_tokens:
             # A summary must fit the next compaction's request beside a chunk of conversation,
             # or that one would have to clip it.
@@ -78,14 +86,21 @@ class Compactor:
 
     # -- one session -----------------------------------------------------------------------------
 
-    def compact_session(self, session_id: int, *, force: bool = False, dry_run: bool = False,
-                        summarize: bool = False) -> CompactionOutcome:
+    def compact_session(
+        self,
+        session_id: int,
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+        summarize: bool = False,
+    ) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
         nothing (``summarize``: run the summarizer and judge its summary all the same). Never
         raises for per-session failures: they are reported in the outcome."""
         started = time.perf_counter()
-        out = CompactionOutcome(session_id, FAILED, summarizer=self.summarizer.name,
-                                model=self.summarizer.model)
+        out = CompactionOutcome(
+            session_id, FAILED, summarizer=self.summarizer.name, model=self.summarizer.model
+        )
         try:
             for _ in range(SPAN_ATTEMPTS):
                 out.status = FAILED
@@ -93,7 +108,7 @@ class Compactor:
                 if out.status != SPAN_CHANGED:
                     break
             if out.status == SPAN_CHANGED:
-                out.status, out.error = FAILED, "messages kept arriving inside the summarised span"
+                out.status, out.error = FAILED, "messages kept arriving inside the summarized span"
         except InvalidSettings:
             raise  # the settings' fault, not this session's: a usage error, as --all says it
         except CtxtoolError as exc:  # SummarizerError included
@@ -104,13 +119,16 @@ class Compactor:
             if os.environ.get(DEBUG_ENV):
                 raise
             out.status = FAILED
-            out.error = scrub(scrub(internal_error(exc), self.engine.url),
-                              getattr(self.summarizer, "base_url", None))
+            out.error = scrub(
+                scrub(internal_error(exc), self.engine.url),
+                getattr(self.summarizer, "base_url", None),
+            )
         out.seconds = time.perf_counter() - started
         return out
 
-    def _compact(self, session_id: int, force: bool, dry_run: bool, summarize: bool,
-                 out: CompactionOutcome) -> None:
+    def _compact(
+        self, session_id: int, force: bool, dry_run: bool, summarize: bool, out: CompactionOutcome
+    ) -> None:
         # One connection for the whole session; each phase ends its transaction, so nothing
         # (in particular SQLite's write lock) is held while the summarizer works.
         with self.engine.connect() as conn:
@@ -120,10 +138,10 @@ class Compactor:
                 out.status = prep.status or PLANNED
                 return
             if dry_run:
-                values = summarise(self.summarizer, prep, session.title, out, self.min_carry_over)
+                values = summarize_span(self.summarizer, prep, session.title, out, self.min_carry_over)
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
-            lease = lease_for_plan(self.summarizer, prep.plan.summarised_tokens, self.lease_seconds)
+            lease = lease_for_plan(self.summarizer, prep.plan.summarized_tokens, self.lease_seconds)
             claimed = leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
             if claimed != leases.TAKEN:
                 out.status = claimed
@@ -132,7 +150,7 @@ class Compactor:
                     out.notes.append(f"leased by {lease.owner} until {lease.expires_at}")
                 return
             try:
-                values = summarise(self.summarizer, prep, session.title, out, self.min_carry_over)
+                values = summarize_span(self.summarizer, prep, session.title, out, self.min_carry_over)
                 if values is not None:
                     append(conn, self.owner, prep, values, out)
                 else:
@@ -141,88 +159,170 @@ class Compactor:
                 if out.compaction_id is None:
                     leases.release(conn, session_id, self.owner)
 
-    def _prepare(self, conn: Connection, session_id: int, force: bool,
-                 write_counts: bool) -> tuple[Session, Preparation]:
+    def _prepare(
+        self, conn: Connection, session_id: int, force: bool, write_counts: bool
+    ) -> tuple[Session, Preparation]:
         """Read the restored suffix, count what the runtime left uncounted (stored unless this
         is a dry run, which writes nothing), and prepare the plan."""
-        session, ctx, encoding = read_suffix(self.store, conn, session_id, self.encoding,
-                                             store_counts=write_counts)
+        session, ctx, encoding = read_suffix(
+            self.store, conn, session_id, self.encoding, store_counts=write_counts
+        )
         if write_counts:
             conn.commit()
         else:
             conn.rollback()  # a dry run ends its read transaction having written nothing
-        prep = prepare(ctx, session.model, self.settings, encoding,
-                       max_summary_tokens=self.max_summary_tokens, force=force)
+        prep = prepare(
+            ctx,
+            session.model,
+            self.settings,
+            encoding,
+            max_summary_tokens=self.max_summary_tokens,
+            force=force,
+        )
         return session, prep
 
     # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
 
-    def find_candidates(self, *, force: bool = False, older_than: int | None = None) -> list[Candidate]:
+    def find_candidates(
+        self, *, force: bool = False, older_than: int | None = None
+    ) -> list[Candidate]:
         """Sessions over threshold (free of live leases), largest overrun first. Reads only."""
         return self.find_batch(force=force, older_than=older_than).candidates
 
-    def find_batch(self, *, force: bool = False, older_than: int | None = None,
-                   limit: int | None = None) -> Batch:
+    def find_batch(
+        self, *, force: bool = False, older_than: int | None = None, limit: int | None = None
+    ) -> Batch:
         """The batch as it stands (see :func:`ctxtool.compaction.batch.find_batch`); reads only."""
-        return find_batch(self.engine, self.settings, self.encoding, force=force,
-                          older_than=older_than, limit=limit)
+        return find_batch(
+            self.engine,
+            self.settings,
+            self.encoding,
+            force=force,
+            older_than=older_than,
+            limit=limit,
+        )
 
-    def batch(self, *, force: bool = False, older_than: int | None = None,
-              limit: int | None = None, dry_run: bool = False) -> Batch:
+    def batch(
+        self,
+        *,
+        force: bool = False,
+        older_than: int | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+    ) -> Batch:
         """What ``compact --all`` works on: missing counts stored first (not on a dry run,
         which writes nothing), then :meth:`find_batch`."""
         if not dry_run:
             count_missing(self.engine, self.encoding)
         return self.find_batch(force=force, older_than=older_than, limit=limit)
 
-    def run_batch(self, batch: Batch, *, workers: int = 1, force: bool = False,
-                  dry_run: bool = False, summarize: bool = False,
-                  on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
+    def run_batch(
+        self,
+        batch: Batch,
+        *,
+        workers: int = 1,
+        force: bool = False,
+        dry_run: bool = False,
+        summarize: bool = False,
+        on_done: Callable[[CompactionOutcome], None] | None = None,
+    ) -> list[CompactionOutcome]:
         """Compact the batch's candidates with ``workers`` concurrent calls; outcomes (leased
         sessions included) by session id."""
         outcomes = list(batch.leased) + self.compact_sessions(
-            [c.session_id for c in batch.candidates], workers=workers, force=force,
-            dry_run=dry_run, summarize=summarize, on_done=on_done)
+            [c.session_id for c in batch.candidates],
+            workers=workers,
+            force=force,
+            dry_run=dry_run,
+            summarize=summarize,
+            on_done=on_done,
+        )
         return sorted(outcomes, key=lambda o: o.session_id)
 
-    def compact_all(self, *, workers: int = 1, limit: int | None = None,
-                    older_than: int | None = None, force: bool = False, dry_run: bool = False,
-                    summarize: bool = False,
-                    on_done: Callable[[CompactionOutcome], None] | None = None) -> list[CompactionOutcome]:
+    def compact_all(
+        self,
+        *,
+        workers: int = 1,
+        limit: int | None = None,
+        older_than: int | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        summarize: bool = False,
+        on_done: Callable[[CompactionOutcome], None] | None = None,
+    ) -> list[CompactionOutcome]:
         """Find sessions over threshold and compact them with ``workers`` concurrent calls."""
         batch = self.batch(force=force, older_than=older_than, limit=limit, dry_run=dry_run)
-        return self.run_batch(batch, workers=workers, force=force, dry_run=dry_run,
-                              summarize=summarize, on_done=on_done)
+        return self.run_batch(
+            batch,
+            workers=workers,
+            force=force,
+            dry_run=dry_run,
+            summarize=summarize,
+            on_done=on_done,
+        )
 
-    def compact_sessions(self, session_ids: list[int], *, workers: int = 1, force: bool = False,
-                         dry_run: bool = False, summarize: bool = False,
-                         on_done: Callable[[CompactionOutcome], None] | None = None
-                         ) -> list[CompactionOutcome]:
+    def compact_sessions(
+        self,
+        session_ids: list[int],
+        *,
+        workers: int = 1,
+        force: bool = False,
+        dry_run: bool = False,
+        summarize: bool = False,
+        on_done: Callable[[CompactionOutcome], None] | None = None,
+    ) -> list[CompactionOutcome]:
         """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
-        return run_concurrently(lambda sid: self.compact_session(
-            sid, force=force, dry_run=dry_run, summarize=summarize), session_ids, workers, on_done)
+        return run_concurrently(
+            lambda sid: self.compact_session(
+                sid, force=force, dry_run=dry_run, summarize=summarize
+            ),
+            session_ids,
+            workers,
+            on_done,
+        )
 
 
-def summarise(summarizer: Summarizer, prep: Preparation, title: str | None,
-              out: CompactionOutcome, min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER
-              ) -> dict | None:
+def summarize_span(
+    summarizer: Summarizer,
+    prep: Preparation,
+    title: str | None,
+    out: CompactionOutcome,
+    min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
+) -> dict | None:
     """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
     the checkpoint row to write, or None with the refusal left in ``out.error``. An answer
     that dropped items of the previous summary is sent back once, with those items, to a
     summarizer that can revise it."""
     started = time.perf_counter()
     request = prep.request(title, min_carry_over)
-    summary = fold(summarizer.summarize, request, summarizer.input_tokens,
-                   estimated_tokens=prep.plan.summarised_tokens)
+    summary = fold(
+        summarizer.summarize,
+        request,
+        summarizer.input_tokens,
+        estimated_tokens=prep.plan.summarized_tokens,
+    )
     values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
-    if refusal is not None and _dropped_items(prep, summary.text, min_carry_over) \
-            and getattr(summarizer, "revises", False):
+    if (
+        refusal is not None
+        and _dropped_items(prep, summary.text, min_carry_over)
+        and getattr(summarizer, "revises", False)
+    ):
         missing = quality.missing_items(prep.previous.summary, summary.text)
-        revision = replace(request, draft=summary.text, messages=(), transcript="",
-                           missing=_fitting(missing, request, summarizer.input_tokens))
+        revision = replace(
+            request,
+            draft=summary.text,
+            messages=(),
+            transcript="",
+            missing=_fitting(missing, request, summarizer.input_tokens),
+        )
         revised = summarizer.summarize(revision)
-        summary = replace(revised, requests=summary.requests + 1, notes=summary.notes + (
-            f"revised once: the first answer dropped {len(missing)} items of the previous summary",))
+        summary = replace(
+            revised,
+            requests=summary.requests + 1,
+            notes=summary.notes
+            + (
+                f"revised once: the first answer dropped {len(missing)} items of the previous summary",
+            ),
+        )
         values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
     out.summarizer_seconds = time.perf_counter() - started
     out.summarizer, out.model = summary.summarizer, summary.model
@@ -246,7 +346,9 @@ def _dropped_items(prep: Preparation, text: str, min_carry_over: float | None) -
     return kept is not None and kept < min_carry_over
 
 
-def _fitting(items: list[str], request: SummaryRequest, input_tokens: int | None) -> tuple[str, ...]:
+def _fitting(
+    items: list[str], request: SummaryRequest, input_tokens: int | None
+) -> tuple[str, ...]:
     """As many of ``items`` as fit one revision request beside the draft (oldest first: the
     rest are still judged by the carry-over check)."""
     if not input_tokens:
@@ -262,11 +364,13 @@ def _fitting(items: list[str], request: SummaryRequest, input_tokens: int | None
     return tuple(kept)
 
 
-def append(conn: Connection, owner: str, prep: Preparation, values: dict,
-           out: CompactionOutcome) -> None:
-    """Write the checkpoint (the append proves the summarised span and releases the lease)."""
-    result = append_checkpoint(conn, owner=owner, parent_id=prep.parent_id, values=values,
-                               span=prep.span())
+def append(
+    conn: Connection, owner: str, prep: Preparation, values: dict, out: CompactionOutcome
+) -> None:
+    """Write the checkpoint (the append proves the summarized span and releases the lease)."""
+    result = append_checkpoint(
+        conn, owner=owner, parent_id=prep.parent_id, values=values, span=prep.span()
+    )
     if isinstance(result, int):
         out.compaction_id = result
         out.status = _fits(out, prep, COMPACTED)
@@ -279,7 +383,7 @@ def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
     plan = prep.plan
     if plan is None:
         return
-    out.summarised_messages, out.kept_messages = len(plan.summarised_ids), len(plan.kept_ids)
+    out.summarised_messages, out.kept_messages = len(plan.summarized_ids), len(plan.kept_ids)
     out.first_kept_message_id, out.split_turn = plan.first_kept_message_id, plan.split_turn
     out.notes = list(plan.notes)
     out.tokens_kept = prep.tokens_kept
@@ -291,7 +395,9 @@ def _fits(out: CompactionOutcome, prep: Preparation, status: str) -> str:
         out.error = prep.error
         return OVER_WINDOW
     if out.tokens_after is not None and out.tokens_after > prep.threshold:
-        out.error = (f"restored context of {out.tokens_after} tokens stays over its threshold of "
-                     f"{prep.threshold} tokens")
+        out.error = (
+            f"restored context of {out.tokens_after} tokens stays over its threshold of "
+            f"{prep.threshold} tokens"
+        )
         return OVER_WINDOW
     return status

@@ -19,9 +19,12 @@ _TITLED = re.compile(r"^(?P<t>[A-Z][A-Za-z0-9 &/'()-]{2,60}):$")
 PREFACE = "Summary"
 
 # Our own placeholder and bookkeeping lines: never counted as items of a summary.
-_NOT_ITEMS = re.compile(r"^[-*]?\s*([\w ]{1,30}:\s*)?\((none|not stated|none in this span|\d+ "
-                        r"(messages|older items)[^)]*)\)\.?$|^\(\d+ messages summarised|"
-                        r"^\(clipped to \d+ tokens\)$", re.I)
+_NOT_ITEMS = re.compile(
+    r"^[-*]?\s*([\w ]{1,30}:\s*)?\((none|not stated|none in this span|\d+ "
+    r"(messages|older items)[^)]*)\)\.?$|^\(\d+ messages summarized|"
+    r"^\(clipped to \d+ tokens\)$",
+    re.I,
+)
 
 
 @dataclass
@@ -65,8 +68,13 @@ def parse_sections(summary: str | None) -> list[Section]:
 def summary_items(summary: str | None) -> list[str]:
     """Every item of a summary (headings, placeholders and bookkeeping notes left out; so is
     the tool usage tally, recounted by every summary rather than carried)."""
-    return [item for s in parse_sections(summary) if canonical_heading(s.heading) != "Tool usage"
-            for item in s.items if is_item(item)]
+    return [
+        item
+        for s in parse_sections(summary)
+        if canonical_heading(s.heading) != "Tool usage"
+        for item in s.items
+        if is_item(item)
+    ]
 
 
 def is_item(line: str) -> bool:
@@ -81,10 +89,21 @@ def normalise_heading(title: str) -> str:
 # Headings other writers use for the sections ctxtool's extractive summary keeps itself.
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "Goal": ("goal", "goals", "primary request and intent", "objective", "task", "user goal"),
-    "Constraints & Preferences": ("constraints preferences", "constraints", "user preferences",
-                                  "preferences", "requirements", "constraints and preferences"),
-    "Requests": ("requests", "latest requests", "all user messages", "user messages",
-                 "in progress the turn continues after this summary"),
+    "Constraints & Preferences": (
+        "constraints preferences",
+        "constraints",
+        "user preferences",
+        "preferences",
+        "requirements",
+        "constraints and preferences",
+    ),
+    "Requests": (
+        "requests",
+        "latest requests",
+        "all user messages",
+        "user messages",
+        "in progress the turn continues after this summary",
+    ),
     "Errors": ("errors", "last errors", "errors and fixes", "errors encountered"),
     "Tool usage": ("tool usage",),
     "Files": ("files",),

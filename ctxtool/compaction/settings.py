@@ -22,16 +22,18 @@ def parse_duration(text: str | None) -> int | None:
         return None
     match = re.fullmatch(r"\s*([0-9]+)\s*([smhdw])\s*", str(text))
     if not match:
-        raise InvalidSettings(f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, "
-                              "2h, 1d, 2w")
+        raise InvalidSettings(
+            f"invalid duration {text!r}: a number and a unit, e.g. 90s, 10m, 2h, 1d, 2w"
+        )
     seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if seconds > MAX_DURATION_S:
         raise InvalidSettings(f"invalid duration {text!r}: at most ten years")
     return seconds
 
 
-def lease_seconds_for(seconds_per_request: float, requests: int = 1,
-                      requested: int | None = None) -> int:
+def lease_seconds_for(
+    seconds_per_request: float, requests: int = 1, requested: int | None = None
+) -> int:
     """How long to hold a session: the summarizer's worst case for the requests it will make
     (timeout x attempts for an LLM, per chunk when folding) plus a margin, or the requested
     figure if that is longer. Sized from the summarizer actually used: an extractive run holds
@@ -44,10 +46,10 @@ def lease_seconds_for(seconds_per_request: float, requests: int = 1,
     return int(min(max(needed, requested or 0), MAX_DURATION_S))
 
 
-def lease_for_plan(summarizer, summarised_tokens: int, requested: int | None = None) -> int:
+def lease_for_plan(summarizer, summarized_tokens: int, requested: int | None = None) -> int:
     """The lease a compaction needs: one summarizer request, or one per chunk (estimated
     generously) when a span larger than the summarizer's input bound will be folded."""
     requests, bound = 1, summarizer.input_tokens
-    if bound and summarised_tokens > bound // 2:
-        requests = -(-summarised_tokens // (bound // 2)) + 1
+    if bound and summarized_tokens > bound // 2:
+        requests = -(-summarized_tokens // (bound // 2)) + 1
     return lease_seconds_for(summarizer.seconds_per_request(), requests, requested)

@@ -16,8 +16,9 @@ from ..store.counts import count_loaded_messages
 from ..tokens import count_messages, encoding_for_model
 
 
-def read_suffix(store: Store, conn: Connection, session_id: int, encoding: str | None,
-                store_counts: bool) -> tuple[Session, RestoredContext, str]:
+def read_suffix(
+    store: Store, conn: Connection, session_id: int, encoding: str | None, store_counts: bool
+) -> tuple[Session, RestoredContext, str]:
     """(session, restored context, encoding). ``store_counts``: write the counts the runtime
     left out (the caller commits); otherwise count them in memory and write nothing."""
     session = store.session(session_id, conn)

@@ -3,8 +3,18 @@ descriptions, and database errors as one line. Nothing outside this package name
 
 from .dialects import Dialect, dialect_of
 from .engine import create_engine, read_connection
-from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
 from .errors import describe_db_error
+from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
 
-__all__ = ["DEFAULT_URL", "URL_ENV", "Dialect", "create_engine", "describe_db_error",
-           "dialect_of", "mask_url", "read_connection", "resolve_url", "scrub"]
+__all__ = [
+    "DEFAULT_URL",
+    "URL_ENV",
+    "Dialect",
+    "create_engine",
+    "describe_db_error",
+    "dialect_of",
+    "mask_url",
+    "read_connection",
+    "resolve_url",
+    "scrub",
+]

@@ -9,8 +9,8 @@ of the largest statement, and whether an error was a write conflict with another
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Iterator, Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -63,8 +63,13 @@ class Dialect:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
         return contextlib.nullcontext()
 
-    def message_inserts(self, conn: Connection, table: sa.Table, columns: Sequence[str],
-                        fixed: Mapping[str, int] | None = None) -> "BulkInsert":
+    def message_inserts(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        columns: Sequence[str],
+        fixed: Mapping[str, int] | None = None,
+    ) -> BulkInsert:
         return BulkInsert(conn, table, columns, fixed)
 
     def max_statement_bytes(self, conn: Connection) -> int:
@@ -76,23 +81,33 @@ class Dialect:
         SQLAlchemy's result processing (SQLite hands back timestamps as text)."""
         return conn.execute(query).all()
 
-    def update_token_counts(self, conn: Connection, ids: Sequence[int], counts: Sequence[int],
-                            encoding: str) -> None:
+    def update_token_counts(
+        self, conn: Connection, ids: Sequence[int], counts: Sequence[int], encoding: str
+    ) -> None:
         """Set ``token_count`` (one per id) and ``token_encoding`` on many messages.
 
         Here: one prepared UPDATE per row, which costs nothing where there is no round trip
         (SQLite). A CASE with a branch per id would be compared branch by branch for every row.
         """
         if ids:
-            conn.execute(_COUNT_UPDATE, [{"n": int(n), "enc": encoding, "i": int(i)}
-                                         for i, n in zip(ids, counts)])
+            conn.execute(
+                _COUNT_UPDATE,
+                [{"n": int(n), "enc": encoding, "i": int(i)} for i, n in zip(ids, counts)],
+            )
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
         return isinstance(exc, IntegrityError)
 
-    def time_compare(self, column: sa.ColumnElement, op: str, when: datetime, *,
-                     no_time: bool, slack: float = 0.0) -> sa.ColumnElement:
+    def time_compare(
+        self,
+        column: sa.ColumnElement,
+        op: str,
+        when: datetime,
+        *,
+        no_time: bool,
+        slack: float = 0.0,
+    ) -> sa.ColumnElement:
         """SQL for the stored time ``column`` ``<=`` or ``>=`` (``op``) ``when``, a naive UTC
         datetime, as ``db.stored_time`` reads it; a row with no time matches as ``no_time``.
         Here a DATETIME column compared as such (a zero date sorts before every time)."""
@@ -111,8 +126,9 @@ def _fixed_part(fixed: Mapping[str, int] | None) -> tuple[list[str], str]:
     return list(fixed), "".join(f"{int(v)}," for v in fixed.values())
 
 
-_COUNT_UPDATE = sa.text("UPDATE agent_message SET token_count = :n, token_encoding = :enc "
-                        "WHERE id = :i")
+_COUNT_UPDATE = sa.text(
+    "UPDATE agent_message SET token_count = :n, token_encoding = :enc WHERE id = :i"
+)
 
 
 class BulkInsert:
@@ -123,14 +139,20 @@ class BulkInsert:
     ``fixed`` columns hold the same integer in every row (an import's session id): written
     into the statement once, so a row carries only ``columns``' values."""
 
-    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
-                 fixed: Mapping[str, int] | None = None):
+    def __init__(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        columns: Sequence[str],
+        fixed: Mapping[str, int] | None = None,
+    ):
         self.conn = conn
         self.columns = list(columns)
         names, lead = _fixed_part(fixed)
         marks = ",".join(["?"] * len(self.columns))
-        self.sql = (f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) "
-                    f"VALUES ({lead}{marks})")
+        self.sql = (
+            f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) VALUES ({lead}{marks})"
+        )
 
     def render(self, rows: list[tuple]):
         return rows
@@ -152,9 +174,15 @@ class _MySQLBulkInsert(BulkInsert):
 
     STATEMENT_BYTES = 1_000_000
 
-    def __init__(self, conn: Connection, table: sa.Table, columns: Sequence[str],
-                 max_statement_bytes: int, prepared: bool = True,
-                 fixed: Mapping[str, int] | None = None):
+    def __init__(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        columns: Sequence[str],
+        max_statement_bytes: int,
+        prepared: bool = True,
+        fixed: Mapping[str, int] | None = None,
+    ):
         self.conn = conn
         # A prepared execution's values, at most. In a statement-based binlog the server
         # writes it as text, each value quoted and escaped (up to twice its bytes; measured on
@@ -162,22 +190,30 @@ class _MySQLBulkInsert(BulkInsert):
         # a fifth of the packet keeps that text within max_allowed_packet with room for other
         # servers' spelling, so a replay through the mariadb client takes it. A row larger
         # than this goes alone, as text, sized by what it sends (store.messages).
-        self.statement_bytes = max(1, min(self.STATEMENT_BYTES,
-                                          (max_statement_bytes - STATEMENT_OVERHEAD) // 5))
+        self.statement_bytes = max(
+            1, min(self.STATEMENT_BYTES, (max_statement_bytes - STATEMENT_OVERHEAD) // 5)
+        )
         # Text rows are grouped by characters; at up to 4 bytes a character a statement of
         # several rows must stay within the server's packet (a single larger row goes alone:
         # its size was checked exactly).
-        self.statement_chars = max(1, min(self.STATEMENT_BYTES,
-                                          (max_statement_bytes - STATEMENT_OVERHEAD) // 4))
+        self.statement_chars = max(
+            1, min(self.STATEMENT_BYTES, (max_statement_bytes - STATEMENT_OVERHEAD) // 4)
+        )
         self.columns = list(columns)
         names, self.lead = _fixed_part(fixed)
         self.head = f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) VALUES "
         self.row = "(" + self.lead + ",".join(["%s"] * len(self.columns)) + ")"
         dbapi_connection = conn.connection.dbapi_connection
         self.cursor = dbapi_connection.cursor()
-        self.prepared = (PreparedInsert(dbapi_connection, self.head,
-                                        "(" + self.lead + ",".join(["?"] * len(self.columns)) + ")")
-                         if prepared and PreparedInsert.usable(dbapi_connection) else None)
+        self.prepared = (
+            PreparedInsert(
+                dbapi_connection,
+                self.head,
+                "(" + self.lead + ",".join(["?"] * len(self.columns)) + ")",
+            )
+            if prepared and PreparedInsert.usable(dbapi_connection)
+            else None
+        )
 
     def render(self, rows: list[tuple]) -> list:
         if self.prepared is not None:
@@ -224,8 +260,9 @@ class _MySQLBulkInsert(BulkInsert):
                 self._run(item, self.cursor.execute, item)
             elif item.body is not None and self.prepared is not None:
                 try:
-                    self._run(f"{self.head}... (prepared, {item.count} rows)",
-                              self.prepared.execute, item)
+                    self._run(
+                        f"{self.head}... (prepared, {item.count} rows)", self.prepared.execute, item
+                    )
                 except CannotPrepare:
                     # Text from now on, this execution's rows included. On the writer thread:
                     # MessageWriter closes the inserts only once that thread is done.
@@ -343,11 +380,14 @@ class MySQL(Dialect):
         try:
             database = conn.exec_driver_sql("SELECT DATABASE()").scalar() or ""
             name = f"ctxtool_migrate:{database}"[:64]
-            got = conn.execute(sa.text("SELECT GET_LOCK(:n, :t)"),
-                               {"n": name, "t": MIGRATION_LOCK_TIMEOUT_S}).scalar()
+            got = conn.execute(
+                sa.text("SELECT GET_LOCK(:n, :t)"), {"n": name, "t": MIGRATION_LOCK_TIMEOUT_S}
+            ).scalar()
             if got != 1:
-                raise CtxtoolError(f"another `ctxtool migrate` holds lock {name!r} (waited "
-                                   f"{MIGRATION_LOCK_TIMEOUT_S}s); try again when it finishes")
+                raise CtxtoolError(
+                    f"another `ctxtool migrate` holds lock {name!r} (waited "
+                    f"{MIGRATION_LOCK_TIMEOUT_S}s); try again when it finishes"
+                )
             try:
                 yield conn
             finally:
@@ -388,14 +428,22 @@ class MySQL(Dialect):
         both accept. The values are integers, rendered by ``int()``. A long list (a whole
         history counted at once) goes in statements of at most COUNTS_PER_STATEMENT rows."""
         for start in range(0, len(ids), self.COUNTS_PER_STATEMENT):
-            pairs = zip(ids[start:start + self.COUNTS_PER_STATEMENT],
-                        counts[start:start + self.COUNTS_PER_STATEMENT])
+            pairs = zip(
+                ids[start : start + self.COUNTS_PER_STATEMENT],
+                counts[start : start + self.COUNTS_PER_STATEMENT],
+            )
             i, n = next(pairs)
-            rows = " ".join([f"SELECT {int(i)} AS id, {int(n)} AS n"]
-                            + [f"UNION ALL SELECT {int(i)}, {int(n)}" for i, n in pairs])
-            conn.execute(sa.text(f"UPDATE agent_message m JOIN ({rows}) c ON m.id = c.id "
-                                 "SET m.token_count = c.n, m.token_encoding = :enc"),
-                         {"enc": encoding})
+            rows = " ".join(
+                [f"SELECT {int(i)} AS id, {int(n)} AS n"]
+                + [f"UNION ALL SELECT {int(i)}, {int(n)}" for i, n in pairs]
+            )
+            conn.execute(
+                sa.text(
+                    f"UPDATE agent_message m JOIN ({rows}) c ON m.id = c.id "
+                    "SET m.token_count = c.n, m.token_encoding = :enc"
+                ),
+                {"enc": encoding},
+            )
 
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         if isinstance(exc, IntegrityError):
@@ -404,7 +452,6 @@ class MySQL(Dialect):
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         return error_code(exc) in self.EXISTS
-
 
 
 class SQLite(Dialect):
@@ -423,8 +470,9 @@ class SQLite(Dialect):
     def json_array_length(self, column):
         # A runtime may write any text into the column: what is not JSON holds no calls (as
         # Message.calls reads it), and json_array_length would fail the whole query on it.
-        return sa.case((sa.func.json_valid(column) == 1, sa.func.json_array_length(column)),
-                       else_=None)
+        return sa.case(
+            (sa.func.json_valid(column) == 1, sa.func.json_array_length(column)), else_=None
+        )
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
@@ -467,8 +515,9 @@ def dialect_of(engine_or_conn: Engine | Connection) -> Dialect:
     try:
         return _DIALECTS[name]
     except KeyError:
-        raise CtxtoolError(f"unsupported database dialect {name!r}: "
-                           "use mysql+pymysql:// or sqlite://") from None
+        raise CtxtoolError(
+            f"unsupported database dialect {name!r}: use mysql+pymysql:// or sqlite://"
+        ) from None
 
 
 def dialect_of_url(url: str | None) -> Dialect:

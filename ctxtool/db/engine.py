@@ -44,8 +44,11 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
     path = sqlite_path(parsed)
     if path is not None:
         if must_exist and not path.exists():
-            raise MissingDatabase(f"database {path} does not exist; create it with "
-                                  f"`ctxtool --db {mask_url(raw)} migrate up`", path)
+            raise MissingDatabase(
+                f"database {path} does not exist; create it with "
+                f"`ctxtool --db {mask_url(raw)} migrate up`",
+                path,
+            )
         if not path.parent.is_dir():
             raise CtxtoolError(f"database {path}: directory {path.parent} does not exist")
     kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
@@ -69,9 +72,15 @@ def _pymysql_conversions() -> dict:
     def to_datetime(text):
         # "YYYY-MM-DD HH:MM:SS[.ffffff]" only: fromisoformat also takes shapes PyMySQL does
         # not (week dates, other separators, time zones), which must go PyMySQL's way.
-        if (type(text) is str and len(text) in (19, 26) and text[:4] != "0000"
-                and text[4] == text[7] == "-" and text[10] == " " and text[13] == text[16] == ":"
-                and (len(text) == 19 or text[19] == ".")):
+        if (
+            type(text) is str
+            and len(text) in (19, 26)
+            and text[:4] != "0000"
+            and text[4] == text[7] == "-"
+            and text[10] == " "
+            and text[13] == text[16] == ":"
+            and (len(text) == 19 or text[19] == ".")
+        ):
             try:
                 value = datetime.fromisoformat(text)
             except ValueError:
@@ -90,8 +99,10 @@ def _engine(parsed, raw: str, kwargs: dict) -> Engine:
     try:
         return sa.create_engine(parsed, **kwargs)
     except ImportError as exc:
-        raise CtxtoolError(f"database URL {mask_url(raw)!r}: its driver is not installed "
-                           f"({exc.name or exc}); use mysql+pymysql:// or sqlite:///") from None
+        raise CtxtoolError(
+            f"database URL {mask_url(raw)!r}: its driver is not installed "
+            f"({exc.name or exc}); use mysql+pymysql:// or sqlite:///"
+        ) from None
     except (sa.exc.ArgumentError, TypeError, ValueError) as exc:
         raise CtxtoolError(f"database URL {mask_url(raw)!r}: {exc}") from None
 
@@ -138,8 +149,10 @@ def _faulty_tls_file(query) -> str | None:
             context.load_verify_locations(cafile=ca)
         except (OSError, ValueError):
             return f"ssl_ca {ca}"
-    for name, path, marker in (("ssl_cert", cert, b"CERTIFICATE-----"),
-                               ("ssl_key", key, b"PRIVATE KEY-----")):
+    for name, path, marker in (
+        ("ssl_cert", cert, b"CERTIFICATE-----"),
+        ("ssl_key", key, b"PRIVATE KEY-----"),
+    ):
         if not path:
             continue
         try:
@@ -175,8 +188,9 @@ def _configure_mysql(engine: Engine) -> None:
                 raise
             reason = getattr(exc, "reason", None) or exc.strerror or exc
             what = _faulty_tls_file(engine.url.query) or "files (ssl_ca, ssl_cert, ssl_key)"
-            raise CtxtoolError(f"database URL {mask_url(engine.url)!r}: cannot use its TLS "
-                               f"{what}: {reason}") from None
+            raise CtxtoolError(
+                f"database URL {mask_url(engine.url)!r}: cannot use its TLS {what}: {reason}"
+            ) from None
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):

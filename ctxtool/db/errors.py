@@ -12,14 +12,14 @@ from .urls import mask_url, scrub, sqlite_path
 _MYSQL_HINTS = {
     1045: "access denied: check the user and password in the URL",
     1698: "access denied: this user may not log in with a password here (e.g. root with "
-          "unix_socket auth); create a user with a password, or connect over the socket",
+    "unix_socket auth); create a user with a password, or connect over the socket",
     1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
     2003: "cannot reach the server: is it running and listening there?",
     2005: "unknown host",
     2013: "lost connection to the server",
     1205: "another transaction held a row this one needed for longer than "
-          "innodb_lock_wait_timeout (an import of the same transcript, a compaction, or the "
-          "runtime); nothing of this one was written: run it again once that one is done",
+    "innodb_lock_wait_timeout (an import of the same transcript, a compaction, or the "
+    "runtime); nothing of this one was written: run it again once that one is done",
 }
 
 

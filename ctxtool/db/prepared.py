@@ -24,7 +24,7 @@ are prepared, executed and closed on the connection's thread.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 COM_STMT_PREPARE = 0x16
 COM_STMT_EXECUTE = 0x17
@@ -134,7 +134,7 @@ def pack_rows(rows: Sequence[tuple], columns: int, max_bytes: int) -> list[Execu
                 before -= k
             if ends[-1] > max_bytes and before:
                 # Fewer than MIN_ROWS: as text; only this row stays pending.
-                out.append(Execution(before, None, rows[first:first + before]))
+                out.append(Execution(before, None, rows[first : first + before]))
                 first += before
                 nulls >>= before * columns
                 pending.drop(before)
@@ -158,17 +158,20 @@ class _Pending:
         self.marks: list[int] = []  # where each row's values start in parts
         self.ends: list[int] = []  # their bytes, up to and including each row
 
-    def take(self, k: int, nulls: int, columns: int, rows: Sequence[tuple], first: int) -> Execution:
+    def take(
+        self, k: int, nulls: int, columns: int, rows: Sequence[tuple], first: int
+    ) -> Execution:
         """The first k pending rows (k a power of two of at least MIN_ROWS, so their k * columns
         NULL bits are whole bytes) as one execution; the rest stay pending."""
         params, marks = k * columns, self.marks
         cut = marks[k] if k < len(marks) else len(self.parts)
         bits = (nulls & ((1 << params) - 1)).to_bytes(params // 8, "little")
-        self.parts[0] = "".join(["\x00\x01\x00\x00\x00", bits.decode("latin-1"), "\x01",
-                                 _STRING * params])
+        self.parts[0] = "".join(
+            ["\x00\x01\x00\x00\x00", bits.decode("latin-1"), "\x01", _STRING * params]
+        )
         body = "".join(self.parts[:cut]).encode("latin-1")
         self._keep(k, cut)
-        return Execution(k, body, rows[first:first + k])
+        return Execution(k, body, rows[first : first + k])
 
     def drop(self, k: int) -> None:
         """The first k pending rows went as text."""
@@ -193,8 +196,16 @@ class PreparedInsert:
         self.statements: dict[int, int] = {}  # row count -> statement id
 
     # What this module uses of PyMySQL's connection beyond its public API.
-    DRIVER_INTERNALS = ("_execute_command", "_read_packet", "_read_bytes", "_next_seq_id",
-                        "_force_close", "server_capabilities", "client_flag", "open")
+    DRIVER_INTERNALS = (
+        "_execute_command",
+        "_read_packet",
+        "_read_bytes",
+        "_next_seq_id",
+        "_force_close",
+        "server_capabilities",
+        "client_flag",
+        "open",
+    )
 
     @classmethod
     def usable(cls, dbapi_connection) -> bool:
@@ -244,8 +255,11 @@ class PreparedInsert:
                 _skip_packets(conn, n + eof)
         self.statements[count] = stmt_id
         if params != count * self.row.count("?") or columns:
-            raise _protocol_error(conn, f"a prepared INSERT of {count} rows has {params} "
-                                        f"parameters and {columns} result columns")
+            raise _protocol_error(
+                conn,
+                f"a prepared INSERT of {count} rows has {params} "
+                f"parameters and {columns} result columns",
+            )
         return stmt_id
 
     def close(self) -> None:

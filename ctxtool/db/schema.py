@@ -88,8 +88,16 @@ SESSION_ID_COUNTER = "agent_session.session_id"
 # filled later). The one list: the bulk insert, the importer's rows and the tests take it from
 # here. The session id, the same in every row of an import, is written into its INSERT
 # statements once, so a row holds one value less to pack and for the server to convert.
-MESSAGE_ROW_COLUMNS = ("role", "content", "created_at", "tool_calls", "tool_call_id", "name",
-                       "source_id", "details")
+MESSAGE_ROW_COLUMNS = (
+    "role",
+    "content",
+    "created_at",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "source_id",
+    "details",
+)
 
 # ctxtool's own migration history. Not in sql/: it must exist before the first file runs, and it
 # is created from this description on every dialect (``create(checkfirst=True)``).

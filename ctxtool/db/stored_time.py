@@ -70,8 +70,9 @@ _ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
 _OWN_SHAPE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]*"
 
 
-def sqlite_time_compare(column: sa.ColumnElement, op: str, when: datetime, *, no_time: bool,
-                        slack: float = 0.0) -> sa.ColumnElement:
+def sqlite_time_compare(
+    column: sa.ColumnElement, op: str, when: datetime, *, no_time: bool, slack: float = 0.0
+) -> sa.ColumnElement:
     """SQL (SQLite) for ``column <= when`` or ``column >= when`` (``op``) as
     :func:`parse_stored_time` reads the column, so that it holds for every shape a runtime
     wrote, not only for ctxtool's: compared as text, ``2026-12-01T09:46`` sorts after
@@ -99,18 +100,26 @@ def sqlite_time_compare(column: sa.ColumnElement, op: str, when: datetime, *, no
     # -?\d+(\.\d+)?, as parse_stored_time's _EPOCH: starts with a digit, digits and at most one
     # dot, not last.
     digits = sa.case((text.op("GLOB")("-*"), sa.func.substr(text, 2)), else_=text)
-    epoch = sa.and_(digits.op("GLOB")("[0-9]*"), sa.not_(digits.op("GLOB")("*[^0-9.]*")),
-                    sa.not_(digits.op("GLOB")("*.*.*")), sa.not_(digits.op("GLOB")("*.")))
+    epoch = sa.and_(
+        digits.op("GLOB")("[0-9]*"),
+        sa.not_(digits.op("GLOB")("*[^0-9.]*")),
+        sa.not_(digits.op("GLOB")("*.*.*")),
+        sa.not_(digits.op("GLOB")("*.")),
+    )
     number = sa.cast(text, sa.Float)
     seconds = sa.case((sa.func.abs(number) >= _MILLISECONDS_FROM, number / 1000.0), else_=number)
     bound = (when - datetime(1970, 1, 1)).total_seconds() + sign * slack
-    by_number = sa.case((sa.or_(seconds < _EPOCH_RANGE[0], seconds > _EPOCH_RANGE[1]),
-                         matches_no_time),
-                        else_=compare(seconds, bound))
+    by_number = sa.case(
+        (sa.or_(seconds < _EPOCH_RANGE[0], seconds > _EPOCH_RANGE[1]), matches_no_time),
+        else_=compare(seconds, bound),
+    )
     day = sa.func.julianday(text)
-    by_date = sa.case((sa.or_(sa.not_(text.op("GLOB")(_ISO_DATE)), day.is_(None)),
-                       matches_no_time),
-                      else_=compare(day, sa.func.julianday(when.strftime(STORAGE_FORMAT))
-                                    + sign * slack / 86400.0))
-    return sa.case((own, compare(raw, when.strftime(STORAGE_FORMAT))), (epoch, by_number),
-                   else_=by_date)
+    by_date = sa.case(
+        (sa.or_(sa.not_(text.op("GLOB")(_ISO_DATE)), day.is_(None)), matches_no_time),
+        else_=compare(
+            day, sa.func.julianday(when.strftime(STORAGE_FORMAT)) + sign * slack / 86400.0
+        ),
+    )
+    return sa.case(
+        (own, compare(raw, when.strftime(STORAGE_FORMAT))), (epoch, by_number), else_=by_date
+    )

@@ -21,32 +21,72 @@ DEFAULT_URL = "sqlite:///ctxtool.db"
 URL_ENV = "CTXTOOL_DATABASE_URL"
 
 # What people type, and the driver ctxtool ships for it.
-_DRIVER_ALIASES = {"mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql",
-                   "sqlite": "sqlite", "sqlite+pysqlite": "sqlite"}
-_SUPPORTED = "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb://) or sqlite:///path.db"
+_DRIVER_ALIASES = {
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+}
+_SUPPORTED = (
+    "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb://) or sqlite:///path.db"
+)
 
 # Query arguments PyMySQL takes from a URL, and which of them are numbers.
-_MYSQL_OPTIONS = {"charset", "collation", "connect_timeout", "read_timeout", "write_timeout",
-                  "unix_socket", "init_command", "local_infile", "ssl_ca", "ssl_cert", "ssl_key",
-                  "ssl_verify_cert", "ssl_verify_identity", "ssl_disabled", "program_name",
-                  "binary_prefix", "client_flag", "max_allowed_packet",
-                  "bind_address", "sql_mode"}
-_MYSQL_NUMERIC = {"connect_timeout", "read_timeout", "write_timeout", "client_flag",
-                  "max_allowed_packet", "local_infile"}
+_MYSQL_OPTIONS = {
+    "charset",
+    "collation",
+    "connect_timeout",
+    "read_timeout",
+    "write_timeout",
+    "unix_socket",
+    "init_command",
+    "local_infile",
+    "ssl_ca",
+    "ssl_cert",
+    "ssl_key",
+    "ssl_verify_cert",
+    "ssl_verify_identity",
+    "ssl_disabled",
+    "program_name",
+    "binary_prefix",
+    "client_flag",
+    "max_allowed_packet",
+    "bind_address",
+    "sql_mode",
+}
+_MYSQL_NUMERIC = {
+    "connect_timeout",
+    "read_timeout",
+    "write_timeout",
+    "client_flag",
+    "max_allowed_packet",
+    "local_infile",
+}
 # The ranges PyMySQL takes (outside them it raises ValueError, OverflowError or struct.error
 # on connecting): timeouts of 1 s to a year, client flags that pack as a signed 32-bit int.
-_MYSQL_RANGES = {"connect_timeout": (1, 31_536_000), "read_timeout": (1, 31_536_000),
-                 "write_timeout": (1, 31_536_000), "client_flag": (0, 2**31 - 1)}
+_MYSQL_RANGES = {
+    "connect_timeout": (1, 31_536_000),
+    "read_timeout": (1, 31_536_000),
+    "write_timeout": (1, 31_536_000),
+    "client_flag": (0, 2**31 - 1),
+}
 # Options PyMySQL accepts and then refuses to connect with (NotImplementedError).
-_MYSQL_UNSUPPORTED = {"compress": "PyMySQL, the bundled driver, does not compress",
-                      # Each write would commit on its own: a failed or killed import would
-                      # leave the batches before the failure behind.
-                      "autocommit": "ctxtool's writes are transactions: an import stores all "
-                                    "of a file or nothing"}
+_MYSQL_UNSUPPORTED = {
+    "compress": "PyMySQL, the bundled driver, does not compress",
+    # Each write would commit on its own: a failed or killed import would
+    # leave the batches before the failure behind.
+    "autocommit": "ctxtool's writes are transactions: an import stores all of a file or nothing",
+}
 # Query arguments Python's sqlite3 takes through SQLAlchemy, and which of them are numbers
 # (SQLite URI parameters such as mode=ro go in a file: URI, with uri=true).
-_SQLITE_OPTIONS = {"timeout", "isolation_level", "detect_types", "check_same_thread",
-                   "cached_statements", "uri"}
+_SQLITE_OPTIONS = {
+    "timeout",
+    "isolation_level",
+    "detect_types",
+    "check_same_thread",
+    "cached_statements",
+    "uri",
+}
 _SQLITE_NUMERIC = {"timeout", "detect_types", "cached_statements"}
 _MYSQL_FILES = {"ssl_ca", "ssl_cert", "ssl_key"}
 # Yes/no options SQLAlchemy hands PyMySQL as the URL's text, where any non-empty text is true:
@@ -54,8 +94,18 @@ _MYSQL_FILES = {"ssl_ca", "ssl_cert", "ssl_key"}
 _MYSQL_BOOLEAN = {"ssl_disabled", "ssl_verify_cert", "ssl_verify_identity", "binary_prefix"}
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 _COLLATION = re.compile(r"utf8mb4_[A-Za-z0-9_]{1,60}")
-_SECRET_KEYS = ("password", "passwd", "pwd", "ssl_key_password", "secret", "token", "key",
-                "api_key", "apikey", "access_token")
+_SECRET_KEYS = (
+    "password",
+    "passwd",
+    "pwd",
+    "ssl_key_password",
+    "secret",
+    "token",
+    "key",
+    "api_key",
+    "apikey",
+    "access_token",
+)
 
 _QUERY_SECRET = re.compile(rf"(?i)([?&;](?:{'|'.join(_SECRET_KEYS)})=)[^&;#\s]*")
 
@@ -80,7 +130,7 @@ def mask_url(url: str | URL) -> str:
     text = str(url)
     span = _password_span(text, parses=parsed is not None)
     if span is not None:
-        text = text[:span[0]] + "***" + text[span[1]:]
+        text = text[: span[0]] + "***" + text[span[1] :]
     return _QUERY_SECRET.sub(r"\1***", text)
 
 
@@ -122,7 +172,7 @@ def _password_span(text: str, parses: bool) -> tuple[int, int] | None:
         return None
     slash = text.find("/", colon + 1)
     stop = len(text) if slash < 0 else slash
-    after = text[colon + 1:stop]
+    after = text[colon + 1 : stop]
     if not after or after.isdigit():
         return None
     return colon + 1, stop
@@ -141,10 +191,10 @@ def secrets_of(url: str | URL | None) -> list[str]:
     span = _password_span(text, parses=False)
     found = []
     if span is not None:  # the widest reading, and the password up to its first '@'
-        found.append(text[span[0]:span[1]])
+        found.append(text[span[0] : span[1]])
         first_at = text.find("@", span[0], span[1])
         if first_at > span[0]:
-            found.append(text[span[0]:first_at])
+            found.append(text[span[0] : first_at])
     found += [m.group(0).split("=", 1)[1] for m in _QUERY_SECRET.finditer(text)]
     return [s for s in found if s and s != "***"]
 
@@ -171,14 +221,18 @@ def parse_url(raw: str) -> URL:
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
-        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: "
-                           f"{_reason(exc, raw)} ({_SUPPORTED})") from None
+        raise CtxtoolError(
+            f"invalid database URL {mask_url(raw)!r}: {_reason(exc, raw)} ({_SUPPORTED})"
+        ) from None
     if url.port is not None and not 1 <= url.port <= 65535:
-        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: port {url.port} is "
-                           "out of range (1-65535)")
+        raise CtxtoolError(
+            f"invalid database URL {mask_url(raw)!r}: port {url.port} is out of range (1-65535)"
+        )
     if url.host and "@" in url.host:
-        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: the password holds an "
-                           "unescaped '@'; write it as %40")
+        raise CtxtoolError(
+            f"invalid database URL {mask_url(raw)!r}: the password holds an "
+            "unescaped '@'; write it as %40"
+        )
     scheme = url.drivername
     if scheme in _DRIVER_ALIASES:
         url = url.set(drivername=_DRIVER_ALIASES[scheme])
@@ -187,7 +241,8 @@ def parse_url(raw: str) -> URL:
             raise CtxtoolError(
                 f"database URL {mask_url(raw)!r}: driver {url.get_driver_name()!r} is not "
                 f"installed with ctxtool; use {url.get_backend_name()}+pymysql:// (or "
-                f"{url.get_backend_name()}://)")
+                f"{url.get_backend_name()}://)"
+            )
     elif url.get_backend_name() != "sqlite":
         raise CtxtoolError(f"unsupported database URL {mask_url(raw)!r}: {_SUPPORTED}")
     if url.get_backend_name() in ("mysql", "mariadb"):
@@ -204,16 +259,19 @@ def _check_sqlite_options(url: URL, raw: str) -> None:
         return  # the others are the file: URI's own parameters, for SQLite to read
     for key, value in url.query.items():
         if key not in _SQLITE_OPTIONS:
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} for "
-                               f"SQLite (known: {', '.join(sorted(_SQLITE_OPTIONS))}; SQLite's "
-                               "own URI parameters need sqlite:///file:path?...&uri=true)")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: unknown option {key!r} for "
+                f"SQLite (known: {', '.join(sorted(_SQLITE_OPTIONS))}; SQLite's "
+                "own URI parameters need sqlite:///file:path?...&uri=true)"
+            )
         values = value if isinstance(value, tuple) else (value,)
         if key in _SQLITE_NUMERIC:
             wrong = next((v for v in values if not _sqlite_number(v, key == "timeout")), None)
             if wrong is not None:
                 kind = "a number of seconds" if key == "timeout" else "a whole number"
-                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be {kind}, "
-                                   f"not {wrong!r}")
+                raise CtxtoolError(
+                    f"database URL {mask_url(raw)!r}: {key} must be {kind}, not {wrong!r}"
+                )
 
 
 def _sqlite_number(text: str, fraction: bool) -> bool:
@@ -242,47 +300,66 @@ def _reason(exc: Exception, raw: str) -> str:
 def _check_mysql_options(url: URL, raw: str) -> None:
     for key, value in url.query.items():
         if key.lower() in _SECRET_KEYS:
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: put the password in the user "
-                               "part (user:password@host), not in a query argument")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: put the password in the user "
+                "part (user:password@host), not in a query argument"
+            )
         if key in _MYSQL_UNSUPPORTED:
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: option {key!r} is not "
-                               f"supported ({_MYSQL_UNSUPPORTED[key]}); leave it out")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: option {key!r} is not "
+                f"supported ({_MYSQL_UNSUPPORTED[key]}); leave it out"
+            )
         if key not in _MYSQL_OPTIONS:
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: unknown option {key!r} "
-                               f"(known: {', '.join(sorted(_MYSQL_OPTIONS))})")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: unknown option {key!r} "
+                f"(known: {', '.join(sorted(_MYSQL_OPTIONS))})"
+            )
         values = value if isinstance(value, tuple) else (value,)
         if key in _MYSQL_BOOLEAN and (len(values) > 1 or values[0].lower() not in _TRUE | _FALSE):
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be true or false "
-                               f"(once), not {values[-1]!r}")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: {key} must be true or false "
+                f"(once), not {values[-1]!r}"
+            )
         if key in _MYSQL_NUMERIC and not all(v.isdigit() for v in values):
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be a whole number, "
-                               f"not {values[0]!r}")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: {key} must be a whole number, not {values[0]!r}"
+            )
         if key in _MYSQL_RANGES:
             low, high = _MYSQL_RANGES[key]
             wrong = next((v for v in values if not low <= int(v) <= high), None)
             if wrong is not None:
-                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} must be from {low} "
-                                   f"to {high}, not {wrong}")
+                raise CtxtoolError(
+                    f"database URL {mask_url(raw)!r}: {key} must be from {low} "
+                    f"to {high}, not {wrong}"
+                )
         if key in _MYSQL_FILES:
             missing = next((v for v in values if not Path(v).expanduser().is_file()), None)
             if missing is not None:
-                raise CtxtoolError(f"database URL {mask_url(raw)!r}: {key} file {missing} "
-                                   "does not exist (or is not a file)")
+                raise CtxtoolError(
+                    f"database URL {mask_url(raw)!r}: {key} file {missing} "
+                    "does not exist (or is not a file)"
+                )
         if key == "charset" and any(v.lower() != "utf8mb4" for v in values):
             # The store is utf8mb4: another client charset loses characters, and a multi-byte
             # one (sjis, gbk, big5) can end a character in the byte of a backslash, which
             # breaks string escaping (an injection through transcript text).
             other = next(v for v in values if v.lower() != "utf8mb4")
-            raise CtxtoolError(f"database URL {mask_url(raw)!r}: charset {other!r} is not "
-                               "supported (ctxtool needs utf8mb4; leave the option out)")
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r}: charset {other!r} is not "
+                "supported (ctxtool needs utf8mb4; leave the option out)"
+            )
         if key == "collation":
             if len(values) > 1:
-                raise CtxtoolError(f"database URL {mask_url(raw)!r}: collation is given "
-                                   f"{len(values)} times; give it once")
+                raise CtxtoolError(
+                    f"database URL {mask_url(raw)!r}: collation is given "
+                    f"{len(values)} times; give it once"
+                )
             if not _COLLATION.fullmatch(values[0]):
                 # Sent as an identifier in SET NAMES (see ctxtool.db.engine): only a name.
-                raise CtxtoolError(f"database URL {mask_url(raw)!r}: collation {values[0]!r} "
-                                   "is not a utf8mb4 collation (such as utf8mb4_bin)")
+                raise CtxtoolError(
+                    f"database URL {mask_url(raw)!r}: collation {values[0]!r} "
+                    "is not a utf8mb4 collation (such as utf8mb4_bin)"
+                )
 
 
 def sqlite_path(url: URL) -> Path | None:

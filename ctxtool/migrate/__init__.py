@@ -5,11 +5,35 @@
 """
 
 from ..db.schema import HISTORY_TABLE
-from .files import Migration, load_migrations, split_statements
 from .runner import Migrator
-from .states import (APPLIED, BASELINE, CHANGED, FAILED, MISSING, PENDING, RUNNING,
-                     HistoryRow, MigrationState, migration_states)
+from .sql_files import Migration, load_migrations, split_statements
+from .states import (
+    APPLIED,
+    BASELINE,
+    CHANGED,
+    FAILED,
+    MISSING,
+    PENDING,
+    RUNNING,
+    HistoryRow,
+    MigrationState,
+    migration_states,
+)
 
-__all__ = ["APPLIED", "BASELINE", "CHANGED", "FAILED", "HISTORY_TABLE", "MISSING", "PENDING",
-           "RUNNING", "HistoryRow", "Migration", "MigrationState", "Migrator", "load_migrations",
-           "migration_states", "split_statements"]
+__all__ = [
+    "APPLIED",
+    "BASELINE",
+    "CHANGED",
+    "FAILED",
+    "HISTORY_TABLE",
+    "MISSING",
+    "PENDING",
+    "RUNNING",
+    "HistoryRow",
+    "Migration",
+    "MigrationState",
+    "Migrator",
+    "load_migrations",
+    "migration_states",
+    "split_statements",
+]

@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..db import Dialect, describe_db_error
 from ..errors import CtxtoolError
 from . import history
-from .files import Migration
+from .sql_files import Migration
 from .states import APPLIED, FAILED, RUNNING, HistoryRow
 
 
@@ -25,8 +25,13 @@ def _first_line(statement: str | None) -> str:
     return " ".join(statement.split())[:160]
 
 
-def apply_file(conn: Connection, dialect: Dialect, folder: str, migration: Migration,
-               interrupted: HistoryRow | None = None) -> None:
+def apply_file(
+    conn: Connection,
+    dialect: Dialect,
+    folder: str,
+    migration: Migration,
+    interrupted: HistoryRow | None = None,
+) -> None:
     """Apply one file in the way the dialect allows; raise CtxtoolError naming the file and
     the statement when it fails."""
     if dialect.transactional_ddl:
@@ -35,8 +40,9 @@ def apply_file(conn: Connection, dialect: Dialect, folder: str, migration: Migra
         _apply_step_by_step(conn, dialect, folder, migration, interrupted)
 
 
-def _apply_atomically(conn: Connection, dialect: Dialect, folder: str,
-                      migration: Migration) -> None:
+def _apply_atomically(
+    conn: Connection, dialect: Dialect, folder: str, migration: Migration
+) -> None:
     """The whole file and its record commit or vanish together."""
     started, now = time.perf_counter(), history.utc_now()
     statement = None
@@ -44,8 +50,14 @@ def _apply_atomically(conn: Connection, dialect: Dialect, folder: str,
         with dialect.migration_step(conn):
             for statement in migration.statements():
                 conn.exec_driver_sql(statement)
-            history.record(conn, migration, APPLIED, now, applied_at=history.utc_now(),
-                           duration_ms=_ms_since(started))
+            history.record(
+                conn,
+                migration,
+                APPLIED,
+                now,
+                applied_at=history.utc_now(),
+                duration_ms=_ms_since(started),
+            )
     except SQLAlchemyError as exc:
         raise CtxtoolError(
             f"migration {folder}/{migration.filename} failed and was rolled back "
@@ -53,8 +65,13 @@ def _apply_atomically(conn: Connection, dialect: Dialect, folder: str,
         ) from None
 
 
-def _apply_step_by_step(conn: Connection, dialect: Dialect, folder: str, migration: Migration,
-                        interrupted: HistoryRow | None) -> None:
+def _apply_step_by_step(
+    conn: Connection,
+    dialect: Dialect,
+    folder: str,
+    migration: Migration,
+    interrupted: HistoryRow | None,
+) -> None:
     """DDL commits implicitly: the file is recorded as running before its first statement
     and its progress after each one, so a crash or an error leaves an honest trail and `up`
     resumes at the first statement not done. The one statement whose fate is unknown (it
@@ -73,15 +90,35 @@ def _apply_step_by_step(conn: Connection, dialect: Dialect, folder: str, migrati
             if not (interrupted and index == start and dialect.already_applied(exc)):
                 _record_failure(conn, folder, migration, index, statement, exc, started)
         history.update(conn, migration.version, statements_done=index + 1)
-    history.update(conn, migration.version, status=APPLIED, applied_at=history.utc_now(),
-                   duration_ms=_ms_since(started), statements_done=len(statements))
+    history.update(
+        conn,
+        migration.version,
+        status=APPLIED,
+        applied_at=history.utc_now(),
+        duration_ms=_ms_since(started),
+        statements_done=len(statements),
+    )
 
 
-def _record_failure(conn: Connection, folder: str, migration: Migration, index: int,
-                    statement: str, exc: SQLAlchemyError, started: float):
+def _record_failure(
+    conn: Connection,
+    folder: str,
+    migration: Migration,
+    index: int,
+    statement: str,
+    exc: SQLAlchemyError,
+    started: float,
+):
     error = describe_db_error(exc)
-    history.update(conn, migration.version, status=FAILED, failed_statement=statement,
-                   error=error[:2000], statements_done=index, duration_ms=_ms_since(started))
+    history.update(
+        conn,
+        migration.version,
+        status=FAILED,
+        failed_statement=statement,
+        error=error[:2000],
+        statements_done=index,
+        duration_ms=_ms_since(started),
+    )
     raise CtxtoolError(
         f"migration {folder}/{migration.filename} failed at statement {index + 1}: "
         f"{_first_line(statement)} ({error}); it is recorded as failed with {index} "

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db.schema import HISTORY_TABLE, schema_history
-from .files import Migration
+from .sql_files import Migration
 from .states import HistoryRow
 
 H = schema_history
@@ -26,12 +26,24 @@ def read_history(conn: Connection) -> dict[str, HistoryRow]:
     """The history table as {version: row}; empty when ctxtool never ran here."""
     if not sa.inspect(conn).has_table(HISTORY_TABLE):
         return {}
-    has_progress = any(c["name"] == "statements_done"
-                       for c in sa.inspect(conn).get_columns(HISTORY_TABLE))
+    has_progress = any(
+        c["name"] == "statements_done" for c in sa.inspect(conn).get_columns(HISTORY_TABLE)
+    )
     progress = H.c.statements_done if has_progress else sa.null()
-    rows = conn.execute(sa.select(H.c.version, H.c.name, H.c.checksum, H.c.status,
-                                  H.c.started_at, H.c.applied_at, H.c.duration_ms,
-                                  progress, H.c.failed_statement, H.c.error))
+    rows = conn.execute(
+        sa.select(
+            H.c.version,
+            H.c.name,
+            H.c.checksum,
+            H.c.status,
+            H.c.started_at,
+            H.c.applied_at,
+            H.c.duration_ms,
+            progress,
+            H.c.failed_statement,
+            H.c.error,
+        )
+    )
     return {r.version: HistoryRow(*r) for r in rows}
 
 
@@ -43,11 +55,27 @@ def ensure_history(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {HISTORY_TABLE} ADD COLUMN statements_done INTEGER NULL")
 
 
-def record(conn: Connection, m: Migration, status: str, started_at, applied_at=None,
-           duration_ms=None, statements_done=None) -> None:
-    conn.execute(H.insert().values(version=m.version, name=m.name, checksum=m.checksum,
-                                   status=status, started_at=started_at, applied_at=applied_at,
-                                   duration_ms=duration_ms, statements_done=statements_done))
+def record(
+    conn: Connection,
+    m: Migration,
+    status: str,
+    started_at,
+    applied_at=None,
+    duration_ms=None,
+    statements_done=None,
+) -> None:
+    conn.execute(
+        H.insert().values(
+            version=m.version,
+            name=m.name,
+            checksum=m.checksum,
+            status=status,
+            started_at=started_at,
+            applied_at=applied_at,
+            duration_ms=duration_ms,
+            statements_done=statements_done,
+        )
+    )
 
 
 def update(conn: Connection, version: str, **values) -> None:

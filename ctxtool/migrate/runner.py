@@ -9,7 +9,7 @@ roll back whole.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -19,9 +19,18 @@ from ..db.schema import HISTORY_TABLE, STORE_TABLES
 from ..errors import CtxtoolError, SchemaNotCurrent
 from . import history as hist
 from .apply import apply_file
-from .files import Migration, load_migrations
-from .states import (BASELINE, FAILED, RUNNING, HistoryRow, MigrationState, migration_states,
-                     not_current_message, pending_migrations, refuse_unsafe)
+from .sql_files import Migration, load_migrations
+from .states import (
+    BASELINE,
+    FAILED,
+    RUNNING,
+    HistoryRow,
+    MigrationState,
+    migration_states,
+    not_current_message,
+    pending_migrations,
+    refuse_unsafe,
+)
 
 
 class Migrator:
@@ -38,8 +47,9 @@ class Migrator:
         self.engine = engine
         self.dialect = dialect_of(engine)
         self.folder = f"sql/{self.dialect.name}"
-        self.migrations = (migrations if migrations is not None
-                           else load_migrations(self.dialect.name))
+        self.migrations = (
+            migrations if migrations is not None else load_migrations(self.dialect.name)
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -59,8 +69,9 @@ class Migrator:
         agent runtime created, to adopt with `baseline` rather than `up`."""
         with read_connection(self.engine) as conn:
             inspector = sa.inspect(conn)
-            return (not inspector.has_table(HISTORY_TABLE)
-                    and all(inspector.has_table(t.name) for t in STORE_TABLES))
+            return not inspector.has_table(HISTORY_TABLE) and all(
+                inspector.has_table(t.name) for t in STORE_TABLES
+            )
 
     def require_current(self) -> None:
         """Raise SchemaNotCurrent unless every shipped migration is applied and unchanged."""
@@ -70,8 +81,12 @@ class Migrator:
 
     # -- changing ------------------------------------------------------------------------------
 
-    def up(self, to: str | None = None, dry_run: bool = False,
-           on_applied: Callable[[Migration], None] | None = None) -> list[Migration]:
+    def up(
+        self,
+        to: str | None = None,
+        dry_run: bool = False,
+        on_applied: Callable[[Migration], None] | None = None,
+    ) -> list[Migration]:
         """Apply pending migrations (up to and including ``to``); return those applied.
 
         With ``dry_run`` nothing is executed and the migrations that would run are returned.
@@ -86,7 +101,9 @@ class Migrator:
             if dry_run:
                 return pending
             for migration in pending:
-                apply_file(conn, self.dialect, self.folder, migration, history.get(migration.version))
+                apply_file(
+                    conn, self.dialect, self.folder, migration, history.get(migration.version)
+                )
                 if on_applied:
                     on_applied(migration)
             return pending
@@ -139,11 +156,21 @@ class Migrator:
                         continue
                     if row.status == FAILED and row.statements_done is not None:
                         hist.update(conn, v, status=RUNNING, error=None, failed_statement=None)
-                        actions.append((v, f"cleared the failure; `up` resumes at statement "
-                                           f"{row.statements_done + 1}"))
+                        actions.append(
+                            (
+                                v,
+                                f"cleared the failure; `up` resumes at statement "
+                                f"{row.statements_done + 1}",
+                            )
+                        )
                     elif row.status == RUNNING and row.statements_done is not None:
-                        actions.append((v, f"interrupted, nothing to clear; `up` resumes at "
-                                           f"statement {row.statements_done + 1}"))
+                        actions.append(
+                            (
+                                v,
+                                f"interrupted, nothing to clear; `up` resumes at "
+                                f"statement {row.statements_done + 1}",
+                            )
+                        )
                     elif row.status in (FAILED, RUNNING):
                         hist.forget(conn, v)
                         actions.append((v, f"removed {row.status} record; `up` will run it again"))

@@ -4,12 +4,12 @@ tested with plain lists."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping, Sequence
 
 from ..errors import CtxtoolError
-from .files import Migration
+from .sql_files import Migration
 
 # Statuses recorded in the history table.
 APPLIED, BASELINE, RUNNING, FAILED = "applied", "baseline", "running", "failed"
@@ -67,10 +67,9 @@ def _fmt_time(value) -> str | None:
     return str(value)[:19]
 
 
-
-
-def migration_states(migrations: Sequence[Migration],
-                     history: Mapping[str, HistoryRow]) -> list[MigrationState]:
+def migration_states(
+    migrations: Sequence[Migration], history: Mapping[str, HistoryRow]
+) -> list[MigrationState]:
     """Every known version with its state, in version order."""
     states: list[MigrationState] = []
     for m in migrations:
@@ -80,38 +79,66 @@ def migration_states(migrations: Sequence[Migration],
         elif row.status in (FAILED, RUNNING):
             detail = row.error or "interrupted before it finished"
             if row.statements_done is not None:
-                detail += (f"; {row.statements_done} of {len(m.statements())} statements done"
-                           + ("; `up` resumes there" if row.status == RUNNING else ""))
-            states.append(MigrationState(m.version, m.name, row.status, row.started_at, None,
-                                         row.checksum, detail))
+                detail += f"; {row.statements_done} of {len(m.statements())} statements done" + (
+                    "; `up` resumes there" if row.status == RUNNING else ""
+                )
+            states.append(
+                MigrationState(
+                    m.version, m.name, row.status, row.started_at, None, row.checksum, detail
+                )
+            )
         elif row.checksum != m.checksum:
-            states.append(MigrationState(m.version, m.name, CHANGED, row.applied_at,
-                                         row.duration_ms, m.checksum,
-                                         f"recorded {row.checksum[:12]}, file now {m.checksum[:12]}"))
+            states.append(
+                MigrationState(
+                    m.version,
+                    m.name,
+                    CHANGED,
+                    row.applied_at,
+                    row.duration_ms,
+                    m.checksum,
+                    f"recorded {row.checksum[:12]}, file now {m.checksum[:12]}",
+                )
+            )
         else:
-            states.append(MigrationState(m.version, m.name, row.status, row.applied_at,
-                                         row.duration_ms, row.checksum))
+            states.append(
+                MigrationState(
+                    m.version, m.name, row.status, row.applied_at, row.duration_ms, row.checksum
+                )
+            )
     known = {m.version for m in migrations}
     for version, row in sorted(history.items()):
         if version not in known:
-            states.append(MigrationState(version, row.name, MISSING, row.applied_at,
-                                         row.duration_ms, row.checksum,
-                                         "recorded here but not shipped with this ctxtool"))
+            states.append(
+                MigrationState(
+                    version,
+                    row.name,
+                    MISSING,
+                    row.applied_at,
+                    row.duration_ms,
+                    row.checksum,
+                    "recorded here but not shipped with this ctxtool",
+                )
+            )
     states.sort(key=lambda s: s.version)
     return states
 
 
-def pending_migrations(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
-                       to: str | None = None) -> list[Migration]:
+def pending_migrations(
+    migrations: Sequence[Migration], history: Mapping[str, HistoryRow], to: str | None = None
+) -> list[Migration]:
     """The files `up` would apply, in order (up to and including ``to``): those never run, and
     one that was interrupted (it resumes at its first statement not done)."""
-    return [m for m in migrations
-            if (m.version not in history or history[m.version].status == RUNNING)
-            and (to is None or m.version <= to)]
+    return [
+        m
+        for m in migrations
+        if (m.version not in history or history[m.version].status == RUNNING)
+        and (to is None or m.version <= to)
+    ]
 
 
-def refuse_unsafe(migrations: Sequence[Migration], history: Mapping[str, HistoryRow],
-                  folder: str) -> None:
+def refuse_unsafe(
+    migrations: Sequence[Migration], history: Mapping[str, HistoryRow], folder: str
+) -> None:
     """Raise when `up` must not run: a file failed, or an applied file changed. The message
     says what to check and which command clears it. (An interrupted file is not refused: `up`
     resumes it, since holding the run lock proves its runner is gone.)"""
@@ -121,8 +148,11 @@ def refuse_unsafe(migrations: Sequence[Migration], history: Mapping[str, History
         if row.status == FAILED:
             stmt = (row.failed_statement or "").strip().splitlines()
             at = f" at statement: {stmt[0][:120]}" if stmt else ""
-            done = (f" {row.statements_done} statement(s) before it took effect."
-                    if row.statements_done is not None else "")
+            done = (
+                f" {row.statements_done} statement(s) before it took effect."
+                if row.statements_done is not None
+                else ""
+            )
             raise CtxtoolError(
                 f"migration {name} failed{at} ({row.error or 'no error recorded'}).{done} "
                 f"Fix the cause (or finish that statement by hand), then run "
@@ -143,5 +173,7 @@ def not_current_message(states: Sequence[MigrationState]) -> str | None:
         return None
     first = bad[0]
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-    return (f"database schema is not current: {first.version}_{first.name} is {first.state}"
-            f"{more}; run `ctxtool migrate status`, then `ctxtool migrate up`")
+    return (
+        f"database schema is not current: {first.version}_{first.name} is {first.state}"
+        f"{more}; run `ctxtool migrate status`, then `ctxtool migrate up`"
+    )

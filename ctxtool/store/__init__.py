@@ -5,8 +5,19 @@ everyone; the write paths live beside it, one module per kind of write.
 """
 
 from .checks import validate
-from .reads import (SESSIONS_PER_RANGE_QUERY, Store, list_sessions, restored_context_tokens,
-                    suffix_ranges)
+from .reads import (
+    SESSIONS_PER_RANGE_QUERY,
+    Store,
+    list_sessions,
+    restored_context_tokens,
+    suffix_ranges,
+)
 
-__all__ = ["SESSIONS_PER_RANGE_QUERY", "Store", "list_sessions", "restored_context_tokens",
-           "suffix_ranges", "validate"]
+__all__ = [
+    "SESSIONS_PER_RANGE_QUERY",
+    "Store",
+    "list_sessions",
+    "restored_context_tokens",
+    "suffix_ranges",
+    "validate",
+]

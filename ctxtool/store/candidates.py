@@ -14,19 +14,19 @@ without a usable count are ``uncounted``: filling them in is a separate, explici
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..compaction.rules import SuffixTokens, summed_suffix
 from ..db import dialect_of
-from ..db.stored_time import parse_stored_time
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..db.stored_time import parse_stored_time
 from ..records import CHAT_ROLES
 from ..tokens import encoding_for_model
 from .reads import SESSIONS_PER_RANGE_QUERY, TRUSTED_COUNT, suffix_ranges, text_bytes
@@ -41,7 +41,7 @@ class EffectiveContext:
     first_kept_message_id: int | None
     suffix: SuffixTokens
     last_message_id: int
-    lease_owner: str | None = None          # set only while a live lease holds the session
+    lease_owner: str | None = None  # set only while a live lease holds the session
     lease_expires_at: datetime | None = None
     # UTF-8 bytes of what the suffix's counts leave out: the system prompt and the summary (a
     # stored summary_tokens is not trusted: a runtime may write 0, or a count of its own). A
@@ -61,16 +61,21 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     """Every session that has messages, with its latest cut, its suffix's stored counts (those
     made with ``encoding``, default: the one each session's model needs) and live lease."""
     now = dialect_of(conn).server_now()
-    latest_id = (sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id)
-                 .scalar_subquery())
+    latest_id = (
+        sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id).scalar_subquery()
+    )
     cp = C.alias("cp")
     live = sa.and_(S.c.lease_owner.is_not(None), S.c.lease_expires_at >= now)
     sessions = conn.execute(
-        sa.select(S.c.session_id, S.c.model, cp.c.first_kept_message_id,
-                  sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
-                  sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
-                  (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"))
-        .select_from(S.outerjoin(cp, cp.c.id == latest_id))).all()
+        sa.select(
+            S.c.session_id,
+            S.c.model,
+            cp.c.first_kept_message_id,
+            sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
+            sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
+            (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"),
+        ).select_from(S.outerjoin(cp, cp.c.id == latest_id))
+    ).all()
     by_encoding: dict[str, list] = defaultdict(list)
     for r in sessions:
         by_encoding[encoding_for_model(r.model, encoding).name].append(r)
@@ -79,30 +84,46 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     out: list[EffectiveContext] = []
     for name, group in by_encoding.items():
         usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == name)
-        sums = (sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
-                sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
-                sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
-                sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
-                # Messages of no chat role are sent as user messages with a prefix: their
-                # stored counts are not what is sent. (MySQL's collations compare roles
-                # without case: there a "User" is summed as stored, a few tokens low.)
-                sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1))
-                .label("foreign"),
-                sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0))
-                .label("longest_result_id"),
-                sa.func.max(M.c.id).label("last_message_id"))
+        sums = (
+            sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
+            sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+            sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
+            sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
+            # Messages of no chat role are sent as user messages with a prefix: their
+            # stored counts are not what is sent. (MySQL's collations compare roles
+            # without case: there a "User" is summed as stored, a few tokens low.)
+            sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1)).label("foreign"),
+            sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0)).label(
+                "longest_result_id"
+            ),
+            sa.func.max(M.c.id).label("last_message_id"),
+        )
         for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
-            chunk = {r.session_id: r for r in group[i:i + SESSIONS_PER_RANGE_QUERY]}
+            chunk = {r.session_id: r for r in group[i : i + SESSIONS_PER_RANGE_QUERY]}
             ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
             query = sa.select(M.c.session_id, *sums).where(ranges).group_by(M.c.session_id)
             for row in conn.execute(dialect.through_session_index(query, M)):
                 r = chunk[row.session_id]
-                out.append(EffectiveContext(
-                    r.session_id, r.model, r.first_kept_message_id,
-                    summed_suffix(row.tokens, row.uncounted, row.calls, row.results,
-                                  row.longest_result_id, name, foreign=row.foreign),
-                    int(row.last_message_id), r.lease_owner, r.lease_expires_at,
-                    int(r.head_bytes or 0)))
+                out.append(
+                    EffectiveContext(
+                        r.session_id,
+                        r.model,
+                        r.first_kept_message_id,
+                        summed_suffix(
+                            row.tokens,
+                            row.uncounted,
+                            row.calls,
+                            row.results,
+                            row.longest_result_id,
+                            name,
+                            foreign=row.foreign,
+                        ),
+                        int(row.last_message_id),
+                        r.lease_owner,
+                        r.lease_expires_at,
+                        int(r.head_bytes or 0),
+                    )
+                )
     out.sort(key=lambda c: c.session_id)
     return out
 
@@ -119,7 +140,8 @@ def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -
     quiet: set[int] = set()
     for i in range(0, len(ids), 1000):
         for message_id, written in conn.execute(
-                sa.select(M.c.id, M.c.created_at).where(M.c.id.in_(ids[i:i + 1000]))):
+            sa.select(M.c.id, M.c.created_at).where(M.c.id.in_(ids[i : i + 1000]))
+        ):
             if written is None or written <= cutoff:
                 quiet.add(message_id)
     return quiet

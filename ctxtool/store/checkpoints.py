@@ -1,6 +1,6 @@
-"""Appending a checkpoint: one transaction that proves what it summarised is still exactly that.
+"""Appending a checkpoint: one transaction that proves what it summarized is still exactly that.
 
-Before the INSERT, a locking read over the summarised id range counts the messages and sums
+Before the INSERT, a locking read over the summarized id range counts the messages and sums
 their ids. On InnoDB it waits for transactions still inserting into that range (AUTO_INCREMENT
 ids are not committed in id order: a message with a lower id can commit after a higher one was
 read), so a message committed late below the new cut changes the figures and the append is
@@ -28,8 +28,8 @@ SPAN_CHANGED = "span_changed"
 
 
 @dataclass(frozen=True)
-class SummarisedSpan:
-    """The messages a checkpoint summarises: ``from_id <= id < to_id`` of one session (no lower
+class SummarizedSpan:
+    """The messages a checkpoint summarizes: ``from_id <= id < to_id`` of one session (no lower
     bound for a first checkpoint), how many and the sum of their ids."""
 
     session_id: int
@@ -39,11 +39,12 @@ class SummarisedSpan:
     id_sum: int
 
 
-def span_in_store(conn: Connection, span: SummarisedSpan, lock: bool) -> tuple[int, int]:
+def span_in_store(conn: Connection, span: SummarizedSpan, lock: bool) -> tuple[int, int]:
     """(count, id sum) of the stored messages in the span's range; ``lock`` makes it a locking
     read that waits for in-flight inserts into the range."""
     query = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(M.c.id), 0)).where(
-        M.c.session_id == span.session_id, M.c.id < span.to_id)
+        M.c.session_id == span.session_id, M.c.id < span.to_id
+    )
     if span.from_id is not None:
         query = query.where(M.c.id >= span.from_id)
     if lock:
@@ -52,28 +53,36 @@ def span_in_store(conn: Connection, span: SummarisedSpan, lock: bool) -> tuple[i
     return int(count), int(id_sum)
 
 
-def append_checkpoint(conn: Connection, *, owner: str, parent_id: int, values: dict,
-                      span: SummarisedSpan) -> int | str:
+def append_checkpoint(
+    conn: Connection, *, owner: str, parent_id: int, values: dict, span: SummarizedSpan
+) -> int | str:
     """Append the checkpoint and release the lease in one transaction. Returns its id, or
-    SPAN_CHANGED (a message arrived inside the summarised range: plan again) or LOST_RACE
+    SPAN_CHANGED (a message arrived inside the summarized range: plan again) or LOST_RACE
     (the lease was lost, a newer checkpoint exists, or the unique key refused a sibling)."""
     try:
         with conn.begin() as tx:
             if span_in_store(conn, span, lock=True) != (span.count, span.id_sum):
                 tx.rollback()
                 return SPAN_CHANGED
-            if not give_back(conn, span.session_id, owner) or \
-                    latest_compaction_id(conn, span.session_id) != parent_id:
+            if (
+                not give_back(conn, span.session_id, owner)
+                or latest_compaction_id(conn, span.session_id) != parent_id
+            ):
                 tx.rollback()
                 return LOST_RACE
             # The newest message stored now: the checkpoint this one replaces restored up to
             # it (`context show --at`), whatever times the messages carry.
-            newest = conn.execute(sa.select(sa.func.max(M.c.id))
-                                  .where(M.c.session_id == span.session_id)).scalar()
+            newest = conn.execute(
+                sa.select(sa.func.max(M.c.id)).where(M.c.session_id == span.session_id)
+            ).scalar()
             details = {**(values.get("details") or {}), MESSAGES_THROUGH: newest}
-            result = conn.execute(C.insert().values(session_id=span.session_id,
-                                                    parent_compaction_id=parent_id,
-                                                    **{**values, "details": details}))
+            result = conn.execute(
+                C.insert().values(
+                    session_id=span.session_id,
+                    parent_compaction_id=parent_id,
+                    **{**values, "details": details},
+                )
+            )
             return int(result.inserted_primary_key[0])
     except IntegrityError:
         return LOST_RACE  # uq_compaction_parent: a sibling checkpoint already exists

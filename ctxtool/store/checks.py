@@ -3,7 +3,7 @@
 The rules themselves are pure (``ctxtool.validation``); this module only fetches their input
 with queries that follow the indexes: the sessions' checkpoints, the messages those point at,
 the restored suffixes (ids, roles, tool links and stored token counts — never content), and,
-for checkpoints that recorded the span they summarised, the count and id sum of that span now
+for checkpoints that recorded the span they summarized, the count and id sum of that span now
 (read from the covering index). Never whole histories with their text.
 """
 
@@ -21,17 +21,32 @@ from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
 from ..records import Compaction, Message
 from ..tokens import encoding_for_model
-from ..validation import (Issue, MessageRef, missing_session_issues, past_context_issues,
-                          span_issues, validate_session, window_issue)
-from .reads import (_COMPACTION_COLUMNS, SESSIONS_PER_RANGE_QUERY, Store, compaction_from_row,
-                    suffix_outlines, suffix_ranges, text_bytes)
+from ..validation import (
+    Issue,
+    MessageRef,
+    missing_session_issues,
+    past_context_issues,
+    span_issues,
+    validate_session,
+    window_issue,
+)
+from .reads import (
+    _COMPACTION_COLUMNS,
+    SESSIONS_PER_RANGE_QUERY,
+    Store,
+    compaction_from_row,
+    suffix_outlines,
+    suffix_ranges,
+    text_bytes,
+)
 
 # Checkpoint spans summed per statement (one index range each).
 SPANS_PER_QUERY = 200
 
 
-def validate(engine: Engine, session_id: int | None = None,
-             settings: CompactionSettings | None = None) -> tuple[list[Issue], int]:
+def validate(
+    engine: Engine, session_id: int | None = None, settings: CompactionSettings | None = None
+) -> tuple[list[Issue], int]:
     """Check the consistency rules for one session or all of them; (issues, sessions checked).
 
     ``settings`` gives the window each restored context must fit (default: each model's
@@ -53,7 +68,7 @@ def validate(engine: Engine, session_id: int | None = None,
         else:
             ids = store.session_ids(conn)
         for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
-            issues.extend(_check_chunk(conn, ids[i:i + SESSIONS_PER_RANGE_QUERY], settings))
+            issues.extend(_check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings))
         if session_id is None:
             issues.extend(_checkpoints_without_session(conn))
     return issues, len(ids)
@@ -63,9 +78,12 @@ def _checkpoints_without_session(conn: Connection, session_id: int | None = None
     """Checkpoints whose session_id has no agent_session row (the loop over sessions never
     meets them), one issue per such session (or for ``session_id`` only)."""
     orphaned: dict[int, list[int]] = {}
-    query = (sa.select(C.c.session_id, C.c.id)
-             .select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
-             .where(S.c.session_id.is_(None)).order_by(C.c.session_id, C.c.id))
+    query = (
+        sa.select(C.c.session_id, C.c.id)
+        .select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
+        .where(S.c.session_id.is_(None))
+        .order_by(C.c.session_id, C.c.id)
+    )
     if session_id is not None:
         query = query.where(C.c.session_id == session_id)
     for r in conn.execute(query):
@@ -74,18 +92,30 @@ def _checkpoints_without_session(conn: Connection, session_id: int | None = None
 
 
 def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSettings) -> list[Issue]:
-    sessions = {r.session_id: r for r in conn.execute(
-        sa.select(S.c.session_id, S.c.model, text_bytes(S.c.system_prompt).label("prompt_bytes"))
-        .where(S.c.session_id.in_(chunk)))}
+    sessions = {
+        r.session_id: r
+        for r in conn.execute(
+            sa.select(
+                S.c.session_id, S.c.model, text_bytes(S.c.system_prompt).label("prompt_bytes")
+            ).where(S.c.session_id.in_(chunk))
+        )
+    }
     compactions: dict[int, list[Compaction]] = {sid: [] for sid in chunk}
-    for row in conn.execute(sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id.in_(chunk))
-                            .order_by(C.c.session_id, C.c.id)):
+    for row in conn.execute(
+        sa.select(*_COMPACTION_COLUMNS)
+        .where(C.c.session_id.in_(chunk))
+        .order_by(C.c.session_id, C.c.id)
+    ):
         compactions[row.session_id].append(compaction_from_row(row))
     wanted = sorted({c.first_kept_message_id for cps in compactions.values() for c in cps})
     refs = {}
     if wanted:
-        refs = {r.id: MessageRef(r.id, r.session_id, r.role) for r in conn.execute(
-            sa.select(M.c.id, M.c.session_id, M.c.role).where(M.c.id.in_(wanted)))}
+        refs = {
+            r.id: MessageRef(r.id, r.session_id, r.role)
+            for r in conn.execute(
+                sa.select(M.c.id, M.c.session_id, M.c.role).where(M.c.id.in_(wanted))
+            )
+        }
     cuts = {sid: cps[-1].first_kept_message_id if cps else None for sid, cps in compactions.items()}
     suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
     suffixes.update(suffix_outlines(conn, suffix_ranges(cuts), every_tool_calls=True))
@@ -97,23 +127,28 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
         found = validate_session(sid, cps, refs, suffixes[sid])
         issues.extend(found)
         if sid in earlier:
-            named = {i.message_id for i in found if i.rule in ("orphan_tool_result",
-                                                                "cut_orphans_tool_result")}
+            named = {
+                i.message_id
+                for i in found
+                if i.rule in ("orphan_tool_result", "cut_orphans_tool_result")
+            }
             issues.extend(past_context_issues(sid, cps, earlier[sid] + suffixes[sid], named))
         for cp in cps:
             if cp.id in spans:
                 issues.extend(span_issues(sid, cp, spans[cp.id]))
         session = sessions.get(sid)
         model = session.model if session else None
-        tokens = _context_tokens(conn, session, cps[-1] if cps else None, suffixes[sid],
-                                 settings.threshold(model))
+        tokens = _context_tokens(
+            conn, session, cps[-1] if cps else None, suffixes[sid], settings.threshold(model)
+        )
         if tokens is not None:
             issues.extend(window_issue(sid, tokens, model, settings))
     return issues
 
 
-def _context_tokens(conn: Connection, session, latest: Compaction | None,
-                    suffix: list[Message], threshold: int) -> int | None:
+def _context_tokens(
+    conn: Connection, session, latest: Compaction | None, suffix: list[Message], threshold: int
+) -> int | None:
     """The restored context's exact tokens, or None when its stored counts and the bytes of
     its system prompt and summary already show that it fits under ``threshold``. Any other
     context (counts that cannot be trusted: none yet, another encoding; or one that may be
@@ -122,14 +157,16 @@ def _context_tokens(conn: Connection, session, latest: Compaction | None,
         return None
     counted = suffix_tokens(suffix, encoding_for_model(session.model).name)
     head_bytes = int(session.prompt_bytes) + (
-        len(latest.summary.encode()) if latest is not None and latest.summary else 0)
+        len(latest.summary.encode()) if latest is not None and latest.summary else 0
+    )
     if counted.known and context_bounds(counted, head_bytes)[1] <= threshold:
         return None
     return Store(conn.engine).context_tokens(session.session_id, conn=conn)
 
 
-def _earlier_contexts(conn: Connection, compactions: dict[int, list[Compaction]]
-                      ) -> dict[int, list[Message]]:
+def _earlier_contexts(
+    conn: Connection, compactions: dict[int, list[Compaction]]
+) -> dict[int, list[Message]]:
     """For each session with checkpoints before its latest: the outlines of its messages from
     the earliest of their cuts up to the latest cut (the restored suffix holds the rest), which
     is what the contexts those checkpoints restored to were made of."""
@@ -140,9 +177,17 @@ def _earlier_contexts(conn: Connection, compactions: dict[int, list[Compaction]]
             ranges[sid] = (low, cps[-1].first_kept_message_id)
     found: dict[int, list[Message]] = {sid: [] for sid in ranges}
     if ranges:
-        found.update(suffix_outlines(conn, sa.or_(*(
-            sa.and_(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
-            for sid, (low, high) in ranges.items()))))
+        found.update(
+            suffix_outlines(
+                conn,
+                sa.or_(
+                    *(
+                        sa.and_(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+                        for sid, (low, high) in ranges.items()
+                    )
+                ),
+            )
+        )
     return found
 
 
@@ -160,17 +205,29 @@ def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dic
             previous = cp.first_kept_message_id
     found: dict[int, list[int]] = {}
     for i in range(0, len(ranges), SPANS_PER_QUERY):
-        part = ranges[i:i + SPANS_PER_QUERY]
-        selects = [sa.select(sa.literal(cp.id).label("cp"), sa.func.count().label("n"),
-                             sa.func.coalesce(sa.func.sum(M.c.id), 0).label("id_sum"))
-                   .where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
-                   for cp, sid, low, high in part]
+        part = ranges[i : i + SPANS_PER_QUERY]
+        selects = [
+            sa.select(
+                sa.literal(cp.id).label("cp"),
+                sa.func.count().label("n"),
+                sa.func.coalesce(sa.func.sum(M.c.id), 0).label("id_sum"),
+            ).where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+            for cp, sid, low, high in part
+        ]
         sums = {r.cp: (int(r.n), int(r.id_sum)) for r in conn.execute(sa.union_all(*selects))}
         for cp, sid, low, high in part:
             details = cp.details
-            if sums.get(cp.id) == (details.get("summarised_messages"), details["summarised_id_sum"]):
-                continue  # exactly what it summarised
-            found[cp.id] = [r[0] for r in conn.execute(
-                sa.select(M.c.id).where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
-                .order_by(M.c.id))]
+            if sums.get(cp.id) == (
+                details.get("summarised_messages"),
+                details["summarised_id_sum"],
+            ):
+                continue  # exactly what it summarized
+            found[cp.id] = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(M.c.id)
+                    .where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+                    .order_by(M.c.id)
+                )
+            ]
     return found

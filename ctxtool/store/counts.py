@@ -12,9 +12,9 @@ releases the GIL) works.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -52,12 +52,20 @@ def expected_encoding(conn, override: str | None):
 def _pending_filter(expected, recount: bool):
     if recount:
         return sa.true()
-    return sa.or_(M.c.token_count.is_(None), sa.not_(TRUSTED_COUNT),
-                  M.c.token_encoding.is_(None), M.c.token_encoding != expected)
+    return sa.or_(
+        M.c.token_count.is_(None),
+        sa.not_(TRUSTED_COUNT),
+        M.c.token_encoding.is_(None),
+        M.c.token_encoding != expected,
+    )
 
 
-def count_pending(engine: Engine, session_id: int | None = None, encoding: str | None = None,
-                  recount: bool = False) -> int:
+def count_pending(
+    engine: Engine,
+    session_id: int | None = None,
+    encoding: str | None = None,
+    recount: bool = False,
+) -> int:
     """How many messages a :func:`count_tokens` run would (re)count."""
     with read_connection(engine) as conn:
         return _pending(conn, expected_encoding(conn, encoding), recount, session_id)[0]
@@ -67,18 +75,25 @@ def _pending(conn, expected, recount: bool, session_id: int | None) -> tuple[int
     """(how many messages are to count, the lowest of their ids), from one walk of
     idx_message_session_id_tokens, which holds each count and its encoding: what is counted
     already is passed over without reading its rows."""
-    query = (sa.select(sa.func.count(), sa.func.min(M.c.id))
-             .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
-             .where(_pending_filter(expected, recount)))
+    query = (
+        sa.select(sa.func.count(), sa.func.min(M.c.id))
+        .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
+        .where(_pending_filter(expected, recount))
+    )
     if session_id is not None:
         query = query.where(M.c.session_id == session_id)
     n, lowest = conn.execute(dialect_of(conn).through_session_index(query, M)).one()
     return int(n or 0), lowest
 
 
-def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | None = None,
-                 recount: bool = False, batch_size: int = DEFAULT_BATCH,
-                 on_batch: Callable[[int], None] | None = None) -> CountResult:
+def count_tokens(
+    engine: Engine,
+    session_id: int | None = None,
+    encoding: str | None = None,
+    recount: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    on_batch: Callable[[int], None] | None = None,
+) -> CountResult:
     """Count and store tokens of messages that have none or were counted with another encoding.
 
     ``encoding`` overrides the per-session choice; ``recount`` recounts everything in scope.
@@ -90,10 +105,18 @@ def count_tokens(engine: Engine, session_id: int | None = None, encoding: str | 
         pending, lowest = _pending(conn, expected, recount, session_id)
     if not pending:
         return result
-    base = (sa.select(M.c.id, M.c.role, M.c.content, M.c.name, json_as_text(M.c.tool_calls),
-                      expected.label("expected"))
-            .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
-            .where(_pending_filter(expected, recount)))
+    base = (
+        sa.select(
+            M.c.id,
+            M.c.role,
+            M.c.content,
+            M.c.name,
+            json_as_text(M.c.tool_calls),
+            expected.label("expected"),
+        )
+        .select_from(M.outerjoin(S, S.c.session_id == M.c.session_id))
+        .where(_pending_filter(expected, recount))
+    )
     if session_id is not None:
         base = base.where(M.c.session_id == session_id)
 
@@ -133,8 +156,10 @@ def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
         groups.setdefault(row.expected, []).append(row)
     counted = []
     for enc_name, group in groups.items():
-        counts = count_messages([MessageText(r.role, r.content, r.name, json_value(r.tool_calls))
-                                 for r in group], enc_name)
+        counts = count_messages(
+            [MessageText(r.role, r.content, r.name, json_value(r.tool_calls)) for r in group],
+            enc_name,
+        )
         counted.append((enc_name, [r.id for r in group], counts))
         result.by_encoding[enc_name] = result.by_encoding.get(enc_name, 0) + len(group)
         result.tokens += sum(counts)

@@ -18,8 +18,8 @@ from ..db.schema import agent_session as S
 from .reads import latest_compaction_id
 
 TAKEN = "taken"
-HELD = "lease_held"          # another compactor holds the session
-MOVED_ON = "lost_race"       # a checkpoint was appended since the caller read the session
+HELD = "lease_held"  # another compactor holds the session
+MOVED_ON = "lost_race"  # a checkpoint was appended since the caller read the session
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,17 @@ def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id
     with conn.begin() as tx:
         taken = conn.execute(
             S.update()
-            .where(S.c.session_id == session_id,
-                   # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
-                   # free, as holder() and the batch read it (it was held forever here).
-                   sa.or_(S.c.lease_owner.is_(None), S.c.lease_expires_at.is_(None),
-                          S.c.lease_expires_at < dialect.server_now(), S.c.lease_owner == owner))
+            .where(
+                S.c.session_id == session_id,
+                # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
+                # free, as holder() and the batch read it (it was held forever here).
+                sa.or_(
+                    S.c.lease_owner.is_(None),
+                    S.c.lease_expires_at.is_(None),
+                    S.c.lease_expires_at < dialect.server_now(),
+                    S.c.lease_owner == owner,
+                ),
+            )
             .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
         ).rowcount
         if taken != 1:
@@ -59,13 +65,23 @@ def release(conn: Connection, session_id: int, owner: str) -> None:
 
 def give_back(conn: Connection, session_id: int, owner: str) -> bool:
     """Inside the caller's transaction: clear the lease if it is still ours; True if it was."""
-    return conn.execute(S.update().where(S.c.session_id == session_id, S.c.lease_owner == owner)
-                        .values(lease_owner=None, lease_expires_at=None)).rowcount == 1
+    return (
+        conn.execute(
+            S.update()
+            .where(S.c.session_id == session_id, S.c.lease_owner == owner)
+            .values(lease_owner=None, lease_expires_at=None)
+        ).rowcount
+        == 1
+    )
 
 
 def holder(conn: Connection, session_id: int) -> Lease | None:
     """Who holds the session's lease now (None when it is free or expired)."""
-    row = conn.execute(sa.select(S.c.lease_owner, S.c.lease_expires_at)
-                       .where(S.c.session_id == session_id, S.c.lease_owner.is_not(None),
-                              S.c.lease_expires_at >= dialect_of(conn).server_now())).first()
+    row = conn.execute(
+        sa.select(S.c.lease_owner, S.c.lease_expires_at).where(
+            S.c.session_id == session_id,
+            S.c.lease_owner.is_not(None),
+            S.c.lease_expires_at >= dialect_of(conn).server_now(),
+        )
+    ).first()
     return Lease(row.lease_owner, row.lease_expires_at) if row else None

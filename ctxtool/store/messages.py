@@ -14,9 +14,9 @@ import contextlib
 import sys
 import threading
 from collections import Counter, deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Iterator
 
 import orjson
 import sqlalchemy as sa
@@ -24,17 +24,26 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
-from ..db.schema import MESSAGE_ROW_COLUMNS
+from ..db.schema import MESSAGE_ROW_COLUMNS, SESSION_ID_COUNTER
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
-from ..db.schema import SESSION_ID_COUNTER
 from ..db.schema import agent_session as S
 from ..db.schema import counters as N
 from ..errors import CtxtoolError
-from ..transcripts.reconcile import (DRIVER_ESCAPES, PREFIX_BYTES, RENDERED_ESCAPES, Action,
-                                     CompleteMessage, NewCheckpoint, NewMessage, StoredMessage,
-                                     StoredSession, fingerprint, size_problem)
-from ..transcripts.records import SourceMessage, SourceSession, TranscriptError
+from ..transcripts.reconcile import (
+    DRIVER_ESCAPES,
+    PREFIX_BYTES,
+    RENDERED_ESCAPES,
+    Action,
+    CompleteMessage,
+    NewCheckpoint,
+    NewMessage,
+    StoredMessage,
+    StoredSession,
+    fingerprint,
+    size_problem,
+)
+from ..transcripts.source import SourceMessage, SourceSession, TranscriptError
 from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 
 # Small batches keep the server busy from the first rows on and leave little to send once the
@@ -44,7 +53,7 @@ from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 BATCH_ROWS = 1024
 # Batches sent or waiting to be, at most: the parser goes on while the server takes its time.
 IN_FLIGHT = 2
-MAX_SESSION_ID = 2 ** 63 - 1  # BIGINT's largest
+MAX_SESSION_ID = 2**63 - 1  # BIGINT's largest
 CHECKED_MESSAGES = 64  # stored messages whose fingerprints a re-import compares
 BATCH_BYTES = 4 * 1024 * 1024
 # MariaDB refuses JSON nested 32 levels deep; MySQL 8 allows 100.
@@ -53,13 +62,24 @@ MAX_JSON_DEPTH = 30
 # One agent_message row as the importer inserts it is a plain tuple of these columns, in this
 # order (the schema's), after the session id its statements hold; MessageWriter.row builds it
 # positionally (a namedtuple cost 0.3 µs a row).
-assert MESSAGE_ROW_COLUMNS == ("role", "content", "created_at", "tool_calls", "tool_call_id",
-                               "name", "source_id", "details"), MESSAGE_ROW_COLUMNS
-_CONTENT, _TOOL_CALLS, _DETAILS = (MESSAGE_ROW_COLUMNS.index(c)
-                                   for c in ("content", "tool_calls", "details"))
+assert MESSAGE_ROW_COLUMNS == (
+    "role",
+    "content",
+    "created_at",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "source_id",
+    "details",
+), MESSAGE_ROW_COLUMNS
+_CONTENT, _TOOL_CALLS, _DETAILS = (
+    MESSAGE_ROW_COLUMNS.index(c) for c in ("content", "tool_calls", "details")
+)
 # A message completed by a later import: its JSON texts as a new row has them (no re-encoding).
-_COMPLETE = sa.text("UPDATE agent_message SET content = :content, tool_calls = :tool_calls, "
-                    "details = :details, token_count = NULL, token_encoding = NULL WHERE id = :id")
+_COMPLETE = sa.text(
+    "UPDATE agent_message SET content = :content, tool_calls = :tool_calls, "
+    "details = :details, token_count = NULL, token_encoding = NULL WHERE id = :id"
+)
 
 
 # While a writer thread sends batches, the parsing thread should hand it the GIL as soon as a
@@ -110,19 +130,26 @@ class ImportedSessions:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def find_or_allocate(self, source_format: str, source_id: str,
-                         legacy_id: str | None = None) -> tuple[int, str]:
+    def find_or_allocate(
+        self, source_format: str, source_id: str, legacy_id: str | None = None
+    ) -> tuple[int, str]:
         """The session id for this source and how it was found: "found", "legacy" (stored under
-        ``legacy_id``, see ``transcripts.files.legacy_source_id``) or "new" (an id no session
+        ``legacy_id``, see ``transcripts.discover.legacy_source_id``) or "new" (an id no session
         has had: the caller's transaction inserts the row with :meth:`create`)."""
         with self.engine.begin() as conn:
-            existing = conn.execute(sa.select(S.c.session_id).where(
-                S.c.source_format == source_format, S.c.source_id == source_id)).scalar()
+            existing = conn.execute(
+                sa.select(S.c.session_id).where(
+                    S.c.source_format == source_format, S.c.source_id == source_id
+                )
+            ).scalar()
             if existing is not None:
                 return int(existing), "found"
             if legacy_id is not None and legacy_id != source_id:
-                legacy = conn.execute(sa.select(S.c.session_id).where(
-                    S.c.source_format == source_format, S.c.source_id == legacy_id)).scalar()
+                legacy = conn.execute(
+                    sa.select(S.c.session_id).where(
+                        S.c.source_format == source_format, S.c.source_id == legacy_id
+                    )
+                ).scalar()
                 if legacy is not None:
                     return int(legacy), "legacy"
             return self._allocate(conn), "new"
@@ -139,16 +166,23 @@ class ImportedSessions:
         row is the only lock taken, for one statement's time: two allocations queue on it and
         never deadlock. In a store a runtime writes sessions to, the new id leaves it
         RUNTIME_HEADROOM ids above the highest first."""
-        highest = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0)))
-                      .scalar())
+        highest = int(
+            conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0))).scalar()
+        )
         mine = N.c.name == SESSION_ID_COUNTER
         handed_out = int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar() or 0)
         if max(highest, handed_out) >= MAX_SESSION_ID:
             # One more would overflow BIGINT (SQLite would store it as REAL, for good).
-            raise CtxtoolError(f"no session id is left: the highest stored or handed out is "
-                               f"{max(highest, handed_out)}, BIGINT's largest")
-        if highest > handed_out or conn.execute(
-                sa.select(S.c.session_id).where(S.c.source_format.is_(None)).limit(1)).first():
+            raise CtxtoolError(
+                f"no session id is left: the highest stored or handed out is "
+                f"{max(highest, handed_out)}, BIGINT's largest"
+            )
+        if (
+            highest > handed_out
+            or conn.execute(
+                sa.select(S.c.session_id).where(S.c.source_format.is_(None)).limit(1)
+            ).first()
+        ):
             # A runtime writes sessions here (ids above ours since the last one handed out, or
             # rows that are no transcript's): it takes MAX()+1 next, and the one after, while
             # this import's row is not committed yet. Leave it RUNTIME_HEADROOM of them, so it
@@ -156,8 +190,11 @@ class ImportedSessions:
             base = min(highest + RUNTIME_HEADROOM, MAX_SESSION_ID) - 1
         else:
             base = highest
-        bumped = conn.execute(N.update().where(mine).values(
-            last_value=sa.case((N.c.last_value > base, N.c.last_value), else_=base) + 1))
+        bumped = conn.execute(
+            N.update()
+            .where(mine)
+            .values(last_value=sa.case((N.c.last_value > base, N.c.last_value), else_=base) + 1)
+        )
         if bumped.rowcount == 0:
             # Its row was deleted by hand: put it back (a concurrent import doing the same
             # fails on its key, or deadlocks, and is retried).
@@ -171,16 +208,20 @@ class ImportedSessions:
         A concurrent first import of the same transcript waits here, on the unique key, until
         the other commits (then fails on it, and is retried: it finds the session) or rolls
         back (then goes on)."""
-        conn.execute(S.insert().values(session_id=session_id, source_format=source_format,
-                                       source_id=source_id))
+        conn.execute(
+            S.insert().values(
+                session_id=session_id, source_format=source_format, source_id=source_id
+            )
+        )
 
     @staticmethod
     def lock(conn: Connection, session_id: int) -> None:
         """Hold a found session's row for this transaction (the first statement in it, so what
         is read next includes every import of the same transcript that committed before). Two
         imports of one transcript queue here instead of racing on its messages."""
-        found = conn.execute(sa.select(S.c.session_id).where(S.c.session_id == session_id)
-                             .with_for_update()).first()
+        found = conn.execute(
+            sa.select(S.c.session_id).where(S.c.session_id == session_id).with_for_update()
+        ).first()
         if found is None:
             raise SessionGone(session_id)
 
@@ -192,20 +233,44 @@ class ImportedSessions:
         re-import; a different transcript under the same id differs from its first messages."""
         mine = (M.c.session_id == session_id, M.c.source_id.is_not(None))
         out = StoredSession()
-        out.messages = dict.fromkeys(r[0] for r in conn.execute(sa.select(M.c.source_id).where(*mine)))
+        out.messages = dict.fromkeys(
+            r[0] for r in conn.execute(sa.select(M.c.source_id).where(*mine))
+        )
         content = sa.cast(M.c.content, sa.LargeBinary)  # bytes: NUL characters and all
-        columns = (M.c.id, M.c.source_id, M.c.role, text_bytes(M.c.content),
-                   sa.func.substr(content, 1, PREFIX_BYTES), json_as_text(M.c.tool_calls))
-        first = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id).limit(CHECKED_MESSAGES))
-        last = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id.desc()).limit(1)).first()
+        columns = (
+            M.c.id,
+            M.c.source_id,
+            M.c.role,
+            text_bytes(M.c.content),
+            sa.func.substr(content, 1, PREFIX_BYTES),
+            json_as_text(M.c.tool_calls),
+        )
+        first = conn.execute(
+            sa.select(*columns).where(*mine).order_by(M.c.id).limit(CHECKED_MESSAGES)
+        )
+        last = conn.execute(
+            sa.select(*columns).where(*mine).order_by(M.c.id.desc()).limit(1)
+        ).first()
         for row in [*first, *([last] if last else [])]:
             out.messages[row[1]] = fingerprint(row[2], int(row[3]), bytes(row[4] or b""))
         if last is not None:
             calls = json_value(last[5])
-            out.last = StoredMessage(int(last[0]), last[1], last[2], int(last[3]), bytes(last[4] or b""),
-                                     len(calls) if isinstance(calls, list) else 0)
-        out.compactions = {r[0] for r in conn.execute(
-            sa.select(C.c.source_id).where(C.c.session_id == session_id, C.c.source_id.is_not(None)))}
+            out.last = StoredMessage(
+                int(last[0]),
+                last[1],
+                last[2],
+                int(last[3]),
+                bytes(last[4] or b""),
+                len(calls) if isinstance(calls, list) else 0,
+            )
+        out.compactions = {
+            r[0]
+            for r in conn.execute(
+                sa.select(C.c.source_id).where(
+                    C.c.session_id == session_id, C.c.source_id.is_not(None)
+                )
+            )
+        }
         return out
 
     @staticmethod
@@ -220,11 +285,20 @@ class ImportedSessions:
         if details:
             json_text(details, path, None)
         if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
-            raise TranscriptError(path, None, "system prompt larger than the 16 MB the store accepts")
-        values = {k: v for k, v in {
-            "title": (src.title or "")[:512] or None, "model": src.model,
-            "system_prompt": src.system_prompt, "created_at": src.created_at,
-            "details": details}.items() if v is not None}
+            raise TranscriptError(
+                path, None, "system prompt larger than the 16 MB the store accepts"
+            )
+        values = {
+            k: v
+            for k, v in {
+                "title": (src.title or "")[:512] or None,
+                "model": src.model,
+                "system_prompt": src.system_prompt,
+                "created_at": src.created_at,
+                "details": details,
+            }.items()
+            if v is not None
+        }
         if values:
             conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
 
@@ -234,14 +308,16 @@ class MessageWriter:
 
     Use as a context manager: the writer thread never outlives the transaction."""
 
-    def __init__(self, conn: Connection, session_id: int, fmt: str, path: str,
-                 created_at: datetime | None):
+    def __init__(
+        self, conn: Connection, session_id: int, fmt: str, path: str, created_at: datetime | None
+    ):
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
         self._fits_any_chars = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
-        self.inserts = dialect.message_inserts(conn, M, MESSAGE_ROW_COLUMNS,
-                                               {"session_id": session_id})
+        self.inserts = dialect.message_inserts(
+            conn, M, MESSAGE_ROW_COLUMNS, {"session_id": session_id}
+        )
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
         self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
         self.last_time_text = self.last_time.isoformat(" ", "microseconds")
@@ -258,9 +334,10 @@ class MessageWriter:
         self._in_flight: deque[Future] = deque()
         self._failed = False
 
-    def __enter__(self) -> "MessageWriter":
-        self._switches = (_responsive_thread_switches() if self._thread is not None
-                          else contextlib.nullcontext())
+    def __enter__(self) -> MessageWriter:
+        self._switches = (
+            _responsive_thread_switches() if self._thread is not None else contextlib.nullcontext()
+        )
         self._switches.__enter__()
         return self
 
@@ -282,12 +359,17 @@ class MessageWriter:
                 self._rows.append(self.row(action.message))
             elif isinstance(action, CompleteMessage):
                 # The same checks as a new row, for the statement SQLAlchemy sends.
-                self._completions.append((action.stored_id,
-                                          self.row(action.message, DRIVER_ESCAPES)))
+                self._completions.append(
+                    (action.stored_id, self.row(action.message, DRIVER_ESCAPES))
+                )
             else:
                 self._checkpoints.append(action)
-        if (len(self._rows) >= BATCH_ROWS or self._bytes >= BATCH_BYTES or self._checkpoints
-                or self._completions):
+        if (
+            len(self._rows) >= BATCH_ROWS
+            or self._bytes >= BATCH_BYTES
+            or self._checkpoints
+            or self._completions
+        ):
             self._flush()
 
     def close(self) -> None:
@@ -304,20 +386,32 @@ class MessageWriter:
         content = msg.content
         # Sized as a text INSERT sends it (a row too large for a prepared execution goes as
         # one, see db.prepared); counted exactly only when 4 bytes a character might not fit.
-        chars = ((len(content) if content else 0) + (len(tool_calls) if tool_calls else 0)
-                 + (len(details) if details else 0))
+        chars = (
+            (len(content) if content else 0)
+            + (len(tool_calls) if tool_calls else 0)
+            + (len(details) if details else 0)
+        )
         self._bytes += chars
         if 4 * chars > self._fits_any_chars:
-            problem = size_problem(content, (tool_calls, details), MEDIUMTEXT_BYTES,
-                                   self.max_row_bytes, escaped)
+            problem = size_problem(
+                content, (tool_calls, details), MEDIUMTEXT_BYTES, self.max_row_bytes, escaped
+            )
             if problem:
                 raise TranscriptError(self.path, msg.line, problem)
         if msg.created_at is not None and msg.created_at != self.last_time:
             self.last_time = msg.created_at
             self.last_time_text = msg.created_at.isoformat(" ", "microseconds")
         # In MESSAGE_ROW_COLUMNS order (asserted at the top of this module).
-        return (msg.role, content, self.last_time_text, tool_calls,
-                msg.tool_call_id, msg.name, msg.source_id, details)
+        return (
+            msg.role,
+            content,
+            self.last_time_text,
+            tool_calls,
+            msg.tool_call_id,
+            msg.name,
+            msg.source_id,
+            details,
+        )
 
     def _flush(self) -> None:
         payload = self.inserts.render(self._rows)
@@ -332,8 +426,13 @@ class MessageWriter:
             self._in_flight.popleft().result()
         self._in_flight.append(self._thread.submit(self._send, *batch))
 
-    def _send(self, payload, count: int, completions: list[tuple[int, tuple]],
-              checkpoints: list[NewCheckpoint]) -> None:
+    def _send(
+        self,
+        payload,
+        count: int,
+        completions: list[tuple[int, tuple]],
+        checkpoints: list[NewCheckpoint],
+    ) -> None:
         """On the writer thread: completions, the batch, then the checkpoints after it."""
         if self._failed:
             return  # an earlier batch failed: the transaction is lost, send nothing more
@@ -343,11 +442,23 @@ class MessageWriter:
             self._failed = True
             raise
 
-    def _send_batch(self, payload, count: int, completions: list[tuple[int, tuple]],
-                    checkpoints: list[NewCheckpoint]) -> None:
+    def _send_batch(
+        self,
+        payload,
+        count: int,
+        completions: list[tuple[int, tuple]],
+        checkpoints: list[NewCheckpoint],
+    ) -> None:
         for stored_id, row in completions:
-            self.conn.execute(_COMPLETE, {"id": stored_id, "content": row[_CONTENT],
-                                          "tool_calls": row[_TOOL_CALLS], "details": row[_DETAILS]})
+            self.conn.execute(
+                _COMPLETE,
+                {
+                    "id": stored_id,
+                    "content": row[_CONTENT],
+                    "tool_calls": row[_TOOL_CALLS],
+                    "details": row[_DETAILS],
+                },
+            )
         self.inserts.send(payload)
         self.messages_added += count
         for checkpoint in checkpoints:
@@ -355,22 +466,31 @@ class MessageWriter:
 
     def _write_checkpoint(self, checkpoint: NewCheckpoint) -> None:
         comp = checkpoint.compaction
-        first_kept = self.conn.execute(sa.select(M.c.id).where(
-            M.c.session_id == self.session_id,
-            M.c.source_id == checkpoint.first_kept_source_id)).scalar()
+        first_kept = self.conn.execute(
+            sa.select(M.c.id).where(
+                M.c.session_id == self.session_id, M.c.source_id == checkpoint.first_kept_source_id
+            )
+        ).scalar()
         if first_kept is None or not comp.summary.strip():
             self.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
             return
         details = comp.details or None
         json_text(details, self.path, comp.line)
-        self.conn.execute(C.insert().values(
-            session_id=self.session_id, summary=comp.summary, first_kept_message_id=first_kept,
-            tokens_before=comp.tokens_before,
-            parent_compaction_id=latest_compaction_id(self.conn, self.session_id),
-            summarizer=f"imported:{self.fmt}", source_id=comp.source_id, details=details,
-            # When the agent compacted (`context show --at` bounds a context by it); the import
-            # time only when the transcript does not say.
-            **({"created_at": comp.created_at} if comp.created_at else {})))
+        self.conn.execute(
+            C.insert().values(
+                session_id=self.session_id,
+                summary=comp.summary,
+                first_kept_message_id=first_kept,
+                tokens_before=comp.tokens_before,
+                parent_compaction_id=latest_compaction_id(self.conn, self.session_id),
+                summarizer=f"imported:{self.fmt}",
+                source_id=comp.source_id,
+                details=details,
+                # When the agent compacted (`context show --at` bounds a context by it); the import
+                # time only when the transcript does not say.
+                **({"created_at": comp.created_at} if comp.created_at else {}),
+            )
+        )
         self.compactions_added += 1
 
 
@@ -384,8 +504,12 @@ def json_text(value, path: str, line: int | None) -> str | None:
     except orjson.JSONEncodeError as exc:
         raise TranscriptError(path, line, f"a value cannot be stored as JSON ({exc})") from None
     if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(value) > MAX_JSON_DEPTH:
-        raise TranscriptError(path, line, f"a value is nested more than {MAX_JSON_DEPTH} levels "
-                                          "deep; the database's JSON columns refuse it")
+        raise TranscriptError(
+            path,
+            line,
+            f"a value is nested more than {MAX_JSON_DEPTH} levels "
+            "deep; the database's JSON columns refuse it",
+        )
     return raw.decode("utf-8")
 
 

@@ -10,21 +10,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Iterator, Mapping
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..records import Compaction, Message, RestoredContext, Session, restore_context
 from ..db import dialect_of, read_connection
-from ..errors import CtxtoolError
+from ..db.schema import BIGINT_MAX
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from ..db.schema import BIGINT_MAX
 from ..db.stored_time import parse_stored_time
+from ..errors import CtxtoolError
+from ..records import Compaction, Message, RestoredContext, Session, restore_context
 from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
 
 
@@ -41,8 +41,9 @@ def json_as_text(column: sa.Column) -> sa.ColumnElement:
 # SQLAlchemy's per-row json.loads plus building records by keyword cost Store.messages 1.8x a
 # bare driver fetch.
 _MESSAGE_FIELDS = [f.name for f in dataclasses.fields(Message)]
-_MESSAGE_JSON_AT = [i for i, name in enumerate(_MESSAGE_FIELDS)
-                    if isinstance(M.c[name].type, sa.JSON)]
+_MESSAGE_JSON_AT = [
+    i for i, name in enumerate(_MESSAGE_FIELDS) if isinstance(M.c[name].type, sa.JSON)
+]
 _FIRST_JSON, _SECOND_JSON = _MESSAGE_JSON_AT  # tool_calls, details
 _CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zero date
 # A count a runtime wrote that no message can have is no count: it reads as NULL, so every
@@ -54,23 +55,51 @@ _CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zer
 MAX_MESSAGE_TOKENS = 1 << 30
 TRUSTED_COUNT = sa.and_(M.c.token_count >= 1, M.c.token_count <= MAX_MESSAGE_TOKENS)
 STORED_TOKEN_COUNT = sa.case((TRUSTED_COUNT, M.c.token_count), else_=None).label("token_count")
-_MESSAGE_COLUMNS = [json_as_text(M.c[name]) if isinstance(M.c[name].type, sa.JSON)
-                    else STORED_TOKEN_COUNT if name == "token_count" else M.c[name]
-                    for name in _MESSAGE_FIELDS]
-_SESSION_COLUMNS = [S.c.session_id, S.c.user_id, S.c.project_id, S.c.title, S.c.model,
-                    S.c.system_prompt, S.c.source_format, S.c.source_id, S.c.created_at,
-                    S.c.updated_at, json_as_text(S.c.details)]
-_COMPACTION_COLUMNS = [C.c.id, C.c.session_id, C.c.summary, C.c.first_kept_message_id,
-                       C.c.tokens_before, C.c.parent_compaction_id, C.c.summary_tokens,
-                       C.c.tokens_after, C.c.summarizer, C.c.summarizer_model, C.c.source_id,
-                       json_as_text(C.c.details), C.c.created_at]
+_MESSAGE_COLUMNS = [
+    json_as_text(M.c[name])
+    if isinstance(M.c[name].type, sa.JSON)
+    else STORED_TOKEN_COUNT
+    if name == "token_count"
+    else M.c[name]
+    for name in _MESSAGE_FIELDS
+]
+_SESSION_COLUMNS = [
+    S.c.session_id,
+    S.c.user_id,
+    S.c.project_id,
+    S.c.title,
+    S.c.model,
+    S.c.system_prompt,
+    S.c.source_format,
+    S.c.source_id,
+    S.c.created_at,
+    S.c.updated_at,
+    json_as_text(S.c.details),
+]
+_COMPACTION_COLUMNS = [
+    C.c.id,
+    C.c.session_id,
+    C.c.summary,
+    C.c.first_kept_message_id,
+    C.c.tokens_before,
+    C.c.parent_compaction_id,
+    C.c.summary_tokens,
+    C.c.tokens_after,
+    C.c.summarizer,
+    C.c.summarizer_model,
+    C.c.source_id,
+    json_as_text(C.c.details),
+    C.c.created_at,
+]
 
 
 def latest_compaction_id(conn: Connection, session_id: int) -> int:
     """Id of the session's latest checkpoint, 0 when it has none (the parent of its next): the
     check every writer of a checkpoint makes inside its transaction."""
-    return int(conn.execute(sa.select(sa.func.max(C.c.id))
-                            .where(C.c.session_id == session_id)).scalar() or 0)
+    return int(
+        conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == session_id)).scalar()
+        or 0
+    )
 
 
 def read_messages(conn: Connection, query: sa.Select) -> list[Message]:
@@ -80,8 +109,11 @@ def read_messages(conn: Connection, query: sa.Select) -> list[Message]:
 
 
 def message_from_row(row) -> Message:
-    if row[_FIRST_JSON] is None and row[_SECOND_JSON] is None \
-            and row[_CREATED_AT].__class__ is not str:  # most rows: nothing to decode
+    if (
+        row[_FIRST_JSON] is None
+        and row[_SECOND_JSON] is None
+        and row[_CREATED_AT].__class__ is not str
+    ):  # most rows: nothing to decode
         return Message(*row)
     values = list(row)
     for i in _MESSAGE_JSON_AT:
@@ -142,7 +174,9 @@ class Store:
     def session(self, session_id: int, conn: Connection | None = None) -> Session:
         """The session, or CtxtoolError naming it when it does not exist."""
         with connection_for(self.engine, conn) as c:
-            row = c.execute(sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)).first()
+            row = c.execute(
+                sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)
+            ).first()
         if row is None:
             raise CtxtoolError(f"session {session_id} does not exist")
         values = dict(row._mapping)
@@ -158,8 +192,7 @@ class Store:
         with connection_for(self.engine, conn) as c:
             plain = plain_session_id(text)
             if plain is not None:
-                found = c.execute(sa.select(S.c.session_id)
-                                  .where(S.c.session_id == plain)).scalar()
+                found = c.execute(sa.select(S.c.session_id).where(S.c.session_id == plain)).scalar()
                 if found is not None:
                     return int(found)
             if not text:
@@ -168,26 +201,37 @@ class Store:
             conditions = [S.c.source_id.startswith(text, autoescape=True)]
             fmt, _, rest = text.partition(":")
             if rest:
-                conditions.append(sa.and_(S.c.source_format == fmt,
-                                          S.c.source_id.startswith(rest, autoescape=True)))
-            rows = c.execute(query.where(sa.or_(*conditions)).order_by(S.c.session_id)
-                             .limit(51)).all()
+                conditions.append(
+                    sa.and_(
+                        S.c.source_format == fmt, S.c.source_id.startswith(rest, autoescape=True)
+                    )
+                )
+            rows = c.execute(
+                query.where(sa.or_(*conditions)).order_by(S.c.session_id).limit(51)
+            ).all()
+
         # The database may compare case-insensitively: the exact spelling decides.
         def full(r) -> str:
             return f"{r.source_format}:{r.source_id}"
+
         exact = [r for r in rows if r.source_id == text or full(r) == text]
-        prefixed = [r for r in rows if (r.source_id or "").startswith(text)
-                    or full(r).startswith(text)] or rows
+        prefixed = [
+            r for r in rows if (r.source_id or "").startswith(text) or full(r).startswith(text)
+        ] or rows
         candidates = exact or prefixed
         if len(candidates) == 1:
             return int(candidates[0].session_id)
         if not candidates:
-            raise CtxtoolError(f"session {text} does not exist (no session id, source id or "
-                               "source id prefix matches it)")
+            raise CtxtoolError(
+                f"session {text} does not exist (no session id, source id or "
+                "source id prefix matches it)"
+            )
         shown = "; ".join(f"{r.session_id} ({full(r)})" for r in candidates[:10])
         more = f"; and {len(candidates) - 10} more" if len(candidates) > 10 else ""
-        raise CtxtoolError(f"session {text} is ambiguous, it is a prefix of the source ids of "
-                           f"sessions {shown}{more}: give more characters or the id")
+        raise CtxtoolError(
+            f"session {text} is ambiguous, it is a prefix of the source ids of "
+            f"sessions {shown}{more}: give more characters or the id"
+        )
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with connection_for(self.engine, conn) as c:
@@ -195,11 +239,15 @@ class Store:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    def latest_compaction(self, session_id: int, conn: Connection | None = None) -> Compaction | None:
+    def latest_compaction(
+        self, session_id: int, conn: Connection | None = None
+    ) -> Compaction | None:
         with connection_for(self.engine, conn) as c:
             row = c.execute(
-                sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id == session_id)
-                .order_by(C.c.id.desc()).limit(1)
+                sa.select(*_COMPACTION_COLUMNS)
+                .where(C.c.session_id == session_id)
+                .order_by(C.c.id.desc())
+                .limit(1)
             ).first()
         return compaction_from_row(row) if row else None
 
@@ -210,14 +258,20 @@ class Store:
 
     def compactions(self, session_id: int, conn: Connection | None = None) -> list[Compaction]:
         with connection_for(self.engine, conn) as c:
-            rows = c.execute(sa.select(*_COMPACTION_COLUMNS)
-                             .where(C.c.session_id == session_id).order_by(C.c.id))
+            rows = c.execute(
+                sa.select(*_COMPACTION_COLUMNS).where(C.c.session_id == session_id).order_by(C.c.id)
+            )
             return [compaction_from_row(r) for r in rows]
 
     # -- messages ------------------------------------------------------------------------------
 
-    def messages(self, session_id: int, from_id: int | None = None, before_id: int | None = None,
-                 conn: Connection | None = None) -> list[Message]:
+    def messages(
+        self,
+        session_id: int,
+        from_id: int | None = None,
+        before_id: int | None = None,
+        conn: Connection | None = None,
+    ) -> list[Message]:
         """Messages of a session in id order, optionally only ``from_id <= id < before_id``."""
         query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == session_id)
         if from_id is not None:
@@ -227,15 +281,20 @@ class Store:
         with connection_for(self.engine, conn) as c:
             return read_messages(c, query.order_by(M.c.id))
 
-    def iter_messages(self, session_id: int, batch: int = 1000,
-                      conn: Connection | None = None) -> Iterator[Message]:
+    def iter_messages(
+        self, session_id: int, batch: int = 1000, conn: Connection | None = None
+    ) -> Iterator[Message]:
         """The whole history of a session, in id-keyed batches (flat memory)."""
         after = 0
         while True:
             with connection_for(self.engine, conn) as c:
-                records = read_messages(c, sa.select(*_MESSAGE_COLUMNS)
-                                        .where(M.c.session_id == session_id, M.c.id > after)
-                                        .order_by(M.c.id).limit(batch))
+                records = read_messages(
+                    c,
+                    sa.select(*_MESSAGE_COLUMNS)
+                    .where(M.c.session_id == session_id, M.c.id > after)
+                    .order_by(M.c.id)
+                    .limit(batch),
+                )
             if not records:
                 return
             yield from records
@@ -248,12 +307,14 @@ class Store:
         with connection_for(self.engine, conn) as c:
             session = self.session(session_id, c)
             latest = self.latest_compaction(session_id, c)
-            suffix = self.messages(session_id, latest.first_kept_message_id if latest else None,
-                                   conn=c)
+            suffix = self.messages(
+                session_id, latest.first_kept_message_id if latest else None, conn=c
+            )
         return restore_context(session_id, session.system_prompt, latest, suffix)
 
-    def context_tokens(self, session_id: int, encoding: str | None = None,
-                       conn: Connection | None = None) -> int:
+    def context_tokens(
+        self, session_id: int, encoding: str | None = None, conn: Connection | None = None
+    ) -> int:
         """Current context tokens of a session: what its restored context costs the model.
 
         Stored per-message counts are used where they match the encoding; the rest (messages
@@ -278,8 +339,7 @@ class SessionHistory:
     def point(self, checkpoint_id: int | None = None, before_first: bool = False):
         from ..inspection import point_in_history
 
-        return point_in_history(self.compactions, checkpoint_id, before_first,
-                                str(self.session_id))
+        return point_in_history(self.compactions, checkpoint_id, before_first, str(self.session_id))
 
     def messages_at(self, point) -> list[Message]:
         """The messages of the context at ``point``: one id range, bounded by the next
@@ -292,14 +352,19 @@ class SessionHistory:
             if nxt is not None and nxt.created_at is not None:
                 # Every row point.holds may keep, in whatever shape a runtime wrote its time
                 # (SQLite compared them as text); a millisecond of slack, as holds decides.
-                written = dialect_of(c).time_compare(M.c.created_at, "<=", nxt.created_at,
-                                                     no_time=True, slack=0.001)
+                written = dialect_of(c).time_compare(
+                    M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
+                )
                 query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
             rows = read_messages(c, query.order_by(M.c.id))
         return [m for m in rows if point.holds(m)]
 
-    def view(self, checkpoint_id: int | None = None, before_first: bool = False,
-             encoding: str | None = None):
+    def view(
+        self,
+        checkpoint_id: int | None = None,
+        before_first: bool = False,
+        encoding: str | None = None,
+    ):
         """The :class:`~ctxtool.inspection.ContextView` at a checkpoint (default: the latest)."""
         from ..inspection import build_view, context_at
 
@@ -310,33 +375,38 @@ class SessionHistory:
         return build_view(self.session, point, ctx, counts, choice.name, choice.estimate)
 
     def checkpoint_rows(self) -> list[dict]:
-        """Every checkpoint in order with the stored messages each one summarised."""
+        """Every checkpoint in order with the stored messages each one summarized."""
         from ..inspection import checkpoint_rows
         from ..tokens import count_text
 
         encoding = encoding_for_model(self.session.model).name
-        summarised = []
+        summarized = []
         with connection_for(self.store.engine, None) as c:
             previous = None
             for cp in self.compactions:
                 query = sa.select(sa.func.count()).where(
-                    M.c.session_id == self.session_id, M.c.id < cp.first_kept_message_id)
+                    M.c.session_id == self.session_id, M.c.id < cp.first_kept_message_id
+                )
                 if previous is not None:
                     query = query.where(M.c.id >= previous.first_kept_message_id)
-                summarised.append(int(c.execute(query).scalar() or 0))
+                summarized.append(int(c.execute(query).scalar() or 0))
                 previous = cp
-        summary_tokens = [cp.summary_tokens if cp.summary_tokens is not None
-                          else count_text(cp.summary, encoding) for cp in self.compactions]
-        return checkpoint_rows(self.compactions, summarised, summary_tokens)
+        summary_tokens = [
+            cp.summary_tokens if cp.summary_tokens is not None else count_text(cp.summary, encoding)
+            for cp in self.compactions
+        ]
+        return checkpoint_rows(self.compactions, summarized, summary_tokens)
 
     def diff(self, a: int | None = None, b: int | None = None):
         """:class:`~ctxtool.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
         from ..inspection import diff_checkpoints, pick_pair
 
         first, second = pick_pair(self.compactions, a, b, str(self.session_id))
-        between = self.store.messages(self.session_id,
-                                      first.first_kept_message_id if first else None,
-                                      second.first_kept_message_id)
+        between = self.store.messages(
+            self.session_id,
+            first.first_kept_message_id if first else None,
+            second.first_kept_message_id,
+        )
         return diff_checkpoints(first, second, between)
 
 
@@ -356,8 +426,11 @@ def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     counts: list[int | None] = [None] * len(texts)
     for entry in entries:
         m = entry.message
-        stored = (not (entry.synthetic or entry.as_user) and m.token_count is not None
-                  and m.token_encoding == encoding)
+        stored = (
+            not (entry.synthetic or entry.as_user)
+            and m.token_count is not None
+            and m.token_encoding == encoding
+        )
         counts.append(m.token_count if stored else None)
     missing = [i for i, c in enumerate(counts) if c is None]
     wanted = [texts[i] if i < len(texts) else entries[i - len(texts)].text() for i in missing]
@@ -384,13 +457,19 @@ class connection_for:
         return False
 
 
-def per_session(conn: Connection, table: sa.Table, session_ids: list[int],
-                *aggregates) -> dict[int, tuple]:
+def per_session(
+    conn: Connection, table: sa.Table, session_ids: list[int], *aggregates
+) -> dict[int, tuple]:
     """{session id: (aggregate, ...)} over the rows ``table`` holds for the given sessions, in
     one grouped query on the session_id index; a session without rows is absent."""
-    return {r[0]: tuple(r[1:]) for r in conn.execute(
-        sa.select(table.c.session_id, *aggregates)
-        .where(table.c.session_id.in_(session_ids)).group_by(table.c.session_id))}
+    return {
+        r[0]: tuple(r[1:])
+        for r in conn.execute(
+            sa.select(table.c.session_id, *aggregates)
+            .where(table.c.session_id.in_(session_ids))
+            .group_by(table.c.session_id)
+        )
+    }
 
 
 # Sessions per query when reading many restored suffixes at once (see suffix_ranges).
@@ -421,12 +500,14 @@ def suffix_ranges(cuts: Mapping[int, int | None]):
     ``id >= cp.first_kept_message_id`` is planned as a lookup on session_id alone and reads
     whole histories instead (MariaDB has no LATERAL), as EXPLAIN and the handler counters show.
     """
-    return sa.or_(*(sa.and_(M.c.session_id == sid, M.c.id >= (cut or 0))
-                    for sid, cut in cuts.items()))
+    return sa.or_(
+        *(sa.and_(M.c.session_id == sid, M.c.id >= (cut or 0)) for sid, cut in cuts.items())
+    )
 
 
-def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
-                    ) -> Iterator[tuple[int, list[Message]]]:
+def suffix_outlines(
+    conn: Connection, ranges, *, every_tool_calls: bool = False
+) -> Iterator[tuple[int, list[Message]]]:
     """(session id, its messages in id order) for the id ranges ``ranges`` (a condition such as
     :func:`suffix_ranges`), read without their text: ids, roles, tool calls and links, stored
     counts and times. What measuring a restored context from its stored counts needs (which
@@ -435,9 +516,20 @@ def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
     tool_calls = json_as_text(M.c.tool_calls)
     if not every_tool_calls:
         tool_calls = sa.case((M.c.role == "assistant", tool_calls), else_=None).label("tool_calls")
-    query = (sa.select(M.c.session_id, M.c.id, M.c.role, tool_calls, M.c.tool_call_id,
-                       STORED_TOKEN_COUNT, M.c.token_encoding, M.c.created_at)
-             .where(ranges).order_by(M.c.session_id, M.c.id))
+    query = (
+        sa.select(
+            M.c.session_id,
+            M.c.id,
+            M.c.role,
+            tool_calls,
+            M.c.tool_call_id,
+            STORED_TOKEN_COUNT,
+            M.c.token_encoding,
+            M.c.created_at,
+        )
+        .where(ranges)
+        .order_by(M.c.session_id, M.c.id)
+    )
     rows = conn.execute(dialect_of(conn).through_session_index(query, M))
     session_id, messages = None, []
     for r in rows:
@@ -445,17 +537,35 @@ def suffix_outlines(conn: Connection, ranges, *, every_tool_calls: bool = False
             if messages:
                 yield session_id, messages
             session_id, messages = r.session_id, []
-        messages.append(Message(r.id, r.session_id, r.role, None, json_value(r.tool_calls),
-                                r.tool_call_id, token_count=r.token_count,
-                                token_encoding=r.token_encoding, created_at=r.created_at))
+        messages.append(
+            Message(
+                r.id,
+                r.session_id,
+                r.role,
+                None,
+                json_value(r.tool_calls),
+                r.tool_call_id,
+                token_count=r.token_count,
+                token_encoding=r.token_encoding,
+                created_at=r.created_at,
+            )
+        )
     if messages:
         yield session_id, messages
 
 
-def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | None = None,
-                  source_format: str | None = None, limit: int = 50, *,
-                  search: str | None = None, model: str | None = None,
-                  since: datetime | None = None, over_window=None) -> list[dict]:
+def list_sessions(
+    engine: Engine,
+    user_id: str | None = None,
+    project_id: str | None = None,
+    source_format: str | None = None,
+    limit: int = 50,
+    *,
+    search: str | None = None,
+    model: str | None = None,
+    since: datetime | None = None,
+    over_window=None,
+) -> list[dict]:
     """The newest sessions (by id) with message and checkpoint counts, for finding one to
     inspect. Counts come from the indexes (no message text is read).
 
@@ -467,8 +577,15 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
     The sums leave out the system prompt and the summary (enough to know a session is over),
     so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure.
     """
-    query = _sessions_query(user_id=user_id, project_id=project_id, source_format=source_format,
-                            model=model, since=since, search=search, dialect=dialect_of(engine))
+    query = _sessions_query(
+        user_id=user_id,
+        project_id=project_id,
+        source_format=source_format,
+        model=model,
+        since=since,
+        search=search,
+        dialect=dialect_of(engine),
+    )
     with read_connection(engine) as conn:
         measured: dict[int, tuple[int, int]] = {}
         if over_window is not None:
@@ -487,13 +604,19 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
             exact = {sid: store.context_tokens(sid, conn=conn) for sid in ids}
     rows = []
     for s in sessions:
-        row = {"session_id": s.session_id, "title": s.title, "model": s.model,
-               "user_id": s.user_id, "project_id": s.project_id,
-               "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-               "messages": int(messages.get(s.session_id, (0, None))[0]),
-               "compactions": int(compactions.get(s.session_id, (0,))[0]),
-               "last_message_id": messages.get(s.session_id, (0, None))[1],
-               "created_at": s.created_at, "leased_by": s.lease_owner}
+        row = {
+            "session_id": s.session_id,
+            "title": s.title,
+            "model": s.model,
+            "user_id": s.user_id,
+            "project_id": s.project_id,
+            "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
+            "messages": int(messages.get(s.session_id, (0, None))[0]),
+            "compactions": int(compactions.get(s.session_id, (0,))[0]),
+            "last_message_id": messages.get(s.session_id, (0, None))[1],
+            "created_at": s.created_at,
+            "leased_by": s.lease_owner,
+        }
         if over_window is not None:
             row["context_tokens"], row["threshold"] = exact[s.session_id], measured[s.session_id][1]
         rows.append(row)
@@ -502,9 +625,17 @@ def list_sessions(engine: Engine, user_id: str | None = None, project_id: str | 
 
 def _sessions_query(*, user_id, project_id, source_format, model, since, search, dialect):
     """The sessions matching ``sessions list``'s filters, newest first."""
-    query = sa.select(S.c.session_id, S.c.title, S.c.model, S.c.user_id, S.c.project_id,
-                      S.c.source_format, S.c.source_id, S.c.created_at,
-                      S.c.lease_owner).order_by(S.c.session_id.desc())
+    query = sa.select(
+        S.c.session_id,
+        S.c.title,
+        S.c.model,
+        S.c.user_id,
+        S.c.project_id,
+        S.c.source_format,
+        S.c.source_id,
+        S.c.created_at,
+        S.c.lease_owner,
+    ).order_by(S.c.session_id.desc())
     if user_id is not None:
         query = query.where(S.c.user_id == user_id)
     if project_id is not None:
@@ -516,14 +647,24 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search,
     if since is not None:
         query = query.where(dialect.time_compare(S.c.created_at, ">=", since, no_time=False))
     if search:
-        pattern = "%" + search.lower().replace("/", "//").replace("%", "/%") \
-            .replace("_", "/_") + "%"
+        pattern = (
+            "%" + search.lower().replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+        )
         # Each session's first request, looked up per session on (session_id, id): a grouped
         # subquery would read every message of the store on every search.
-        first_request = (sa.select(M.c.content)
-                         .where(M.c.session_id == S.c.session_id, M.c.role == "user")
-                         .order_by(M.c.id).limit(1).correlate(S).scalar_subquery())
-        query = query.where(sa.or_(sa.func.lower(S.c.title).like(pattern, escape="/"),
-                                   sa.func.lower(S.c.source_id).like(pattern, escape="/"),
-                                   sa.func.lower(first_request).like(pattern, escape="/")))
+        first_request = (
+            sa.select(M.c.content)
+            .where(M.c.session_id == S.c.session_id, M.c.role == "user")
+            .order_by(M.c.id)
+            .limit(1)
+            .correlate(S)
+            .scalar_subquery()
+        )
+        query = query.where(
+            sa.or_(
+                sa.func.lower(S.c.title).like(pattern, escape="/"),
+                sa.func.lower(S.c.source_id).like(pattern, escape="/"),
+                sa.func.lower(first_request).like(pattern, escape="/"),
+            )
+        )
     return query

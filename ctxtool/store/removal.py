@@ -27,8 +27,12 @@ class SessionFootprint:
     checkpoints: int
 
     def as_dict(self) -> dict:
-        return {"session_id": self.session_id, "source": self.source,
-                "messages": self.messages, "checkpoints": self.checkpoints}
+        return {
+            "session_id": self.session_id,
+            "source": self.source,
+            "messages": self.messages,
+            "checkpoints": self.checkpoints,
+        }
 
 
 def removable_session_id(store: Store, ref: str, conn: Connection | None = None) -> int:
@@ -42,8 +46,10 @@ def removable_session_id(store: Store, ref: str, conn: Connection | None = None)
         if plain is None:
             raise
         with connection_for(store.engine, conn) as c:
-            left = any(c.execute(sa.select(t.c.id).where(t.c.session_id == plain).limit(1)).first()
-                       for t in (M, C))
+            left = any(
+                c.execute(sa.select(t.c.id).where(t.c.session_id == plain).limit(1)).first()
+                for t in (M, C)
+            )
         if not left:
             raise
         return plain
@@ -52,17 +58,32 @@ def removable_session_id(store: Store, ref: str, conn: Connection | None = None)
 def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:
     """What each session holds (for the confirmation, and the report). A session whose row is
     gone but whose messages or checkpoints are left is one too (source: None)."""
-    sources = {r.session_id: (f"{r.source_format}:{r.source_id}" if r.source_format else None)
-               for r in conn.execute(sa.select(S.c.session_id, S.c.source_format, S.c.source_id)
-                                     .where(S.c.session_id.in_(session_ids)))}
+    sources = {
+        r.session_id: (f"{r.source_format}:{r.source_id}" if r.source_format else None)
+        for r in conn.execute(
+            sa.select(S.c.session_id, S.c.source_format, S.c.source_id).where(
+                S.c.session_id.in_(session_ids)
+            )
+        )
+    }
     messages = per_session(conn, M, session_ids, sa.func.count())
     checkpoints = per_session(conn, C, session_ids, sa.func.count())
-    missing = [sid for sid in session_ids
-               if sid not in sources and sid not in messages and sid not in checkpoints]
+    missing = [
+        sid
+        for sid in session_ids
+        if sid not in sources and sid not in messages and sid not in checkpoints
+    ]
     if missing:
         raise CtxtoolError(f"session {missing[0]} does not exist")
-    return [SessionFootprint(sid, sources.get(sid), int(messages.get(sid, (0,))[0]),
-                             int(checkpoints.get(sid, (0,))[0])) for sid in session_ids]
+    return [
+        SessionFootprint(
+            sid,
+            sources.get(sid),
+            int(messages.get(sid, (0,))[0]),
+            int(checkpoints.get(sid, (0,))[0]),
+        )
+        for sid in session_ids
+    ]
 
 
 def delete_sessions(engine: Engine, session_ids: list[int]) -> list[SessionFootprint]:

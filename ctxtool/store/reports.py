@@ -15,8 +15,9 @@ from .counts import expected_encoding
 from .reads import TRUSTED_COUNT, Store, json_as_text, json_value, restored_context_tokens
 
 
-def token_report(engine: Engine, session_id: int | None = None,
-                 encoding: str | None = None) -> list[dict]:
+def token_report(
+    engine: Engine, session_id: int | None = None, encoding: str | None = None
+) -> list[dict]:
     """Per session: history vs effective (restored) tokens, summary tokens, provider usage.
 
     Full-history figures are one aggregate query over the stored counts; the effective context
@@ -24,8 +25,9 @@ def token_report(engine: Engine, session_id: int | None = None,
     """
     store = Store(engine)
     with read_connection(engine) as conn:
-        q = (sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details))
-             .order_by(S.c.session_id))
+        q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(
+            S.c.session_id
+        )
         if session_id is not None:
             store.session(session_id, conn)
             q = q.where(S.c.session_id == session_id)
@@ -34,15 +36,22 @@ def token_report(engine: Engine, session_id: int | None = None,
         # another is uncounted here. One walk of the index that holds counts and encodings.
         expected = expected_encoding(conn, encoding)
         usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == expected)
-        agg = (sa.select(M.c.session_id, sa.func.count().label("messages"),
-                         sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
-                         sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"))
-               .select_from(M.join(S, S.c.session_id == M.c.session_id))
-               .group_by(M.c.session_id))
+        agg = (
+            sa.select(
+                M.c.session_id,
+                sa.func.count().label("messages"),
+                sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
+                sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+            )
+            .select_from(M.join(S, S.c.session_id == M.c.session_id))
+            .group_by(M.c.session_id)
+        )
         if session_id is not None:
             agg = agg.where(M.c.session_id == session_id)
-        totals = {r.session_id: r for r in conn.execute(dialect_of(conn).through_session_index(agg, M))}
-        ccount = (sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id))
+        totals = {
+            r.session_id: r for r in conn.execute(dialect_of(conn).through_session_index(agg, M))
+        }
+        ccount = sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id)
         if session_id is not None:
             ccount = ccount.where(C.c.session_id == session_id)
         compactions = {r.session_id: r.n for r in conn.execute(ccount)}
@@ -59,19 +68,21 @@ def token_report(engine: Engine, session_id: int | None = None,
             last = details.get("last_usage") if isinstance(details, dict) else None
             if usage is None and isinstance(last, dict):  # Codex reports usage per turn
                 usage = last.get("context_tokens")
-            report.append({
-                "session_id": s.session_id,
-                "model": s.model,
-                "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
-                "messages": int(t.messages) if t else 0,
-                "uncounted": int(t.uncounted or 0) if t else 0,
-                "history_tokens": history,
-                "effective_tokens": effective,
-                "summary_tokens": summary_tokens,
-                "compactions": compactions.get(s.session_id, 0),
-                "compression": round(history / effective, 2) if effective and history else None,
-                "provider_context_tokens": usage,
-            })
+            report.append(
+                {
+                    "session_id": s.session_id,
+                    "model": s.model,
+                    "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
+                    "messages": int(t.messages) if t else 0,
+                    "uncounted": int(t.uncounted or 0) if t else 0,
+                    "history_tokens": history,
+                    "effective_tokens": effective,
+                    "summary_tokens": summary_tokens,
+                    "compactions": compactions.get(s.session_id, 0),
+                    "compression": round(history / effective, 2) if effective and history else None,
+                    "provider_context_tokens": usage,
+                }
+            )
     return report
 
 
@@ -80,7 +91,8 @@ def _latest_provider_usage(conn, session_id: int) -> int | None:
     rows = conn.execute(
         sa.select(json_as_text(M.c.details))
         .where(M.c.session_id == session_id, M.c.role == "assistant", M.c.details.is_not(None))
-        .order_by(M.c.id.desc()).limit(20)
+        .order_by(M.c.id.desc())
+        .limit(20)
     )
     for (text,) in rows:
         details = json_value(text)

@@ -9,27 +9,56 @@ here touches the database (that is ``ctxtool.importer`` and ``ctxtool.store.mess
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .claude_code import ClaudeCodeParser
 from .codex import CodexParser
 from .openai_chat import OpenAIChatParser
 from .pi import PiParser
-from .records import (BranchedTranscript, InvalidRecord, Line, Record, SourceCompaction,
-                      SourceMessage, SourceSession, Transcript, TranscriptError)
+from .source import (
+    BranchedTranscript,
+    InvalidRecord,
+    Line,
+    Record,
+    SourceCompaction,
+    SourceMessage,
+    SourceSession,
+    Transcript,
+    TranscriptError,
+)
 from .walk import FormatParser, main_line_ids, parse
 
 PARSERS: dict[str, type[FormatParser]] = {
-    p.name: p for p in (ClaudeCodeParser, CodexParser, PiParser, OpenAIChatParser)}
+    p.name: p for p in (ClaudeCodeParser, CodexParser, PiParser, OpenAIChatParser)
+}
 FORMATS = tuple(PARSERS)
 
 
-def parse_lines(fmt: str, lines: Iterable[Line], path: str = "<lines>", skip_invalid: bool = False,
-                main: set[str] | None = None) -> Transcript:
+def parse_lines(
+    fmt: str,
+    lines: Iterable[Line],
+    path: str = "<lines>",
+    skip_invalid: bool = False,
+    main: set[str] | None = None,
+) -> Transcript:
     """Parse already-decoded lines as format ``fmt`` (tests and benchmarks use plain lists)."""
     return parse(PARSERS[fmt](), lines, path, skip_invalid, main)
 
 
-__all__ = ["FORMATS", "PARSERS", "BranchedTranscript", "FormatParser", "InvalidRecord", "Line",
-           "Record", "SourceCompaction", "SourceMessage", "SourceSession", "Transcript",
-           "TranscriptError", "main_line_ids", "parse", "parse_lines"]
+__all__ = [
+    "FORMATS",
+    "PARSERS",
+    "BranchedTranscript",
+    "FormatParser",
+    "InvalidRecord",
+    "Line",
+    "Record",
+    "SourceCompaction",
+    "SourceMessage",
+    "SourceSession",
+    "Transcript",
+    "TranscriptError",
+    "main_line_ids",
+    "parse",
+    "parse_lines",
+]

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from . import fields as f
-from .records import Line, Record, SourceCompaction, SourceMessage
+from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 _UNTIED = ("summary", "queue-operation", "file-history-snapshot")  # records without ids
@@ -37,7 +37,8 @@ class ClaudeCodeParser(FormatParser):
     def fits(obj: dict) -> bool:
         # Claude Code adds record types often: any typed record tied to the session fits.
         return isinstance(obj.get("type"), str) and (
-            "uuid" in obj or "sessionId" in obj or "messageId" in obj or obj["type"] in _UNTIED)
+            "uuid" in obj or "sessionId" in obj or "messageId" in obj or obj["type"] in _UNTIED
+        )
 
     @staticmethod
     def link(rec: dict) -> tuple[str, str | None] | None:
@@ -74,8 +75,9 @@ class ClaudeCodeParser(FormatParser):
         if self.boundary is not None:
             self.skipped["compact_boundary_without_summary"] += 1
         t = self.titles
-        self.session.title = (t.get("custom-title") or t.get("ai-title") or t.get("summary")
-                              or self.session.title)
+        self.session.title = (
+            t.get("custom-title") or t.get("ai-title") or t.get("summary") or self.session.title
+        )
         return out
 
     def _flush(self) -> list[Record]:
@@ -125,13 +127,21 @@ class ClaudeCodeParser(FormatParser):
         api_id = f.identifier(message, "id")
         model = f.name(message, "model")
         blocks = _blocks(message)  # read and checked before anything changes: a refused
-        out = []                   # record leaves no trace
+        out = []  # record leaves no trace
         if self.pending is not None and (api_id is None or api_id != self.pending_api_id):
             out = self._flush()
         if self.pending is None:
-            self.pending = SourceMessage(self.ids(uuid, line.number), "assistant", None,
-                                         line.number, None, None, None,
-                                         self.time(line.obj.get("timestamp")), {})
+            self.pending = SourceMessage(
+                self.ids(uuid, line.number),
+                "assistant",
+                None,
+                line.number,
+                None,
+                None,
+                None,
+                self.time(line.obj.get("timestamp")),
+                {},
+            )
             self.pending_api_id = api_id
         _merge_assistant(self.pending, blocks, message, self.skipped)
         if model and model != "<synthetic>":
@@ -162,8 +172,11 @@ class ClaudeCodeParser(FormatParser):
             text = content if type(content) is str else f.text_of(content)
             if self.session.title is None and not meta and not text.startswith("<"):
                 self.session.title = f.first_line_title(text)
-            out.append(SourceMessage(self.ids(uuid, number), "user", text, number, None, None,
-                                     None, when, meta))
+            out.append(
+                SourceMessage(
+                    self.ids(uuid, number), "user", text, number, None, None, None, when, meta
+                )
+            )
             return out
         results, others = [], []  # one pass: most such records hold a single tool result
         for b in content:
@@ -176,22 +189,51 @@ class ClaudeCodeParser(FormatParser):
             body = block.get("content")
             text = body if type(body) is str else f.text_of(body, self.skipped)
             call_id = f.identifier(block, "tool_use_id")
-            out.append(SourceMessage(source_id, "tool", text, number, None, call_id, None, when,
-                                     {"is_error": True} if block.get("is_error") else None))
+            out.append(
+                SourceMessage(
+                    source_id,
+                    "tool",
+                    text,
+                    number,
+                    None,
+                    call_id,
+                    None,
+                    when,
+                    {"is_error": True} if block.get("is_error") else None,
+                )
+            )
         text = f.text_of(others, self.skipped) if others else ""
         if text:
-            out.append(SourceMessage(self.ids(uuid, number, "#text" if results else ""), "user",
-                                     text, number, None, None, None, when,
-                                     {"is_meta": True} if rec.get("isMeta") else None))
+            out.append(
+                SourceMessage(
+                    self.ids(uuid, number, "#text" if results else ""),
+                    "user",
+                    text,
+                    number,
+                    None,
+                    None,
+                    None,
+                    when,
+                    {"is_meta": True} if rec.get("isMeta") else None,
+                )
+            )
         elif not results:
             self.skipped["empty_user"] += 1
         return out
 
-    handlers = {"summary": _summary, "custom-title": _title, "ai-title": _title,
-                "compact_boundary": _compact_boundary, "assistant": _assistant, "user": _user}
+    handlers = {
+        "summary": _summary,
+        "custom-title": _title,
+        "ai-title": _title,
+        "compact_boundary": _compact_boundary,
+        "assistant": _assistant,
+        "user": _user,
+    }
 
 
-def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, ids) -> SourceCompaction:
+def _checkpoint(
+    boundary: dict, boundary_line: int, line: Line, message: dict, ids
+) -> SourceCompaction:
     """The compact_boundary record and the summary after it, as one checkpoint."""
     meta = boundary.get("compactMetadata")
     meta = meta if isinstance(meta, dict) else {}
@@ -199,15 +241,21 @@ def _checkpoint(boundary: dict, boundary_line: int, line: Line, message: dict, i
     trigger = meta.get("trigger")
     return SourceCompaction(
         source_id=ids(boundary_id or line.obj.get("uuid"), boundary_line or line.number),
-        summary=f.text_of(message.get("content")), line=line.number,
+        summary=f.text_of(message.get("content")),
+        line=line.number,
         tokens_before=f.token_count(meta.get("preTokens")),
-        details={"trigger": trigger if isinstance(trigger, str) else None,
-                 "summary_uuid": line.obj.get("uuid")},
-        created_at=f.parse_time(boundary.get("timestamp")) or f.parse_time(line.obj.get("timestamp")))
+        details={
+            "trigger": trigger if isinstance(trigger, str) else None,
+            "summary_uuid": line.obj.get("uuid"),
+        },
+        created_at=f.parse_time(boundary.get("timestamp"))
+        or f.parse_time(line.obj.get("timestamp")),
+    )
 
 
-def _blocks(message: dict) -> tuple[list[str], list[dict] | None, list[str] | None,
-                                     list[str] | None]:
+def _blocks(
+    message: dict,
+) -> tuple[list[str], list[dict] | None, list[str] | None, list[str] | None]:
     """One streamed assistant record's content: (texts, tool calls, thoughts, kinds of the
     other blocks; None for none), every field checked first (InvalidRecord), so nothing of a
     refused record is merged. (Lists made only when needed: this runs for every record.)"""
@@ -265,9 +313,12 @@ def _merge_assistant(target: SourceMessage, blocks, message: dict, skipped) -> N
 def _assistant_details(details: dict, message: dict) -> None:
     usage = message.get("usage")
     if type(usage) is dict:
-        norm = f.normalise_usage(usage.get("input_tokens"), usage.get("output_tokens"),
-                                 usage.get("cache_read_input_tokens"),
-                                 usage.get("cache_creation_input_tokens"))
+        norm = f.normalise_usage(
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+            usage.get("cache_read_input_tokens"),
+            usage.get("cache_creation_input_tokens"),
+        )
         if norm:
             details["usage"] = norm
     model, stop = message.get("model"), message.get("stop_reason")

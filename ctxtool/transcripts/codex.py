@@ -15,7 +15,7 @@ Consecutive function calls are one assistant message (parallel tool calls). Furt
 from __future__ import annotations
 
 from . import fields as f
-from .records import Line, Record, SourceCompaction, SourceMessage
+from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 _TEXT_BLOCKS = ("input_text", "output_text", "text")
@@ -36,9 +36,12 @@ class CodexParser(FormatParser):
     @staticmethod
     def fits(obj: dict) -> bool:
         kind = obj.get("type")
-        return (("payload" in obj and isinstance(kind, str)) or "record_type" in obj
-                or (isinstance(kind, str) and kind in _ITEMS and "message" not in obj)  # bare item
-                or (kind is None and "id" in obj and "timestamp" in obj))
+        return (
+            ("payload" in obj and isinstance(kind, str))
+            or "record_type" in obj
+            or (isinstance(kind, str) and kind in _ITEMS and "message" not in obj)  # bare item
+            or (kind is None and "id" in obj and "timestamp" in obj)
+        )
 
     def kind_of(self, obj: dict) -> str:
         if isinstance(obj.get("payload"), dict):
@@ -76,13 +79,18 @@ class CodexParser(FormatParser):
         self.seen_meta = True
         session = self.session
         meta_id = meta.get("id")
-        session.source_id = (str(meta_id) if f.integer(meta_id) is not None
-                             else f.identifier(meta, "id")) or None
-        session.created_at = (f.parse_time(meta.get("timestamp"))
-                              or f.parse_time(line.obj.get("timestamp")))
-        session.system_prompt = _instructions(meta.get("base_instructions")
-                                              or meta.get("instructions"))
-        keys = ("git",) if legacy else ("cwd", "originator", "cli_version", "source", "model_provider")
+        session.source_id = (
+            str(meta_id) if f.integer(meta_id) is not None else f.identifier(meta, "id")
+        ) or None
+        session.created_at = f.parse_time(meta.get("timestamp")) or f.parse_time(
+            line.obj.get("timestamp")
+        )
+        session.system_prompt = _instructions(
+            meta.get("base_instructions") or meta.get("instructions")
+        )
+        keys = (
+            ("git",) if legacy else ("cwd", "originator", "cli_version", "source", "model_provider")
+        )
         for key in keys:
             if meta.get(key) is not None:
                 session.details[key] = meta[key]
@@ -99,8 +107,11 @@ class CodexParser(FormatParser):
         if payload.get("type") == "token_count" and isinstance(info, dict):
             last = info.get("last_token_usage")
             if isinstance(last, dict):
-                usage = f.normalise_usage(last.get("input_tokens"), last.get("output_tokens"),
-                                          last.get("cached_input_tokens"))
+                usage = f.normalise_usage(
+                    last.get("input_tokens"),
+                    last.get("output_tokens"),
+                    last.get("cached_input_tokens"),
+                )
                 if usage:
                     usage["context_tokens"] = usage["input_tokens"]  # cached input is inside it
                     self.session.details["last_usage"] = usage
@@ -112,10 +123,17 @@ class CodexParser(FormatParser):
         payload = self._payload(line)
         f.string(payload, "message")
         history = payload.get("replacement_history")
-        return self._flush() + [SourceCompaction(
-            self.ids(None, line.number), _compacted_summary(payload), line.number,
-            details={"replacement_history_items": len(history) if isinstance(history, list) else 0},
-            created_at=self.time(line.obj.get("timestamp")))]
+        return self._flush() + [
+            SourceCompaction(
+                self.ids(None, line.number),
+                _compacted_summary(payload),
+                line.number,
+                details={
+                    "replacement_history_items": len(history) if isinstance(history, list) else 0
+                },
+                created_at=self.time(line.obj.get("timestamp")),
+            )
+        ]
 
     def _item(self, line: Line) -> list[Record] | None:
         payload = self._payload(line)
@@ -129,9 +147,16 @@ class CodexParser(FormatParser):
             output = payload.get("output")
             if isinstance(output, dict):
                 output = output.get("content") or output.get("output") or str(output)
-            out.append(SourceMessage(self.ids(None, line.number), "tool",
-                                     f.text_of(output, self.skipped, _TEXT_BLOCKS), line.number,
-                                     tool_call_id=f.identifier(payload, "call_id"), created_at=when))
+            out.append(
+                SourceMessage(
+                    self.ids(None, line.number),
+                    "tool",
+                    f.text_of(output, self.skipped, _TEXT_BLOCKS),
+                    line.number,
+                    tool_call_id=f.identifier(payload, "call_id"),
+                    created_at=when,
+                )
+            )
         elif item == "message":
             message = self._message(line, payload, when)
             out.extend([message] if message else [])
@@ -141,21 +166,33 @@ class CodexParser(FormatParser):
 
     def _call(self, line: Line, payload: dict, item: str, when) -> None:
         # The call's fields first: a refused record leaves no half-made message behind.
-        call_id = f.required(f.identifier(payload, "call_id") or f.identifier(payload, "id"),
-                             "'call_id'")
+        call_id = f.required(
+            f.identifier(payload, "call_id") or f.identifier(payload, "id"), "'call_id'"
+        )
         name = f.name(payload, "name") or item
-        arguments = payload.get("arguments") if item == "function_call" else (
-            payload.get("input") if item == "custom_tool_call" else payload.get("action"))
+        arguments = (
+            payload.get("arguments")
+            if item == "function_call"
+            else (payload.get("input") if item == "custom_tool_call" else payload.get("action"))
+        )
         if self.calls is None:
-            self.calls = SourceMessage(self.ids(None, line.number), "assistant", None, line.number,
-                                       tool_calls=[], created_at=when)
+            self.calls = SourceMessage(
+                self.ids(None, line.number),
+                "assistant",
+                None,
+                line.number,
+                tool_calls=[],
+                created_at=when,
+            )
         self.calls.tool_calls.append(f.tool_call(call_id, name, arguments))
 
     def _message(self, line: Line, payload: dict, when) -> SourceMessage | None:
         source_role = payload.get("role")
         role = _ROLE.get(source_role) if isinstance(source_role, str) else None
         if role is None:
-            self.skipped[f"message:{f.label(source_role) if source_role is not None else None}"] += 1
+            self.skipped[
+                f"message:{f.label(source_role) if source_role is not None else None}"
+            ] += 1
             return None
         text = f.text_of(payload.get("content"), self.skipped, _TEXT_BLOCKS)
         if role == "user" and self.session.title is None and not text.lstrip().startswith("<"):
@@ -163,12 +200,19 @@ class CodexParser(FormatParser):
         details = {"source_role": source_role} if role != source_role else None
         if isinstance(payload.get("phase"), str) and payload["phase"]:
             details = {**(details or {}), "phase": payload["phase"]}
-        return SourceMessage(self.ids(None, line.number), role, text, line.number,
-                             created_at=when, details=details)
+        return SourceMessage(
+            self.ids(None, line.number), role, text, line.number, created_at=when, details=details
+        )
 
-    handlers = {"record_type": _record_type, "legacy_meta": _meta, "session_meta": _meta,
-                "turn_context": _turn_context, "event_msg": _event, "compacted": _compacted,
-                "response_item": _item}
+    handlers = {
+        "record_type": _record_type,
+        "legacy_meta": _meta,
+        "session_meta": _meta,
+        "turn_context": _turn_context,
+        "event_msg": _event,
+        "compacted": _compacted,
+        "response_item": _item,
+    }
 
 
 def _instructions(value) -> str | None:

@@ -15,15 +15,22 @@ from typing import Any
 
 import orjson
 
-from .records import InvalidRecord
+from .source import InvalidRecord
 
 # A source id plus the suffix a parser may add (``#text``, ``@L12345``) fits VARCHAR(191).
 MAX_ID_CHARS = 160
 # Names, tool call ids and models are VARCHAR(191) in the store.
 MAX_NAME_CHARS = 191
 
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-               int: "a number", float: "a number", type(None): "null"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def json_type(value: Any) -> str:
@@ -68,8 +75,8 @@ def obj(rec: dict, key: str) -> dict | None:
     raise InvalidRecord(f"{key!r} must be an object, not {json_type(value)}")
 
 
-INT_RANGE = range(-2 ** 31, 2 ** 31)  # an INT column
-COUNT_RANGE = range(0, 2 ** 31)  # a count of tokens an INT column holds
+INT_RANGE = range(-(2**31), 2**31)  # an INT column
+COUNT_RANGE = range(2**31)  # a count of tokens an INT column holds
 
 
 def integer(value: Any) -> int | None:
@@ -179,16 +186,29 @@ def tool_call(call_id: str, name_: str, arguments: Any) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name_, "arguments": arguments}}
 
 
-def normalise_usage(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,
-                    cache_write: Any = None) -> dict | None:
+def normalise_usage(
+    input_tokens: Any = None,
+    output_tokens: Any = None,
+    cache_read: Any = None,
+    cache_write: Any = None,
+) -> dict | None:
     """Provider usage in one shape; ``context_tokens`` is the prompt size the provider saw."""
-    i, o, r, w = (_count(input_tokens), _count(output_tokens), _count(cache_read),
-                  _count(cache_write))
+    i, o, r, w = (
+        _count(input_tokens),
+        _count(output_tokens),
+        _count(cache_read),
+        _count(cache_write),
+    )
     if i is None and o is None and r is None and w is None:
         return None
     i, o, r, w = i or 0, o or 0, r or 0, w or 0
-    return {"input_tokens": i, "output_tokens": o, "cache_read_tokens": r,
-            "cache_write_tokens": w, "context_tokens": i + r + w}
+    return {
+        "input_tokens": i,
+        "output_tokens": o,
+        "cache_read_tokens": r,
+        "cache_write_tokens": w,
+        "context_tokens": i + r + w,
+    }
 
 
 def _count(value: Any) -> int | None:

@@ -9,7 +9,7 @@ Leading system messages become the session's system prompt. Extra fields are kep
 from __future__ import annotations
 
 from . import fields as f
-from .records import InvalidRecord, Line, Record, SourceMessage
+from .source import InvalidRecord, Line, Record, SourceMessage
 from .walk import FormatParser
 
 _KNOWN = {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "name", "function_call"}
@@ -50,11 +50,18 @@ class OpenAIChatParser(FormatParser):
         own_id = msg.get("id") if isinstance(msg.get("id"), str) else None
         if own_id is not None:
             f.identifier(msg, "id")
-        return [SourceMessage(self.ids(own_id, line.number), role,
-                              text if text or not calls else None, line.number,
-                              tool_calls=calls, tool_call_id=call_id,
-                              name=f.name(msg, "name") if role != "tool" else None,
-                              details=extra or None)]
+        return [
+            SourceMessage(
+                self.ids(own_id, line.number),
+                role,
+                text if text or not calls else None,
+                line.number,
+                tool_calls=calls,
+                tool_call_id=call_id,
+                name=f.name(msg, "name") if role != "tool" else None,
+                details=extra or None,
+            )
+        ]
 
     def _calls(self, msg: dict, number: int) -> list[dict] | None:
         if isinstance(msg.get("tool_calls"), list):
@@ -63,9 +70,13 @@ class OpenAIChatParser(FormatParser):
                 if not isinstance(c, dict):
                     continue
                 fn = f.obj(c, "function") or {}
-                calls.append(f.tool_call(f.required(f.identifier(c, "id"), "'id'"),
-                                         f.required(f.name(fn, "name"), "function 'name'"),
-                                         fn.get("arguments")))
+                calls.append(
+                    f.tool_call(
+                        f.required(f.identifier(c, "id"), "'id'"),
+                        f.required(f.name(fn, "name"), "function 'name'"),
+                        fn.get("arguments"),
+                    )
+                )
             return calls or None
         if isinstance(msg.get("function_call"), dict):
             # The legacy (2023) shape: one function_call, answered by a role "function" message.

@@ -15,11 +15,21 @@ A first-kept entry that is not a message resolves to the next message after it.
 from __future__ import annotations
 
 from . import fields as f
-from .records import Line, Record, SourceCompaction, SourceMessage
+from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
-_KINDS = {"session", "message", "model_change", "thinking_level_change", "compaction", "custom",
-          "custom_message", "branch_summary", "session_info", "label"}
+_KINDS = {
+    "session",
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "compaction",
+    "custom",
+    "custom_message",
+    "branch_summary",
+    "session_info",
+    "label",
+}
 
 
 class PiParser(FormatParser):
@@ -84,12 +94,18 @@ class PiParser(FormatParser):
     def _session(self, line: Line) -> None:
         rec, session = line.obj, self.session
         session_id = rec.get("id")
-        session.source_id = (str(session_id) if f.integer(session_id) is not None
-                             else f.identifier(rec, "id")) or None
+        session.source_id = (
+            str(session_id) if f.integer(session_id) is not None else f.identifier(rec, "id")
+        ) or None
         session.created_at = f.parse_time(rec.get("timestamp"))
         session.model = f.name(rec, "modelId") or session.model
-        session.details.update({k: rec[k] for k in ("cwd", "version", "provider", "branchedFrom",
-                                                    "parentSession") if rec.get(k) is not None})
+        session.details.update(
+            {
+                k: rec[k]
+                for k in ("cwd", "version", "provider", "branchedFrom", "parentSession")
+                if rec.get(k) is not None
+            }
+        )
 
     def _message(self, line: Line) -> list[Record] | None:
         rec, kind = line.obj, line.obj["type"]
@@ -97,16 +113,20 @@ class PiParser(FormatParser):
         if kind == "message":
             message = f.obj(rec, "message") or {}
         elif kind == "custom_message":
-            message = {"role": "custom", "content": rec.get("content"),
-                       "customType": rec.get("customType")}
+            message = {
+                "role": "custom",
+                "content": rec.get("content"),
+                "customType": rec.get("customType"),
+            }
         else:
             message = {"role": "branchSummary", "summary": f.string(rec, "summary")}
         role = message.get("role")
         if role == "assistant" and f.name(message, "model"):
             self.session.model = message["model"]
         when = self.time(rec.get("timestamp"), message.get("timestamp"))
-        out = _to_message(message, self.ids(rec.get("id"), line.number), line.number, when,
-                          self.skipped)
+        out = _to_message(
+            message, self.ids(rec.get("id"), line.number), line.number, when, self.skipped
+        )
         if out is None:
             self.skipped[f"message:{f.label(role)}"] += 1
             self._remember(line, None)
@@ -141,18 +161,32 @@ class PiParser(FormatParser):
         if key is None or key not in self.by_key:
             # No entry before it has that id or index (-5, 10**20, none given): the checkpoint
             # keeps from the next message, and the report says so.
-            shown = key if key is not None else (None if raw_index is None else repr(raw_index)[:40])
+            shown = (
+                key if key is not None else (None if raw_index is None else repr(raw_index)[:40])
+            )
             details = {**details, "unresolved_first_kept": shown}
             self.skipped["unresolved_first_kept"] += 1
-        return [SourceCompaction(self.ids(rec.get("id"), line.number), summary, line.number,
-                                 first_kept_source_id=self.by_key.get(key) if key else None,
-                                 tokens_before=f.token_count(rec.get("tokensBefore")),
-                                 details=details or None,
-                                 created_at=self.time(rec.get("timestamp")))]
+        return [
+            SourceCompaction(
+                self.ids(rec.get("id"), line.number),
+                summary,
+                line.number,
+                first_kept_source_id=self.by_key.get(key) if key else None,
+                tokens_before=f.token_count(rec.get("tokensBefore")),
+                details=details or None,
+                created_at=self.time(rec.get("timestamp")),
+            )
+        ]
 
-    handlers = {"session": _session, "message": _message, "custom_message": _message,
-                "branch_summary": _message, "model_change": _model_change,
-                "session_info": _session_info, "compaction": _compaction}
+    handlers = {
+        "session": _session,
+        "message": _message,
+        "custom_message": _message,
+        "branch_summary": _message,
+        "model_change": _model_change,
+        "session_info": _session_info,
+        "compaction": _compaction,
+    }
 
 
 def _to_message(message: dict, source_id: str, line: int, when, skipped) -> SourceMessage | None:
@@ -162,29 +196,58 @@ def _to_message(message: dict, source_id: str, line: int, when, skipped) -> Sour
         return SourceMessage(source_id, "user", f.text_of(content, skipped), line, created_at=when)
     if role in ("custom", "hookMessage"):
         custom_type = message.get("customType")
-        return SourceMessage(source_id, "user", f.text_of(content, skipped), line, created_at=when,
-                             details={"source_role": role, "custom_type":
-                                      custom_type if isinstance(custom_type, str) else None})
+        return SourceMessage(
+            source_id,
+            "user",
+            f.text_of(content, skipped),
+            line,
+            created_at=when,
+            details={
+                "source_role": role,
+                "custom_type": custom_type if isinstance(custom_type, str) else None,
+            },
+        )
     if role == "branchSummary":
-        text = ("The conversation came back from another branch, summarised here:\n\n"
-                + (message.get("summary") or ""))
-        return SourceMessage(source_id, "user", text, line, created_at=when,
-                             details={"source_role": "branch_summary"})
+        text = "The conversation came back from another branch, summarized here:\n\n" + (
+            message.get("summary") or ""
+        )
+        return SourceMessage(
+            source_id,
+            "user",
+            text,
+            line,
+            created_at=when,
+            details={"source_role": "branch_summary"},
+        )
     if role == "assistant":
         return _assistant(message, source_id, line, when, skipped)
     if role == "toolResult":
-        return SourceMessage(source_id, "tool", f.text_of(content, skipped), line,
-                             tool_call_id=f.identifier(message, "toolCallId"),
-                             name=f.name(message, "toolName"), created_at=when,
-                             details={"is_error": True} if message.get("isError") else None)
+        return SourceMessage(
+            source_id,
+            "tool",
+            f.text_of(content, skipped),
+            line,
+            tool_call_id=f.identifier(message, "toolCallId"),
+            name=f.name(message, "toolName"),
+            created_at=when,
+            details={"is_error": True} if message.get("isError") else None,
+        )
     if role == "bashExecution":
         if message.get("excludeFromContext"):
             return None  # a `!!` command: shown to the user, never sent to the model
         command, output = message.get("command", ""), message.get("output", "")
         text = f"$ {f.text_of(command)}\n{f.text_of(output)}"
-        return SourceMessage(source_id, "user", text, line, created_at=when,
-                             details={"source_role": "bashExecution",
-                                      "exit_code": f.integer(message.get("exitCode"))})
+        return SourceMessage(
+            source_id,
+            "user",
+            text,
+            line,
+            created_at=when,
+            details={
+                "source_role": "bashExecution",
+                "exit_code": f.integer(message.get("exitCode")),
+            },
+        )
     return None
 
 
@@ -199,22 +262,39 @@ def _assistant(message: dict, source_id: str, line: int, when, skipped) -> Sourc
             if kind == "text":
                 texts.append(block.get("text") if isinstance(block.get("text"), str) else "")
             elif kind == "toolCall":
-                calls.append(f.tool_call(f.required(f.identifier(block, "id"), "'id'"),
-                                         f.required(f.name(block, "name"), "'name'"),
-                                         block.get("arguments")))
+                calls.append(
+                    f.tool_call(
+                        f.required(f.identifier(block, "id"), "'id'"),
+                        f.required(f.name(block, "name"), "'name'"),
+                        block.get("arguments"),
+                    )
+                )
             elif kind == "thinking":
-                thinking.append(block.get("thinking") if isinstance(block.get("thinking"), str) else "")
+                thinking.append(
+                    block.get("thinking") if isinstance(block.get("thinking"), str) else ""
+                )
             else:
                 skipped[f"block:{f.label(kind)}"] += 1
-    details: dict = {k: message[k] for k in ("provider", "model", "api", "stopReason")
-                     if isinstance(message.get(k), str)}
+    details: dict = {
+        k: message[k]
+        for k in ("provider", "model", "api", "stopReason")
+        if isinstance(message.get(k), str)
+    }
     usage = message.get("usage")
     if isinstance(usage, dict):
-        norm = f.normalise_usage(usage.get("input"), usage.get("output"), usage.get("cacheRead"),
-                                 usage.get("cacheWrite"))
+        norm = f.normalise_usage(
+            usage.get("input"), usage.get("output"), usage.get("cacheRead"), usage.get("cacheWrite")
+        )
         if norm:
             details["usage"] = norm
     if any(thinking):
         details["thinking"] = "\n".join(t for t in thinking if t)
-    return SourceMessage(source_id, "assistant", "\n".join(t for t in texts if t) or None, line,
-                         tool_calls=calls or None, created_at=when, details=details or None)
+    return SourceMessage(
+        source_id,
+        "assistant",
+        "\n".join(t for t in texts if t) or None,
+        line,
+        tool_calls=calls or None,
+        created_at=when,
+        details=details or None,
+    )

@@ -19,10 +19,10 @@ The size limit is :func:`size_problem`, a rule on the bytes a message costs to s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
-from .records import Record, SourceCompaction, SourceMessage, TranscriptError
+from .source import Record, SourceCompaction, SourceMessage, TranscriptError
 
 PREFIX_BYTES = 32
 
@@ -141,8 +141,11 @@ class Reconciler:
             if owner is not None:
                 self.tool_owner[msg.source_id] = owner
                 return
-            msg.details = {**(msg.details or {}), "source_role": "tool",
-                           "orphan_tool_call_id": msg.tool_call_id}
+            msg.details = {
+                **(msg.details or {}),
+                "source_role": "tool",
+                "orphan_tool_call_id": msg.tool_call_id,
+            }
             msg.role, msg.tool_call_id = "user", None
             self.counts.converted["orphan_tool_result_to_user"] += 1
 
@@ -161,10 +164,12 @@ class Reconciler:
 
     def _kept_from(self, comp: SourceCompaction, msg: SourceMessage) -> str:
         """A waiting checkpoint keeps from ``msg``, or from the call of a tool result."""
-        return self._moved(comp, msg.source_id) if msg.source_id in self.tool_owner else msg.source_id
+        return (
+            self._moved(comp, msg.source_id) if msg.source_id in self.tool_owner else msg.source_id
+        )
 
     def _moved(self, comp: SourceCompaction, tool_result: str) -> str:
-        # The agent kept a tool result but summarised its call: keep the call too, or the
+        # The agent kept a tool result but summarized its call: keep the call too, or the
         # restored context would hold an orphan result.
         comp.details = {**(comp.details or {}), "first_kept_moved_to_call_of": tool_result}
         return self.tool_owner[tool_result]
@@ -178,8 +183,11 @@ class Reconciler:
         size, prefix = len(encoded), encoded[:PREFIX_BYTES]
         if last is not None and msg.source_id == last.source_id:
             grew = size > last.content_bytes or len(msg.tool_calls or []) > last.tool_calls
-            if msg.role == last.role and size >= last.content_bytes and (
-                    prefix.startswith(last.prefix) or last.prefix.startswith(prefix)):
+            if (
+                msg.role == last.role
+                and size >= last.content_bytes
+                and (prefix.startswith(last.prefix) or last.prefix.startswith(prefix))
+            ):
                 if grew:
                     self.counts.converted["completed_partial_message"] += 1
                     return CompleteMessage(last.id, msg)
@@ -187,10 +195,12 @@ class Reconciler:
         elif fingerprint(msg.role, size, prefix) == stored:
             return None
         raise Disagreement(
-            self.path, msg.line,
+            self.path,
+            msg.line,
             f"message {msg.source_id!r} differs from the one stored under the same id: this file "
             "is not a continuation of the transcript imported before (refused, not merged; "
-            "a different transcript needs a session id, or a file path, of its own)")
+            "a different transcript needs a session id, or a file path, of its own)",
+        )
 
 
 # What a text costs inside a statement depends on who escapes it: the import's own text
@@ -208,8 +218,13 @@ def escaped_bytes(text: str | None, escaped: str = RENDERED_ESCAPES) -> int:
     return len(text.encode("utf-8")) + sum(text.count(c) for c in escaped)
 
 
-def size_problem(content: str | None, json_texts: Iterable[str | None], max_content_bytes: int,
-                 max_row_bytes: int, escaped: str = RENDERED_ESCAPES) -> str | None:
+def size_problem(
+    content: str | None,
+    json_texts: Iterable[str | None],
+    max_content_bytes: int,
+    max_row_bytes: int,
+    escaped: str = RENDERED_ESCAPES,
+) -> str | None:
     """Why a message cannot be stored, or None: its text is larger than the column takes, or
     the row (text, tool calls, details) is larger than one statement may be once escaped."""
     chars = len(content) if content else 0
@@ -226,9 +241,11 @@ def size_problem(content: str | None, json_texts: Iterable[str | None], max_cont
     sent = sum(escaped_bytes(t, escaped) for t in texts)
     if sent > max_row_bytes:
         size, limit = _two_sizes(sent, max_row_bytes)
-        return (f"message of {size} as sent (text escaped, tool-call arguments and details "
-                f"included) is larger than the {limit} the server accepts in one statement "
-                "(max_allowed_packet)")
+        return (
+            f"message of {size} as sent (text escaped, tool-call arguments and details "
+            f"included) is larger than the {limit} the server accepts in one statement "
+            "(max_allowed_packet)"
+        )
     return None
 
 

@@ -7,10 +7,10 @@ Records on abandoned branches (a rewind, an edited message) are not on it.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .fields import label
-from .records import BranchedTranscript, Line
+from .source import BranchedTranscript, Line
 
 Link = Callable[[dict], "tuple[str, str | None] | None"]
 

@@ -10,10 +10,11 @@ counted skip with ``--skip-invalid``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, ClassVar, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import ClassVar
 
 from .fields import UniqueIds, label, parse_time
-from .records import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
+from .source import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
 from .tree import MainLineFilter, main_line
 
 Handler = Callable[["FormatParser", Line], "Iterable[Record] | None"]
@@ -71,16 +72,27 @@ class FormatParser:
         return ()
 
 
-def parse(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: bool = False,
-          main: set[str] | None = None) -> Transcript:
+def parse(
+    parser: FormatParser,
+    lines: Iterable[Line],
+    path: str,
+    skip_invalid: bool = False,
+    main: set[str] | None = None,
+) -> Transcript:
     """Parse ``lines`` with ``parser``; ``main`` (see :func:`main_line_ids`) keeps a tree
     format to its main line, and without it a branched file raises BranchedTranscript."""
-    return Transcript(parser.name, parser.session,
-                      _walk(parser, lines, path, skip_invalid, main), parser.skipped)
+    return Transcript(
+        parser.name, parser.session, _walk(parser, lines, path, skip_invalid, main), parser.skipped
+    )
 
 
-def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: bool,
-          main: set[str] | None) -> Iterator[Record]:
+def _walk(
+    parser: FormatParser,
+    lines: Iterable[Line],
+    path: str,
+    skip_invalid: bool,
+    main: set[str] | None,
+) -> Iterator[Record]:
     on_main_line = MainLineFilter(main) if parser.tree else None
     # Bound once: this loop runs for every line of files of millions of lines.
     observe = parser.observe if type(parser).observe is not FormatParser.observe else None
@@ -99,8 +111,13 @@ def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: 
             continue
         except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
             # A shape no check above foresaw: still this line's fault, never a traceback.
-            _invalid(parser, path, line.number, f"unexpected record shape ({type(exc).__name__})",
-                     skip_invalid)
+            _invalid(
+                parser,
+                path,
+                line.number,
+                f"unexpected record shape ({type(exc).__name__})",
+                skip_invalid,
+            )
             continue
         if out:
             yield from out
@@ -109,8 +126,11 @@ def _walk(parser: FormatParser, lines: Iterable[Line], path: str, skip_invalid: 
 
 def _invalid(parser: FormatParser, path: str, number: int, message: str, skip: bool) -> None:
     if not skip:
-        raise TranscriptError(path, number, f"invalid {parser.name} record: {message} "
-                                            "(use --skip-invalid to skip such records)")
+        raise TranscriptError(
+            path,
+            number,
+            f"invalid {parser.name} record: {message} (use --skip-invalid to skip such records)",
+        )
     parser.skipped["invalid_record"] += 1
 
 

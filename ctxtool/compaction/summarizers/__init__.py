@@ -1,4 +1,4 @@
-"""Summarizers: turn (previous summary + messages to summarise) into a new summary.
+"""Summarizers: turn (previous summary + messages to summarize) into a new summary.
 
 ``openai`` calls any OpenAI-compatible endpoint through the official client; ``extractive`` is
 deterministic and needs no network: the embedded default, and the fallback when no endpoint is
@@ -11,9 +11,17 @@ import os
 from dataclasses import dataclass
 
 from ...errors import CtxtoolError, InvalidSettings
-from .base import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
-                   MAX_REQUEST_TIMEOUT_S, Summarizer,
-                   SummarizerError, Summary, SummaryRequest, render_conversation)
+from .base import (
+    DEFAULT_MAX_SUMMARY_TOKENS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MAX_REQUEST_TIMEOUT_S,
+    Summarizer,
+    SummarizerError,
+    Summary,
+    SummaryRequest,
+    render_conversation,
+)
 from .extractive import ExtractiveSummarizer
 from .openai import REQUEST_STYLES, OpenAISummarizer, request_parameters, request_style
 from .prompt import build_prompt
@@ -27,19 +35,20 @@ class SummarizerSettings:
     """Which summarizer, where, and its limits."""
 
     kind: str = "auto"
-    model: str | None = None              # default: $CTXTOOL_SUMMARY_MODEL, else gpt-4o-mini
-    base_url: str | None = None           # default: $OPENAI_BASE_URL
-    api_key: str | None = None            # default: $OPENAI_API_KEY
+    model: str | None = None  # default: $CTXTOOL_SUMMARY_MODEL, else gpt-4o-mini
+    base_url: str | None = None  # default: $OPENAI_BASE_URL
+    api_key: str | None = None  # default: $OPENAI_API_KEY
     timeout: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
-    input_tokens: int | None = None       # default: the summary model's window less the frame
-    request_style: str = "auto"           # auto | chat | reasoning
+    input_tokens: int | None = None  # default: the summary model's window less the frame
+    request_style: str = "auto"  # auto | chat | reasoning
 
 
 def endpoint_configured(base_url: str | None = None, api_key: str | None = None) -> bool:
-    return bool(base_url or api_key or os.environ.get("OPENAI_BASE_URL")
-                or os.environ.get("OPENAI_API_KEY"))
+    return bool(
+        base_url or api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")
+    )
 
 
 def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summarizer:
@@ -48,30 +57,57 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
     would spend its retries on api.openai.com before saying "Connection error"."""
     kind = settings.kind
     if kind == "auto":
-        kind = "openai" if endpoint_configured(settings.base_url, settings.api_key) else "extractive"
+        kind = (
+            "openai" if endpoint_configured(settings.base_url, settings.api_key) else "extractive"
+        )
     if kind == "extractive":
         return ExtractiveSummarizer()
     if kind != "openai":
         raise CtxtoolError(f"unknown summarizer {kind!r}: use auto, openai or extractive")
     if not endpoint_configured(settings.base_url, settings.api_key):
-        raise CtxtoolError("--summarizer openai needs an endpoint or a key: set OPENAI_API_KEY "
-                           "(api.openai.com), or --base-url / OPENAI_BASE_URL for a compatible "
-                           "server; --summarizer extractive needs neither")
+        raise CtxtoolError(
+            "--summarizer openai needs an endpoint or a key: set OPENAI_API_KEY "
+            "(api.openai.com), or --base-url / OPENAI_BASE_URL for a compatible "
+            "server; --summarizer extractive needs neither"
+        )
     if not 0 < settings.timeout <= MAX_REQUEST_TIMEOUT_S:  # nan fails this too
-        raise InvalidSettings(f"LLM timeout {settings.timeout!r}: give a number of seconds "
-                              "above 0 and at most a day")
+        raise InvalidSettings(
+            f"LLM timeout {settings.timeout!r}: give a number of seconds above 0 and at most a day"
+        )
     if settings.request_style not in REQUEST_STYLES:
-        raise CtxtoolError(f"unknown request style {settings.request_style!r}: use "
-                           + ", ".join(REQUEST_STYLES))
+        raise CtxtoolError(
+            f"unknown request style {settings.request_style!r}: use " + ", ".join(REQUEST_STYLES)
+        )
     model = settings.model or os.environ.get("CTXTOOL_SUMMARY_MODEL") or DEFAULT_SUMMARY_MODEL
-    return OpenAISummarizer(model, settings.base_url, settings.api_key, timeout=settings.timeout,
-                            max_retries=settings.retries,
-                            max_summary_tokens=settings.max_summary_tokens,
-                            input_tokens=settings.input_tokens, style=settings.request_style)
+    return OpenAISummarizer(
+        model,
+        settings.base_url,
+        settings.api_key,
+        timeout=settings.timeout,
+        max_retries=settings.retries,
+        max_summary_tokens=settings.max_summary_tokens,
+        input_tokens=settings.input_tokens,
+        style=settings.request_style,
+    )
 
 
-__all__ = ["DEFAULT_MAX_SUMMARY_TOKENS", "DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "KINDS",
-           "MAX_REQUEST_TIMEOUT_S",
-           "ExtractiveSummarizer", "OpenAISummarizer", "Summarizer", "SummarizerError",
-           "SummarizerSettings", "Summary", "SummaryRequest", "build_prompt", "endpoint_configured",
-           "make_summarizer", "render_conversation", "request_parameters", "request_style"]
+__all__ = [
+    "DEFAULT_MAX_SUMMARY_TOKENS",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "KINDS",
+    "MAX_REQUEST_TIMEOUT_S",
+    "ExtractiveSummarizer",
+    "OpenAISummarizer",
+    "Summarizer",
+    "SummarizerError",
+    "SummarizerSettings",
+    "Summary",
+    "SummaryRequest",
+    "build_prompt",
+    "endpoint_configured",
+    "make_summarizer",
+    "render_conversation",
+    "request_parameters",
+    "request_style",
+]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from ...errors import CtxtoolError
 from ...records import Message
@@ -21,7 +22,7 @@ class Summary:
     text: str
     summarizer: str
     model: str | None = None
-    requests: int = 1      # calls made (chunked folding makes several)
+    requests: int = 1  # calls made (chunked folding makes several)
     notes: tuple[str, ...] = ()
 
 
@@ -30,7 +31,7 @@ class SummaryRequest:
     """What a summarizer is asked to do: fold ``messages`` into ``previous_summary``.
 
     ``split_turn``: the cut falls inside a turn, so the request that started the turn is being
-    summarised while the work on it stays verbatim; the summary must state it.
+    summarized while the work on it stays verbatim; the summary must state it.
     ``max_tokens``: the summary's budget; every summarizer stays within it.
     ``transcript``: the span already rendered (and clipped) for a prompt, when it was folded.
     ``min_carry_over``: the least share of the previous summary's items the answer must hold
@@ -79,17 +80,21 @@ def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> st
     """One message as plain text for a summarizer prompt (tool results clipped)."""
     if m.role == "assistant":
         lines = [f"[Assistant]: {m.content}"] if m.content else []
-        lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}"
-                  for c in m.calls()]
+        lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}" for c in m.calls()]
         return "\n\n".join(lines)
     if m.role == "tool":
         text = m.content or ""
         if len(text) > tool_result_chars:
-            text = text[:tool_result_chars] + f"\n... [{len(text) - tool_result_chars} more characters]"
+            text = (
+                text[:tool_result_chars]
+                + f"\n... [{len(text) - tool_result_chars} more characters]"
+            )
         return f"[Tool result]: {text}"
     return f"[{m.role.capitalize()}]: {m.content or ''}"
 
 
-def render_conversation(messages: Sequence[Message], tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
+def render_conversation(
+    messages: Sequence[Message], tool_result_chars: int = TOOL_RESULT_CHARS
+) -> str:
     """Messages as plain text for a summarizer prompt (tool results clipped)."""
     return "\n\n".join(t for t in (render_message(m, tool_result_chars) for m in messages) if t)

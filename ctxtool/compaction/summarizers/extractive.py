@@ -32,7 +32,7 @@ READ = "Read"  # read paths: the first items trimmed (the checkpoint's details k
 class _Item:
     section: str
     text: str
-    age: int           # lower is older: trimmed first
+    age: int  # lower is older: trimmed first
     protected: bool = False
     previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
 
@@ -56,16 +56,26 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> Summary:
         items, foreign_order, tools = self._previous(request.previous_summary)
-        items += self._new_items(request, has_goal=any(i.section == "Goal" for i in items),
-                                 age=len(items))
+        items += self._new_items(
+            request, has_goal=any(i.section == "Goal" for i in items), age=len(items)
+        )
         tools.update(call_name(c) for c in calls_of(request.messages))
         read = list(request.files.get("read_files") or [])
         shown = read[-MAX_READ_FILES:]
         items += [_Item(READ, path, i - len(shown) - len(items)) for i, path in enumerate(shown)]
-        modified = _capped(list(request.files.get("modified_files") or []), MAX_MODIFIED_FILES,
-                           request.files.get("modified_files_omitted"))
-        fixed = ["", "## Files", "Modified: " + (modified or "(none)"),
-                 "", "## Tool usage", _tool_line(tools) or "(none)"]
+        modified = _capped(
+            list(request.files.get("modified_files") or []),
+            MAX_MODIFIED_FILES,
+            request.files.get("modified_files_omitted"),
+        )
+        fixed = [
+            "",
+            "## Files",
+            "Modified: " + (modified or "(none)"),
+            "",
+            "## Tool usage",
+            _tool_line(tools) or "(none)",
+        ]
         left_out = len(read) - len(shown) + int(request.files.get("read_files_omitted") or 0)
         items = _dedupe(items)
         floor = request.min_carry_over if request.previous_summary else None
@@ -79,13 +89,23 @@ class ExtractiveSummarizer:
                 return Summary(text, self.name, None)
             allowed //= 2
 
-    def _render(self, request: SummaryRequest, items: list[_Item], foreign_order: list[str],
-                fixed: list[str], left_out: int, allowed: int | None) -> str:
-        text, trimmed = _fit(items, foreign_order, fixed, request.max_tokens, request.encoding,
-                             left_out, allowed)
-        notes = [f"({len(request.messages)} messages summarised extractively; no LLM was used)"]
+    def _render(
+        self,
+        request: SummaryRequest,
+        items: list[_Item],
+        foreign_order: list[str],
+        fixed: list[str],
+        left_out: int,
+        allowed: int | None,
+    ) -> str:
+        text, trimmed = _fit(
+            items, foreign_order, fixed, request.max_tokens, request.encoding, left_out, allowed
+        )
+        notes = [f"({len(request.messages)} messages summarized extractively; no LLM was used)"]
         if trimmed:
-            notes.insert(0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)")
+            notes.insert(
+                0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)"
+            )
         text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
         return text + "\n\n" + "\n".join(notes)
 
@@ -95,23 +115,42 @@ class ExtractiveSummarizer:
         items: list[_Item] = []
         real = [m for m in request.messages if is_real_request(m)]
         if not has_goal:
-            goal = clip(real[0].content, self.request_chars) if real else (request.title or "(not stated)")
+            goal = (
+                clip(real[0].content, self.request_chars)
+                if real
+                else (request.title or "(not stated)")
+            )
             items.append(_Item("Goal", goal, age, protected=True))
         for m in real:
             age += 1
             items.append(_Item("Requests", "- " + clip(m.content, self.request_chars), age))
-            items += [_Item("Constraints & Preferences", "- " + c, age) for c in constraints_in(m.content)]
-        errors = list(dict.fromkeys(s for m in request.messages if (s := failed_result_signature(m))))
+            items += [
+                _Item("Constraints & Preferences", "- " + c, age) for c in constraints_in(m.content)
+            ]
+        errors = list(
+            dict.fromkeys(s for m in request.messages if (s := failed_result_signature(m)))
+        )
         if len(errors) > MAX_NEW_ERRORS:
             age += 1
-            items.append(_Item("Errors", f"- (and {len(errors) - MAX_NEW_ERRORS} earlier distinct "
-                                         "errors in this span)", age))
+            items.append(
+                _Item(
+                    "Errors",
+                    f"- (and {len(errors) - MAX_NEW_ERRORS} earlier distinct errors in this span)",
+                    age,
+                )
+            )
         for e in errors[-MAX_NEW_ERRORS:]:
             age += 1
             items.append(_Item("Errors", "- " + e, age))
         if request.split_turn and real:
-            items.append(_Item("In Progress (the turn continues after this summary)",
-                               clip(real[-1].content, self.request_chars), age + 1, protected=True))
+            items.append(
+                _Item(
+                    "In Progress (the turn continues after this summary)",
+                    clip(real[-1].content, self.request_chars),
+                    age + 1,
+                    protected=True,
+                )
+            )
         return items
 
     def _previous(self, summary: str | None) -> tuple[list[_Item], list[str], Counter]:
@@ -133,8 +172,9 @@ class ExtractiveSummarizer:
                 foreign.append(name)
             for line in section.items:
                 if is_item(line):
-                    items.append(_Item(name, line, len(items), protected=ours == "Goal",
-                                       previous=True))
+                    items.append(
+                        _Item(name, line, len(items), protected=ours == "Goal", previous=True)
+                    )
         return items, foreign, tools
 
 
@@ -177,14 +217,25 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
     return read + previous[:allowed] + own + previous[allowed:]
 
 
-def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
-         encoding: str, read_left_out: int, allowed: int | None = None) -> tuple[str, int]:
+def _fit(
+    items: list[_Item],
+    foreign: list[str],
+    fixed: list[str],
+    budget: int,
+    encoding: str,
+    read_left_out: int,
+    allowed: int | None = None,
+) -> tuple[str, int]:
     """Render within ``budget`` tokens, dropping items in :func:`_trim_order`."""
     enc = get_encoding(encoding)
     cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     reserve = 48  # the notes under the summary, the Read line's frame
-    total = sum(cost.values()) + count_text("\n".join(fixed), encoding) + reserve \
+    total = (
+        sum(cost.values())
+        + count_text("\n".join(fixed), encoding)
+        + reserve
         + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
+    )
     dropped: set[int] = set()
     for item in _trim_order(items, allowed):
         if total <= budget:
@@ -200,8 +251,15 @@ def _fit(items: list[_Item], foreign: list[str], fixed: list[str], budget: int,
     for heading in ("Goal", "Constraints & Preferences", "Requests"):
         out += _section(heading, kept)
     out += fixed[:3] + [read_line] + fixed[3:]
-    tail = ["Errors"] + [h for h in dict.fromkeys(i.section for i in kept)
-                         if h not in OUR_SECTIONS and h not in foreign and h != READ] + foreign
+    tail = (
+        ["Errors"]
+        + [
+            h
+            for h in dict.fromkeys(i.section for i in kept)
+            if h not in OUR_SECTIONS and h not in foreign and h != READ
+        ]
+        + foreign
+    )
     for heading in tail:
         out += _section(heading, kept)
     return "\n".join(out).strip(), len(dropped) - read_trimmed
@@ -214,7 +272,7 @@ def _clip_to(text: str, budget: int, encoding: str) -> str:
     tokens = enc.encode_ordinary(text)
     if len(tokens) <= budget:
         return text
-    return enc.decode(tokens[:max(0, budget - 12)]).rstrip() + f"\n(clipped to {budget} tokens)"
+    return enc.decode(tokens[: max(0, budget - 12)]).rstrip() + f"\n(clipped to {budget} tokens)"
 
 
 def _section(heading: str, kept: list[_Item]) -> list[str]:

@@ -14,12 +14,18 @@ import re
 
 from ...db import mask_url
 from ..plan import context_window_for
-from .base import (DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Summary,
-                   SummarizerError, SummaryRequest)
+from .base import (
+    DEFAULT_MAX_SUMMARY_TOKENS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    SummarizerError,
+    Summary,
+    SummaryRequest,
+)
 from .prompt import SYSTEM_PROMPT, build_prompt
 
 REASONING_HEADROOM_TOKENS = 8192
-PROMPT_OVERHEAD_TOKENS = 1024   # system prompt, format, previous-summary frame, files line
+PROMPT_OVERHEAD_TOKENS = 1024  # system prompt, format, previous-summary frame, files line
 REQUEST_STYLES = ("auto", "chat", "reasoning")
 # What the openai client retries besides 5xx and connection errors (its _should_retry).
 _RETRIED_STATUSES = (408, 409, 429)
@@ -54,10 +60,18 @@ class OpenAISummarizer:
     name = "openai"
     revises = True
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
-                 timeout: float = DEFAULT_TIMEOUT_S, max_retries: int = DEFAULT_RETRIES,
-                 max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
-                 input_tokens: int | None = None, style: str = "auto"):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_RETRIES,
+        max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
+        input_tokens: int | None = None,
+        style: str = "auto",
+    ):
         import openai
 
         self.model = model
@@ -69,7 +83,10 @@ class OpenAISummarizer:
         # The client retries 408/409/429/5xx and connection errors with exponential backoff.
         self.client = openai.OpenAI(
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            base_url=self.base_url, timeout=timeout, max_retries=max_retries)
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
         self._openai = openai
 
     def seconds_per_request(self) -> float:
@@ -85,8 +102,10 @@ class OpenAISummarizer:
         if not isinstance(text, str) or not text.strip():
             raise SummarizerError(f"summarizer returned an empty summary ({self._where()})")
         if getattr(choices[0], "finish_reason", None) == "length":
-            raise SummarizerError(f"summary was cut at max_tokens={max_tokens} "
-                                  f"({self._where()}); raise --max-summary-tokens")
+            raise SummarizerError(
+                f"summary was cut at max_tokens={max_tokens} "
+                f"({self._where()}); raise --max-summary-tokens"
+            )
         text, notes = _valid_unicode(text.strip())
         return Summary(text, self.name, getattr(response, "model", None) or self.model, notes=notes)
 
@@ -95,9 +114,12 @@ class OpenAISummarizer:
         try:
             response = self.client.chat.completions.create(
                 model=self.model,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": prompt}],
-                **request_parameters(self.model, max_tokens, self.style))
+                messages=[
+                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": prompt},
+                ],
+                **request_parameters(self.model, max_tokens, self.style),
+            )
         except openai.APITimeoutError:
             raise SummarizerError(f"summarizer timed out ({self._where()})") from None
         except openai.APIStatusError as exc:
@@ -105,16 +127,22 @@ class OpenAISummarizer:
             # Only what the client retries was asked again: 401 or 400 is the first answer.
             retried = n and (status in _RETRIED_STATUSES or status >= 500)
             after = f" after {n} {'retry' if n == 1 else 'retries'}" if retried else ""
-            raise SummarizerError(f"summarizer answered HTTP {status}{after} "
-                                  f"({self._where()}): {_clip(str(exc.message))}") from None
+            raise SummarizerError(
+                f"summarizer answered HTTP {status}{after} "
+                f"({self._where()}): {_clip(str(exc.message))}"
+            ) from None
         except openai.APIConnectionError as exc:
             raise SummarizerError(f"cannot reach the summarizer ({self._where()}): {exc}") from None
         except (openai.APIError, ValueError, TypeError) as exc:
-            raise SummarizerError(f"unusable summarizer response ({self._where()}): "
-                                  f"{exc.__class__.__name__}: {_clip(str(exc))}") from None
+            raise SummarizerError(
+                f"unusable summarizer response ({self._where()}): "
+                f"{exc.__class__.__name__}: {_clip(str(exc))}"
+            ) from None
         if not hasattr(response, "choices"):
-            raise SummarizerError(f"unusable summarizer response ({self._where()}): not a chat "
-                                  f"completion: {_clip(str(response), 80)}")
+            raise SummarizerError(
+                f"unusable summarizer response ({self._where()}): not a chat "
+                f"completion: {_clip(str(response), 80)}"
+            )
         return response
 
     def describe(self) -> str:

@@ -14,10 +14,11 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import BinaryIO
 
-from .records import TranscriptError
+from .source import TranscriptError
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
 STDIN = "-"
@@ -37,8 +38,9 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
             found = []
             for root, dirs, files in os.walk(p):  # never follows a symlinked folder (no loops)
                 dirs.sort()
-                found.extend(os.path.join(root, name) for name in files
-                             if name.endswith(TRANSCRIPT_SUFFIXES))
+                found.extend(
+                    os.path.join(root, name) for name in files if name.endswith(TRANSCRIPT_SUFFIXES)
+                )
             out.extend(sorted(found))
         else:
             out.append(p)
@@ -76,8 +78,11 @@ def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
     if stat.S_ISDIR(mode):
         raise TranscriptError(printable(path), None, "is a directory")
     if not stat.S_ISREG(mode):
-        raise TranscriptError(printable(path), None, "not a regular file (a FIFO, socket or "
-                                                     "device); save the transcript to a file first")
+        raise TranscriptError(
+            printable(path),
+            None,
+            "not a regular file (a FIFO, socket or device); save the transcript to a file first",
+        )
     with open(path, "rb", buffering=READ_BUFFER) as stream:
         yield stream, fallback_source_id(path)
 
@@ -126,7 +131,7 @@ class CountingStream:
         on_bytes = self.on_bytes
         if on_bytes:
             on_bytes(len(first))
-        yield first[len(_BOM):] if first.startswith(_BOM) else first
+        yield first[len(_BOM) :] if first.startswith(_BOM) else first
         if on_bytes is None:
             # Not ``yield from``: a generator delegating to the file closes it when dropped,
             # and an import retried after a write conflict reads the same file again.

@@ -8,9 +8,10 @@ transcript says about its session) and a stream of :class:`SourceMessage` and
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import CtxtoolError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import orjson
 
@@ -48,8 +48,9 @@ class LineReader:
                 # the next import of the grown file picks it up.
                 self.skipped["incomplete_last_line"] += 1
             elif not self.skip_invalid:
-                raise TranscriptError(self.path, number,
-                                      problem + " (use --skip-invalid to skip such lines)")
+                raise TranscriptError(
+                    self.path, number, problem + " (use --skip-invalid to skip such lines)"
+                )
             else:
                 self.skipped["invalid_line"] += 1
 
@@ -99,8 +100,13 @@ def _diagnose(raw: bytes, refused: orjson.JSONDecodeError) -> str:
     return f"malformed JSON ({refused.msg} at column {refused.colno})"
 
 
-def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
-                    skip_invalid: bool = False, main: set[str] | None = None) -> Transcript:
+def read_transcript(
+    path: str,
+    stream: Iterable[bytes],
+    fmt: str | None,
+    skip_invalid: bool = False,
+    main: set[str] | None = None,
+) -> Transcript:
     """Detect the format (unless given) from the first records, check the file's records fit
     it, and start parsing (lazily: records stream as the caller consumes them)."""
     raw_iter = iter(stream)
@@ -117,8 +123,13 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
         if b"\x00" in raw:
             raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
         obj, problem = decode_line(raw)
-        if problem is not None and not samples and first_bad is None and \
-                stripped[:1] in (b"[", b"{") and stripped.endswith((b"{", b"[", b",")):
+        if (
+            problem is not None
+            and not samples
+            and first_bad is None
+            and stripped[:1] in (b"[", b"{")
+            and stripped.endswith((b"{", b"[", b","))
+        ):
             # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
             # first line opens an object or array.
             return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
@@ -128,16 +139,22 @@ def read_transcript(path: str, stream: Iterable[bytes], fmt: str | None,
             first_bad = (len(peeked), problem, raw)
             if not samples and problem.startswith("expected a JSON object, found list"):
                 return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
-        if len(samples) >= _PEEK_RECORDS or len(peeked) >= _PEEK_LINES or (
-                samples and peeked_bytes >= _PEEK_BYTES):
+        if (
+            len(samples) >= _PEEK_RECORDS
+            or len(peeked) >= _PEEK_LINES
+            or (samples and peeked_bytes >= _PEEK_BYTES)
+        ):
             break
     if not any(r.strip() for r in peeked):
         raise TranscriptError(path, None, "file is empty")
     if not samples:
         _no_records(path, first_bad)
     first = samples[0]
-    if len(samples) == 1 and "role" not in first and (
-            isinstance(first.get("messages"), list) or isinstance(first.get("history"), list)):
+    if (
+        len(samples) == 1
+        and "role" not in first
+        and (isinstance(first.get("messages"), list) or isinstance(first.get("history"), list))
+    ):
         # One compact JSON document on one line ({"messages": [...]}), not JSONL of messages.
         return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
     fmt = fmt or detect_format(first, path, samples)
@@ -164,10 +181,17 @@ def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
         return
     scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
     best = max(scores, key=scores.get)
-    hint = (f"they look like {best} ({scores[best]} fit); use --format {best}"
-            if scores[best] > fitting else "they fit no known format")
-    raise TranscriptError(path, None, f"{len(samples) - fitting} of the first {len(samples)} "
-                                      f"records are not {fmt} records: {hint}")
+    hint = (
+        f"they look like {best} ({scores[best]} fit); use --format {best}"
+        if scores[best] > fitting
+        else "they fit no known format"
+    )
+    raise TranscriptError(
+        path,
+        None,
+        f"{len(samples) - fitting} of the first {len(samples)} "
+        f"records are not {fmt} records: {hint}",
+    )
 
 
 def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: bool) -> set[str]:
@@ -187,14 +211,19 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
         except UnicodeDecodeError as bad:
             line = data.count(b"\n", 0, bad.start) + 1
             raise TranscriptError(path, line, "invalid UTF-8") from None
-        raise TranscriptError(path, exc.lineno,
-                              f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise TranscriptError(
+            path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})"
+        ) from None
     fmt = fmt or detect_format(doc, path)
     if fmt != "openai-chat":
-        raise TranscriptError(path, None,
-                              f"a single JSON document cannot be a {fmt} transcript (JSONL expected)")
-    messages = doc if isinstance(doc, list) else next(
-        (doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
+        raise TranscriptError(
+            path, None, f"a single JSON document cannot be a {fmt} transcript (JSONL expected)"
+        )
+    messages = (
+        doc
+        if isinstance(doc, list)
+        else next((doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
+    )
     if not isinstance(messages, list):
         raise TranscriptError(path, None, "expected a list of messages")
     parser = PARSERS[fmt]()
@@ -205,8 +234,11 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
         elif skip_invalid:
             parser.skipped["invalid_record"] += 1
         else:
-            raise TranscriptError(path, None, f"message #{i} is not a JSON object "
-                                              "(use --skip-invalid to skip such messages)")
+            raise TranscriptError(
+                path,
+                None,
+                f"message #{i} is not a JSON object (use --skip-invalid to skip such messages)",
+            )
     transcript = parse(parser, lines, path, skip_invalid)
     transcript.numbered_by_message = True
     return transcript
@@ -216,22 +248,32 @@ def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> st
     """Name the format of a transcript from its first JSON record (or whole-file JSON value);
     when that one does not tell (a file without its header), the format most of ``samples``
     fit."""
-    if isinstance(first, list) or (isinstance(first, dict) and (
-            isinstance(first.get("history"), list) or isinstance(first.get("messages"), list))):
+    if isinstance(first, list) or (
+        isinstance(first, dict)
+        and (isinstance(first.get("history"), list) or isinstance(first.get("messages"), list))
+    ):
         return "openai-chat"
     if not isinstance(first, dict):
         raise TranscriptError(path, None, "not a transcript: the first record is not a JSON object")
     kind = first.get("type")
     if kind == "session" and ("cwd" in first or "version" in first or "id" in first):
         return "pi"
-    if kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted") \
-            and "payload" in first:
+    if (
+        kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+        and "payload" in first
+    ):
         return "codex"
-    if "record_type" in first or (kind is None and {"id", "timestamp"} <= set(first)
-                                  and ("instructions" in first or "git" in first)):
+    if "record_type" in first or (
+        kind is None
+        and {"id", "timestamp"} <= set(first)
+        and ("instructions" in first or "git" in first)
+    ):
         return "codex"
-    if "sessionId" in first or kind in ("summary", "queue-operation", "file-history-snapshot") \
-            or ("uuid" in first and kind in ("user", "assistant", "system")):
+    if (
+        "sessionId" in first
+        or kind in ("summary", "queue-operation", "file-history-snapshot")
+        or ("uuid" in first and kind in ("user", "assistant", "system"))
+    ):
         return "claude-code"
     if "role" in first:
         return "openai-chat"
@@ -240,5 +282,9 @@ def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> st
     if scores[best] * 2 > len(samples):
         return best
     keys = ", ".join(sorted(str(k)[:40] for k in first)[:8])
-    raise TranscriptError(path, 1, f"cannot tell the transcript format (first record has keys "
-                                   f"{keys}); pass --format {{{','.join(FORMATS)}}}")
+    raise TranscriptError(
+        path,
+        1,
+        f"cannot tell the transcript format (first record has keys "
+        f"{keys}); pass --format {{{','.join(FORMATS)}}}",
+    )

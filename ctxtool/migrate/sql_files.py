@@ -93,5 +93,3 @@ def load_migrations(dialect: str) -> list[Migration]:
     if len(set(versions)) != len(versions):
         raise CtxtoolError(f"two migration files share a version in sql/{dialect}/")
     return found
-
-

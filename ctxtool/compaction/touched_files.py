@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .calls import call_arguments, call_name
 
-_READ_TOOLS = re.compile(r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I)
-_WRITE_TOOLS = re.compile(r"^(write|write_file|edit|multiedit|multi_edit|str_replace|"
-                          r"str_replace_editor|create|create_file|apply_patch|patch|notebookedit)$", re.I)
+_READ_TOOLS = re.compile(
+    r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
+)
+_WRITE_TOOLS = re.compile(
+    r"^(write|write_file|edit|multiedit|multi_edit|str_replace|"
+    r"str_replace_editor|create|create_file|apply_patch|patch|notebookedit)$",
+    re.I,
+)
 _PATH_KEYS = ("file_path", "path", "filePath", "filename", "notebook_path")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 
@@ -56,9 +61,16 @@ def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]
     prev_mod = [p for p in previous.get("modified_files") or [] if isinstance(p, str)]
     all_mod = list(dict.fromkeys(prev_mod + modified))
     all_read = [p for p in dict.fromkeys(prev_read + read) if p not in all_mod]
-    out = {"read_files": all_read[-MAX_READ_FILES:], "modified_files": all_mod[-MAX_MODIFIED_FILES:]}
-    omitted_read = int(previous.get("read_files_omitted") or 0) + max(0, len(all_read) - MAX_READ_FILES)
-    omitted_mod = int(previous.get("modified_files_omitted") or 0) + max(0, len(all_mod) - MAX_MODIFIED_FILES)
+    out = {
+        "read_files": all_read[-MAX_READ_FILES:],
+        "modified_files": all_mod[-MAX_MODIFIED_FILES:],
+    }
+    omitted_read = int(previous.get("read_files_omitted") or 0) + max(
+        0, len(all_read) - MAX_READ_FILES
+    )
+    omitted_mod = int(previous.get("modified_files_omitted") or 0) + max(
+        0, len(all_mod) - MAX_MODIFIED_FILES
+    )
     if omitted_read:
         out["read_files_omitted"] = omitted_read
     if omitted_mod:
