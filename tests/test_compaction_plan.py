@@ -15,7 +15,7 @@ from ctxtool.compaction.plan import (
     should_compact,
 )
 from ctxtool.compaction.touched_files import files_touched, merge_file_lists
-from ctxtool.errors import CtxtoolError
+from ctxtool.errors import CtxtoolError, InvalidSettings
 
 
 def user(i, t=100):
@@ -51,6 +51,25 @@ def test_threshold_uses_the_model_window_and_reserve():
         CompactionSettings(context_window=50_000, reserve_tokens=1000).threshold("gpt-4o") == 49_000
     )
     assert should_compact(112_000, "gpt-4o", s) and not should_compact(111_000, "gpt-4o", s)
+
+
+def test_settings_refuse_themselves_on_construction():
+    """A library caller gets the guard the CLI gets, before any session is read."""
+    with pytest.raises(InvalidSettings) as refused:
+        CompactionSettings(context_window=4000, reserve_tokens=16_384)
+    assert (
+        str(refused.value) == "--reserve-tokens 16384 leaves nothing of a --context-window of 4000"
+    )
+    assert refused.value.exit_code == 2
+    with pytest.raises(InvalidSettings, match="--reserve-tokens 4000 leaves nothing"):
+        CompactionSettings(context_window=4000, reserve_tokens=4000)
+    with pytest.raises(InvalidSettings, match="--keep-recent-tokens -1 is negative"):
+        CompactionSettings(keep_recent_tokens=-1)
+    with pytest.raises(InvalidSettings, match="--reserve-tokens -5 is negative"):
+        CompactionSettings(reserve_tokens=-5)
+    with pytest.raises(InvalidSettings, match="--context-window 0 is not a window"):
+        CompactionSettings(context_window=0)
+    assert CompactionSettings(context_window=4000, reserve_tokens=3999).threshold(None) == 1
 
 
 def test_cut_at_turn_boundary_keeping_at_least_the_budget():

@@ -69,6 +69,28 @@ class CompactionSettings:
     )
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
 
+    def __post_init__(self) -> None:
+        """Settings no session can run with are refused where they are made, for the CLI and a
+        library caller alike: a reserve that swallows the window given with it leaves no
+        threshold at all."""
+        if self.context_window is not None and self.context_window < 1:
+            raise InvalidSettings(f"--context-window {self.context_window} is not a window")
+        for name, value in (
+            ("--reserve-tokens", self.reserve_tokens),
+            ("--keep-recent-tokens", self.keep_recent_tokens),
+        ):
+            if value is not None and value < 0:
+                raise InvalidSettings(f"{name} {value} is negative")
+        if (
+            self.context_window is not None
+            and self.reserve_tokens is not None
+            and self.reserve_tokens >= self.context_window
+        ):
+            raise InvalidSettings(
+                f"--reserve-tokens {self.reserve_tokens} leaves nothing of a "
+                f"--context-window of {self.context_window}"
+            )
+
     def reserve(self, model: str | None) -> int:
         """Room kept free for the answer. The default never takes more than a quarter of the
         window: 16k of gpt-4's 8k would leave no threshold at all."""
@@ -79,7 +101,8 @@ class CompactionSettings:
     def threshold(self, model: str | None) -> int:
         """Compact when the current context exceeds this many tokens. A reserve that takes the
         whole window leaves none: that is the settings' fault, said as such (exit code 2), not
-        every session's "over a threshold of -72000 tokens"."""
+        every session's "over a threshold of -72000 tokens". A window given with the reserve
+        was checked on construction; here the window is the model's."""
         window = context_window_for(model, self.context_window)
         reserve = self.reserve(model)
         if reserve >= window:
