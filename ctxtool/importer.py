@@ -20,8 +20,9 @@ from typing import BinaryIO
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import describe_db_error, dialect_of
+from .db import dialect_of
 from .errors import CtxtoolError
+from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
 from .transcripts.discover import (
@@ -116,20 +117,18 @@ class Importer:
         try:
             with open_source(path) as (stream, fallback_id):
                 self._import_stream(shown, stream, (fallback_id, legacy_source_id(path)), result)
-        except CtxtoolError as exc:
-            result.error = str(exc)
-        except SQLAlchemyError as exc:
-            result.error = f"{shown}: {describe_db_error(exc)}"
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            result.error = f"{shown}: {reason[:1].lower()}{reason[1:]}"
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-            # Input no check foresaw reached the driver: still this file's failure only, so
-            # the files after it are imported (from cron, forever otherwise).
-            result.error = (
-                f"{shown}: internal error ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); please report it"
-            )
+        except (
+            CtxtoolError,
+            SQLAlchemyError,
+            OSError,
+            # input no check foresaw reached the driver: still this file's failure only, so
+            # the files after it are imported (from cron, forever otherwise)
+            ValueError,
+            TypeError,
+            OverflowError,
+            RecursionError,
+        ) as exc:
+            result.error = describe_failure(exc, secrets=[self.engine.url], where=shown).message
         if result.error:
             result.messages_added = result.compactions_added = 0
         return result

@@ -15,12 +15,12 @@ import re
 import sys
 
 import click
-from sqlalchemy.exc import SQLAlchemyError
 
 from .. import __version__
 from ..config import load_config
-from ..db import DEFAULT_URL, URL_ENV, create_engine, describe_db_error, scrub
-from ..errors import DEBUG_ENV, CtxtoolError, internal_error
+from ..db import DEFAULT_URL, URL_ENV, create_engine
+from ..errors import CtxtoolError
+from ..failures import describe_failure
 from ..output import visible
 
 
@@ -231,34 +231,15 @@ class _Root(_Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except OutputFailed as exc:
-            _quiet_closed_pipe()  # what is still buffered goes nowhere, not to a traceback
-            _fail(str(exc), exc.exit_code)
-        except CtxtoolError as exc:
-            _fail(_scrubbed(ctx, str(exc)), exc.exit_code)
-        except SQLAlchemyError as exc:
-            _fail(describe_db_error(exc, _url(ctx)), 1)
-        except BrokenPipeError:
-            _quiet_closed_pipe()
-            ctx.exit(0)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-            if os.environ.get(DEBUG_ENV):
-                raise
-            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+        except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - never a traceback
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # BrokenPipeError too
                 _quiet_closed_pipe()
                 ctx.exit(0)
-            _fail(_scrubbed(ctx, internal_error(exc)), 1)
-
-
-def _url(ctx) -> str | None:
-    app = ctx.find_object(AppContext)
-    return app.url if app is not None else None
-
-
-def _scrubbed(ctx, text: str) -> str:
-    return scrub(text, _url(ctx))
+            if isinstance(exc, OutputFailed):
+                _quiet_closed_pipe()  # what is still buffered goes nowhere, not to a traceback
+            app = ctx.find_object(AppContext)
+            failure = describe_failure(exc, url=app.url if app is not None else None)
+            _fail(failure.message, failure.exit_code)
 
 
 def _quiet_closed_pipe(stream=None) -> None:
