@@ -1,0 +1,150 @@
+"""Answering a probe by its key against a restored context (pure).
+
+The context is what the agent reads after a restart: the summary and the kept messages. A probe
+is held when every group of its key has an alternative in the context; a path alternative is
+also found by its basename (a summary writes relative paths); a prohibition must be stated as
+one (a negation in the same sentence before the phrase). The verdict says where each part was
+found, so a probe the kept messages answer alone is told from one only the summary can answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..records import Message
+from .probes import Probe
+
+SUMMARY = "summary"
+_NEGATION = re.compile(
+    r"\b(no|not|never|don'?t|do not|does not|doesn'?t|must not|mustn'?t|should ?n[o']t|stop|"
+    r"avoid|without|forbid\w*|prohibit\w*|nothing|neither|nor|refuse\w*|cannot|can'?t|won'?t)\b"
+)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+NEGATION_WINDOW = 80  # characters before a phrase searched for its negation
+
+
+def normalise(text: str) -> str:
+    """Lower case, one space for any whitespace, plain quotes: how keys and contexts compare."""
+    text = (text or "").replace("\u2019", "'").replace("\u2018", "'").replace("`", "")
+    return " ".join(text.lower().split())
+
+
+def message_text(m: Message) -> str:
+    """Everything of a message a model reads: its text and its tool calls."""
+    parts = [m.content or ""]
+    for call in m.calls():
+        parts.append(f"{call['function']['name']} {call['function']['arguments']}")
+    return "\n".join(parts)
+
+
+def alternatives_of(alternative: str) -> tuple[str, ...]:
+    """An alternative and, for a file's path, its basename."""
+    alt = normalise(alternative)
+    if "/" in alt.strip("/") and " " not in alt:
+        base = alt.rstrip("/").rsplit("/", 1)[-1]
+        if "." in base[1:] and len(base) >= 4:
+            return (alt, base)
+    return (alt,)
+
+
+def _found(text: str, group: tuple[str, ...], negated: bool) -> bool:
+    for alternative in group:
+        for alt in alternatives_of(alternative):
+            if not alt:
+                continue
+            if not negated or _NEGATION.search(alt):
+                if alt in text:
+                    return True
+                continue
+            start = text.find(alt)
+            while start >= 0:
+                if _negated_at(text, start):
+                    return True
+                start = text.find(alt, start + 1)
+    return False
+
+
+def _negated_at(text: str, start: int) -> bool:
+    """A negation before ``start`` in the same sentence (within a window)."""
+    before = text[max(0, start - NEGATION_WINDOW) : start]
+    ends = list(_SENTENCE_END.finditer(before))
+    if ends:
+        before = before[ends[-1].end() :]
+    return bool(_NEGATION.search(before))
+
+
+class ContextText:
+    """A restored context prepared once for many probes: the summary and each kept message,
+    normalised."""
+
+    def __init__(self, summary: str | None, kept: Sequence[Message] = ()):
+        self.summary = normalise(summary or "")
+        self.kept = [(m.id, normalise(message_text(m))) for m in kept]
+
+    def places(self, group: tuple[str, ...], negated: bool) -> list[str]:
+        """Where a group is found: ``summary`` and/or ``message <id>`` (the first kept one)."""
+        out = [SUMMARY] if _found(self.summary, group, negated) else []
+        for message_id, text in self.kept:
+            if _found(text, group, negated):
+                out.append(f"message {message_id}")
+                break
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a context answers one probe."""
+
+    probe: Probe
+    held: bool  # every group found in the context, no ``none_of`` phrase in the summary
+    where: tuple[str, ...]  # where the groups were found: summary first, else a kept message
+    missing: tuple[tuple[str, ...], ...]  # the groups found nowhere
+    contradicted: tuple[str, ...]  # ``none_of`` phrases the summary states
+    in_kept: bool  # the kept messages alone hold the key: the summary is not needed for it
+    in_summary: bool  # the summary alone holds the key
+
+    @property
+    def summary_only(self) -> bool:
+        """A probe only the summary can answer (its key is not in the kept messages)."""
+        return not self.in_kept
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.probe.id,
+            "kind": self.probe.kind.value,
+            "question": self.probe.question,
+            "answer": self.probe.answer,
+            "held": self.held,
+            "where": list(self.where),
+            "missing": [list(g) for g in self.missing],
+            "contradicted": list(self.contradicted),
+            "summary_only": self.summary_only,
+        }
+
+
+def answer(probe: Probe, context: ContextText) -> Verdict:
+    """The verdict of the context on one probe, by its key."""
+    found = [context.places(group, probe.negated) for group in probe.all_of]
+    missing = tuple(g for g, places in zip(probe.all_of, found, strict=True) if not places)
+    in_summary = all(SUMMARY in places for places in found)
+    in_kept = all(any(p != SUMMARY for p in places) for places in found)
+    contradicted = tuple(n for n in probe.none_of if normalise(n) in context.summary)
+    where: list[str] = []
+    if in_summary:
+        where = [SUMMARY]
+    else:
+        for places in found:
+            for place in places[:1] if SUMMARY in places else places[-1:]:
+                if place not in where:
+                    where.append(place)
+    return Verdict(
+        probe,
+        held=not missing and not contradicted,
+        where=tuple(where),
+        missing=missing,
+        contradicted=contradicted,
+        in_kept=in_kept,
+        in_summary=in_summary,
+    )

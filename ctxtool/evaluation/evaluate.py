@@ -1,0 +1,116 @@
+"""Evaluating a checkpoint: the probes of its span answered against the restored context, the
+summary's fabrications, and what each section of the summary costs (pure).
+
+The score counts only the probes the summary alone can answer (their key is not in the kept
+messages): a probe the kept messages answer says nothing about the summary. A dump of every
+path scores low because the probes ask for goals, requests, instructions and outcomes, not
+only for paths; an invented goal is caught as fabrications.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..records import Message
+from ..tokens import DEFAULT_ENCODING, count_text
+from .answers import ContextText, Verdict, answer
+from .fabrications import Fabrication, fabrications
+from .probes import Probe, derive_probes
+
+PREAMBLE = "(before the first heading)"
+_HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class SectionCost:
+    heading: str
+    tokens: int
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` found for one summary."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    fabrications: list[Fabrication] = field(default_factory=list)
+    sections: list[SectionCost] = field(default_factory=list)
+
+    @property
+    def summary_only(self) -> list[Verdict]:
+        """The verdicts on probes only the summary can answer."""
+        return [v for v in self.verdicts if v.summary_only]
+
+    @property
+    def score(self) -> float | None:
+        """Share of the summary-only probes the context holds, averaged over the probe kinds
+        (None: no such probe). Per kind, so forty file paths do not outvote the goal."""
+        shares = [held / total for held, total in self.by_kind().values()]
+        return round(sum(shares) / len(shares), 3) if shares else None
+
+    @property
+    def missed(self) -> list[Verdict]:
+        """The summary-only probes the context does not hold."""
+        return [v for v in self.summary_only if not v.held]
+
+    @property
+    def summary_tokens(self) -> int:
+        return sum(s.tokens for s in self.sections)
+
+    def by_kind(self) -> dict[str, list[int]]:
+        """Per probe kind: [held, summary-only probes]."""
+        out: dict[str, list[int]] = {}
+        for v in self.summary_only:
+            counts = out.setdefault(v.probe.kind.value, [0, 0])
+            counts[0] += v.held
+            counts[1] += 1
+        return out
+
+    def as_dict(self) -> dict:
+        """The figures for ``details["quality"]`` and ``--json``."""
+        return {
+            "score": self.score,
+            "probes": len(self.verdicts),
+            "summary_only_probes": len(self.summary_only),
+            "held": sum(v.held for v in self.summary_only),
+            "by_kind": self.by_kind(),
+            "missed": [v.probe.id for v in self.missed],
+            "fabrications": [f.as_dict() for f in self.fabrications],
+            "summary_tokens": self.summary_tokens,
+            "section_tokens": {s.heading: s.tokens for s in self.sections},
+            "verdicts": [v.as_dict() for v in self.verdicts],
+        }
+
+
+def section_costs(summary: str, encoding: str = DEFAULT_ENCODING) -> list[SectionCost]:
+    """Tokens of each ``## `` section of a summary (text before the first heading apart)."""
+    starts = [(m.start(), m.group(1)) for m in _HEADING.finditer(summary or "")]
+    bounds = [(0, PREAMBLE)] + starts
+    out = []
+    for n, (start, heading) in enumerate(bounds):
+        end = bounds[n + 1][0] if n + 1 < len(bounds) else len(summary or "")
+        text = (summary or "")[start:end]
+        if text.strip():
+            out.append(SectionCost(heading, count_text(text, encoding)))
+    return out
+
+
+def evaluate(
+    span: Sequence[Message],
+    summary: str,
+    kept: Sequence[Message] = (),
+    *,
+    probes: Sequence[Probe] | None = None,
+    previous_summary: str | None = None,
+    encoding: str = DEFAULT_ENCODING,
+) -> Evaluation:
+    """Evaluate a summary of ``span`` restored with ``kept``: by ``probes`` when given (hand
+    keys), else by the probes derived from the span."""
+    asked = list(probes) if probes is not None else derive_probes(span)
+    context = ContextText(summary, kept)
+    return Evaluation(
+        verdicts=[answer(p, context) for p in asked],
+        fabrications=fabrications(summary, span, previous_summary=previous_summary, kept=kept),
+        sections=section_costs(summary, encoding),
+    )

@@ -1,0 +1,159 @@
+"""Precision of a summary: what it states that the history never contained (pure).
+
+Recall alone rewards a dump and cannot see an invented goal. A summary states paths, commands,
+error names and identifiers; each must occur in what it summarised (the span, the previous
+summary, the kept messages). One that occurs nowhere is a fabrication. A path counts as present
+when its basename is (a summary may shorten an absolute path); a command when its first words
+are (it may drop the flags).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..records import Message
+from .answers import message_text, normalise
+
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+_PATH = re.compile(
+    r"(?<![\w/.@-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w]|"
+    r"(?<![\w/.-])[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|mjs|md|json|jsonl|toml|yaml|yml|sql|sh|rs|go|"
+    r"java|rb|html|css|txt|cfg|ini|lock|c|h|cpp|hpp|kt|swift|php|xml)\b"
+)
+_CODE_SPAN = re.compile(r"`([^`\n]{2,200})`")
+_SHELL_LINE = re.compile(r"^\s*\$ (.{2,200})$", re.M)
+_PROGRAMS = frozenset(
+    [
+        "git",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "node",
+        "python",
+        "python3",
+        "pip",
+        "pip3",
+        "uv",
+        "pytest",
+        "ruff",
+        "mypy",
+        "cargo",
+        "go",
+        "make",
+        "docker",
+        "kubectl",
+        "bash",
+        "sh",
+        "zsh",
+        "ls",
+        "cd",
+        "rm",
+        "mv",
+        "cp",
+        "cat",
+        "grep",
+        "rg",
+        "sed",
+        "awk",
+        "find",
+        "curl",
+        "gh",
+        "erk",
+        "ctxtool",
+        "tsc",
+        "tsx",
+        "biome",
+        "jest",
+        "vitest",
+        "poetry",
+        "bundle",
+        "rake",
+        "rails",
+        "mvn",
+        "gradle",
+    ]
+)
+_ERROR_NAME = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+_IDENTIFIER = re.compile(
+    r"(?<![\w./-])(?:[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|"
+    r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Za-z]\w*(?:\.\w+)*\(\))(?![\w/-])"
+)
+
+
+@dataclass(frozen=True)
+class Fabrication:
+    kind: str  # path | command | error | identifier
+    text: str
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text}
+
+
+def stated_items(summary: str) -> list[Fabrication]:
+    """The checkable things a summary states: paths, commands, error names, identifiers."""
+    text = _URL.sub(" ", summary or "")
+    items: list[Fabrication] = []
+    commands = [c for c in _CODE_SPAN.findall(text) if _is_command(c)]
+    commands += [c for c in _SHELL_LINE.findall(text) if _is_command(c)]
+    items += [Fabrication("command", c.strip()) for c in commands]
+    for match in _PATH.findall(text):
+        path = match.rstrip(".")
+        if _is_path(path):
+            items.append(Fabrication("path", path))
+    items += [Fabrication("error", e) for e in _ERROR_NAME.findall(text)]
+    for ident in _IDENTIFIER.findall(text):
+        if not _ERROR_NAME.fullmatch(ident):
+            items.append(Fabrication("identifier", ident))
+    return list(dict.fromkeys(items))
+
+
+def _is_command(text: str) -> bool:
+    first = text.strip().split(" ", 1)[0]
+    return first in _PROGRAMS and " " in text.strip()
+
+
+def _is_path(path: str) -> bool:
+    """A path a summary states: with a file extension, rooted, or three segments deep (not
+    "and/or", "input/output")."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return (
+        "." in last.strip(".") or path.startswith(("/", "~", "./", "../")) or path.count("/") >= 2
+    )
+
+
+class SourceText:
+    """What a summary may state: the span, the previous summary, the kept messages."""
+
+    def __init__(self, messages: Iterable[Message], extra: Iterable[str | None] = ()):
+        parts = [message_text(m) for m in messages] + [e or "" for e in extra]
+        self.text = normalise("\n".join(parts))
+
+    def contains(self, item: Fabrication) -> bool:
+        text = normalise(item.text)
+        if text in self.text:
+            return True
+        if item.kind == "path":
+            base = text.rstrip("/").rsplit("/", 1)[-1]
+            return len(base) >= 3 and base in self.text
+        if item.kind == "command":
+            words = [w for w in text.split() if not w.startswith("-")]
+            return " ".join(words[:3]) in self.text
+        if item.kind == "identifier" and text.endswith("()"):
+            return text[:-2].rsplit(".", 1)[-1] in self.text
+        return False
+
+
+def fabrications(
+    summary: str,
+    span: Sequence[Message],
+    *,
+    previous_summary: str | None = None,
+    kept: Sequence[Message] = (),
+) -> list[Fabrication]:
+    """What the summary states that neither the span, the previous summary nor the kept
+    messages contain."""
+    source = SourceText(list(span) + list(kept), [previous_summary])
+    return [item for item in stated_items(summary) if not source.contains(item)]

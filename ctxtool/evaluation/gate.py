@@ -1,0 +1,88 @@
+"""The quality gate's rules (pure): does a summary meet the floor, and how much of the previous
+summary does the new one carry over.
+
+Carry-over compares normalised items: fence lines, blank lines, headings and continuation
+boilerplate are no items (a carried fence or "Please continue the conversation…" is not
+knowledge), list markers and emphasis are dropped, repeats counted once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..signals import BOILERPLATE
+from .answers import Verdict, normalise
+from .evaluate import Evaluation
+
+DEFAULT_MIN_QUALITY = 0.6
+ITEM_WORD_SHARE = 0.6  # of an item's significant words the new summary must hold
+
+
+class FloorCheck(NamedTuple):
+    ok: bool
+    missed: list[Verdict]
+
+
+def meets_floor(evaluation: Evaluation, min_quality: float = DEFAULT_MIN_QUALITY) -> FloorCheck:
+    """Whether a summary may be written: its score reaches ``min_quality`` (a span with no
+    summary-only probe has nothing to miss) and it states no fabrication. ``missed`` names
+    the probes to list in a revision request."""
+    score = evaluation.score
+    ok = (score is None or score >= min_quality) and not evaluation.fabrications
+    return FloorCheck(ok, evaluation.missed)
+
+
+# -- carry-over -----------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING_LINE = re.compile(r"^\s*(#{1,6}\s|[A-Z][\w /&-]{0,40}:\s*$|\*\*[^*]+\*\*:?\s*$)")
+_SCRATCHPAD = re.compile(r"<(analysis|thinking)>.*?</\1>", re.S | re.I)
+_MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|\[[ xX]\])+\s*")
+_WORD = re.compile(r"[a-z0-9_][a-z0-9_./-]{2,}")
+
+
+def normalised_items(summary: str | None) -> list[str]:
+    """The knowledge items of a summary, one per line, normalised and distinct."""
+    text = _SCRATCHPAD.sub("", summary or "")
+    items = []
+    for line in text.splitlines():
+        if not line.strip() or _FENCE.match(line) or _HEADING_LINE.match(line):
+            continue
+        line = BOILERPLATE.sub("", line)
+        item = normalise(_MARKER.sub("", line).replace("**", ""))
+        item = re.sub(r"^\[[ x]\]\s*", "", item)
+        if len(_WORD.findall(item)) >= 1 and item not in ("(none)", "none"):
+            items.append(item)
+    return list(dict.fromkeys(items))
+
+
+@dataclass(frozen=True)
+class CarryOver:
+    share: float | None  # None: the previous summary had no items
+    items: int
+    missing: tuple[str, ...]
+
+
+def carry_over(previous_summary: str | None, summary: str) -> CarryOver:
+    """How many of the previous summary's items the new summary still holds. An item is held
+    verbatim, or with every path, number and identifier of it and most of its other words."""
+    items = normalised_items(previous_summary)
+    text = normalise(summary)
+    words = set(_WORD.findall(text))
+    missing = tuple(i for i in items if not _held(i, text, words))
+    share = round(1 - len(missing) / len(items), 3) if items else None
+    return CarryOver(share, len(items), missing)
+
+
+def _held(item: str, text: str, words: set[str]) -> bool:
+    if item in text:
+        return True
+    mine = set(_WORD.findall(item))
+    if not mine:
+        return False
+    distinctive = {w for w in mine if any(c.isdigit() or c in "_./" for c in w)}
+    if not distinctive <= words:
+        return False
+    return len(mine & words) / len(mine) >= ITEM_WORD_SHARE

@@ -1,0 +1,349 @@
+"""Probes: the questions a continuing agent has about the history it no longer sees, each with
+an answer key (pure).
+
+A key is a list of groups; each group lists alternatives, one of which a context that answers
+correctly contains (case-insensitive, whitespace normalised). ``negated`` marks a prohibition:
+the context must state it as one ("never push to main" is not held by "push to main").
+``none_of`` lists phrases whose presence in the summary means the answer is wrong. The same
+shape as the hand-written keys in tests/answer_keys, so derived and hand keys are scored alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from ..records import Message
+from ..signals import COMMAND_TOOLS, Failure, Signals, signals_of
+
+
+class ProbeKind(str, Enum):
+    GOAL = "goal"
+    LATEST_REQUEST = "latest_request"
+    OPEN_TASKS = "open_tasks"
+    ERROR_FIX = "error_fix"
+    FILE_CHANGED = "file_changed"
+    INSTRUCTION = "instruction"
+    DECISION = "decision"
+    CURRENT_WORK = "current_work"
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    kind: ProbeKind
+    question: str
+    answer: str  # the reference answer, for people and for the LLM judge
+    all_of: tuple[tuple[str, ...], ...]
+    none_of: tuple[str, ...] = ()
+    negated: bool = False
+
+    def as_dict(self) -> dict:
+        out: dict = {
+            "id": self.id,
+            "kind": self.kind.value,
+            "question": self.question,
+            "answer": self.answer,
+            "all_of": [list(g) for g in self.all_of],
+        }
+        if self.none_of:
+            out["none_of"] = list(self.none_of)
+        if self.negated:
+            out["negated"] = True
+        return out
+
+
+class InvalidKey(ValueError):
+    """An answer key that is not in the key format."""
+
+
+def probe_from_dict(data: dict) -> Probe:
+    """One probe of a key file. A group is a list of alternatives, or an object holding one
+    with ``"negated": true`` (the probe is then a prohibition)."""
+    if not isinstance(data, dict):
+        raise InvalidKey("a probe is not an object")
+    try:
+        kind = ProbeKind(data.get("kind"))
+    except ValueError:
+        raise InvalidKey(f"probe {data.get('id')!r}: unknown kind {data.get('kind')!r}") from None
+    negated = bool(data.get("negated"))
+    groups = []
+    for group in data.get("all_of") or []:
+        if isinstance(group, dict):
+            negated = negated or bool(group.get("negated"))
+            group = next((v for v in group.values() if isinstance(v, list)), [])
+        if isinstance(group, str):
+            group = [group]
+        alternatives = tuple(str(a) for a in group if str(a).strip())
+        if alternatives:
+            groups.append(alternatives)
+    if not groups:
+        raise InvalidKey(f"probe {data.get('id')!r} has no answer key (all_of)")
+    return Probe(
+        id=str(data.get("id") or kind.value),
+        kind=kind,
+        question=str(data.get("question") or ""),
+        answer=str(data.get("answer") or ""),
+        all_of=tuple(groups),
+        none_of=tuple(str(n) for n in data.get("none_of") or ()),
+        negated=negated,
+    )
+
+
+# -- probes derived from the span's signals --------------------------------------------------------
+
+MAX_PROBES_PER_KIND = 6
+_PATH = re.compile(r"(?:[\w.@~+-]*/)+[\w.@+-]+|\b[\w-]+\.[a-z]{1,5}\b")
+_IDENTIFIER = re.compile(
+    r"(?<![\w-])(?:[A-Za-z_][\w]*(?:[_:][\w]+)+|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*|"
+    r"[a-z][a-z0-9]*(?:-[a-z0-9]+){1,}|[a-z]+\d+[a-z0-9]*|\d{2,}|#\d+)(?![\w-])"
+)
+_FILE_NAME = re.compile(r"[\w-]{3,}\.[a-z]{1,5}")
+_WORD = re.compile(r"[a-z][a-z']{4,}")
+STOPWORDS = frozenset(
+    [
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "along",
+        "also",
+        "although",
+        "among",
+        "another",
+        "anything",
+        "around",
+        "because",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "cannot",
+        "could",
+        "doesn",
+        "every",
+        "everything",
+        "first",
+        "found",
+        "going",
+        "great",
+        "having",
+        "here",
+        "into",
+        "itself",
+        "just",
+        "know",
+        "later",
+        "least",
+        "like",
+        "looks",
+        "make",
+        "maybe",
+        "might",
+        "more",
+        "most",
+        "much",
+        "need",
+        "needs",
+        "never",
+        "nothing",
+        "now",
+        "other",
+        "otherwise",
+        "ought",
+        "over",
+        "please",
+        "pretty",
+        "really",
+        "right",
+        "same",
+        "seems",
+        "should",
+        "since",
+        "some",
+        "something",
+        "still",
+        "such",
+        "sure",
+        "than",
+        "that",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "thing",
+        "things",
+        "think",
+        "this",
+        "those",
+        "though",
+        "through",
+        "today",
+        "under",
+        "until",
+        "using",
+        "very",
+        "want",
+        "wants",
+        "what",
+        "whatever",
+        "when",
+        "where",
+        "whether",
+        "which",
+        "while",
+        "will",
+        "with",
+        "within",
+        "without",
+        "would",
+        "yeah",
+        "your",
+        "alright",
+        "actually",
+        "basically",
+        "currently",
+        "already",
+        "because",
+        "instead",
+        "files",
+        "file",
+        "code",
+        "change",
+        "changes",
+        "create",
+        "update",
+        "remove",
+        "implement",
+        "implementation",
+    ]
+)
+
+
+def key_terms(text: str, limit: int = 3, prose: bool = True) -> list[tuple[str, ...]]:
+    """The most distinctive terms of a text as key groups: paths (a file's basename as an
+    alternative), identifiers and numbers first, then (``prose``) the longest uncommon words
+    (with a stem as an alternative, so "committing" also matches "commit")."""
+    groups: list[tuple[str, ...]] = []
+    seen: set[str] = set()
+
+    def add(group: tuple[str, ...]) -> None:
+        if group[0].lower() not in seen and len(groups) < limit:
+            seen.add(group[0].lower())
+            groups.append(group)
+
+    for path in _PATH.findall(text):
+        path = path.strip(".,:;()'\"`")
+        if ("/" in path and len(path) > 3) or _FILE_NAME.fullmatch(path):
+            base = path.rstrip("/").rsplit("/", 1)[-1]
+            add((path, base) if "." in base[1:] and base != path else (path,))
+    for ident in _IDENTIFIER.findall(text):
+        if ident.lower() not in seen and not any(ident in g[0] for g in groups):
+            add((ident,))
+    if not prose:
+        return groups
+    words = sorted(
+        {w.strip("'") for w in _WORD.findall(text.lower())} - STOPWORDS,
+        key=lambda w: (-len(w), w),
+    )
+    for word in words:
+        if any(word in g[0].lower() for g in groups):
+            continue
+        stem = word[: max(5, len(word) - 3)]
+        add((word, stem) if stem != word else (word,))
+    return groups
+
+
+def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> list[Probe]:
+    """The probes a span's signals answer: goal, latest request, open tasks, each failure,
+    each file changed, each instruction and decision (a few of each)."""
+    s = signals if signals is not None else signals_of(span)
+    probes: list[Probe] = []
+
+    def add(kind: ProbeKind, n: int, question: str, answer: str, groups, negated=False) -> None:
+        groups = list(dict.fromkeys(g for g in groups if g))
+        if groups:
+            probe_id = kind.value if n == 0 else f"{kind.value}_{n}"
+            probes.append(Probe(probe_id, kind, question, answer, tuple(groups), (), negated))
+
+    if s.goal:
+        g = s.goal
+        groups = (
+            [(g.command, g.command.lstrip("/"))]
+            + ([(g.arguments,)] if g.arguments else [])
+            + (key_terms(g.title, 1) if g.title else [])
+            if g.command
+            else key_terms(g.text)
+        )
+        add(ProbeKind.GOAL, 0, "What is the overall goal of this session?", g.text, groups)
+    if s.latest_request and s.latest_request.text != (s.goal.text if s.goal else None):
+        text = s.latest_request.text
+        add(ProbeKind.LATEST_REQUEST, 0, "What did the user ask for last?", text, key_terms(text))
+    for n, task in enumerate(s.open_tasks[:MAX_PROBES_PER_KIND], 1):
+        add(
+            ProbeKind.OPEN_TASKS,
+            n,
+            "Which tasks are still open?",
+            f"{task.content} ({task.status})",
+            key_terms(task.content, 2),
+        )
+    for n, f in enumerate(_distinct_failures(s)[:MAX_PROBES_PER_KIND], 1):
+        outcome = "fixed" if f.fixed else "not fixed"
+        add(
+            ProbeKind.ERROR_FIX,
+            n,
+            f"What went wrong when running `{f.command[:120]}`, and was it fixed?",
+            f"{f.error} ({outcome})",
+            _command_key(f) + key_terms(f.error, 1, prose=False),
+        )
+    for n, change in enumerate(s.files_changed[:MAX_PROBES_PER_KIND], 1):
+        base = change.path.rstrip("/").rsplit("/", 1)[-1]
+        add(
+            ProbeKind.FILE_CHANGED,
+            n,
+            f"Which file was changed for: {(change.request or 'the goal')[:200]}?",
+            change.path,
+            [(change.path, base)],
+        )
+    for n, st in enumerate(s.instructions[:MAX_PROBES_PER_KIND], 1):
+        add(
+            ProbeKind.INSTRUCTION,
+            n,
+            "What did the user instruct the agent to do or not to do?",
+            st.text,
+            key_terms(st.text, 2),
+            negated=st.prohibition,
+        )
+    for n, st in enumerate(s.decisions[:MAX_PROBES_PER_KIND], 1):
+        add(ProbeKind.DECISION, n, "What did the user decide?", st.text, key_terms(st.text, 2))
+    return probes
+
+
+def _command_key(failure: Failure) -> list[tuple[str, ...]]:
+    """A failed run as a key group: for a shell command the command proper (no ``cd DIR &&``
+    before it, no pipe or redirection after it) or its first three words; for another tool
+    the path it worked on."""
+    command = failure.command
+    if failure.tool.lower() not in COMMAND_TOOLS:
+        return key_terms(command, 1, prose=False)
+    core = re.split(r"\s*(?:&&|;)\s*", command)
+    core_text = next((c for c in reversed(core) if c and not c.startswith("cd ")), command)
+    core_text = re.split(r"\s+(?:\||2>&1|>)", core_text)[0].strip()
+    words = core_text.split()
+    short = " ".join(words[:3])
+    if len(words) <= 1:
+        return key_terms(command, 1)
+    return [(core_text, short) if short != core_text else (core_text,)]
+
+
+def _distinct_failures(s: Signals):
+    seen: dict[str, object] = {}
+    for f in s.failures:
+        seen.setdefault(f.command, f)
+    return list(seen.values())

@@ -1,0 +1,601 @@
+"""What a span of transcript messages says, read from its structure (pure; plain lists in).
+
+A continuing agent needs a few facts of the history it no longer sees: the goal, the latest
+request, the open tasks, what failed and whether it was fixed, which files changed for which
+request, the user's explicit instructions and decisions. They are read here from the records
+themselves (roles, ``is_meta`` flags, tool calls and their results), never from what a
+summarizer picked, so the evaluator that asks about them is independent of the summarizers.
+
+The transcript is data: slash-command expansions, AGENTS.md / CLAUDE.md blocks, system
+reminders, environment blocks, continuation notices and pasted logs are context, never requests;
+acknowledgements ("ok", "yo", "wow") are not requests either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .records import Message
+
+
+class UserText(Enum):
+    """What a user-role message is."""
+
+    REQUEST = "request"  # typed by the user, asks for something
+    COMMAND = "command"  # a slash command / skill invocation (<command-name>…)
+    CONTEXT = "context"  # injected by a runtime: instructions files, reminders, expansions
+    ACKNOWLEDGEMENT = "acknowledgement"  # "ok", "wow": no request in it
+
+
+# Roles and source roles a runtime writes for text the user never typed.
+_INJECTED_SOURCE_ROLES = frozenset(
+    {"developer", "system", "bashExecution", "custom", "hookMessage", "branch_summary"}
+)
+# Text a runtime injects as a user message, recognised by how it starts.
+_INJECTED_START = re.compile(
+    r"^\s*(<(system-reminder|environment_context|user_instructions|local-command-stdout|"
+    r"local-command-stderr|command-stdout|bash-input|bash-stdout|bash-stderr|user-prompt-submit-hook|"
+    r"INSTRUCTIONS|turn_aborted|user_shell_command)\b|"
+    r"# (AGENTS|CLAUDE)\.md\b|# AGENTS\.md instructions for|Caveat: |Base directory for this skill:|"
+    r"\[Request interrupted|This session is being continued from a previous conversation|"
+    r"The conversation history before this point was compacted|"
+    r"The conversation came back from another branch|"
+    r"Please continue the conversation from where we left)",
+    re.I,
+)
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.S)
+# Blocks inside a typed message that are not the user's words.
+_INJECTED_BLOCK = re.compile(
+    r"<(system-reminder|environment_context|user_instructions)>.*?</\1>", re.S | re.I
+)
+# Continuation boilerplate: Claude Code's notices around a carried summary.
+BOILERPLATE = re.compile(
+    r"(This session is being continued from a previous conversation[^\n]*|"
+    r"Please continue the conversation from where we left it off[^\n]*|"
+    r"The conversation history before this point was compacted[^\n]*|"
+    r"The conversation is summarized below:?|"
+    r"If you need specific details from before compaction[^\n]*|"
+    r"Continue with the last task that you were asked to work on\.?)",
+    re.I,
+)
+_ACKNOWLEDGEMENTS = frozenset(
+    [
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "yo",
+        "wow",
+        "thanks",
+        "thank",
+        "you",
+        "thx",
+        "ty",
+        "nice",
+        "cool",
+        "great",
+        "good",
+        "perfect",
+        "yes",
+        "yep",
+        "yeah",
+        "sure",
+        "lol",
+        "hm",
+        "hmm",
+        "awesome",
+        "amazing",
+        "neat",
+        "sweet",
+        "alright",
+        "right",
+        "indeed",
+        "fine",
+        "done",
+    ]
+)
+
+
+def _details(m: Message) -> dict:
+    return m.details if isinstance(m.details, dict) else {}
+
+
+def user_text_kind(m: Message) -> UserText | None:
+    """What a user-role message is (None for other roles and empty messages)."""
+    if m.role != "user" or not (m.content or "").strip():
+        return None
+    details = _details(m)
+    if details.get("is_meta") or details.get("source_role") in _INJECTED_SOURCE_ROLES:
+        return UserText.CONTEXT
+    text = m.content or ""
+    if _COMMAND_NAME.search(text) and text.lstrip().startswith("<command-"):
+        return UserText.COMMAND
+    if _INJECTED_START.match(text) or _is_pasted_log(text):
+        return UserText.CONTEXT
+    if is_acknowledgement(request_text(text)):
+        return UserText.ACKNOWLEDGEMENT
+    return UserText.REQUEST
+
+
+def is_request(m: Message) -> bool:
+    """A message the user typed that asks for something."""
+    return user_text_kind(m) is UserText.REQUEST
+
+
+def is_acknowledgement(text: str) -> bool:
+    """ "ok", "yo", "wow", "thanks!": words of assent or surprise and nothing else."""
+    words = re.findall(r"[a-z']+", text.lower())
+    return bool(words) and len(words) <= 3 and all(w in _ACKNOWLEDGEMENTS for w in words)
+
+
+def _is_pasted_log(text: str) -> bool:
+    """A message that is only a pasted JSON record or log, with no words of the user's."""
+    stripped = text.strip()
+    if stripped[:1] in "{[":
+        try:
+            json.loads(stripped)
+            return True
+        except ValueError:
+            pass
+    lines = [line for line in stripped.splitlines() if line.strip()]
+    if len(lines) < 4:
+        return False
+    logged = sum(bool(_LOG_LINE.match(line)) for line in lines)
+    return logged / len(lines) > 0.6
+
+
+_LOG_LINE = re.compile(
+    r"^\s*(\{.*\}|\[\d|\d{4}-\d\d-\d\d|\d\d:\d\d|at |File \"|Traceback|[A-Z]+\s*\||\$ |> )"
+)
+
+
+def request_text(text: str) -> str:
+    """The user's own words of a typed message: injected blocks removed, a pasted JSON record
+    after the words cut off (it is material, not the request)."""
+    text = _INJECTED_BLOCK.sub("", text or "")
+    paste = re.search(r"\n\s*\{\"", text)
+    if paste and paste.start() > 0:
+        text = text[: paste.start()]
+    return text.strip()
+
+
+# -- the signals ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """A real request, with the id of the message that made it."""
+
+    message_id: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the session is for: a slash command with its arguments and the plan or issue title
+    its expansion carried, or else the first real request."""
+
+    text: str
+    command: str | None = None
+    arguments: str | None = None
+    title: str | None = None
+    message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One entry of the agent's task list (TodoWrite, TaskCreate/TaskUpdate, update_plan)."""
+
+    id: str
+    content: str
+    status: str  # pending | in_progress | completed | deleted, as the tool said
+
+    @property
+    def open(self) -> bool:
+        return self.status not in ("completed", "done", "deleted", "cancelled")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A tool call or user shell command that failed, and what became of it."""
+
+    message_id: int | None  # the failed result
+    tool: str
+    command: str  # the command line, or tool + path for a non-command tool
+    error: str  # the line of the result that says what went wrong
+    fixed: bool = False  # a later run of the same command succeeded
+    fixed_by_message_id: int | None = None
+    changed_between: tuple[str, ...] = ()  # files modified between the failure and the fix
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file the agent modified, with the request it served."""
+
+    path: str
+    tool: str
+    message_id: int | None
+    request: str | None
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A sentence of the user's: an instruction or a decision."""
+
+    text: str
+    message_id: int | None
+    prohibition: bool = False
+
+
+@dataclass
+class Signals:
+    """Everything :func:`signals_of` reads from a span."""
+
+    goal: Goal | None = None
+    latest_request: Request | None = None
+    requests: list[Request] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    files_changed: list[FileChange] = field(default_factory=list)
+    instructions: list[Statement] = field(default_factory=list)
+    decisions: list[Statement] = field(default_factory=list)
+
+    @property
+    def open_tasks(self) -> list[Task]:
+        return [t for t in self.tasks if t.open]
+
+
+def signals_of(messages: Sequence[Message]) -> Signals:
+    """The signals of a span, in one pass over its messages (in id order)."""
+    requests = [Request(m.id, request_text(m.content or "")) for m in messages if is_request(m)]
+    requests = [r for r in requests if r.text]
+    instructions, decisions = [], []
+    for r in requests:
+        for sentence in _sentences(r.text):
+            if _is_question(sentence):
+                continue
+            if _PROHIBITION.search(sentence) or _RULE.search(sentence):
+                instructions.append(
+                    Statement(sentence, r.message_id, bool(_PROHIBITION.search(sentence)))
+                )
+            elif _DECISION.search(sentence):
+                decisions.append(Statement(sentence, r.message_id))
+    goal = _goal(messages, requests)
+    latest = requests[-1] if requests else None
+    if latest is None and goal is not None:
+        latest = Request(goal.message_id, goal.text)  # a command-driven run: the command asks
+    return Signals(
+        goal=goal,
+        latest_request=latest,
+        requests=requests,
+        tasks=_tasks(messages),
+        failures=_failures(messages),
+        files_changed=_files_changed(messages),
+        instructions=instructions,
+        decisions=decisions,
+    )
+
+
+# -- goal -----------------------------------------------------------------------------------------
+
+_TITLE_FIELD = re.compile(r'"(?:plan_|issue_|pr_)?title"\s*:\s*"([^"]{4,200})"')
+_HEADING = re.compile(r"^\s*(?:\d+→)?#\s+(.{4,200})$", re.M)
+
+
+def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
+    for i, m in enumerate(messages):
+        kind = user_text_kind(m)
+        if kind is UserText.REQUEST:
+            break
+        if kind is UserText.COMMAND:
+            text = m.content or ""
+            name = _COMMAND_NAME.search(text).group(1)  # type: ignore[union-attr]
+            args_match = _COMMAND_ARGS.search(text)
+            args = args_match.group(1) if args_match and args_match.group(1) else None
+            title = _title_after(messages[i + 1 :])
+            shown = " ".join(p for p in (name, args, f"({title})" if title else None) if p)
+            return Goal(shown, name, args, title, m.id)
+    if not requests:
+        return None
+    first = requests[0]
+    return Goal(first.text, message_id=first.message_id)
+
+
+def _title_after(messages: Sequence[Message]) -> str | None:
+    """The plan or issue title a command's expansion or its first results carry: a ``title``
+    field of a JSON result, else the first heading of a plan or issue file read."""
+    for m in messages:
+        if is_request(m):
+            return None
+        text = m.content or ""
+        found = _TITLE_FIELD.search(text)
+        if found:
+            return re.sub(r"^\[[^\]]+\]\s*", "", found.group(1))
+    for m in messages:
+        if is_request(m):
+            return None
+        if m.role == "tool":
+            heading = _HEADING.search(m.content or "")
+            if heading and not heading.group(1).startswith("/"):
+                return heading.group(1).strip()
+    return None
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+
+
+def _tasks(messages: Sequence[Message]) -> list[Task]:
+    """The task list at the end of the span: the last TodoWrite / update_plan replaces it,
+    TaskCreate adds and TaskUpdate changes one entry."""
+    tasks: dict[str, Task] = {}
+    results = _results_by_call(messages)
+    for m in messages:
+        for call in m.calls() if m.role == "assistant" else []:
+            name = call["function"]["name"] or ""
+            args = _arguments(call)
+            if name == "TodoWrite" and isinstance(args.get("todos"), list):
+                tasks = {}
+                for n, todo in enumerate(args["todos"], 1):
+                    if isinstance(todo, dict):
+                        task_id = str(todo.get("id") or n)
+                        tasks[task_id] = Task(
+                            task_id, str(todo.get("content") or ""), str(todo.get("status"))
+                        )
+            elif name == "update_plan" and isinstance(args.get("plan"), list):
+                tasks = {}
+                for n, step in enumerate(args["plan"], 1):
+                    if isinstance(step, dict):
+                        tasks[str(n)] = Task(
+                            str(n), str(step.get("step") or ""), str(step.get("status"))
+                        )
+            elif name == "TaskCreate":
+                result = results.get(call["id"])
+                numbered = re.search(r"#(\d+)", result.content or "") if result else None
+                task_id = numbered.group(1) if numbered else str(len(tasks) + 1)
+                content = str(args.get("subject") or args.get("description") or "")
+                tasks[task_id] = Task(task_id, content, "pending")
+            elif name == "TaskUpdate" and args.get("taskId") is not None:
+                task_id = str(args["taskId"])
+                old = tasks.get(task_id, Task(task_id, "", "pending"))
+                tasks[task_id] = Task(
+                    task_id,
+                    str(args.get("subject") or old.content),
+                    str(args.get("status") or old.status),
+                )
+    return list(tasks.values())
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+COMMAND_TOOLS = frozenset(
+    {"bash", "shell", "exec_command", "local_shell", "run_command", "run_terminal_cmd", "execute"}
+)
+_EXIT = re.compile(
+    r"(?:exit code:?|exited with code|process exited with code|\"exit_code\"\s*:)\s*(-?\d+)", re.I
+)
+# Lines that say what went wrong, the clearest first: a result's last line of the first kind
+# that has one is its error (a code listing that mentions "Error" is no error line).
+_ERROR_LINES = (
+    re.compile(
+        r"(^\s*(npm )?(error|fatal|panic)\b|\b\w*(Error|Exception):|^Traceback|\bFAILED\b|"
+        r"command not found|No such file|Cannot find|permission denied|haven't granted)",
+        re.I,
+    ),
+    re.compile(r"(\b\w*(Error|Exception)\b|\berror\b|not found|denied|failed|aborted)", re.I),
+)
+
+
+def _failures(messages: Sequence[Message]) -> list[Failure]:
+    calls = _calls_by_id(messages)
+    where = {c["id"]: i for i, m in enumerate(messages) if m.role == "assistant" for c in m.calls()}
+    # Every run: (index of its call, tool, command, result, failed).
+    runs: list[tuple[int, str, str, Message, bool]] = []
+    for i, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id in calls:
+            call = calls[m.tool_call_id]
+            tool = call["function"]["name"] or "?"
+            runs.append((where[m.tool_call_id], tool, _command_of(call), m, _failed(m, tool)))
+        elif m.role == "user" and _details(m).get("source_role") == "bashExecution":
+            command = (m.content or "").lstrip("$ ").split("\n", 1)[0].strip()
+            runs.append((i, "bash", command, m, _failed(m, "bash")))
+    changes = _changes_by_index(messages)
+    failures = []
+    for n, (i, tool, command, result, failed) in enumerate(runs):
+        if not failed:
+            continue
+        later = next(
+            (r for r in runs[n + 1 :] if r[2] == command and r[1] == tool and not r[4]), None
+        )
+        # What changed between the failure and the run that succeeded (that run excluded).
+        between = tuple(dict.fromkeys(p for j, p in changes if i < j < later[0])) if later else ()
+        failures.append(
+            Failure(
+                result.id,
+                tool,
+                command,
+                _error_line(result.content or ""),
+                fixed=later is not None,
+                fixed_by_message_id=later[3].id if later else None,
+                changed_between=between,
+            )
+        )
+    return failures
+
+
+def _failed(result: Message, tool: str) -> bool:
+    """Failed by the record's flags, or, for a command tool only, by the exit code it printed:
+    a Read whose text holds "exit code 1" succeeded."""
+    details = _details(result)
+    if details.get("is_error"):
+        return True
+    code = details.get("exit_code")
+    if isinstance(code, int):
+        return code != 0
+    if tool.lower() not in COMMAND_TOOLS:
+        return False
+    text = result.content or ""
+    found = _EXIT.search(text[:600]) or _EXIT.search(text[-600:])
+    return bool(found and found.group(1) != "0")
+
+
+def _error_line(text: str) -> str:
+    """The line that says what went wrong: the last error-looking line (errors come last)."""
+    text = _unwrap_output(text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for pattern in _ERROR_LINES:
+        errors = [line for line in lines if pattern.search(line)]
+        if errors:
+            return errors[-1][:300]
+    return lines[-1][:300] if lines else ""
+
+
+def _unwrap_output(text: str) -> str:
+    """Codex's ``{"output": …, "metadata": …}`` result as its output text."""
+    if text.startswith('{"output"'):
+        try:
+            value = json.loads(text)
+            if isinstance(value, dict) and isinstance(value.get("output"), str):
+                return value["output"]
+        except ValueError:
+            pass
+    return re.sub(r"</?tool_use_error>", "", text)
+
+
+def _command_of(call: dict) -> str:
+    """The command line a call ran, or its tool and path for a tool that runs none."""
+    args = _arguments(call)
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        command = " ".join(str(c) for c in command)
+    if isinstance(command, str) and command.strip():
+        return " ".join(command.split())
+    name = call["function"]["name"] or "?"
+    paths = _paths_of(call)
+    return f"{name} {paths[0]}" if paths else name
+
+
+# -- files ----------------------------------------------------------------------------------------
+
+_EDIT_TOOLS = frozenset(
+    {"edit", "write", "multiedit", "notebookedit", "create_file", "write_file", "edit_file"}
+)
+_EDITOR_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write"})
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
+_PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+)$", re.M)
+
+
+def _paths_of(call: dict) -> list[str]:
+    args = _arguments(call)
+    for key in ("file_path", "path", "notebook_path", "filename", "target_file"):
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return [value.strip()]
+    return []
+
+
+def modified_paths(call: dict) -> list[str]:
+    """The files a tool call writes (Edit/Write/MultiEdit, an editor's create/str_replace,
+    apply_patch), [] for a call that writes none."""
+    name = (call["function"]["name"] or "").lower()
+    raw = call["function"]["arguments"] or ""
+    if name == "apply_patch" or "*** Begin Patch" in raw[:200]:
+        args = _arguments(call)
+        patch = args.get("input") or args.get("patch") or raw
+        patch = patch if isinstance(patch, str) else raw
+        return list(
+            dict.fromkeys(
+                p.strip() for p in _PATCH_FILE.findall(patch) + _PATCH_MOVE.findall(patch)
+            )
+        )
+    if name in _EDIT_TOOLS:
+        return _paths_of(call)
+    if "edit" in name or "editor" in name:
+        command = _arguments(call).get("command")
+        if command in _EDITOR_COMMANDS:
+            return _paths_of(call)
+    return []
+
+
+def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
+    results = _results_by_call(messages)
+    latest: str | None = None
+    changes: dict[str, FileChange] = {}
+    for m in messages:
+        if is_request(m):
+            latest = request_text(m.content or "")
+        for call in m.calls() if m.role == "assistant" else []:
+            paths = modified_paths(call)
+            result = results.get(call["id"])
+            if not paths or (result is not None and _failed(result, call["function"]["name"])):
+                continue
+            for path in paths:
+                # The first request a file served says why it changed; later edits keep it.
+                changes.setdefault(
+                    path, FileChange(path, call["function"]["name"] or "?", m.id, latest)
+                )
+    return list(changes.values())
+
+
+def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
+    return [
+        (i, path)
+        for i, m in enumerate(messages)
+        if m.role == "assistant"
+        for call in m.calls()
+        for path in modified_paths(call)
+    ]
+
+
+# -- user statements ------------------------------------------------------------------------------
+
+_PROHIBITION = re.compile(
+    r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|\b(never|don'?t|do not|must not|"
+    r"mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing)\b)",
+    re.I,
+)
+_RULE = re.compile(r"\b(always|must|make sure|only|from now on|keep the|keep it)\b", re.I)
+_DECISION = re.compile(
+    r"(\b(let'?s (go with|use|keep|do)|we('ll| will) (use|go|keep)|go with|decided|"
+    r"we want|i prefer|we prefer|instead of|rather than)\b|\s(->|→)\s)",
+    re.I,
+)
+_QUESTION_START = re.compile(
+    r"^\s*(why|what|how|where|when|who|which|can|could|would|is|are|do|does|did|will|should|"
+    r"shall|isn'?t|aren'?t|won'?t|wouldn'?t|any)\b",
+    re.I,
+)
+
+
+def _sentences(text: str) -> list[str]:
+    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
+    return [" ".join(p.split()) for p in parts if len(p.split()) >= 2 or p.strip().endswith("!")]
+
+
+def _is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?") or bool(_QUESTION_START.match(sentence))
+
+
+# -- tool calls -----------------------------------------------------------------------------------
+
+
+def _arguments(call: dict) -> dict:
+    """A call's arguments as an object ({} when they are not a JSON object)."""
+    raw = call["function"]["arguments"]
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"input": raw}
+    return value if isinstance(value, dict) else {}
+
+
+def _calls_by_id(messages: Sequence[Message]) -> dict[str, dict]:
+    return {c["id"]: c for m in messages if m.role == "assistant" for c in m.calls() if c["id"]}
+
+
+def _results_by_call(messages: Sequence[Message]) -> dict[str, Message]:
+    return {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}

@@ -1,0 +1,266 @@
+"""ctxtool.evaluation on plain lists: probes, answers by key, fabrications, the gate's rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ctxtool.evaluation import (
+    ContextText,
+    InvalidKey,
+    ProbeKind,
+    answer,
+    carry_over,
+    derive_probes,
+    evaluate,
+    fabrications,
+    meets_floor,
+    probe_from_dict,
+    section_costs,
+)
+from ctxtool.evaluation.gate import normalised_items
+from ctxtool.records import Message
+from ctxtool.tokens import count_text
+
+from .test_signals import Span
+
+
+def probe(all_of, **kw):
+    return probe_from_dict(
+        {"id": "p", "kind": kw.pop("kind", "instruction"), "all_of": all_of, **kw}
+    )
+
+
+def test_a_probe_is_held_when_every_group_has_an_alternative():
+    p = probe([["plan-implement", "/erk:plan-implement"], ["8511"]], kind="goal")
+    assert answer(p, ContextText("Goal: run `/erk:plan-implement 8511`.")).held
+    missed = answer(p, ContextText("Goal: implement plan 8107."))
+    assert not missed.held
+    assert missed.missing == p.all_of
+    assert answer(p, ContextText("Goal: plan-implement 8107.")).missing == (("8511",),)
+
+
+def test_a_path_is_found_by_its_basename_and_whitespace_and_case_do_not_matter():
+    p = probe([["/home/runner/work/erk/src/erk/cli/push_session.py"]], kind="file_changed")
+    assert answer(p, ContextText("Files: `src/erk/cli/PUSH_SESSION.py` (new)")).held
+    assert not answer(p, ContextText("Files: push_session (new)")).held
+    phrase = probe([["meaningful   name"]])
+    assert answer(phrase, ContextText("use a Meaningful\nName for the dump")).held
+
+
+def test_a_prohibition_is_held_only_as_a_prohibition():
+    p = probe([["push directly to main"]], negated=True)
+    assert answer(p, ContextText("Never push directly to main.")).held
+    assert answer(p, ContextText("- Do not push directly to main")).held
+    assert not answer(p, ContextText("Next step: push directly to main.")).held
+    # A negation in an earlier sentence does not negate this one.
+    assert not answer(p, ContextText("Tests do not pass yet. Then push directly to main.")).held
+    # A key that states the negation itself is matched as written.
+    assert answer(
+        probe([["no deprecation alias"]], negated=True), ContextText("No deprecation alias!")
+    ).held
+    # A negated group given as an object in a hand key.
+    keyed = probe_from_dict(
+        {"id": "x", "kind": "instruction", "all_of": [{"any_of": ["commit"], "negated": True}]}
+    )
+    assert keyed.negated
+    assert not answer(keyed, ContextText("commit everything")).held
+
+
+def test_none_of_in_the_summary_contradicts_the_answer():
+    p = probe([["codex_log_viewer"]], kind="goal", none_of=["PostgreSQL"])
+    assert answer(p, ContextText("Goal: codex_log_viewer in the browser")).held
+    wrong = answer(p, ContextText("Goal: codex_log_viewer on PostgreSQL"))
+    assert not wrong.held and wrong.contradicted == ("PostgreSQL",)
+
+
+def test_where_a_probe_was_found_and_whether_only_the_summary_answers_it():
+    kept = [Message(41, 1, "user", "rename native_viewer to codex_log_viewer")]
+    p = probe([["codex_log_viewer"]])
+    in_summary = answer(p, ContextText("Latest request: rename to codex_log_viewer", kept))
+    assert in_summary.where == ("summary",) and in_summary.in_kept
+    assert not in_summary.summary_only
+    in_message = answer(p, ContextText("Goal: a viewer", kept))
+    assert in_message.held and in_message.where == ("message 41",)
+    tool_call = Message(
+        42,
+        1,
+        "assistant",
+        None,
+        tool_calls=[
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "Edit", "arguments": '{"file_path": "/r/x.py"}'},
+            }
+        ],
+    )
+    assert answer(probe([["x.py"]]), ContextText("", [tool_call])).where == ("message 42",)
+
+
+def test_invalid_keys_are_refused():
+    with pytest.raises(InvalidKey, match="unknown kind"):
+        probe_from_dict({"id": "a", "kind": "mood", "all_of": [["x"]]})
+    with pytest.raises(InvalidKey, match="no answer key"):
+        probe_from_dict({"id": "a", "kind": "goal", "all_of": []})
+
+
+def coding_span() -> Span:
+    s = Span()
+    s.user("# AGENTS.md instructions for /repo\n\nUse us-<id> prefixes.")
+    s.user("Port the renderer in render_jsonl.py to JavaScript as codex_log_viewer.js")
+    s.call("shell", "SyntaxError: invalid syntax\nexit code: 1", command="python3 render_jsonl.py")
+    s.call(
+        "apply_patch",
+        "Success.",
+        raw="*** Begin Patch\n*** Update File: /repo/render_jsonl.py\n*** End Patch",
+    )
+    s.call("shell", "ok\nexit code: 0", command="python3 render_jsonl.py")
+    s.call("Write", "File created", file_path="/repo/codex_log_viewer.js", content="x")
+    s.user("never commit the session dumps! Extract the css into viewer.css")
+    s.call("Write", "File created", file_path="/repo/viewer.css", content="x")
+    return s
+
+
+def test_derived_probes_cover_the_span():
+    probes = derive_probes(coding_span().messages)
+    kinds = {p.kind for p in probes}
+    assert {
+        ProbeKind.GOAL,
+        ProbeKind.LATEST_REQUEST,
+        ProbeKind.ERROR_FIX,
+        ProbeKind.FILE_CHANGED,
+        ProbeKind.INSTRUCTION,
+    } <= kinds
+    by_id = {p.id: p for p in probes}
+    assert by_id["goal"].all_of[0] == ("render_jsonl.py",)
+    assert by_id["error_fix_1"].all_of[0] == ("python3 render_jsonl.py",)
+    assert by_id["error_fix_1"].answer.endswith("(fixed)")
+    instruction = next(p for p in probes if p.kind is ProbeKind.INSTRUCTION)
+    assert instruction.negated and instruction.all_of == (("session", "sessi"), ("commit", "commi"))
+    # Nothing of the AGENTS.md block became a probe.
+    assert not any("us-<id>" in a for p in probes for g in p.all_of for a in g)
+
+
+GOOD = """## Goal
+Port render_jsonl.py to JavaScript as codex_log_viewer.js.
+
+## Latest request
+"never commit the session dumps! Extract the css into viewer.css"
+
+## Errors and fixes
+- `python3 render_jsonl.py` failed with SyntaxError; fixed in render_jsonl.py, the rerun passed.
+
+## Files changed
+- /repo/codex_log_viewer.js: the port
+- /repo/viewer.css: css extracted
+
+## Constraints
+- Never commit the session dumps.
+"""
+FABRICATED = (
+    "Goal: migrate the storage layer to PostgreSQL. Next steps: delete the tests directory "
+    "and push to main.\n/repo/render_jsonl.py\n/repo/codex_log_viewer.js\n/repo/viewer.css\n"
+    "SyntaxError: invalid syntax\nRun `pytest tests/test_storage.py` and fix "
+    "src/storage/postgres_backend.py"
+)
+
+
+def test_a_good_summary_scores_high_a_dump_low_and_a_fabrication_is_flagged():
+    span = coding_span().messages
+    good = evaluate(span, GOOD)
+    assert good.score == 1.0 and good.fabrications == []
+    assert meets_floor(good, 0.6).ok
+    dump = evaluate(
+        span,
+        "/repo/render_jsonl.py\n/repo/codex_log_viewer.js\n/repo/viewer.css\nSyntaxError: invalid syntax",
+    )
+    assert dump.score is not None and dump.score < 0.6
+    ok, missed = meets_floor(dump, 0.6)
+    assert not ok and {v.probe.kind for v in missed} >= {ProbeKind.INSTRUCTION}
+    fabricated = evaluate(span, FABRICATED)
+    assert {(f.kind, f.text) for f in fabricated.fabrications} == {
+        ("identifier", "PostgreSQL"),
+        ("command", "pytest tests/test_storage.py"),
+        ("path", "tests/test_storage.py"),
+        ("path", "src/storage/postgres_backend.py"),
+    }
+    assert not meets_floor(fabricated, 0.0).ok
+
+
+def test_probes_the_kept_messages_answer_do_not_count():
+    s = coding_span()
+    span, kept = s.messages[:-2], s.messages[-2:]
+    evaluation = evaluate(
+        span, "## Goal\nPort render_jsonl.py", kept, probes=derive_probes(s.messages)
+    )
+    kept_only = [v for v in evaluation.verdicts if not v.summary_only]
+    assert kept_only and all(v.where[0].startswith("message ") for v in kept_only)
+    assert all(v.summary_only for v in evaluation.missed)
+
+
+def test_fabrications_accept_shortened_paths_and_commands_without_flags():
+    span = coding_span().messages
+    assert fabrications("Ran `python3 render_jsonl.py --verbose` on render_jsonl.py", span) == []
+    assert fabrications("Edited repo/codex_log_viewer.js", span) == []
+    assert [f.text for f in fabrications("Edited lib/other.js", span)] == ["lib/other.js"]
+    assert fabrications("Fixed it", span, previous_summary="x") == []
+    assert [f.text for f in fabrications("see docs/notes.md", span)] == ["docs/notes.md"]
+    assert fabrications("see docs/notes.md", span, previous_summary="docs/notes.md") == []
+
+
+def test_each_section_costs_its_tokens():
+    costs = section_costs(GOOD)
+    assert [c.heading for c in costs] == [
+        "Goal",
+        "Latest request",
+        "Errors and fixes",
+        "Files changed",
+        "Constraints",
+    ]
+    assert sum(c.tokens for c in costs) == count_text(GOOD)
+    assert section_costs("intro\n## A\nx")[0].heading == "(before the first heading)"
+
+
+def test_evaluation_as_dict_carries_the_figures():
+    d = evaluate(coding_span().messages, GOOD).as_dict()
+    assert d["score"] == 1.0 and d["missed"] == [] and d["fabrications"] == []
+    assert d["summary_tokens"] == count_text(GOOD)
+    assert d["verdicts"][0]["where"] == ["summary"]
+
+
+def test_carry_over_is_measured_on_normalised_items():
+    previous = """This session is being continued from a previous conversation that ran out of context.
+<analysis>scratch thoughts about push_session.py</analysis>
+## Goal
+```
+```
+- **Implement** plan 8511 for push_session.py
+
+- [x] Phase 1: push-session command
+Please continue the conversation from where we left it off without asking the user any further questions.
+"""
+    assert normalised_items(previous) == [
+        "implement plan 8511 for push_session.py",
+        "phase 1: push-session command",
+    ]
+    kept = carry_over(
+        previous, "Goal: implement plan 8511 (push_session.py). Done: Phase 1 push-session command."
+    )
+    assert kept.share == 1.0 and kept.missing == ()
+    lost = carry_over(previous, "Goal: implement plan 8107 for push_session.py.")
+    assert lost.share == 0.0 and len(lost.missing) == 2
+    assert carry_over(None, "x").share is None
+
+
+def test_the_pure_modules_import_no_store_database_or_summarizer():
+    code = (
+        "import sys, ctxtool.signals, ctxtool.evaluation\n"
+        "bad = [m for m in sys.modules if m.startswith(('sqlalchemy', 'pymysql', 'openai', "
+        "'ctxtool.store', 'ctxtool.db', 'ctxtool.compaction', 'ctxtool.quality'))]\n"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
