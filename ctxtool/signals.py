@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from .records import Message
@@ -47,6 +47,9 @@ _INJECTED_START = re.compile(
     r"Please continue the conversation from where we left)",
     re.I,
 )
+# A slash command typed into a runtime's prompt ("/mode", "/model gpt-5"): it drives the UI,
+# it asks the agent for nothing.
+_UI_COMMAND = re.compile(r"^\s*/[a-z][\w:.-]*(\s+\S+)?\s*$", re.I)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.S)
 # Blocks inside a typed message that are not the user's words.
@@ -115,7 +118,7 @@ def user_text_kind(m: Message) -> UserText | None:
     text = m.content or ""
     if _COMMAND_NAME.search(text) and text.lstrip().startswith("<command-"):
         return UserText.COMMAND
-    if _INJECTED_START.match(text) or _is_pasted_log(text):
+    if _INJECTED_START.match(text) or _UI_COMMAND.match(text) or _is_pasted_log(text):
         return UserText.CONTEXT
     if is_acknowledgement(request_text(text)):
         return UserText.ACKNOWLEDGEMENT
@@ -232,6 +235,16 @@ class Statement:
     prohibition: bool = False
 
 
+@dataclass(frozen=True)
+class CurrentWork:
+    """What the agent was doing at the end of the span: its last statement and its last
+    tool call (a command, or a tool and the path it worked on)."""
+
+    statement: str | None
+    last_action: str | None
+    message_id: int | None
+
+
 @dataclass
 class Signals:
     """Everything :func:`signals_of` reads from a span."""
@@ -244,6 +257,7 @@ class Signals:
     files_changed: list[FileChange] = field(default_factory=list)
     instructions: list[Statement] = field(default_factory=list)
     decisions: list[Statement] = field(default_factory=list)
+    current_work: CurrentWork | None = None
 
     @property
     def open_tasks(self) -> list[Task]:
@@ -275,10 +289,28 @@ def signals_of(messages: Sequence[Message]) -> Signals:
         requests=requests,
         tasks=_tasks(messages),
         failures=_failures(messages),
-        files_changed=_files_changed(messages),
+        files_changed=[
+            c if c.request or goal is None else replace(c, request=goal.text)
+            for c in _files_changed(messages)
+        ],
         instructions=instructions,
         decisions=decisions,
+        current_work=_current_work(messages),
     )
+
+
+def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
+    said = next(
+        (m for m in reversed(messages) if m.role == "assistant" and (m.content or "").strip()),
+        None,
+    )
+    acted = next((m for m in reversed(messages) if m.role == "assistant" and m.calls()), None)
+    if said is None and acted is None:
+        return None
+    statement = " ".join((said.content or "").split())[:500] if said else None
+    action = _command_of(acted.calls()[-1]) if acted else None
+    latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)
+    return CurrentWork(statement, action, latest.id)
 
 
 # -- goal -----------------------------------------------------------------------------------------
@@ -298,12 +330,26 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
             args_match = _COMMAND_ARGS.search(text)
             args = args_match.group(1) if args_match and args_match.group(1) else None
             title = _title_after(messages[i + 1 :])
+            purpose = _expansion_purpose(messages[i + 1 : i + 3])
             shown = " ".join(p for p in (name, args, f"({title})" if title else None) if p)
+            if purpose:
+                shown = f"{shown}: {purpose}"
             return Goal(shown, name, args, title, m.id)
     if not requests:
         return None
     first = requests[0]
     return Goal(first.text, message_id=first.message_id)
+
+
+def _expansion_purpose(messages: Sequence[Message]) -> str | None:
+    """The first sentence of the text a command expanded to (what the command is for)."""
+    for m in messages:
+        if m.role == "user" and _details(m).get("is_meta"):
+            for line in (m.content or "").splitlines():
+                line = line.strip()
+                if line and not line.startswith(("#", "<", "/")):
+                    return re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0][:300]
+    return None
 
 
 def _title_after(messages: Sequence[Message]) -> str | None:

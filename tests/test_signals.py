@@ -250,3 +250,26 @@ def test_is_request_on_other_roles():
     assert not is_request(s.add("assistant", "please do it"))
     assert not is_request(s.add("tool", "please do it", tool_call_id="x"))
     assert not is_request(s.user("   "))
+
+
+def test_current_work_is_the_last_statement_and_the_last_action():
+    s = Span()
+    s.user("fix the login bug")
+    s.add("assistant", "The session cookie expires too early; I am changing its max age.")
+    s.call("Edit", "ok", file_path="/repo/auth/cookies.py", old_string="60", new_string="3600")
+    work = signals_of(s.messages).current_work
+    assert work.statement == "The session cookie expires too early; I am changing its max age."
+    assert work.last_action == "Edit /repo/auth/cookies.py"
+    assert signals_of([]).current_work is None
+
+
+def test_files_changed_by_a_command_driven_run_serve_the_command():
+    s = Span()
+    s.user("<command-name>/init</command-name>")
+    s.user("Please analyze this codebase and create a CLAUDE.md file.", is_meta=True)
+    s.call("Write", "File created", file_path="/repo/CLAUDE.md", content="# CLAUDE.md")
+    signals = signals_of(s.messages)
+    assert signals.goal.text == "/init: Please analyze this codebase and create a CLAUDE.md file."
+    assert [c.request for c in signals.files_changed] == [signals.goal.text]
+    # A command typed into a runtime's prompt drives the UI: no request, no goal.
+    assert user_text_kind(Span().user("/mode")) is UserText.CONTEXT

@@ -248,6 +248,10 @@ def key_terms(text: str, limit: int = 3, prose: bool = True) -> list[tuple[str, 
             add((ident,))
     if not prose:
         return groups
+    if not groups and not any(w not in STOPWORDS for w in _WORD.findall(text.lower())):
+        # Only common words ("List the files"): the words themselves are the key.
+        phrase = " ".join(text.split()[:8]).strip(" .!")
+        return [(phrase,)] if phrase else []
     words = sorted(
         {w.strip("'") for w in _WORD.findall(text.lower())} - STOPWORDS,
         key=lambda w: (-len(w), w),
@@ -282,7 +286,7 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             else key_terms(g.text)
         )
         add(ProbeKind.GOAL, 0, "What is the overall goal of this session?", g.text, groups)
-    if s.latest_request and s.latest_request.text != (s.goal.text if s.goal else None):
+    if s.latest_request:
         text = s.latest_request.text
         add(ProbeKind.LATEST_REQUEST, 0, "What did the user ask for last?", text, key_terms(text))
     for n, task in enumerate(s.open_tasks[:MAX_PROBES_PER_KIND], 1):
@@ -308,8 +312,18 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             ProbeKind.FILE_CHANGED,
             n,
             f"Which file was changed for: {(change.request or 'the goal')[:200]}?",
-            change.path,
+            f"{change.path} (for: {change.request or 'the goal'})",
             [(change.path, base)],
+        )
+    if s.current_work:
+        work = s.current_work
+        text = " — ".join(t for t in (work.statement, work.last_action) if t)
+        add(
+            ProbeKind.CURRENT_WORK,
+            0,
+            "What was the agent doing when the span ends?",
+            text,
+            key_terms(work.last_action or "", 1, prose=False) + key_terms(work.statement or "", 2),
         )
     for n, st in enumerate(s.instructions[:MAX_PROBES_PER_KIND], 1):
         add(

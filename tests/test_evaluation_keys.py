@@ -1,0 +1,228 @@
+"""The evaluator against the hand-written answer keys (tests/answer_keys): calibrated on real
+transcripts. Each keyed span is imported into a SQLite store through ``ctxtool.importer`` and
+read back; then (a) the transcript's own agent summary scores high on the hand keys, (b) a dump
+of every path and error string of the span scores low, (c) a fabricated summary is flagged and
+scores low, (d) the probes derived from the span agree with the hand keys (rate per kind).
+
+Every threshold is below, in one place. Nothing here is a recorded result: the figures are
+computed from the transcripts and the keys on every run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ctxtool.db import create_engine
+from ctxtool.evaluation import (
+    ContextText,
+    Evaluation,
+    Probe,
+    ProbeKind,
+    answer,
+    derive_probes,
+    evaluate,
+    probe_from_dict,
+)
+from ctxtool.importer import Importer
+from ctxtool.migrate import Migrator
+from ctxtool.records import Compaction, Message
+from ctxtool.signals import modified_paths, signals_of
+from ctxtool.store import Store
+
+from .conftest import TRANSCRIPTS
+
+KEYS_DIR = Path(__file__).parent / "answer_keys"
+KEY_FILES = sorted(KEYS_DIR.glob("*.json"))
+
+# -- calibration thresholds (the one place) ------------------------------------------------------
+AGENT_SUMMARY_MIN_SCORE = 0.6  # (a) a runtime's own summary of the span, on the hand keys
+AGENT_SUMMARY_MIN_MEAN = 0.7  # (a) the mean over all keyed spans with one
+DUMP_MAX_SCORE = 0.35  # (b) every path and error string of the span
+FABRICATED_MAX_SCORE = 0.35  # (c) an invented goal and next steps plus that dump
+MIN_SCORED_PROBES = 3  # spans with fewer summary-only hand probes say little about a summary
+# A runtime summary shorter than this is a fixture's placeholder ("[trimmed for fixture]",
+# "[REDACTED_MESSAGE len=0]"): there is nothing in it to calibrate on.
+MIN_AGENT_SUMMARY_TOKENS = 40
+AGREEMENT_MIN = {ProbeKind.GOAL: 0.6, ProbeKind.LATEST_REQUEST: 0.5}  # (d)
+
+FABRICATED_SUMMARY = (
+    "Goal: migrate the storage layer to PostgreSQL. Next steps: delete the tests directory "
+    "and push to main."
+)
+
+
+@dataclass
+class KeyedSpan:
+    name: str
+    key: dict
+    probes: list[Probe]
+    messages: list[Message]  # the keyed span, as the store holds it
+    checkpoint: Compaction | None  # the transcript's own summary of the span, when keyed
+    cut: int  # index in ``messages`` of the first message the checkpoint keeps
+
+    @property
+    def summarised(self) -> list[Message]:
+        return self.messages[: self.cut]
+
+    @property
+    def kept(self) -> list[Message]:
+        return self.messages[self.cut :]
+
+    def evaluate(self, summary: str) -> Evaluation:
+        return evaluate(self.summarised, summary, self.kept, probes=self.probes)
+
+
+def _import_prefix(key: dict, directory: Path, through: int, name: str) -> Store:
+    """The first ``through`` lines (or trajectory entries) of the key's transcript, imported
+    into a fresh SQLite store."""
+    source = TRANSCRIPTS / key["transcript"]
+    target = directory / f"{name}{source.suffix}"
+    if key["transcript"].endswith(".traj"):
+        data = json.loads(source.read_text(encoding="utf-8"))
+        data["history"] = data["history"][:through]
+        target.write_text(json.dumps(data), encoding="utf-8")
+    else:
+        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+        target.write_text("".join(lines[:through]), encoding="utf-8")
+    engine = create_engine(f"sqlite:///{directory / name}.db")
+    Migrator(engine).up()
+    [result] = Importer(engine, fmt=key["format"]).import_paths([str(target)])
+    assert result.error is None, result.error
+    return Store(engine)
+
+
+def _only_session(store: Store) -> int:
+    [session_id] = store.session_ids()
+    return session_id
+
+
+def load_keyed_span(path: Path, directory: Path) -> KeyedSpan:
+    key = json.loads(path.read_text(encoding="utf-8"))
+    through = key.get("through_line") or key["through_message"]
+    store = _import_prefix(key, directory, through, "span")
+    messages = store.messages(_only_session(store))
+    checkpoint, cut = None, len(messages)
+    if key.get("agent_summary_line"):
+        # A runtime's checkpoint is stored once the message it keeps first is read: import the
+        # whole transcript and take the first checkpoint the span itself does not hold.
+        full = _import_prefix(key, directory, 10**9, "full")
+        session_id = _only_session(full)
+        held = len(store.compactions(_only_session(store)))
+        checkpoint = full.compactions(session_id)[held]
+        first_kept = next(
+            m for m in full.messages(session_id) if m.id == checkpoint.first_kept_message_id
+        )
+        cut = next((i for i, m in enumerate(messages) if m.source_id == first_kept.source_id), cut)
+    probes = [probe_from_dict(p) for p in key["probes"]]
+    return KeyedSpan(path.stem, key, probes, messages, checkpoint, cut)
+
+
+@pytest.fixture(scope="module")
+def keyed_spans(tmp_path_factory) -> list[KeyedSpan]:
+    return [load_keyed_span(path, tmp_path_factory.mktemp(path.stem[:40])) for path in KEY_FILES]
+
+
+def path_and_error_dump(messages: list[Message]) -> str:
+    """Every path the span's tool calls name and every error string of its failures."""
+    paths: dict[str, None] = {}
+    for m in messages:
+        for call in m.calls():
+            try:
+                args = json.loads(call["function"]["arguments"] or "{}")
+            except ValueError:
+                args = {}
+            named = (
+                [args.get(k) for k in ("file_path", "path", "notebook_path")]
+                if isinstance(args, dict)
+                else []
+            )
+            for p in [*named, *modified_paths(call)]:
+                if isinstance(p, str) and p:
+                    paths[p] = None
+    errors = dict.fromkeys(f.error for f in signals_of(messages).failures if f.error)
+    return "\n".join(["Files:", *paths, "Errors:", *errors])
+
+
+def test_there_are_keys_for_at_least_eight_transcripts():
+    transcripts = {json.loads(p.read_text(encoding="utf-8"))["transcript"] for p in KEY_FILES}
+    assert len(transcripts) >= 8
+
+
+def test_a_runtimes_own_summary_scores_high_on_the_hand_keys(keyed_spans):
+    scored = {}
+    for span in keyed_spans:
+        if span.checkpoint is None:
+            continue
+        evaluation = span.evaluate(span.checkpoint.summary)
+        if (
+            evaluation.summary_tokens < MIN_AGENT_SUMMARY_TOKENS
+            or len(evaluation.summary_only) < MIN_SCORED_PROBES
+        ):
+            continue
+        scored[span.name] = evaluation.score
+        missed = [v.probe.id for v in evaluation.missed]
+        assert evaluation.score >= AGENT_SUMMARY_MIN_SCORE, (span.name, evaluation.score, missed)
+    print("\nagent summaries:", scored)
+    assert scored, "no keyed span has an agent summary to calibrate on"
+    assert sum(scored.values()) / len(scored) >= AGENT_SUMMARY_MIN_MEAN
+
+
+def test_a_dump_of_paths_and_errors_scores_low(keyed_spans):
+    scores = {}
+    for span in keyed_spans:
+        evaluation = span.evaluate(path_and_error_dump(span.summarised))
+        if len(evaluation.summary_only) < MIN_SCORED_PROBES:
+            continue
+        scores[span.name] = evaluation.score
+        assert evaluation.score <= DUMP_MAX_SCORE, (span.name, evaluation.score)
+    print("\npath-and-error dumps:", scores)
+    assert len(scores) >= 5
+
+
+def test_a_fabricated_summary_is_flagged_and_scores_low(keyed_spans):
+    for span in keyed_spans:
+        summary = FABRICATED_SUMMARY + "\n\n" + path_and_error_dump(span.summarised)
+        evaluation = span.evaluate(summary)
+        assert evaluation.fabrications, span.name
+        assert "postgresql" in {f.text.lower() for f in evaluation.fabrications}, span.name
+        if len(evaluation.summary_only) >= MIN_SCORED_PROBES:
+            assert evaluation.score <= FABRICATED_MAX_SCORE, (span.name, evaluation.score)
+
+
+def test_a_runtimes_own_summary_states_no_fabrication_of_consequence(keyed_spans):
+    """The agent summaries are real: what they state is in the span (a few identifiers the
+    agent coined are tolerated, an invented path or command is not)."""
+    for span in keyed_spans:
+        if span.checkpoint is None:
+            continue
+        evaluation = span.evaluate(span.checkpoint.summary)
+        invented = [f for f in evaluation.fabrications if f.kind in ("path", "command")]
+        assert invented == [], (span.name, invented)
+
+
+def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
+    """Per kind: how many hand probes a derived probe of the same kind answers (its reference
+    answer holds the hand key), of how many hand probes."""
+    out: dict[ProbeKind, list[int]] = {}
+    for span in spans:
+        derived = derive_probes(span.messages)
+        for hand in span.probes:
+            same = [d for d in derived if d.kind is hand.kind]
+            counts = out.setdefault(hand.kind, [0, 0])
+            counts[1] += 1
+            counts[0] += any(answer(hand, ContextText(d.answer)).held for d in same)
+    return {k: (held, total) for k, (held, total) in out.items()}
+
+
+def test_derived_probes_agree_with_the_hand_keys(keyed_spans):
+    rates = agreement(keyed_spans)
+    print("\nagreement of derived probes with hand keys, per kind:")
+    for kind, (held, total) in sorted(rates.items(), key=lambda kv: kv[0].value):
+        print(f"  {kind.value:15} {held}/{total}")
+    for kind, minimum in AGREEMENT_MIN.items():
+        held, total = rates[kind]
+        assert held / total >= minimum, (kind.value, held, total)
