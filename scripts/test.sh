@@ -31,6 +31,15 @@ if ! command -v mariadb >/dev/null 2>&1 || ! command -v mariadb-binlog >/dev/nul
         || { apt-get update -qq && apt-get install -y -qq mariadb-client mariadb-server-core >/dev/null; }
 fi
 
+# The tests marked galera start a 3-node Galera cluster of their own (scripts/cluster.sh):
+# the galera-4 provider, and rsync for a joining node's state transfer.
+if [ ! -r /usr/lib/galera/libgalera_smm.so ] || ! command -v rsync >/dev/null 2>&1; then
+    echo "installing galera-4 and rsync ..."
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq galera-4 rsync >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq galera-4 rsync >/dev/null; }
+fi
+
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
 
 mysql_up() {

@@ -4,17 +4,22 @@ descriptions, and database errors as one line. Nothing outside this package name
 from .dialects import Dialect, dialect_of
 from .engine import create_engine, read_connection
 from .errors import describe_db_error
+from .retry import DEFAULT_POLICY, RetryPolicy, retry_transaction, server_given_up
 from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
 
 __all__ = [
+    "DEFAULT_POLICY",
     "DEFAULT_URL",
     "URL_ENV",
     "Dialect",
+    "RetryPolicy",
     "create_engine",
     "describe_db_error",
     "dialect_of",
     "mask_url",
     "read_connection",
     "resolve_url",
+    "retry_transaction",
     "scrub",
+    "server_given_up",
 ]

@@ -22,6 +22,9 @@ from .prepared import CannotPrepare, Execution, PreparedInsert, pack_rows
 from .stored_time import sqlite_time_compare
 
 MIGRATION_LOCK_TIMEOUT_S = 60
+# Why a failed transaction is worth running again (``Dialect.transient``, ``db.retry``): it
+# lost a race with another writer, or the server was out of reach for a moment.
+CONFLICT, UNREACHABLE = "conflict", "unreachable"
 # A MEDIUMTEXT holds 16 MiB - 1 bytes: the largest message text the MySQL schema stores.
 MEDIUMTEXT_BYTES = 16 * 1024 * 1024 - 1
 STATEMENT_OVERHEAD = 64 * 1024  # room for the statement around one row's text
@@ -98,6 +101,11 @@ class Dialect:
     def is_write_conflict(self, exc: SQLAlchemyError) -> bool:
         """A duplicate key or a deadlock with a concurrent writer: worth a retry."""
         return isinstance(exc, IntegrityError)
+
+    def transient(self, exc: SQLAlchemyError) -> str | None:
+        """CONFLICT, UNREACHABLE, or None when running the transaction again would fail the
+        same way. SQLite: None (its writers already queue on the busy timeout)."""
+        return None
 
     def time_compare(
         self,
@@ -354,6 +362,16 @@ class MySQL(Dialect):
     # gone, means the whole statement took effect.
     EXISTS = {1050, 1060, 1061, 1091, 1826}
     COUNTS_PER_STATEMENT = 5000
+    # Lost races, worth the same transaction again: a deadlock, or on Galera a write set that
+    # failed certification against another node's (1213 at COMMIT), a lock wait timeout
+    # (1205), a row changed since the snapshot (1020), a statement killed to let a replicated
+    # write through ("Query execution was interrupted", 1317, when a brute-force abort lands
+    # outside the COMMIT).
+    TRANSIENT_CONFLICTS = {DEADLOCK, 1205, 1020, 1317}
+    # The server out of reach: refused (2003) or dropped (2006, 2013) connections, a
+    # connection killed on the server (1927), a Galera node not in the primary component or
+    # still joining (1047 "WSREP has not yet prepared node for application use").
+    UNREACHABLE_CODES = {2002, 2003, 2006, 2013, 2055, 1927, 1047, 1053}
 
     def server_now(self):
         return sa.text("UTC_TIMESTAMP(6)")
@@ -449,6 +467,14 @@ class MySQL(Dialect):
         if isinstance(exc, IntegrityError):
             return True
         return isinstance(exc, OperationalError) and error_code(exc) in self.CONFLICTS
+
+    def transient(self, exc: SQLAlchemyError) -> str | None:
+        code = error_code(exc)
+        if code in self.TRANSIENT_CONFLICTS:
+            return CONFLICT
+        if code in self.UNREACHABLE_CODES or getattr(exc, "connection_invalidated", False):
+            return UNREACHABLE
+        return None
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         return error_code(exc) in self.EXISTS

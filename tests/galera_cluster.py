@@ -1,0 +1,159 @@
+"""A real 3-node MariaDB Galera cluster on loopback for the tests marked ``galera``, started
+once per test run by ``scripts/cluster.sh`` in a data directory of its own and stopped after.
+
+The first free block of ports from 3311 up is taken, so two test runs on one machine (or a
+person's `scripts/cluster.sh up` on the default ports) do not collide. A cluster that cannot
+start fails the tests that need it; it never skips them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ctxtool.db import create_engine
+
+from .conftest import Database
+
+CLUSTER_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "cluster.sh"
+NODES = (1, 2, 3)
+# What cluster.sh puts above a node's client port: group communication, IST, SST.
+_PORT_OFFSETS = (0, 1000, 1100, 1200)
+_counter = itertools.count()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port_block() -> int:
+    for first in range(3311, 3911, 10):
+        if all(_port_free(first + off + n - 1) for off in _PORT_OFFSETS for n in NODES):
+            return first
+    raise RuntimeError("no free block of ports for a Galera cluster between 3311 and 3911")
+
+
+@dataclass
+class GaleraCluster:
+    """The running cluster: node URLs, and what a test does to a node (kill -9, start)."""
+
+    directory: Path
+    first_port: int
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(
+            os.environ,
+            CTXTOOL_GALERA_DIR=str(self.directory),
+            CTXTOOL_GALERA_PORT=str(self.first_port),
+        )
+
+    def script(self, *args: str, timeout: float = 180) -> str:
+        done = subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"scripts/cluster.sh {' '.join(args)} failed ({done.returncode}): "
+                f"{done.stdout}{done.stderr}"
+            )
+        return done.stdout
+
+    def port(self, node: int) -> int:
+        return self.first_port + node - 1
+
+    def url(self, node: int, database: str = "") -> str:
+        return f"mysql+pymysql://root@127.0.0.1:{self.port(node)}/{database}"
+
+    def kill(self, node: int) -> None:
+        """``kill -9`` the node, as a crash would."""
+        self.script("kill", str(node))
+
+    def start(self, node: int) -> None:
+        """Start a stopped node; returns once it has rejoined and is Synced."""
+        self.script("start", str(node))
+
+    @contextlib.contextmanager
+    def database(self):
+        """A throw-away database on the cluster with the full schema (migrated through node
+        1), as one :class:`Database` per node: ``dbs[n]`` talks to node n."""
+        name = f"ctxgalera_{os.getpid()}_{next(_counter)}"
+        server = sa.create_engine(self.url(1), isolation_level="AUTOCOMMIT")
+        with server.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+        nodes = {n: Database("mysql", self.url(n, name)) for n in NODES}
+        try:
+            yield nodes
+        finally:
+            for db in nodes.values():
+                db.engine.dispose()
+            with server.connect() as conn:
+                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+            server.dispose()
+
+
+def synced(url: str) -> bool:
+    """Whether the node behind ``url`` says it is Synced with the cluster."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SHOW STATUS LIKE 'wsrep_local_state_comment'").first()
+        return row is not None and row[1] == "Synced"
+    finally:
+        engine.dispose()
+
+
+_running: list[GaleraCluster] = []  # the one cluster of this test run, once started
+_users = [0]
+
+
+def _start() -> GaleraCluster:
+    directory = Path(tempfile.mkdtemp(prefix="ctxtool-galera-"))
+    cluster = GaleraCluster(directory, _free_port_block())
+    try:
+        cluster.script("up")
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        with contextlib.suppress(Exception):
+            cluster.script("down")
+        shutil.rmtree(directory, ignore_errors=True)
+        pytest.fail(f"the Galera cluster did not start: {exc}")
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def galera():
+    """The cluster, up and Synced on all three nodes for the whole test run.
+
+    Each test module imports this fixture, and pytest keeps one session-scoped instance per
+    module that defines it: they share one cluster, stopped when the last of them ends."""
+    if not _running:
+        _running.append(_start())
+    _users[0] += 1
+    try:
+        yield _running[0]
+    finally:
+        _users[0] -= 1
+        if _users[0] == 0:
+            cluster = _running.pop()
+            cluster.script("down")
+            shutil.rmtree(cluster.directory, ignore_errors=True)

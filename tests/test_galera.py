@@ -1,0 +1,83 @@
+"""ctxtool on a 3-node multi-primary Galera cluster (issue #30), through the real entry points:
+``ctxtool`` processes whose --db URLs point at different nodes, the cluster started by
+``scripts/cluster.sh`` (tests/galera_cluster.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ctxtool.db import retry_transaction
+
+from .galera_cluster import galera  # noqa: F401 - the session fixture
+
+pytestmark = pytest.mark.galera
+
+
+def ctxtool(url: str, *args: str, timeout: float = 300, env: dict | None = None):
+    """``python -m ctxtool --db URL ARGS``: its CompletedProcess (text)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxtool", "--db", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def runtime_write(db, session_id: int, role: str, content: str) -> int:
+    """One message inserted as an agent runtime does, in a transaction of its own; its id.
+
+    Writes of one session through different nodes in quick succession are refused now and
+    then with 1213 (the applier of the other node's insert aborts the local one): a runtime
+    on Galera retries them, as this does (db.retry_transaction)."""
+
+    def insert() -> int:
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO agent_message (session_id, role, content) VALUES (%s, %s, %s)",
+                (session_id, role, content),
+            )
+            return conn.exec_driver_sql("SELECT LAST_INSERT_ID()").scalar()
+
+    return retry_transaction(db.engine, insert)
+
+
+@pytest.fixture
+def nodes(galera):  # noqa: F811 - the fixture above, by name
+    """A fresh database on the cluster, migrated through node 1 with `ctxtool migrate up`:
+    {node number: Database talking to that node}."""
+    with galera.database() as dbs:
+        done = ctxtool(dbs[1].url, "migrate", "up")
+        assert done.returncode == 0, done.stderr
+        yield dbs
+
+
+def test_messages_written_through_three_nodes_restore_in_the_order_written(nodes):
+    """Galera hands out AUTO_INCREMENT ids in steps of three, each node from its own offset:
+    a session written through nodes 1, 2, 3 in turn still has ids in the order written, so
+    its restored context (ordered by id) is the conversation as it happened."""
+    with nodes[1].engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id) VALUES (7)")
+    written = []
+    for i in range(30):
+        node = 1 + i % 3
+        role = "user" if i % 2 == 0 else "assistant"
+        written.append((runtime_write(nodes[node], 7, role, f"message {i} via node {node}"), node))
+    assert {node: {i % 3 for i, n in written if n == node} for node in (1, 2, 3)} == {
+        1: {1},
+        2: {2},
+        3: {0},
+    }, written  # each node's own offset
+    assert [i for i, _ in written] == sorted(i for i, _ in written)
+    for node in (1, 2, 3):
+        shown = ctxtool(nodes[node].url, "context", "show", "7", "--json")
+        assert shown.returncode == 0, shown.stderr
+        texts = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+        assert texts == [f"message {i} via node {1 + i % 3}" for i in range(30)]
+    check = ctxtool(nodes[3].url, "validate", env=dict(os.environ))
+    assert check.returncode == 0, check.stdout + check.stderr
