@@ -242,6 +242,7 @@ class CurrentWork:
 
     statement: str | None
     last_action: str | None
+    last_tool: str | None
     message_id: int | None
 
 
@@ -282,7 +283,9 @@ def signals_of(messages: Sequence[Message]) -> Signals:
     goal = _goal(messages, requests)
     latest = requests[-1] if requests else None
     if latest is None and goal is not None:
-        latest = Request(goal.message_id, goal.text)  # a command-driven run: the command asks
+        # A command-driven run: the command with its arguments is what was asked.
+        asked = " ".join(p for p in (goal.command, goal.arguments) if p) or goal.text
+        latest = Request(goal.message_id, asked)
     return Signals(
         goal=goal,
         latest_request=latest,
@@ -308,9 +311,11 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     if said is None and acted is None:
         return None
     statement = " ".join((said.content or "").split())[:500] if said else None
-    action = _command_of(acted.calls()[-1]) if acted else None
+    call = acted.calls()[-1] if acted else None
+    action = _command_of(call) if call else None
+    tool = call["function"]["name"] if call else None
     latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)
-    return CurrentWork(statement, action, latest.id)
+    return CurrentWork(statement, action, tool, latest.id)
 
 
 # -- goal -----------------------------------------------------------------------------------------

@@ -100,8 +100,12 @@ def test_goal_is_the_slash_command_with_its_arguments_and_the_plan_title():
     assert signals.goal.command == "/erk:plan-implement"
     assert signals.goal.arguments == "8511"
     assert signals.goal.title == "Session Accumulation for Cross-Machine Learning"
+    assert signals.goal.text == (
+        "/erk:plan-implement 8511 (Session Accumulation for Cross-Machine Learning): "
+        "Implement a plan from GitHub."
+    )
     # A run driven by a command has no typed request: the command is the latest request.
-    assert signals.latest_request.text == signals.goal.text
+    assert signals.latest_request.text == "/erk:plan-implement 8511"
     assert signals.requests == []
 
 

@@ -365,6 +365,7 @@ def _register() -> None:
         compact,
         config,
         context,
+        eval,
         imports,
         migrate,
         sessions,

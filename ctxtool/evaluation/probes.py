@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..records import Message
-from ..signals import COMMAND_TOOLS, Failure, Signals, signals_of
+from ..signals import COMMAND_TOOLS, Signals, signals_of
 
 
 class ProbeKind(str, Enum):
@@ -304,7 +304,7 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             n,
             f"What went wrong when running `{f.command[:120]}`, and was it fixed?",
             f"{f.error} ({outcome})",
-            _command_key(f) + key_terms(f.error, 1, prose=False),
+            _command_key(f.tool, f.command) + key_terms(f.error, 1, prose=False),
         )
     for n, change in enumerate(s.files_changed[:MAX_PROBES_PER_KIND], 1):
         base = change.path.rstrip("/").rsplit("/", 1)[-1]
@@ -323,7 +323,8 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             0,
             "What was the agent doing when the span ends?",
             text,
-            key_terms(work.last_action or "", 1, prose=False) + key_terms(work.statement or "", 2),
+            (_command_key(work.last_tool or "", work.last_action) if work.last_action else [])
+            + key_terms(work.statement or "", 2),
         )
     for n, st in enumerate(s.instructions[:MAX_PROBES_PER_KIND], 1):
         add(
@@ -339,12 +340,11 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
     return probes
 
 
-def _command_key(failure: Failure) -> list[tuple[str, ...]]:
-    """A failed run as a key group: for a shell command the command proper (no ``cd DIR &&``
-    before it, no pipe or redirection after it) or its first three words; for another tool
-    the path it worked on."""
-    command = failure.command
-    if failure.tool.lower() not in COMMAND_TOOLS:
+def _command_key(tool: str, command: str) -> list[tuple[str, ...]]:
+    """A run as a key group: for a shell command the command proper (no ``cd DIR &&`` before
+    it, no pipe or redirection after it) or its first three words; for another tool the path
+    it worked on."""
+    if tool.lower() not in COMMAND_TOOLS:
         return key_terms(command, 1, prose=False)
     core = re.split(r"\s*(?:&&|;)\s*", command)
     core_text = next((c for c in reversed(core) if c and not c.startswith("cd ")), command)

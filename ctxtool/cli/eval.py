@@ -1,0 +1,84 @@
+"""`ctxtool eval`: how well a checkpoint lets the agent carry on (probe-based evaluation)."""
+
+from __future__ import annotations
+
+import click
+
+from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
+from ..output import OutputFormat, json_option, print_document, render_rows, shorten
+from ..store.reads import Store
+from . import main, pass_app
+from .types import WholeNumber
+
+KEY_WIDTH = 60  # characters of a probe's key shown in the table
+
+
+@main.command("eval")
+@click.argument("session")
+@click.option(
+    "--at",
+    "at",
+    type=WholeNumber(),
+    metavar="CHECKPOINT",
+    help="The checkpoint to evaluate (its id, see `context checkpoints`; -1 the latest, "
+    "-2 the one before). Default: the latest.",
+)
+@json_option
+@pass_app
+def eval_command(app, session, at, output: OutputFormat):
+    """Ask a checkpoint the questions a continuing agent has, and say which its restored
+    context answers.
+
+    The probes (goal, latest request, open tasks, failures and their fixes, files changed,
+    instructions, decisions, current work) come from the history before the cut, read from
+    its structure; each is answered by key against the summary and the kept messages, and
+    the table says where it was found. The score counts only the probes the summary alone
+    can answer, averaged per kind. Fabrications are paths, commands, error names and
+    identifiers the summary states that the history never contained. SESSION is its id, its
+    source id (e.g. the transcript's UUID) or a unique prefix.
+
+    \b
+    Example: ctxtool eval 42
+             ctxtool eval a5c478e1 --at -2 --json | jq .score
+    """
+    result = evaluate_checkpoint(Store(app.checked_engine()), session, at)
+    print_document(result.as_dict(), output, render(result))
+
+
+def render(result: CheckpointEvaluation) -> str:
+    """The evaluation as text: one header line, the probes, fabrications, section costs."""
+    e = result.evaluation
+    cp = result.checkpoint
+    score = "n/a (no probe only the summary can answer)" if e.score is None else f"{e.score:.0%}"
+    held = sum(v.held for v in e.summary_only)
+    lines = [
+        f"Session {result.session_id}, checkpoint {cp.id} ({cp.summarizer or 'unknown'}): "
+        f"{result.summarized} messages summarized, {result.kept} kept",
+        f"score {score} by kind ({held} held of {len(e.summary_only)} probes only the summary "
+        "can answer), "
+        f"{len(e.fabrications)} fabrication{'s' if len(e.fabrications) != 1 else ''}, "
+        f"summary {e.summary_tokens} tokens",
+        "",
+    ]
+    rows = [
+        {
+            "probe": v.probe.id,
+            "held": "yes" if v.held else "NO",
+            "where": ", ".join(v.where) or "-",
+            "scored": "yes" if v.summary_only else "kept",
+            "key": shorten(" & ".join(" | ".join(g) for g in v.probe.all_of), KEY_WIDTH),
+        }
+        for v in e.verdicts
+    ]
+    lines.append(render_rows(rows, OutputFormat()) if rows else "(no probes)")
+    lines.append("")
+    if e.fabrications:
+        lines.append("Fabrications (stated by the summary, found nowhere in the history):")
+        lines += [f"  {f.kind}: {f.text}" for f in e.fabrications]
+    else:
+        lines.append("Fabrications: none")
+    lines.append(
+        "Summary tokens by section: "
+        + (", ".join(f"{s.heading} {s.tokens}" for s in e.sections) or "(empty)")
+    )
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""Evaluating a stored checkpoint (reads the store; the rules are in the pure modules beside).
+
+The probes of a checkpoint come from the whole history before its cut (the goal was stated at
+the start, whatever the previous checkpoint kept of it); the context they are asked of is the
+checkpoint's summary and the messages of its context until the next checkpoint replaced it.
+Imported runtime checkpoints are evaluated the same way as ctxtool's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CtxtoolError
+from ..records import Compaction
+from ..store.reads import SessionHistory, Store
+from ..tokens import encoding_for_model
+from .evaluate import Evaluation, evaluate
+
+
+@dataclass
+class CheckpointEvaluation:
+    session_id: int
+    checkpoint: Compaction
+    summarized: int  # messages before the cut
+    kept: int  # messages of its context after the cut
+    evaluation: Evaluation
+
+    def as_dict(self) -> dict:
+        return {
+            "session_id": self.session_id,
+            "checkpoint_id": self.checkpoint.id,
+            "summarizer": self.checkpoint.summarizer,
+            "first_kept_message_id": self.checkpoint.first_kept_message_id,
+            "messages_summarized": self.summarized,
+            "messages_kept": self.kept,
+            **self.evaluation.as_dict(),
+        }
+
+
+def evaluate_checkpoint(
+    store: Store, session: str | int, at: int | None = None
+) -> CheckpointEvaluation:
+    """Evaluate checkpoint ``at`` of a session (its id, or -1 the latest, -2 the one before;
+    default the latest)."""
+    history = SessionHistory(store, session)
+    point = history.point(at)
+    checkpoint = point.checkpoint
+    if checkpoint is None:
+        raise CtxtoolError(
+            f"session {history.session_id} has no checkpoint to evaluate; "
+            "`ctxtool compact` writes one"
+        )
+    position = next(i for i, c in enumerate(history.compactions) if c.id == checkpoint.id)
+    previous = history.compactions[position - 1] if position else None
+    span = store.messages(history.session_id, before_id=checkpoint.first_kept_message_id)
+    kept = history.messages_at(point)
+    encoding = encoding_for_model(history.session.model).name
+    evaluation = evaluate(
+        span,
+        checkpoint.summary,
+        kept,
+        previous_summary=previous.summary if previous else None,
+        encoding=encoding,
+    )
+    return CheckpointEvaluation(history.session_id, checkpoint, len(span), len(kept), evaluation)

@@ -1,0 +1,109 @@
+"""`ctxtool eval` through the real click entry point, and `evaluate_checkpoint` through the
+library, on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import json
+
+from ctxtool.db.schema import agent_compaction
+from ctxtool.evaluation.stored import evaluate_checkpoint
+from ctxtool.store import Store
+
+from .builders import add_session
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+SESSION = [
+    {"role": "user", "content": "# AGENTS.md instructions for /repo\n\nUse us-<id> prefixes."},
+    {"role": "user", "content": "Port render_jsonl.py to JavaScript as codex_log_viewer.js"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c1", "Write", file_path="/repo/codex_log_viewer.js", content="x")],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "File created"},
+    {"role": "user", "content": "never commit the session dumps!"},
+    {"role": "assistant", "content": "Understood, the dumps stay out of git."},
+    {
+        "role": "user",
+        "content": "now extract the css of codex_log_viewer.js into viewer.css, and never "
+        "commit the session dumps",
+    },
+    {"role": "assistant", "content": "Extracting the css."},
+]
+GOOD = (
+    "## Goal\nPort render_jsonl.py to JavaScript as codex_log_viewer.js\n\n"
+    "## Files changed\n- /repo/codex_log_viewer.js\n\n"
+    "## Current work\nUnderstood that the dumps stay out of git; codex_log_viewer.js is written."
+)
+INVENTED = "## Goal\nMigrate the storage layer to PostgreSQL."
+
+
+def add_checkpoints(db) -> list[int]:
+    """Two checkpoints cutting before the latest request: a good summary, then an invented one."""
+    ids = add_session(db, 1, SESSION)
+    parent = 0
+    with db.engine.begin() as conn:
+        for summary in (GOOD, INVENTED):
+            parent = conn.execute(
+                agent_compaction.insert().values(
+                    session_id=1,
+                    summary=summary,
+                    first_kept_message_id=ids[6],
+                    parent_compaction_id=parent,
+                    summarizer="test",
+                )
+            ).inserted_primary_key[0]
+    return ids
+
+
+def test_eval_prints_every_probe_with_its_verdict_and_where_it_was_found(db, cli):
+    ids = add_checkpoints(db)
+    result = cli("--db", db.url, "eval", "1", "--at", "-2")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.startswith("Session 1, checkpoint 1 (test): 6 messages summarized, 2 kept")
+    assert "score 100% by kind" in out and "0 fabrications" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[4:] if line[:1].isalpha()}
+    assert rows["goal"][1:4] == ["yes", "summary", "yes"]
+    assert rows["current_work"][1:4] == ["yes", "summary", "yes"]
+    # The instruction is restated in a kept message: found there, not scored.
+    assert rows["instruction_1"][1:5] == ["yes", "message", str(ids[6]), "kept"]
+    assert "Summary tokens by section: Goal" in out
+
+    latest = cli("--db", db.url, "eval", "1")
+    assert latest.exit_code == 0
+    assert "score 0% by kind" in latest.stdout
+    assert "identifier: PostgreSQL" in latest.stdout
+
+
+def test_eval_json_and_the_library_agree(db, cli):
+    add_checkpoints(db)
+    result = cli("--db", db.url, "eval", "1", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    library = evaluate_checkpoint(Store(db.engine), 1).as_dict()
+    assert doc == json.loads(json.dumps(library))
+    assert doc["checkpoint_id"] == 2 and doc["score"] == 0.0
+    assert doc["fabrications"] == [{"kind": "identifier", "text": "PostgreSQL"}]
+    assert {v["id"] for v in doc["verdicts"]} >= {"goal", "latest_request", "instruction_1"}
+    assert doc["section_tokens"]["Goal"] > 0
+
+
+def test_eval_of_a_session_without_checkpoints_or_a_wrong_one_is_one_line(db, cli):
+    add_session(db, 1, SESSION)
+    result = cli("--db", db.url, "eval", "1")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: session 1 has no checkpoint to evaluate; `ctxtool compact` writes one"
+    )
+    missing = cli("--db", db.url, "eval", "1", "--at", "7")
+    assert missing.exit_code == 1 and len(missing.stderr.strip().splitlines()) == 1
+    assert "checkpoint 7 is not one of its checkpoints" in missing.stderr
