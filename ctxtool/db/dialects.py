@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import CtxtoolError
 from .errors import error_code
+from .lock_row import held_lock_row
 from .prepared import CannotPrepare, Execution, PreparedInsert, pack_rows
 from .stored_time import sqlite_time_compare
 
@@ -61,6 +62,10 @@ class Dialect:
         (session_id, id, token_count, token_encoding): the ranges of ``suffix_ranges``, a walk
         in session order, whatever else it reads of the rows."""
         return query
+
+    def server_identity_sql(self) -> str:
+        """SQL naming the server a connection is on (which node of a cluster)."""
+        return "SELECT 'local'"
 
     def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
@@ -392,8 +397,11 @@ class MySQL(Dialect):
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
-        """GET_LOCK named after the database, held by one autocommit connection that also runs
-        every statement (MySQL DDL commits anyway)."""
+        """One autocommit connection that runs every statement (MySQL DDL commits anyway),
+        holding two locks named after the database: GET_LOCK (a plain ``SELECT GET_LOCK``,
+        as Vitess takes it), which queues runs through one server, and a lock row
+        (``db.lock_row``), which holds across the nodes of a multi-primary cluster, where
+        GET_LOCK is each node's own."""
         conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             database = conn.exec_driver_sql("SELECT DATABASE()").scalar() or ""
@@ -407,11 +415,22 @@ class MySQL(Dialect):
                     f"{MIGRATION_LOCK_TIMEOUT_S}s); try again when it finishes"
                 )
             try:
-                yield conn
+                with held_lock_row(
+                    self,
+                    engine,
+                    conn,
+                    "migrate",
+                    wait_s=MIGRATION_LOCK_TIMEOUT_S,
+                    server_lock_held=True,
+                ):
+                    yield conn
             finally:
                 conn.execute(sa.text("SELECT RELEASE_LOCK(:n)"), {"n": name})
         finally:
             conn.close()
+
+    def server_identity_sql(self) -> str:
+        return "SELECT CONCAT(@@hostname, ':', @@port)"
 
     def message_inserts(self, conn, table, columns, fixed=None):
         return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn), fixed=fixed)
