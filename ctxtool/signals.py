@@ -233,6 +233,7 @@ class Statement:
     text: str
     message_id: int | None
     prohibition: bool = False
+    request: str = ""  # the whole request it was said in (a decision may answer a question)
 
 
 @dataclass(frozen=True)
@@ -275,11 +276,10 @@ def signals_of(messages: Sequence[Message]) -> Signals:
             if _is_question(sentence):
                 continue
             if _PROHIBITION.search(sentence) or _RULE.search(sentence):
-                instructions.append(
-                    Statement(sentence, r.message_id, bool(_PROHIBITION.search(sentence)))
-                )
+                prohibition = bool(_PROHIBITION.search(sentence))
+                instructions.append(Statement(sentence, r.message_id, prohibition, r.text))
             elif _DECISION.search(sentence):
-                decisions.append(Statement(sentence, r.message_id))
+                decisions.append(Statement(sentence, r.message_id, request=r.text))
     goal = _goal(messages, requests)
     latest = requests[-1] if requests else None
     if latest is None and goal is not None:
@@ -609,10 +609,16 @@ _PROHIBITION = re.compile(
     r"mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing)\b)",
     re.I,
 )
-_RULE = re.compile(r"\b(always|must|make sure|only|from now on|keep the|keep it)\b", re.I)
+_RULE = re.compile(
+    r"(\b(always|must|make sure|only|from now on|keep the|keep it)\b|"
+    r"^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b)",
+    re.I,
+)
 _DECISION = re.compile(
     r"(\b(let'?s (go with|use|keep|do)|we('ll| will) (use|go|keep)|go with|decided|"
-    r"we want|i prefer|we prefer|instead of|rather than)\b|\s(->|→)\s)",
+    r"(i|we) (actually |really |only )?want|i prefer|we prefer|instead of|rather than|"
+    r"not needed|no longer|rename \S+ (to|as|just)|keep the old|for reference)\b|"
+    r"^\s*(no|yes|actually),|\s(->|→)\s)",
     re.I,
 )
 _QUESTION_START = re.compile(
@@ -623,8 +629,19 @@ _QUESTION_START = re.compile(
 
 
 def _sentences(text: str) -> list[str]:
+    """The sentences of a request; one that ends with a colon goes on with the list after it."""
     parts = re.split(r"(?<=[.!?])\s+|\n+", text)
-    return [" ".join(p.split()) for p in parts if len(p.split()) >= 2 or p.strip().endswith("!")]
+    out: list[str] = []
+    listing = False
+    for part in parts:
+        text = " ".join(part.split())
+        listing = listing and bool(re.match(r"([-*+]|\d+[.)])\s", text))
+        if out and (out[-1].endswith(":") or listing) and len(out[-1]) < 400:
+            out[-1] = f"{out[-1]} {text}"
+            listing = True
+        elif len(part.split()) >= 2 or part.strip().endswith("!"):
+            out.append(text)
+    return out
 
 
 def _is_question(sentence: str) -> bool:

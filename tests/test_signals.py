@@ -277,3 +277,20 @@ def test_files_changed_by_a_command_driven_run_serve_the_command():
     assert [c.request for c in signals.files_changed] == [signals.goal.text]
     # A command typed into a runtime's prompt drives the UI: no request, no goal.
     assert user_text_kind(Span().user("/mode")) is UserText.CONTEXT
+
+
+def test_a_decision_keeps_the_request_it_answers_and_a_colon_its_list():
+    s = Span()
+    s.user("why did i ask about toml? it's not needed, remove that configuration.")
+    s.user("i actually want you to:\n\n- copy the tui components\n- move them to modes/")
+    signals = signals_of(s.messages)
+    assert [(d.text, d.request) for d in signals.decisions] == [
+        (
+            "it's not needed, remove that configuration.",
+            "why did i ask about toml? it's not needed, remove that configuration.",
+        ),
+        (
+            "i actually want you to: - copy the tui components - move them to modes/",
+            "i actually want you to:\n\n- copy the tui components\n- move them to modes/",
+        ),
+    ]

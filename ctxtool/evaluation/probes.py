@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..records import Message
-from ..signals import COMMAND_TOOLS, Signals, signals_of
+from ..signals import COMMAND_TOOLS, Signals, Statement, signals_of
 
 
 class ProbeKind(str, Enum):
@@ -94,7 +94,7 @@ def probe_from_dict(data: dict) -> Probe:
 
 # -- probes derived from the span's signals --------------------------------------------------------
 
-MAX_PROBES_PER_KIND = 6
+MAX_PROBES_PER_KIND = 10
 _PATH = re.compile(r"(?:[\w.@~+-]*/)+[\w.@+-]+|\b[\w-]+\.[a-z]{1,5}\b")
 _IDENTIFIER = re.compile(
     r"(?<![\w-])(?:[A-Za-z_][\w]*(?:[_:][\w]+)+|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*|"
@@ -331,13 +331,20 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             ProbeKind.INSTRUCTION,
             n,
             "What did the user instruct the agent to do or not to do?",
-            st.text,
+            _said(st),
             key_terms(st.text, 2),
             negated=st.prohibition,
         )
     for n, st in enumerate(s.decisions[:MAX_PROBES_PER_KIND], 1):
-        add(ProbeKind.DECISION, n, "What did the user decide?", st.text, key_terms(st.text, 2))
+        add(ProbeKind.DECISION, n, "What did the user decide?", _said(st), key_terms(st.text, 2))
     return probes
+
+
+def _said(statement: Statement) -> str:
+    """A statement as a reference answer: the sentence, and the request it was said in."""
+    if not statement.request or statement.request == statement.text:
+        return statement.text
+    return f"{statement.text} (said in: {statement.request[:400]})"
 
 
 def _command_key(tool: str, command: str) -> list[tuple[str, ...]]:
