@@ -11,27 +11,15 @@ computed from the transcripts and the keys on every run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ctxtool.db import create_engine
-from ctxtool.evaluation import (
-    ContextText,
-    Evaluation,
-    Probe,
-    ProbeKind,
-    answer,
-    derive_probes,
-    evaluate,
-    probe_from_dict,
-)
-from ctxtool.importer import Importer
-from ctxtool.migrate import Migrator
-from ctxtool.records import Compaction, Message
+from ctxtool.errors import CtxtoolError
+from ctxtool.evaluation import ContextText, ProbeKind, answer, derive_probes
+from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key
+from ctxtool.records import Message
 from ctxtool.signals import modified_paths, signals_of
-from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS
 
@@ -55,75 +43,12 @@ FABRICATED_SUMMARY = (
 )
 
 
-@dataclass
-class KeyedSpan:
-    name: str
-    key: dict
-    probes: list[Probe]
-    messages: list[Message]  # the keyed span, as the store holds it
-    checkpoint: Compaction | None  # the transcript's own summary of the span, when keyed
-    cut: int  # index in ``messages`` of the first message the checkpoint keeps
-
-    @property
-    def summarised(self) -> list[Message]:
-        return self.messages[: self.cut]
-
-    @property
-    def kept(self) -> list[Message]:
-        return self.messages[self.cut :]
-
-    def evaluate(self, summary: str) -> Evaluation:
-        return evaluate(self.summarised, summary, self.kept, probes=self.probes)
-
-
-def _import_prefix(key: dict, directory: Path, through: int, name: str) -> Store:
-    """The first ``through`` lines (or trajectory entries) of the key's transcript, imported
-    into a fresh SQLite store."""
-    source = TRANSCRIPTS / key["transcript"]
-    target = directory / f"{name}{source.suffix}"
-    if key["transcript"].endswith(".traj"):
-        data = json.loads(source.read_text(encoding="utf-8"))
-        data["history"] = data["history"][:through]
-        target.write_text(json.dumps(data), encoding="utf-8")
-    else:
-        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
-        target.write_text("".join(lines[:through]), encoding="utf-8")
-    engine = create_engine(f"sqlite:///{directory / name}.db")
-    Migrator(engine).up()
-    [result] = Importer(engine, fmt=key["format"]).import_paths([str(target)])
-    assert result.error is None, result.error
-    return Store(engine)
-
-
-def _only_session(store: Store) -> int:
-    [session_id] = store.session_ids()
-    return session_id
-
-
-def load_keyed_span(path: Path, directory: Path) -> KeyedSpan:
-    key = json.loads(path.read_text(encoding="utf-8"))
-    through = key.get("through_line") or key["through_message"]
-    store = _import_prefix(key, directory, through, "span")
-    messages = store.messages(_only_session(store))
-    checkpoint, cut = None, len(messages)
-    if key.get("agent_summary_line"):
-        # A runtime's checkpoint is stored once the message it keeps first is read: import the
-        # whole transcript and take the first checkpoint the span itself does not hold.
-        full = _import_prefix(key, directory, 10**9, "full")
-        session_id = _only_session(full)
-        held = len(store.compactions(_only_session(store)))
-        checkpoint = full.compactions(session_id)[held]
-        first_kept = next(
-            m for m in full.messages(session_id) if m.id == checkpoint.first_kept_message_id
-        )
-        cut = next((i for i, m in enumerate(messages) if m.source_id == first_kept.source_id), cut)
-    probes = [probe_from_dict(p) for p in key["probes"]]
-    return KeyedSpan(path.stem, key, probes, messages, checkpoint, cut)
-
-
 @pytest.fixture(scope="module")
 def keyed_spans(tmp_path_factory) -> list[KeyedSpan]:
-    return [load_keyed_span(path, tmp_path_factory.mktemp(path.stem[:40])) for path in KEY_FILES]
+    return [
+        keyed_span(load_key(path), TRANSCRIPTS, tmp_path_factory.mktemp(path.stem[:40]))
+        for path in KEY_FILES
+    ]
 
 
 def path_and_error_dump(messages: list[Message]) -> str:
@@ -148,7 +73,7 @@ def path_and_error_dump(messages: list[Message]) -> str:
 
 
 def test_there_are_keys_for_at_least_eight_transcripts():
-    transcripts = {json.loads(p.read_text(encoding="utf-8"))["transcript"] for p in KEY_FILES}
+    transcripts = {load_key(p).transcript for p in KEY_FILES}
     assert len(transcripts) >= 8
 
 
@@ -163,9 +88,13 @@ def test_a_runtimes_own_summary_scores_high_on_the_hand_keys(keyed_spans):
             or len(evaluation.summary_only) < MIN_SCORED_PROBES
         ):
             continue
-        scored[span.name] = evaluation.score
+        scored[span.key.name] = evaluation.score
         missed = [v.probe.id for v in evaluation.missed]
-        assert evaluation.score >= AGENT_SUMMARY_MIN_SCORE, (span.name, evaluation.score, missed)
+        assert evaluation.score >= AGENT_SUMMARY_MIN_SCORE, (
+            span.key.name,
+            evaluation.score,
+            missed,
+        )
     print("\nagent summaries:", scored)
     assert scored, "no keyed span has an agent summary to calibrate on"
     assert sum(scored.values()) / len(scored) >= AGENT_SUMMARY_MIN_MEAN
@@ -174,34 +103,46 @@ def test_a_runtimes_own_summary_scores_high_on_the_hand_keys(keyed_spans):
 def test_a_dump_of_paths_and_errors_scores_low(keyed_spans):
     scores = {}
     for span in keyed_spans:
-        evaluation = span.evaluate(path_and_error_dump(span.summarised))
+        evaluation = span.evaluate(path_and_error_dump(span.summarized))
         if len(evaluation.summary_only) < MIN_SCORED_PROBES:
             continue
-        scores[span.name] = evaluation.score
-        assert evaluation.score <= DUMP_MAX_SCORE, (span.name, evaluation.score)
+        scores[span.key.name] = evaluation.score
+        assert evaluation.score <= DUMP_MAX_SCORE, (span.key.name, evaluation.score)
     print("\npath-and-error dumps:", scores)
     assert len(scores) >= 5
 
 
 def test_a_fabricated_summary_is_flagged_and_scores_low(keyed_spans):
     for span in keyed_spans:
-        summary = FABRICATED_SUMMARY + "\n\n" + path_and_error_dump(span.summarised)
+        summary = FABRICATED_SUMMARY + "\n\n" + path_and_error_dump(span.summarized)
         evaluation = span.evaluate(summary)
-        assert evaluation.fabrications, span.name
-        assert "postgresql" in {f.text.lower() for f in evaluation.fabrications}, span.name
+        assert evaluation.fabrications, span.key.name
+        assert "postgresql" in {f.text.lower() for f in evaluation.fabrications}, span.key.name
         if len(evaluation.summary_only) >= MIN_SCORED_PROBES:
-            assert evaluation.score <= FABRICATED_MAX_SCORE, (span.name, evaluation.score)
+            assert evaluation.score <= FABRICATED_MAX_SCORE, (span.key.name, evaluation.score)
 
 
-def test_a_runtimes_own_summary_states_no_fabrication_of_consequence(keyed_spans):
-    """The agent summaries are real: what they state is in the span (a few identifiers the
-    agent coined are tolerated, an invented path or command is not)."""
+def test_a_runtimes_own_summary_states_no_fabrication(keyed_spans):
+    """The agent summaries are real: every path, command, error name and identifier they
+    state is in the span (or its kept messages)."""
+    checked = 0
     for span in keyed_spans:
-        if span.checkpoint is None:
-            continue
-        evaluation = span.evaluate(span.checkpoint.summary)
-        invented = [f for f in evaluation.fabrications if f.kind in ("path", "command")]
-        assert invented == [], (span.name, invented)
+        if span.checkpoint is not None:
+            assert span.evaluate(span.checkpoint.summary).fabrications == [], span.key.name
+            checked += 1
+    assert checked >= 3
+
+
+def test_a_file_that_is_no_answer_key_is_one_clear_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        '{"transcript": "x.jsonl", "format": "pi", "through_line": 3, "probes": '
+        '[{"id": "a", "kind": "mood", "all_of": [["x"]]}]}'
+    )
+    with pytest.raises(
+        CtxtoolError, match=r"bad.json: not an answer key \(probe 'a': unknown kind"
+    ):
+        load_key(bad)
 
 
 def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
@@ -210,7 +151,7 @@ def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
     out: dict[ProbeKind, list[int]] = {}
     for span in spans:
         derived = derive_probes(span.messages)
-        for hand in span.probes:
+        for hand in span.key.probes:
             same = [d for d in derived if d.kind is hand.kind]
             counts = out.setdefault(hand.kind, [0, 0])
             counts[1] += 1

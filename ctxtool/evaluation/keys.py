@@ -1,0 +1,119 @@
+"""Hand-written answer keys (tests/answer_keys/*.json) and the spans they key.
+
+A key file names a transcript, how much of it the span is (``through_line`` physical JSONL lines
+or ``through_message`` entries of a trajectory's history), optionally the line of the
+transcript's own summary of that span, and the probes a person wrote by reading it. The span
+is imported with ``ctxtool.importer`` into a throw-away SQLite store and read back, so the
+messages are exactly those a store holds. Summarizer figures come from these keys, never from
+probes the evaluator derives itself (a summarizer may use the same signals; only independent
+keys tell whether they are the right ones).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..db import create_engine
+from ..errors import CtxtoolError
+from ..importer import Importer
+from ..migrate import Migrator
+from ..records import Compaction, Message
+from ..store.reads import Store
+from .evaluate import Evaluation, evaluate
+from .probes import InvalidKey, Probe, probe_from_dict
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    name: str  # the key file's stem
+    transcript: str  # path under the transcripts directory
+    format: str
+    through: int  # lines (JSONL) or history entries (a .traj) of the span
+    agent_summary_line: int | None
+    probes: tuple[Probe, ...]
+
+
+def load_key(path: Path) -> AnswerKey:
+    """One key file; a file not in the key format is an error naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        through = data.get("through_line") or data["through_message"]
+        return AnswerKey(
+            Path(path).stem,
+            data["transcript"],
+            data["format"],
+            int(through),
+            data.get("agent_summary_line"),
+            tuple(probe_from_dict(p) for p in data["probes"]),
+        )
+    except (ValueError, KeyError, TypeError, InvalidKey) as exc:
+        raise CtxtoolError(f"{path}: not an answer key ({exc})") from None
+
+
+@dataclass
+class KeyedSpan:
+    """A keyed span as a store holds it, with the transcript's own checkpoint of it (if keyed)."""
+
+    key: AnswerKey
+    messages: list[Message]
+    checkpoint: Compaction | None
+    cut: int  # index in ``messages`` of the first message the checkpoint keeps
+
+    @property
+    def summarized(self) -> list[Message]:
+        return self.messages[: self.cut]
+
+    @property
+    def kept(self) -> list[Message]:
+        return self.messages[self.cut :]
+
+    def evaluate(self, summary: str) -> Evaluation:
+        """A summary of this span scored on the hand keys."""
+        return evaluate(self.summarized, summary, self.kept, probes=self.key.probes)
+
+
+def keyed_span(key: AnswerKey, transcripts: Path, workdir: Path) -> KeyedSpan:
+    """Import the key's span (and, for its checkpoint, the whole transcript) into SQLite
+    stores under ``workdir`` and read it back."""
+    store = _import_prefix(key, transcripts, workdir, key.through, "span")
+    messages = store.messages(_only_session(store))
+    checkpoint, cut = None, len(messages)
+    if key.agent_summary_line:
+        # A runtime's checkpoint is stored once the message it keeps first is read: import the
+        # whole transcript and take the first checkpoint the span itself does not hold.
+        full = _import_prefix(key, transcripts, workdir, None, "full")
+        session_id = _only_session(full)
+        held = len(store.compactions(_only_session(store)))
+        checkpoint = full.compactions(session_id)[held]
+        first_kept = next(
+            m for m in full.messages(session_id) if m.id == checkpoint.first_kept_message_id
+        )
+        cut = next((i for i, m in enumerate(messages) if m.source_id == first_kept.source_id), cut)
+    return KeyedSpan(key, messages, checkpoint, cut)
+
+
+def _import_prefix(
+    key: AnswerKey, transcripts: Path, workdir: Path, through: int | None, name: str
+) -> Store:
+    source = transcripts / key.transcript
+    target = workdir / f"{key.name}-{name}{source.suffix}"
+    if source.suffix == ".traj":
+        data = json.loads(source.read_text(encoding="utf-8"))
+        data["history"] = data["history"][:through]
+        target.write_text(json.dumps(data), encoding="utf-8")
+    else:
+        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+        target.write_text("".join(lines[:through]), encoding="utf-8")
+    engine = create_engine(f"sqlite:///{workdir / f'{key.name}-{name}.db'}")
+    Migrator(engine).up()
+    [result] = Importer(engine, fmt=key.format).import_paths([str(target)])
+    if result.error:
+        raise CtxtoolError(f"{key.name}: {result.error}")
+    return Store(engine)
+
+
+def _only_session(store: Store) -> int:
+    [session_id] = store.session_ids()
+    return session_id
