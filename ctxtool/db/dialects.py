@@ -9,6 +9,7 @@ of the largest statement, and whether an error was a write conflict with another
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
@@ -66,6 +67,12 @@ class Dialect:
     def server_identity_sql(self) -> str:
         """SQL naming the server a connection is on (which node of a cluster)."""
         return "SELECT 'local'"
+
+    def tables_without_ordered_ids(self, conn: Connection, tables: Sequence[str]) -> list[str]:
+        """Those of ``tables`` whose AUTO_INCREMENT ids the server hands out from caches of
+        its own per server, so a row written later can get a lower id: TiDB without
+        ``AUTO_ID_CACHE=1``. Empty on every other server."""
+        return []
 
     def migration_step(self, conn: Connection) -> contextlib.AbstractContextManager:
         """A unit that rolls back alone where DDL is transactional; nothing where it is not."""
@@ -432,6 +439,17 @@ class MySQL(Dialect):
     def server_identity_sql(self) -> str:
         return "SELECT CONCAT(@@hostname, ':', @@port)"
 
+    def tables_without_ordered_ids(self, conn, tables):
+        if not is_tidb(conn.exec_driver_sql("SELECT VERSION()").scalar() or ""):
+            return []
+        inspector = sa.inspect(conn)
+        return [
+            t
+            for t in tables
+            if inspector.has_table(t)
+            and lacks_auto_id_cache(conn.exec_driver_sql(f"SHOW CREATE TABLE {t}").first()[1])
+        ]
+
     def message_inserts(self, conn, table, columns, fixed=None):
         return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn), fixed=fixed)
 
@@ -497,6 +515,20 @@ class MySQL(Dialect):
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         return error_code(exc) in self.EXISTS
+
+
+def is_tidb(version: str) -> bool:
+    """Whether ``SELECT VERSION()`` is a TiDB server's (``8.0.11-TiDB-v7.5.0``)."""
+    return "-tidb-" in version.lower()
+
+
+_AUTO_ID_CACHE_1 = re.compile(r"AUTO_ID_CACHE\s*=\s*1(?!\d)", re.IGNORECASE)
+
+
+def lacks_auto_id_cache(create_table: str) -> bool:
+    """Whether a ``SHOW CREATE TABLE`` of TiDB's has an AUTO_INCREMENT column whose ids come
+    from per-server caches (30,000 ids each by default): no ``AUTO_ID_CACHE=1``."""
+    return "AUTO_INCREMENT" in create_table.upper() and not _AUTO_ID_CACHE_1.search(create_table)
 
 
 class SQLite(Dialect):

@@ -11,6 +11,14 @@ from importlib import resources
 from ..errors import CtxtoolError
 
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+# TiDB's table options, written as its executable comments (``/*T![auto_id_cache]
+# AUTO_ID_CACHE=1 */``): TiDB reads them, MySQL and MariaDB take them as comments. A file that
+# gained one is the same file to those two, so a database that applied it before keeps it as
+# applied (TiDB takes such an option only in CREATE TABLE: `migrate status` says when a
+# table on TiDB lacks it).
+_TIDB_OPTION_RE = re.compile(r" ?/\*T!\[[a-z_]+\][^*]*\*/")
+# Comments that are SQL to some server: MySQL's /*! */, MariaDB's /*M! */, TiDB's /*T! */.
+_EXECUTABLE_COMMENTS = ("/*!", "/*M!", "/*T!")
 
 
 @dataclass(frozen=True)
@@ -23,7 +31,12 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+        return _checksum(self.sql)
+
+    def recorded_as(self, checksum: str) -> bool:
+        """Whether a history row's checksum is this file's: now, or before it gained TiDB
+        table options (the same statements to MySQL and MariaDB)."""
+        return checksum == self.checksum or checksum == _checksum(_TIDB_OPTION_RE.sub("", self.sql))
 
     @property
     def filename(self) -> str:
@@ -33,11 +46,17 @@ class Migration:
         return split_statements(self.sql)
 
 
+def _checksum(sql: str) -> str:
+    return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
 def split_statements(sql: str) -> list[str]:
     """Split a migration file into statements at top-level semicolons.
 
     Quotes and ``--``/``/* */`` comments are respected, so a semicolon inside a string literal
-    does not end a statement. Comment-only chunks are dropped.
+    does not end a statement. Comments are dropped, but for those some server executes
+    (``/*!``, ``/*M!``, ``/*T!``), which stay in their statement. Comment-only chunks are
+    dropped.
     """
     statements: list[str] = []
     buf: list[str] = []
@@ -62,7 +81,10 @@ def split_statements(sql: str) -> list[str]:
             continue
         elif sql.startswith("/*", i):
             end = sql.find("*/", i + 2)
-            i = n if end == -1 else end + 2
+            end = n if end == -1 else end + 2
+            if sql.startswith(_EXECUTABLE_COMMENTS, i):
+                buf.append(sql[i:end])
+            i = end
             continue
         elif ch == ";":
             _flush(buf, statements)

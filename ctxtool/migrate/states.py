@@ -5,7 +5,7 @@ tested with plain lists."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..errors import CtxtoolError
@@ -87,7 +87,7 @@ def migration_states(
                     m.version, m.name, row.status, row.started_at, None, row.checksum, detail
                 )
             )
-        elif row.checksum != m.checksum:
+        elif not m.recorded_as(row.checksum):
             states.append(
                 MigrationState(
                     m.version,
@@ -158,7 +158,7 @@ def refuse_unsafe(
                 f"Fix the cause (or finish that statement by hand), then run "
                 f"`ctxtool migrate repair {v}`: `up` then resumes at the failed statement"
             )
-        if v in files and files[v].checksum != row.checksum:
+        if v in files and not files[v].recorded_as(row.checksum):
             raise CtxtoolError(
                 f"migration {folder}/{name} changed after it was applied (checksum "
                 f"{row.checksum[:12]} recorded, {files[v].checksum[:12]} now); restore the "
@@ -177,3 +177,13 @@ def not_current_message(states: Sequence[MigrationState]) -> str | None:
         f"database schema is not current: {first.version}_{first.name} is {first.state}"
         f"{more}; run `ctxtool migrate status`, then `ctxtool migrate up`"
     )
+
+
+def with_note(states: Sequence[MigrationState], version: str, note: str) -> list[MigrationState]:
+    """``states`` with ``note`` added to the detail of ``version``'s."""
+    return [
+        replace(s, detail=f"{s.detail}; {note}" if s.detail else note)
+        if s.version == version
+        else s
+        for s in states
+    ]

@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS agent_message (
     content     MEDIUMTEXT  NULL,
     created_at  DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     PRIMARY KEY (id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 CREATE TABLE IF NOT EXISTS agent_compaction (
     id                    BIGINT      NOT NULL AUTO_INCREMENT,
@@ -28,4 +28,4 @@ CREATE TABLE IF NOT EXISTS agent_compaction (
     tokens_before         INT         NULL,
     created_at            DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     PRIMARY KEY (id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
