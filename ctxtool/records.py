@@ -85,6 +85,19 @@ class Compaction:
     created_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class SummarizedSpan:
+    """The messages a checkpoint summarizes: ``from_id <= id < to_id`` of one session (no lower
+    bound for a first checkpoint), how many and the sum of their ids. What the append proves
+    still stored, and what `validate` compares later."""
+
+    session_id: int
+    from_id: int | None
+    to_id: int
+    count: int
+    id_sum: int
+
+
 @dataclass
 class Session:
     session_id: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -338,8 +338,3 @@ if hasattr(os, "register_at_fork"):
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Tokens of a bare text (a summary, a system prompt), without message overhead."""
     return token_lengths([text or ""], encoding)[0]
-
-
-def context_tokens(message_counts: Iterable[int]) -> int:
-    """Tokens a model reads for a list of already-counted messages: their sum plus reply priming."""
-    return sum(message_counts) + REPLY_PRIMING_TOKENS

@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxtool.compaction import CompactionSettings, Compactor  # noqa: E402
+from ctxtool.compaction import CompactionSettings  # noqa: E402
+from ctxtool.compaction.runner import Compactor  # noqa: E402
 from ctxtool.compaction.sections import parse_sections  # noqa: E402
 from ctxtool.compaction.summarizers import ExtractiveSummarizer  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402

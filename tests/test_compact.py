@@ -13,7 +13,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.compaction import Compactor
+from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.records import SUMMARY_PREFIX

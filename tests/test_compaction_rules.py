@@ -227,7 +227,7 @@ def test_over_window_warning():
 
 
 def test_suffix_tokens_trust_only_counts_that_are_what_is_sent():
-    from ctxtool.compaction.rules import (
+    from ctxtool.context_size import (
         context_bounds,
         needs_measuring,
         suffix_tokens,
@@ -276,7 +276,7 @@ def test_summed_suffixes_are_exact_only_where_calls_and_results_could_pair():
     """Set-based sums know how many calls and results a suffix has, not which answers which:
     unequal numbers must be read; equal numbers widen the upper bound by what a mispaired pair
     can add (a placeholder result, a resend prefix with the call id)."""
-    from ctxtool.compaction.rules import (
+    from ctxtool.context_size import (
         context_bounds,
         needs_measuring,
         summed_suffix,

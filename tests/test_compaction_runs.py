@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.compaction import CompactionSettings, Compactor
+from ctxtool.compaction import CompactionSettings
+from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.db.schema import agent_message
 from ctxtool.store import Store

@@ -184,7 +184,9 @@ def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
 def _compacted_session_with_a_gap(db):
     """A session whose ids skip 11 (a writer that will commit late holds it), compacted once
     past it with the extractive summarizer; returns the checkpoint."""
-    from ctxtool.compaction import CompactionSettings, Compactor, ExtractiveSummarizer
+    from ctxtool.compaction import CompactionSettings
+    from ctxtool.compaction.runner import Compactor
+    from ctxtool.compaction.summarizers import ExtractiveSummarizer
     from ctxtool.db.schema import agent_message, agent_session
 
     from .builders import coding_session

@@ -6,19 +6,14 @@ from __future__ import annotations
 import click
 
 from ..compaction import (
-    COMPACTED,
     DEFAULT_KEEP_RECENT_TOKENS,
     DEFAULT_RESERVE_TOKENS,
-    FAILED,
-    LEASE_HELD,
-    OVER_WINDOW,
     CompactionSettings,
-    Compactor,
-    SummarizerSettings,
-    make_summarizer,
+    CompactionStatus,
     parse_duration,
 )
 from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
+from ..compaction.runner import Compactor
 from ..compaction.settings import MAX_DURATION_S
 from ..compaction.summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
@@ -26,6 +21,8 @@ from ..compaction.summarizers import (
     DEFAULT_TIMEOUT_S,
     KINDS,
     MAX_REQUEST_TIMEOUT_S,
+    SummarizerSettings,
+    make_summarizer,
 )
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
@@ -253,7 +250,7 @@ def _one(outcome, output: OutputFormat) -> None:
         click.echo(dumps(outcome.as_dict()))
     elif output.machine:
         print_rows([outcome.as_dict()], output, headers=_COLUMNS)
-    elif outcome.status != FAILED:
+    elif outcome.status != CompactionStatus.FAILED:
         _print_outcome(outcome)
     if not outcome.ok:
         raise CtxtoolError(outcome.message())
@@ -274,14 +271,14 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         [o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS
     )
     if not output.machine:
-        done = sum(o.status == COMPACTED for o in outcomes)
+        done = sum(o.status == CompactionStatus.COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
         for o in outcomes:
-            for note in o.notes if o.status == LEASE_HELD else ():
+            for note in o.notes if o.status == CompactionStatus.LEASE_HELD else ():
                 echo_text(f"session {o.session_id}: {note}", err=True)
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        over = sum(o.status == OVER_WINDOW for o in failed)
+        over = sum(o.status == CompactionStatus.OVER_WINDOW for o in failed)
         what = (
             "stay over their window"
             if over == len(failed)

@@ -19,11 +19,11 @@ from sqlalchemy.engine import Engine
 
 from ..db import read_connection
 from ..store import Store
-from ..store.candidates import EffectiveContext, effective_contexts, quiet_messages
-from .outcome import LEASE_HELD, CompactionOutcome
+from ..store.candidates import effective_contexts, measured, quiet_messages
+from ..store.counts import read_suffix
+from .outcome import CompactionOutcome
 from .plan import CompactionSettings
-from .rules import context_bounds, needs_measuring
-from .suffix import read_suffix
+from .status import CompactionStatus
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def find_batch(
             rows = [r for r in rows if r.last_message_id in quiet]
     found = [
         (r, estimate)
-        for r, estimate in _measured(store, rows, settings, encoding, force)
+        for r, estimate in measured(store, rows, settings, encoding, force)
         if force or estimate > settings.threshold(r.model)
     ]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
@@ -87,39 +87,6 @@ def find_batch(
             )
     batch.candidates = batch.candidates[:limit]
     return batch
-
-
-def _measured(
-    store: Store,
-    rows: list[EffectiveContext],
-    settings: CompactionSettings,
-    encoding: str | None,
-    force: bool = False,
-):
-    """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
-    memory) only where the sum cannot decide: counts it cannot trust, or a threshold between
-    the sum and the sum plus what it leaves out (at most its bytes)."""
-    for r in rows:
-        estimate = context_bounds(r.suffix, r.head_bytes)[0]
-        if not r.suffix.known or (
-            not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
-        ):
-            estimate = store.context_tokens(r.session_id, encoding)
-        yield r, estimate
-
-
-def over_threshold(
-    engine: Engine, settings: CompactionSettings, encoding: str | None = None
-) -> dict[int, tuple[int, int]]:
-    """{session id: (context tokens, threshold)} of every session whose restored context is
-    over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
-    with read_connection(engine) as conn:
-        rows = effective_contexts(conn, encoding)
-    return {
-        r.session_id: (estimate, settings.threshold(r.model))
-        for r, estimate in _measured(Store(engine), rows, settings, encoding)
-        if estimate > settings.threshold(r.model)
-    }
 
 
 def count_missing(engine: Engine, encoding: str | None = None) -> int:
@@ -165,7 +132,9 @@ def run_concurrently(
 def _leased(
     session_id: int, owner: str, until: datetime | None, estimate: int, threshold: int
 ) -> CompactionOutcome:
-    out = CompactionOutcome(session_id, LEASE_HELD, tokens_before=estimate, threshold=threshold)
+    out = CompactionOutcome(
+        session_id, CompactionStatus.LEASE_HELD, tokens_before=estimate, threshold=threshold
+    )
     out.notes.append(
         f"over threshold, skipped: leased by {owner} until {until} (a run that was "
         "killed keeps its lease until then)"

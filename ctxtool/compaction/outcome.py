@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from ..store.checkpoints import LOST_RACE
-from ..store.leases import HELD as LEASE_HELD
-
-COMPACTED = "compacted"
-PLANNED = "planned"  # dry run
-EVALUATED = "evaluated"  # dry run with --summarize: summarized, checked, not written
-BELOW_THRESHOLD = "below_threshold"
-NOTHING_TO_CUT = "nothing_to_cut"
-# LEASE_HELD (another compactor holds the session) and LOST_RACE (another checkpoint was
-# appended first; nothing written) are what the store answers: one spelling, the store's.
-REJECTED = "rejected"  # the summary was unusable (empty, not smaller, ...); nothing written
-OVER_WINDOW = "over_window"  # no safe cut brings the context under its threshold
-FAILED = "failed"
-OK_STATUSES = {
-    COMPACTED,
-    PLANNED,
-    EVALUATED,
-    BELOW_THRESHOLD,
-    NOTHING_TO_CUT,
-    LEASE_HELD,
-    LOST_RACE,
-}
+from .status import CompactionStatus
 
 
 @dataclass
 class CompactionOutcome:
     session_id: int
-    status: str
+    status: CompactionStatus
     tokens_before: int | None = None
     tokens_after: int | None = None
     tokens_kept: int | None = None  # tokens after, before the new summary is added (the plan)
     threshold: int | None = None
+    # The report's key, spelt as stored in a checkpoint's details (a format, not prose).
     summarised_messages: int | None = None
     kept_messages: int | None = None
     first_kept_message_id: int | None = None
@@ -54,21 +35,22 @@ class CompactionOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status in OK_STATUSES
+        return self.status.ok
 
     def message(self) -> str:
         """One line for an error report: the session, then what went wrong."""
-        detail = self.error or self.status
+        detail = self.error or self.status.value
         if detail.startswith(f"session {self.session_id} "):
             return detail
         return (
-            f"session {self.session_id}: {self.status}: {detail}"
+            f"session {self.session_id}: {self.status.value}: {detail}"
             if self.error
             else f"session {self.session_id}: {detail}"
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["status"] = self.status.value
         d["seconds"] = round(self.seconds, 3)
         d["summarizer_seconds"] = round(self.summarizer_seconds, 3)
         return d

@@ -1,21 +1,21 @@
 """Preparing a compaction and judging its summary: pure functions (Pi's ``prepareCompaction``
 shape). The runner reads the session, calls :func:`prepare`, asks the summarizer, calls
-:func:`check_summary`, and writes what :func:`checkpoint_values` returns.
+:func:`check_summary`, and writes what :func:`checkpoint_values` returns. Nothing here knows
+the store or a summarizer: the summarizer's request and answer are the runner's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import quality
-from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext
-from ..store.checkpoints import SummarizedSpan
-from ..store.reads import restored_context_tokens
+from ..context_size import restored_context_tokens
+from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
 from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
-from .outcome import BELOW_THRESHOLD, NOTHING_TO_CUT, OVER_WINDOW
 from .plan import CompactionPlan, CompactionSettings, plan_compaction, plan_message
-from .summarizers.base import Summary, SummaryRequest
+from .status import CompactionStatus
 from .touched_files import files_touched, merge_file_lists
 
 MIN_SUMMARY_BUDGET = 256
@@ -32,11 +32,11 @@ class Preparation:
     tokens_before: int
     threshold: int
     encoding: str
-    status: str | None = None
+    status: CompactionStatus | None = None
     plan: CompactionPlan | None = None
     previous: Compaction | None = None
     summarized: list[Message] = field(default_factory=list)
-    files: dict = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
     replaced_tokens: int = 0
     summary_budget: int = 0
     error: str | None = None
@@ -48,21 +48,6 @@ class Preparation:
     @property
     def tokens_kept(self) -> int | None:
         return self.tokens_before - self.replaced_tokens if self.plan else None
-
-    def request(
-        self, title: str | None = None, min_carry_over: float | None = None
-    ) -> SummaryRequest:
-        assert self.plan is not None
-        return SummaryRequest(
-            self.previous.summary if self.previous else None,
-            self.summarized,
-            self.files,
-            self.plan.split_turn,
-            max_tokens=self.summary_budget,
-            title=title,
-            encoding=self.encoding,
-            min_carry_over=min_carry_over,
-        )
 
     def span(self) -> SummarizedSpan:
         assert self.plan is not None
@@ -110,7 +95,7 @@ def prepare(
     )
     over = prep.tokens_before > threshold
     if not force and not over:
-        prep.status = BELOW_THRESHOLD
+        prep.status = CompactionStatus.BELOW_THRESHOLD
         return prep
     head = count_text(ctx.system_prompt, encoding) + 8 if ctx.system_prompt else 0
     fixed = (
@@ -122,7 +107,7 @@ def prepare(
         max_kept_tokens=threshold - fixed,
     )
     if plan is None:
-        prep.status = OVER_WINDOW if over else NOTHING_TO_CUT
+        prep.status = CompactionStatus.OVER_WINDOW if over else CompactionStatus.NOTHING_TO_CUT
         if over:
             biggest = max(ctx.messages, key=lambda m: m.token_count or 0, default=None)
             prep.error = over_window_message(
@@ -239,11 +224,3 @@ def checkpoint_values(
         "summarizer_model": model,
         "details": details,
     }
-
-
-def judge_summary(
-    prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
-) -> tuple[dict, str | None]:
-    """(the checkpoint row with its quality figures, why the summary is refused or None)."""
-    tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
-    return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal

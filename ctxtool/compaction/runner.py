@@ -24,17 +24,37 @@ from ..db import describe_db_error, scrub
 from ..errors import DEBUG_ENV, CtxtoolError, InvalidSettings, internal_error
 from ..records import Session
 from ..store import Store, leases
-from ..store.checkpoints import SPAN_CHANGED, append_checkpoint
+from ..store.checkpoints import append_checkpoint
+from ..store.counts import read_suffix
 from ..tokens import get_encoding, token_lengths
 from .batch import Batch, Candidate, count_missing, find_batch, run_concurrently
 from .fold import fold, frame_tokens
-from .outcome import COMPACTED, EVALUATED, FAILED, OVER_WINDOW, PLANNED, REJECTED, CompactionOutcome
+from .outcome import CompactionOutcome
 from .plan import CompactionSettings
-from .prepare import DEFAULT_MIN_CARRY_OVER, MIN_SUMMARY_BUDGET, Preparation, judge_summary, prepare
+from .prepare import (
+    DEFAULT_MIN_CARRY_OVER,
+    MIN_SUMMARY_BUDGET,
+    Preparation,
+    check_summary,
+    checkpoint_values,
+    prepare,
+)
 from .settings import lease_for_plan
-from .suffix import read_suffix
+from .status import CompactionStatus
 from .summarizers import Summarizer
-from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, SummaryRequest
+from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, Summary, SummaryRequest
+
+COMPACTED, EVALUATED, FAILED = (
+    CompactionStatus.COMPACTED,
+    CompactionStatus.EVALUATED,
+    CompactionStatus.FAILED,
+)
+OVER_WINDOW, PLANNED, REJECTED = (
+    CompactionStatus.OVER_WINDOW,
+    CompactionStatus.PLANNED,
+    CompactionStatus.REJECTED,
+)
+SPAN_CHANGED = CompactionStatus.SPAN_CHANGED
 
 SPAN_ATTEMPTS = 3  # a message committed late inside the summarized span: plan again
 
@@ -138,19 +158,24 @@ class Compactor:
                 out.status = prep.status or PLANNED
                 return
             if dry_run:
-                values = summarize_span(self.summarizer, prep, session.title, out, self.min_carry_over)
+                values = summarize_span(
+                    self.summarizer, prep, session.title, out, self.min_carry_over
+                )
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
             lease = lease_for_plan(self.summarizer, prep.plan.summarized_tokens, self.lease_seconds)
-            claimed = leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
-            if claimed != leases.TAKEN:
-                out.status = claimed
-                lease = leases.holder(conn, session_id) if claimed == leases.HELD else None
-                if lease is not None:
-                    out.notes.append(f"leased by {lease.owner} until {lease.expires_at}")
+            refused = leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
+            if refused is not None:
+                out.status = refused
+                held = refused == CompactionStatus.LEASE_HELD
+                holder = leases.holder(conn, session_id) if held else None
+                if holder is not None:
+                    out.notes.append(f"leased by {holder.owner} until {holder.expires_at}")
                 return
             try:
-                values = summarize_span(self.summarizer, prep, session.title, out, self.min_carry_over)
+                values = summarize_span(
+                    self.summarizer, prep, session.title, out, self.min_carry_over
+                )
                 if values is not None:
                     append(conn, self.owner, prep, values, out)
                 else:
@@ -293,7 +318,7 @@ def summarize_span(
     that dropped items of the previous summary is sent back once, with those items, to a
     summarizer that can revise it."""
     started = time.perf_counter()
-    request = prep.request(title, min_carry_over)
+    request = summary_request(prep, title, min_carry_over)
     summary = fold(
         summarizer.summarize,
         request,
@@ -338,6 +363,31 @@ def summarize_span(
     return values
 
 
+def summary_request(
+    prep: Preparation, title: str | None = None, min_carry_over: float | None = None
+) -> SummaryRequest:
+    """What the summarizer is asked for the prepared span."""
+    assert prep.plan is not None
+    return SummaryRequest(
+        prep.previous.summary if prep.previous else None,
+        prep.summarized,
+        prep.files,
+        prep.plan.split_turn,
+        max_tokens=prep.summary_budget,
+        title=title,
+        encoding=prep.encoding,
+        min_carry_over=min_carry_over,
+    )
+
+
+def judge_summary(
+    prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
+) -> tuple[dict, str | None]:
+    """(the checkpoint row with its quality figures, why the summary is refused or None)."""
+    tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
+    return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal
+
+
 def _dropped_items(prep: Preparation, text: str, min_carry_over: float | None) -> bool:
     """Whether ``text`` holds less of the previous summary's items than required."""
     if min_carry_over is None or prep.previous is None:
@@ -371,11 +421,11 @@ def append(
     result = append_checkpoint(
         conn, owner=owner, parent_id=prep.parent_id, values=values, span=prep.span()
     )
-    if isinstance(result, int):
-        out.compaction_id = result
+    if result.compaction_id is not None:
+        out.compaction_id = result.compaction_id
         out.status = _fits(out, prep, COMPACTED)
     else:
-        out.status = result  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
+        out.status = result.status  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
 
 
 def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
@@ -389,7 +439,7 @@ def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
     out.tokens_kept = prep.tokens_kept
 
 
-def _fits(out: CompactionOutcome, prep: Preparation, status: str) -> str:
+def _fits(out: CompactionOutcome, prep: Preparation, status: CompactionStatus) -> CompactionStatus:
     """``status``, or OVER_WINDOW when the context stays over its threshold after all."""
     if prep.plan is not None and prep.plan.over_window:
         out.error = prep.error

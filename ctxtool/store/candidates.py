@@ -7,29 +7,30 @@ the encoding the session needs, the rows without such a count, and how many tool
 tool results there are. So the cost follows the messages since each cut and nothing of them is
 sent back. A session whose calls and results differ in number is measured exactly by the
 caller (some call goes unanswered, or some result answers none: the restored context adds or
-resends messages that no stored count covers; ``compaction.rules.SuffixTokens``). Messages
+resends messages that no stored count covers; ``context_size.SuffixTokens``). Messages
 without a usable count are ``uncounted``: filling them in is a separate, explicit step.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
-from ..compaction.rules import SuffixTokens, summed_suffix
-from ..db import dialect_of
+from ..compaction.plan import CompactionSettings
+from ..context_size import SuffixTokens, context_bounds, needs_measuring, summed_suffix
+from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 from ..records import CHAT_ROLES
 from ..tokens import encoding_for_model
-from .reads import SESSIONS_PER_RANGE_QUERY, TRUSTED_COUNT, suffix_ranges, text_bytes
+from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges, text_bytes, usable_count_sums
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,8 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     calls = dialect.json_array_length(M.c.tool_calls)
     out: list[EffectiveContext] = []
     for name, group in by_encoding.items():
-        usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == name)
         sums = (
-            sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
-            sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+            *usable_count_sums(name),
             sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
             sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
             # Messages of no chat role are sent as user messages with a prefix: their
@@ -126,6 +125,40 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
                 )
     out.sort(key=lambda c: c.session_id)
     return out
+
+
+def measured(
+    store: Store,
+    rows: list[EffectiveContext],
+    settings: CompactionSettings,
+    encoding: str | None,
+    force: bool = False,
+) -> Iterator[tuple[EffectiveContext, int]]:
+    """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
+    memory) only where the sum cannot decide: counts it cannot trust, or a threshold between
+    the sum and the sum plus what it leaves out (at most its bytes). ``force``: every session
+    is compacted whatever its size, so only counts the sum cannot trust are measured."""
+    for r in rows:
+        estimate = context_bounds(r.suffix, r.head_bytes)[0]
+        if not r.suffix.known or (
+            not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
+        ):
+            estimate = store.context_tokens(r.session_id, encoding)
+        yield r, estimate
+
+
+def over_threshold(
+    engine: Engine, settings: CompactionSettings, encoding: str | None = None
+) -> dict[int, tuple[int, int]]:
+    """{session id: (context tokens, threshold)} of every session whose restored context is
+    over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
+    with read_connection(engine) as conn:
+        rows = effective_contexts(conn, encoding)
+    return {
+        r.session_id: (estimate, settings.threshold(r.model))
+        for r, estimate in measured(Store(engine), rows, settings, encoding)
+        if estimate > settings.threshold(r.model)
+    }
 
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:

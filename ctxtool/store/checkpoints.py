@@ -17,26 +17,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from ..compaction.status import CompactionStatus
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
-from ..records import MESSAGES_THROUGH
-from .leases import MOVED_ON, give_back
+from ..records import MESSAGES_THROUGH, SummarizedSpan
+from .leases import give_back
 from .reads import latest_compaction_id
-
-LOST_RACE = MOVED_ON  # another checkpoint was appended first; nothing written
-SPAN_CHANGED = "span_changed"
 
 
 @dataclass(frozen=True)
-class SummarizedSpan:
-    """The messages a checkpoint summarizes: ``from_id <= id < to_id`` of one session (no lower
-    bound for a first checkpoint), how many and the sum of their ids."""
+class AppendResult:
+    """What an append came to: COMPACTED with the new checkpoint's id, SPAN_CHANGED (a message
+    arrived inside the summarized range: plan again) or LOST_RACE (the lease was lost, a newer
+    checkpoint exists, or the unique key refused a sibling); nothing written but the first."""
 
-    session_id: int
-    from_id: int | None
-    to_id: int
-    count: int
-    id_sum: int
+    status: CompactionStatus
+    compaction_id: int | None = None
 
 
 def span_in_store(conn: Connection, span: SummarizedSpan, lock: bool) -> tuple[int, int]:
@@ -55,21 +51,19 @@ def span_in_store(conn: Connection, span: SummarizedSpan, lock: bool) -> tuple[i
 
 def append_checkpoint(
     conn: Connection, *, owner: str, parent_id: int, values: dict, span: SummarizedSpan
-) -> int | str:
-    """Append the checkpoint and release the lease in one transaction. Returns its id, or
-    SPAN_CHANGED (a message arrived inside the summarized range: plan again) or LOST_RACE
-    (the lease was lost, a newer checkpoint exists, or the unique key refused a sibling)."""
+) -> AppendResult:
+    """Append the checkpoint and release the lease in one transaction (see the module)."""
     try:
         with conn.begin() as tx:
             if span_in_store(conn, span, lock=True) != (span.count, span.id_sum):
                 tx.rollback()
-                return SPAN_CHANGED
+                return AppendResult(CompactionStatus.SPAN_CHANGED)
             if (
                 not give_back(conn, span.session_id, owner)
                 or latest_compaction_id(conn, span.session_id) != parent_id
             ):
                 tx.rollback()
-                return LOST_RACE
+                return AppendResult(CompactionStatus.LOST_RACE)
             # The newest message stored now: the checkpoint this one replaces restored up to
             # it (`context show --at`), whatever times the messages carry.
             newest = conn.execute(
@@ -83,6 +77,6 @@ def append_checkpoint(
                     **{**values, "details": details},
                 )
             )
-            return int(result.inserted_primary_key[0])
-    except IntegrityError:
-        return LOST_RACE  # uq_compaction_parent: a sibling checkpoint already exists
+            return AppendResult(CompactionStatus.COMPACTED, int(result.inserted_primary_key[0]))
+    except IntegrityError:  # uq_compaction_parent: a sibling checkpoint already exists
+        return AppendResult(CompactionStatus.LOST_RACE)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..compaction.plan import CompactionSettings
-from ..compaction.rules import context_bounds, suffix_tokens
+from ..context_size import suffix_tokens, surely_fits
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
@@ -159,7 +159,7 @@ def _context_tokens(
     head_bytes = int(session.prompt_bytes) + (
         len(latest.summary.encode()) if latest is not None and latest.summary else 0
     )
-    if counted.known and context_bounds(counted, head_bytes)[1] <= threshold:
+    if surely_fits(counted, head_bytes, threshold):
         return None
     return Store(conn.engine).context_tokens(session.session_id, conn=conn)
 

@@ -17,14 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+from ..context_size import fill_missing_counts
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from ..records import Message
+from ..records import Message, RestoredContext, Session, restore_context
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from .reads import TRUSTED_COUNT, json_as_text, json_value
+from .reads import Store, json_as_text, json_value, no_usable_count
 
 DEFAULT_BATCH = 2000
 
@@ -50,14 +51,7 @@ def expected_encoding(conn, override: str | None):
 
 
 def _pending_filter(expected, recount: bool):
-    if recount:
-        return sa.true()
-    return sa.or_(
-        M.c.token_count.is_(None),
-        sa.not_(TRUSTED_COUNT),
-        M.c.token_encoding.is_(None),
-        M.c.token_encoding != expected,
-    )
+    return sa.true() if recount else no_usable_count(expected)
 
 
 def count_pending(
@@ -173,13 +167,26 @@ def store_counts(conn, ids: list[int], counts: list[int], encoding: str) -> None
         dialect_of(conn).update_token_counts(conn, ids, counts, encoding)
 
 
-def count_loaded_messages(conn, messages: list[Message], encoding: str) -> int:
+def count_loaded_messages(conn: Connection, messages: list[Message], encoding: str) -> int:
     """Count the given messages that have no count under ``encoding``, store the counts and set
     them on the objects; return how many were counted. The caller commits."""
-    missing = [m for m in messages if m.token_count is None or m.token_encoding != encoding]
-    if missing:
-        counts = count_messages([m.text() for m in missing], encoding)
-        store_counts(conn, [m.id for m in missing], counts, encoding)
-        for m, n in zip(missing, counts):
-            m.token_count, m.token_encoding = n, encoding
-    return len(missing)
+    counted = fill_missing_counts(messages, encoding)
+    store_counts(conn, [m.id for m in counted], [m.token_count or 0 for m in counted], encoding)
+    return len(counted)
+
+
+def read_suffix(
+    store: Store, conn: Connection, session_id: int, encoding: str | None, store_counts: bool
+) -> tuple[Session, RestoredContext, str]:
+    """(session, restored context, encoding): what every path that measures or compacts a
+    session reads (never the whole history), with the counts the runtime left out filled in:
+    written when ``store_counts`` (the caller commits), else in memory only."""
+    session = store.session(session_id, conn)
+    enc = encoding_for_model(session.model, encoding).name
+    latest = store.latest_compaction(session_id, conn)
+    suffix = store.messages(session_id, latest.first_kept_message_id if latest else None, conn=conn)
+    if store_counts:
+        count_loaded_messages(conn, suffix, enc)
+    else:
+        fill_missing_counts(suffix, enc)
+    return session, restore_context(session_id, session.system_prompt, latest, suffix), enc

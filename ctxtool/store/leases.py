@@ -13,13 +13,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..compaction.status import CompactionStatus
 from ..db import dialect_of
 from ..db.schema import agent_session as S
 from .reads import latest_compaction_id
-
-TAKEN = "taken"
-HELD = "lease_held"  # another compactor holds the session
-MOVED_ON = "lost_race"  # a checkpoint was appended since the caller read the session
 
 
 @dataclass(frozen=True)
@@ -28,9 +25,12 @@ class Lease:
     expires_at: datetime | None
 
 
-def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id: int) -> str:
+def claim(
+    conn: Connection, session_id: int, owner: str, seconds: int, parent_id: int
+) -> CompactionStatus | None:
     """Take the session's lease if it is free, expired or already ours, and check no checkpoint
-    was appended since the caller planned: TAKEN, HELD or MOVED_ON."""
+    was appended since the caller planned. None when taken, else why not: LEASE_HELD (another
+    compactor holds it) or LOST_RACE (a checkpoint was appended since the caller read it)."""
     dialect = dialect_of(conn)
     with conn.begin() as tx:
         taken = conn.execute(
@@ -50,11 +50,11 @@ def claim(conn: Connection, session_id: int, owner: str, seconds: int, parent_id
         ).rowcount
         if taken != 1:
             tx.rollback()
-            return HELD
+            return CompactionStatus.LEASE_HELD
         if latest_compaction_id(conn, session_id) != parent_id:
             tx.rollback()  # another compactor finished between our read and our claim
-            return MOVED_ON
-    return TAKEN
+            return CompactionStatus.LOST_RACE
+    return None
 
 
 def release(conn: Connection, session_id: int, owner: str) -> None:

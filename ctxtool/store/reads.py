@@ -11,12 +11,13 @@ import contextlib
 import dataclasses
 import gc
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from typing import Any
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..context_size import context_token_counts, restored_context_tokens
 from ..db import dialect_of, read_connection
 from ..db.schema import BIGINT_MAX
 from ..db.schema import agent_compaction as C
@@ -24,8 +25,19 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 from ..errors import CtxtoolError
+from ..inspection import (
+    CheckpointDiff,
+    ContextPoint,
+    ContextView,
+    build_view,
+    checkpoint_rows,
+    context_at,
+    diff_checkpoints,
+    pick_pair,
+    point_in_history,
+)
 from ..records import Compaction, Message, RestoredContext, Session, restore_context
-from ..tokens import REPLY_PRIMING_TOKENS, count_messages, encoding_for_model
+from ..tokens import count_text, encoding_for_model
 
 
 def json_as_text(column: sa.Column) -> sa.ColumnElement:
@@ -55,6 +67,35 @@ _CREATED_AT = _MESSAGE_FIELDS.index("created_at")  # text when MySQL holds a zer
 MAX_MESSAGE_TOKENS = 1 << 30
 TRUSTED_COUNT = sa.and_(M.c.token_count >= 1, M.c.token_count <= MAX_MESSAGE_TOKENS)
 STORED_TOKEN_COUNT = sa.case((TRUSTED_COUNT, M.c.token_count), else_=None).label("token_count")
+
+
+def usable_count(encoding) -> sa.ColumnElement[bool]:
+    """SQL: the row's stored count is what the model reads under ``encoding`` (a literal or an
+    expression): trusted, and made with it. ``context_size.has_usable_count`` in Python."""
+    return sa.and_(TRUSTED_COUNT, M.c.token_encoding == encoding)
+
+
+def no_usable_count(encoding) -> sa.ColumnElement[bool]:
+    """SQL: the complement of :func:`usable_count`, NULLs included (a NOT over its NULL would
+    pass over the rows that have no count at all)."""
+    return sa.or_(
+        M.c.token_count.is_(None),
+        sa.not_(TRUSTED_COUNT),
+        M.c.token_encoding.is_(None),
+        M.c.token_encoding != encoding,
+    )
+
+
+def usable_count_sums(encoding) -> tuple[sa.Label[Any], sa.Label[Any]]:
+    """SQL aggregates over message rows: ``tokens``, the sum of their usable counts under
+    ``encoding``, and ``uncounted``, how many rows have none."""
+    usable = usable_count(encoding)
+    return (
+        sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
+        sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+    )
+
+
 _MESSAGE_COLUMNS = [
     json_as_text(M.c[name])
     if isinstance(M.c[name].type, sa.JSON)
@@ -336,12 +377,10 @@ class SessionHistory:
         self.session = store.session(self.session_id)
         self.compactions = store.compactions(self.session_id)
 
-    def point(self, checkpoint_id: int | None = None, before_first: bool = False):
-        from ..inspection import point_in_history
-
+    def point(self, checkpoint_id: int | None = None, before_first: bool = False) -> ContextPoint:
         return point_in_history(self.compactions, checkpoint_id, before_first, str(self.session_id))
 
-    def messages_at(self, point) -> list[Message]:
+    def messages_at(self, point: ContextPoint) -> list[Message]:
         """The messages of the context at ``point``: one id range, bounded by the next
         checkpoint where there is one (never the history after it)."""
         query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == self.session_id)
@@ -364,10 +403,8 @@ class SessionHistory:
         checkpoint_id: int | None = None,
         before_first: bool = False,
         encoding: str | None = None,
-    ):
+    ) -> ContextView:
         """The :class:`~ctxtool.inspection.ContextView` at a checkpoint (default: the latest)."""
-        from ..inspection import build_view, context_at
-
         point = self.point(checkpoint_id, before_first)
         ctx = context_at(self.session, point, self.messages_at(point))
         choice = encoding_for_model(self.session.model, encoding)
@@ -376,9 +413,6 @@ class SessionHistory:
 
     def checkpoint_rows(self) -> list[dict]:
         """Every checkpoint in order with the stored messages each one summarized."""
-        from ..inspection import checkpoint_rows
-        from ..tokens import count_text
-
         encoding = encoding_for_model(self.session.model).name
         summarized = []
         with connection_for(self.store.engine, None) as c:
@@ -397,10 +431,8 @@ class SessionHistory:
         ]
         return checkpoint_rows(self.compactions, summarized, summary_tokens)
 
-    def diff(self, a: int | None = None, b: int | None = None):
+    def diff(self, a: int | None = None, b: int | None = None) -> CheckpointDiff:
         """:class:`~ctxtool.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
-        from ..inspection import diff_checkpoints, pick_pair
-
         first, second = pick_pair(self.compactions, a, b, str(self.session_id))
         between = self.store.messages(
             self.session_id,
@@ -408,35 +440,6 @@ class SessionHistory:
             second.first_kept_message_id,
         )
         return diff_checkpoints(first, second, between)
-
-
-def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
-    """Tokens of a restored context under ``encoding``, reusing stored counts that match it
-    (synthetic tool results and the summary included: they are sent too)."""
-    return REPLY_PRIMING_TOKENS + sum(context_token_counts(ctx, encoding))
-
-
-def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
-    """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
-    stored counts reused where they were made with ``encoding``, the rest counted now."""
-    # Only what has no stored count is turned into text and encoded: this runs for every
-    # session compact --all measures, so it must cost next to nothing when all is counted.
-    texts = ctx.texts(head_only=True)
-    entries = ctx.entries()
-    counts: list[int | None] = [None] * len(texts)
-    for entry in entries:
-        m = entry.message
-        stored = (
-            not (entry.synthetic or entry.as_user)
-            and m.token_count is not None
-            and m.token_encoding == encoding
-        )
-        counts.append(m.token_count if stored else None)
-    missing = [i for i, c in enumerate(counts) if c is None]
-    wanted = [texts[i] if i < len(texts) else entries[i - len(texts)].text() for i in missing]
-    for i, n in zip(missing, count_messages(wanted, encoding)):
-        counts[i] = n
-    return counts  # type: ignore[return-value]
 
 
 class connection_for:
@@ -552,119 +555,3 @@ def suffix_outlines(
         )
     if messages:
         yield session_id, messages
-
-
-def list_sessions(
-    engine: Engine,
-    user_id: str | None = None,
-    project_id: str | None = None,
-    source_format: str | None = None,
-    limit: int = 50,
-    *,
-    search: str | None = None,
-    model: str | None = None,
-    since: datetime | None = None,
-    over_window=None,
-) -> list[dict]:
-    """The newest sessions (by id) with message and checkpoint counts, for finding one to
-    inspect. Counts come from the indexes (no message text is read).
-
-    ``search`` matches (case-insensitively) the title, the source id or the first user message;
-    ``model`` is a model name or its prefix; ``since`` keeps sessions created at or after it.
-    ``over_window`` (CompactionSettings) keeps only sessions whose restored context is over
-    their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
-    exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
-    The sums leave out the system prompt and the summary (enough to know a session is over),
-    so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure.
-    """
-    query = _sessions_query(
-        user_id=user_id,
-        project_id=project_id,
-        source_format=source_format,
-        model=model,
-        since=since,
-        search=search,
-        dialect=dialect_of(engine),
-    )
-    with read_connection(engine) as conn:
-        measured: dict[int, tuple[int, int]] = {}
-        if over_window is not None:
-            from ..compaction.batch import over_threshold  # the cron batch's own measure
-
-            measured = over_threshold(engine, over_window)
-            query = query.where(S.c.session_id.in_(list(measured) or [0]))
-        sessions = conn.execute(query.limit(limit)).all()
-        ids = [s.session_id for s in sessions]
-        if not ids:
-            return []
-        messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
-        compactions = per_session(conn, C, ids, sa.func.count())
-        if over_window is not None:  # each restored suffix, on this connection
-            store = Store(engine)
-            exact = {sid: store.context_tokens(sid, conn=conn) for sid in ids}
-    rows = []
-    for s in sessions:
-        row = {
-            "session_id": s.session_id,
-            "title": s.title,
-            "model": s.model,
-            "user_id": s.user_id,
-            "project_id": s.project_id,
-            "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-            "messages": int(messages.get(s.session_id, (0, None))[0]),
-            "compactions": int(compactions.get(s.session_id, (0,))[0]),
-            "last_message_id": messages.get(s.session_id, (0, None))[1],
-            "created_at": s.created_at,
-            "leased_by": s.lease_owner,
-        }
-        if over_window is not None:
-            row["context_tokens"], row["threshold"] = exact[s.session_id], measured[s.session_id][1]
-        rows.append(row)
-    return rows
-
-
-def _sessions_query(*, user_id, project_id, source_format, model, since, search, dialect):
-    """The sessions matching ``sessions list``'s filters, newest first."""
-    query = sa.select(
-        S.c.session_id,
-        S.c.title,
-        S.c.model,
-        S.c.user_id,
-        S.c.project_id,
-        S.c.source_format,
-        S.c.source_id,
-        S.c.created_at,
-        S.c.lease_owner,
-    ).order_by(S.c.session_id.desc())
-    if user_id is not None:
-        query = query.where(S.c.user_id == user_id)
-    if project_id is not None:
-        query = query.where(S.c.project_id == project_id)
-    if source_format is not None:
-        query = query.where(S.c.source_format == source_format)
-    if model is not None:
-        query = query.where(S.c.model.startswith(model, autoescape=True))
-    if since is not None:
-        query = query.where(dialect.time_compare(S.c.created_at, ">=", since, no_time=False))
-    if search:
-        pattern = (
-            "%" + search.lower().replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
-        )
-        # Each session's first request, looked up per session on (session_id, id): a grouped
-        # subquery would read every message of the store on every search.
-        first_request = (
-            sa.select(M.c.content)
-            .where(M.c.session_id == S.c.session_id, M.c.role == "user")
-            .order_by(M.c.id)
-            .limit(1)
-            .correlate(S)
-            .scalar_subquery()
-        )
-        query = query.where(
-            sa.or_(
-                sa.func.lower(S.c.title).like(pattern, escape="/"),
-                sa.func.lower(S.c.source_id).like(pattern, escape="/"),
-                sa.func.lower(first_request).like(pattern, escape="/"),
-            )
-        )
-    return query

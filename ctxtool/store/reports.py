@@ -6,13 +6,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..context_size import restored_context_tokens
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..tokens import count_text, encoding_for_model
 from .counts import expected_encoding
-from .reads import TRUSTED_COUNT, Store, json_as_text, json_value, restored_context_tokens
+from .reads import Store, json_as_text, json_value, usable_count_sums
 
 
 def token_report(
@@ -35,13 +36,9 @@ def token_report(
         # Only counts made with the encoding the report uses add up: a message counted with
         # another is uncounted here. One walk of the index that holds counts and encodings.
         expected = expected_encoding(conn, encoding)
-        usable = sa.and_(TRUSTED_COUNT, M.c.token_encoding == expected)
         agg = (
             sa.select(
-                M.c.session_id,
-                sa.func.count().label("messages"),
-                sa.func.sum(sa.case((usable, M.c.token_count), else_=0)).label("tokens"),
-                sa.func.sum(sa.case((usable, 0), else_=1)).label("uncounted"),
+                M.c.session_id, sa.func.count().label("messages"), *usable_count_sums(expected)
             )
             .select_from(M.join(S, S.c.session_id == M.c.session_id))
             .group_by(M.c.session_id)

@@ -1,0 +1,184 @@
+"""How big a restored context is: the one owner of that measure (pure, no database).
+
+A context costs what its messages cost as sent (system prompt, summary, then the entries of
+:meth:`~ctxtool.records.RestoredContext.entries`, synthetic results included) plus the reply
+priming. A message's stored count is reused only when it is usable: made with the encoding the
+session needs, and for what is sent (a result resent as a user message is counted as sent).
+Without the text, stored counts only bound the size (:class:`SuffixTokens`,
+:func:`context_bounds`); the store sums them in SQL with ``store.reads.usable_count_sums``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from .records import (
+    NO_CALL_ID,
+    NO_RESULT_TEXT,
+    ORPHAN_RESULT_PREFIX,
+    SUMMARY_PREFIX,
+    Message,
+    RestoredContext,
+    answer_tool_calls,
+)
+from .tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, MessageText, count_messages
+
+# The message framing of a context's head (the system prompt's and the summary's role and
+# separators, the summary's preface), over and above the bytes of their texts.
+HEAD_FRAMING_TOKENS = 2 * (TOKENS_PER_MESSAGE + 8) + len(SUMMARY_PREFIX.encode())
+# The bytes a resent result's prefix adds besides its call id (the longer wording of a result
+# without one included).
+_RESEND_PREFIX_BYTES = len(ORPHAN_RESULT_PREFIX.format(call_id=NO_CALL_ID).encode())
+
+
+def has_usable_count(message: Message, encoding: str) -> bool:
+    """Whether the message's stored count is what the model reads under ``encoding``. A count
+    no message can have was read as None already (``store.reads.TRUSTED_COUNT``)."""
+    return message.token_count is not None and message.token_encoding == encoding
+
+
+def fill_missing_counts(messages: Sequence[Message], encoding: str) -> list[Message]:
+    """Count the messages without a usable count under ``encoding`` and set the counts on the
+    records; returns those it counted (the store writes them where the caller may write)."""
+    missing = [m for m in messages if not has_usable_count(m, encoding)]
+    for m, n in zip(missing, count_messages([m.text() for m in missing], encoding)):
+        m.token_count, m.token_encoding = n, encoding
+    return missing
+
+
+def context_tokens(message_counts: Iterable[int]) -> int:
+    """Tokens a model reads for a list of already-counted messages: their sum plus reply priming."""
+    return sum(message_counts) + REPLY_PRIMING_TOKENS
+
+
+def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
+    """Tokens of a restored context under ``encoding``, reusing stored counts that match it
+    (synthetic tool results and the summary included: they are sent too)."""
+    return context_tokens(context_token_counts(ctx, encoding))
+
+
+def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
+    """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
+    stored counts reused where they were made with ``encoding``, the rest counted now."""
+    # Only what has no stored count is turned into text and encoded: this runs for every
+    # session compact --all measures, so it must cost next to nothing when all is counted.
+    texts = ctx.texts(head_only=True)
+    entries = ctx.entries()
+    counts: list[int | None] = [None] * len(texts)
+    for entry in entries:
+        sent_as_stored = not (entry.synthetic or entry.as_user)
+        usable = sent_as_stored and has_usable_count(entry.message, encoding)
+        counts.append(entry.message.token_count if usable else None)
+    missing = [i for i, c in enumerate(counts) if c is None]
+    wanted = [texts[i] if i < len(texts) else entries[i - len(texts)].text() for i in missing]
+    for i, n in zip(missing, count_messages(wanted, encoding)):
+        counts[i] = n
+    return [c or 0 for c in counts]
+
+
+@dataclass(frozen=True)
+class SuffixTokens:
+    """What the stored counts of a restored suffix say about its tokens, read without its text.
+
+    ``tokens``: the stored counts that are what the model is sent (made with the encoding the
+    session needs), plus the results ctxtool adds for calls without one. ``uncounted``:
+    messages with no count under that encoding (none stored, or made with another one).
+    ``resent``: tool results whose call is not in the context, and messages of no chat role,
+    sent as a user message, so their stored count is not what is sent. ``unpaired``: from
+    set-based sums, which know how many calls and results there are but not which answers which
+    (:func:`summed_suffix`), the difference: where calls and results differ in number, some
+    call goes unanswered or some result answers none, so the pairing must be read. Only with
+    all three at 0 is ``tokens`` exact; from sums, up to ``unread_pairing`` more."""
+
+    tokens: int = 0
+    uncounted: int = 0
+    resent: int = 0
+    synthetic: int = 0
+    unpaired: int = 0
+    # From sums, with as many calls as results: at most what is sent beyond the stored counts
+    # if some of them do not answer each other (a placeholder for a call, a prefix on a resent
+    # result), which the sums cannot see. Added to the upper bound, not to ``tokens``.
+    unread_pairing: int = 0
+
+    @property
+    def known(self) -> bool:
+        return not (self.uncounted or self.resent or self.unpaired)
+
+
+def summed_suffix(
+    tokens: int | None,
+    uncounted: int | None,
+    calls: int | None,
+    results: int | None,
+    longest_result_id_bytes: int | None,
+    encoding: str,
+    foreign: int | None = 0,
+) -> SuffixTokens:
+    """:class:`SuffixTokens` from set-based sums over a suffix: the stored counts made with
+    ``encoding`` (the one the session needs), the rows without one, the tool calls, the tool
+    results and the UTF-8 bytes of the longest result's call id. Calls and results equal in
+    number may still not answer each other: each such pair is bounded by a placeholder result
+    plus a resend prefix (its call id included, a token at most per byte, and the few tokens
+    the prefix can change at its junction with the result's text). ``foreign``: messages of
+    no chat role, resent as user messages."""
+    calls, results = int(calls or 0), int(results or 0)
+    per_pair = (
+        synthetic_result_tokens(encoding)
+        + _RESEND_PREFIX_BYTES
+        + int(longest_result_id_bytes or 0)
+        + 4
+    )
+    return SuffixTokens(
+        int(tokens or 0),
+        int(uncounted or 0),
+        resent=int(foreign or 0),
+        unpaired=abs(calls - results),
+        unread_pairing=min(calls, results) * per_pair,
+    )
+
+
+def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
+    """The :class:`SuffixTokens` of a restored suffix: records with roles, tool links and
+    stored counts (their text is not needed), in id order."""
+    tokens = uncounted = resent = synthetic = 0
+    for entry in answer_tool_calls(messages):
+        m = entry.message
+        if entry.synthetic:
+            synthetic += 1
+            tokens += synthetic_result_tokens(encoding)
+        elif entry.as_user:
+            resent += 1
+        elif not has_usable_count(m, encoding):
+            uncounted += 1
+        else:
+            tokens += m.token_count or 0
+    return SuffixTokens(tokens, uncounted, resent, synthetic)
+
+
+@cache
+def synthetic_result_tokens(encoding: str) -> int:
+    """Tokens of the result the restored context adds for a call that has none."""
+    return count_messages([MessageText("tool", NO_RESULT_TEXT)], encoding)[0]
+
+
+def context_bounds(suffix: SuffixTokens, head_bytes: int) -> tuple[int, int]:
+    """(at least, at most) tokens of a restored context whose suffix counts are ``suffix`` and
+    whose head (system prompt and summary, stored counts of which are not trusted) holds
+    ``head_bytes`` UTF-8 bytes: a byte-level BPE token is at least one byte. Exact only for a
+    suffix whose counts are all :attr:`SuffixTokens.known`."""
+    low = suffix.tokens + REPLY_PRIMING_TOKENS
+    return low, low + head_bytes + HEAD_FRAMING_TOKENS + suffix.unread_pairing
+
+
+def needs_measuring(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:
+    """Whether only an exact count can tell if the context is over ``threshold``: counts the
+    suffix cannot vouch for, or a threshold between its bounds."""
+    low, high = context_bounds(suffix, head_bytes)
+    return not suffix.known or low <= threshold < high
+
+
+def surely_fits(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:
+    """Whether the stored counts alone prove the context is at most ``threshold`` tokens."""
+    return suffix.known and context_bounds(suffix, head_bytes)[1] <= threshold
