@@ -13,6 +13,7 @@ import pytest
 
 from ctxtool.db import retry_transaction
 
+from .conftest import TRANSCRIPTS, Database
 from .galera_cluster import galera  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.galera
@@ -81,3 +82,42 @@ def test_messages_written_through_three_nodes_restore_in_the_order_written(nodes
         assert texts == [f"message {i} via node {1 + i % 3}" for i in range(30)]
     check = ctxtool(nodes[3].url, "validate", env=dict(os.environ))
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _message_counts(db) -> dict[str, int]:
+    """{session source id: messages stored} — what an import stored, wherever it ran."""
+    rows = db.rows(
+        "SELECT s.source_id AS source, COUNT(m.id) AS n FROM agent_session s "
+        "JOIN agent_message m ON m.session_id = s.session_id GROUP BY s.source_id"
+    )
+    return {r["source"]: r["n"] for r in rows}
+
+
+def test_two_overlapping_imports_through_two_nodes_store_each_message_once(nodes, tmp_path):
+    """Node 1 imports A and B while node 2 imports B and C: B's session and messages race
+    through two nodes (certification decides, the loser finds them present). Every message
+    is stored once: the same counts as one import of A, B and C into one SQLite file."""
+    a = TRANSCRIPTS / "pi" / "large-session.jsonl"
+    b = TRANSCRIPTS / "claude-code" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    c = TRANSCRIPTS / "codex" / "agent-sessions-codex-small.jsonl"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ctxtool", "--db", nodes[n].url, "import", *map(str, files)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, files in ((1, (a, b)), (2, (b, c)))
+    ]
+    outs = [r.communicate(timeout=300) for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], outs
+    reference = Database("sqlite", f"sqlite:///{tmp_path / 'one.db'}").migrate()
+    done = ctxtool(reference.url, "import", str(a), str(b), str(c))
+    assert done.returncode == 0, done.stderr
+    expected = _message_counts(reference)
+    assert len(expected) == 3 and all(expected.values())
+    for node in (1, 2, 3):
+        assert _message_counts(nodes[node]) == expected
+    again = ctxtool(nodes[3].url, "import", str(a), str(b), str(c), "--json")
+    assert again.returncode == 0, again.stderr
+    assert sum(r["added"] for r in json.loads(again.stdout)) == 0
