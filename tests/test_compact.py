@@ -30,6 +30,7 @@ from .builders import (
     history_fingerprint,
 )
 from .llm_server import FakeLLM
+from .waiting import wait_until
 
 
 def test_extractive_compaction_end_to_end(db, cli):
@@ -371,7 +372,7 @@ def test_live_agent_writes_during_compaction_land_after_the_cut(db):
         )
 
         def agent():
-            time.sleep(0.2)
+            wait_until(lambda: llm.requests, "the compaction's LLM call")  # 0.5 s in flight
             with db.engine.begin() as conn:
                 conn.execute(
                     agent_message.insert().values(

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,12 @@ from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxtool.db.schema import agent_message
 from ctxtool.store import Store
+from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import count_text
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
 from .llm_server import FakeLLM
+from .waiting import LOCK_WAITS_INTERVAL, lock_waits, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,6 +231,8 @@ def test_a_message_committed_late_below_the_cut_is_not_lost(mysql_db):
     neither: the append's locking read waits for A and sees the span changed, so it plans again."""
     db = mysql_db
     add_session(db, 1, coding_session(8), model="gpt-4o")
+    # counted now: the run's own count writes would wait on A's row before it even plans
+    count_tokens(db.engine)
     a = db.engine.connect()
     tx = a.begin()
     late = a.execute(
@@ -252,7 +255,12 @@ def test_a_message_committed_late_below_the_cut_is_not_lost(mysql_db):
         )
     )
     worker.start()
-    time.sleep(1.0)  # compaction has planned without the late message and waits in its append
+    # compaction has planned without the late message and waits for it in its append
+    wait_until(
+        lambda: lock_waits(db, "%LOCK IN SHARE MODE%") or not worker.is_alive(),
+        "the append to wait on the lock",
+        interval=LOCK_WAITS_INTERVAL,
+    )
     tx.commit()
     a.close()
     worker.join(60)

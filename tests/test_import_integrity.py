@@ -21,6 +21,7 @@ from ctxtool.importer import Importer
 from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS
+from .waiting import LOCK_WAITS_INTERVAL, lock_waits, wait_until
 
 
 def jsonl(records) -> bytes:
@@ -895,7 +896,11 @@ def test_a_runtime_session_not_yet_committed_is_never_taken_over(mysql_db, tmp_p
             target=lambda: results.extend(Importer(mysql_db.engine).import_paths([str(path)]))
         )
         importing.start()
-        time.sleep(1)
+        wait_until(
+            lambda: lock_waits(mysql_db, "%INSERT%agent_session%") or not importing.is_alive(),
+            "the import's session row to wait on the runtime's",
+            interval=LOCK_WAITS_INTERVAL,
+        )
         runtime.commit()
     importing.join()
     [res] = results

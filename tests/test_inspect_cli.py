@@ -8,13 +8,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from ctxtool.records import NO_RESULT_TEXT
 
 from .builders import add_session, coding_session
 from .conftest import TRANSCRIPTS
+from .waiting import wait_until
 
 PROJECT = Path(__file__).resolve().parents[1]
 WINDOW = ["--summarizer", "extractive", "--context-window", "6000", "--reserve-tokens", "1000"]
@@ -52,7 +52,11 @@ def compacted_twice(db, cli):
     run(cli, db, "compact", "1", "--force", *WINDOW, "--keep-recent-tokens", "900")
     cps = db.rows("SELECT id, first_kept_message_id, summary FROM agent_compaction ORDER BY id")
     assert len(cps) == 2 and cps[0]["first_kept_message_id"] < cps[1]["first_kept_message_id"]
-    time.sleep(0.05)
+    now = "CURRENT_TIMESTAMP(6)" if db.kind == "mysql" else "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+    wait_until(
+        lambda: db.scalar(f"SELECT MAX(created_at) < {now} FROM agent_compaction"),
+        "the store's clock to pass the second checkpoint's time",
+    )
     add_messages(db, 1, coding_session(1, tag=" after both"))  # the agent carries on
     return cps, after_first
 

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import sqlalchemy as sa
 from ctxtool.db.schema import STORE_TABLES, counters
 from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
+
+from .waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -259,12 +260,13 @@ slow = Migration("0099", "slow", "CREATE TABLE zz_a (a INT);\\nSELECT SLEEP(3);\
 Migrator(create_engine({empty_db.url!r}), load_migrations("mysql") + [slow]).up()
 """
     proc = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if sa.inspect(empty_db.engine).has_table("zz_a"):
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)
+    wait_until(  # its first statement recorded done, its second (SLEEP) running
+        lambda: empty_db.scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+            "WHERE DB = DATABASE() AND STATE = 'User sleep'"
+        ),
+        "the migration's SELECT SLEEP(3)",
+    )
     proc.kill()
     proc.wait()
     slow = Migration(
