@@ -551,7 +551,9 @@ def test_one_turn_larger_than_the_budget_is_split_safely(db):
         outcome = compactor.compact_session(1)
         prompt = llm.requests[0]["messages"][1]["content"]
     assert outcome.status == "compacted" and outcome.split_turn
-    assert "middle of the current turn" in prompt and "Turn 0" in prompt
+    # the split turn's prefix gets a prompt of its own, the request that started it inside
+    assert "START of the turn in progress" in prompt
+    assert "Turn 0" in prompt.split("<turn-prefix>")[1]
     cp = Store(db.engine).latest_compaction(1)
     assert cp.details["split_turn"] is True
     assert (

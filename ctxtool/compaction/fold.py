@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..records import Message
 from ..tokens import get_encoding
-from .summarizers.base import Summary, SummaryRequest, render_message
+from .summarizers.base import Summary, SummaryRequest, render_message, turn_start
 from .summarizers.prompt import SYSTEM_PROMPT, build_prompt
 
 SAFETY = 0.97  # token counts of joined pieces are not exactly additive
@@ -25,9 +25,20 @@ def chunk_transcript(
     messages: Sequence[Message], chunk_tokens: int, encoding: str
 ) -> list[tuple[list[Message], str]]:
     """The span as (messages, rendered text) chunks of at most ``chunk_tokens`` tokens each."""
+    return [
+        (members, "\n\n".join(pieces))
+        for members, pieces in _chunks(messages, chunk_tokens, encoding)
+    ]
+
+
+def _chunks(
+    messages: Sequence[Message], chunk_tokens: int, encoding: str
+) -> list[tuple[list[Message], list[str]]]:
+    """The span as (messages, their rendered pieces) chunks; a message renders to one piece
+    (none when it renders to nothing)."""
     enc = get_encoding(encoding)
     limit = max(MIN_CHUNK_TOKENS, int(chunk_tokens * SAFETY))
-    chunks: list[tuple[list[Message], str]] = []
+    chunks: list[tuple[list[Message], list[str]]] = []
     members: list[Message] = []
     pieces: list[str] = []
     used = 0
@@ -40,14 +51,31 @@ def chunk_transcript(
             text, tokens = clip_tokens(enc, tokens, limit)
         cost = len(tokens) + 2  # the blank line joining pieces
         if pieces and used + cost > limit:
-            chunks.append((members, "\n\n".join(pieces)))
+            chunks.append((members, pieces))
             members, pieces, used = [], [], 0
         members.append(m)
         pieces.append(text)
         used += cost
     if pieces:
-        chunks.append((members, "\n\n".join(pieces)))
+        chunks.append((members, pieces))
     return chunks
+
+
+def _rendered(
+    request: SummaryRequest, members: list[Message], pieces: list[str], split_turn: bool
+) -> SummaryRequest:
+    """``request`` for one chunk, its text already rendered: the turn's prefix apart when the
+    chunk ends in a split turn."""
+    if not split_turn:
+        return replace(request, messages=members, transcript="\n\n".join(pieces), split_turn=False)
+    start = turn_start(members)
+    return replace(
+        request,
+        messages=members,
+        transcript="\n\n".join(pieces[:start]),
+        turn_prefix="\n\n".join(pieces[start:]),
+        split_turn=True,
+    )
 
 
 def clip_tokens(enc, tokens: list[int], limit: int) -> tuple[str, list[int]]:
@@ -79,7 +107,7 @@ def frame_tokens(request: SummaryRequest) -> int:
     """Tokens of one request less its conversation and previous summary: the system prompt,
     the instructions and the files lines, with a margin."""
     enc = get_encoding(request.encoding)
-    frame = build_prompt(replace(request, transcript="", previous_summary=None))
+    frame = build_prompt(replace(request, transcript="", turn_prefix="", previous_summary=None))
     return len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(frame)) + 64
 
 
@@ -133,23 +161,17 @@ def fold(
     request, clipped = _bounded_previous(request, previous_summary_limit(request, input_tokens))
     notes = (clipped,) if clipped else ()
     budget = chunk_budget(request, input_tokens)
-    chunks = chunk_transcript(request.messages, budget, request.encoding)
+    chunks = _chunks(request.messages, budget, request.encoding)
     if len(chunks) <= 1:
-        summary = summarize(replace(request, transcript=chunks[0][1] if chunks else ""))
+        members, pieces = chunks[0] if chunks else (list(request.messages), [])
+        summary = summarize(_rendered(request, members, pieces, request.split_turn))
         return replace(summary, notes=summary.notes + notes)
     summary: Summary | None = None
     previous = request.previous_summary
-    for i, (members, text) in enumerate(chunks):
+    for i, (members, pieces) in enumerate(chunks):
         last = i == len(chunks) - 1
-        summary = summarize(
-            replace(
-                request,
-                previous_summary=previous,
-                messages=members,
-                transcript=text,
-                split_turn=request.split_turn and last,
-            )
-        )
+        chunk = _rendered(request, members, pieces, request.split_turn and last)
+        summary = summarize(replace(chunk, previous_summary=previous))
         previous = summary.text
     assert summary is not None
     return replace(

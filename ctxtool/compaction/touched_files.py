@@ -16,7 +16,7 @@ from .calls import call_arguments, call_name
 _READ_TOOLS = re.compile(
     r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
 )
-_WRITE_TOOLS = re.compile(
+WRITE_TOOLS = re.compile(
     r"^(write|write_file|edit|multiedit|multi_edit|str_replace|"
     r"str_replace_editor|create|create_file|apply_patch|patch|notebookedit)$",
     re.I,
@@ -35,22 +35,33 @@ def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
     for call in tool_calls:
         name = call_name(call)
         raw = call_arguments(call)
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else (raw or {})
-        except (TypeError, ValueError):
-            args = {}
-        paths = []
-        if isinstance(args, dict):
-            paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
-        if name.lower() == "apply_patch" or (isinstance(raw, str) and "*** Begin Patch" in raw):
-            text = raw if isinstance(raw, str) else json.dumps(raw)
-            paths += [p.strip() for p in _PATCH_FILE.findall(text.replace("\\n", "\n"))]
-            modified.update(dict.fromkeys(paths))
-        elif _WRITE_TOOLS.match(name):
+        paths = paths_of(name, raw)
+        if is_patch(name, raw) or WRITE_TOOLS.match(name):
             modified.update(dict.fromkeys(paths))
         elif _READ_TOOLS.match(name):
             read.update(dict.fromkeys(paths))
     return [p for p in read if p not in modified], list(modified)
+
+
+def is_patch(name: str, raw) -> bool:
+    return name.lower() == "apply_patch" or (isinstance(raw, str) and "*** Begin Patch" in raw)
+
+
+def paths_of(name: str, raw, args: dict | None = None) -> list[str]:
+    """The paths one call names: its path arguments, and the files a patch adds, updates or
+    deletes. ``args``: the arguments already parsed, when the caller has them."""
+    if args is None:
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except (TypeError, ValueError):
+            args = {}
+    paths = []
+    if isinstance(args, dict):
+        paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
+    if is_patch(name, raw):
+        text = raw if isinstance(raw, str) else json.dumps(raw)
+        paths += [p.strip() for p in _PATCH_FILE.findall(text.replace("\\n", "\n"))]
+    return paths
 
 
 def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]) -> dict:

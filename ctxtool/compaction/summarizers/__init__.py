@@ -43,6 +43,7 @@ class SummarizerSettings:
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
     input_tokens: int | None = None  # default: the summary model's window less the frame
     request_style: str = "auto"  # auto | chat | reasoning
+    instructions: str | None = None  # the operator's focus, added to every LLM prompt
 
 
 def endpoint_configured(base_url: str | None = None, api_key: str | None = None) -> bool:
@@ -88,6 +89,7 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
         max_summary_tokens=settings.max_summary_tokens,
         input_tokens=settings.input_tokens,
         style=settings.request_style,
+        instructions=settings.instructions,
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ...errors import CtxtoolError
+from ...quality import is_real_request
 from ...records import Message
 from ..calls import call_arguments, call_name
 
@@ -14,7 +16,11 @@ DEFAULT_MAX_SUMMARY_TOKENS = 4096
 DEFAULT_TIMEOUT_S = 120.0
 MAX_REQUEST_TIMEOUT_S = 86400.0  # a day: longer is a typo, and the lease it sizes must fit
 DEFAULT_RETRIES = 4
-TOOL_RESULT_CHARS = 2000  # a tool result is clipped to this in the transcript sent to the LLM
+TOOL_RESULT_CHARS = 2000  # a tool result is clipped to this (head and tail) for the LLM
+CONTEXT_CHARS = 1000  # text the runtime injected (skills, AGENTS.md, reminders) is clipped more
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+_COMMAND = re.compile(r"<command-name>\s*(?P<name>[^<]+?)\s*</command-name>", re.S)
+_ARGS = re.compile(r"<command-args>(?P<args>.*?)</command-args>", re.S)
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,8 @@ class SummaryRequest:
     (the judge refuses less); a summarizer that trims to its budget trims other items first.
     ``draft`` and ``missing``: a revision: the answer given, and the previous summary's items
     it dropped, to be put back (see :meth:`Summarizer.revise`).
+    ``instructions``: what the operator wants the summary to focus on; it adds to the sections,
+    it never replaces them.
     """
 
     previous_summary: str | None
@@ -51,6 +59,8 @@ class SummaryRequest:
     min_carry_over: float | None = None
     draft: str | None = None
     missing: tuple[str, ...] = ()
+    instructions: str | None = None  # the operator's focus (``--instructions``)
+    turn_prefix: str | None = None  # the split turn's prefix rendered, ``transcript`` the rest
 
 
 class Summarizer(Protocol):
@@ -77,20 +87,44 @@ class SummarizerError(CtxtoolError):
 
 
 def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
-    """One message as plain text for a summarizer prompt (tool results clipped)."""
+    """One message as plain text for a summarizer prompt. A long tool result keeps its head and
+    its tail (a test run's failure is at the end); text the runtime injected as a user message
+    (skill expansions, AGENTS.md, system reminders, continuation notices) is labelled as
+    context, never as the user's words."""
     if m.role == "assistant":
         lines = [f"[Assistant]: {m.content}"] if m.content else []
         lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}" for c in m.calls()]
         return "\n\n".join(lines)
     if m.role == "tool":
-        text = m.content or ""
-        if len(text) > tool_result_chars:
-            text = (
-                text[:tool_result_chars]
-                + f"\n... [{len(text) - tool_result_chars} more characters]"
-            )
-        return f"[Tool result]: {text}"
+        return f"[Tool result]: {head_and_tail(m.content or '', tool_result_chars)}"
+    if m.role == "user":
+        command = slash_command(m.content or "")
+        if command:
+            return f"[User command]: {command}"
+        if not is_real_request(m):
+            text = head_and_tail(m.content or "", CONTEXT_CHARS)
+            return f"[Context injected by the runtime, not the user's words]: {text}"
+        return f"[User]: {_REMINDER.sub('', m.content or '').strip()}"
     return f"[{m.role.capitalize()}]: {m.content or ''}"
+
+
+def slash_command(text: str) -> str | None:
+    """``/name args`` when ``text`` is a runtime's record of a slash command the user typed
+    (Claude Code's ``<command-name>``/``<command-args>``): the user's words, though wrapped."""
+    name = _COMMAND.search(text)
+    if not name:
+        return None
+    args = _ARGS.search(text)
+    return " ".join(filter(None, (name.group("name"), args and args.group("args").strip())))
+
+
+def head_and_tail(text: str, limit: int) -> str:
+    """``text`` within about ``limit`` characters: its first third and its last two thirds,
+    with the number of characters left out between them said."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 3, limit - limit // 3
+    return f"{text[:head]}\n... [{len(text) - limit} characters left out] ...\n{text[-tail:]}"
 
 
 def render_conversation(
@@ -98,3 +132,12 @@ def render_conversation(
 ) -> str:
     """Messages as plain text for a summarizer prompt (tool results clipped)."""
     return "\n\n".join(t for t in (render_message(m, tool_result_chars) for m in messages) if t)
+
+
+def turn_start(messages: Sequence[Message]) -> int:
+    """Where the turn in progress starts: the index of the last request the user typed (0 when
+    there is none: the whole span is that turn's prefix)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if is_real_request(messages[i]):
+            return i
+    return 0

@@ -1,31 +1,66 @@
 """The ``extractive`` summarizer: deterministic, no network, no model.
 
-It writes ctxtool's sections (goal, constraints, requests, files, tool usage, errors, the open
-request of a split turn) from the span, and carries the previous summary forward whoever wrote
-it: its sections are merged with the new ones (ctxtool's under their names, anyone else's under
-their own headings), deduplicated, and trimmed oldest-first to the budget with a note saying
-how much was trimmed. The goal and the modified files are never trimmed.
+It writes the sections an agent needs to carry on (``compaction.sections``: goal, latest request
+quoted, open tasks, current work, errors and fixes, files changed and why, constraints,
+decisions, done, earlier requests, next step) from what the span says (``span_notes``), and
+converts the previous summary, whoever wrote it, into the same sections: its scratchpad and
+boilerplate dropped, its done tasks retired to Done, what the span supersedes (the latest
+request, the current work, the next step) moved to Earlier requests / Earlier work, anything
+else under its writer's heading. Items are deduplicated and trimmed oldest-first to the budget
+with a note saying how much was trimmed; the goal, the latest request, the open tasks and the
+modified files are never trimmed.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
-from ...quality import carry_over, clip, constraints_in, failed_result_signature, is_real_request
-from ...tokens import count_text, get_encoding, token_lengths
-from ..calls import call_name, calls_of
-from ..sections import canonical_heading, is_item, parse_sections
+from ...quality import carry_over
+from ...tokens import get_encoding, token_lengths
+from ..sections import (
+    CONSTRAINTS,
+    CURRENT_WORK,
+    DECISIONS,
+    DONE,
+    EARLIER_REQUESTS,
+    EARLIER_WORK,
+    ERRORS,
+    FILES_CHANGED,
+    FILES_READ,
+    GOAL,
+    LATEST_REQUEST,
+    NEXT_STEP,
+    OPEN_TASKS,
+    SECTIONS,
+    TOOL_USAGE,
+    canonical_heading,
+    is_done,
+    is_item,
+    parse_sections,
+)
 from .base import Summary, SummaryRequest
+from .span_notes import (
+    LATEST_REQUEST_CHARS,
+    REQUEST_CHARS,
+    SpanNotes,
+    read_span,
+    whole_sentences,
+)
 
 MAX_READ_FILES = 40
 MAX_MODIFIED_FILES = 120
 MAX_NEW_ERRORS = 5
-MAX_TOOLS = 12
-_TOOL_COUNT = re.compile(r"([^\s,]+) x(\d+)")
-OUR_SECTIONS = ("Goal", "Constraints & Preferences", "Requests", "Errors")
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
+_NO_TASK = re.compile(r"^[-*]?\s*(none|no pending tasks|nothing)\b", re.I)
+# What the span supersedes when it has its own: the previous one moves under another heading.
+_SUPERSEDED = {
+    LATEST_REQUEST: EARLIER_REQUESTS,
+    CURRENT_WORK: EARLIER_WORK,
+    NEXT_STEP: EARLIER_WORK,
+}
+_REQUESTS = {LATEST_REQUEST: EARLIER_REQUESTS}  # one family: a request is said once
+_STATUS_MARK = {"in_progress": "[in progress]", "completed": "[x]"}
 
 
 @dataclass
@@ -35,6 +70,7 @@ class _Item:
     age: int  # lower is older: trimmed first
     protected: bool = False
     previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
+    fallback: str | None = None  # what stays when the item is trimmed (a changed file's path)
 
 
 class ExtractiveSummarizer:
@@ -45,7 +81,7 @@ class ExtractiveSummarizer:
     input_tokens = None
     revises = False  # deterministic: it trims with the carry-over floor in mind instead
 
-    def __init__(self, request_chars: int = 400):
+    def __init__(self, request_chars: int = REQUEST_CHARS):
         self.request_chars = request_chars
 
     def seconds_per_request(self) -> float:
@@ -55,36 +91,21 @@ class ExtractiveSummarizer:
         return "extractive (deterministic, no LLM)"
 
     def summarize(self, request: SummaryRequest) -> Summary:
-        items, foreign_order, tools = self._previous(request.previous_summary)
-        items += self._new_items(
-            request, has_goal=any(i.section == "Goal" for i in items), age=len(items)
-        )
-        tools.update(call_name(c) for c in calls_of(request.messages))
+        notes = read_span(request.messages)
+        items, foreign_order = _previous(request.previous_summary, notes)
+        items += self._new_items(request, notes, items, age=len(items))
         read = list(request.files.get("read_files") or [])
         shown = read[-MAX_READ_FILES:]
         items += [_Item(READ, path, i - len(shown) - len(items)) for i, path in enumerate(shown)]
-        modified = _capped(
-            list(request.files.get("modified_files") or []),
-            MAX_MODIFIED_FILES,
-            request.files.get("modified_files_omitted"),
-        )
-        fixed = [
-            "",
-            "## Files",
-            "Modified: " + (modified or "(none)"),
-            "",
-            "## Tool usage",
-            _tool_line(tools) or "(none)",
-        ]
+        items += _unlisted_files(request.files, items)
         left_out = len(read) - len(shown) + int(request.files.get("read_files_omitted") or 0)
         items = _dedupe(items)
         floor = request.min_carry_over if request.previous_summary else None
         # How many of the previous summary's items may go before this span's own: as many as
-        # the floor allows, fewer while the result still holds less than the floor (the
-        # measure also counts the Files and Tool usage lines, which are rebuilt, not carried).
+        # the floor allows, fewer while the result still holds less than the floor.
         allowed = None if floor is None else int(sum(i.previous for i in items) * (1 - floor))
         while True:
-            text = self._render(request, items, foreign_order, fixed, left_out, allowed)
+            text = self._render(request, items, foreign_order, left_out, allowed)
             if not allowed or carry_over(request.previous_summary, text) >= floor:
                 return Summary(text, self.name, None)
             allowed //= 2
@@ -94,12 +115,11 @@ class ExtractiveSummarizer:
         request: SummaryRequest,
         items: list[_Item],
         foreign_order: list[str],
-        fixed: list[str],
         left_out: int,
         allowed: int | None,
     ) -> str:
         text, trimmed = _fit(
-            items, foreign_order, fixed, request.max_tokens, request.encoding, left_out, allowed
+            items, foreign_order, request.max_tokens, request.encoding, left_out, allowed
         )
         notes = [f"({len(request.messages)} messages summarized extractively; no LLM was used)"]
         if trimmed:
@@ -109,93 +129,135 @@ class ExtractiveSummarizer:
         text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
         return text + "\n\n" + "\n".join(notes)
 
-    def _new_items(self, request: SummaryRequest, has_goal: bool, age: int) -> list[_Item]:
-        """The span's own items, newer than every previous one: the goal (when the previous
-        summary had none), requests, constraints, the last distinct errors, the open request."""
+    def _new_items(
+        self, request: SummaryRequest, notes: SpanNotes, carried: list[_Item], age: int
+    ) -> list[_Item]:
+        """The span's own items, newer than every previous one."""
         items: list[_Item] = []
-        real = [m for m in request.messages if is_real_request(m)]
-        if not has_goal:
-            goal = (
-                clip(real[0].content, self.request_chars)
-                if real
-                else (request.title or "(not stated)")
-            )
-            items.append(_Item("Goal", goal, age, protected=True))
-        for m in real:
+
+        def add(section: str, text: str, protected: bool = False) -> None:
+            nonlocal age
             age += 1
-            items.append(_Item("Requests", "- " + clip(m.content, self.request_chars), age))
-            items += [
-                _Item("Constraints & Preferences", "- " + c, age) for c in constraints_in(m.content)
-            ]
-        errors = list(
-            dict.fromkeys(s for m in request.messages if (s := failed_result_signature(m)))
-        )
-        if len(errors) > MAX_NEW_ERRORS:
-            age += 1
-            items.append(
-                _Item(
-                    "Errors",
-                    f"- (and {len(errors) - MAX_NEW_ERRORS} earlier distinct errors in this span)",
-                    age,
-                )
-            )
-        for e in errors[-MAX_NEW_ERRORS:]:
-            age += 1
-            items.append(_Item("Errors", "- " + e, age))
-        if request.split_turn and real:
-            items.append(
-                _Item(
-                    "In Progress (the turn continues after this summary)",
-                    clip(real[-1].content, self.request_chars),
-                    age + 1,
-                    protected=True,
-                )
-            )
+            items.append(_Item(section, text, age, protected))
+
+        if not any(i.section == GOAL for i in carried):
+            goal = notes.goal or request.title or "(not stated)"
+            add(GOAL, whole_sentences(goal, self.request_chars), protected=True)
+        elif notes.command and not any(notes.command in i.text for i in carried):
+            add(GOAL, f"- {notes.goal}", protected=True)
+        earlier, latest = notes.requests[:-1], notes.latest_request
+        for text in earlier:
+            add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
+        if latest:
+            quoted = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS)
+            if request.split_turn:
+                quoted += "\n(The work on it continues in the messages after this summary.)"
+            add(LATEST_REQUEST, quoted, protected=True)
+        if notes.tasks is not None:
+            for task in notes.tasks:
+                if task.status == "completed":
+                    add(DONE, f"- [x] {task.text}")
+                else:
+                    add(OPEN_TASKS, f"- {_STATUS_MARK.get(task.status, '[ ]')} {task.text}", True)
+        for line in notes.current_work:
+            add(CURRENT_WORK, line)
+        if len(notes.errors) > MAX_NEW_ERRORS:
+            more = len(notes.errors) - MAX_NEW_ERRORS
+            add(ERRORS, f"- (and {more} earlier distinct errors in this span)")
+        for error in notes.errors[-MAX_NEW_ERRORS:]:
+            add(ERRORS, "- " + error)
+        for path, why in notes.files.items():
+            if why:
+                add(FILES_CHANGED, f"- `{path}` — {why}")
+                items[-1].fallback = f"- `{path}`"
+            else:
+                add(FILES_CHANGED, f"- `{path}`", protected=True)
+        for text in notes.constraints:
+            add(CONSTRAINTS, "- " + text)
+        for text in notes.decisions:
+            add(DECISIONS, "- " + text)
+        step = _next_step(notes)
+        if step:
+            add(NEXT_STEP, step)
         return items
 
-    def _previous(self, summary: str | None) -> tuple[list[_Item], list[str], Counter]:
-        """The previous summary's items (any writer), its foreign headings in order, and the
-        tool counts it recorded."""
-        items: list[_Item] = []
-        foreign: list[str] = []
-        tools: Counter = Counter()
-        for section in parse_sections(summary):
-            ours = canonical_heading(section.heading)
-            if ours == "Files":
-                continue  # rebuilt from the checkpoint's accumulated file lists
-            if ours == "Tool usage":
-                for line in section.items:
-                    tools.update({n: int(c) for n, c in _TOOL_COUNT.findall(line)})
+
+def _next_step(notes: SpanNotes) -> str | None:
+    """Taken only from the latest explicit request (and the task under way for it)."""
+    if not notes.latest_request:
+        return None
+    first = whole_sentences(notes.latest_request, 200)
+    doing = [t.text for t in notes.tasks or () if t.status == "in_progress"]
+    if doing:
+        return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"
+    if notes.tasks and all(t.status == "completed" for t in notes.tasks):
+        return f"Every task of the list is done; confirm the latest request is met: {first}"
+    return f"Continue the latest request: {first}"
+
+
+def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[str]]:
+    """The previous summary's items (any writer) in ctxtool's sections and its foreign headings
+    in order. Done tasks are retired to Done; what the span supersedes moves to Earlier
+    requests / Earlier work; a tool usage tally (what older versions wrote) is left out: a
+    count of calls tells the next step nothing."""
+    items: list[_Item] = []
+    foreign: list[str] = []
+    supersedes = {
+        LATEST_REQUEST: bool(notes.latest_request),
+        CURRENT_WORK: bool(notes.current_work),
+        NEXT_STEP: bool(notes.latest_request),
+    }
+    for section in parse_sections(summary):
+        ours = canonical_heading(section.heading)
+        if ours in (FILES_READ, TOOL_USAGE):
+            continue  # read files are rebuilt from the checkpoint's accumulated lists
+        name = ours or section.heading
+        if supersedes.get(name):
+            name = _SUPERSEDED[name]
+        if ours is None and name not in foreign:
+            foreign.append(name)
+        for line in section.items:
+            if not any(is_item(part) for part in line.splitlines()):
                 continue
-            name = ours or section.heading
-            if ours is None and name not in foreign:
-                foreign.append(name)
-            for line in section.items:
-                if is_item(line):
-                    items.append(
-                        _Item(name, line, len(items), protected=ours == "Goal", previous=True)
-                    )
-        return items, foreign, tools
+            where = name
+            if name == OPEN_TASKS and (_NO_TASK.match(line) or _listed(line, notes)):
+                continue  # a placeholder, or a task the span's own list states now
+            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and is_done(line):
+                where = DONE
+            items.append(_Item(where, line, len(items), protected=where == GOAL, previous=True))
+    return items, foreign
 
 
-def _capped(paths: list[str], limit: int, omitted_before: int | None) -> str:
-    """The newest ``limit`` paths, with the number left out said."""
-    left_out = max(0, len(paths) - limit) + int(omitted_before or 0)
-    shown = ", ".join(paths[-limit:])
-    return shown + (f" (and {left_out} more)" if left_out else "")
+def _listed(line: str, notes: SpanNotes) -> bool:
+    """The span's task list names this task (its state there is the current one)."""
+    text = " ".join(line.lower().split())
+    return any(t.text.lower() in text for t in notes.tasks or ())
 
 
-def _tool_line(tools: Counter) -> str:
-    shown = tools.most_common(MAX_TOOLS)
-    rest = len(tools) - len(shown)
-    return ", ".join(f"{n} x{c}" for n, c in shown) + (f" (and {rest} more tools)" if rest else "")
+def _unlisted_files(files: dict, items: list[_Item]) -> list[_Item]:
+    """Modified files (the checkpoint's accumulated list) no item names yet: listed plainly,
+    the newest ``MAX_MODIFIED_FILES``, with the number left out said. Never trimmed."""
+    named = "\n".join(i.text for i in items if i.section != READ)
+    paths = [p for p in files.get("modified_files") or [] if p not in named]
+    left_out = max(0, len(paths) - MAX_MODIFIED_FILES) + int(
+        files.get("modified_files_omitted") or 0
+    )
+    out = [_Item(FILES_CHANGED, f"- `{p}`", 0, protected=True) for p in paths[-MAX_MODIFIED_FILES:]]
+    if left_out:
+        out.append(_Item(FILES_CHANGED, f"- (and {left_out} more)", 0, protected=True))
+    return out
 
 
 def _dedupe(items: list[_Item]) -> list[_Item]:
-    """One item per (section, text), keeping the newest occurrence's age."""
-    seen: dict[tuple[str, str], _Item] = {}
-    for item in items:
-        key = (item.section, " ".join(item.text.lower().split()))
+    """One item per text in a section (whitespace and case aside), keeping the newest
+    occurrence's age; a request is said once, as the latest or as an earlier one. Nested details and code
+    blocks are never merged away: the same line under two files is two facts."""
+    seen: dict[object, _Item] = {}
+    for n, item in enumerate(items):
+        text = " ".join(item.text.lower().removeprefix("- ").removeprefix("> ").split())
+        key: object = (_REQUESTS.get(item.section, item.section), text)
+        if item.text[:1].isspace() or "\n" in item.text:
+            key = n  # a detail under an item ("  - Step name changed") may repeat elsewhere
         if key in seen:
             older = seen.pop(key)
             item.protected = item.protected or older.protected
@@ -212,15 +274,15 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
     if allowed is None:
         return by_age
     read = [i for i in by_age if i.section == READ]
-    previous = [i for i in by_age if i.previous and i.section != READ]
+    previous = [i for i in by_age if i.previous and i.section != READ and "\n" not in i.text]
+    blocks = [i for i in by_age if i.previous and "\n" in i.text]  # each line is an item
     own = [i for i in by_age if not i.previous and i.section != READ]
-    return read + previous[:allowed] + own + previous[allowed:]
+    return read + previous[:allowed] + own + previous[allowed:] + blocks
 
 
 def _fit(
     items: list[_Item],
     foreign: list[str],
-    fixed: list[str],
     budget: int,
     encoding: str,
     read_left_out: int,
@@ -229,45 +291,41 @@ def _fit(
     """Render within ``budget`` tokens, dropping items in :func:`_trim_order`."""
     enc = get_encoding(encoding)
     cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
+    short = [i for i in items if i.fallback]
+    cost_short = {
+        id(i): n + 1 for i, n in zip(short, token_lengths([i.fallback or "" for i in short], enc))
+    }
     reserve = 48  # the notes under the summary, the Read line's frame
-    total = (
-        sum(cost.values())
-        + count_text("\n".join(fixed), encoding)
-        + reserve
-        + 4 * (len(OUR_SECTIONS) + len(foreign) + 1)
-    )
+    headings = {i.section for i in items}
+    total = sum(cost.values()) + reserve + 4 * (len(headings) + 1)
     dropped: set[int] = set()
     for item in _trim_order(items, allowed):
         if total <= budget:
             break
         dropped.add(id(item))
-        total -= cost[id(item)]
-    kept = [i for i in items if id(i) not in dropped]
+        total -= cost[id(item)] - cost_short.get(id(item), 0)
+    kept = [
+        i if id(i) not in dropped else _Item(i.section, i.fallback or "", i.age)
+        for i in items
+        if id(i) not in dropped or i.fallback
+    ]
     read = [i.text for i in kept if i.section == READ]
     read_trimmed = sum(1 for i in items if i.section == READ) - len(read)
     more = read_left_out + read_trimmed
-    read_line = "Read: " + (", ".join(read) or "(none)") + (f" (and {more} more)" if more else "")
     out: list[str] = []
-    for heading in ("Goal", "Constraints & Preferences", "Requests"):
+    for heading in SECTIONS:
         out += _section(heading, kept)
-    out += fixed[:3] + [read_line] + fixed[3:]
-    tail = (
-        ["Errors"]
-        + [
-            h
-            for h in dict.fromkeys(i.section for i in kept)
-            if h not in OUR_SECTIONS and h not in foreign and h != READ
-        ]
-        + foreign
-    )
-    for heading in tail:
+    others = [h for h in dict.fromkeys(i.section for i in kept) if h not in SECTIONS]
+    for heading in [h for h in others if h not in foreign and h != READ] + foreign:
         out += _section(heading, kept)
+    if read or more:
+        out += ["", f"## {FILES_READ}", ", ".join(read) + (f" (and {more} more)" if more else "")]
     return "\n".join(out).strip(), len(dropped) - read_trimmed
 
 
 def _clip_to(text: str, budget: int, encoding: str) -> str:
-    """The last resort when what is never trimmed (goal, modified files, tool usage) is itself
-    over the budget: the text is cut at the budget, and says so."""
+    """The last resort when what is never trimmed (goal, latest request, modified files) is
+    itself over the budget: the text is cut at the budget, and says so."""
     enc = get_encoding(encoding)
     tokens = enc.encode_ordinary(text)
     if len(tokens) <= budget:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from ...db import mask_url
 from ..plan import context_window_for
@@ -71,12 +72,14 @@ class OpenAISummarizer:
         max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
         input_tokens: int | None = None,
         style: str = "auto",
+        instructions: str | None = None,
     ):
         import openai
 
         self.model = model
         self.max_summary_tokens = max_summary_tokens
         self.style = style
+        self.instructions = instructions
         self.input_tokens = input_tokens or default_input_tokens(model, max_summary_tokens, style)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.timeout, self.max_retries = timeout, max_retries
@@ -94,6 +97,8 @@ class OpenAISummarizer:
 
     def summarize(self, request: SummaryRequest) -> Summary:
         max_tokens = min(request.max_tokens, self.max_summary_tokens)
+        if self.instructions and not request.instructions:
+            request = replace(request, instructions=self.instructions)
         response = self._create(build_prompt(request), max_tokens)
         choices = response.choices
         if not choices or not getattr(choices[0], "message", None):

@@ -1,0 +1,401 @@
+"""Summaries built for the next step (issue #29 item 3), on plain lists: the sections of the
+extractive summary, another tool's summary converted into them, and what the LLM is sent."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ctxtool import quality
+from ctxtool.compaction.calls import calls_of
+from ctxtool.compaction.fold import fold, frame_tokens
+from ctxtool.compaction.sections import (
+    canonical_heading,
+    is_item,
+    parse_sections,
+    summary_items,
+)
+from ctxtool.compaction.summarizers import (
+    ExtractiveSummarizer,
+    Summary,
+    SummaryRequest,
+    build_prompt,
+)
+from ctxtool.compaction.summarizers.base import render_message
+from ctxtool.compaction.touched_files import files_touched
+from ctxtool.db import create_engine
+from ctxtool.importer import Importer
+from ctxtool.migrate import Migrator
+from ctxtool.records import Message
+from ctxtool.store import Store
+
+from .conftest import TRANSCRIPTS
+
+CLAUDE_CODE_SUMMARY = """This session is being continued from a previous conversation that ran out of context. The conversation is summarized below:
+Analysis:
+Let me chronologically analyze the conversation: the user wants X.
+
+Summary:
+1. Primary Request and Intent:
+   The user invoked `/erk:plan-implement 8511` to implement plan #8511.
+
+3. Files and Code Sections:
+   - **`src/push_session.py`** (NEW)
+     - Step name changed
+   - **`src/fetch_sessions.py`** (NEW)
+     - Step name changed
+   ```python
+   x = 1
+   ```
+   ```python
+   y = 2
+   ```
+
+7. Pending Tasks:
+   - [x] Phase 1: create push-session
+   - Phase 2: write the tests
+
+9. Optional Next Step:
+   Run the tests.
+Please continue the conversation from where we left it off without asking the user any further questions. Continue with the last task that you were asked to work on."""
+
+PI_OLD_SUMMARY = """## Project Overview
+A monorepo of coding tools.
+
+## Original Request
+Port the TUI to the theme system.
+
+### WP14: Create main-new.ts (NEXT)
+- Copy main.ts
+
+## User Preferences
+- E2E tests only
+"""
+
+
+def msg(i, role, content=None, **kw):
+    return Message(i, 1, role, content, **kw)
+
+
+def call(i, name, args, cid, content=None):
+    calls = [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    ]
+    return msg(i, "assistant", content, tool_calls=calls)
+
+
+def result(i, cid, content, **details):
+    return msg(i, "tool", content, tool_call_id=cid, details=details or None)
+
+
+def summarize(messages, previous=None, files=None, **kw):
+    return (
+        ExtractiveSummarizer().summarize(SummaryRequest(previous, messages, files or {}, **kw)).text
+    )
+
+
+def section(text, heading):
+    items = {s.heading: s.items for s in parse_sections(text)}.get(heading, [])
+    return [i for i in items if is_item(i)]  # the notes under the summary are no items
+
+
+def test_another_tools_summary_loses_its_scratchpad_and_boilerplate_and_keeps_its_fences():
+    sections = parse_sections(CLAUDE_CODE_SUMMARY)
+    text = "\n".join(i for s in sections for i in s.items)
+    assert "chronologically" not in text and "Please continue" not in text
+    assert "being continued" not in text
+    files = {s.heading: s.items for s in sections}["Files and Code Sections"]
+    assert files.count("  - Step name changed") == 2  # nesting kept, repeats kept
+    assert "```python\nx = 1\n```" in files and "```python\ny = 2\n```" in files
+    assert "```" not in summary_items(CLAUDE_CODE_SUMMARY)  # fences are no items
+    assert canonical_heading("Original Request") == "Goal"
+    assert canonical_heading("Project Overview") is None
+    assert canonical_heading("Next Steps (WP14-WP20)") == "Next step"
+    pi = {s.heading: s.items for s in parse_sections(PI_OLD_SUMMARY)}
+    assert pi["Original Request"][-1] == "- Copy main.ts"  # a sub-heading stays in its section
+
+
+def test_a_carried_summary_is_converted_into_our_sections():
+    out = summarize(
+        [msg(1, "user", "Now add a --dry-run flag to push-session.")], CLAUDE_CODE_SUMMARY
+    )
+    assert "Please continue" not in out and "chronologically" not in out
+    assert section(out, "Goal")[0].startswith("The user invoked `/erk:plan-implement 8511`")
+    assert "- [x] Phase 1: create push-session" in section(out, "Done")  # retired
+    assert "- Phase 2: write the tests" in section(out, "Open tasks")
+    assert out.count("```python") == 2 and out.count("Step name changed") == 2
+    assert "Run the tests." in section(out, "Earlier work")  # the new request supersedes it
+    assert section(out, "Latest request") == ["> Now add a --dry-run flag to push-session."]
+    assert "Modified:" not in out
+    pi = summarize([msg(1, "user", "yo")], PI_OLD_SUMMARY)
+    assert section(pi, "Goal")[0] == "Port the TUI to the theme system."
+    assert "A monorepo of coding tools." in section(pi, "Project Overview")
+    assert "yo" not in section(pi, "Latest request")
+
+
+def test_the_goal_is_the_command_its_arguments_and_the_plan_title():
+    messages = [
+        msg(
+            1,
+            "user",
+            "<command-message>running</command-message>\n<command-name>/erk:plan-implement</command-name>\n<command-args>8511</command-args>",
+        ),
+        msg(2, "user", "# /erk:plan-implement\n\nImplement a plan.", details={"is_meta": True}),
+        call(3, "Bash", {"command": "erk exec setup-impl --issue 8511"}, "c1"),
+        result(4, "c1", '{"success": true, "plan_title": "Session Accumulation"}'),
+    ]
+    out = summarize(messages)
+    assert section(out, "Goal") == ["/erk:plan-implement 8511 (plan: Session Accumulation)"]
+    assert "Implement a plan" not in out  # the skill's text is context, not a request
+    bare = summarize(
+        [
+            msg(1, "user", "<command-name>/init</command-name>"),
+            msg(2, "user", "Please analyze this codebase. More text.", details={"is_meta": True}),
+        ]
+    )
+    assert section(bare, "Goal") == ["/init: Please analyze this codebase."]
+
+
+def test_the_latest_request_is_quoted_whole_and_never_cut_mid_sentence():
+    colours = "Use a pastel colour scheme for the roles: user blue, assistant green, tools grey."
+    long = "Rewrite the viewer. " * 30 + colours
+    out = summarize([msg(1, "user", "Build the viewer."), msg(2, "user", long)])
+    [quoted] = section(out, "Latest request")
+    assert colours in quoted
+    huge = ("Keep every line of the log. " * 80) + colours
+    [cut] = section(summarize([msg(1, "user", huge)]), "Latest request")
+    assert cut.endswith("log. […]")  # whole sentences left out, none cut
+    assert section(summarize([msg(1, "user", huge)]), "Next step")[0].startswith(
+        "Continue the latest request: Keep every line"
+    )
+
+
+def test_open_tasks_say_what_each_task_is():
+    messages = [
+        msg(1, "user", "Ship the release."),
+        call(2, "TaskCreate", {"subject": "Write the changelog"}, "t1"),
+        result(3, "t1", "Task #7 created successfully: Write the changelog"),
+        call(4, "TaskCreate", {"subject": "Tag v2.0"}, "t2"),
+        result(5, "t2", "Task #8 created successfully: Tag v2.0"),
+        call(6, "TaskUpdate", {"taskId": "7", "status": "completed"}, "t3"),
+        call(7, "TaskUpdate", {"taskId": "8", "status": "in_progress"}, "t4"),
+    ]
+    out = summarize(messages)
+    assert section(out, "Open tasks") == ["- [in progress] Tag v2.0"]
+    assert section(out, "Done") == ["- [x] Write the changelog"]
+    assert "TaskCreate x" not in out and "TaskUpdate" not in out
+    assert "Tag v2.0" in section(out, "Next step")[0]
+    todo = [
+        call(1, "TodoWrite", {"todos": [{"content": "Port the parser", "status": "pending"}]}, "c")
+    ]
+    assert section(summarize(todo), "Open tasks") == ["- [ ] Port the parser"]
+    plan = [call(1, "update_plan", {"plan": [{"step": "Add tests", "status": "in_progress"}]}, "c")]
+    assert section(summarize(plan), "Open tasks") == ["- [in progress] Add tests"]
+
+
+def test_errors_say_whether_they_were_fixed_and_a_read_is_no_error():
+    messages = [
+        msg(1, "user", "Fix the rounding bug."),
+        call(2, "Read", {"file_path": "notes.md"}, "r1"),
+        result(3, "r1", "the build failed with exit code 1 last week"),
+        call(4, "Bash", {"command": "pytest tests/test_invoice.py"}, "b1"),
+        result(5, "b1", "E   AssertionError: 0.1 != 0.10000001\nexit code 1"),
+        call(
+            6, "Edit", {"file_path": "src/invoice.py"}, "e1", "Round with Decimal instead of float."
+        ),
+        result(7, "e1", "ok"),
+        call(8, "Bash", {"command": "pytest tests/test_invoice.py"}, "b2"),
+        result(9, "b2", "3 passed\nexit code 0"),
+        call(10, "Bash", {"command": "ruff check ."}, "b3"),
+        result(11, "b3", "F401 unused import\nexit code 1"),
+    ]
+    errors = section(summarize(messages), "Errors and fixes")
+    assert len(errors) == 2 and not any("notes.md" in e for e in errors)
+    assert "AssertionError: 0.1 != 0.10000001" in errors[0]
+    assert "fixed: a later run succeeded after changing src/invoice.py" in errors[0]
+    assert errors[1].endswith("still open")
+    files = section(summarize(messages), "Files changed and why")
+    assert files == ["- `src/invoice.py` — Round with Decimal instead of float."]
+
+
+def test_constraints_are_instructions_never_questions_and_acknowledgements_are_no_requests():
+    messages = [
+        msg(
+            1,
+            "user",
+            "Rename the settings module. no deprecation alias! That is what happens if we don't stream, right?",
+        ),
+        msg(2, "user", "wow"),
+        msg(3, "user", "stop commiting everything"),
+        msg(4, "user", '{"level": "error", "msg": "boom", "ts": 1}'),
+    ]
+    out = summarize(messages)
+    constraints = section(out, "Constraints")
+    assert "- no deprecation alias!" in constraints and "- stop commiting everything" in constraints
+    assert not any("right?" in c for c in constraints)
+    assert section(out, "Latest request") == ["> stop commiting everything"]
+    assert "wow" not in out and "boom" not in out
+
+
+def test_secrets_are_never_copied():
+    key = "sk-proj-" + "a1B2c3D4" * 4
+    messages = [
+        msg(
+            1,
+            "user",
+            f"Deploy with OPENAI_API_KEY={key} to https://admin:hunter2@db.example.com/app and token ghp_{'x' * 36}",
+        ),
+    ]
+    out = summarize(messages)
+    assert key not in out and "hunter2" not in out and "ghp_xxx" not in out
+    assert "admin:[redacted]@db.example.com" in out
+
+
+def test_the_llm_sees_the_head_and_tail_of_long_results_and_injections_as_context():
+    run = "collected 900 items\n" + "." * 5000 + "\nFAILED tests/test_x.py::test_y - KeyError: 'id'"
+    text = render_message(result(1, "c", run))
+    assert text.startswith("[Tool result]: collected 900 items") and "KeyError: 'id'" in text
+    assert "characters left out" in text and len(text) < 2200
+    skill = render_message(
+        msg(2, "user", "Base directory for this skill: x", details={"is_meta": True})
+    )
+    assert skill.startswith("[Context injected by the runtime") and "[User]" not in skill
+    reminder = render_message(msg(3, "user", "Fix it <system-reminder>be terse</system-reminder>"))
+    assert reminder == "[User]: Fix it"
+    command = render_message(
+        msg(4, "user", "<command-name>/plan</command-name><command-args>42</command-args>")
+    )
+    assert command == "[User command]: /plan 42"
+
+
+def test_the_prompt_has_a_place_for_every_section_the_focus_and_the_split_turn():
+    messages = [
+        msg(1, "user", "Old request."),
+        msg(2, "assistant", "Done."),
+        msg(3, "user", "Turn request."),
+        msg(4, "assistant", "Working on it."),
+    ]
+    prompt = build_prompt(
+        SummaryRequest(None, messages, {}, split_turn=True, instructions="the database migration")
+    )
+    for heading in (
+        "## Goal",
+        "## Latest request",
+        "## Open tasks",
+        "## Current work",
+        "## Errors and fixes",
+        "## Files changed and why",
+        "## Constraints",
+        "## Decisions",
+        "## Earlier requests",
+        "## Next step",
+        "## Turn in progress",
+    ):
+        assert heading in prompt, heading
+    conversation, prefix = prompt.split("</turn-prefix>")[0].split("<turn-prefix>\n")
+    assert "Old request." in conversation and "Turn request." not in conversation
+    assert "Turn request." in prefix
+    assert "<focus>\nthe database migration\n</focus>" in prompt
+    plain = build_prompt(SummaryRequest(None, messages, {}))
+    assert "<turn-prefix>" not in plain and "<focus>" not in plain
+
+
+def test_a_folded_split_turn_keeps_its_prefix_apart():
+    messages = [
+        msg(i, "user" if i in (1, 40) else "assistant", f"message {i} " + "word " * 60)
+        for i in range(1, 60)
+    ]
+    seen: list[SummaryRequest] = []
+
+    def summarizer(request):
+        seen.append(request)
+        return Summary("## Goal\nshort", "fake")
+
+    request = SummaryRequest(None, messages, {}, split_turn=True, max_tokens=1000)
+    # room for about 38 of the 59 messages a chunk: the request (40) falls in the last one
+    fold(summarizer, request, input_tokens=frame_tokens(request) + 1000 + 200 + 2600)
+    assert len(seen) == 2
+    last = seen[-1]
+    assert last.split_turn and "message 40 " in (last.turn_prefix or "")
+    assert all(not r.split_turn for r in seen[:-1])
+    assert "message 40 " not in (last.transcript or "")
+
+
+# -- the real transcripts -----------------------------------------------------------------------
+
+BOILERPLATE_PHRASES = (
+    "Please continue the conversation",
+    "This session is being continued",
+    "<command-name>",
+    "<command-message>",
+    "<system-reminder>",
+    "# AGENTS.md instructions",
+    "<analysis>",
+    "Caveat: ",
+    "<environment_context>",
+)
+
+
+@pytest.fixture(scope="module")
+def real_sessions(tmp_path_factory):
+    """Every shared transcript imported into a throw-away SQLite store: (file name, messages,
+    its imported checkpoints)."""
+    engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('real') / 'ctx.db'}")
+    Migrator(engine).up()
+    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj"))
+    store = Store(engine)
+    out = []
+    for path, imported in zip(files, Importer(engine).import_paths([str(p) for p in files])):
+        assert imported.session_id is not None, (path.name, imported.error)
+        sid = imported.session_id
+        out.append((path.name, store.messages(sid), store.compactions(sid)))
+    engine.dispose()
+    assert len(out) >= 12
+    return out
+
+
+def _summaries(messages, checkpoints):
+    """The extractive summary of the whole session, and one on top of each imported checkpoint
+    of the messages after its cut."""
+    read, modified = files_touched(calls_of(messages))
+    files = {"read_files": read, "modified_files": modified}
+    yield None, summarize(messages, files=files, min_carry_over=0.9)
+    for cp in checkpoints:
+        after = [m for m in messages if m.id >= cp.first_kept_message_id]
+        yield cp.summary, summarize(after, cp.summary, files=files, min_carry_over=0.9)
+
+
+def test_real_transcripts_give_a_goal_and_no_boilerplate(real_sessions):
+    for name, messages, checkpoints in real_sessions:
+        for previous, out in _summaries(messages, checkpoints):
+            [goal] = [s.items[0] for s in parse_sections(out) if s.heading == "Goal"]
+            # the curated fixtures' texts are "[trimmed for fixture]": no goal to state there
+            assert goal != "(not stated)" or "[trimmed" in (previous or ""), name
+            for phrase in BOILERPLATE_PHRASES:
+                assert phrase not in out, (name, phrase)
+            assert not re.search(r"\b(TaskCreate|TaskUpdate|TodoWrite|update_plan) x\d", out), name
+            assert "Modified: (none)" not in out
+            if previous:
+                assert quality.carry_over(previous, out) >= 0.9, name
+
+
+def test_the_skill_driven_session_states_its_command_plan_and_tasks(real_sessions):
+    [(_, messages, [checkpoint])] = [s for s in real_sessions if s[0].startswith("a5c478e1")]
+    before = [m for m in messages if m.id < checkpoint.first_kept_message_id]
+    out = summarize(before)
+    [goal] = section(out, "Goal")
+    assert "/erk:plan-implement 8511" in goal
+    assert "Session Accumulation for Cross-Machine Learning" in goal
+    assert section(out, "Open tasks") == ["- [in progress] Phase 10: Submit PR"]
+    assert "- [x] Phase 9: Run CI and fix issues" in section(out, "Done")
+    assert any("push_session.py" in f for f in section(out, "Files changed and why"))
+    # on top of Claude Code's own summary of that span: its sections, not its scratchpad
+    after = [m for m in messages if m.id >= checkpoint.first_kept_message_id]
+    carried = summarize(after, checkpoint.summary)
+    assert section(carried, "Goal")[0].startswith("The user invoked `/erk:plan-implement 8511`")
+    assert "Let me chronologically analyze" not in carried
+    assert any(
+        "Formatting issue in `push_session.py`" in e for e in section(carried, "Errors and fixes")
+    )
