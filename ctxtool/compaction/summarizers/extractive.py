@@ -59,6 +59,7 @@ _SUPERSEDED = {
     CURRENT_WORK: EARLIER_WORK,
     NEXT_STEP: EARLIER_WORK,
 }
+_FILE_ITEM = re.compile(r"^[-*]\s+\**`([^`]+)`")  # "- `path` — why", "- **`path`** (NEW)"
 _REQUESTS = {LATEST_REQUEST: EARLIER_REQUESTS}  # one family: a request is said once
 _STATUS_MARK = {"in_progress": "[in progress]", "completed": "[x]"}
 
@@ -224,7 +225,11 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
                 continue  # a placeholder, or a task the span's own list states now
             if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and is_done(line):
                 where = DONE
-            items.append(_Item(where, line, len(items), protected=where == GOAL, previous=True))
+            item = _Item(where, line, len(items), protected=where == GOAL, previous=True)
+            path = _FILE_ITEM.match(line) if where == FILES_CHANGED else None
+            if path:
+                item.fallback = f"- `{path.group(1)}`"  # trimmed, the path stays
+            items.append(item)
     return items, foreign
 
 
@@ -237,7 +242,7 @@ def _listed(line: str, notes: SpanNotes) -> bool:
 def _unlisted_files(files: dict, items: list[_Item]) -> list[_Item]:
     """Modified files (the checkpoint's accumulated list) no item names yet: listed plainly,
     the newest ``MAX_MODIFIED_FILES``, with the number left out said. Never trimmed."""
-    named = "\n".join(i.text for i in items if i.section != READ)
+    named = "\n".join(i.fallback or i.text for i in items if i.protected or i.fallback)
     paths = [p for p in files.get("modified_files") or [] if p not in named]
     left_out = max(0, len(paths) - MAX_MODIFIED_FILES) + int(
         files.get("modified_files_omitted") or 0
