@@ -10,6 +10,7 @@ from ctxtool.evaluation.stored import evaluate_checkpoint
 from ctxtool.store import Store
 
 from .builders import add_session
+from .llm_server import FakeLLM
 
 
 def call(call_id: str, name: str, **arguments) -> dict:
@@ -107,3 +108,61 @@ def test_eval_of_a_session_without_checkpoints_or_a_wrong_one_is_one_line(db, cl
     missing = cli("--db", db.url, "eval", "1", "--at", "7")
     assert missing.exit_code == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert "checkpoint 7 is not one of its checkpoints" in missing.stderr
+
+
+def test_eval_with_a_judge_reports_its_answers(db, cli):
+    add_checkpoints(db)
+    with FakeLLM() as llm:
+        # Answers what the context holds about the goal; grades by the reference's file name.
+        llm.summary_text = lambda body: (
+            "CORRECT"
+            if "Candidate answer: Port" in body["messages"][1]["content"]
+            else "Port render_jsonl.py"
+            if "render_jsonl.py" in body["messages"][1]["content"].split("</context>")[0]
+            else "NOT IN CONTEXT"
+        )
+        good = cli(
+            "--db",
+            db.url,
+            "eval",
+            "1",
+            "--at",
+            "-2",
+            "--judge",
+            "test-model",
+            "--base-url",
+            llm.base_url,
+        )
+        invented = cli(
+            "--db",
+            db.url,
+            "eval",
+            "1",
+            "--json",
+            "--judge",
+            "test-model",
+            "--base-url",
+            llm.base_url,
+        )
+    assert good.exit_code == 0, good.output
+    assert "judge: 2/2 of those answered correctly" in good.stdout
+    doc = json.loads(invented.stdout)
+    assert doc["judge_score"] == 0.0
+    goal = next(v for v in doc["verdicts"] if v["id"] == "goal")
+    assert goal["judge"] == {"answer": "NOT IN CONTEXT", "correct": False}
+    assert all(r["model"] == "test-model" for r in llm.requests)
+
+
+def test_eval_judge_without_an_endpoint_is_a_usage_error(db, cli):
+    add_checkpoints(db)
+    result = cli(
+        "--db",
+        db.url,
+        "eval",
+        "1",
+        "--judge",
+        "m",
+        env={"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None},
+    )
+    assert result.exit_code == 2
+    assert "--judge needs an endpoint or a key" in result.stderr

@@ -12,6 +12,7 @@ from ctxtool.evaluation.judge import (
     Judge,
     JudgeError,
     context_for_judge,
+    judged_share,
 )
 from ctxtool.records import Message
 
@@ -56,7 +57,8 @@ def test_the_judge_answers_from_the_context_and_grades_against_the_key():
     assert "plan-implement; 8511" in grading
     # An answer that says the context does not hold it is graded without asking: 3 requests.
     assert len(llm.requests) == 3
-    assert held.as_dict() == {"id": "goal", "answer": "Implement plan 8511.", "correct": True}
+    assert held.as_dict() == {"answer": "Implement plan 8511.", "correct": True}
+    assert judged_share([held, missed]) == 0.5 and judged_share([]) is None
 
 
 def test_a_failing_endpoint_is_one_clear_error():

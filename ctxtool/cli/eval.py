@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from ..compaction.summarizers import endpoint_configured
+from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
-from ..output import OutputFormat, json_option, print_document, render_rows, shorten
+from ..output import OutputFormat, Progress, json_option, print_document, render_rows, shorten
 from ..store.reads import Store
 from . import main, pass_app
 from .types import WholeNumber
@@ -23,9 +25,22 @@ KEY_WIDTH = 60  # characters of a probe's key shown in the table
     help="The checkpoint to evaluate (its id, see `context checkpoints`; -1 the latest, "
     "-2 the one before). Default: the latest.",
 )
+@click.option(
+    "--judge",
+    "judge_model",
+    metavar="MODEL",
+    help="Also let this model answer the probes only the summary can answer, from the "
+    "context alone, and grade its answers (2 requests a probe).",
+)
+@click.option(
+    "--base-url",
+    envvar="OPENAI_BASE_URL",
+    help="The judge's OpenAI-compatible endpoint [env OPENAI_BASE_URL]. The key comes from "
+    "OPENAI_API_KEY.",
+)
 @json_option
 @pass_app
-def eval_command(app, session, at, output: OutputFormat):
+def eval_command(app, session, at, judge_model, base_url, output: OutputFormat):
     """Ask a checkpoint the questions a continuing agent has, and say which its restored
     context answers.
 
@@ -40,8 +55,22 @@ def eval_command(app, session, at, output: OutputFormat):
     \b
     Example: ctxtool eval 42
              ctxtool eval a5c478e1 --at -2 --json | jq .score
+             ctxtool eval 42 --judge gpt-4.1-mini
     """
-    result = evaluate_checkpoint(Store(app.checked_engine()), session, at)
+    judge = None
+    if judge_model:
+        if not endpoint_configured(base_url):
+            raise click.UsageError(
+                "--judge needs an endpoint or a key: set OPENAI_API_KEY (api.openai.com), or "
+                "--base-url / OPENAI_BASE_URL for a compatible server"
+            )
+        judge = Judge(judge_model, base_url)
+    store = Store(app.checked_engine())
+    if judge is None:
+        result = evaluate_checkpoint(store, session, at)
+    else:
+        with Progress(None, "judging probes") as progress:
+            result = evaluate_checkpoint(store, session, at, judge, lambda _: progress.update(1))
     print_document(result.as_dict(), output, render(result))
 
 
@@ -58,14 +87,19 @@ def render(result: CheckpointEvaluation) -> str:
         "can answer), "
         f"{len(e.fabrications)} fabrication{'s' if len(e.fabrications) != 1 else ''}, "
         f"summary {e.summary_tokens} tokens",
-        "",
     ]
+    if result.judged:
+        correct = sum(j.correct for j in result.judged)
+        lines.append(f"judge: {correct}/{len(result.judged)} of those answered correctly")
+    lines.append("")
+    judged = {j.probe.id: j for j in result.judged}
     rows = [
         {
             "probe": v.probe.id,
             "held": "yes" if v.held else "NO",
             "where": ", ".join(v.where) or "-",
             "scored": "yes" if v.summary_only else "kept",
+            **({"judge": _judged(judged.get(v.probe.id))} if judged else {}),
             "key": shorten(" & ".join(" | ".join(g) for g in v.probe.all_of), KEY_WIDTH),
         }
         for v in e.verdicts
@@ -82,3 +116,9 @@ def render(result: CheckpointEvaluation) -> str:
         + (", ".join(f"{s.heading} {s.tokens}" for s in e.sections) or "(empty)")
     )
     return "\n".join(lines)
+
+
+def _judged(judged: JudgedProbe | None) -> str:
+    if judged is None:
+        return "-"
+    return "yes" if judged.correct else "NO"

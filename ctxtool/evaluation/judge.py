@@ -10,7 +10,7 @@ model's answer and its grade are both kept in the verdict for the operator to re
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..compaction.summarizers.openai import request_parameters
@@ -47,7 +47,12 @@ class JudgedProbe:
     correct: bool  # the model's grade of that answer against the reference
 
     def as_dict(self) -> dict:
-        return {"id": self.probe.id, "answer": self.answer, "correct": self.correct}
+        return {"answer": self.answer, "correct": self.correct}
+
+
+def judged_share(judged: Sequence[JudgedProbe]) -> float | None:
+    """Share of the judged probes the model answered correctly (None: none judged)."""
+    return round(sum(j.correct for j in judged) / len(judged), 3) if judged else None
 
 
 def context_for_judge(
@@ -98,9 +103,13 @@ class Judge:
         )
 
     def judge(
-        self, probes: Sequence[Probe], summary: str | None, kept: Sequence[Message] = ()
+        self,
+        probes: Sequence[Probe],
+        summary: str | None,
+        kept: Sequence[Message] = (),
+        on_probe: Callable[[JudgedProbe], None] | None = None,
     ) -> list[JudgedProbe]:
-        """Ask every probe of the context, then grade each answer."""
+        """Ask every probe of the context, then grade each answer (``on_probe`` after each)."""
         context = context_for_judge(summary, kept, self.context_chars)
         out = []
         for probe in probes:
@@ -110,6 +119,8 @@ class Judge:
                 ANSWER_TOKENS,
             )
             out.append(JudgedProbe(probe, reply, self._grade(probe, reply)))
+            if on_probe is not None:
+                on_probe(out[-1])
         return out
 
     def _grade(self, probe: Probe, reply: str) -> bool:

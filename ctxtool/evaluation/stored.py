@@ -8,13 +8,15 @@ Imported runtime checkpoints are evaluated the same way as ctxtool's own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..errors import CtxtoolError
 from ..records import Compaction
 from ..store.reads import SessionHistory, Store
 from ..tokens import encoding_for_model
 from .evaluate import Evaluation, evaluate
+from .judge import Judge, JudgedProbe, judged_share
 
 
 @dataclass
@@ -24,9 +26,10 @@ class CheckpointEvaluation:
     summarized: int  # messages before the cut
     kept: int  # messages of its context after the cut
     evaluation: Evaluation
+    judged: list[JudgedProbe] = field(default_factory=list)  # with a judge: summary-only probes
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "session_id": self.session_id,
             "checkpoint_id": self.checkpoint.id,
             "summarizer": self.checkpoint.summarizer,
@@ -34,14 +37,24 @@ class CheckpointEvaluation:
             "messages_summarized": self.summarized,
             "messages_kept": self.kept,
             **self.evaluation.as_dict(),
+            "judge_score": judged_share(self.judged),
         }
+        by_id = {j.probe.id: j.as_dict() for j in self.judged}
+        for verdict in out["verdicts"]:
+            verdict["judge"] = by_id.get(verdict["id"])
+        return out
 
 
 def evaluate_checkpoint(
-    store: Store, session: str | int, at: int | None = None
+    store: Store,
+    session: str | int,
+    at: int | None = None,
+    judge: Judge | None = None,
+    on_probe: Callable[[JudgedProbe], None] | None = None,
 ) -> CheckpointEvaluation:
     """Evaluate checkpoint ``at`` of a session (its id, or -1 the latest, -2 the one before;
-    default the latest)."""
+    default the latest); with a ``judge``, an LLM also answers the probes only the summary
+    can answer (``on_probe`` after each)."""
     history = SessionHistory(store, session)
     point = history.point(at)
     checkpoint = point.checkpoint
@@ -62,4 +75,11 @@ def evaluate_checkpoint(
         previous_summary=previous.summary if previous else None,
         encoding=encoding,
     )
-    return CheckpointEvaluation(history.session_id, checkpoint, len(span), len(kept), evaluation)
+    judged = (
+        judge.judge([v.probe for v in evaluation.summary_only], checkpoint.summary, kept, on_probe)
+        if judge is not None
+        else []
+    )
+    return CheckpointEvaluation(
+        history.session_id, checkpoint, len(span), len(kept), evaluation, judged
+    )
