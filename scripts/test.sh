@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
-# .venv, Debian's chromium and mariadb-client when they are missing, makes sure MariaDB
-# answers on 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a
-# SQLite file. Extra arguments go to pytest.
+# .venv, Debian's chromium and mariadb-client when they are missing, checks the code (ruff's
+# lint and format, the generated command reference), makes sure MariaDB answers on
+# 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a SQLite
+# file. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,15 @@ if [ ! -r /usr/lib/galera/libgalera_smm.so ] || ! command -v rsync >/dev/null 2>
     apt-get install -y -qq galera-4 rsync >/dev/null 2>&1 \
         || { apt-get update -qq && apt-get install -y -qq galera-4 rsync >/dev/null; }
 fi
+
+# The habits that keep the code as it is written: checked before the tests, each failing the
+# run on its own (they take seconds; the tests take minutes).
+echo "ruff check ..."
+.venv/bin/ruff check ctxtool tests scripts
+echo "ruff format --check ..."
+.venv/bin/ruff format --check ctxtool tests scripts
+echo "scripts/docs.py --check ..."
+.venv/bin/python scripts/docs.py --check
 
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
 
