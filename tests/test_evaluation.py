@@ -264,3 +264,18 @@ def test_the_pure_modules_import_no_store_database_or_summarizer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_clipped_or_quoted_command_is_no_fabrication():
+    s = Span()
+    s.call("Bash", "ok", command='grep -A 3 "function applyBackground" src/wrap.ts')
+    s.call("Bash", "ok", command="git add -A && git commit -m 'Add session accumulation'")
+    span = s.messages
+    stated = (
+        '`grep -A 3 "function applyBackground" src/wrap.ts`, '
+        "`git add -A && git commit -m 'Add session […]`"
+    )
+    assert fabrications(stated, span) == []
+    assert [f.text for f in fabrications("`git push origin main`", span)] == [
+        "git push origin main"
+    ]

@@ -9,6 +9,7 @@ found, so a probe the kept messages answer alone is told from one only the summa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,11 +33,25 @@ def normalise(text: str) -> str:
 
 
 def message_text(m: Message) -> str:
-    """Everything of a message a model reads: its text and its tool calls."""
+    """Everything of a message a model reads: its text and its tool calls, their arguments as
+    the values they carry (a command's quotes as typed, not JSON-escaped)."""
     parts = [m.content or ""]
     for call in m.calls():
-        parts.append(f"{call['function']['name']} {call['function']['arguments']}")
+        raw = call["function"]["arguments"] or ""
+        try:
+            values = "\n".join(_strings(json.loads(raw)))
+        except ValueError:
+            values = raw
+        parts.append(f"{call['function']['name']} {values}")
     return "\n".join(parts)
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [str(value)] if value is not None else []
 
 
 def alternatives_of(alternative: str) -> tuple[str, ...]:

@@ -139,8 +139,14 @@ class SourceText:
             base = text.rstrip("/").rsplit("/", 1)[-1]
             return len(base) >= 3 and base in self.text
         if item.kind == "command":
-            words = [w for w in text.split() if not w.startswith("-")]
-            return " ".join(words[:3]) in self.text
+            # A summary may clip a command ("git commit -m … […]") or drop its flags.
+            clipped = re.split(r"\s*(?:\[…\]|…|\.\.\.)", text, maxsplit=1)[0]
+            words = text.split()
+            bare = [w for w in words if not w.startswith("-")]
+            return any(
+                part and part in self.text
+                for part in (clipped, " ".join(words[:3]), " ".join(bare[:3]))
+            )
         if item.kind == "identifier" and text.endswith("()"):
             return text[:-2].rsplit(".", 1)[-1] in self.text
         return False
