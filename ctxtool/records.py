@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .tokens import MessageText, api_calls
 
@@ -42,6 +42,14 @@ class Message:
         ``["call_1"]``, ``[null]``, ``42``): entries that are not objects are left out here
         (``validate`` reports them), so reading such a row never fails."""
         return api_calls(self.tool_calls)
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """The ids of the calls this message makes as sent (an assistant's only), each once; a
+        call stored without an id has the id ``""`` (see :func:`pair_tool_calls`)."""
+        if self.role != "assistant" or not self.tool_calls:
+            return ()
+        return tuple(dict.fromkeys(c["id"] for c in self.calls()))
 
     def text(self) -> MessageText:
         return MessageText(self.role, self.content, self.name, self.calls() or None)
@@ -177,24 +185,63 @@ class ContextEntry:
         return self.message.text()
 
 
+class ToolLinked(Protocol):
+    """What pairing needs of a message: its role, the ids of the calls it makes, and the call
+    a tool result answers (a :class:`Message`, or the planner's ``PlanMessage``)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def call_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def tool_call_id(self) -> str | None: ...
+
+
+@dataclass
+class ToolPairing:
+    """Which tool result answers which call in a list of messages (by index in that list)."""
+
+    # (index of the calling message, call id) -> index of the result that answers it
+    answers: dict[tuple[int, str], int] = field(default_factory=dict)
+    orphans: list[int] = field(default_factory=list)  # results of a call not before them
+    duplicates: list[int] = field(default_factory=list)  # results of a call answered already
+    unanswered: list[tuple[int, str]] = field(default_factory=list)  # (index, call id)
+
+
+def pair_tool_calls(messages: Sequence[ToolLinked]) -> ToolPairing:
+    """The one pairing rule: the planner's safe cuts, ``validate`` and the restored context
+    all read tool calls through it, so a cut never leaves what is sent with an orphan.
+
+    A result answers the latest earlier call of its id still without one (a runtime may reuse
+    a call id in a later turn). An id is any string, the empty one too: a call stored without
+    an id is sent with the id ``""`` (``Message.calls``), so a result stored with
+    ``tool_call_id=""`` answers it, and the two are kept on one side of every cut. A result
+    with no ``tool_call_id`` at all answers nothing. ``messages`` in id order."""
+    pairing = ToolPairing()
+    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
+    seen: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            call_id = m.tool_call_id
+            callers = pending.get(call_id) if call_id is not None else None
+            if call_id is not None and callers:
+                pairing.answers[(callers.pop(), call_id)] = i
+            else:
+                (pairing.duplicates if call_id in seen else pairing.orphans).append(i)
+        for call_id in m.call_ids:
+            pending.setdefault(call_id, []).append(i)
+            seen.add(call_id)
+    pairing.unanswered = sorted((i, cid) for cid, callers in pending.items() for i in callers)
+    return pairing
+
+
 def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     """The messages as an API-valid sequence (see :class:`ContextEntry`); pure, order kept
     otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``."""
-    calls_of = [m.calls() if m.role == "assistant" else [] for m in messages]
-    # A runtime may reuse a call id in a later turn: a result answers the latest earlier call
-    # of its id still without one (the rule the compaction planner cuts by).
-    answer: dict[tuple[int, str], int] = {}  # (call's index, call id) -> its result's index
-    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
-    for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id in pending:
-            callers = pending[m.tool_call_id]
-            answer[(callers.pop(), m.tool_call_id)] = i
-            if not callers:
-                del pending[m.tool_call_id]
-        for call_id in dict.fromkeys(c["id"] for c in calls_of[i] if c["id"] is not None):
-            pending.setdefault(call_id, []).append(i)
+    answer = pair_tool_calls(messages).answers
     placed: set[int] = set()
-
     out: list[ContextEntry] = []
     for i, m in enumerate(messages):
         if i in placed:
@@ -207,26 +254,24 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
             out.append(ContextEntry(m, foreign=True))
             continue
         out.append(ContextEntry(m))
-        calls = calls_of[i]
-        if not calls:
+        call_ids = m.call_ids
+        if not call_ids:
             continue
-        call_ids = [c["id"] for c in calls]
-        wanted = {cid for cid in call_ids if cid is not None}
+        wanted = set(call_ids)
         j = i + 1  # the results recorded right after the call keep their place and order
         while (
             j < len(messages)
             and messages[j].role == "tool"
-            and answer.get((i, messages[j].tool_call_id)) == j
+            and answer.get((i, messages[j].tool_call_id or "")) == j
         ):
             placed.add(j)
-            wanted.discard(messages[j].tool_call_id)
+            wanted.discard(messages[j].tool_call_id or "")
             out.append(ContextEntry(messages[j]))
             j += 1
         for call_id in call_ids:
             if call_id not in wanted:
                 continue
-            wanted.discard(call_id)
-            k = answer.get((i, call_id)) if call_id is not None else None
+            k = answer.get((i, call_id))
             if k is not None:
                 placed.add(k)
                 out.append(ContextEntry(messages[k], moved=True))
@@ -234,11 +279,11 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
                 out.append(
                     ContextEntry(
                         Message(
-                            None,
+                            None,  # type: ignore[arg-type]
                             m.session_id,
                             "tool",
-                            NO_RESULT_TEXT,  # type: ignore[arg-type]
-                            tool_call_id=call_id or "",
+                            NO_RESULT_TEXT,
+                            tool_call_id=call_id,
                             created_at=m.created_at,
                         ),
                         synthetic=True,

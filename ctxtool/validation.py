@@ -16,7 +16,7 @@ from .compaction.plan import CompactionSettings
 from .compaction.rules import deleted_from_span, over_window, unsummarized_messages
 from .inspection import ContextPoint
 from .quality import retention_warning
-from .records import CHAT_ROLES, Compaction, Message
+from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
 
 ERROR, WARNING = "error", "warning"
 
@@ -234,47 +234,6 @@ def _kind(value) -> str:
     return "null" if value is None else type(value).__name__
 
 
-@dataclass
-class ToolPairing:
-    """How a context's tool results pair with its calls: results whose call is not in it,
-    results of a call an earlier result answered, and (message id, call id) of calls left
-    without a result, in message order."""
-
-    orphans: list[Message]
-    duplicates: list[Message]
-    unanswered: list[tuple[int, str]]
-
-
-def pair_tool_results(messages: Sequence[Message]) -> ToolPairing:
-    """Pair as the restored context pairs them (records.answer_tool_calls): a result answers
-    the latest earlier call of its id still without one, so a runtime reusing a call id in a
-    later turn is read the same way by every rule and in what is sent. Pure; ``messages`` in
-    id order."""
-    waiting: dict[str, list[int]] = {}  # call id -> messages whose call of it has no result yet
-    seen: set[str] = set()
-    orphans: list[Message] = []
-    duplicates: list[Message] = []
-    for m in messages:
-        if m.role == "tool":
-            callers = waiting.get(m.tool_call_id)
-            if callers:
-                callers.pop()
-            else:
-                (duplicates if m.tool_call_id in seen else orphans).append(m)
-        elif m.role == "assistant" and isinstance(m.tool_calls, list):
-            for call_id in dict.fromkeys(
-                c["id"]
-                for c in m.tool_calls
-                if isinstance(c, dict) and isinstance(c.get("id"), str)
-            ):
-                waiting.setdefault(call_id, []).append(m.id)
-                seen.add(call_id)
-    unanswered = sorted(
-        (message_id, call_id) for call_id, callers in waiting.items() for message_id in callers
-    )
-    return ToolPairing(orphans, duplicates, unanswered)
-
-
 def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> list[Issue]:
     """The restored suffix must pair every tool result with a call it contains; a call without
     a result is only acceptable as the very last message (the agent is waiting on it)."""
@@ -318,8 +277,8 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
                     message_id=m.id,
                 )
             )
-    pairing = pair_tool_results(messages)
-    for m in pairing.duplicates:
+    pairing = pair_tool_calls(messages)
+    for m in (messages[i] for i in pairing.duplicates):
         issues.append(
             Issue(
                 session_id,
@@ -330,7 +289,7 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
                 message_id=m.id,
             )
         )
-    for m in pairing.orphans:
+    for m in (messages[i] for i in pairing.orphans):
         issues.append(
             Issue(
                 session_id,
@@ -343,7 +302,8 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
         )
     issues.sort(key=lambda i: i.message_id)  # in message order (stable: a message's own as above)
     last_id = messages[-1].id if messages else None
-    for message_id, call_id in pairing.unanswered:
+    for index, call_id in pairing.unanswered:
+        message_id = messages[index].id
         if message_id != last_id:
             issues.append(
                 Issue(
@@ -396,7 +356,7 @@ def past_context_issues(
 
 def orphan_results(messages: Sequence[Message]) -> list[Message]:
     """The tool results of a context (messages in id order) whose call is not before them in it."""
-    return pair_tool_results(messages).orphans
+    return [messages[i] for i in pair_tool_calls(messages).orphans]
 
 
 def _call(call_id: str | None) -> str:

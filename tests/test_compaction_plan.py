@@ -12,10 +12,13 @@ from ctxtool.compaction.plan import (
     context_window_for,
     is_safe_cut,
     plan_compaction,
+    plan_message,
     should_compact,
 )
 from ctxtool.compaction.touched_files import files_touched, merge_file_lists
 from ctxtool.errors import CtxtoolError, InvalidSettings
+from ctxtool.records import Message, answer_tool_calls, pair_tool_calls
+from ctxtool.validation import validate_restored_messages
 
 
 def user(i, t=100):
@@ -330,3 +333,77 @@ def test_safe_cuts_agree_with_the_definition(msgs):
             m.role == "tool" and m.tool_call_id in summarized_calls for m in msgs[c:]
         )
         assert safe[c] == expected
+
+
+# A call as a runtime may store it: with no id at all.
+NO_ID_CALL = {"type": "function", "function": {"name": "read", "arguments": "{}"}}
+
+
+def stored_call(i: int, *ids: str | None) -> Message:
+    calls = [NO_ID_CALL if cid is None else {**NO_ID_CALL, "id": cid} for cid in ids]
+    return Message(i, 1, "assistant", None, tool_calls=calls)
+
+
+def orphans_sent(messages: list[Message]) -> set[int]:
+    return {e.message.id for e in answer_tool_calls(messages) if e.orphan}
+
+
+def test_a_call_without_an_id_stays_with_its_result_of_empty_id():
+    """A call stored without an id, a notice, then its result stored with ``tool_call_id=""``:
+    the planner called the cut after the call safe, and the restored context then sent the
+    result as an orphan. One rule now: the empty id pairs like any id, on every side."""
+    msgs = [
+        Message(1, 1, "user", "go"),
+        stored_call(2, None),
+        Message(3, 1, "assistant", "reading it"),
+        Message(4, 1, "tool", "the file", tool_call_id=""),
+        Message(5, 1, "user", "next"),
+    ]
+    planned = [plan_message(m) for m in msgs]
+    assert [is_safe_cut(planned, c) for c in range(1, 5)] == [True, False, False, True]
+    sent = answer_tool_calls(msgs)
+    assert [e.message.id for e in sent] == [1, 2, 4, 3, 5]  # the result moved up to its call
+    assert not any(e.orphan or e.synthetic for e in sent)
+    rules = {i.rule for i in validate_restored_messages(1, msgs)}
+    assert rules == {"malformed_tool_calls"}  # said once, as what it is: no orphan, no unanswered
+    # A result with no tool_call_id at all answers nothing, even a call without an id.
+    lost = [msgs[0], msgs[1], Message(4, 1, "tool", "?", tool_call_id=None)]
+    assert orphans_sent(lost) == {4}
+    assert [e.synthetic for e in answer_tool_calls(lost)] == [False, False, True, False]
+    assert pair_tool_calls(lost).unanswered == [(1, "")]
+
+
+@st.composite
+def stored_histories(draw) -> list[Message]:
+    """Histories with the odd links runtimes write: calls without ids, empty and reused ids,
+    results with no call id, notices between a call and its result, results out of order."""
+    ids = st.sampled_from([None, "", "a", "b"])
+    msgs: list[Message] = []
+    for i in range(1, draw(st.integers(2, 16)) + 1):
+        kind = draw(st.sampled_from(["user", "notice", "call", "result"]))
+        if kind == "call":
+            msgs.append(stored_call(i, *draw(st.lists(ids, min_size=1, max_size=3))))
+        elif kind == "result":
+            msgs.append(Message(i, 1, "tool", "out", tool_call_id=draw(ids)))
+        else:
+            msgs.append(Message(i, 1, "user" if kind == "user" else "assistant", "text"))
+    return msgs
+
+
+@settings(max_examples=400, deadline=None)
+@given(stored_histories())
+def test_a_safe_cut_never_makes_an_orphan(msgs):
+    """Whatever the links, keeping from a cut the planner calls safe sends no tool result as an
+    orphan that the whole history did not already send so; and validate names exactly the
+    results that are sent as orphans."""
+    planned = [plan_message(m) for m in msgs]
+    whole = orphans_sent(msgs)
+    for cut in range(1, len(msgs)):
+        if is_safe_cut(planned, cut):
+            assert orphans_sent(msgs[cut:]) <= whole
+    named = {
+        i.message_id
+        for i in validate_restored_messages(1, msgs)
+        if i.rule in ("orphan_tool_result", "duplicate_tool_result")
+    }
+    assert named == whole

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from ctxtool.compaction.calls import call_ids, call_name, calls_of
+from ctxtool.compaction.calls import call_name, calls_of
 from ctxtool.compaction.fold import chunk_transcript, fold
 from ctxtool.compaction.plan import CompactionSettings, plan_message
 from ctxtool.compaction.rules import deleted_from_span, over_window, unsummarized_messages
@@ -31,7 +31,7 @@ def test_odd_tool_calls_are_no_calls(raw):
     calls = calls_of([m])
     assert all(isinstance(c, dict) for c in calls)
     assert all(call_name(c) == "?" for c in calls)
-    assert plan_message(m).call_ids == call_ids(m)
+    assert plan_message(m).call_ids == m.call_ids
     ExtractiveSummarizer().summarize(
         SummaryRequest(None, [Message(1, 1, "assistant", None, tool_calls=raw)], {})
     )

@@ -20,11 +20,6 @@ def call_arguments(call: dict) -> str:
     return call["function"]["arguments"]
 
 
-def call_ids(m: Message) -> tuple[str, ...]:
-    """Ids of the message's calls; a call without an id answers nothing, so it has none."""
-    return tuple(c["id"] for c in m.calls() if c["id"])
-
-
 def calls_of(messages: Iterable[Message]) -> list[dict]:
     """Every call made by ``messages``, in order."""
     return [c for m in messages for c in m.calls()]

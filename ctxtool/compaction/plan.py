@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import InvalidSettings
-from ..records import Message
-from .calls import call_ids
+from ..records import Message, pair_tool_calls
 
 DEFAULT_RESERVE_TOKENS = 16_384
 DEFAULT_KEEP_RECENT_TOKENS = 20_000
@@ -130,12 +129,12 @@ class PlanMessage:
 
 
 def plan_message(m: Message) -> PlanMessage:
-    """The planner's view of a stored message (malformed tool calls carry no id)."""
+    """The planner's view of a stored message: its calls as sent (``Message.call_ids``)."""
     return PlanMessage(
         m.id,
         m.role,
         m.token_count or 0,
-        call_ids(m),
+        m.call_ids,
         m.tool_call_id if isinstance(m.tool_call_id, str) else None,
     )
 
@@ -167,21 +166,15 @@ def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
     """``safe[c]`` for every cut 0..len: one pass, so planning stays linear on long sessions.
 
     A cut c is unsafe when messages[c] is a tool result, or when a call made before c is
-    answered at or after c (the interval (call, result] is closed to cuts). A runtime may reuse
-    a call id in later turns: a result answers the latest earlier call of its id still without
-    one, so an old call never closes every cut up to a new turn's result."""
+    answered at or after c (the interval (call, result] is closed to cuts). Calls and results
+    pair as everywhere (:func:`~ctxtool.records.pair_tool_calls`): a reused id pairs with the
+    latest earlier call, so an old call never closes every cut up to a new turn's result; a
+    call stored without an id pairs with a result stored with ``tool_call_id=""``."""
     n = len(messages)
-    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
     blocked = [0] * (n + 2)
-    for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id in pending:
-            start = pending[m.tool_call_id].pop()
-            if not pending[m.tool_call_id]:
-                del pending[m.tool_call_id]
-            blocked[start + 1] += 1
-            blocked[i + 1] -= 1
-        for cid in dict.fromkeys(m.call_ids):
-            pending.setdefault(cid, []).append(i)
+    for (start, _), result in pair_tool_calls(messages).answers.items():
+        blocked[start + 1] += 1
+        blocked[result + 1] -= 1
     safe = [False] * (n + 1)
     open_intervals = 0
     for c in range(n + 1):
