@@ -14,6 +14,7 @@ from ctxtool.evaluation import (
     answer,
     carry_over,
     derive_probes,
+    describe,
     evaluate,
     fabrications,
     meets_floor,
@@ -279,3 +280,19 @@ def test_a_clipped_or_quoted_command_is_no_fabrication():
     assert [f.text for f in fabrications("`git push origin main`", span)] == [
         "git push origin main"
     ]
+
+
+def test_the_stored_figures_and_their_one_line_description():
+    evaluation = evaluate(coding_span().messages, FABRICATED)
+    figures = evaluation.figures()
+    assert "verdicts" not in figures
+    assert evaluation.as_dict() == {
+        **figures,
+        "verdicts": [v.as_dict() for v in evaluation.verdicts],
+    }
+    # The pasted paths hold the file and current-work probes, nothing else: 2 of 6 kinds.
+    assert (figures["score"], figures["held"], figures["summary_only_probes"]) == (0.333, 4, 8)
+    assert describe(figures) == (
+        f"probes 33% (4/8), 4 fabrications, summary {count_text(FABRICATED)} tokens"
+    )
+    assert describe({"retention": 0.5}) is None and describe(None) is None

@@ -6,7 +6,7 @@ restored context, lists what the summary invents and what each section costs;
 """
 
 from .answers import ContextText, Verdict, answer
-from .evaluate import Evaluation, SectionCost, evaluate, section_costs
+from .evaluate import Evaluation, SectionCost, describe, evaluate, section_costs
 from .fabrications import Fabrication, fabrications
 from .gate import DEFAULT_MIN_QUALITY, CarryOver, FloorCheck, carry_over, meets_floor
 from .probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict
@@ -26,6 +26,7 @@ __all__ = [
     "answer",
     "carry_over",
     "derive_probes",
+    "describe",
     "evaluate",
     "fabrications",
     "meets_floor",

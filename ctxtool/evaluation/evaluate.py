@@ -68,7 +68,11 @@ class Evaluation:
         return out
 
     def as_dict(self) -> dict:
-        """The figures for ``details["quality"]`` and ``--json``."""
+        """Everything, for ``--json``: the figures and every verdict."""
+        return {**self.figures(), "verdicts": [v.as_dict() for v in self.verdicts]}
+
+    def figures(self) -> dict:
+        """The figures a checkpoint stores (``details["quality"]``): no verdict list."""
         return {
             "score": self.score,
             "probes": len(self.verdicts),
@@ -79,8 +83,22 @@ class Evaluation:
             "fabrications": [f.as_dict() for f in self.fabrications],
             "summary_tokens": self.summary_tokens,
             "section_tokens": {s.heading: s.tokens for s in self.sections},
-            "verdicts": [v.as_dict() for v in self.verdicts],
         }
+
+
+def describe(figures: dict | None) -> str | None:
+    """One line for a report: ``probes 83% (5/6), 0 fabrications, summary 812 tokens``
+    (None for figures that are no evaluation's)."""
+    if not isinstance(figures, dict) or "summary_only_probes" not in figures:
+        return None
+    score = figures.get("score")
+    shown = "n/a" if score is None else f"{score:.0%}"
+    fabricated = len(figures.get("fabrications") or ())
+    return (
+        f"probes {shown} ({figures.get('held')}/{figures.get('summary_only_probes')}), "
+        f"{fabricated} fabrication{'' if fabricated == 1 else 's'}, "
+        f"summary {figures.get('summary_tokens')} tokens"
+    )
 
 
 def section_costs(summary: str, encoding: str = DEFAULT_ENCODING) -> list[SectionCost]:
