@@ -213,3 +213,19 @@ def test_every_key_group_is_grounded_in_the_span(key_file):
             assert all(normalised(phrase) not in map(normalised, g) for g in probe["all_of"]), (
                 f"{probe['id']}: {phrase!r} is both required and forbidden"
             )
+
+
+def test_the_agent_summary_after_a_span_is_not_part_of_it():
+    """The span stops at its last line: the transcript's own summary, written after it, is not
+    read as span text (else a key could ask for what only the agent's summary says)."""
+    checked = 0
+    for path in KEY_FILES:
+        key = load(path)
+        if "agent_summary_line" not in key:
+            continue
+        record = json.loads(transcript_lines(key)[key["agent_summary_line"] - 1])
+        summary = normalised(" ".join(strings_in(record.get("summary") or record.get("message"))))
+        if len(summary) > 100:
+            assert summary not in span_text(key), path.name
+            checked += 1
+    assert checked >= 3
