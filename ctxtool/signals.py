@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 from .records import Message
 
@@ -104,7 +105,7 @@ _ACKNOWLEDGEMENTS = frozenset(
 )
 
 
-def _details(m: Message) -> dict:
+def _details(m: Message) -> dict[str, Any]:
     return m.details if isinstance(m.details, dict) else {}
 
 
@@ -511,13 +512,13 @@ def _unwrap_output(text: str) -> str:
         try:
             value = json.loads(text)
             if isinstance(value, dict) and isinstance(value.get("output"), str):
-                return value["output"]
+                return str(value["output"])
         except ValueError:
             pass
     return re.sub(r"</?tool_use_error>", "", text)
 
 
-def _command_of(call: dict) -> str:
+def _command_of(call: dict[str, Any]) -> str:
     """The command line a call ran, or its tool and path for a tool that runs none."""
     args = _arguments(call)
     command = args.get("command", args.get("cmd"))
@@ -540,7 +541,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+)$", re.M)
 
 
-def _paths_of(call: dict) -> list[str]:
+def _paths_of(call: dict[str, Any]) -> list[str]:
     args = _arguments(call)
     for key in ("file_path", "path", "notebook_path", "filename", "target_file"):
         value = args.get(key)
@@ -549,7 +550,7 @@ def _paths_of(call: dict) -> list[str]:
     return []
 
 
-def modified_paths(call: dict) -> list[str]:
+def modified_paths(call: dict[str, Any]) -> list[str]:
     """The files a tool call writes (Edit/Write/MultiEdit, an editor's create/str_replace,
     apply_patch), [] for a call that writes none."""
     name = (call["function"]["name"] or "").lower()
@@ -651,7 +652,7 @@ def _is_question(sentence: str) -> bool:
 # -- tool calls -----------------------------------------------------------------------------------
 
 
-def _arguments(call: dict) -> dict:
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     """A call's arguments as an object ({} when they are not a JSON object)."""
     raw = call["function"]["arguments"]
     try:
@@ -661,7 +662,7 @@ def _arguments(call: dict) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _calls_by_id(messages: Sequence[Message]) -> dict[str, dict]:
+def _calls_by_id(messages: Sequence[Message]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for m in messages if m.role == "assistant" for c in m.calls() if c["id"]}
 
 

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import Message
 from .probes import Probe
@@ -46,7 +47,7 @@ def message_text(m: Message) -> str:
     return "\n".join(parts)
 
 
-def _strings(value) -> list[str]:
+def _strings(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [s for v in value.values() for s in _strings(v)]
     if isinstance(value, list):
@@ -125,7 +126,7 @@ class Verdict:
         """A probe only the summary can answer (its key is not in the kept messages)."""
         return not self.in_kept
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.probe.id,
             "kind": self.probe.kind.value,

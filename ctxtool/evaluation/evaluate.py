@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..records import Message
 from ..tokens import DEFAULT_ENCODING, count_text
@@ -67,11 +68,11 @@ class Evaluation:
             counts[1] += 1
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Everything, for ``--json``: the figures and every verdict."""
         return {**self.figures(), "verdicts": [v.as_dict() for v in self.verdicts]}
 
-    def figures(self) -> dict:
+    def figures(self) -> dict[str, Any]:
         """The figures a checkpoint stores (``details["quality"]``): no verdict list."""
         return {
             "score": self.score,
@@ -86,7 +87,7 @@ class Evaluation:
         }
 
 
-def describe(figures: dict | None) -> str | None:
+def describe(figures: dict[str, Any] | None) -> str | None:
     """One line for a report: ``probes 83% (5/6), 0 fabrications, summary 812 tokens``
     (None for figures that are no evaluation's)."""
     if not isinstance(figures, dict) or "summary_only_probes" not in figures:

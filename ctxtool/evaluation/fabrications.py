@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import Message
 from .answers import message_text, normalise
@@ -88,7 +89,7 @@ class Fabrication:
     kind: str  # path | command | error | identifier
     text: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "text": self.text}
 
 

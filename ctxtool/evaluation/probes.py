@@ -14,9 +14,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from ..records import Message
-from ..signals import COMMAND_TOOLS, Signals, Statement, signals_of
+from ..signals import COMMAND_TOOLS, Failure, Signals, Statement, signals_of
 
 
 class ProbeKind(str, Enum):
@@ -40,8 +41,8 @@ class Probe:
     none_of: tuple[str, ...] = ()
     negated: bool = False
 
-    def as_dict(self) -> dict:
-        out: dict = {
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "id": self.id,
             "kind": self.kind.value,
             "question": self.question,
@@ -59,7 +60,7 @@ class InvalidKey(ValueError):
     """An answer key that is not in the key format."""
 
 
-def probe_from_dict(data: dict) -> Probe:
+def probe_from_dict(data: dict[str, Any]) -> Probe:
     """One probe of a key file. A group is a list of alternatives, or an object holding one
     with ``"negated": true`` (the probe is then a prohibition)."""
     if not isinstance(data, dict):
@@ -270,7 +271,14 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
     s = signals if signals is not None else signals_of(span)
     probes: list[Probe] = []
 
-    def add(kind: ProbeKind, n: int, question: str, answer: str, groups, negated=False) -> None:
+    def add(
+        kind: ProbeKind,
+        n: int,
+        question: str,
+        answer: str,
+        groups: list[tuple[str, ...]],
+        negated: bool = False,
+    ) -> None:
         groups = list(dict.fromkeys(g for g in groups if g))
         if groups:
             probe_id = kind.value if n == 0 else f"{kind.value}_{n}"
@@ -363,8 +371,8 @@ def _command_key(tool: str, command: str) -> list[tuple[str, ...]]:
     return [(core_text, short) if short != core_text else (core_text,)]
 
 
-def _distinct_failures(s: Signals):
-    seen: dict[str, object] = {}
+def _distinct_failures(s: Signals) -> list[Failure]:
+    seen: dict[str, Failure] = {}
     for f in s.failures:
         seen.setdefault(f.command, f)
     return list(seen.values())
