@@ -10,6 +10,7 @@ from ctxtool.evaluation.stored import evaluate_checkpoint
 from ctxtool.store import Store
 
 from .builders import add_session
+from .conftest import TRANSCRIPTS
 from .llm_server import FakeLLM
 
 
@@ -166,3 +167,18 @@ def test_eval_judge_without_an_endpoint_is_a_usage_error(db, cli):
     )
     assert result.exit_code == 2
     assert "--judge needs an endpoint or a key" in result.stderr
+
+
+def test_an_imported_runtime_checkpoint_is_evaluated(db, cli):
+    """Claude Code's own compaction of a real session, imported, then evaluated by its id
+    prefix: its summary answers the goal, and states nothing the history lacks."""
+    transcript = TRANSCRIPTS / "claude-code" / "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl"
+    assert cli("--db", db.url, "import", transcript).exit_code == 0
+    result = cli("--db", db.url, "eval", "a5c478e1", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["summarizer"] == "imported:claude-code"
+    goal = next(v for v in doc["verdicts"] if v["id"] == "goal")
+    assert goal["held"] and goal["where"] == ["summary"] and goal["summary_only"]
+    assert doc["fabrications"] == []
+    assert doc["score"] >= 0.6
