@@ -265,19 +265,26 @@ def test_extractive_caps_lists_with_a_count():
 
 
 def test_errors_are_the_last_distinct_ones_with_a_count():
-    failed = [
-        msg(
-            i,
-            "tool",
-            f"run {i}\nValueError: bad value {i % 7}",
-            tool_call_id="c",
-            details={"is_error": True},
+    failed = []
+    for i in range(1, 30):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"run {i % 13}"})},
+        }
+        failed.append(msg(2 * i, "assistant", None, tool_calls=[call]))
+        failed.append(
+            msg(
+                2 * i + 1,
+                "tool",
+                f"run {i}\nValueError: bad value {i % 13}",
+                tool_call_id=f"c{i}",
+                details={"is_error": True},
+            )
         )
-        for i in range(1, 30)
-    ]
     out = ExtractiveSummarizer().summarize(SummaryRequest(None, failed, {})).text
-    assert "(and 2 earlier distinct errors in this span)" in out
-    assert out.count("ValueError") == 5
+    assert "(and 3 earlier distinct errors in this span)" in out  # 13 distinct, 10 shown
+    assert out.count("ValueError") == 10
 
 
 def test_summary_items_leave_out_placeholders():

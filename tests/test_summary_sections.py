@@ -147,8 +147,11 @@ def test_the_goal_is_the_command_its_arguments_and_the_plan_title():
         result(4, "c1", '{"success": true, "plan_title": "Session Accumulation"}'),
     ]
     out = summarize(messages)
-    assert section(out, "Goal") == ["/erk:plan-implement 8511 (plan: Session Accumulation)"]
-    assert "Implement a plan" not in out  # the skill's text is context, not a request
+    assert section(out, "Goal") == [
+        "/erk:plan-implement 8511 (Session Accumulation): Implement a plan."
+    ]
+    assert section(out, "Latest request") == ["> /erk:plan-implement 8511"]
+    assert "Base directory" not in out  # the skill's text is context, not a request
     bare = summarize(
         [
             msg(1, "user", "<command-name>/init</command-name>"),
@@ -217,7 +220,9 @@ def test_errors_say_whether_they_were_fixed_and_a_read_is_no_error():
     assert "fixed: a later run succeeded after changing src/invoice.py" in errors[0]
     assert errors[1].endswith("still open")
     files = section(summarize(messages), "Files changed and why")
-    assert files == ["- `src/invoice.py` — Round with Decimal instead of float."]
+    assert files == [
+        "- `src/invoice.py` — Round with Decimal instead of float. (for: Fix the rounding bug.)"
+    ]
 
 
 def test_constraints_are_instructions_never_questions_and_acknowledgements_are_no_requests():

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..signals import BOILERPLATE
+
 _MARKDOWN = re.compile(r"^(?P<level>#{1,6})\s+(?P<t>.+?)\s*#*$")
 _BOLD = re.compile(r"^\*\*(?P<t>[^*]{2,80}?):?\*\*:?$")
 _NUMBERED = re.compile(r"^\d{1,2}\.\s+(?P<t>[A-Z][^:]{2,60}):$")
@@ -59,17 +61,9 @@ _NOT_ITEMS = re.compile(
     re.I,
 )
 
-# What runtimes wrap a summary in: instructions to the model and notices, never content.
-BOILERPLATE = re.compile(
-    r"This session is being continued from a previous conversation[^\n]*?"
-    r"(summarized below:?|ran out of context\.?( The conversation is summarized below:?)?)|"
-    r"Please continue the conversation from where we left (it )?off[^\n]*|"
-    r"Continue with the last task that you were asked to work on\.?|"
-    r"The conversation history before this point was compacted into the following summary:?|"
-    r"If you need specific details from before compaction[^\n]*|"
-    r"</?summary>|</?analysis>",
-    re.I,
-)
+# The tags a writer wraps its summary and its scratchpad in (the runtimes' notices around them
+# are ``signals.BOILERPLATE``).
+_WRAPPER_TAGS = re.compile(r"</?(summary|analysis)>", re.I)
 # A scratchpad the writer reasoned in before its summary (Claude Code's <analysis>).
 _SCRATCHPAD = (
     re.compile(r"<analysis>.*?(</analysis>|(?=<summary>))", re.S | re.I),
@@ -89,7 +83,7 @@ def without_scaffolding(summary: str | None) -> str:
     text = summary or ""
     for pattern in _SCRATCHPAD:
         text = pattern.sub("", text)
-    return BOILERPLATE.sub("", text)
+    return _WRAPPER_TAGS.sub("", BOILERPLATE.sub("", text))
 
 
 def heading_of(line: str) -> str | None:

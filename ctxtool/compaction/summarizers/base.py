@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ...errors import CtxtoolError
-from ...quality import is_real_request
 from ...records import Message
+from ...signals import UserText, is_request, user_text_kind
 from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
@@ -98,22 +98,22 @@ def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> st
     if m.role == "tool":
         return f"[Tool result]: {head_and_tail(m.content or '', tool_result_chars)}"
     if m.role == "user":
-        command = slash_command(m.content or "")
-        if command:
-            return f"[User command]: {command}"
-        if not is_real_request(m):
+        kind = user_text_kind(m)
+        if kind is UserText.COMMAND:
+            return f"[User command]: {slash_command(m.content or '')}"
+        if kind is UserText.CONTEXT:
             text = head_and_tail(m.content or "", CONTEXT_CHARS)
             return f"[Context injected by the runtime, not the user's words]: {text}"
         return f"[User]: {_REMINDER.sub('', m.content or '').strip()}"
     return f"[{m.role.capitalize()}]: {m.content or ''}"
 
 
-def slash_command(text: str) -> str | None:
-    """``/name args`` when ``text`` is a runtime's record of a slash command the user typed
-    (Claude Code's ``<command-name>``/``<command-args>``): the user's words, though wrapped."""
+def slash_command(text: str) -> str:
+    """``/name args`` of a runtime's record of a slash command the user typed (Claude Code's
+    ``<command-name>``/``<command-args>``): the user's words, though wrapped."""
     name = _COMMAND.search(text)
     if not name:
-        return None
+        return text.strip()
     args = _ARGS.search(text)
     return " ".join(filter(None, (name.group("name"), args and args.group("args").strip())))
 
@@ -138,6 +138,6 @@ def turn_start(messages: Sequence[Message]) -> int:
     """Where the turn in progress starts: the index of the last request the user typed (0 when
     there is none: the whole span is that turn's prefix)."""
     for i in range(len(messages) - 1, -1, -1):
-        if is_real_request(messages[i]):
+        if is_request(messages[i]):
             return i
     return 0

@@ -50,7 +50,7 @@ from .span_notes import (
 
 MAX_READ_FILES = 40
 MAX_MODIFIED_FILES = 120
-MAX_NEW_ERRORS = 5
+MAX_NEW_ERRORS = 10
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
 _NO_TASK = re.compile(r"^[-*]?\s*(none|no pending tasks|nothing)\b", re.I)
 # What the span supersedes when it has its own: the previous one moves under another heading.
@@ -144,8 +144,6 @@ class ExtractiveSummarizer:
         if not any(i.section == GOAL for i in carried):
             goal = notes.goal or request.title or "(not stated)"
             add(GOAL, whole_sentences(goal, self.request_chars), protected=True)
-        elif notes.command and not any(notes.command in i.text for i in carried):
-            add(GOAL, f"- {notes.goal}", protected=True)
         earlier, latest = notes.requests[:-1], notes.latest_request
         for text in earlier:
             add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))

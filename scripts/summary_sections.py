@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""What the extractive summary of each hand-keyed span answers, and what each section costs.
+
+For every answer key under tests/answer_keys (written by hand from the shared transcripts), the
+keyed span is imported, summarized as a compaction would summarize it (on top of the latest
+runtime checkpoint inside the span, if any), and scored with the key's probes: the share of the
+probes only the summary can answer that it holds (per kind, averaged), its fabrications, its
+size, and the tokens of each of its sections. The transcript's own summary of the span, where
+the key names one, is scored beside it for calibration.
+
+Example: .venv/bin/python scripts/summary_sections.py ../shared/transcripts
+         .venv/bin/python scripts/summary_sections.py ../shared/transcripts --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ctxtool.compaction.calls import calls_of  # noqa: E402
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest  # noqa: E402
+from ctxtool.compaction.touched_files import files_touched  # noqa: E402
+from ctxtool.db import create_engine  # noqa: E402
+from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key  # noqa: E402
+from ctxtool.records import Compaction, Message  # noqa: E402
+from ctxtool.store import Store  # noqa: E402
+
+KEYS = ROOT / "tests" / "answer_keys"
+BUDGET = 4096
+
+
+def summary_of(span: KeyedSpan, held: list[Compaction], max_tokens: int = BUDGET) -> str:
+    """The extractive summary a compaction at the key's cut would write: of the messages after
+    the latest checkpoint the span holds (``held``), on top of that checkpoint's summary."""
+    messages: list[Message] = span.summarized
+    previous = None
+    if held:
+        previous = held[-1].summary
+        messages = [m for m in messages if m.id >= held[-1].first_kept_message_id]
+    read, modified = files_touched(calls_of(span.summarized))
+    files = {"read_files": read, "modified_files": modified}
+    request = SummaryRequest(previous, messages, files, max_tokens=max_tokens, min_carry_over=0.9)
+    return ExtractiveSummarizer().summarize(request).text
+
+
+def measure(transcripts: Path, workdir: Path) -> list[dict]:
+    rows = []
+    for path in sorted(KEYS.glob("*.json")):
+        key = load_key(path)
+        span = keyed_span(key, transcripts, workdir)
+        summary = summary_of(span, _held(workdir / f"{key.name}-span.db"))
+        evaluation = span.evaluate(summary)
+        row = {
+            "key": key.name,
+            "summary_tokens": evaluation.summary_tokens,
+            "score": evaluation.score,
+            "held": sum(v.held for v in evaluation.summary_only),
+            "summary_only": len(evaluation.summary_only),
+            "missed": [v.probe.id for v in evaluation.missed],
+            "fabrications": [f.as_dict() for f in evaluation.fabrications],
+            "sections": {s.heading: s.tokens for s in evaluation.sections},
+            "summary": summary,
+        }
+        if span.checkpoint is not None:
+            own = span.evaluate(span.checkpoint.summary)
+            row["agent_summary"] = {"score": own.score, "tokens": own.summary_tokens}
+        rows.append(row)
+    return rows
+
+
+def _held(database: Path) -> list[Compaction]:
+    """The runtime checkpoints inside the span (the store keyed_span imported it into)."""
+    engine = create_engine(f"sqlite:///{database}")
+    store = Store(engine)
+    [session_id] = store.session_ids()
+    held = store.compactions(session_id)
+    engine.dispose()
+    return held
+
+
+def _pct(value) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def markdown(rows: list[dict]) -> str:
+    out = [
+        "| span | summary tokens | score | held | fabrications | missed | agent's own summary |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        own = r.get("agent_summary")
+        own_text = f"{_pct(own['score'])} ({own['tokens']} tokens)" if own else "–"
+        out.append(
+            f"| {r['key']} | {r['summary_tokens']} | {_pct(r['score'])} "
+            f"| {r['held']}/{r['summary_only']} | {len(r['fabrications'])} "
+            f"| {', '.join(r['missed']) or '–'} "
+            f"| {own_text} |"
+        )
+    held = sum(r["held"] for r in rows)
+    total = sum(r["summary_only"] for r in rows)
+    out.append(
+        f"\nSummary-only probes held: {held}/{total} ({_pct(held / total if total else None)})"
+    )
+    out.append(f"Fabrications: {sum(len(r['fabrications']) for r in rows)}")
+    costs: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        for heading, tokens in r["sections"].items():
+            costs[heading].append(tokens)
+    out += [
+        "",
+        "| section | spans with it | tokens (total) | tokens (mean) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for heading, tokens in sorted(costs.items(), key=lambda kv: -sum(kv[1])):
+        out.append(f"| {heading} | {len(tokens)} | {sum(tokens)} | {sum(tokens) // len(tokens)} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("transcripts", type=Path, help="the shared transcripts directory")
+    parser.add_argument("--json", action="store_true", help="every figure as JSON")
+    parser.add_argument("--show-summaries", action="store_true", help="print each summary too")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = measure(args.transcripts, Path(workdir))
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if args.show_summaries:
+        for r in rows:
+            print(f"===== {r['key']}\n{r['summary']}\n")
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
