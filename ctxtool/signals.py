@@ -434,7 +434,8 @@ _EXIT = re.compile(
 # that has one is its error (a code listing that mentions "Error" is no error line).
 _ERROR_LINES = (
     re.compile(
-        r"(^\s*(npm )?(error|fatal|panic)\b|\b\w*(Error|Exception):|^Traceback|\bFAILED\b|"
+        r"(^\s*(npm )?(error|fatal|panic)\b|\b\w*(Error|Exception):|\berror\s*\[?[A-Z]+\d+\]?:|"
+        r"^Traceback|\bFAILED\b|"
         r"command not found|No such file|Cannot find|permission denied|haven't granted)",
         re.I,
     ),
@@ -496,14 +497,15 @@ def _failed(result: Message, tool: str) -> bool:
 
 
 def _error_line(text: str) -> str:
-    """The line that says what went wrong: the last error-looking line (errors come last)."""
+    """What went wrong, from the clearest kind of error line a result has: its first two
+    (a compiler names the cause first) and its last (a test run or npm sums up last)."""
     text = _unwrap_output(text)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip()[:200] for line in text.splitlines() if line.strip()]
     for pattern in _ERROR_LINES:
-        errors = [line for line in lines if pattern.search(line)]
+        errors = list(dict.fromkeys(line for line in lines if pattern.search(line)))
         if errors:
-            return errors[-1][:300]
-    return lines[-1][:300] if lines else ""
+            return " | ".join(errors[:2] + errors[2:][-1:])
+    return lines[-1] if lines else ""
 
 
 def _unwrap_output(text: str) -> str:

@@ -294,3 +294,21 @@ def test_a_decision_keeps_the_request_it_answers_and_a_colon_its_list():
             "i actually want you to:\n\n- copy the tui components\n- move them to modes/",
         ),
     ]
+
+
+def test_a_failure_names_the_first_causes_and_the_last_summary_line():
+    s = Span()
+    output = (
+        "src/a.ts(3,1): error TS2305: Module has no exported member 'QueueMode'.\n"
+        "    const x = 1\n"
+        "src/b.ts(9,2): error TS2339: Property 'tokensAfter' does not exist.\n"
+        "src/c.ts(1,1): error TS2304: Cannot find name 'foo'.\n"
+        "npm error command sh -c tsgo --noEmit\n"
+    )
+    s.call("bash", output, error=True, command="npm run check")
+    [failure] = signals_of(s.messages).failures
+    assert failure.error == (
+        "src/a.ts(3,1): error TS2305: Module has no exported member 'QueueMode'. | "
+        "src/b.ts(9,2): error TS2339: Property 'tokensAfter' does not exist. | "
+        "npm error command sh -c tsgo --noEmit"
+    )
