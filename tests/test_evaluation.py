@@ -179,8 +179,11 @@ def test_a_good_summary_scores_high_a_dump_low_and_a_fabrication_is_flagged():
         "/repo/render_jsonl.py\n/repo/codex_log_viewer.js\n/repo/viewer.css\nSyntaxError: invalid syntax",
     )
     assert dump.score is not None and dump.score < 0.6
-    ok, missed = meets_floor(dump, 0.6)
+    check = meets_floor(dump, 0.6)
+    ok, missed = check
     assert not ok and {v.probe.kind for v in missed} >= {ProbeKind.INSTRUCTION}
+    assert "instruction: never commit the session dumps!" in " ".join(check.missing_items())
+    assert all(len(item) < 330 for item in check.missing_items())
     fabricated = evaluate(span, FABRICATED)
     assert {(f.kind, f.text) for f in fabricated.fabrications} == {
         ("identifier", "PostgreSQL"),

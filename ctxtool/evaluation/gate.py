@@ -17,12 +17,23 @@ from .answers import Verdict, normalise
 from .evaluate import Evaluation
 
 DEFAULT_MIN_QUALITY = 0.6
-ITEM_WORD_SHARE = 0.6  # of an item's significant words the new summary must hold
+ITEM_WORD_SHARE = 0.6
+MISSING_ITEM_CHARS = 300  # of a missed probe's answer, in a revision request  # of an item's significant words the new summary must hold
 
 
 class FloorCheck(NamedTuple):
     ok: bool
     missed: list[Verdict]
+
+    def missing_items(self, limit: int = MISSING_ITEM_CHARS) -> tuple[str, ...]:
+        """What a revision must put in: each missed probe's kind and reference answer (what
+        the history says), for the summarizer's list of missing items."""
+        out = []
+        for verdict in self.missed:
+            answer = " ".join(verdict.probe.answer.split())
+            answer = answer if len(answer) <= limit else answer[: limit - 1] + "…"
+            out.append(f"{verdict.probe.kind.value.replace('_', ' ')}: {answer}")
+        return tuple(out)
 
 
 def meets_floor(evaluation: Evaluation, min_quality: float = DEFAULT_MIN_QUALITY) -> FloorCheck:
