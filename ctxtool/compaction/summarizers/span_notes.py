@@ -22,6 +22,13 @@ LATEST_REQUEST_CHARS = 1500
 REQUEST_CHARS = 600
 STATEMENT_CHARS = 300
 COMMAND_CHARS = 160
+ERROR_CHARS = 160
+CURRENT_WORK_CHARS = 2000
+_SPECIFIC_ERROR = re.compile(
+    r"^.*(\berror\s+[A-Z]+\d+\b|\b[A-Z]\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
+    r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
+    re.M,
+)
 RECENT_CALLS = 3
 TASK_TOOLS = ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
@@ -128,7 +135,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         goal=masked(signals.goal.text) if signals.goal else None,
         requests=requests,
         tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
-        errors=_errors(signals),
+        errors=_errors(signals, messages),
         files=_files(signals, messages),
         constraints=list(dict.fromkeys(masked(s.text) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
@@ -136,19 +143,42 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
     )
 
 
-def _errors(signals: Signals) -> list[str]:
-    """Each distinct failure, and whether a later run of the same command fixed it (and what
-    changed in between) or it is still open."""
+def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
+    """Each distinct failure: its first specific error line when the last one is generic
+    (``npm error code 2`` after ``error TS2305: …``), what the agent said next, and whether a
+    later run of the same command fixed it (and what changed in between) or it is still open."""
+    where = {m.id: i for i, m in enumerate(messages)}
     out: dict[tuple[str, str], str] = {}
     for f in signals.failures:
+        i = where.get(f.message_id)
+        first = _first_error(messages[i].content or "") if i is not None else None
+        error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
             outcome = f"fixed: a later run succeeded{how}"
         else:
             outcome = "still open"
-        line = f"{shown_command(f.command)} failed: {f.error} — {outcome}"
-        out[(f.command, f.error)] = masked(line)
+        said = _reaction(messages, i) if i is not None else ""
+        line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
+        out[(f.command, error)] = masked(f"{line} — {outcome}")
     return list(out.values())
+
+
+def _first_error(text: str) -> str | None:
+    """The first line naming a specific error (a compiler's code, an exception, a failed test)."""
+    found = _SPECIFIC_ERROR.search(text)
+    return " ".join(found.group(0).split())[:ERROR_CHARS] if found else None
+
+
+def _reaction(messages: Sequence[Message], i: int) -> str:
+    """The first thing the agent said after a failure: usually what it makes of it."""
+    for m in messages[i + 1 : i + 6]:
+        if is_request(m):
+            break
+        if m.role == "assistant" and (m.content or "").strip():
+            first = _SENTENCES.split((m.content or "").strip())[0]
+            return plain(whole_sentences(first, ERROR_CHARS))
+    return ""
 
 
 def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
@@ -183,11 +213,7 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
     work = signals.current_work
     if work is None:
         return []
-    out = (
-        [masked(plain(whole_sentences(work.statement, 2 * STATEMENT_CHARS)))]
-        if work.statement
-        else []
-    )
+    out = [masked(_quoted(_last_statement(messages)))] if work.statement else []
     failed = {f.message_id for f in signals.failures}
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     lines: list[str] = []
@@ -203,6 +229,25 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             )
             lines.insert(0, f"- {_call_line(call)} → {outcome}")
     return out + [masked(line) for line in lines]
+
+
+def _last_statement(messages: Sequence[Message]) -> str:
+    said = (m for m in reversed(messages) if m.role == "assistant" and (m.content or "").strip())
+    return next(said).content or ""
+
+
+def _quoted(text: str) -> str:
+    """The agent's words as a quote block of whole lines within ``CURRENT_WORK_CHARS`` (its
+    own headings and lists stay inside the quote, never headings of the summary)."""
+    kept: list[str] = []
+    size = 0
+    for line in (line.rstrip() for line in text.strip().splitlines() if line.strip()):
+        if size + len(line) > CURRENT_WORK_CHARS and kept:
+            kept.append("[…]")
+            break
+        kept.append(whole_sentences(line, CURRENT_WORK_CHARS))
+        size += len(line)
+    return "\n".join(f"> {line}" for line in kept)
 
 
 def _call_line(call: dict) -> str:
