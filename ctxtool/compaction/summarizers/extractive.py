@@ -141,12 +141,15 @@ class ExtractiveSummarizer:
             age += 1
             items.append(_Item(section, text, age, protected))
 
-        if not any(i.section == GOAL for i in carried):
-            goal = notes.goal or request.title or "(not stated)"
-            add(GOAL, whole_sentences(goal, self.request_chars), protected=True)
+        carried_goal = any(i.section == GOAL for i in carried)
+        goal = None if carried_goal else notes.goal
+        if not carried_goal:
+            shown = whole_sentences(goal or request.title or "(not stated)", LATEST_REQUEST_CHARS)
+            add(GOAL, shown, protected=True)
         earlier, latest = notes.requests[:-1], notes.latest_request
         for text in earlier:
-            add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
+            if text != goal:  # the first request, when it is the goal, is said there
+                add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
         if latest:
             quoted = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS)
             if request.split_turn:

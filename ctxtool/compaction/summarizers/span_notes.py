@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ...records import Message
 from ...signals import Signals, is_request, signals_of
 from ..calls import call_arguments, call_name
+from ..touched_files import files_touched
 
 LATEST_REQUEST_CHARS = 1500
 REQUEST_CHARS = 600
@@ -150,6 +151,8 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     where = {m.id: i for i, m in enumerate(messages)}
     out: dict[tuple[str, str], str] = {}
     for f in signals.failures:
+        if not f.error:
+            continue  # a search that found nothing (grep's exit 1) says no error
         i = where.get(f.message_id)
         first = _first_error(messages[i].content or "") if i is not None else None
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
@@ -183,16 +186,34 @@ def _reaction(messages: Sequence[Message], i: int) -> str:
 
 def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
     """Each changed file with why: what the agent said as it changed it, and the request it
-    served."""
+    served. A file the checkpoint's own lists (``touched_files``) count as modified but the
+    signals do not (a patch passed as ``["apply_patch", patch]``) is explained the same way."""
     where = {m.id: i for i, m in enumerate(messages)}
+    changes = [(c.path, where.get(c.message_id), c.request) for c in signals.files_changed]
+    seen = {c.path for c in signals.files_changed}
+    asked_before = _requests_by_index(signals, where)
+    for i, m in enumerate(messages):
+        for path in files_touched(m.calls() if m.role == "assistant" else [])[1]:
+            if path not in seen:
+                seen.add(path)
+                changes.append((path, i, asked_before(i)))
     out: dict[str, str] = {}
-    for change in signals.files_changed:
-        i = where.get(change.message_id)
+    for path, i, request in changes:
         said = _statement(messages, i) if i is not None else ""
-        asked = whole_sentences(change.request, 120) if change.request else ""
-        why = " ".join(p for p in (said, f"(for: {asked})" if asked else "") if p)
-        out[change.path] = masked(why)
+        asked = whole_sentences(request, 120) if request else ""
+        out[path] = masked(" ".join(p for p in (said, f"(for: {asked})" if asked else "") if p))
     return out
+
+
+def _requests_by_index(signals: Signals, where: dict[int, int]):
+    """The latest request at each index of the span (the goal before the first one)."""
+    marks = sorted((where[r.message_id], r.text) for r in signals.requests if r.message_id in where)
+    goal = signals.goal.text if signals.goal else None
+
+    def asked_before(i: int) -> str | None:
+        return next((text for j, text in reversed(marks) if j <= i), goal)
+
+    return asked_before
 
 
 def _statement(messages: Sequence[Message], i: int) -> str:
