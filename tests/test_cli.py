@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from ctxtool.cli import main
 from ctxtool.db import create_engine, mask_url, scrub
 
-from .builders import add_session, run_on_a_terminal
+from .builders import add_session, coding_session, run_on_a_terminal
 from .conftest import TRANSCRIPTS
 
 SECRET = "s3cr3tPw"
@@ -729,3 +729,64 @@ def test_an_error_naming_a_file_or_argument_with_a_newline_is_still_one_line(db,
             for line in result.output.splitlines()
             if line.strip()
         ), result.output
+
+
+def test_the_window_options_mean_the_same_in_every_command(db, cli):
+    """--context-window / --reserve-tokens are declared once: each command that takes them
+    puts the same threshold on the same session, and refuses the same nonsense (exit 2)."""
+    add_session(db, 1, coding_session(20), model="gpt-4o")
+    window = ["--context-window", "6000", "--reserve-tokens", "1000"]
+    planned = cli("--db", db.url, "compact", "1", "--dry-run", "--json", *window)
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["threshold"] == 5000
+    listed = cli("--db", db.url, "sessions", "list", "--over-window", "--json", *window)
+    assert [(r["session_id"], r["threshold"]) for r in json.loads(listed.stdout)] == [(1, 5000)]
+    roomy = ["--context-window", "60000", "--reserve-tokens", "1000"]
+    assert (
+        json.loads(
+            cli("--db", db.url, "sessions", "list", "--over-window", "--json", *roomy).stdout
+        )
+        == []
+    )
+    checked = cli("--db", db.url, "validate", "1", "--json", *window)
+    assert checked.exit_code == 1
+    assert [i["rule"] for i in json.loads(checked.stdout)] == ["over_window"]
+    assert "threshold of 5000 tokens" in json.loads(checked.stdout)[0]["message"]
+    for args in (
+        ["compact", "1", "--dry-run"],
+        ["sessions", "list", "--over-window"],
+        ["validate", "1"],
+    ):
+        refused = cli("--db", db.url, *args, "--context-window", "2000", "--reserve-tokens", "2000")
+        assert refused.exit_code == 2, (args, refused.output)
+        assert refused.output.rstrip().endswith(
+            "Error: --reserve-tokens 2000 leaves nothing of a --context-window of 2000"
+        ), (args, refused.output)
+
+
+def test_a_session_is_named_the_same_ways_in_every_command(db, cli):
+    """SESSION is an id, a source id or a unique prefix wherever it is taken; the hidden
+    --session of before 0.2 still works where it did."""
+    add_session(db, 7, coding_session(2), model="gpt-4o")
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE agent_session SET source_id = 'fe5e1c67-aaaa' WHERE session_id = 7")
+        )
+    for ref in ("7", "fe5e1c67-aaaa", "fe5e1c"):
+        for args in (
+            ["tokens", "report", ref, "--json"],
+            ["tokens", "report", "--session", ref, "--json"],
+            ["validate", ref, "--json"],
+            ["validate", "--session", ref, "--json"],
+            ["context", "show", ref, "--json"],
+            ["compact", ref, "--dry-run", "--json"],
+        ):
+            result = cli("--db", db.url, *args)
+            assert result.exit_code == 0, (args, result.output)
+            doc = json.loads(result.stdout)
+            if isinstance(doc, list):
+                assert all(row["session_id"] == 7 for row in doc), (args, doc)
+            else:
+                assert doc["session_id"] == 7, (args, doc)
+    unknown = cli("--db", db.url, "context", "show", "nosuch")
+    assert unknown.exit_code != 0 and "nosuch" in unknown.output

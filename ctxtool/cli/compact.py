@@ -3,11 +3,12 @@ its threshold. Parses options into the library's settings objects and prints out
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from ..compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
-    DEFAULT_RESERVE_TOKENS,
     CompactionSettings,
     CompactionStatus,
     parse_duration,
@@ -28,7 +29,9 @@ from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
 from ..store import Store
-from . import check_reserve, main, pass_app
+from .app import pass_app
+from .options import session_argument, window_options
+from .root import main
 from .types import EncodingName, FiniteNumber, WholeNumber
 
 _COLUMNS = [
@@ -64,7 +67,7 @@ class Duration(click.ParamType):
 
 
 @main.command()
-@click.argument("session", required=False)
+@session_argument(required=False)
 @click.option(
     "--all", "all_sessions", is_flag=True, help="Every session over its threshold (the cron job)."
 )
@@ -154,15 +157,7 @@ class Duration(click.ParamType):
     help="LLM request parameters: reasoning = max_completion_tokens and no temperature "
     "(o-series, GPT-5), chat = max_tokens and temperature 0; auto picks by model name.",
 )
-@click.option(
-    "--context-window", type=WholeNumber(1024), help="Override the model's context window."
-)
-@click.option(
-    "--reserve-tokens",
-    type=WholeNumber(0),
-    help="Room kept free for the model's answer: a session compacts above its window "
-    f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].",
-)
+@window_options
 @click.option(
     "--keep-recent-tokens",
     default=DEFAULT_KEEP_RECENT_TOKENS,
@@ -184,7 +179,9 @@ class Duration(click.ParamType):
 )
 @output_options
 @pass_app
-def compact(app, session, all_sessions, output: OutputFormat, **options):
+def compact(
+    app, session, all_sessions, settings: CompactionSettings, output: OutputFormat, **options
+):
     """Compact a session's context: summarize old messages, keep recent ones verbatim.
 
     Only adds an agent_compaction row; history is never changed. Exit code 0 when everything
@@ -202,17 +199,12 @@ def compact(app, session, all_sessions, output: OutputFormat, **options):
         raise click.UsageError("--limit goes with --all")
     if options["summarize"] and not options["dry_run"]:
         raise click.UsageError("--summarize goes with --dry-run (a real run summarizes anyway)")
-    check_reserve(options["context_window"], options["reserve_tokens"])
     summarizer = make_summarizer(_summarizer_settings(options))
     engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
     compactor = Compactor(
         engine,
         summarizer,
-        CompactionSettings(
-            context_window=options["context_window"],
-            reserve_tokens=options["reserve_tokens"],
-            keep_recent_tokens=options["keep_recent_tokens"],
-        ),
+        replace(settings, keep_recent_tokens=options["keep_recent_tokens"]),
         lease_seconds=options["lease_seconds"],
         encoding=options["encoding"],
         max_summary_tokens=options["max_summary_tokens"],

@@ -8,7 +8,8 @@ from click.shell_completion import get_completion_class
 
 from ..db import DEFAULT_URL, URL_ENV, mask_url
 from ..output import OutputFormat, output_options, print_rows
-from . import _by_parameter_name, main
+from .config_defaults import option_defaults
+from .root import main
 
 _SOURCES = {
     ParameterSource.COMMANDLINE: "option",
@@ -54,7 +55,7 @@ def config_cmd(ctx, output: OutputFormat):
         command = main.commands.get(name)
         if command is None:
             continue
-        section = _by_parameter_name(command, defaults.get(name) or {})
+        section = option_defaults(command, defaults.get(name) or {})
         for param in command.params:
             if not isinstance(param, click.Option) or param.is_flag or param.name in _NOT_SETTINGS:
                 continue

@@ -12,7 +12,9 @@ from ..inspection import ContextView
 from ..output import OutputFormat, dumps, json_option, output_options, print_rows
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
-from . import main, pass_app
+from .app import pass_app
+from .options import session_argument
+from .root import main
 from .types import WholeNumber
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
@@ -53,7 +55,7 @@ def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
 
 
 @context.command("show")
-@click.argument("session")
+@session_argument()
 @_at_options
 @click.option(
     "--full",
@@ -104,7 +106,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
 
 
 @context.command("checkpoints")
-@click.argument("session")
+@session_argument()
 @output_options
 @pass_app
 def checkpoints(app, session, output: OutputFormat):
@@ -123,7 +125,7 @@ def checkpoints(app, session, output: OutputFormat):
 
 
 @context.command("diff")
-@click.argument("session")
+@session_argument()
 @click.argument("a", type=WholeNumber(), required=False)
 @click.argument("b", type=WholeNumber(), required=False)
 @click.option(
@@ -156,7 +158,7 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
 
 
 @context.command("export")
-@click.argument("session")
+@session_argument()
 @click.option(
     "--format",
     "fmt",

@@ -9,7 +9,8 @@ from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
 from ..output import OutputFormat, Progress, json_option, print_document, render_rows, shorten
 from ..store.reads import Store
-from . import main, pass_app
+from .app import pass_app
+from .root import main
 from .types import WholeNumber
 
 KEY_WIDTH = 60  # characters of a probe's key shown in the table

@@ -11,7 +11,8 @@ from ..importer import Importer
 from ..output import OutputFormat, Progress, output_options, print_rows, visible
 from ..transcripts import FORMATS
 from ..transcripts.discover import expand_paths, file_sizes
-from . import main, pass_app
+from .app import pass_app
+from .root import main
 
 _KINDS_SHOWN = 12
 _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "compactions", "error"]

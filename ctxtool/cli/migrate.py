@@ -9,7 +9,8 @@ from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, json_option, output_options, print_document, print_rows
-from . import main, pass_app
+from .app import pass_app
+from .root import main
 
 
 def _migrator(app, create: bool = False) -> Migrator:

@@ -15,7 +15,9 @@ from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints, removable_session_id
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
-from . import check_reserve, main, pass_app
+from .app import pass_app
+from .options import window_options
+from .root import main
 from .types import WholeNumber
 
 
@@ -63,11 +65,6 @@ class SinceType(click.ParamType):
         return when
 
 
-def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
-    """The compaction settings whose threshold `--over-window` uses (the same as `compact`'s)."""
-    return CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
-
-
 @sessions.command("list")
 @click.option("--user", "user_id", help="Only this user_id.")
 @click.option("--project", "project_id", help="Only this project_id.")
@@ -93,18 +90,7 @@ def _threshold_settings(context_window: int | None, reserve_tokens: int | None):
     help="Only sessions whose restored context is over their compaction threshold "
     "(context window - reserve); adds context_tokens and threshold.",
 )
-@click.option(
-    "--context-window",
-    type=WholeNumber(1024),
-    metavar="TOKENS",
-    help="With --over-window: the window to assume instead of the model's.",
-)
-@click.option(
-    "--reserve-tokens",
-    type=WholeNumber(0),
-    metavar="TOKENS",
-    help="With --over-window: tokens kept free below the window (as `compact`).",
-)
+@window_options
 @click.option(
     "--limit",
     default=50,
@@ -129,8 +115,7 @@ def sessions_list(
     model,
     since,
     over_window,
-    context_window,
-    reserve_tokens,
+    settings: CompactionSettings,
     limit,
     width,
     output: OutputFormat,
@@ -145,9 +130,6 @@ def sessions_list(
              ctxtool sessions list --model claude --since 7d --json
              ctxtool sessions list --over-window --limit 10
     """
-    settings = _threshold_settings(context_window, reserve_tokens) if over_window else None
-    if over_window:
-        check_reserve(context_window, reserve_tokens)
     rows = list_sessions(
         app.checked_engine(),
         user_id,
@@ -157,7 +139,7 @@ def sessions_list(
         search=search,
         model=model,
         since=since,
-        over_window=settings,
+        over_window=settings if over_window else None,
     )
     if output.machine:
         print_rows(rows, output)

@@ -9,7 +9,9 @@ from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
 from ..tokens import SHIPPED_VOCABULARIES, get_encoding
-from . import main, pass_app
+from .app import pass_app
+from .options import session_argument
+from .root import main
 from .types import EncodingName, WholeNumber
 
 
@@ -22,8 +24,7 @@ def tokens():
 
 
 @tokens.command("count")
-@click.argument("session", required=False)
-@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
+@session_argument(required=False, old_option=True)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session.")
 @click.option(
     "--encoding",
@@ -41,9 +42,7 @@ def tokens():
 )
 @json_option
 @pass_app
-def count_cmd(
-    app, session, session_option, all_sessions, encoding, recount, batch_size, output: OutputFormat
-):
+def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output: OutputFormat):
     """Fill agent_message token counts where missing or counted with another encoding.
 
     Resumable: each batch commits, so an interrupted run loses nothing and a re-run continues.
@@ -55,13 +54,12 @@ def count_cmd(
       ctxtool tokens count --all
       ctxtool tokens count 42 --recount
     """
-    ref = session or session_option
-    if (ref is None) == (not all_sessions):
+    if (session is None) == (not all_sessions):
         raise click.UsageError("give a SESSION or --all")
     if encoding:
         get_encoding(encoding)  # fail fast, before touching the database
     engine = app.checked_engine()
-    session_id = Store(engine).resolve_session(ref) if ref else None
+    session_id = Store(engine).resolve_session(session) if session else None
     total = count_pending(engine, session_id, encoding, recount) if Progress.on_terminal() else None
     with Progress(total, "counting tokens") as progress:
         result = count_tokens(engine, session_id, encoding, recount, batch_size, progress.update)
@@ -78,8 +76,7 @@ def count_cmd(
 
 
 @tokens.command("report")
-@click.argument("session", required=False)
-@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
+@session_argument(required=False, old_option=True)
 @click.option(
     "--encoding",
     type=EncodingName(),
@@ -87,7 +84,7 @@ def count_cmd(
 )
 @output_options
 @pass_app
-def report_cmd(app, session, session_option, encoding, output: OutputFormat):
+def report_cmd(app, session, encoding, output: OutputFormat):
     """Per session: messages, full-history tokens, effective (restored) tokens, summary tokens,
     compression ratio, and the context size the provider reported, where the transcript had it.
 
@@ -96,7 +93,6 @@ def report_cmd(app, session, session_option, encoding, output: OutputFormat):
     Example: ctxtool tokens report 42 --json
     """
     engine = app.checked_engine()
-    ref = session or session_option
-    session_id = Store(engine).resolve_session(ref) if ref else None
+    session_id = Store(engine).resolve_session(session) if session else None
     rows = token_report(engine, session_id, encoding)
     print_rows(rows, output)

@@ -4,35 +4,22 @@ from __future__ import annotations
 
 import click
 
-from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
+from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, validate
 from ..store.reads import plain_session_id
-from . import check_reserve, main, pass_app
-from .types import WholeNumber
+from .app import pass_app
+from .options import session_argument, window_options
+from .root import main
 
 
 @main.command("validate")
-@click.argument("session", required=False)
-@click.option("--session", "session_option", hidden=True)  # the spelling before 0.2
-@click.option(
-    "--context-window",
-    type=WholeNumber(1024),
-    help="The window restored contexts must fit (default: each session model's).",
-)
-@click.option(
-    "--reserve-tokens",
-    type=WholeNumber(0),
-    help="Tokens kept free for the answer: "
-    "a restored context over window - reserve is reported as over_window "
-    f"[default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].",
-)
+@session_argument(required=False, old_option=True)
+@window_options
 @output_options
 @pass_app
-def validate_cmd(
-    app, session, session_option, context_window, reserve_tokens, output: OutputFormat
-):
+def validate_cmd(app, session, settings: CompactionSettings, output: OutputFormat):
     """Check checkpoint consistency: cuts point at messages of their session and never orphan a
     tool result, checkpoints form one chain, no message inside a summarized range was left out
     of its summary, restored contexts are valid for an API and fit their window.
@@ -48,15 +35,12 @@ def validate_cmd(
       ctxtool validate fe5e1c67
     """
     engine = app.checked_engine()
-    ref = session or session_option
-    check_reserve(context_window, reserve_tokens)
-    settings = CompactionSettings(context_window=context_window, reserve_tokens=reserve_tokens)
     try:
-        session_id = Store(engine).resolve_session(ref) if ref else None
+        session_id = Store(engine).resolve_session(session) if session else None
     except CtxtoolError as unknown:
         # A plain id without its agent_session row may still have checkpoints: validate's
         # session_missing finding, not "does not exist".
-        plain = plain_session_id(ref)
+        plain = plain_session_id(session)
         if plain is None:
             raise
         try:

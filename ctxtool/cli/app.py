@@ -1,0 +1,45 @@
+"""What every command is handed: the database URL, the configuration file and one engine."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy.engine import Engine
+
+from ..config import Config
+from ..db import create_engine
+from ..migrate import Migrator
+
+
+class AppContext:
+    """What every command needs: the database URL and, lazily, one engine for it."""
+
+    def __init__(self, url: str | None, config: Config | None = None):
+        self.url = url
+        self.config = config
+        self._engine: Engine | None = None
+        self.engine_options: dict = {}
+
+    def use_url(self, url: str) -> None:
+        """A ``--db`` given after the subcommand wins over the one before it."""
+        self.url = url
+        self._engine = None
+
+    def engine(self, *, create: bool = False, **engine_options) -> Engine:
+        """The engine. Only `migrate up` may ``create`` a SQLite file; every other command
+        names a missing one instead of leaving an empty file behind."""
+        if self._engine is None:
+            self.engine_options.update(engine_options)
+            self._engine = create_engine(self.url, must_exist=not create, **self.engine_options)
+        return self._engine
+
+    def checked_engine(self, **engine_options) -> Engine:
+        """The engine after checking the schema is current (every command but `migrate`).
+
+        ``engine_options`` (e.g. a pool size for many workers) apply if no engine exists yet.
+        """
+        engine = self.engine(**engine_options)
+        Migrator(engine).require_current()
+        return engine
+
+
+pass_app = click.make_pass_decorator(AppContext)
