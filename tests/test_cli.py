@@ -790,3 +790,29 @@ def test_a_session_is_named_the_same_ways_in_every_command(db, cli):
                 assert doc["session_id"] == 7, (args, doc)
     unknown = cli("--db", db.url, "context", "show", "nosuch")
     assert unknown.exit_code != 0 and "nosuch" in unknown.output
+
+
+def test_the_command_line_imports_plainly():
+    """No import loop is dodged inside a function: every import of the command line's modules
+    (and of the error translation, output and configuration modules beside it) is at the top."""
+    import ast
+    from pathlib import Path
+
+    import ctxtool
+
+    package = Path(ctxtool.__file__).parent
+    files = sorted((package / "cli").glob("*.py")) + [
+        package / name
+        for name in ("failures.py", "errors.py", "output.py", "terminal.py", "config_file.py")
+    ]
+    nested = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nested += [
+                    f"{path.name}:{node.lineno}"
+                    for node in ast.walk(function)
+                    if isinstance(node, (ast.Import, ast.ImportFrom))
+                ]
+    assert len(files) > 10 and nested == []

@@ -9,7 +9,17 @@ options several commands share are ``options``, the configuration file's default
 from __future__ import annotations
 
 # Each module adds its commands to `main` as it is imported.
-from . import compact, config, context, eval, imports, migrate, sessions, tokens, validate  # noqa: F401
+from . import (  # noqa: F401
+    compact,
+    config,
+    context,
+    eval,
+    imports,
+    migrations,
+    sessions,
+    token_counts,
+    validate,
+)
 from .root import main
 
 __all__ = ["main"]

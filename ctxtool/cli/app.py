@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from sqlalchemy.engine import Engine
 
-from ..config import Config
+from ..config_file import Config
 from ..db import create_engine
 from ..migrate import Migrator
 

@@ -11,7 +11,6 @@ from ..compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
     CompactionSettings,
     CompactionStatus,
-    parse_duration,
 )
 from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
 from ..compaction.runner import Compactor
@@ -32,7 +31,7 @@ from ..store import Store
 from .app import pass_app
 from .options import session_argument, window_options
 from .root import main
-from .types import EncodingName, FiniteNumber, WholeNumber
+from .types import Duration, EncodingName, FiniteNumber, WholeNumber
 
 _COLUMNS = [
     "session_id",
@@ -52,18 +51,6 @@ _COLUMNS = [
     "seconds",
     "error",
 ]
-
-
-class Duration(click.ParamType):
-    """``90s``, ``10m``, ``2h``, ``1d``: a bad one is a usage error (exit 2)."""
-
-    name = "duration"
-
-    def convert(self, value, param, ctx):
-        try:
-            return parse_duration(value)
-        except CtxtoolError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 @main.command()

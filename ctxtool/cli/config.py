@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from ..db import DEFAULT_URL, URL_ENV, mask_url
 from ..output import OutputFormat, output_options, print_rows
-from .config_defaults import option_defaults
+from .config_defaults import default_map_for
 from .root import main
 
 _SOURCES = {
@@ -55,7 +57,7 @@ def config_cmd(ctx, output: OutputFormat):
         command = main.commands.get(name)
         if command is None:
             continue
-        section = option_defaults(command, defaults.get(name) or {})
+        section = default_map_for(command, defaults.get(name) or {})
         for param in command.params:
             if not isinstance(param, click.Option) or param.is_flag or param.name in _NOT_SETTINGS:
                 continue
@@ -66,8 +68,6 @@ def config_cmd(ctx, output: OutputFormat):
 
 def _resolve(param: click.Option, section: dict):
     """An option's value before any command line: environment, config file, default."""
-    import os
-
     envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
     for var in envvars:
         if os.environ.get(var):

@@ -7,11 +7,11 @@ import datetime
 
 import click
 
-from ..config import load_config
+from ..config_file import load_config
 from ..errors import CtxtoolError
 
 
-def option_defaults(command: click.Command, table: dict, where: str = "") -> dict:
+def default_map_for(command: click.Command, table: dict, where: str = "") -> dict:
     """A config table keyed the way click's ``default_map`` wants it: an option written as in
     the command line (``summarizer``, ``keep-recent-tokens``) becomes its parameter's name.
     A key that is neither a subcommand's table nor an option of the command is an error (a
@@ -23,7 +23,7 @@ def option_defaults(command: click.Command, table: dict, where: str = "") -> dic
         if sub is not None:
             if not isinstance(value, dict):
                 raise CtxtoolError(f"[{name}] must be a table of {key}'s options")
-            out[key] = option_defaults(sub, value, name)
+            out[key] = default_map_for(sub, value, name)
             continue
         flag = "--" + key.replace("_", "-")
         param = next(
@@ -68,7 +68,7 @@ def load_config_defaults(ctx, _param, value):
     except CtxtoolError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param_hint="--config") from None
     try:
-        defaults = option_defaults(ctx.command, config.option_defaults())
+        defaults = default_map_for(ctx.command, config.option_defaults())
     except CtxtoolError as exc:
         raise click.BadParameter(f"{config.path}: {exc}", ctx=ctx, param_hint="--config") from None
     ctx.default_map = {**defaults, **(ctx.default_map or {})}

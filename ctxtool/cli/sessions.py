@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
-
 import click
 
 from ..compaction.plan import CompactionSettings
-from ..compaction.settings import parse_duration
 from ..db import read_connection
-from ..errors import CtxtoolError
 from ..output import OutputFormat, output_options, print_rows
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints, removable_session_id
@@ -18,7 +14,7 @@ from ..transcripts import FORMATS
 from .app import pass_app
 from .options import window_options
 from .root import main
-from .types import WholeNumber
+from .types import SinceType, WholeNumber
 
 
 @main.group()
@@ -27,42 +23,6 @@ def sessions():
 
     Example: ctxtool sessions list --search "failing test" --limit 20
     """
-
-
-class SinceType(click.ParamType):
-    """A point in time: an ISO date or time (UTC), or an age such as 30m, 12h, 7d, 2w."""
-
-    name = "SINCE"
-    takes_dates = True  # a configuration file's TOML date or date-time is one too
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, datetime):
-            when = value
-        elif isinstance(value, date):
-            when = datetime(value.year, value.month, value.day)
-        else:
-            text = str(value).strip()
-            if text[-1:] in ("s", "m", "h", "d", "w"):  # an age, read as compact's --older-than
-                try:
-                    seconds = parse_duration(text)
-                except CtxtoolError as exc:
-                    self.fail(str(exc), param, ctx)
-                return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
-            try:
-                when = datetime.fromisoformat(text)
-            except ValueError:
-                self.fail(
-                    f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
-                    "age (30m, 12h, 7d, 2w)",
-                    param,
-                    ctx,
-                )
-        if when.tzinfo is not None:
-            try:
-                when = when.astimezone(timezone.utc).replace(tzinfo=None)
-            except OverflowError:
-                self.fail(f"{value!s} is outside the years a time in UTC can have", param, ctx)
-        return when
 
 
 @sessions.command("list")

@@ -1,5 +1,5 @@
-"""Parameter types every command shares for numbers: whole numbers the store can hold and finite
-decimals.
+"""Parameter types of the commands: whole numbers the store can hold, finite decimals, durations
+and points in time, encoding names.
 
 click's IntRange takes any integer (2**64 then fails inside the database driver, or SQLite's,
 as a bug) and its FloatRange takes ``nan`` and ``inf``. A configuration file's values reach the
@@ -10,10 +10,14 @@ that IntRange would quietly truncate. Each is a usage error naming the value her
 from __future__ import annotations
 
 import math
+from datetime import date, datetime, timedelta, timezone
 
 import click
 
+from ..compaction.settings import parse_duration
 from ..db.schema import BIGINT_MAX
+from ..errors import CtxtoolError
+from ..tokens import unknown_encoding
 
 
 class WholeNumber(click.IntRange):
@@ -67,11 +71,57 @@ class EncodingName(click.ParamType):
     name = "encoding"
 
     def convert(self, value, param, ctx):
-        from ..tokens import unknown_encoding
-
         if not isinstance(value, str):
             self.fail(f"{value!r} is not an encoding name", param, ctx)
         problem = unknown_encoding(value)
         if problem:
             self.fail(problem, param, ctx)
         return value
+
+
+class Duration(click.ParamType):
+    """``90s``, ``10m``, ``2h``, ``1d``: a bad one is a usage error (exit 2)."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_duration(value)
+        except CtxtoolError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class SinceType(click.ParamType):
+    """A point in time: an ISO date or time (UTC), or an age such as 30m, 12h, 7d, 2w."""
+
+    name = "SINCE"
+    takes_dates = True  # a configuration file's TOML date or date-time is one too
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            when = value
+        elif isinstance(value, date):
+            when = datetime(value.year, value.month, value.day)
+        else:
+            text = str(value).strip()
+            if text[-1:] in ("s", "m", "h", "d", "w"):  # an age, read as compact's --older-than
+                try:
+                    seconds = parse_duration(text)
+                except CtxtoolError as exc:
+                    self.fail(str(exc), param, ctx)
+                return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
+            try:
+                when = datetime.fromisoformat(text)
+            except ValueError:
+                self.fail(
+                    f"{text!r} is neither a date/time (2026-03-01, 2026-03-01T12:00) nor an "
+                    "age (30m, 12h, 7d, 2w)",
+                    param,
+                    ctx,
+                )
+        if when.tzinfo is not None:
+            try:
+                when = when.astimezone(timezone.utc).replace(tzinfo=None)
+            except OverflowError:
+                self.fail(f"{value!s} is outside the years a time in UTC can have", param, ctx)
+        return when
