@@ -1,13 +1,13 @@
 """The one output formatter: every read command prints rows the same ways.
 
 A human table (tabulate, ``--fmt`` picks its style) by default; ``--json`` (an array),
-``--nl`` (one JSON object per line) or ``--csv`` for machines.
+``--nl`` (one JSON object per line) or ``--csv`` for machines. The options that choose are
+``ctxtool.cli.options.output_options`` (rows) and ``json_option`` (one document).
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 import os
@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 import click
-from tabulate import tabulate, tabulate_formats
+from tabulate import tabulate
 
 
 @dataclass(frozen=True)
@@ -33,34 +33,6 @@ class OutputFormat:
     @property
     def machine(self) -> bool:
         return self.json or self.nl or self.csv
-
-
-def output_options(func):
-    """Add --json / --nl / --csv / --fmt to a command; it receives ``output: OutputFormat``."""
-    options = [
-        click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
-        click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
-        click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
-        click.option(
-            "--fmt",
-            "table_fmt",
-            default="simple",
-            show_default=True,
-            type=click.Choice(sorted(tabulate_formats)),
-            metavar="FORMAT",
-            help="Table style (any tabulate format: simple, github, grid, plain, ...).",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-
-    @functools.wraps(func)
-    def wrapper(*args, as_json, as_nl, as_csv, table_fmt, **kwargs):
-        if sum((as_json, as_nl, as_csv)) > 1:
-            raise click.UsageError("choose one of --json, --nl, --csv")
-        return func(*args, output=OutputFormat(as_json, as_nl, as_csv, table_fmt), **kwargs)
-
-    return wrapper
 
 
 # C0 and C1 controls, DEL, and the Unicode bidi overrides that can disguise text; newline and
@@ -100,18 +72,6 @@ def shorten(text: str, width: int) -> str:
 def echo_text(text: str, newlines: bool = True, err: bool = False) -> None:
     """Print human text that may hold stored data (titles, prompts, summaries, contents)."""
     click.echo(visible(text, newlines=newlines), err=err)
-
-
-def json_option(func):
-    """Add --json to a command that prints one document (not rows): it receives ``output:
-    OutputFormat``. Row formats (--nl, --csv, --fmt) are offered only where there are rows."""
-
-    @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
-    @functools.wraps(func)
-    def wrapper(*args, as_json, **kwargs):
-        return func(*args, output=OutputFormat(json=as_json), **kwargs)
-
-    return wrapper
 
 
 def to_jsonable(value: Any) -> Any:

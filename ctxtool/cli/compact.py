@@ -26,12 +26,12 @@ from ..compaction.summarizers import (
 )
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..errors import CtxtoolError, PartialFailure
-from ..output import OutputFormat, Progress, dumps, echo_text, output_options, print_rows
+from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
 from .app import pass_app
-from .options import session_argument, window_options
+from .options import encoding_option, output_options, session_argument, window_options
 from .root import main
-from .types import Duration, EncodingName, FiniteNumber, WholeNumber
+from .types import Duration, FiniteNumber, WholeNumber
 
 _COLUMNS = [
     "session_id",
@@ -152,11 +152,7 @@ _COLUMNS = [
     type=WholeNumber(0),
     help="Newest messages kept verbatim (a target: less is kept when needed to fit the window).",
 )
-@click.option(
-    "--encoding",
-    type=EncodingName(),
-    help="Count tokens with this encoding instead of the session model's.",
-)
+@encoding_option
 @click.option(
     "--lease-seconds",
     type=WholeNumber(10, MAX_DURATION_S),

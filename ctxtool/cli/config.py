@@ -9,8 +9,9 @@ from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from ..db import DEFAULT_URL, URL_ENV, mask_url
-from ..output import OutputFormat, output_options, print_rows
+from ..output import OutputFormat, print_rows
 from .config_defaults import default_map_for
+from .options import output_options
 from .root import main
 
 _SOURCES = {

@@ -9,11 +9,11 @@ import click
 from ..errors import CtxtoolError
 from ..export import FORMATS, render, render_checkpoints, render_diff, render_table, render_text
 from ..inspection import ContextView
-from ..output import OutputFormat, dumps, json_option, output_options, print_rows
+from ..output import OutputFormat, dumps, print_rows
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
 from .app import pass_app
-from .options import session_argument
+from .options import json_option, output_options, session_argument
 from .root import main
 from .types import WholeNumber
 

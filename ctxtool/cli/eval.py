@@ -7,9 +7,10 @@ import click
 from ..compaction.summarizers import endpoint_configured
 from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
-from ..output import OutputFormat, Progress, json_option, print_document, render_rows, shorten
+from ..output import OutputFormat, Progress, print_document, render_rows, shorten
 from ..store.reads import Store
 from .app import pass_app
+from .options import json_option, session_argument
 from .root import main
 from .types import WholeNumber
 
@@ -17,7 +18,7 @@ KEY_WIDTH = 60  # characters of a probe's key shown in the table
 
 
 @main.command("eval")
-@click.argument("session")
+@session_argument()
 @click.option(
     "--at",
     "at",

@@ -8,10 +8,11 @@ import click
 
 from ..errors import CtxtoolError, PartialFailure
 from ..importer import Importer
-from ..output import OutputFormat, Progress, output_options, print_rows, visible
+from ..output import OutputFormat, Progress, print_rows, visible
 from ..transcripts import FORMATS
 from ..transcripts.discover import expand_paths, file_sizes
 from .app import pass_app
+from .options import output_options
 from .root import main
 
 _KINDS_SHOWN = 12

@@ -8,8 +8,9 @@ from ..db import mask_url
 from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
-from ..output import OutputFormat, json_option, output_options, print_document, print_rows
+from ..output import OutputFormat, print_document, print_rows
 from .app import pass_app
+from .options import json_option, output_options
 from .root import main
 
 

@@ -1,16 +1,59 @@
 """Options several commands share, declared once each (as sqlite-utils' ``output_options``):
-the same spelling, help and checks wherever they appear. The output options (``--json``,
-``--nl``, ``--csv``, ``--fmt``) are :func:`ctxtool.output.output_options` and ``json_option``."""
+the same spelling, help and checks wherever they appear, each handing the command the value
+the library takes (an OutputFormat, a CompactionSettings, a session reference)."""
 
 from __future__ import annotations
 
 import functools
 
 import click
+from tabulate import tabulate_formats
 
 from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..errors import InvalidSettings
-from .types import WholeNumber
+from ..output import OutputFormat
+from ..tokens import SHIPPED_VOCABULARIES
+from .types import EncodingName, WholeNumber
+
+
+def output_options(func):
+    """Add --json / --nl / --csv / --fmt to a command; it receives ``output: OutputFormat``."""
+    options = [
+        click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
+        click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
+        click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
+        click.option(
+            "--fmt",
+            "table_fmt",
+            default="simple",
+            show_default=True,
+            type=click.Choice(sorted(tabulate_formats)),
+            metavar="FORMAT",
+            help="Table style (any tabulate format: simple, github, grid, plain, ...).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, as_json, as_nl, as_csv, table_fmt, **kwargs):
+        if sum((as_json, as_nl, as_csv)) > 1:
+            raise click.UsageError("choose one of --json, --nl, --csv")
+        return func(*args, output=OutputFormat(as_json, as_nl, as_csv, table_fmt), **kwargs)
+
+    return wrapper
+
+
+def json_option(func):
+    """Add --json to a command that prints one document (not rows): it receives ``output:
+    OutputFormat``. Row formats (--nl, --csv, --fmt) are offered only where there are rows."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
+    @functools.wraps(func)
+    def wrapper(*args, as_json, **kwargs):
+        return func(*args, output=OutputFormat(json=as_json), **kwargs)
+
+    return wrapper
 
 
 def window_options(func):
@@ -41,6 +84,14 @@ def window_options(func):
         return func(*args, settings=settings, **kwargs)
 
     return wrapper
+
+
+encoding_option = click.option(
+    "--encoding",
+    type=EncodingName(),
+    help="Count tokens with this encoding instead of the session model's "
+    f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).",
+)
 
 
 def session_argument(required: bool = True, *, old_option: bool = False):

@@ -6,13 +6,13 @@ import click
 
 from ..compaction.plan import CompactionSettings
 from ..db import read_connection
-from ..output import OutputFormat, output_options, print_rows
+from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints, removable_session_id
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
-from .options import window_options
+from .options import output_options, window_options
 from .root import main
 from .types import SinceType, WholeNumber
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import click
 
-from ..output import OutputFormat, Progress, json_option, output_options, print_document, print_rows
+from ..output import OutputFormat, Progress, print_document, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
-from ..tokens import SHIPPED_VOCABULARIES, get_encoding
+from ..tokens import get_encoding
 from .app import pass_app
-from .options import session_argument
+from .options import encoding_option, json_option, output_options, session_argument
 from .root import main
-from .types import EncodingName, WholeNumber
+from .types import WholeNumber
 
 
 @main.group()
@@ -26,12 +26,7 @@ def tokens():
 @tokens.command("count")
 @session_argument(required=False, old_option=True)
 @click.option("--all", "all_sessions", is_flag=True, help="Every session.")
-@click.option(
-    "--encoding",
-    type=EncodingName(),
-    help="Count with this encoding instead of the session model's "
-    f"(shipped: {', '.join(SHIPPED_VOCABULARIES)}).",
-)
+@encoding_option
 @click.option("--recount", is_flag=True, help="Recount messages that already have a count.")
 @click.option(
     "--batch-size",
@@ -77,11 +72,7 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
 
 @tokens.command("report")
 @session_argument(required=False, old_option=True)
-@click.option(
-    "--encoding",
-    type=EncodingName(),
-    help="Report with this encoding instead of the session model's.",
-)
+@encoding_option
 @output_options
 @pass_app
 def report_cmd(app, session, encoding, output: OutputFormat):

@@ -6,11 +6,11 @@ import click
 
 from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
-from ..output import OutputFormat, output_options, print_rows
+from ..output import OutputFormat, print_rows
 from ..store import Store, validate
 from ..store.reads import plain_session_id
 from .app import pass_app
-from .options import session_argument, window_options
+from .options import output_options, session_argument, window_options
 from .root import main
 
 
