@@ -8,13 +8,16 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from ctxtool.db import retry_transaction
 
+from .builders import LIMITS, add_session, coding_session
 from .conftest import TRANSCRIPTS, Database
 from .galera_cluster import galera  # noqa: F401 - the session fixture
+from .llm_server import FakeLLM
 
 pytestmark = pytest.mark.galera
 
@@ -121,3 +124,85 @@ def test_two_overlapping_imports_through_two_nodes_store_each_message_once(nodes
     again = ctxtool(nodes[3].url, "import", str(a), str(b), str(c), "--json")
     assert again.returncode == 0, again.stderr
     assert sum(r["added"] for r in json.loads(again.stdout)) == 0
+
+
+def _compact_all(url: str, base_url: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ctxtool",
+            "--db",
+            url,
+            "compact",
+            "--all",
+            "--workers",
+            "2",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            base_url,
+            "--json",
+            *LIMITS,
+            *extra,
+        ],
+        env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _sessions(db, count: int, turns: int = 12) -> None:
+    for sid in range(1, count + 1):
+        add_session(db, sid, coding_session(turns, tag=f"s{sid}"), model="gpt-4o")
+
+
+def _checkpoints_per_parent(db) -> list[tuple[int, int | None, int]]:
+    """(session, parent, checkpoints) for every parent that has more than one child."""
+    rows = db.rows(
+        "SELECT session_id, parent_compaction_id AS parent, COUNT(*) AS n FROM agent_compaction "
+        "GROUP BY session_id, parent_compaction_id HAVING COUNT(*) > 1"
+    )
+    return [(r["session_id"], r["parent"], r["n"]) for r in rows]
+
+
+def test_compact_all_from_four_processes_over_three_nodes_while_a_runtime_writes(nodes):
+    """Four `compact --all` runs (nodes 1, 2, 3, 1) race for 24 sessions while a runtime
+    appends to six of them through node 3. Certification conflicts (the counts, the leases, the
+    appends) are retried per transaction: every process exits 0, every session is compacted
+    once, nothing summarized is lost and `validate` is clean through every node."""
+    _sessions(nodes[2], 24)
+    stop = threading.Event()
+    appended: list[int] = []
+
+    def runtime() -> None:
+        turn = 0
+        while not stop.is_set():
+            sid = 1 + turn % 6
+            role = "user" if turn % 2 == 0 else "assistant"
+            appended.append(runtime_write(nodes[3], sid, role, f"live message {turn}"))
+            turn += 1
+
+    writer = threading.Thread(target=runtime)
+    with FakeLLM(delay=0.2) as llm:
+        writer.start()
+        try:
+            runs = [_compact_all(nodes[n].url, llm.base_url) for n in (1, 2, 3, 1)]
+            outs = [r.communicate(timeout=400) for r in runs]
+        finally:
+            stop.set()
+            writer.join()
+    assert [r.returncode for r in runs] == [0, 0, 0, 0], [err for _, err in outs]
+    for _, err in outs:
+        assert "Traceback" not in err
+    statuses = [row["status"] for out, _ in outs for row in json.loads(out)]
+    assert statuses.count("compacted") == 24, statuses
+    assert set(statuses) <= {"compacted", "lease_held", "lost_race", "below_threshold"}
+    assert _checkpoints_per_parent(nodes[1]) == []
+    assert nodes[1].scalar("SELECT COUNT(DISTINCT session_id) FROM agent_compaction") == 24
+    assert len(appended) > 0
+    assert nodes[1].scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
+    for node in (1, 2, 3):
+        check = ctxtool(nodes[node].url, "validate")
+        assert check.returncode == 0, check.stdout + check.stderr

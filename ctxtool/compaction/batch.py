@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
-from ..db import read_connection
+from ..db import dialect_of, read_connection, retry_transaction
 from ..store import Store
 from ..store.candidates import effective_contexts, measured, quiet_messages
 from ..store.counts import read_suffix
@@ -96,9 +97,19 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
     with read_connection(engine) as conn:
         uncounted = [r for r in effective_contexts(conn, encoding) if r.uncounted]
     store = Store(engine)
-    for r in uncounted:
+
+    def store_counts(session_id: int) -> None:
         with engine.begin() as conn:
-            read_suffix(store, conn, r.session_id, encoding, store_counts=True)
+            read_suffix(store, conn, session_id, encoding, store_counts=True)
+
+    for r in uncounted:
+        try:
+            retry_transaction(engine, lambda sid=r.session_id: store_counts(sid))
+        except SQLAlchemyError as exc:
+            # Still contended (a sibling on another node counts the same messages): this
+            # session is counted when it is compacted. Anything else ends the run.
+            if dialect_of(engine).transient(exc) is None:
+                raise
     return sum(r.uncounted for r in uncounted)
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from .. import quality
-from ..db import describe_db_error, scrub
+from ..db import describe_db_error, retry_transaction, scrub
 from ..errors import DEBUG_ENV, CtxtoolError, InvalidSettings, internal_error
 from ..records import Session
 from ..store import Store, leases
@@ -151,8 +151,12 @@ class Compactor:
     ) -> None:
         # One connection for the whole session; each phase ends its transaction, so nothing
         # (in particular SQLite's write lock) is held while the summarizer works.
-        with self.engine.connect() as conn:
-            session, prep = self._prepare(conn, session_id, force, write_counts=not dry_run)
+        # Each transaction below runs again after a lost race or a passing outage (a
+        # certification conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
+        with retry_transaction(self.engine, self.engine.connect) as conn:
+            session, prep = retry_transaction(
+                conn, lambda: self._prepare(conn, session_id, force, write_counts=not dry_run)
+            )
             _record_plan(out, prep)
             if prep.status or (dry_run and not summarize):
                 out.status = prep.status or PLANNED
@@ -164,7 +168,9 @@ class Compactor:
                 out.status = _fits(out, prep, EVALUATED) if values else REJECTED
                 return
             lease = lease_for_plan(self.summarizer, prep.plan.summarized_tokens, self.lease_seconds)
-            refused = leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
+            refused = retry_transaction(
+                conn, lambda: leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
+            )
             if refused is not None:
                 out.status = refused
                 held = refused == CompactionStatus.LEASE_HELD
@@ -177,12 +183,12 @@ class Compactor:
                     self.summarizer, prep, session.title, out, self.min_carry_over
                 )
                 if values is not None:
-                    append(conn, self.owner, prep, values, out)
+                    retry_transaction(conn, lambda: append(conn, self.owner, prep, values, out))
                 else:
                     out.status = REJECTED
             finally:
                 if out.compaction_id is None:
-                    leases.release(conn, session_id, self.owner)
+                    retry_transaction(conn, lambda: leases.release(conn, session_id, self.owner))
 
     def _prepare(
         self, conn: Connection, session_id: int, force: bool, write_counts: bool

@@ -39,7 +39,7 @@ class RetryPolicy:
     double from ``first_delay_s`` up to ``max_delay_s``, each a random part of that (two
     losers of one race must not retry in step)."""
 
-    attempts: int = 8
+    attempts: int = 10
     first_delay_s: float = 0.05
     max_delay_s: float = 2.0
     outage_s: float = 30.0
@@ -132,7 +132,9 @@ def retry_transaction(
 def _end_transaction(bind: Engine | Connection) -> None:
     """Roll back what a failed attempt left open on a caller's connection (a connection lost
     under it is already invalidated: its rollback only resets it)."""
-    if isinstance(bind, Connection) and bind.in_transaction():
+    # Not only when in_transaction(): a transaction a lost connection invalidated is no longer
+    # active, yet the connection refuses to reconnect until it is rolled back.
+    if isinstance(bind, Connection):
         try:
             bind.rollback()
         except SQLAlchemyError:
