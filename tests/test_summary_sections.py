@@ -404,3 +404,22 @@ def test_the_skill_driven_session_states_its_command_plan_and_tasks(real_session
     assert any(
         "Formatting issue in `push_session.py`" in e for e in section(carried, "Errors and fixes")
     )
+
+
+def test_the_operator_s_focus_reaches_the_llm_through_the_settings():
+    from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
+
+    from .llm_server import FakeLLM
+
+    messages = [msg(1, "user", "Migrate the billing tables."), msg(2, "assistant", "On it.")]
+    with FakeLLM() as llm:
+        settings = SummarizerSettings(
+            kind="openai", base_url=llm.base_url, model="m", retries=0, instructions="the schema"
+        )
+        out = make_summarizer(settings).summarize(SummaryRequest(None, messages, {}))
+        prompt = llm.requests[0]["messages"][1]["content"]
+    assert out.text == llm.summary_text
+    assert (
+        "<focus>\nthe schema\n</focus>" in prompt
+        and "[User]: Migrate the billing tables." in prompt
+    )

@@ -25,6 +25,7 @@ STATEMENT_CHARS = 300
 COMMAND_CHARS = 160
 ERROR_CHARS = 160
 CURRENT_WORK_CHARS = 2000
+SHORT_OUTPUT_CHARS = 200
 _SPECIFIC_ERROR = re.compile(
     r"^.*(\berror\s+[A-Z]+\d+\b|\b[A-Z]\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
@@ -248,6 +249,9 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             outcome = (
                 "no result yet" if result is None else "failed" if result.id in failed else "ok"
             )
+            output = " ".join((result.content or "").split()) if result is not None else ""
+            if not lines and output and len(output) <= SHORT_OUTPUT_CHARS:
+                outcome += f": {output}"  # the very last result, when it is short, is the state
             lines.insert(0, f"- {_call_line(call)} → {outcome}")
     return out + [masked(line) for line in lines]
 
