@@ -283,8 +283,9 @@ def test_errors_are_the_last_distinct_ones_with_a_count():
             )
         )
     out = ExtractiveSummarizer().summarize(SummaryRequest(None, failed, {})).text
-    assert "(and 3 earlier distinct errors in this span)" in out  # 13 distinct, 10 shown
-    assert out.count("ValueError") == 10
+    errors = out.split("## Errors and fixes")[1]
+    assert "(and 3 earlier distinct errors in this span)" in errors  # 13 distinct, 10 shown
+    assert errors.count("ValueError") == 10
 
 
 def test_summary_items_leave_out_placeholders():
