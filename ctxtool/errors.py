@@ -37,7 +37,7 @@ class SchemaNotCurrent(CtxtoolError):
 class MissingDatabase(SchemaNotCurrent):
     """A SQLite store that does not exist yet (only `migrate up` creates one)."""
 
-    def __init__(self, message: str, path):
+    def __init__(self, message: str, path: str):
         super().__init__(message)
         self.path = path
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .compaction.calls import calls_of
 from .compaction.sections import summary_items
@@ -55,12 +56,13 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 def is_real_request(m: Message) -> bool:
     """A user message the user typed: not a runtime injection (the record's own flags first,
     text patterns second)."""
-    if m.role != "user" or not (m.content or "").strip():
+    content = m.content or ""
+    if m.role != "user" or not content.strip():
         return False
     details = m.details if isinstance(m.details, dict) else {}
     if details.get("is_meta") or details.get("source_role") in _INJECTED_ROLES:
         return False
-    return not _INJECTED.match(m.content)
+    return not _INJECTED.match(content)
 
 
 def failed_result_signature(m: Message) -> str | None:
@@ -125,7 +127,7 @@ class Facts:
 def extract_facts(messages: Sequence[Message], previous_summary: str | None) -> Facts:
     """The deterministic facts of a summarized span (its messages and the previous summary)."""
     read, modified = files_touched(calls_of(messages))
-    requests = [m.content for m in messages if is_real_request(m)]
+    requests = [m.content or "" for m in messages if is_real_request(m)]  # never empty
     return Facts(
         files_modified=tuple(modified),
         files_read=tuple(read),
@@ -210,7 +212,7 @@ class SummaryText:
         return len(words & self.words) / len(words) >= HELD_WORD_SHARE
 
 
-def measure(facts: Facts, summary: str, summary_tokens: int | None = None) -> dict:
+def measure(facts: Facts, summary: str, summary_tokens: int | None = None) -> dict[str, Any]:
     """Retention figures for ``details["quality"]``: per kind [held, total], overall retention
     and carry-over (None where there was nothing to keep), and the summary's size."""
     text = SummaryText(summary)
@@ -253,7 +255,7 @@ def _ratio(held: int, total: int) -> float | None:
 # -- reporting, for `compact`, `context show` and `validate` ------------------------------------
 
 
-def describe(quality: dict | None) -> str | None:
+def describe(quality: dict[str, Any] | None) -> str | None:
     """One line: ``retention 87% (47/54 facts), carry-over 100%, summary 812 tokens``."""
     if not isinstance(quality, dict):
         return None
@@ -270,7 +272,7 @@ def describe(quality: dict | None) -> str | None:
     return ", ".join(parts) or None
 
 
-def quality_of(details: dict | None) -> dict | None:
+def quality_of(details: dict[str, Any] | None) -> dict[str, Any] | None:
     """The retention figures a checkpoint stored (None for checkpoints written before them or
     imported from an agent)."""
     q = details.get("quality") if isinstance(details, dict) else None
@@ -278,7 +280,7 @@ def quality_of(details: dict | None) -> dict | None:
 
 
 def retention_warning(
-    details: dict | None, threshold: float = DEFAULT_WARNING_THRESHOLD
+    details: dict[str, Any] | None, threshold: float = DEFAULT_WARNING_THRESHOLD
 ) -> str | None:
     """A warning when a checkpoint kept less than ``threshold`` of its facts or of the previous
     summary's items; None when it kept enough or has no figures."""

@@ -27,14 +27,14 @@ class Message:
     session_id: int
     role: str
     content: str | None = None
-    tool_calls: list[dict] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
     token_count: int | None = None
     token_encoding: str | None = None
     created_at: datetime | None = None
     source_id: str | None = None
-    details: dict | None = None
+    details: dict[str, Any] | None = None
 
     def calls(self) -> list[dict[str, Any]]:
         """The tool calls in the shape an API accepts: ``{id, type: function, function: {name,
@@ -89,7 +89,7 @@ class Compaction:
     summarizer: str | None = None
     summarizer_model: str | None = None
     source_id: str | None = None
-    details: dict | None = None
+    details: dict[str, Any] | None = None
     created_at: datetime | None = None
 
 
@@ -118,7 +118,7 @@ class Session:
     source_id: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
-    details: dict | None = None
+    details: dict[str, Any] | None = None
 
 
 # The content of the tool result ctxtool adds for a call that has none (see ContextEntry).

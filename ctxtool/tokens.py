@@ -152,7 +152,7 @@ class MessageText:
     role: str
     content: str | None = None
     name: str | None = None
-    tool_calls: Sequence[dict] | None = None
+    tool_calls: Sequence[dict[str, Any]] | None = None
 
 
 def api_calls(tool_calls: Any) -> list[dict[str, Any]]:
@@ -167,7 +167,8 @@ def api_calls(tool_calls: Any) -> list[dict[str, Any]]:
     for c in tool_calls:
         if not isinstance(c, dict):
             continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+        function = c.get("function")
+        fn: dict[str, Any] = function if isinstance(function, dict) else {}
         args = fn.get("arguments")
         if args is None:
             args = ""
@@ -273,7 +274,7 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _MAX_THREADS = 32
 
 
-def _length_of(enc: tiktoken.Encoding):
+def _length_of(enc: tiktoken.Encoding) -> Callable[[str], int]:
     """The fastest exact ``len(enc.encode_ordinary(text))`` this tiktoken offers."""
     cached = _lengths.get(enc)  # an Encoding hashes by identity
     if cached is not None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
 
 from .compaction.plan import CompactionSettings
 from .compaction.rules import deleted_from_span, over_window, unsummarized_messages
@@ -30,7 +32,7 @@ class Issue:
     compaction_id: int | None = None
     message_id: int | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "severity": self.severity,
@@ -171,7 +173,7 @@ def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int
                 ERROR,
                 "summarised_message_deleted",
                 f"checkpoint {checkpoint.id} summarized "
-                f"{checkpoint.details['summarised_messages']} message(s) before "
+                f"{(checkpoint.details or {})['summarised_messages']} message(s) before "
                 f"{checkpoint.first_kept_message_id}, and {which} no longer stored: history "
                 "was deleted (agent_message keeps every message)",
                 checkpoint.id,
@@ -205,7 +207,7 @@ def window_issue(
     return [Issue(session_id, ERROR, "over_window", problem)] if problem else []
 
 
-def malformed_tool_calls(tool_calls) -> str | None:
+def malformed_tool_calls(tool_calls: object) -> str | None:
     """What is wrong with a message's ``tool_calls`` column, or None when it is absent or a list
     of OpenAI-style calls (an object with a string ``id`` and a ``function`` object with a string
     ``name``). A runtime writes this JSON column directly, so anything can be in it: this says
@@ -225,12 +227,12 @@ def malformed_tool_calls(tool_calls) -> str | None:
     return None
 
 
-def _repeated_ids(tool_calls: list) -> list[str]:
+def _repeated_ids(tool_calls: list[dict[str, Any]]) -> list[str]:
     """The call ids that appear more than once in one message's (well-formed) calls."""
     return [call_id for call_id, n in Counter(c["id"] for c in tool_calls).items() if n > 1]
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
@@ -300,7 +302,9 @@ def validate_restored_messages(session_id: int, messages: Sequence[Message]) -> 
                 message_id=m.id,
             )
         )
-    issues.sort(key=lambda i: i.message_id)  # in message order (stable: a message's own as above)
+    issues.sort(
+        key=lambda i: i.message_id or 0
+    )  # in message order (stable: a message's own as above)
     last_id = messages[-1].id if messages else None
     for index, call_id in pairing.unanswered:
         message_id = messages[index].id
@@ -321,7 +325,7 @@ def past_context_issues(
     session_id: int,
     compactions: Sequence[Compaction],
     messages: Sequence[Message],
-    reported: set[int] = frozenset(),
+    reported: AbstractSet[int] = frozenset(),
 ) -> list[Issue]:
     """Every checkpoint that is no longer the latest restored, while it was, a context that
     must pair each tool result with a call it contains: its summary and the messages from its

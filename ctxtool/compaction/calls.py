@@ -6,20 +6,21 @@ never stops a batch and nothing here needs to check types again."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ..records import Message
 
 
-def call_name(call: dict) -> str:
+def call_name(call: dict[str, Any]) -> str:
     """The function name of a call ('?' when it has none)."""
-    return call["function"]["name"] or "?"
+    return str(call["function"]["name"] or "?")
 
 
-def call_arguments(call: dict) -> str:
+def call_arguments(call: dict[str, Any]) -> str:
     """The arguments of a call, a JSON string as the API sends it."""
-    return call["function"]["arguments"]
+    return str(call["function"]["arguments"])
 
 
-def calls_of(messages: Iterable[Message]) -> list[dict]:
+def calls_of(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Every call made by ``messages``, in order."""
     return [c for m in messages for c in m.calls()]

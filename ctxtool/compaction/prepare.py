@@ -195,7 +195,7 @@ def check_summary(
 
 def checkpoint_values(
     prep: Preparation, text: str, summary_tokens: int, summarizer: str, model: str | None
-) -> dict:
+) -> dict[str, Any]:
     """The agent_compaction row for an accepted summary, with the figures that explain it:
     files, the exact span summarized (count and id range, so `validate` can prove nothing
     arrived inside it later), and retention."""

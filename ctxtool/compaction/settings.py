@@ -4,6 +4,7 @@ long a lease must last for the summarizer in use."""
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from ..errors import InvalidSettings
 
@@ -46,7 +47,17 @@ def lease_seconds_for(
     return int(min(max(needed, requested or 0), MAX_DURATION_S))
 
 
-def lease_for_plan(summarizer, summarized_tokens: int, requested: int | None = None) -> int:
+class SummarizerCost(Protocol):
+    """What sizing a lease needs of a summarizer (a rule knows no summarizer class)."""
+
+    input_tokens: int | None
+
+    def seconds_per_request(self) -> float: ...
+
+
+def lease_for_plan(
+    summarizer: SummarizerCost, summarized_tokens: int, requested: int | None = None
+) -> int:
     """The lease a compaction needs: one summarizer request, or one per chunk (estimated
     generously) when a span larger than the summarizer's input bound will be folded."""
     requests, bound = 1, summarizer.input_tokens
