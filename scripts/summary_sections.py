@@ -36,7 +36,9 @@ KEYS = ROOT / "tests" / "answer_keys"
 BUDGET = 4096
 
 
-def summary_of(span: KeyedSpan, held: list[Compaction], max_tokens: int = BUDGET) -> str:
+def summary_of(
+    span: KeyedSpan, held: list[Compaction], max_tokens: int = BUDGET, log: bool = False
+) -> str:
     """The extractive summary a compaction at the key's cut would write: of the messages after
     the latest checkpoint the span holds (``held``), on top of that checkpoint's summary."""
     messages: list[Message] = span.summarized
@@ -47,15 +49,17 @@ def summary_of(span: KeyedSpan, held: list[Compaction], max_tokens: int = BUDGET
     read, modified = files_touched(calls_of(span.summarized))
     files = {"read_files": read, "modified_files": modified}
     request = SummaryRequest(previous, messages, files, max_tokens=max_tokens, min_carry_over=0.9)
-    return ExtractiveSummarizer().summarize(request).text
+    return ExtractiveSummarizer(condensed_log=log).summarize(request).text
 
 
-def measure(transcripts: Path, workdir: Path) -> list[dict]:
+def measure(
+    transcripts: Path, workdir: Path, max_tokens: int = BUDGET, log: bool = False
+) -> list[dict]:
     rows = []
     for path in sorted(KEYS.glob("*.json")):
         key = load_key(path)
         span = keyed_span(key, transcripts, workdir)
-        summary = summary_of(span, _held(workdir / f"{key.name}-span.db"))
+        summary = summary_of(span, _held(workdir / f"{key.name}-span.db"), max_tokens, log)
         evaluation = span.evaluate(summary)
         row = {
             "key": key.name,
@@ -128,9 +132,13 @@ def main() -> None:
     parser.add_argument("transcripts", type=Path, help="the shared transcripts directory")
     parser.add_argument("--json", action="store_true", help="every figure as JSON")
     parser.add_argument("--show-summaries", action="store_true", help="print each summary too")
+    parser.add_argument("--max-tokens", type=int, default=BUDGET, help="the summary budget")
+    parser.add_argument(
+        "--log", action="store_true", help="keep the older turns as a condensed log too"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
-        rows = measure(args.transcripts, Path(workdir))
+        rows = measure(args.transcripts, Path(workdir), args.max_tokens, args.log)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return

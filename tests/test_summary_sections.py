@@ -24,6 +24,7 @@ from ctxtool.compaction.summarizers import (
     build_prompt,
 )
 from ctxtool.compaction.summarizers.base import render_message
+from ctxtool.compaction.summarizers.span_notes import condensed_log
 from ctxtool.compaction.touched_files import files_touched
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
@@ -423,3 +424,26 @@ def test_the_operator_s_focus_reaches_the_llm_through_the_settings():
         "<focus>\nthe schema\n</focus>" in prompt
         and "[User]: Migrate the billing tables." in prompt
     )
+
+
+def test_the_condensed_log_keeps_each_older_turn_with_its_calls_and_outcomes():
+    messages = [
+        msg(1, "user", "Fix the parser. It drops the last line."),
+        call(
+            2, "Bash", {"command": "pytest tests/test_parser.py"}, "b1", "Running the tests first."
+        ),
+        result(3, "b1", "E   AssertionError\nexit code 1"),
+        call(4, "Edit", {"file_path": "src/parser.py"}, "e1", "The loop stops one short."),
+        result(5, "e1", "ok"),
+        msg(6, "user", "Now document it."),
+        msg(7, "assistant", "Writing the docs."),
+    ]
+    [turn] = condensed_log(messages)  # the last turn is the current work, not the log
+    assert turn.splitlines() == [
+        "- asked: Fix the parser. It drops the last line.",
+        "  - said: Running the tests first. / The loop stops one short.",
+        "  - did: Bash `pytest tests/test_parser.py` ✗; Edit src/parser.py ✓",
+    ]
+    out = ExtractiveSummarizer(condensed_log=True).summarize(SummaryRequest(None, messages, {}))
+    assert turn in out.text and "## Log of earlier turns" in out.text
+    assert "## Log of earlier turns" not in summarize(messages)  # measured: off by default

@@ -34,6 +34,7 @@ CONSTRAINTS = "Constraints"
 DECISIONS = "Decisions"
 DONE = "Done"
 EARLIER_WORK = "Earlier work"
+LOG = "Log of earlier turns"
 EARLIER_REQUESTS = "Earlier requests"
 NEXT_STEP = "Next step"
 FILES_READ = "Files read"
@@ -50,6 +51,7 @@ SECTIONS = (
     DONE,
     EARLIER_WORK,
     EARLIER_REQUESTS,
+    LOG,
     NEXT_STEP,
 )
 
@@ -253,6 +255,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "accomplished",
     ),
     EARLIER_WORK: ("earlier work",),
+    LOG: ("log of earlier turns", "log"),
     EARLIER_REQUESTS: (
         "earlier requests",
         "requests",

@@ -30,6 +30,7 @@ from ..sections import (
     FILES_READ,
     GOAL,
     LATEST_REQUEST,
+    LOG,
     NEXT_STEP,
     OPEN_TASKS,
     SECTIONS,
@@ -44,6 +45,7 @@ from .span_notes import (
     LATEST_REQUEST_CHARS,
     REQUEST_CHARS,
     SpanNotes,
+    condensed_log,
     read_span,
     whole_sentences,
 )
@@ -82,8 +84,10 @@ class ExtractiveSummarizer:
     input_tokens = None
     revises = False  # deterministic: it trims with the carry-over floor in mind instead
 
-    def __init__(self, request_chars: int = REQUEST_CHARS):
+    def __init__(self, request_chars: int = REQUEST_CHARS, condensed_log: bool = False):
         self.request_chars = request_chars
+        # The older turns as a log too (scripts/summary_sections.py --log measures it).
+        self.condensed_log = condensed_log
 
     def seconds_per_request(self) -> float:
         return 60.0
@@ -178,6 +182,9 @@ class ExtractiveSummarizer:
             add(CONSTRAINTS, "- " + text)
         for text in notes.decisions:
             add(DECISIONS, "- " + text)
+        if self.condensed_log:  # the first items trimmed: the sections say it shorter
+            turns = condensed_log(request.messages)
+            items += [_Item(LOG, turn, n - len(turns) - age) for n, turn in enumerate(turns)]
         step = _next_step(notes)
         if step:
             add(NEXT_STEP, step)

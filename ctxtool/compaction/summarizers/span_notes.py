@@ -26,6 +26,9 @@ COMMAND_CHARS = 160
 ERROR_CHARS = 160
 CURRENT_WORK_CHARS = 2000
 SHORT_OUTPUT_CHARS = 200
+LOG_REQUEST_CHARS = 200
+LOG_STATEMENT_CHARS = 120
+LOG_COMMAND_CHARS = 60
 _SPECIFIC_ERROR = re.compile(
     r"^.*(\berror\s+[A-Z]+\d+\b|\b[A-Z]\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
@@ -93,13 +96,14 @@ def plain(text: str) -> str:
     return re.sub(r"^#+\s*", "", text)
 
 
-def shown_command(command: str) -> str:
+def shown_command(command: str, limit: int = COMMAND_CHARS) -> str:
     """A command as a summary shows it: the script a ``bash -lc`` wrapper ran, in backticks
-    when whole, shortened past ``COMMAND_CHARS`` with the cut said outside the backticks."""
+    when whole, shortened past ``limit`` with the cut said outside the backticks."""
     command = _SHELL_WRAPPER.sub("", " ".join(command.split()))
-    if len(command) <= COMMAND_CHARS:
+    if len(command) <= limit:
         return f"`{command}`"
-    return f"`{command[: command.rfind(' ', 0, COMMAND_CHARS)]}` (shortened)"
+    cut = command.rfind(" ", 0, limit)
+    return f"`{command[: cut if cut > 0 else limit]}` (shortened)"
 
 
 @dataclass
@@ -275,9 +279,13 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" for line in kept)
 
 
-def _call_line(call: dict) -> str:
-    """A call as its tool and its command or path: ``Bash `make test```, ``Edit a.py``."""
+def _call_line(call: dict, limit: int = COMMAND_CHARS) -> str:
+    """A call as its tool and its command or path: ``Bash `make test```, ``Edit a.py``; a
+    patch as the files it changes."""
     name = call_name(call)
+    patched = files_touched([call])[1]
+    if patched and "Begin Patch" in (call_arguments(call) or ""):
+        return f"{name} patch {', '.join(patched)}"
     try:
         args = json.loads(call_arguments(call) or "{}")
     except ValueError:
@@ -287,8 +295,60 @@ def _call_line(call: dict) -> str:
     if isinstance(command, list):
         command = " ".join(str(c) for c in command)
     if isinstance(command, str) and command.strip():
-        return f"{name} {shown_command(command)}"
+        return f"{name} {shown_command(command, limit)}"
     paths = [
         args[k] for k in ("file_path", "path", "notebook_path") if isinstance(args.get(k), str)
     ]
     return f"{name} {paths[0]}" if paths else name
+
+
+def condensed_log(messages: Sequence[Message]) -> list[str]:
+    """The span's turns before the last one as a condensed log, one item per turn: the request,
+    the agent's statements (their first sentence) and each tool call with its outcome, outputs
+    elided. Consecutive calls of one tool on nothing in particular are counted, not listed."""
+    signals = signals_of(messages)
+    failed = {f.message_id for f in signals.failures}
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    turns: list[list[str]] = []
+    said: list[str] = []
+    calls: list[str] = []
+
+    def close() -> None:
+        if turns and (said or calls):
+            if said:
+                turns[-1].append("  - said: " + " / ".join(dict.fromkeys(said)))
+            if calls:
+                turns[-1].append("  - did: " + "; ".join(_counted(calls)))
+        said.clear()
+        calls.clear()
+
+    for m in messages:
+        if is_request(m):
+            close()
+            turns.append([f"- asked: {whole_sentences(m.content or '', LOG_REQUEST_CHARS)}"])
+            continue
+        if m.role != "assistant" or not turns:
+            continue
+        if (m.content or "").strip():
+            first = _SENTENCES.split((m.content or "").strip())[0]
+            said.append(plain(whole_sentences(first, LOG_STATEMENT_CHARS)))
+        for call in m.calls():
+            if call_name(call) in TASK_TOOLS:
+                continue
+            result = results.get(call["id"])
+            mark = "✗" if result is not None and result.id in failed else "✓"
+            calls.append(f"{_call_line(call, LOG_COMMAND_CHARS)} {mark}")
+    close()
+    return [masked("\n".join(turn)) for turn in turns[:-1]]
+
+
+def _counted(calls: list[str]) -> list[str]:
+    """Runs of the same call line said once with a count."""
+    out: list[str] = []
+    for line in calls:
+        if out and out[-1].split(" ×")[0] == line:
+            base, _, n = out[-1].partition(" ×")
+            out[-1] = f"{base} ×{int(n or 1) + 1}"
+        else:
+            out.append(line)
+    return out
