@@ -9,6 +9,7 @@ start fails the tests that need it; it never skips them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 import sqlalchemy as sa
@@ -42,10 +44,20 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_port_block() -> int:
+def _free_port_block() -> tuple[int, IO]:
+    """The first block of ports from 3311 up that no other test run has claimed (a lock file
+    held for the whole run: checking the ports alone races with a run starting beside us)
+    and that nothing listens on; with the claim's open file."""
     for first in range(3311, 3911, 10):
+        claim = open(Path(tempfile.gettempdir()) / f"ctxtool-galera-{first}.lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            claim.close()
+            continue
         if all(_port_free(first + off + n - 1) for off in _PORT_OFFSETS for n in NODES):
-            return first
+            return first, claim
+        claim.close()
     raise RuntimeError("no free block of ports for a Galera cluster between 3311 and 3911")
 
 
@@ -55,6 +67,7 @@ class GaleraCluster:
 
     directory: Path
     first_port: int
+    claim: IO | None = None  # the lock file that keeps other test runs off these ports
 
     @property
     def env(self) -> dict[str, str]:
@@ -129,13 +142,15 @@ _users = [0]
 
 def _start() -> GaleraCluster:
     directory = Path(tempfile.mkdtemp(prefix="ctxtool-galera-"))
-    cluster = GaleraCluster(directory, _free_port_block())
+    cluster = GaleraCluster(directory, *_free_port_block())
     try:
         cluster.script("up")
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         with contextlib.suppress(Exception):
             cluster.script("down")
         shutil.rmtree(directory, ignore_errors=True)
+        if cluster.claim is not None:
+            cluster.claim.close()
         pytest.fail(f"the Galera cluster did not start: {exc}")
     return cluster
 
@@ -157,3 +172,5 @@ def galera():
             cluster = _running.pop()
             cluster.script("down")
             shutil.rmtree(cluster.directory, ignore_errors=True)
+            if cluster.claim is not None:
+                cluster.claim.close()

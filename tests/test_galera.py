@@ -9,10 +9,11 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
-from ctxtool.db import retry_transaction
+from ctxtool.db import DEFAULT_POLICY, retry_transaction
 
 from .builders import LIMITS, add_session, coding_session
 from .conftest import TRANSCRIPTS, Database
@@ -204,5 +205,51 @@ def test_compact_all_from_four_processes_over_three_nodes_while_a_runtime_writes
     assert len(appended) > 0
     assert nodes[1].scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
     for node in (1, 2, 3):
+        check = ctxtool(nodes[node].url, "validate")
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_node_killed_mid_batch_ends_its_run_with_one_line_per_session(nodes, galera):  # noqa: F811
+    """Node 3 is killed with -9 while a run through it and a run through node 1 compact 10
+    sessions. The node-1 run finishes. The node-3 run waits the outage out once (it does not
+    fail its queue in seconds), then says one line per session it could not do and exits 4,
+    never with a traceback. Node 3 restarted, a rerun through it completes: every session
+    compacted exactly once, no message lost."""
+    _sessions(nodes[1], 10)
+    before = nodes[1].scalar("SELECT COUNT(*) FROM agent_message")
+    try:
+        with FakeLLM(delay=0.5) as llm:
+            doomed = _compact_all(nodes[3].url, llm.base_url)
+            deadline = time.monotonic() + 120
+            while len(llm.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert llm.requests, "compaction never reached the LLM"
+            survivor = _compact_all(nodes[1].url, llm.base_url)
+            galera.kill(3)
+            killed_at = time.monotonic()
+            out, err = doomed.communicate(timeout=300)
+            waited = time.monotonic() - killed_at
+            survived = survivor.communicate(timeout=300)
+    finally:
+        galera.start(3)
+    assert survivor.returncode == 0, survived[1]
+    assert doomed.returncode == 4, err
+    assert "Traceback" not in err and "Traceback" not in out
+    assert waited >= DEFAULT_POLICY.outage_s - 1  # backed off, did not give up in seconds
+    failed = [row for row in json.loads(out) if row["status"] == "failed"]
+    assert failed and all(row["error"].startswith("database error") for row in failed)
+    assert len({row["session_id"] for row in json.loads(out)}) == len(json.loads(out))
+    held = nodes[1].scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL")
+    assert held <= 2  # what the dead run had in hand (--workers 2); it released the rest
+    with nodes[1].engine.begin() as conn:  # time passes: the dead run's leases expire
+        conn.exec_driver_sql("UPDATE agent_session SET lease_expires_at = '2000-01-01 00:00:00'")
+    with FakeLLM() as llm:
+        rerun = _compact_all(nodes[3].url, llm.base_url)
+        out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert nodes[3].scalar("SELECT COUNT(DISTINCT session_id) FROM agent_compaction") == 10
+    assert _checkpoints_per_parent(nodes[3]) == []
+    assert nodes[3].scalar("SELECT COUNT(*) FROM agent_message") == before
+    for node in (1, 3):
         check = ctxtool(nodes[node].url, "validate")
         assert check.returncode == 0, check.stdout + check.stderr
