@@ -161,6 +161,9 @@ def test_bad_llm_answers_write_nothing(db, mode, status, needle):
         )
         outcome = compactor.compact_session(1)
     assert outcome.status == status and needle in outcome.error
+    # The report still says what was planned: a failure keeps the figures of the steps before it.
+    assert outcome.tokens_before > outcome.threshold and outcome.summarised_messages > 0
+    assert outcome.first_kept_message_id is not None and outcome.seconds > 0
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
 
@@ -333,7 +336,7 @@ def test_leases(db):
             {"t": future},
         )
     assert compactor.compact_session(1).status == "lease_held"
-    assert compactor.find_candidates() == []  # leased sessions are not even candidates
+    assert compactor.batch(dry_run=True).candidates == []  # leased sessions are not even candidates
     with db.engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE agent_session SET lease_expires_at = :t"), {"t": "2000-01-01 00:00:00"}
@@ -351,7 +354,7 @@ def test_leases(db):
                 "lease_expires_at = NULL WHERE session_id = 2"
             )
         )
-    assert [c.session_id for c in compactor.find_candidates()] == [2]
+    assert [c.session_id for c in compactor.batch(dry_run=True).candidates] == [2]
     assert compactor.compact_session(2).status == "compacted"
 
 
@@ -625,7 +628,7 @@ def test_a_session_over_threshold_only_by_its_system_prompt_is_found(db):
     count_tokens(db.engine)
     messages_only = db.scalar("SELECT SUM(token_count) FROM agent_message")
     assert messages_only < SETTINGS.threshold("gpt-4o") < Store(db.engine).context_tokens(1)
-    [candidate] = compactor.find_candidates()
+    [candidate] = compactor.batch(dry_run=True).candidates
     assert candidate.session_id == 1
     assert candidate.estimated_tokens == Store(db.engine).context_tokens(1)
 

@@ -46,6 +46,14 @@ class Preparation:
         return self.previous.id if self.previous else 0
 
     @property
+    def previous_summary(self) -> str | None:
+        return self.previous.summary if self.previous else None
+
+    @property
+    def summarized_tokens(self) -> int:
+        return self.plan.summarized_tokens if self.plan else 0
+
+    @property
     def tokens_kept(self) -> int | None:
         return self.tokens_before - self.replaced_tokens if self.plan else None
 

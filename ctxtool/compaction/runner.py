@@ -15,19 +15,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from .. import quality
-from ..db import describe_db_error, retry_transaction, scrub
-from ..errors import DEBUG_ENV, CtxtoolError, InvalidSettings, internal_error
+from ..db import retry_transaction
+from ..errors import InvalidSettings
+from ..failures import describe_failure
 from ..records import Session
 from ..store import Store, leases
 from ..store.checkpoints import append_checkpoint
 from ..store.counts import read_suffix
 from ..tokens import get_encoding, token_lengths
-from .batch import Batch, Candidate, count_missing, find_batch, run_concurrently
+from .batch import Batch, count_missing, find_batch, run_concurrently
 from .fold import fold, frame_tokens
 from .outcome import CompactionOutcome
 from .plan import CompactionSettings
@@ -43,18 +44,6 @@ from .settings import lease_for_plan
 from .status import CompactionStatus
 from .summarizers import Summarizer
 from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, Summary, SummaryRequest
-
-COMPACTED, EVALUATED, FAILED = (
-    CompactionStatus.COMPACTED,
-    CompactionStatus.EVALUATED,
-    CompactionStatus.FAILED,
-)
-OVER_WINDOW, PLANNED, REJECTED = (
-    CompactionStatus.OVER_WINDOW,
-    CompactionStatus.PLANNED,
-    CompactionStatus.REJECTED,
-)
-SPAN_CHANGED = CompactionStatus.SPAN_CHANGED
 
 SPAN_ATTEMPTS = 3  # a message committed late inside the summarized span: plan again
 
@@ -116,79 +105,67 @@ class Compactor:
     ) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
         nothing (``summarize``: run the summarizer and judge its summary all the same). Never
-        raises for per-session failures: they are reported in the outcome."""
+        raises for per-session failures: they are reported in the outcome, with the figures
+        of the steps that went through."""
         started = time.perf_counter()
-        out = CompactionOutcome(
-            session_id, FAILED, summarizer=self.summarizer.name, model=self.summarizer.model
+        outcome = CompactionOutcome(
+            session_id,
+            CompactionStatus.FAILED,
+            summarizer=self.summarizer.name,
+            model=self.summarizer.model,
         )
         try:
-            for _ in range(SPAN_ATTEMPTS):
-                out.status = FAILED
-                self._compact(session_id, force, dry_run, summarize, out)
-                if out.status != SPAN_CHANGED:
-                    break
-            if out.status == SPAN_CHANGED:
-                out.status, out.error = FAILED, "messages kept arriving inside the summarized span"
+            # One connection for the whole session; each step ends its transaction, so nothing
+            # (in particular SQLite's write lock) is held while the summarizer works. Each
+            # transaction runs again after a lost race or a passing outage (a certification
+            # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
+            with retry_transaction(self.engine, self.engine.connect) as conn:
+                for _ in range(SPAN_ATTEMPTS):
+                    session, prep = retry_transaction(
+                        conn, lambda: self._prepare(conn, session_id, force, not dry_run)
+                    )
+                    outcome = _planned(outcome, prep)
+                    if prep.status is not None or (dry_run and not summarize):
+                        outcome = replace(outcome, status=prep.status or CompactionStatus.PLANNED)
+                        break
+                    if dry_run:
+                        outcome, row = summarized(
+                            self.summarizer, outcome, prep, session.title, self.min_carry_over
+                        )
+                        if row is not None:
+                            outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
+                        break
+                    refused = self._claim(conn, outcome, prep)
+                    if refused is not None:
+                        outcome = refused
+                        break
+                    try:
+                        outcome, row = summarized(
+                            self.summarizer, outcome, prep, session.title, self.min_carry_over
+                        )
+                        if row is not None:
+                            outcome = self._written(conn, outcome, prep, row)
+                    finally:
+                        if outcome.compaction_id is None:  # else the append released it
+                            retry_transaction(
+                                conn, lambda: leases.release(conn, session_id, self.owner)
+                            )
+                    if outcome.status is not CompactionStatus.SPAN_CHANGED:
+                        break
+                else:
+                    outcome = replace(
+                        outcome,
+                        status=CompactionStatus.FAILED,
+                        error="messages kept arriving inside the summarized span",
+                    )
         except InvalidSettings:
             raise  # the settings' fault, not this session's: a usage error, as --all says it
-        except CtxtoolError as exc:  # SummarizerError included
-            out.status, out.error = FAILED, str(exc)
-        except SQLAlchemyError as exc:
-            out.status, out.error = FAILED, describe_db_error(exc)
-        except Exception as exc:  # noqa: BLE001 - one session's bug must not end a cron batch
-            if os.environ.get(DEBUG_ENV):
-                raise
-            out.status = FAILED
-            out.error = scrub(
-                scrub(internal_error(exc), self.engine.url),
-                getattr(self.summarizer, "base_url", None),
+        except Exception as exc:  # noqa: BLE001 - one session's failure must not end a batch
+            failure = describe_failure(
+                exc, secrets=(self.engine.url, getattr(self.summarizer, "base_url", None))
             )
-        out.seconds = time.perf_counter() - started
-        return out
-
-    def _compact(
-        self, session_id: int, force: bool, dry_run: bool, summarize: bool, out: CompactionOutcome
-    ) -> None:
-        # One connection for the whole session; each phase ends its transaction, so nothing
-        # (in particular SQLite's write lock) is held while the summarizer works.
-        # Each transaction below runs again after a lost race or a passing outage (a
-        # certification conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
-        with retry_transaction(self.engine, self.engine.connect) as conn:
-            session, prep = retry_transaction(
-                conn, lambda: self._prepare(conn, session_id, force, write_counts=not dry_run)
-            )
-            _record_plan(out, prep)
-            if prep.status or (dry_run and not summarize):
-                out.status = prep.status or PLANNED
-                return
-            if dry_run:
-                values = summarize_span(
-                    self.summarizer, prep, session.title, out, self.min_carry_over
-                )
-                out.status = _fits(out, prep, EVALUATED) if values else REJECTED
-                return
-            lease = lease_for_plan(self.summarizer, prep.plan.summarized_tokens, self.lease_seconds)
-            refused = retry_transaction(
-                conn, lambda: leases.claim(conn, session_id, self.owner, lease, prep.parent_id)
-            )
-            if refused is not None:
-                out.status = refused
-                held = refused == CompactionStatus.LEASE_HELD
-                holder = leases.holder(conn, session_id) if held else None
-                if holder is not None:
-                    out.notes.append(f"leased by {holder.owner} until {holder.expires_at}")
-                return
-            try:
-                values = summarize_span(
-                    self.summarizer, prep, session.title, out, self.min_carry_over
-                )
-                if values is not None:
-                    retry_transaction(conn, lambda: append(conn, self.owner, prep, values, out))
-                else:
-                    out.status = REJECTED
-            finally:
-                if out.compaction_id is None:
-                    retry_transaction(conn, lambda: leases.release(conn, session_id, self.owner))
+            outcome = replace(outcome, status=CompactionStatus.FAILED, error=failure.message)
+        return replace(outcome, seconds=time.perf_counter() - started)
 
     def _prepare(
         self, conn: Connection, session_id: int, force: bool, write_counts: bool
@@ -212,26 +189,38 @@ class Compactor:
         )
         return session, prep
 
-    # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
-
-    def find_candidates(
-        self, *, force: bool = False, older_than: int | None = None
-    ) -> list[Candidate]:
-        """Sessions over threshold (free of live leases), largest overrun first. Reads only."""
-        return self.find_batch(force=force, older_than=older_than).candidates
-
-    def find_batch(
-        self, *, force: bool = False, older_than: int | None = None, limit: int | None = None
-    ) -> Batch:
-        """The batch as it stands (see :func:`ctxtool.compaction.batch.find_batch`); reads only."""
-        return find_batch(
-            self.engine,
-            self.settings,
-            self.encoding,
-            force=force,
-            older_than=older_than,
-            limit=limit,
+    def _claim(
+        self, conn: Connection, outcome: CompactionOutcome, prep: Preparation
+    ) -> CompactionOutcome | None:
+        """Take the session's lease for as long as the summarizer may need; None when taken,
+        else the outcome that says why not (and who holds it)."""
+        seconds = lease_for_plan(self.summarizer, prep.summarized_tokens, self.lease_seconds)
+        refused = retry_transaction(
+            conn,
+            lambda: leases.claim(conn, prep.session_id, self.owner, seconds, prep.parent_id),
         )
+        if refused is None:
+            return None
+        held = refused is CompactionStatus.LEASE_HELD
+        holder = leases.holder(conn, prep.session_id) if held else None
+        notes = [f"leased by {holder.owner} until {holder.expires_at}"] if holder else []
+        return replace(outcome, status=refused, notes=outcome.notes + notes)
+
+    def _written(
+        self, conn: Connection, outcome: CompactionOutcome, prep: Preparation, row: dict[str, Any]
+    ) -> CompactionOutcome:
+        """Append the checkpoint (the append proves the span and releases the lease)."""
+        result = retry_transaction(
+            conn,
+            lambda: append_checkpoint(
+                conn, owner=self.owner, parent_id=prep.parent_id, values=row, span=prep.span()
+            ),
+        )
+        if result.compaction_id is None:  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
+            return replace(outcome, status=result.status)
+        return _fitted(replace(outcome, compaction_id=result.compaction_id), prep, result.status)
+
+    # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
 
     def batch(
         self,
@@ -241,11 +230,20 @@ class Compactor:
         limit: int | None = None,
         dry_run: bool = False,
     ) -> Batch:
-        """What ``compact --all`` works on: missing counts stored first (not on a dry run,
-        which writes nothing), then :meth:`find_batch`."""
+        """What ``compact --all`` works on: the sessions over threshold (all with ``force``),
+        largest overrun first, and those over it that a live lease holds. A real run stores
+        the missing counts first; a dry run writes nothing (see
+        :func:`ctxtool.compaction.batch.find_batch`)."""
         if not dry_run:
             count_missing(self.engine, self.encoding)
-        return self.find_batch(force=force, older_than=older_than, limit=limit)
+        return find_batch(
+            self.engine,
+            self.settings,
+            self.encoding,
+            force=force,
+            older_than=older_than,
+            limit=limit,
+        )
 
     def run_batch(
         self,
@@ -259,13 +257,13 @@ class Compactor:
     ) -> list[CompactionOutcome]:
         """Compact the batch's candidates with ``workers`` concurrent calls; outcomes (leased
         sessions included) by session id."""
-        outcomes = list(batch.leased) + self.compact_sessions(
+        outcomes = list(batch.leased) + run_concurrently(
+            lambda sid: self.compact_session(
+                sid, force=force, dry_run=dry_run, summarize=summarize
+            ),
             [c.session_id for c in batch.candidates],
-            workers=workers,
-            force=force,
-            dry_run=dry_run,
-            summarize=summarize,
-            on_done=on_done,
+            workers,
+            on_done,
         )
         return sorted(outcomes, key=lambda o: o.session_id)
 
@@ -280,7 +278,8 @@ class Compactor:
         summarize: bool = False,
         on_done: Callable[[CompactionOutcome], None] | None = None,
     ) -> list[CompactionOutcome]:
-        """Find sessions over threshold and compact them with ``workers`` concurrent calls."""
+        """:meth:`batch` then :meth:`run_batch`: find sessions over threshold and compact them
+        with ``workers`` concurrent calls."""
         batch = self.batch(force=force, older_than=older_than, limit=limit, dry_run=dry_run)
         return self.run_batch(
             batch,
@@ -291,82 +290,73 @@ class Compactor:
             on_done=on_done,
         )
 
-    def compact_sessions(
-        self,
-        session_ids: list[int],
-        *,
-        workers: int = 1,
-        force: bool = False,
-        dry_run: bool = False,
-        summarize: bool = False,
-        on_done: Callable[[CompactionOutcome], None] | None = None,
-    ) -> list[CompactionOutcome]:
-        """Compact the given sessions with ``workers`` concurrent calls; outcomes by session id."""
-        return run_concurrently(
-            lambda sid: self.compact_session(
-                sid, force=force, dry_run=dry_run, summarize=summarize
-            ),
-            session_ids,
-            workers,
-            on_done,
-        )
 
-
-def summarize_span(
+def summarized(
     summarizer: Summarizer,
+    outcome: CompactionOutcome,
     prep: Preparation,
     title: str | None,
-    out: CompactionOutcome,
-    min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
-) -> dict | None:
-    """Ask the summarizer (folding a span larger than its input bound) and judge the answer:
-    the checkpoint row to write, or None with the refusal left in ``out.error``. An answer
-    that dropped items of the previous summary is sent back once, with those items, to a
-    summarizer that can revise it."""
+    min_carry_over: float | None,
+) -> tuple[CompactionOutcome, dict[str, Any] | None]:
+    """Ask the summarizer (folding a span larger than its input bound) and judge the
+    answer: the outcome with the summary's figures, and the checkpoint row to write (None,
+    the outcome REJECTED and why, when refused). An answer that dropped items of the
+    previous summary is sent back once, with those items, to a summarizer that revises."""
     started = time.perf_counter()
+    summary, row, refusal = ask(summarizer, prep, title, min_carry_over)
+    quality_figures = row["details"]["quality"]
+    outcome = replace(
+        outcome,
+        summarizer=summary.summarizer,
+        model=summary.model,
+        summarizer_requests=summary.requests,
+        summarizer_seconds=time.perf_counter() - started,
+        notes=outcome.notes + list(summary.notes),
+        error=refusal,
+        summary_tokens=row["summary_tokens"],
+        retention=quality_figures["retention"],
+        carry_over=quality_figures["carry_over"],
+    )
+    if refusal is not None:
+        return replace(outcome, status=CompactionStatus.REJECTED), None
+    return replace(outcome, tokens_after=row["tokens_after"]), row
+
+
+def ask(
+    summarizer: Summarizer, prep: Preparation, title: str | None, min_carry_over: float | None
+) -> tuple[Summary, dict[str, Any], str | None]:
+    """(the summary, its checkpoint row, why it is refused or None)."""
     request = summary_request(prep, title, min_carry_over)
     summary = fold(
         summarizer.summarize,
         request,
         summarizer.input_tokens,
-        estimated_tokens=prep.plan.summarized_tokens,
+        estimated_tokens=prep.summarized_tokens,
     )
-    values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
+    row, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
     if (
-        refusal is not None
-        and _dropped_items(prep, summary.text, min_carry_over)
-        and getattr(summarizer, "revises", False)
+        refusal is None
+        or not _dropped_items(prep, summary.text, min_carry_over)
+        or not getattr(summarizer, "revises", False)
     ):
-        missing = quality.missing_items(prep.previous.summary, summary.text)
-        revision = replace(
-            request,
-            draft=summary.text,
-            messages=(),
-            transcript="",
-            missing=_fitting(missing, request, summarizer.input_tokens),
-        )
-        revised = summarizer.summarize(revision)
-        summary = replace(
-            revised,
-            requests=summary.requests + 1,
-            notes=summary.notes
-            + (
-                f"revised once: the first answer dropped {len(missing)} items of the previous summary",
-            ),
-        )
-        values, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
-    out.summarizer_seconds = time.perf_counter() - started
-    out.summarizer, out.model = summary.summarizer, summary.model
-    out.summarizer_requests = summary.requests
-    out.notes.extend(summary.notes)
-    out.error = refusal
-    measured = values["details"]["quality"]
-    out.summary_tokens = values["summary_tokens"]
-    out.retention, out.carry_over = measured["retention"], measured["carry_over"]
-    if out.error is not None:
-        return None
-    out.tokens_after = values["tokens_after"]
-    return values
+        return summary, row, refusal
+    missing = quality.missing_items(prep.previous_summary or "", summary.text)
+    revision = replace(
+        request,
+        draft=summary.text,
+        messages=(),
+        transcript="",
+        missing=_fitting(missing, request, summarizer.input_tokens),
+    )
+    revised = summarizer.summarize(revision)
+    summary = replace(
+        revised,
+        requests=summary.requests + 1,
+        notes=summary.notes
+        + (f"revised once: the first answer dropped {len(missing)} items of the previous summary",),
+    )
+    row, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
+    return summary, row, refusal
 
 
 def summary_request(
@@ -375,7 +365,7 @@ def summary_request(
     """What the summarizer is asked for the prepared span."""
     assert prep.plan is not None
     return SummaryRequest(
-        prep.previous.summary if prep.previous else None,
+        prep.previous_summary,
         prep.summarized,
         prep.files,
         prep.plan.split_turn,
@@ -388,7 +378,7 @@ def summary_request(
 
 def judge_summary(
     prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
-) -> tuple[dict, str | None]:
+) -> tuple[dict[str, Any], str | None]:
     """(the checkpoint row with its quality figures, why the summary is refused or None)."""
     tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
     return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal
@@ -420,40 +410,37 @@ def _fitting(
     return tuple(kept)
 
 
-def append(
-    conn: Connection, owner: str, prep: Preparation, values: dict, out: CompactionOutcome
-) -> None:
-    """Write the checkpoint (the append proves the summarized span and releases the lease)."""
-    result = append_checkpoint(
-        conn, owner=owner, parent_id=prep.parent_id, values=values, span=prep.span()
+def _planned(outcome: CompactionOutcome, prep: Preparation) -> CompactionOutcome:
+    """The outcome with the plan's figures (a new attempt's plan replaces an earlier one's)."""
+    outcome = replace(
+        outcome, tokens_before=prep.tokens_before, threshold=prep.threshold, error=prep.error
     )
-    if result.compaction_id is not None:
-        out.compaction_id = result.compaction_id
-        out.status = _fits(out, prep, COMPACTED)
-    else:
-        out.status = result.status  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
-
-
-def _record_plan(out: CompactionOutcome, prep: Preparation) -> None:
-    out.tokens_before, out.threshold, out.error = prep.tokens_before, prep.threshold, prep.error
     plan = prep.plan
     if plan is None:
-        return
-    out.summarised_messages, out.kept_messages = len(plan.summarized_ids), len(plan.kept_ids)
-    out.first_kept_message_id, out.split_turn = plan.first_kept_message_id, plan.split_turn
-    out.notes = list(plan.notes)
-    out.tokens_kept = prep.tokens_kept
+        return outcome
+    return replace(
+        outcome,
+        summarised_messages=len(plan.summarized_ids),
+        kept_messages=len(plan.kept_ids),
+        first_kept_message_id=plan.first_kept_message_id,
+        split_turn=plan.split_turn,
+        notes=list(plan.notes),
+        tokens_kept=prep.tokens_kept,
+    )
 
 
-def _fits(out: CompactionOutcome, prep: Preparation, status: CompactionStatus) -> CompactionStatus:
-    """``status``, or OVER_WINDOW when the context stays over its threshold after all."""
+def _fitted(
+    outcome: CompactionOutcome, prep: Preparation, status: CompactionStatus
+) -> CompactionOutcome:
+    """The outcome with ``status``, or OVER_WINDOW (and why) when the context stays over its
+    threshold after all."""
     if prep.plan is not None and prep.plan.over_window:
-        out.error = prep.error
-        return OVER_WINDOW
-    if out.tokens_after is not None and out.tokens_after > prep.threshold:
-        out.error = (
-            f"restored context of {out.tokens_after} tokens stays over its threshold of "
-            f"{prep.threshold} tokens"
+        return replace(outcome, status=CompactionStatus.OVER_WINDOW, error=prep.error)
+    if outcome.tokens_after is not None and outcome.tokens_after > prep.threshold:
+        return replace(
+            outcome,
+            status=CompactionStatus.OVER_WINDOW,
+            error=f"restored context of {outcome.tokens_after} tokens stays over its threshold "
+            f"of {prep.threshold} tokens",
         )
-        return OVER_WINDOW
-    return status
+    return replace(outcome, status=status)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class CompactionStatus(str, Enum):
-    """A compaction's status. A ``str``: it compares, prints and serializes as its value."""
+class CompactionStatus(StrEnum):
+    """A compaction's status: a ``str`` that compares, prints and serializes as its value."""
 
     COMPACTED = "compacted"
     PLANNED = "planned"  # dry run
@@ -23,12 +23,6 @@ class CompactionStatus(str, Enum):
     # A message arrived inside the summarized span before the append: plan again (the runner
     # retries; it ends as FAILED when they keep arriving).
     SPAN_CHANGED = "span_changed"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     @property
     def ok(self) -> bool:
