@@ -5,6 +5,8 @@ The CLI turns it into a one-line message and ``exit_code``; library callers catc
 
 from __future__ import annotations
 
+from pathlib import Path
+
 DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of one line
 
 
@@ -37,7 +39,7 @@ class SchemaNotCurrent(CtxtoolError):
 class MissingDatabase(SchemaNotCurrent):
     """A SQLite store that does not exist yet (only `migrate up` creates one)."""
 
-    def __init__(self, message: str, path: str):
+    def __init__(self, message: str, path: Path):
         super().__init__(message)
         self.path = path
 

@@ -192,7 +192,7 @@ class Progress:
 
     def __init__(self, total: int | None, label: str, show_pos: bool = True):
         self.enabled = self.on_terminal()
-        self.bar = None
+        self.bar: Any = None  # click's ProgressBar, on a terminal only
         if self.enabled:
             self.bar = click.progressbar(
                 length=total,

@@ -57,7 +57,7 @@ def fit_table(
     def render(keys: list[str], limits: dict[str, int]) -> tuple[str, int]:
         shown = [
             {
-                k: clip(r[k], limits.get(k)) if isinstance(r[k], str) and k in limits else r[k]
+                k: clip(v, limits[k]) if isinstance(v := r[k], str) and k in limits else v
                 for k in keys
             }
             for r in cells

@@ -41,7 +41,7 @@ def config_cmd(ctx, output: OutputFormat):
     url_source = _SOURCES.get(root.get_parameter_source("url"), "default")
     if app.url is None:
         url_source = "default"
-    rows = [
+    rows: list[dict] = [
         {
             "setting": "config_file",
             "value": str(config.path) if config and config.path else None,

@@ -50,7 +50,13 @@ def _check_value(param: click.Parameter, value, name: str) -> None:
     if isinstance(value, (list, dict)) or (
         isinstance(value, dates) and not getattr(param.type, "takes_dates", False)
     ):
-        kind = {list: "an array", dict: "a table"}.get(type(value), "a date or time")
+        kind = (
+            "an array"
+            if isinstance(value, list)
+            else "a table"
+            if isinstance(value, dict)
+            else "a date or time"
+        )
         raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option ({value!r})")
     if getattr(param, "is_flag", False) and not isinstance(value, bool):
         raise CtxtoolError(f"{name} ({option}): {value!r} is not true or false")

@@ -36,6 +36,7 @@ def status(app, output: OutputFormat):
 
     Example: ctxtool migrate status --json
     """
+    migrator: Migrator | None
     try:
         migrator = _migrator(app)
     except MissingDatabase as missing:

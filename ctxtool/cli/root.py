@@ -89,7 +89,7 @@ class _Root(_Group):
 def _fail(message: str, code: int):
     # One line, whatever a file name or an argument held (a newline, ESC): escaped as tables are.
     err = click.ClickException(visible(message))
-    err.exit_code = code
+    err.exit_code = code  # type: ignore[misc]  # click's is class-wide; a failure has its own
     raise err
 
 
