@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     eval,
     imports,
     migrations,
+    search,
     sessions,
     token_counts,
     validate,

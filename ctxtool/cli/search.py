@@ -1,0 +1,170 @@
+"""`ctxtool search` and `ctxtool context trace`: why did the agent forget X?"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from ..output import OutputFormat, dumps, visible
+from ..search import (
+    SUMMARY_ROLE,
+    SearchHit,
+    SessionTrace,
+    create_fulltext_index,
+    search,
+    trace_session,
+)
+from ..terminal import page
+from ..trace import TextMatch
+from .app import pass_app
+from .context import context
+from .options import json_option, session_argument
+from .root import main
+from .types import SinceType, WholeNumber
+
+ROLES = ("system", "user", "assistant", "tool", SUMMARY_ROLE)
+
+
+def _text_match(text: str, regex: bool) -> TextMatch:
+    try:
+        return TextMatch(text, regex)
+    except re.error as exc:
+        raise click.BadParameter(f"{text!r} is not a regular expression: {exc}") from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _time(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "no time"
+
+
+def _hit_lines(hit: SearchHit) -> list[str]:
+    what = (
+        f"message {hit.id} ({hit.role})"
+        if hit.kind == "message"
+        else f"summary of checkpoint {hit.id}"
+    )
+    return [
+        f"session {hit.session_id} · {what} · {_time(hit.created_at)}",
+        f"  {visible(hit.snippet)}",
+        f"  → {hit.trace.describe()}",
+    ]
+
+
+@main.command("search")
+@click.argument("text", required=False)
+@click.option("--session", metavar="SESSION", help="Only this session (id, source id or prefix).")
+@click.option(
+    "--role",
+    type=click.Choice(ROLES),
+    help=f"Only messages of this role ({SUMMARY_ROLE}: only checkpoint summaries).",
+)
+@click.option(
+    "--since",
+    type=SinceType(),
+    help="Only what was written since then: a date/time (UTC) or an age (7d, 12h).",
+)
+@click.option(
+    "--regex",
+    is_flag=True,
+    help="TEXT is a regular expression (REGEXP on the server), not a plain substring.",
+)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=WholeNumber(1),
+    help="At most this many hits, newest first.",
+)
+@click.option(
+    "--create-index",
+    is_flag=True,
+    help="Add a FULLTEXT index on the messages (MySQL/MariaDB, in place; the runtime's inserts "
+    "wait while it builds and pay for it afterwards, see docs/search.md), then search with it.",
+)
+@json_option
+@pass_app
+def search_command(
+    app, text, session, role, since, regex, limit, create_index, output: OutputFormat
+):
+    """Find what was said: messages (content, tool-call arguments, tool results) and checkpoint
+    summaries across sessions, newest first, and where each hit stands in its session's
+    restored context today: kept verbatim, summarized and still held by the latest summary,
+    or summarized and lost (at which checkpoint).
+
+    The match is case-insensitive and runs on the server; only hits come back.
+
+    \b
+    Example: ctxtool search "Light theme"
+             ctxtool search "pastel|light theme" --regex --session 7 --json
+             ctxtool search --create-index
+    """
+    engine = app.checked_engine()
+    if create_index:
+        created = create_fulltext_index(engine)
+        click.echo(
+            "FULLTEXT index created" if created else "the FULLTEXT index is already there",
+            err=True,
+        )
+        if text is None:
+            return
+    if text is None:
+        raise click.UsageError("give the TEXT to search for")
+    hits = search(
+        engine, _text_match(text, regex), session=session, role=role, since=since, limit=limit
+    )
+    if output.json:
+        click.echo(dumps([h.as_dict() for h in hits]))
+        return
+    if not hits:
+        click.echo(f"nothing says {visible(text)!s}")
+        return
+    page("\n".join("\n".join(_hit_lines(h)) for h in hits))
+
+
+def trace_lines(found: SessionTrace) -> list[str]:
+    """The trace as a person reads it: where it appeared, each checkpoint since, the answer."""
+    trace = found.trace
+    lines = [f"session {found.session_id}: {visible(found.match.text)}"]
+    if not trace.message_ids and not trace.summary_ids:
+        return [*lines, "no message and no summary of this session says it"]
+    lines.append("appeared in:")
+    lines += [
+        f"  message {m['id']} ({m['role']}, {_time(m['created_at'])}): {visible(m['snippet'])}"
+        for m in found.as_dict()["appeared_in"]
+    ] or ["  no message (only summaries say it)"]
+    lines.append("checkpoints since:" if trace.steps else "no checkpoint since")
+    lines += [f"  {visible(step.describe())}" for step in trace.steps]
+    dropped = trace.dropped_by
+    lines.append(f"now: {trace.describe()}")
+    if dropped is not None:
+        lines.append(
+            f"why it forgot: checkpoint {dropped.checkpoint_id} neither kept a message saying "
+            "it nor said it in its summary"
+        )
+    return lines
+
+
+@context.command("trace")
+@session_argument()
+@click.argument("text")
+@click.option("--regex", is_flag=True, help="TEXT is a regular expression, not a substring.")
+@json_option
+@pass_app
+def trace_command(app, session, text, regex, output: OutputFormat):
+    """Trace a fact through a session's checkpoints: the message(s) where it appeared, then
+    every checkpoint since, saying whether its summary or its kept messages still hold it. The
+    first checkpoint that dropped it is why the agent forgot.
+
+    SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
+
+    \b
+    Example: ctxtool context trace 7 "Light theme"
+             ctxtool context trace 7 "light (theme|background)" --regex --json
+    """
+    found = trace_session(app.checked_engine(), session, _text_match(text, regex))
+    if output.json:
+        click.echo(dumps(found.as_dict()))
+        return
+    page("\n".join(trace_lines(found)))

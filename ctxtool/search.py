@@ -1,0 +1,409 @@
+"""Searching the store: messages and checkpoint summaries that say something, across sessions.
+
+The match runs on the server (LIKE with its wildcards escaped, or REGEXP: MySQL's own, the one
+SQLAlchemy registers on SQLite connections), so only hits come back, newest first. A FULLTEXT
+index (``create_fulltext_index``, the operator's choice: it costs every insert of the runtime
+that owns the table) narrows the scan on MySQL/MariaDB when present; the exact match is still
+applied to what it finds. Where each hit stands in its session's restored context today is
+``ctxtool.trace``'s rule over the session's checkpoints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+
+from .db import dialect_of, read_connection
+from .db.dialects import MySQL
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .errors import CtxtoolError
+from .records import Compaction, Message
+from .store.reads import Store, compaction_from_row, json_as_text, json_value
+from .trace import FactTrace, TextMatch, trace_fact
+
+FULLTEXT_INDEX = "ctxtool_message_text"
+# What messages say. Not the tool calls: MariaDB's JSON is utf8mb4_bin, which a FULLTEXT index
+# cannot share with a _ci column, and alone it would index words case-sensitively.
+FULLTEXT_COLUMNS = ("content",)
+# InnoDB leaves out of a FULLTEXT index the words shorter than innodb_ft_min_token_size (3)
+# and its default stopwords; a required term among them would match nothing.
+_FULLTEXT_MIN_WORD = 3
+_INNODB_STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "an",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "com",
+        "de",
+        "en",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "la",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "who",
+        "will",
+        "with",
+        "und",
+        "www",
+    ]
+)
+SNIPPET_CHARS = 60  # either side of the match
+SUMMARY_ROLE = "summary"  # what --role names for a checkpoint's summary
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A message or a checkpoint summary that says it, and where that stands today."""
+
+    session_id: int
+    kind: str  # "message" or "summary"
+    id: int  # the message's id, or the checkpoint's
+    role: str  # the message's role, or "summary"
+    created_at: datetime | None
+    snippet: str
+    trace: FactTrace
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "id": self.id,
+            "role": self.role,
+            "created_at": self.created_at,
+            "snippet": self.snippet,
+            "where": self.trace.describe(),
+            **self.trace.as_dict(),
+        }
+
+
+def snippet(text: str, match: TextMatch, chars: int = SNIPPET_CHARS) -> str:
+    """The match and ``chars`` characters either side, on one line."""
+    found = match.found_in(text)
+    if found is None:
+        return ""
+    start, end = max(0, found.start() - chars), min(len(text), found.end() + chars)
+    inner = " ".join(text[start:end].split())
+    return ("…" if start else "") + inner + ("…" if end < len(text) else "")
+
+
+def searchable_text(message: Message) -> str:
+    """What a message says for a search: its content, then each tool call as name(arguments)."""
+    calls = [
+        f"{c['function'].get('name', '')}({c['function'].get('arguments', '')})"
+        for c in message.calls()
+    ]
+    return "\n".join(t for t in (message.content, *calls) if t)
+
+
+def _raw_text(message: Message) -> str:
+    """The text the database matched: the content and the stored tool calls as JSON text."""
+    calls = message.tool_calls
+    stored = calls if isinstance(calls, str) else (orjson.dumps(calls).decode() if calls else "")
+    return "\n".join(t for t in (message.content, stored) if t)
+
+
+# -- the FULLTEXT index -------------------------------------------------------------------------
+
+
+def fulltext_index(conn: Connection) -> tuple[str, ...] | None:
+    """The columns of ctxtool's FULLTEXT index on agent_message, None when it has none."""
+    if not isinstance(dialect_of(conn), MySQL):
+        return None
+    rows = conn.execute(
+        sa.text(
+            "SELECT column_name FROM information_schema.statistics WHERE table_schema = "
+            "DATABASE() AND table_name = 'agent_message' AND index_name = :name "
+            "ORDER BY seq_in_index"
+        ),
+        {"name": FULLTEXT_INDEX},
+    ).all()
+    return tuple(r[0] for r in rows) or None
+
+
+def create_fulltext_index(engine: Engine) -> bool:
+    """Add the FULLTEXT index on what messages say; False when it was already there.
+
+    In place (no table copy) and with LOCK=SHARED, the least InnoDB allows for a FULLTEXT
+    index: reads go on while it builds, the runtime's inserts wait for it. From then on every
+    insert also writes the index (its cost: docs/search.md)."""
+    with engine.connect() as conn:
+        if not isinstance(dialect_of(conn), MySQL):
+            raise CtxtoolError(
+                "a FULLTEXT index is a MySQL/MariaDB feature: on SQLite the search scans the "
+                "messages"
+            )
+        if fulltext_index(conn):
+            return False
+        columns = ", ".join(FULLTEXT_COLUMNS)
+        conn.exec_driver_sql(
+            f"ALTER TABLE agent_message ADD FULLTEXT INDEX {FULLTEXT_INDEX} ({columns}), "
+            "ALGORITHM=INPLACE, LOCK=SHARED"
+        )
+    return True
+
+
+def fulltext_terms(text: str) -> str | None:
+    """A boolean-mode AGAINST for ``text``: every word the index holds is required, each as a
+    prefix (the text may end inside a word). None when the index holds none of its words."""
+    words = [
+        w
+        for w in re.findall(r"\w+", text.lower())
+        if len(w) >= _FULLTEXT_MIN_WORD and w not in _INNODB_STOPWORDS
+    ]
+    return " ".join(f"+{w}*" for w in dict.fromkeys(words)) or None
+
+
+# -- the queries --------------------------------------------------------------------------------
+
+
+def _says(
+    match: TextMatch,
+    columns: Sequence[sa.ColumnElement[Any]],
+    binary: Sequence[sa.ColumnElement[Any]] = (),
+) -> sa.ColumnElement[bool]:
+    """SQL: one of ``columns`` or ``binary`` says it, as :class:`TextMatch` decides in Python.
+    ``binary`` columns may compare case-sensitively (MariaDB's JSON is utf8mb4_bin): they are
+    lowered first, the others are left as their index has them."""
+    if match.regex:
+        return sa.or_(*(c.regexp_match("(?i)" + match.text) for c in (*columns, *binary)))
+    lowered = match.text.lower()
+    return sa.or_(
+        *(c.contains(match.text, autoescape=True) for c in columns),
+        *(sa.func.lower(c).contains(lowered, autoescape=True) for c in binary),
+    )
+
+
+_MESSAGE_COLUMNS = (
+    M.c.id,
+    M.c.session_id,
+    M.c.role,
+    M.c.content,
+    json_as_text(M.c.tool_calls),
+    M.c.tool_call_id,
+    M.c.name,
+    M.c.created_at,
+)
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        id=row.id,
+        session_id=row.session_id,
+        role=row.role,
+        content=row.content,
+        tool_calls=json_value(row.tool_calls),
+        tool_call_id=row.tool_call_id,
+        name=row.name,
+        created_at=row.created_at,
+    )
+
+
+def matching_messages(
+    conn: Connection,
+    match: TextMatch,
+    *,
+    session_id: int | None = None,
+    role: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+    newest_first: bool = True,
+) -> list[Message]:
+    """The messages that say it (content, tool-call arguments, tool results).
+
+    With the FULLTEXT index (on ``content``) and a text it holds words of, two queries: the
+    index's candidates filtered exactly, and the tool calls scanned (an OR of the two would
+    scan every row and run MATCH on each); merged by id."""
+    content, calls = M.c.content, sa.type_coerce(M.c.tool_calls, sa.Text)
+    terms = None if match.regex or not fulltext_index(conn) else fulltext_terms(match.text)
+    if terms is None:
+        conditions = [_says(match, [content], [calls])]
+    else:
+        against = mysql.match(content, against=terms).in_boolean_mode()
+        conditions = [sa.and_(against, _says(match, [content])), _says(match, [], [calls])]
+    found: dict[int, Message] = {}
+    for condition in conditions:
+        query = sa.select(*_MESSAGE_COLUMNS).where(condition)
+        if session_id is not None:
+            query = query.where(M.c.session_id == session_id)
+        if role is not None:
+            query = query.where(M.c.role == role)
+        if since is not None:
+            query = query.where(
+                dialect_of(conn).time_compare(M.c.created_at, ">=", since, no_time=False)
+            )
+        query = query.order_by(M.c.id.desc() if newest_first else M.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        found.update((r.id, _message(r)) for r in conn.execute(query))
+    ordered = sorted(found.values(), key=lambda m: m.id, reverse=newest_first)
+    return ordered[:limit] if limit is not None else ordered
+
+
+def matching_summaries(
+    conn: Connection,
+    match: TextMatch,
+    *,
+    session_id: int | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+) -> list[Compaction]:
+    """The checkpoints whose summary says it, newest first."""
+    query = sa.select(C).where(_says(match, [C.c.summary]))
+    if session_id is not None:
+        query = query.where(C.c.session_id == session_id)
+    if since is not None:
+        query = query.where(
+            dialect_of(conn).time_compare(C.c.created_at, ">=", since, no_time=False)
+        )
+    query = query.order_by(C.c.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    rows = conn.execute(query.with_only_columns(*_compaction_columns())).all()
+    return [compaction_from_row(r) for r in rows]
+
+
+def _compaction_columns() -> list[sa.ColumnElement[Any]]:
+    return [json_as_text(c) if c.name == "details" else c for c in C.c]
+
+
+def _checkpoints_of(conn: Connection, session_ids: set[int]) -> dict[int, list[Compaction]]:
+    found: dict[int, list[Compaction]] = defaultdict(list)
+    if session_ids:
+        rows = conn.execute(
+            sa.select(*_compaction_columns())
+            .where(C.c.session_id.in_(sorted(session_ids)))
+            .order_by(C.c.id)
+        )
+        for row in rows:
+            found[row.session_id].append(compaction_from_row(row))
+    return found
+
+
+def search(
+    engine: Engine,
+    match: TextMatch,
+    *,
+    session: str | int | None = None,
+    role: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[SearchHit]:
+    """Messages and checkpoint summaries that say it, newest first, at most ``limit``, each
+    with where it stands in its session's restored context today. ``role`` "summary" keeps
+    the summaries only; any other role keeps that role's messages only."""
+    with read_connection(engine) as conn:
+        session_id = Store(engine).resolve_session(session, conn) if session is not None else None
+        messages = (
+            []
+            if role == SUMMARY_ROLE
+            else matching_messages(
+                conn, match, session_id=session_id, role=role, since=since, limit=limit
+            )
+        )
+        summaries = (
+            matching_summaries(conn, match, session_id=session_id, since=since, limit=limit)
+            if role in (None, SUMMARY_ROLE)
+            else []
+        )
+        checkpoints = _checkpoints_of(
+            conn, {m.session_id for m in messages} | {c.session_id for c in summaries}
+        )
+    hits = [
+        SearchHit(
+            m.session_id,
+            "message",
+            m.id,
+            m.role,
+            m.created_at,
+            snippet(searchable_text(m), match) or snippet(_raw_text(m), match),
+            trace_fact([m], checkpoints[m.session_id], match.found_in),
+        )
+        for m in messages
+    ]
+    for cp in summaries:
+        later = [c for c in checkpoints[cp.session_id] if c.id >= cp.id]
+        hits.append(
+            SearchHit(
+                cp.session_id,
+                "summary",
+                cp.id,
+                SUMMARY_ROLE,
+                cp.created_at,
+                snippet(cp.summary, match),
+                trace_fact([], later, match.found_in),
+            )
+        )
+    hits.sort(key=lambda h: (h.created_at or datetime.min, h.kind == "summary", h.id), reverse=True)
+    return hits[:limit]
+
+
+@dataclass(frozen=True)
+class SessionTrace:
+    """A fact through one session: the messages that say it, and the trace over checkpoints."""
+
+    session_id: int
+    match: TextMatch
+    messages: list[Message]
+    checkpoints: list[Compaction]
+    trace: FactTrace
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "text": self.match.text,
+            "regex": self.match.regex,
+            "where": self.trace.describe() if self.trace.message_ids or self.trace.steps else None,
+            "appeared_in": [
+                {
+                    "id": m.id,
+                    "role": m.role,
+                    "created_at": m.created_at,
+                    "snippet": snippet(searchable_text(m), self.match)
+                    or snippet(_raw_text(m), self.match),
+                }
+                for m in self.messages
+            ],
+            **self.trace.as_dict(),
+        }
+
+
+def trace_session(engine: Engine, session: str | int, match: TextMatch) -> SessionTrace:
+    """Where ``match`` appeared in one session and what every checkpoint since did with it."""
+    store = Store(engine)
+    with read_connection(engine) as conn:
+        session_id = store.resolve_session(session, conn)
+        messages = matching_messages(conn, match, session_id=session_id, newest_first=False)
+        checkpoints = store.compactions(session_id, conn)
+    return SessionTrace(
+        session_id, match, messages, checkpoints, trace_fact(messages, checkpoints, match.found_in)
+    )
