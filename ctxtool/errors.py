@@ -7,17 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of one line
-
-
-def internal_error(exc: BaseException) -> str:
-    """A bug as one line: what it was and how to see the traceback."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return (
-        f"internal error: {type(exc).__name__}: {text} — this is a bug in ctxtool; "
-        f"{DEBUG_ENV}=1 shows the traceback"
-    )
-
 
 class CtxtoolError(Exception):
     """A failure with a message meant for the operator (never a traceback)."""

@@ -17,9 +17,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from .db import describe_db_error, scrub
-from .errors import DEBUG_ENV, CtxtoolError, internal_error
+from .errors import CtxtoolError
 
 INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
+DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of one line
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,12 @@ def _os_error(exc: OSError, where: str | None) -> str:
     reason = reason[:1].lower() + reason[1:]
     subject = where or (str(exc.filename) if exc.filename is not None else None)
     return f"{subject}: {reason}" if subject else reason
+
+
+def internal_error(exc: BaseException) -> str:
+    """A bug as one line: what it was and how to see the traceback."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return (
+        f"internal error: {type(exc).__name__}: {text} — this is a bug in ctxtool; "
+        f"{DEBUG_ENV}=1 shows the traceback"
+    )
