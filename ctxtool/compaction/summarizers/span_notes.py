@@ -203,9 +203,12 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
                 seen.add(path)
                 changes.append((path, i, asked_before(i)))
     out: dict[str, str] = {}
+    before = None
     for path, i, request in changes:
         said = _statement(messages, i) if i is not None else ""
-        asked = whole_sentences(request, 120) if request else ""
+        # the request is said at the first file that served it, not again at every next one
+        asked = whole_sentences(request, 120) if request and request != before else ""
+        before = request
         out[path] = masked(" ".join(p for p in (said, f"(for: {asked})" if asked else "") if p))
     return out
 
