@@ -447,3 +447,18 @@ def test_the_condensed_log_keeps_each_older_turn_with_its_calls_and_outcomes():
     out = ExtractiveSummarizer(condensed_log=True).summarize(SummaryRequest(None, messages, {}))
     assert turn in out.text and "## Log of earlier turns" in out.text
     assert "## Log of earlier turns" not in summarize(messages)  # measured: off by default
+
+
+def test_an_error_the_user_pasted_is_an_error_with_what_the_agent_made_of_it():
+    pasted = "it crashed:\nError: Invalid hex color: #000cc\n    at hexToRgb (theme.ts:12)"
+    messages = [
+        msg(1, "user", pasted),
+        msg(
+            2,
+            "assistant",
+            "The theme file has a five-digit colour. I will fall back to the dark theme.",
+        ),
+    ]
+    [error] = section(summarize(messages), "Errors and fixes")
+    assert error.startswith("- the user reported: Error: Invalid hex color: #000cc")
+    assert "fall back to the dark theme" in error

@@ -24,13 +24,14 @@ REQUEST_CHARS = 600
 STATEMENT_CHARS = 300
 COMMAND_CHARS = 160
 ERROR_CHARS = 160
+REACTION_CHARS = 240
 CURRENT_WORK_CHARS = 2000
 SHORT_OUTPUT_CHARS = 200
 LOG_REQUEST_CHARS = 200
 LOG_STATEMENT_CHARS = 120
 LOG_COMMAND_CHARS = 60
 _SPECIFIC_ERROR = re.compile(
-    r"^.*(\berror\s+[A-Z]+\d+\b|\b[A-Z]\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
+    r"^.*(\berror\s+[A-Z]+\d+\b|\b\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
     re.M,
 )
@@ -169,6 +170,13 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         said = _reaction(messages, i) if i is not None else ""
         line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
         out[(f.command, error)] = masked(f"{line} — {outcome}")
+    for request in signals.requests:  # an error the user pasted is one too
+        i = where.get(request.message_id)
+        first = _first_error(request.text)
+        if first and i is not None:
+            said = _reaction(messages, i)
+            line = f"the user reported: {first}" + (f" (then: {said})" if said else "")
+            out[("", first)] = masked(line)
     return list(out.values())
 
 
@@ -184,8 +192,7 @@ def _reaction(messages: Sequence[Message], i: int) -> str:
         if is_request(m):
             break
         if m.role == "assistant" and (m.content or "").strip():
-            first = _SENTENCES.split((m.content or "").strip())[0]
-            return plain(whole_sentences(first, ERROR_CHARS))
+            return plain(whole_sentences(m.content or "", REACTION_CHARS))
     return ""
 
 
