@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import click
 
+from ..acknowledgement import acknowledged_at, batch_failures, excused
 from ..compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
     CompactionSettings,
@@ -25,6 +26,7 @@ from ..compaction.summarizers import (
     make_summarizer,
 )
 from ..compaction.summarizers.openai import REQUEST_STYLES
+from ..db import read_connection
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
@@ -242,8 +244,12 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         outcomes = compactor.run_batch(
             batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
         )
+    with read_connection(compactor.engine) as conn:  # `sessions mark S --over-window-ok`
+        acknowledged = acknowledged_at(conn, [o.session_id for o in outcomes if not o.ok])
     print_rows(
-        [o.as_dict() for o in outcomes], output, headers=None if output.machine else _COLUMNS
+        [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
+        output,
+        headers=None if output.machine else _COLUMNS,
     )
     if not output.machine:
         done = sum(o.status == CompactionStatus.COMPACTED for o in outcomes)
@@ -251,7 +257,9 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         for o in outcomes:
             for note in o.notes if o.status == CompactionStatus.LEASE_HELD else ():
                 echo_text(f"session {o.session_id}: {note}", err=True)
-    failed = [o for o in outcomes if not o.ok]
+            if excused(o, acknowledged):
+                echo_text(f"session {o.session_id}: over its window, acknowledged", err=True)
+    failed = batch_failures(outcomes, acknowledged)
     if failed:
         over = sum(o.status == CompactionStatus.OVER_WINDOW for o in failed)
         what = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..acknowledgement import mark_over_window_ok
 from ..compaction.plan import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
@@ -12,7 +13,7 @@ from ..store.removal import delete_sessions, footprints, removable_session_id
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
-from .options import output_options, window_options
+from .options import output_options, session_argument, window_options
 from .root import main
 from .types import SinceType, WholeNumber
 
@@ -116,14 +117,19 @@ def sessions_list(
         "threshold": "threshold",
         "last_message_id": "last msg",
         "created_at": "created",
+        "over_window_ok_at": "over window",
     }
     if not over_window:
         del labels["context_tokens"], labels["threshold"]
+    if not any(r["over_window_ok_at"] for r in rows):  # shown when a session is marked
+        del labels["over_window_ok_at"]
     table = [
         {
             label: (
                 r[key].isoformat(sep=" ", timespec="minutes")
                 if key == "created_at" and r[key] is not None
+                else ("ok" if r[key] is not None else "")
+                if key == "over_window_ok_at"
                 else r[key]
             )
             for key, label in labels.items()
@@ -139,6 +145,35 @@ def sessions_list(
             ["title", "source", "model"],
             optional=["created", "last msg"],
         )
+    )
+
+
+@sessions.command("mark")
+@session_argument()
+@click.option(
+    "--over-window-ok",
+    "ok",
+    flag_value=True,
+    default=None,
+    help="Acknowledge that the session stays over its window (a message larger than what "
+    "the window leaves): `compact --all` reports it and no longer fails on it.",
+)
+@click.option("--clear", "ok", flag_value=False, help="Take the acknowledgement back.")
+@pass_app
+def sessions_mark(app, session, ok):
+    """Record what an operator decided about a session.
+
+    \b
+    Example: ctxtool sessions mark 42 --over-window-ok
+             ctxtool sessions mark 42 --clear
+    """
+    if ok is None:
+        raise click.UsageError("say what to mark: --over-window-ok or --clear")
+    session_id = mark_over_window_ok(app.checked_engine(), session, ok)
+    click.echo(
+        f"session {session_id}: "
+        + ("over its window, acknowledged" if ok else "acknowledgement cleared"),
+        err=True,
     )
 
 

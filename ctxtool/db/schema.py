@@ -35,6 +35,7 @@ agent_session = sa.Table(
     sa.Column("details", sa.JSON(none_as_null=True)),
     sa.Column("lease_owner", sa.String(191)),
     sa.Column("lease_expires_at", _TIME),
+    sa.Column("over_window_ok_at", _TIME),  # the operator's acknowledgement (0008)
 )
 
 agent_message = sa.Table(

@@ -77,6 +77,7 @@ def list_sessions(
             "last_message_id": messages.get(s.session_id, (0, None))[1],
             "created_at": s.created_at,
             "leased_by": s.lease_owner,
+            "over_window_ok_at": s.over_window_ok_at,  # `sessions mark S --over-window-ok`
         }
         if over_window is not None:
             row["context_tokens"], row["threshold"] = exact[s.session_id], measured[s.session_id][1]
@@ -96,6 +97,7 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search,
         S.c.source_id,
         S.c.created_at,
         S.c.lease_owner,
+        S.c.over_window_ok_at,
     ).order_by(S.c.session_id.desc())
     if user_id is not None:
         query = query.where(S.c.user_id == user_id)
