@@ -67,7 +67,7 @@ def item_title(item: ViewItem) -> str:
     parts = [f"{ident} {role}"]
     if item.message is not None and item.message.role == "tool":
         parts.append(result_label(item))
-    if item.kind == "foreign_role":
+    if item.kind == "foreign_role" and item.message is not None:
         parts.append(
             f"stored with role {item.message.role!r}, which is not a chat role "
             "(sent as a user message)"
@@ -333,10 +333,12 @@ def render_markdown(view: ContextView) -> str:
         out += ["", f"## {_text(item_title(item))}", ""]
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if item.kind == "summary":
+            checkpoint = view.point.checkpoint
+            assert checkpoint is not None, "a summary is a checkpoint's"
             out.append(
-                f"> Summary of checkpoint {view.point.checkpoint.id}, written by "  # type: ignore[union-attr]
-                f"{_text(view.point.checkpoint.summarizer or 'unknown')}:"
-            )  # type: ignore[union-attr]
+                f"> Summary of checkpoint {checkpoint.id}, written by "
+                f"{_text(checkpoint.summarizer or 'unknown')}:"
+            )
             out.append("")
         if content:
             out.append(_fence(_text(content)))

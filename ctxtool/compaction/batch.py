@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -104,7 +105,7 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
 
     for r in uncounted:
         try:
-            retry_transaction(engine, lambda sid=r.session_id: store_counts(sid))
+            retry_transaction(engine, partial(store_counts, r.session_id))
         except SQLAlchemyError as exc:
             # Still contended (a sibling on another node counts the same messages): this
             # session is counted when it is compacted. Anything else ends the run.

@@ -224,6 +224,7 @@ class _MySQLBulkInsert(BulkInsert):
         self.head = f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) VALUES "
         self.row = "(" + self.lead + ",".join(["%s"] * len(self.columns)) + ")"
         dbapi_connection = conn.connection.dbapi_connection
+        assert dbapi_connection is not None, "a connection in use has its driver's"
         self.cursor = dbapi_connection.cursor()
         self.prepared = (
             PreparedInsert(
@@ -250,9 +251,11 @@ class _MySQLBulkInsert(BulkInsert):
                 return out
         return self.render_text(rows)
 
-    def render_text(self, rows: list[tuple]) -> list[str]:
+    def render_text(self, rows: Sequence[tuple]) -> list[str]:
         """The rows as text INSERT statements."""
-        statements, parts, size = [], [], 0
+        statements: list[str] = []
+        parts: list[str] = []
+        size = 0
         no_backslash = self.cursor.connection.server_status & _NO_BACKSLASH_ESCAPES
         for row in rows:
             literal = None if no_backslash else _row_literal(row, self.lead)
@@ -300,7 +303,8 @@ class _MySQLBulkInsert(BulkInsert):
             # Raw-cursor errors get SQLAlchemy's types, like every other statement's; a lost
             # connection is invalidated, so the rollback after it does not hide the cause.
             error = sa.exc.DBAPIError.instance(statement[:200], None, exc, dbapi_error)
-            if not self.conn.connection.dbapi_connection.open:
+            dbapi_connection = self.conn.connection.dbapi_connection
+            if dbapi_connection is None or not dbapi_connection.open:
                 error.connection_invalidated = True
                 self.conn.invalidate(exc)
             raise error from exc
@@ -473,7 +477,7 @@ class MySQL(Dialect):
     def max_statement_bytes(self, conn: Connection) -> int:
         cached = conn.info.get("ctxtool_max_allowed_packet")
         if cached is None:
-            cached = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
+            cached = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
             conn.info["ctxtool_max_allowed_packet"] = cached
         return cached
 

@@ -3,6 +3,8 @@ password in it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
@@ -33,7 +35,7 @@ def describe_db_error(exc: BaseException, url: str | URL | None = None) -> str:
     """One line that says what went wrong talking to the database, without credentials."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         orig = exc.orig
-        args = getattr(orig, "args", ())
+        args: tuple[Any, ...] = getattr(orig, "args", ())
         code = error_code(exc)
         detail = str(args[1]) if code is not None and len(args) > 1 else str(orig)
         hint = _MYSQL_HINTS.get(code) if code is not None else None

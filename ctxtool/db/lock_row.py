@@ -87,7 +87,7 @@ def held_lock_row(
     row left through this server is a dead run's. Yields the owner."""
     owner = owner or lock_owner()
     ensure_lock_table(conn, dialect)
-    server = conn.exec_driver_sql(dialect.server_identity_sql()).scalar()
+    server = str(conn.exec_driver_sql(dialect.server_identity_sql()).scalar_one())
     deadline = time.monotonic() + wait_s
     while not _take(conn, dialect, name, owner, server, server_lock_held):
         if time.monotonic() >= deadline:

@@ -218,8 +218,9 @@ class PreparedInsert:
         stmt_id = self.statements.get(execution.count)
         if stmt_id is None:
             stmt_id = self._prepare(execution.count)
-        conn = self.connection
-        conn._execute_command(COM_STMT_EXECUTE, struct.pack("<I", stmt_id) + execution.body)
+        conn, body = self.connection, execution.body
+        assert body is not None, "rows that go as text are never executed as prepared"
+        conn._execute_command(COM_STMT_EXECUTE, struct.pack("<I", stmt_id) + body)
         packet = conn._read_packet()  # an error packet raises here
         if not packet.is_ok_packet():
             raise _protocol_error(conn, "no OK packet after a prepared INSERT")

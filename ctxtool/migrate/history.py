@@ -29,7 +29,7 @@ def read_history(conn: Connection) -> dict[str, HistoryRow]:
     has_progress = any(
         c["name"] == "statements_done" for c in sa.inspect(conn).get_columns(HISTORY_TABLE)
     )
-    progress = H.c.statements_done if has_progress else sa.null()
+    progress = H.c.statements_done if has_progress else sa.null().label("statements_done")
     rows = conn.execute(
         sa.select(
             H.c.version,
@@ -44,7 +44,7 @@ def read_history(conn: Connection) -> dict[str, HistoryRow]:
             H.c.error,
         )
     )
-    return {r.version: HistoryRow(*r) for r in rows}
+    return {r.version: HistoryRow(**r._asdict()) for r in rows}  # columns named as its fields
 
 
 def ensure_history(conn: Connection) -> None:

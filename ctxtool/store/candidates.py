@@ -168,8 +168,9 @@ def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -
     (``2026-12-01T09:46:00Z`` sorts after every time of that day written with a space, and SQL
     cannot read ``20261201T094600Z`` at all)."""
     ids = list(message_ids)
-    now = conn.execute(sa.select(dialect_of(conn).server_now())).scalar()
-    cutoff = parse_stored_time(now) - timedelta(seconds=seconds)
+    now = parse_stored_time(conn.execute(sa.select(dialect_of(conn).server_now())).scalar())
+    assert now is not None, "the server's own clock reads as a time"
+    cutoff = now - timedelta(seconds=seconds)
     quiet: set[int] = set()
     for i in range(0, len(ids), 1000):
         for message_id, written in conn.execute(

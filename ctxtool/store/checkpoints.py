@@ -77,6 +77,8 @@ def append_checkpoint(
                     **{**values, "details": details},
                 )
             )
-            return AppendResult(CompactionStatus.COMPACTED, int(result.inserted_primary_key[0]))
+            key = result.inserted_primary_key
+            assert key is not None, "an INSERT of one row has its key"
+            return AppendResult(CompactionStatus.COMPACTED, int(key[0]))
     except IntegrityError:  # uq_compaction_parent: a sibling checkpoint already exists
         return AppendResult(CompactionStatus.LOST_RACE)

@@ -131,6 +131,7 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
                 i.message_id
                 for i in found
                 if i.rule in ("orphan_tool_result", "cut_orphans_tool_result")
+                and i.message_id is not None
             }
             issues.extend(past_context_issues(sid, cps, earlier[sid] + suffixes[sid], named))
         for cp in cps:
@@ -216,7 +217,7 @@ def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dic
         ]
         sums = {r.cp: (int(r.n), int(r.id_sum)) for r in conn.execute(sa.union_all(*selects))}
         for cp, sid, low, high in part:
-            details = cp.details
+            details = cp.details or {}  # a dict: only such checkpoints have a range
             if sums.get(cp.id) == (
                 details.get("summarised_messages"),
                 details["summarised_id_sum"],

@@ -97,7 +97,7 @@ def count_tokens(
     with read_connection(engine) as conn:
         expected = expected_encoding(conn, encoding)
         pending, lowest = _pending(conn, expected, recount, session_id)
-    if not pending:
+    if not pending or lowest is None:  # lowest is None only when nothing is pending
         return result
     base = (
         sa.select(

@@ -446,13 +446,14 @@ class connection_for:
     """Use the given connection, or open (and close) one of the engine's."""
 
     def __init__(self, engine: Engine, conn: Connection | None):
-        self.engine, self.conn, self.own = engine, conn, None
+        self.engine, self.conn = engine, conn
+        self.own: Connection | None = None
 
     def __enter__(self) -> Connection:
         if self.conn is not None:
             return self.conn
-        self.own = read_connection(self.engine)
-        return self.own
+        own = self.own = read_connection(self.engine)
+        return own
 
     def __exit__(self, *exc):
         if self.own is not None:
@@ -534,12 +535,13 @@ def suffix_outlines(
         .order_by(M.c.session_id, M.c.id)
     )
     rows = conn.execute(dialect_of(conn).through_session_index(query, M))
-    session_id, messages = None, []
+    session_id = 0  # a first row of session 0 simply continues it
+    messages: list[Message] = []
     for r in rows:
         if r.session_id != session_id:
             if messages:
                 yield session_id, messages
-            session_id, messages = r.session_id, []
+            session_id, messages = int(r.session_id), []
         messages.append(
             Message(
                 r.id,
