@@ -8,7 +8,6 @@ from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, print_rows
 from ..store import Store, validate
-from ..store.reads import plain_session_id
 from .app import pass_app
 from .options import output_options, session_argument, window_options
 from .root import main
@@ -35,20 +34,10 @@ def validate_cmd(app, session, settings: CompactionSettings, output: OutputForma
       ctxtool validate fe5e1c67
     """
     engine = app.checked_engine()
-    try:
-        session_id = Store(engine).resolve_session(session) if session else None
-    except CtxtoolError as unknown:
-        # A plain id without its agent_session row may still have checkpoints: validate's
-        # session_missing finding, not "does not exist".
-        plain = plain_session_id(session)
-        if plain is None:
-            raise
-        try:
-            issues, checked = validate(engine, plain, settings)
-        except CtxtoolError:
-            raise unknown from None
-    else:
-        issues, checked = validate(engine, session_id, settings)
+    # A plain id without its agent_session row may still have checkpoints: validate's
+    # session_missing finding, not "does not exist".
+    session_id = Store(engine).resolve_session(session, leftovers=True) if session else None
+    issues, checked = validate(engine, session_id, settings)
     print_rows(
         [i.as_dict() for i in issues],
         output,

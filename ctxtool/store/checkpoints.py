@@ -22,7 +22,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..records import MESSAGES_THROUGH, SummarizedSpan
 from .leases import give_back
-from .reads import latest_compaction_id
+from .reads import latest_compaction_id, span_totals
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,7 @@ class AppendResult:
 def span_in_store(conn: Connection, span: SummarizedSpan, lock: bool) -> tuple[int, int]:
     """(count, id sum) of the stored messages in the span's range; ``lock`` makes it a locking
     read that waits for in-flight inserts into the range."""
-    query = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(M.c.id), 0)).where(
-        M.c.session_id == span.session_id, M.c.id < span.to_id
-    )
-    if span.from_id is not None:
-        query = query.where(M.c.id >= span.from_id)
+    query = span_totals(span.session_id, span.from_id, span.to_id)
     if lock:
         query = query.with_for_update(read=True)
     count, id_sum = conn.execute(query).one()

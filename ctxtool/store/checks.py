@@ -35,6 +35,8 @@ from .reads import (
     SESSIONS_PER_RANGE_QUERY,
     Store,
     compaction_from_row,
+    span_messages,
+    span_totals,
     suffix_outlines,
     suffix_ranges,
     text_bytes,
@@ -208,11 +210,7 @@ def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dic
     for i in range(0, len(ranges), SPANS_PER_QUERY):
         part = ranges[i : i + SPANS_PER_QUERY]
         selects = [
-            sa.select(
-                sa.literal(cp.id).label("cp"),
-                sa.func.count().label("n"),
-                sa.func.coalesce(sa.func.sum(M.c.id), 0).label("id_sum"),
-            ).where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
+            span_totals(sid, low, high).add_columns(sa.literal(cp.id).label("cp"))
             for cp, sid, low, high in part
         ]
         sums = {r.cp: (int(r.n), int(r.id_sum)) for r in conn.execute(sa.union_all(*selects))}
@@ -226,9 +224,7 @@ def _span_ids(conn: Connection, compactions: dict[int, list[Compaction]]) -> dic
             found[cp.id] = [
                 r[0]
                 for r in conn.execute(
-                    sa.select(M.c.id)
-                    .where(M.c.session_id == sid, M.c.id >= low, M.c.id < high)
-                    .order_by(M.c.id)
+                    sa.select(M.c.id).where(span_messages(sid, low, high)).order_by(M.c.id)
                 )
             ]
     return found

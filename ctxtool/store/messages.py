@@ -281,9 +281,9 @@ class ImportedSessions:
     @staticmethod
     def update(conn: Connection, session_id: int, src: SourceSession, path: str) -> None:
         """What the transcript says about its session (title, model, prompt, start, details)."""
-        details = {k: v for k, v in src.details.items() if v is not None} or None
-        if details:
-            json_text(details, path, None)
+        details = json_column(
+            json_text({k: v for k, v in src.details.items() if v is not None}, path, None)
+        )
         if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
             raise TranscriptError(
                 path, None, "system prompt larger than the 16 MB the store accepts"
@@ -474,8 +474,7 @@ class MessageWriter:
         if first_kept is None or not comp.summary.strip():
             self.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
             return
-        details = comp.details or None
-        json_text(details, self.path, comp.line)
+        details = json_column(json_text(comp.details, self.path, comp.line))
         self.conn.execute(
             C.insert().values(
                 session_id=self.session_id,
@@ -492,6 +491,12 @@ class MessageWriter:
             )
         )
         self.compactions_added += 1
+
+
+def json_column(text: str | None) -> sa.BindParameter[str] | None:
+    """A JSON column's value from :func:`json_text`, sent as the text it is: the JSON type
+    would serialize the document a second time."""
+    return None if text is None else sa.literal(text, sa.Text)
 
 
 def json_text(value, path: str, line: int | None) -> str | None:

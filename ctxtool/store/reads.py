@@ -134,6 +134,21 @@ _COMPACTION_COLUMNS = [
 ]
 
 
+def span_messages(session_id: int, from_id: int | None, to_id: int) -> sa.ColumnElement[bool]:
+    """SQL: a session's messages with ``from_id <= id < to_id`` (no lower bound for None): the
+    range a checkpoint summarized, one range of the primary key."""
+    condition = sa.and_(M.c.session_id == session_id, M.c.id < to_id)
+    return condition if from_id is None else sa.and_(condition, M.c.id >= from_id)
+
+
+def span_totals(session_id: int, from_id: int | None, to_id: int) -> sa.Select[Any]:
+    """SQL: ``n`` and ``id_sum`` of the messages in a span (:func:`span_messages`), what a
+    checkpoint records of the span it summarized, read from the covering index."""
+    return sa.select(
+        sa.func.count().label("n"), sa.func.coalesce(sa.func.sum(M.c.id), 0).label("id_sum")
+    ).where(span_messages(session_id, from_id, to_id))
+
+
 def latest_compaction_id(conn: Connection, session_id: int) -> int:
     """Id of the session's latest checkpoint, 0 when it has none (the parent of its next): the
     check every writer of a checkpoint makes inside its transaction."""
@@ -224,12 +239,32 @@ class Store:
         values["details"] = json_value(values["details"])
         return Session(**values)
 
-    def resolve_session(self, ref: str | int, conn: Connection | None = None) -> int:
+    def resolve_session(
+        self, ref: str | int, conn: Connection | None = None, *, leftovers: bool = False
+    ) -> int:
         """The ctxtool id of the session ``ref`` names: its id, its source id (the transcript's
         session id, e.g. a Claude Code UUID), ``format:source_id`` as `sessions list` shows it,
         or a unique prefix of a source id. An unknown or ambiguous reference is a CtxtoolError
-        naming it (an ambiguous prefix lists its candidates)."""
-        text = str(ref).strip()
+        naming it (an ambiguous prefix lists its candidates).
+
+        ``leftovers``: a plain id whose session row is gone but whose messages or checkpoints
+        are left (``validate`` reports them, ``sessions delete`` removes them) is that id too."""
+        try:
+            return self._resolve_session(str(ref).strip(), conn)
+        except CtxtoolError:
+            plain = plain_session_id(ref) if leftovers else None
+            if plain is None:
+                raise
+            with connection_for(self.engine, conn) as c:
+                left = any(
+                    c.execute(sa.select(t.c.id).where(t.c.session_id == plain).limit(1)).first()
+                    for t in (M, C)
+                )
+            if not left:
+                raise
+            return plain
+
+    def _resolve_session(self, text: str, conn: Connection | None) -> int:
         with connection_for(self.engine, conn) as c:
             plain = plain_session_id(text)
             if plain is not None:
@@ -418,12 +453,9 @@ class SessionHistory:
         with connection_for(self.store.engine, None) as c:
             previous = None
             for cp in self.compactions:
-                query = sa.select(sa.func.count()).where(
-                    M.c.session_id == self.session_id, M.c.id < cp.first_kept_message_id
-                )
-                if previous is not None:
-                    query = query.where(M.c.id >= previous.first_kept_message_id)
-                summarized.append(int(c.execute(query).scalar() or 0))
+                low = previous.first_kept_message_id if previous is not None else None
+                query = span_totals(self.session_id, low, cp.first_kept_message_id)
+                summarized.append(int(c.execute(query).one().n or 0))
                 previous = cp
         summary_tokens = [
             cp.summary_tokens if cp.summary_tokens is not None else count_text(cp.summary, encoding)

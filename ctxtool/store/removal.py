@@ -14,7 +14,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from .reads import Store, connection_for, per_session, plain_session_id
+from .reads import Store, per_session
 
 
 @dataclass(frozen=True)
@@ -36,23 +36,9 @@ class SessionFootprint:
 
 
 def removable_session_id(store: Store, ref: str, conn: Connection | None = None) -> int:
-    """The session ``ref`` names, as :meth:`Store.resolve_session` finds it, or a plain id
-    whose messages or checkpoints outlived its session row (``validate`` reports them as
-    ``session_missing``): removing those is what such a finding asks for."""
-    try:
-        return store.resolve_session(ref, conn)
-    except CtxtoolError:
-        plain = plain_session_id(str(ref).strip())
-        if plain is None:
-            raise
-        with connection_for(store.engine, conn) as c:
-            left = any(
-                c.execute(sa.select(t.c.id).where(t.c.session_id == plain).limit(1)).first()
-                for t in (M, C)
-            )
-        if not left:
-            raise
-        return plain
+    """The session ``ref`` names, or a plain id whose messages or checkpoints outlived its
+    session row (``validate`` reports them): removing those is what such a finding asks for."""
+    return store.resolve_session(ref, conn, leftovers=True)
 
 
 def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:
