@@ -15,7 +15,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -28,8 +27,8 @@ from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptErro
 from .transcripts.discover import (
     STDIN,
     CountingStream,
+    SourceFile,
     expand_paths,
-    legacy_source_id,
     open_source,
     printable,
 )
@@ -58,6 +57,8 @@ class FileResult:
     compactions_present: int = 0
     skipped: Counter = field(default_factory=Counter)
     converted: Counter = field(default_factory=Counter)
+    recovered: Counter = field(default_factory=Counter)
+    layout: str | None = None
     error: str | None = None
 
     def as_dict(self) -> dict:
@@ -72,6 +73,8 @@ class FileResult:
             "compactions_present": self.compactions_present,
             "skipped_by_kind": dict(sorted(self.skipped.items())),
             "converted_by_kind": dict(sorted(self.converted.items())),
+            "recovered_by_kind": dict(sorted(self.recovered.items())),
+            "layout": self.layout,
             "error": self.error,
         }
 
@@ -79,6 +82,7 @@ class FileResult:
         """Back to zero before another attempt at the same file."""
         self.skipped.clear()
         self.converted.clear()
+        self.recovered.clear()
         self.messages_added = self.messages_present = 0
         self.compactions_added = self.compactions_present = 0
 
@@ -115,8 +119,8 @@ class Importer:
         result = FileResult(path)
         shown = "<stdin>" if path == STDIN else printable(path)
         try:
-            with open_source(path) as (stream, fallback_id):
-                self._import_stream(shown, stream, (fallback_id, legacy_source_id(path)), result)
+            with open_source(path) as source:
+                self._import_source(shown, source, result)
         except (
             CtxtoolError,
             SQLAlchemyError,
@@ -133,15 +137,14 @@ class Importer:
             result.messages_added = result.compactions_added = 0
         return result
 
-    def _import_stream(
-        self, path: str, stream: BinaryIO, ids: tuple[str, str | None], result: FileResult
-    ) -> None:
-        """``ids``: the fallback source id and the legacy one (see transcripts.discover)."""
+    def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
         main = None
+        ids = (source.fallback_id, source.legacy_id)  # see transcripts.discover
+        stream = source.stream
         progress = _FileProgress(self.on_bytes)
         for attempt in range(_CONFLICT_ATTEMPTS):
             try:
-                self._import_pass(path, stream, ids, result, main, progress)
+                self._import_pass(path, source, ids, result, main, progress)
                 return
             except _NotTheLegacySession:
                 ids = (ids[0], None)  # same stem, another transcript: it gets its own session
@@ -155,7 +158,8 @@ class Importer:
                 ):
                     raise
                 stream.seek(0)
-                main = main_line_of(path, CountingStream(stream), result.format, self.skip_invalid)
+                lines = CountingStream(stream, size=source.size, path=path)
+                main = main_line_of(path, lines, result.format, self.skip_invalid)
             except (IntegrityError, OperationalError, SessionGone) as exc:
                 # Another import of the same transcript created or changed it first (or the two
                 # deadlocked, or a runtime took the new id): nothing of ours was written; the
@@ -175,14 +179,15 @@ class Importer:
     def _import_pass(
         self,
         path: str,
-        stream: BinaryIO,
+        source: SourceFile,
         ids: tuple[str, str | None],
         result: FileResult,
         main: set[str] | None,
         progress: _FileProgress,
     ) -> None:
         # Counting bytes costs a call for every line: only for a caller that shows them.
-        counted = CountingStream(stream, progress.advance if self.on_bytes else None)
+        on_bytes = progress.advance if self.on_bytes else None
+        counted = CountingStream(source.stream, on_bytes, source.size, path)
         transcript = read_transcript(path, counted, self.fmt, self.skip_invalid, main)
         try:
             self._import_transcript(path, transcript, ids, result)
@@ -194,9 +199,11 @@ class Importer:
     def _import_transcript(
         self, path: str, transcript: Transcript, ids: tuple[str, str | None], result: FileResult
     ) -> None:
-        result.format = transcript.format
+        result.format = transcript.format or None
         first = next(transcript.records, None)  # headers are read by now: the source id is known
         if first is None:
+            result.layout = transcript.layout.name
+            result.recovered.update(transcript.layout.recovered)
             # Not one message or checkpoint (an empty message list, a file of metadata records
             # only): nothing to store, and no empty session row for it. Not an error either:
             # an agent's folders hold such files, and a cron import must not fail on them.
@@ -254,6 +261,8 @@ class Importer:
         result.skipped.update(counts.skipped)
         result.skipped.update(writer.skipped)
         result.converted.update(counts.converted)
+        result.recovered.update(transcript.layout.recovered)
+        result.layout = transcript.layout.name
 
 
 class _FileProgress:

@@ -62,7 +62,7 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         print_rows(rows, output)
     else:
         print_rows(rows, output, headers=_COLUMNS)
-        for label in ("skipped", "converted"):
+        for label in ("skipped", "converted", "recovered"):
             totals: Counter = sum((getattr(r, label) for r in results), Counter())
             if totals:
                 shown = ", ".join(f"{k}={v}" for k, v in totals.most_common(_KINDS_SHOWN))

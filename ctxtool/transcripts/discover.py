@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .source import TranscriptError
+from .source import MAX_RECORD_BYTES, TranscriptError
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
 STDIN = "-"
@@ -57,22 +57,35 @@ def file_sizes(paths: Iterable[str]) -> int:
     return total
 
 
-@contextlib.contextmanager
-def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
-    """The transcript's bytes, seekable (a branched tree is read twice), and the source id a
-    transcript without one of its own gets (see :func:`fallback_source_id`).
+@dataclass
+class SourceFile:
+    """A transcript opened for import: its bytes (seekable: a branched tree is read twice),
+    how many of them to read, and the source id it gets if it names no session of its own.
 
-    Standard input is spooled to a temporary file, so memory stays flat for any size. Anything
-    that is not a regular file (a FIFO, a device) is refused rather than read: it could block
+    ``size`` is the file's length when it was opened: an agent may still be appending, and
+    reading on past it would read a line being written as two (see ``CountingStream``)."""
+
+    stream: BinaryIO
+    size: int
+    fallback_id: str
+    legacy_id: str | None = None
+
+
+@contextlib.contextmanager
+def open_source(path: str) -> Iterator[SourceFile]:
+    """Open a transcript (see :class:`SourceFile`).
+
+    Standard input is spooled to a temporary file, so memory stays flat for any size; binary
+    input, or a line longer than a record can be, stops the spooling at once. Anything that is
+    not a regular file (a FIFO, a device) is refused rather than read: it could block
     forever."""
     if path == STDIN:
         with tempfile.TemporaryFile(buffering=READ_BUFFER) as spool:
-            head = sys.stdin.buffer.read(_STDIN_ID_BYTES)
-            spool.write(head)
-            shutil.copyfileobj(sys.stdin.buffer, spool)
+            head = _spool(sys.stdin.buffer, spool)
+            size = spool.tell()
             spool.seek(0)
             # sha1 as ctxtool has always named stdin transcripts: re-imports find them.
-            yield spool, f"stdin-{hashlib.sha1(head).hexdigest()[:16]}"
+            yield SourceFile(spool, size, f"stdin-{hashlib.sha1(head).hexdigest()[:16]}")
         return
     mode = os.stat(path).st_mode  # OSError: missing, permission, symlink loop
     if stat.S_ISDIR(mode):
@@ -84,7 +97,46 @@ def open_source(path: str) -> Iterator[tuple[BinaryIO, str]]:
             "not a regular file (a FIFO, socket or device); save the transcript to a file first",
         )
     with open(path, "rb", buffering=READ_BUFFER) as stream:
-        yield stream, fallback_source_id(path)
+        size = os.fstat(stream.fileno()).st_size
+        fallback, legacy = source_ids(path)
+        yield SourceFile(stream, size, fallback, legacy)
+
+
+def _spool(stdin: BinaryIO, spool: BinaryIO) -> bytes:
+    """Copy standard input to ``spool``; returns its first bytes (they name the transcript)."""
+    head = stdin.read(_STDIN_ID_BYTES)
+    if b"\x00" in head:
+        raise TranscriptError("<stdin>", None, "binary data, not a text transcript")
+    spool.write(head)
+    since_newline = len(head) - 1 - head.rfind(b"\n")
+    while chunk := stdin.read(READ_BUFFER):
+        newline = chunk.rfind(b"\n")
+        since_newline = len(chunk) - 1 - newline if newline >= 0 else since_newline + len(chunk)
+        if since_newline > MAX_RECORD_BYTES:
+            raise TranscriptError(
+                "<stdin>", None, f"a line longer than {MAX_RECORD_BYTES >> 20} MB: not a transcript"
+            )
+        spool.write(chunk)
+    return head
+
+
+def source_ids(path: str) -> tuple[str, str | None]:
+    """The fallback source id of the file at ``path`` (see :func:`fallback_source_id`) and the
+    id an older ctxtool gave it, which an upgraded store may still hold its session under.
+
+    A symlink is the file it points at. A file with several hard links has no one name: it
+    is named by its inode, so every name finds the same session (and one imported before
+    under a single name is found through that name's id, then moved to the inode one)."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    if st.st_nlink > 1:
+        return _inode_id(st), fallback_source_id(path)
+    return fallback_source_id(path), legacy_source_id(real)
+
+
+def _inode_id(st: os.stat_result) -> str:
+    digest = hashlib.sha256(f"inode:{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:16]
+    return f"linked@{digest}"
 
 
 def legacy_source_id(path: str) -> str | None:
@@ -104,7 +156,7 @@ def fallback_source_id(path: str) -> str:
     again (grown, or through a symlink) is the same one; a moved file is a new one."""
     real = os.path.realpath(path)
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return f"{printable(Path(path).stem)[:100]}@{digest}"
+    return f"{printable(Path(real).stem)[:100]}@{digest}"
 
 
 def printable(name: str) -> str:
@@ -114,36 +166,46 @@ def printable(name: str) -> str:
 
 
 class CountingStream:
-    """Binary lines from a stream, counting bytes read (for progress, reported every
-    ``REPORT_BYTES`` and at the end: a call for every line cost an import 3%), a UTF-8 byte
-    order mark dropped from the first line."""
+    """Binary lines from a stream, up to ``size`` bytes (the snapshot of a file still being
+    written: the line being written when it was taken ends unfinished, and the next import
+    reads it whole), counting bytes read for progress (reported every ``REPORT_BYTES`` and at
+    the end: a call for every line cost an import 3%), a UTF-8 byte order mark dropped from the
+    first line. A line longer than a record can be is refused: an endless one never fills
+    memory."""
 
     REPORT_BYTES = 1 << 16
 
-    def __init__(self, stream: BinaryIO, on_bytes: Callable[[int], None] | None = None):
-        self.stream, self.on_bytes = stream, on_bytes
+    def __init__(
+        self,
+        stream: BinaryIO,
+        on_bytes: Callable[[int], None] | None = None,
+        size: int | None = None,
+        path: str = "<stream>",
+    ):
+        self.stream, self.on_bytes, self.size, self.path = stream, on_bytes, size, path
 
     def __iter__(self) -> Iterator[bytes]:
-        lines = iter(self.stream)
-        first = next(lines, None)
-        if first is None:
-            return
-        on_bytes = self.on_bytes
-        if on_bytes:
-            on_bytes(len(first))
-        yield first[len(_BOM) :] if first.startswith(_BOM) else first
-        if on_bytes is None:
-            # Not ``yield from``: a generator delegating to the file closes it when dropped,
-            # and an import retried after a write conflict reads the same file again.
-            for raw in lines:
-                yield raw
-            return
-        pending, report = 0, self.REPORT_BYTES
-        for raw in lines:
-            pending += len(raw)
-            if pending >= report:
-                on_bytes(pending)
-                pending = 0
+        readline, on_bytes = self.stream.readline, self.on_bytes
+        left = self.size if self.size is not None else float("inf")
+        limit = MAX_RECORD_BYTES + 1
+        pending, report, number = 0, self.REPORT_BYTES, 0
+        while left > 0:
+            raw = readline(limit if limit < left else int(left))
+            if not raw:
+                break
+            left -= len(raw)
+            number += 1
+            if len(raw) == limit and raw[-1:] != b"\n":
+                raise TranscriptError(
+                    self.path, number, f"a line longer than {MAX_RECORD_BYTES >> 20} MB"
+                )
+            if on_bytes is not None:
+                pending += len(raw)
+                if pending >= report:
+                    on_bytes(pending)
+                    pending = 0
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
             yield raw
         if pending:
             on_bytes(pending)

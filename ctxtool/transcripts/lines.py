@@ -1,58 +1,266 @@
-"""Reading a transcript's lines: each checked to be a JSON object a database can store (valid
-UTF-8 and Unicode, no NaN, not nested past what the parser copes with), the format detected from
-the first records, and a file whose records mostly do not fit the format refused before anything
-is written. A pretty-printed JSON document (an OpenAI message list) is told apart from JSONL.
+"""Reading a transcript's records, whatever layout the file holds them in, and detecting its
+format.
+
+Layouts, told apart from the bytes and reported (never guessed silently): JSON Lines (one record
+a line, CRLF or LF, a UTF-8 byte order mark dropped); JSON values concatenated on a line
+(``{...}{...}``, as two writers appending at once leave them) or spread over lines
+(pretty-printed records); and one JSON document (an array of messages, or an object holding
+them in ``messages`` or ``history``). Each record keeps the number of the line it starts on, so
+the ids of formats that number their records by line never depend on the layout or on what was
+skipped. A record is checked to be a JSON object a database can store (valid UTF-8 and
+Unicode, no NaN, not nested past what the parser copes with); a file whose records mostly do
+not fit the format is refused before anything is written.
+
+A live transcript is read up to the length it had when the import started (see
+``discover.SourceFile``); a last record not finished by then (no newline yet, or a
+pretty-printed record still open) is left for the next import, never reported as invalid.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import orjson
 
 from . import FORMATS, PARSERS, Line, Transcript, TranscriptError, parse
+from .source import MAX_RECORD_BYTES, FileLayout, SourceSession
 from .walk import main_line_ids
 
 _PEEK_RECORDS = 100  # records read ahead to detect and check the format
 _PEEK_LINES = 400
 _PEEK_BYTES = 4 * 1024 * 1024  # read ahead no more than this (records can be megabytes each)
+_RECOVER_TRIES = 200  # start positions tried when recovering records glued after a broken one
+
+# What decides where a JSON value ends: strings (whose brackets do not count), brackets, and a
+# quote left open at the end of the line (a string cut short: JSON strings hold no newline).
+_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"|[][{}]|"')
+_OPEN, _CLOSE, _QUOTE = frozenset(b"{["), frozenset(b"}]"), ord('"')
 
 
-class LineReader:
-    """JSON lines from a binary stream, with line numbers, clear errors and optional skipping."""
+@dataclass(slots=True)
+class Broken:
+    """A record that is not valid JSON (or not finished: ``incomplete`` at the end of the
+    file), found at line ``number``."""
 
-    def __init__(self, path: str, stream: Iterable[bytes], skip_invalid: bool, skipped: Counter):
+    number: int
+    problem: str
+    incomplete: bool = False
+
+
+class RecordReader:
+    """JSON values from a transcript's binary lines, one after another, whatever the layout.
+
+    The usual JSONL line costs one orjson call; only a line that is not one JSON value on its
+    own is scanned for where its values begin and end. ``values()`` yields :class:`Line` (any
+    JSON value) and :class:`Broken`; ``records()`` turns them into the records a parser reads.
+    """
+
+    def __init__(self, path: str, lines: Iterable[bytes], skip_invalid: bool, skipped: Counter):
         self.path = path
-        self.stream = stream
+        self.lines = lines
         self.skip_invalid = skip_invalid
         self.skipped = skipped
+        self.layout = FileLayout()
+        self.bytes_read = 0
+        # True once a record ended on the line it started on: from then on a line that is a
+        # record of its own ends any record left open above it (that one was cut short).
+        self.one_per_line: bool | None = None
 
-    def __iter__(self) -> Iterator[Line]:
-        loads, decode_error = orjson.loads, orjson.JSONDecodeError
-        for number, raw in enumerate(self.stream, start=1):
-            try:  # the usual line first, in one call: decode_line's checks, inlined
-                obj = loads(raw)
-            except decode_error:
-                obj = None
-            if type(obj) is dict:
-                yield Line(number, obj)
-                continue
-            if not raw.strip():
-                continue
-            obj, problem = decode_line(raw)
-            if not raw.endswith(b"\n") and problem.startswith(("malformed", "invalid UTF-8")):
-                # An unterminated last line: the agent is still writing it. Not an error;
-                # the next import of the grown file picks it up.
+    def records(self, values: Iterable[Line | Broken] | None = None) -> Iterator[Line]:
+        """Only JSON objects; anything else is a ``file:line`` error, or a counted skip."""
+        for item in self.values() if values is None else values:
+            if type(item) is Line:
+                if type(item.obj) is dict:
+                    yield item
+                    continue
+                item = Broken(item.number, f"expected a JSON object, found {_json_name(item.obj)}")
+            if item.incomplete:
                 self.skipped["incomplete_last_line"] += 1
             elif not self.skip_invalid:
                 raise TranscriptError(
-                    self.path, number, problem + " (use --skip-invalid to skip such lines)"
+                    self.path,
+                    item.number,
+                    item.problem + " (use --skip-invalid to skip such lines)",
                 )
             else:
                 self.skipped["invalid_line"] += 1
+
+    def values(self) -> Iterator[Line | Broken]:
+        loads, decode_error = orjson.loads, orjson.JSONDecodeError
+        open_value: _OpenValue | None = None
+        for number, raw in enumerate(self.lines, start=1):
+            self.bytes_read += len(raw)
+            last = not raw.endswith(b"\n")  # not finished when the import started
+            if open_value is None or (self.one_per_line and raw[:1] == b"{"):
+                try:  # the usual line first, in one call
+                    obj = loads(raw)
+                except decode_error:
+                    obj = _NOTHING
+                if type(obj) is dict or (obj is not _NOTHING and not last and open_value is None):
+                    if open_value is not None:
+                        # JSONL so far, and this line is a record: the one left open was cut.
+                        yield _decode(open_value.number, b"".join(open_value.parts))
+                        open_value = None
+                    if self.one_per_line is None:
+                        self.one_per_line = True
+                    yield Line(number, obj)
+                    continue
+                if open_value is None and not raw.strip():
+                    continue
+            if b"\x00" in raw:
+                items, open_value = [Broken(number, "binary data, not a text transcript")], None
+            else:
+                items, open_value = self._scan(number, raw + b"\n" if last else raw, open_value)
+            if not last:
+                yield from items
+                continue
+            for item in items:
+                if type(item) is not Line:
+                    break
+                yield item
+            else:
+                if open_value is None:
+                    return
+            yield Broken(number, "record not finished", incomplete=True)
+            return
+        if open_value is not None:
+            text = b"".join(open_value.parts)
+            if self.one_per_line is False or text[:1] in (b"{", b"[") and not text[1:2].strip():
+                # Pretty-printed (a record opened alone on its line): still being written.
+                yield Broken(open_value.number, "record not finished", incomplete=True)
+            else:  # JSON lines: a line ended, and the record with it
+                yield _decode(open_value.number, text)
+
+    def _scan(
+        self, number: int, raw: bytes, open_value: _OpenValue | None
+    ) -> tuple[list[Line | Broken], _OpenValue | None]:
+        """The values of a line that is not one JSON value by itself, and the value it leaves
+        open (going on at the next line), if any."""
+        items: list[Line | Broken] = []
+        depth = open_value.depth if open_value else 0
+        parts = open_value.parts if open_value else []
+        first_number = open_value.number if open_value else number
+        start = gap = 0  # where the value being read starts; where text outside values starts
+        for m in _TOKEN.finditer(raw):
+            at = m.start()
+            token = raw[at]
+            if depth == 0:
+                if raw[gap:at].strip() or token not in _OPEN:
+                    return self._found(items + self._recover(number, raw, gap)), None
+                depth, start, first_number, parts = 1, at, number, []
+            elif token == _QUOTE and m.end() - at == 1:
+                # A string cut by the end of the line (JSON strings hold no newline).
+                if not parts:
+                    return self._found(items + self._recover(number, raw, start)), None
+                items.append(_decode(first_number, b"".join(parts) + raw[start:]))
+                return self._found(items), None
+            elif token in _OPEN:
+                depth += 1
+            elif token in _CLOSE:
+                depth -= 1
+                if depth:
+                    continue
+                item = _decode(first_number, b"".join(parts) + raw[start : m.end()])
+                if type(item) is Broken and not parts:
+                    return self._found(items + self._recover(number, raw, start)), None
+                if parts:
+                    self.layout.name = "multiline"
+                if self.one_per_line is None:
+                    self.one_per_line = not parts
+                items.append(item)
+                parts, gap = [], m.end()
+        if depth == 0:
+            if raw[gap:].strip():
+                items += self._recover(number, raw, gap)
+            return self._found(items), None
+        parts = [*parts, raw[start:]]
+        if sum(len(p) for p in parts) > MAX_RECORD_BYTES:
+            items.append(Broken(first_number, f"a record longer than {MAX_RECORD_BYTES >> 20} MB"))
+            return self._found(items), None
+        return self._found(items), _OpenValue(first_number, depth, parts)
+
+    def _found(self, items: list[Line | Broken]) -> list[Line | Broken]:
+        """Count the records recovered from a line holding several values."""
+        if len(items) > 1:
+            self.layout.recovered["recovered_concatenated"] += sum(
+                1 for i in items if type(i) is Line
+            )
+            if self.layout.name == "jsonl":
+                self.layout.name = "concatenated"
+        return items
+
+    @staticmethod
+    def _recover(number: int, raw: bytes, start: int) -> list[Line | Broken]:
+        """The rest of a line from ``start``, where a value is broken: the broken part (one
+        Broken), then any intact records glued after it, so skipping the broken one never
+        drops its neighbours. Only a ``{`` that cannot be inside the broken record (not after
+        ``:``, ``,`` or ``[``) is tried as the start of a glued one."""
+        text = raw[start:].decode("utf-8", "surrogateescape")
+        tries = 0
+        at = text.find("{", 1)
+        while at != -1 and tries < _RECOVER_TRIES:
+            if text[:at].rstrip()[-1:] not in (":", ",", "["):
+                tries += 1
+                glued = _decode_sequence(number, text, at)
+                if glued:
+                    return [_decode(number, text[:at].encode("utf-8", "surrogateescape")), *glued]
+            at = text.find("{", at + 1)
+        item = _decode(number, raw[start:])
+        if type(item) is Line and type(item.obj) not in (dict, list):
+            return [Broken(number, f"expected a JSON object, found {_json_name(item.obj)}")]
+        return [item]
+
+
+_NOTHING = object()
+
+
+@dataclass(slots=True)
+class _OpenValue:
+    """A value that goes on past the end of its first line."""
+
+    number: int
+    depth: int
+    parts: list[bytes]
+
+
+_decoder = json.JSONDecoder()
+
+
+def _decode_sequence(number: int, text: str, at: int) -> list[Line | Broken]:
+    """Values from ``text[at:]`` to the end of the line, each a JSON object; [] if anything
+    else is there."""
+    out: list[Line | Broken] = []
+    end = len(text.rstrip())
+    while at < end:
+        try:
+            _, stop = _decoder.raw_decode(text, at)
+        except (json.JSONDecodeError, RecursionError):
+            return []
+        # Decoded again as any record is (orjson refuses NaN, lone surrogates...).
+        item = _decode(number, text[at:stop].encode("utf-8", "surrogateescape"))
+        if type(item) is not Line or type(item.obj) is not dict:
+            return []
+        out.append(item)
+        at = stop
+        while at < end and text[at].isspace():
+            at += 1
+    return out
+
+
+def _decode(number: int, raw: bytes) -> Line | Broken:
+    obj, problem = decode_line(raw, any_value=True)
+    return Broken(number, problem) if problem is not None else Line(number, obj)
+
+
+def _json_name(value) -> str:
+    return {list: "an array", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number"
+    )
 
 
 def _reject_constant(name: str):
@@ -62,7 +270,7 @@ def _reject_constant(name: str):
 _strict_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
-def decode_line(raw: bytes) -> tuple[object, str | None]:
+def decode_line(raw: bytes, any_value: bool = False) -> tuple[object, str | None]:
     """(the line's object, None), or (None, what is wrong with it).
 
     orjson decodes (three times the standard library's speed on real transcripts) and refuses by
@@ -73,8 +281,8 @@ def decode_line(raw: bytes) -> tuple[object, str | None]:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return None, _diagnose(raw, exc)
-    if type(obj) is not dict:
-        return None, f"expected a JSON object, found {type(obj).__name__}"
+    if type(obj) is not dict and not any_value:
+        return None, f"expected a JSON object, found {_json_name(obj)}"
     return obj, None
 
 
@@ -107,70 +315,67 @@ def read_transcript(
     skip_invalid: bool = False,
     main: set[str] | None = None,
 ) -> Transcript:
-    """Detect the format (unless given) from the first records, check the file's records fit
-    it, and start parsing (lazily: records stream as the caller consumes them)."""
-    raw_iter = iter(stream)
-    peeked: list[bytes] = []
+    """Detect the layout and the format (unless given) from the first records, check the
+    file's records fit it, and start parsing (lazily: records stream as the caller consumes
+    them)."""
+    reader = RecordReader(path, stream, skip_invalid, Counter())
+    values = reader.values()
+    peeked: list[Line | Broken] = []
     samples: list[dict] = []
-    first_bad: tuple[int, str, bytes] | None = None
-    peeked_bytes = 0
-    for raw in raw_iter:
-        peeked.append(raw)
-        peeked_bytes += len(raw)
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        if b"\x00" in raw:
-            raise TranscriptError(path, len(peeked), "binary data, not a text transcript")
-        obj, problem = decode_line(raw)
-        if (
-            problem is not None
-            and not samples
-            and first_bad is None
-            and stripped[:1] in (b"[", b"{")
-            and stripped.endswith((b"{", b"[", b","))
-        ):
-            # Not JSONL: one pretty-printed JSON document (an OpenAI message list), whose
-            # first line opens an object or array.
-            return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
-        if problem is None:
-            samples.append(obj)
+    first_bad: Broken | None = None
+    for item in values:
+        peeked.append(item)
+        if type(item) is Line:
+            if not samples and first_bad is None and _is_document(item.obj):
+                return _whole_document(path, item, values, reader, fmt, skip_invalid)
+            if type(item.obj) is dict:
+                samples.append(item.obj)
+            elif first_bad is None:
+                first_bad = Broken(
+                    item.number, f"expected a JSON object, found {_json_name(item.obj)}"
+                )
         elif first_bad is None:
-            first_bad = (len(peeked), problem, raw)
-            if not samples and problem.startswith("expected a JSON object, found list"):
-                return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
+            first_bad = item
         if (
             len(samples) >= _PEEK_RECORDS
             or len(peeked) >= _PEEK_LINES
-            or (samples and peeked_bytes >= _PEEK_BYTES)
+            or (samples and reader.bytes_read >= _PEEK_BYTES)
         ):
             break
-    if not any(r.strip() for r in peeked):
-        raise TranscriptError(path, None, "file is empty")
     if not samples:
-        _no_records(path, first_bad)
-    first = samples[0]
-    if (
-        len(samples) == 1
-        and "role" not in first
-        and (isinstance(first.get("messages"), list) or isinstance(first.get("history"), list))
-    ):
-        # One compact JSON document on one line ({"messages": [...]}), not JSONL of messages.
-        return _whole_document(path, peeked, raw_iter, fmt, skip_invalid)
-    fmt = fmt or detect_format(first, path, samples)
+        if first_bad is None:
+            raise TranscriptError(path, None, "file is empty")
+        return _no_records(path, first_bad, reader)
+    fmt = fmt or detect_format(samples[0], path, samples)
     check_fit(path, fmt, samples)
     parser = PARSERS[fmt]()
-    lines = LineReader(path, itertools.chain(peeked, raw_iter), skip_invalid, parser.skipped)
-    return parse(parser, lines, path, skip_invalid, main)
+    parser.skipped = reader.skipped
+    records = reader.records(itertools.chain(peeked, values))
+    transcript = parse(parser, records, path, skip_invalid, main)
+    transcript.layout = reader.layout
+    return transcript
 
 
-def _no_records(path: str, first_bad: tuple[int, str, bytes] | None):
-    """No line of the first ones is a JSON object: this is no JSONL transcript (skipping
-    lines would not help), or only an unterminated first line has been written so far."""
-    number, problem, raw = first_bad
-    if raw.endswith(b"\n"):
-        raise TranscriptError(path, number, f"{problem}; this is not a JSONL transcript")
-    raise TranscriptError(path, None, "no complete JSON record in the first lines")
+def _is_document(value) -> bool:
+    """One JSON document holding the whole transcript: a list, or an object with its messages
+    (and no role: a message holding a ``messages`` field is no document)."""
+    return type(value) is list or (
+        type(value) is dict
+        and "role" not in value
+        and (type(value.get("messages")) is list or type(value.get("history")) is list)
+    )
+
+
+def _no_records(path: str, first_bad: Broken, reader: RecordReader) -> Transcript:
+    """No value of the first ones is a JSON object: this is no transcript (skipping lines would
+    not help); or only an unfinished first record has been written so far, which is no error:
+    the next import reads it."""
+    if not first_bad.incomplete:
+        raise TranscriptError(
+            path, first_bad.number, f"{first_bad.problem}; this is not a JSONL transcript"
+        )
+    reader.skipped["incomplete_last_line"] += 1
+    return Transcript("", SourceSession(""), iter(()), reader.skipped)  # no format yet
 
 
 def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
@@ -196,24 +401,21 @@ def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
 
 def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: bool) -> set[str]:
     """First pass over a branched tree file (see :func:`ctxtool.transcripts.tree.main_line`)."""
-    return main_line_ids(PARSERS[fmt], LineReader(path, stream, skip_invalid, Counter()))
+    reader = RecordReader(path, stream, skip_invalid, Counter())
+    return main_line_ids(PARSERS[fmt], reader.records())
 
 
-def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> Transcript:
-    """One JSON document (an OpenAI message list): its messages are numbered as its lines
-    (their fallback source ids are ``L<n>``), and errors name them as messages."""
-    data = b"".join(itertools.chain(peeked, raw_iter))
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            line = data.count(b"\n", 0, bad.start) + 1
-            raise TranscriptError(path, line, "invalid UTF-8") from None
+def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_invalid):
+    """One JSON document (an OpenAI message list): its messages are numbered by their place in
+    it (their fallback source ids are ``L<n>``), and errors name them as messages."""
+    reader.layout.name = "document"
+    for item in values:
+        if type(item) is Broken and item.incomplete:
+            continue
         raise TranscriptError(
-            path, exc.lineno, f"malformed JSON ({exc.msg} at column {exc.colno})"
-        ) from None
+            path, item.number, "more after the JSON document (one document, or JSON lines)"
+        )
+    doc = first.obj
     fmt = fmt or detect_format(doc, path)
     if fmt != "openai-chat":
         raise TranscriptError(
@@ -224,9 +426,8 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
         if isinstance(doc, list)
         else next((doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
     )
-    if not isinstance(messages, list):
-        raise TranscriptError(path, None, "expected a list of messages")
     parser = PARSERS[fmt]()
+    parser.skipped = reader.skipped
     lines = []
     for i, m in enumerate(messages, start=1):
         if isinstance(m, dict):
@@ -241,6 +442,7 @@ def _whole_document(path, peeked, raw_iter, fmt, skip_invalid: bool = False) -> 
             )
     transcript = parse(parser, lines, path, skip_invalid)
     transcript.numbered_by_message = True
+    transcript.layout = reader.layout
     return transcript
 
 

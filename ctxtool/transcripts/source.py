@@ -15,6 +15,10 @@ from typing import Any
 
 from ..errors import CtxtoolError
 
+# The most one record may take (a JSON document is one record while it is read): bounds the
+# memory an endless line (``import - < /dev/zero``) or a value never closed can take.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+
 
 class TranscriptError(CtxtoolError):
     """Bad input, with the file and line it was found at."""
@@ -102,6 +106,17 @@ Record = SourceMessage | SourceCompaction
 
 
 @dataclass
+class FileLayout:
+    """How a file holds its records, known once it is read: ``jsonl``, ``concatenated``
+    (several JSON values on a line), ``multiline`` (records spread over lines, pretty-printed)
+    or ``document`` (one JSON document); and the records recovered from lines holding
+    several."""
+
+    name: str = "jsonl"
+    recovered: Counter = field(default_factory=Counter)
+
+
+@dataclass
 class Transcript:
     """A parsed transcript: ``session`` (complete once ``records`` is exhausted), the records,
     and ``skipped``, a count of source lines that map to no message, by kind."""
@@ -111,3 +126,4 @@ class Transcript:
     records: Iterator[Record]
     skipped: Counter
     numbered_by_message: bool = False  # a whole JSON document: record N is its Nth message
+    layout: FileLayout = field(default_factory=FileLayout)
