@@ -14,6 +14,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
@@ -24,11 +25,14 @@ from .errors import CtxtoolError
 from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
+from .transcripts.archives import archive_members, is_archive
 from .transcripts.discover import (
     STDIN,
     CountingStream,
     SourceFile,
     expand_paths,
+    is_transcript_name,
+    member_source_id,
     open_source,
     printable,
 )
@@ -37,6 +41,17 @@ from .transcripts.lines import main_line_of, read_transcript
 from .transcripts.reconcile import Disagreement, Reconciler
 
 _CONFLICT_ATTEMPTS = 5
+_FILE_FAILURES = (
+    CtxtoolError,
+    SQLAlchemyError,
+    OSError,
+    # input no check foresaw reached the driver: still this file's failure only, so the files
+    # after it are imported (from cron, forever otherwise)
+    ValueError,
+    TypeError,
+    OverflowError,
+    RecursionError,
+)
 
 
 class _NotTheLegacySession(Exception):
@@ -111,27 +126,51 @@ class Importer:
 
     def import_paths(self, paths: Iterable[str]) -> list[FileResult]:
         """Every file under ``paths``; a file that fails never stops the others."""
-        return [self.import_file(p) for p in expand_paths(paths)]
+        return self.import_files(expand_paths(paths))
+
+    def import_files(self, files: Iterable[str]) -> list[FileResult]:
+        """These files (already expanded), an archive's transcripts one result each."""
+        results: list[FileResult] = []
+        for path in files:
+            if is_archive(path):
+                results.extend(self.import_archive(path))
+            else:
+                results.append(self.import_file(path))
+        return results
 
     def import_file(self, path: str) -> FileResult:
         """Import one file. Any failure is one line in ``result.error`` naming the file (and the
         line where there is one), with nothing written for the file."""
-        result = FileResult(path)
         shown = "<stdin>" if path == STDIN else printable(path)
+        return self._import_opened(path, shown, lambda: open_source(path))
+
+    def import_archive(self, path: str) -> list[FileResult]:
+        """Every transcript in a .tar.gz/.zip (see transcripts.archives), one result each; a
+        refused member is its own failure, an archive that breaks off one more."""
+        shown = printable(path)
+        results: list[FileResult] = []
         try:
-            with open_source(path) as source:
+            for member in archive_members(path, shown, is_transcript_name):
+                if member.error is not None:
+                    results.append(FileResult(member.shown, error=str(member.error)))
+                    continue
+                source = SourceFile(member.stream, member.size, member_source_id(member))
+                results.append(
+                    self._import_opened(member.shown, member.shown, lambda s=source: nullcontext(s))
+                )
+        except _FILE_FAILURES as exc:
+            failure = describe_failure(exc, secrets=[self.engine.url], where=shown)
+            results.append(FileResult(path, error=failure.message))
+        return results
+
+    def _import_opened(
+        self, path: str, shown: str, opener: Callable[[], AbstractContextManager[SourceFile]]
+    ) -> FileResult:
+        result = FileResult(path)
+        try:
+            with opener() as source:
                 self._import_source(shown, source, result)
-        except (
-            CtxtoolError,
-            SQLAlchemyError,
-            OSError,
-            # input no check foresaw reached the driver: still this file's failure only, so
-            # the files after it are imported (from cron, forever otherwise)
-            ValueError,
-            TypeError,
-            OverflowError,
-            RecursionError,
-        ) as exc:
+        except _FILE_FAILURES as exc:
             result.error = describe_failure(exc, secrets=[self.engine.url], where=shown).message
         if result.error:
             result.messages_added = result.compactions_added = 0

@@ -56,7 +56,7 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
         importer = Importer(
             engine, fmt, skip_invalid, on_bytes=progress.update if progress.enabled else None
         )
-        results = [importer.import_file(f) for f in files]  # already expanded above
+        results = importer.import_files(files)  # already expanded above
     rows = [r.as_dict() for r in results]
     if output.machine:
         print_rows(rows, output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import stat
 import sys
@@ -18,9 +19,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .archives import (
+    ARCHIVE_SUFFIXES,
+    COMPRESSED_SUFFIXES,
+    ArchiveMember,
+    DecompressedStream,
+    is_compressed,
+    uncompressed_name,
+)
 from .source import MAX_RECORD_BYTES, TranscriptError
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
+_FOUND_SUFFIXES = (
+    TRANSCRIPT_SUFFIXES
+    + tuple(s + c for s in TRANSCRIPT_SUFFIXES for c in COMPRESSED_SUFFIXES)
+    + ARCHIVE_SUFFIXES
+)
 STDIN = "-"
 _BOM = b"\xef\xbb\xbf"
 _STDIN_ID_BYTES = 65536
@@ -31,7 +45,8 @@ READ_BUFFER = 1 << 20
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
     """Files to import: each path as given (a missing one is reported when it is imported, so
-    it never stops the others), directories walked for transcripts, ``-`` = stdin."""
+    it never stops the others), directories walked for transcripts (compressed ones and
+    archives of them too, see ``archives``), ``-`` = stdin."""
     out: list[str] = []
     for p in paths:
         if p != STDIN and os.path.isdir(p):
@@ -39,7 +54,9 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
             for root, dirs, files in os.walk(p):  # never follows a symlinked folder (no loops)
                 dirs.sort()
                 found.extend(
-                    os.path.join(root, name) for name in files if name.endswith(TRANSCRIPT_SUFFIXES)
+                    os.path.join(root, name)
+                    for name in files
+                    if name.lower().endswith(_FOUND_SUFFIXES)
                 )
             out.extend(sorted(found))
         else:
@@ -66,7 +83,7 @@ class SourceFile:
     reading on past it would read a line being written as two (see ``CountingStream``)."""
 
     stream: BinaryIO
-    size: int
+    size: int | None  # None: read to the end
     fallback_id: str
     legacy_id: str | None = None
 
@@ -96,10 +113,15 @@ def open_source(path: str) -> Iterator[SourceFile]:
             None,
             "not a regular file (a FIFO, socket or device); save the transcript to a file first",
         )
+    if is_compressed(path):
+        # Read to its end: a compressed file is no live transcript. Its identity is the file
+        # it was compressed from.
+        with io.BufferedReader(DecompressedStream(path, printable(path)), READ_BUFFER) as stream:
+            yield SourceFile(stream, None, *source_ids(path, uncompressed_name(path)))
+        return
     with open(path, "rb", buffering=READ_BUFFER) as stream:
         size = os.fstat(stream.fileno()).st_size
-        fallback, legacy = source_ids(path)
-        yield SourceFile(stream, size, fallback, legacy)
+        yield SourceFile(stream, size, *source_ids(path))
 
 
 def _spool(stdin: BinaryIO, spool: BinaryIO) -> bytes:
@@ -120,18 +142,29 @@ def _spool(stdin: BinaryIO, spool: BinaryIO) -> bytes:
     return head
 
 
-def source_ids(path: str) -> tuple[str, str | None]:
+def source_ids(path: str, named: str | None = None) -> tuple[str, str | None]:
     """The fallback source id of the file at ``path`` (see :func:`fallback_source_id`) and the
     id an older ctxtool gave it, which an upgraded store may still hold its session under.
 
     A symlink is the file it points at. A file with several hard links has no one name: it
     is named by its inode, so every name finds the same session (and one imported before
-    under a single name is found through that name's id, then moved to the inode one)."""
-    real = os.path.realpath(path)
-    st = os.stat(real)
+    under a single name is found through that name's id, then moved to the inode one).
+    ``named``: the name the file's identity comes from, if not its own (a compressed file's
+    uncompressed name)."""
+    named = named or path
+    st = os.stat(os.path.realpath(path))
     if st.st_nlink > 1:
-        return _inode_id(st), fallback_source_id(path)
-    return fallback_source_id(path), legacy_source_id(real)
+        return _inode_id(st), fallback_source_id(named)
+    return fallback_source_id(named), legacy_source_id(os.path.realpath(named))
+
+
+def member_source_id(member: ArchiveMember) -> str:
+    """An archive member's id: the file's it becomes when unpacked where the archive lies."""
+    return fallback_source_id(member.unpacked_path)
+
+
+def is_transcript_name(name: str) -> bool:
+    return name.lower().endswith(TRANSCRIPT_SUFFIXES)
 
 
 def _inode_id(st: os.stat_result) -> str:
