@@ -252,7 +252,7 @@ class Importer:
         own_id = transcript.session.source_id
         result.source_id = source_key(own_id or ids[0])
         result.session_id, how = self.sessions.find_or_allocate(
-            transcript.format, result.source_id, None if own_id else ids[1]
+            transcript.session.source_format, result.source_id, None if own_id else ids[1]
         )
         try:
             self._write(
@@ -277,12 +277,18 @@ class Importer:
         it. A new session's row is part of it, so a failure at any point leaves none."""
         with self.engine.begin() as conn:
             if how == "new":
-                self.sessions.create(conn, result.session_id, transcript.format, result.source_id)
+                self.sessions.create(
+                    conn, result.session_id, transcript.session.source_format, result.source_id
+                )
             else:
                 self.sessions.lock(conn, result.session_id)
             reconciler = Reconciler(path, self.sessions.stored(conn, result.session_id))
             with MessageWriter(
-                conn, result.session_id, transcript.format, path, transcript.session.created_at
+                conn,
+                result.session_id,
+                transcript.session.source_format,
+                path,
+                transcript.session.created_at,
             ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))

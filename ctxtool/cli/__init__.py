@@ -10,6 +10,7 @@ from __future__ import annotations
 
 # Each module adds its commands to `main` as it is imported.
 from . import (  # noqa: F401
+    archive,
     compact,
     config,
     context,

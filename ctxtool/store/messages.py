@@ -296,6 +296,8 @@ class ImportedSessions:
                 "system_prompt": src.system_prompt,
                 "created_at": src.created_at,
                 "details": details,
+                "user_id": src.user_id,
+                "project_id": src.project_id,
             }.items()
             if v is not None
         }

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from .claude_code import ClaudeCodeParser
 from .codex import CodexParser
+from .ctxtool_archive import CtxtoolArchiveParser
 from .openai_chat import OpenAIChatParser
 from .pi import PiParser
 from .source import (
@@ -29,7 +30,8 @@ from .source import (
 from .walk import FormatParser, main_line_ids, parse
 
 PARSERS: dict[str, type[FormatParser]] = {
-    p.name: p for p in (ClaudeCodeParser, CodexParser, PiParser, OpenAIChatParser)
+    p.name: p
+    for p in (ClaudeCodeParser, CodexParser, PiParser, OpenAIChatParser, CtxtoolArchiveParser)
 }
 FORMATS = tuple(PARSERS)
 

@@ -458,6 +458,8 @@ def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> st
     if not isinstance(first, dict):
         raise TranscriptError(path, None, "not a transcript: the first record is not a JSON object")
     kind = first.get("type")
+    if kind == "ctxtool_session":
+        return "ctxtool-archive"
     if kind == "session" and ("cwd" in first or "version" in first or "id" in first):
         return "pi"
     if (

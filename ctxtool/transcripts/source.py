@@ -68,6 +68,8 @@ class SourceSession:
     system_prompt: str | None = None
     created_at: datetime | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    user_id: str | None = None  # what only a ctxtool archive says (see ctxtool_archive)
+    project_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,428 @@
+"""Archive, then purge: sessions leave the store only into an archive that holds them.
+
+``archive_sessions`` writes each session as ctxtool's own re-importable JSONL
+(``transcripts.ctxtool_archive``: the session, its messages, its checkpoints), one file per
+session, and a manifest (``ctxtool-archive.manifest``) giving each file's counts and a checksum of
+the session's messages and checkpoints. Files and manifest are written to a temporary name and
+renamed, so a killed run leaves only complete files, each in the manifest once complete.
+
+``purge_sessions`` deletes a session only when the archive written by ctxtool holds it: the
+file read back gives the manifest's counts and checksum, and the store's session still gives
+them too (nothing added since), checked and deleted in one transaction per session under the
+session's row lock. A purge killed at any point has deleted only sessions verified so; a
+redacted archive never allows a purge (it does not hold what the store holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from . import __version__
+from .db.schema import agent_compaction as C
+from .db.schema import agent_message as M
+from .db.schema import agent_session as S
+from .errors import CtxtoolError
+from .records import Compaction, Message, Session
+from .store import Store
+from .transcripts.ctxtool_archive import CHECKPOINT, MESSAGE, SESSION
+
+MANIFEST = "ctxtool-archive.manifest"  # JSON; not .json, so importing the folder skips it
+ARCHIVE_VERSION = 1
+_DURATION = re.compile(r"^\s*(\d+)\s*([dhwm]?)\s*$")
+_UNITS = {"": "days", "d": "days", "h": "hours", "w": "weeks", "m": "minutes"}
+
+
+@dataclass
+class ArchivedSession:
+    """One session in an archive: what its manifest entry says."""
+
+    session_id: int
+    source: str
+    file: str
+    messages: int
+    checkpoints: int
+    checksum: str
+    redacted: dict[str, int] = field(default_factory=dict)  # placeholders written, by type
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class PurgeCheck:
+    """What the purge found for one archived session, and did."""
+
+    session_id: int
+    source: str
+    file: str
+    messages: int
+    checkpoints: int
+    verdict: str  # "purged", "would purge", or why the session stays
+    purged: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_age(text: str) -> timedelta:
+    """``30`` or ``30d`` days, ``12h`` hours, ``2w`` weeks, ``90m`` minutes."""
+    match = _DURATION.match(text)
+    if not match:
+        raise CtxtoolError(f"--older-than {text!r}: give a number of days (30, 30d), or 12h, 2w")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def select_sessions(
+    engine: Engine,
+    refs: Iterable[str] = (),
+    older_than: timedelta | None = None,
+    project: str | None = None,
+    now: datetime | None = None,
+) -> list[int]:
+    """The sessions ``refs`` name (any reference ``context show`` takes), or all, narrowed to
+    those whose last message (or start, without one) is older than ``older_than`` and to one
+    project."""
+    store = Store(engine)
+    query = sa.select(S.c.session_id).order_by(S.c.session_id)
+    refs = list(refs)
+    if refs:
+        ids = list(dict.fromkeys(store.resolve_session(r) for r in refs))
+        query = query.where(S.c.session_id.in_(ids))
+    if project is not None:
+        query = query.where(S.c.project_id == project)
+    if older_than is not None:
+        cutoff = (now or datetime.now()) - older_than
+        last = (
+            sa.select(sa.func.max(M.c.created_at))
+            .where(M.c.session_id == S.c.session_id)
+            .scalar_subquery()
+        )
+        query = query.where(sa.func.coalesce(last, S.c.created_at) < cutoff)
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(query)]
+
+
+# -- the records of an archive file: one function each, for writing and for checking --------
+
+
+def session_record(session: Session) -> dict:
+    return {
+        "type": SESSION,
+        "archive_version": ARCHIVE_VERSION,
+        "session_id": session.session_id,
+        "source_format": session.source_format or "ctxtool",
+        "source_id": session.source_id or f"session-{session.session_id}",
+        "title": session.title,
+        "model": session.model,
+        "system_prompt": session.system_prompt,
+        "user_id": session.user_id,
+        "project_id": session.project_id,
+        "created_at": _time(session.created_at),
+        "details": session.details,
+    }
+
+
+def message_record(m: Message) -> dict:
+    return {
+        "type": MESSAGE,
+        "id": m.id,
+        "source_id": message_source_id(m.id, m.source_id),
+        "role": m.role,
+        "content": m.content,
+        "tool_calls": m.tool_calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "created_at": _time(m.created_at),
+        "details": m.details,
+    }
+
+
+def checkpoint_record(c: Compaction, first_kept_source_id: str) -> dict:
+    made_by = {
+        k: v
+        for k, v in (
+            ("summarizer", c.summarizer),
+            ("summarizer_model", c.summarizer_model),
+            ("summary_tokens", c.summary_tokens),
+            ("tokens_after", c.tokens_after),
+        )
+        if v is not None
+    }
+    details = {**(c.details or {}), **({"archived": made_by} if made_by else {})}
+    return {
+        "type": CHECKPOINT,
+        "id": c.id,
+        "source_id": c.source_id or f"ctxtool-checkpoint:{c.id}",
+        "summary": c.summary,
+        "first_kept_source_id": first_kept_source_id,
+        "tokens_before": c.tokens_before,
+        "created_at": _time(c.created_at),
+        "details": details or None,
+    }
+
+
+def message_source_id(message_id: int, source_id: str | None) -> str:
+    """A message written by a runtime has no source id: the archive names it by its id."""
+    return source_id or f"ctxtool:{message_id}"
+
+
+_CHECKED = {
+    MESSAGE: ("source_id", "role", "content", "tool_calls", "tool_call_id", "name"),
+    CHECKPOINT: ("source_id", "summary", "first_kept_source_id", "tokens_before"),
+}
+
+
+class Checksum:
+    """Counts and a sha256 of what an archive must hold of a session: each message's and each
+    checkpoint's identity and content, in order. Computed alike from the store and from a
+    file read back, so the two agree exactly when they hold the same."""
+
+    def __init__(self):
+        self.hash = hashlib.sha256()
+        self.messages = self.checkpoints = 0
+
+    def add(self, record: dict) -> None:
+        kind = record["type"]
+        self.hash.update(orjson.dumps([kind, *(record.get(k) for k in _CHECKED[kind])]))
+        self.hash.update(b"\n")
+        if kind == MESSAGE:
+            self.messages += 1
+        else:
+            self.checkpoints += 1
+
+    def hexdigest(self) -> str:
+        return self.hash.hexdigest()
+
+
+def session_records(
+    store: Store, session_id: int, conn: Connection | None = None
+) -> Iterator[dict]:
+    """The session's archive records, in file order (messages read in batches: flat memory)."""
+    yield session_record(store.session(session_id, conn))
+    for m in store.iter_messages(session_id, conn=conn):
+        yield message_record(m)
+    for c in store.compactions(session_id, conn):
+        [kept] = store.messages(
+            session_id, c.first_kept_message_id, c.first_kept_message_id + 1, conn
+        ) or [None]
+        kept_id = message_source_id(c.first_kept_message_id, kept.source_id if kept else None)
+        yield checkpoint_record(c, kept_id)
+
+
+def archive_sessions(
+    engine: Engine,
+    session_ids: Iterable[int],
+    out_dir: str,
+    redact: Callable[[dict], dict[str, int]] | None = None,
+    on_session: Callable[[ArchivedSession], None] | None = None,
+) -> list[ArchivedSession]:
+    """Write each session to ``out_dir/session-<id>.jsonl`` and the manifest beside them.
+
+    ``redact`` (see :mod:`ctxtool.redaction`) rewrites a record's texts in place and returns
+    what it replaced; a redacted archive is marked so in the manifest (and cannot be purged
+    against)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(out) if (out / MANIFEST).exists() else _new_manifest()
+    store = Store(engine)
+    done: list[ArchivedSession] = []
+    for session_id in session_ids:
+        name = f"session-{session_id}.jsonl"
+        checksum = Checksum()
+        redacted: dict[str, int] = {}
+        records = session_records(store, session_id)
+        header = next(records)
+        with _replacing(out / name) as stream:
+            for record in itertools.chain([header], records):
+                if record is not header:
+                    checksum.add(record)  # what the store holds, before any redaction
+                if redact is not None:
+                    for kind, n in redact(record).items():
+                        redacted[kind] = redacted.get(kind, 0) + n
+                stream.write(orjson.dumps(record) + b"\n")
+        entry = ArchivedSession(
+            session_id,
+            f"{header['source_format']}:{header['source_id']}",
+            name,
+            checksum.messages,
+            checksum.checkpoints,
+            checksum.hexdigest(),
+            redacted,
+        )
+        manifest["sessions"][str(session_id)] = {**entry.as_dict(), "redacted": redact is not None}
+        with _replacing(out / MANIFEST) as stream:
+            stream.write(json.dumps(manifest, indent=1).encode() + b"\n")
+        done.append(entry)
+        if on_session is not None:
+            on_session(entry)
+    return done
+
+
+def _new_manifest() -> dict:
+    return {
+        "written_by": f"ctxtool {__version__}",
+        "archive_version": ARCHIVE_VERSION,
+        "sessions": {},
+    }
+
+
+def read_manifest(archive_dir: Path) -> dict:
+    """The manifest of an archive ctxtool wrote, or CtxtoolError saying why it is not one."""
+    path = archive_dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CtxtoolError(
+            f"{archive_dir}: no {MANIFEST}: not an archive written by ctxtool"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise CtxtoolError(f"{path}: unreadable ({exc})") from None
+    if (
+        not isinstance(manifest, dict)
+        or not str(manifest.get("written_by", "")).startswith("ctxtool")
+        or manifest.get("archive_version") != ARCHIVE_VERSION
+        or not isinstance(manifest.get("sessions"), dict)
+    ):
+        raise CtxtoolError(f"{path}: not a manifest of an archive written by ctxtool")
+    return manifest
+
+
+@contextlib.contextmanager
+def _replacing(path: Path):
+    """Write ``path`` whole or not at all: a temporary file, synced, then renamed over it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# -- purge ----------------------------------------------------------------------------------
+
+
+def purge_sessions(
+    engine: Engine,
+    archive_dir: str,
+    refs: Iterable[str] = (),
+    dry_run: bool = False,
+    on_session: Callable[[PurgeCheck], None] | None = None,
+) -> list[PurgeCheck]:
+    """Delete the archived sessions (those ``refs`` name, or all in the archive) that the
+    archive verifiably holds; see the module docstring. Every session gets a verdict."""
+    folder = Path(archive_dir)
+    manifest = read_manifest(folder)
+    entries = list(manifest["sessions"].values())
+    refs = list(refs)
+    if refs:
+        store = Store(engine)
+        wanted = {store.resolve_session(r) for r in refs}
+        missing = wanted - {e["session_id"] for e in entries}
+        if missing:
+            raise CtxtoolError(
+                f"session {min(missing)} is not in the archive {archive_dir}: archive it first"
+            )
+        entries = [e for e in entries if e["session_id"] in wanted]
+    checks = []
+    for entry in sorted(entries, key=lambda e: e["session_id"]):
+        check = PurgeCheck(
+            entry["session_id"],
+            entry["source"],
+            entry["file"],
+            entry["messages"],
+            entry["checkpoints"],
+            "",
+        )
+        check.verdict = _file_problem(folder, entry) or _purge_one(engine, entry, dry_run)
+        check.purged = check.verdict == "purged"
+        checks.append(check)
+        if on_session is not None:
+            on_session(check)
+    return checks
+
+
+def _file_problem(folder: Path, entry: dict) -> str | None:
+    """Why the archive file does not hold what its manifest says, or None."""
+    if entry.get("redacted"):
+        return "kept: its archive is redacted (it does not hold what the store holds)"
+    path = folder / entry["file"]
+    if Path(entry["file"]).name != entry["file"]:
+        return f"kept: the manifest names a file outside the archive ({entry['file']!r})"
+    checksum = Checksum()
+    try:
+        with open(path, "rb") as f:
+            header = orjson.loads(f.readline())
+            if header.get("type") != SESSION or header.get("session_id") != entry["session_id"]:
+                return f"kept: {entry['file']} is not the archive of session {entry['session_id']}"
+            for raw in f:
+                checksum.add(orjson.loads(raw))
+    except FileNotFoundError:
+        return f"kept: {entry['file']} is missing from the archive"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"kept: {entry['file']} is unreadable ({str(exc)[:80]})"
+    if (checksum.messages, checksum.checkpoints, checksum.hexdigest()) != (
+        entry["messages"],
+        entry["checkpoints"],
+        entry["checksum"],
+    ):
+        return f"kept: {entry['file']} does not hold what the manifest says (changed or damaged)"
+    return None
+
+
+def _purge_one(engine: Engine, entry: dict, dry_run: bool) -> str:
+    """Check the store still holds exactly what was archived, and delete it, in one
+    transaction under the session's row lock (an import waits, then finds it gone)."""
+    session_id = entry["session_id"]
+    store = Store(engine)
+    with engine.begin() as conn:
+        row = conn.execute(
+            sa.select(S.c.source_format, S.c.source_id)
+            .where(S.c.session_id == session_id)
+            .with_for_update()
+        ).first()
+        if row is None:
+            return "kept: not in the store (already purged?)"
+        checksum = Checksum()
+        records = session_records(store, session_id, conn)
+        header = next(records)
+        if f"{header['source_format']}:{header['source_id']}" != entry["source"]:
+            return f"kept: session {session_id} is now another session ({header['source_format']}:{header['source_id']})"
+        for record in records:
+            checksum.add(record)
+        if (checksum.messages, checksum.checkpoints, checksum.hexdigest()) != (
+            entry["messages"],
+            entry["checkpoints"],
+            entry["checksum"],
+        ):
+            return (
+                f"kept: changed since it was archived ({checksum.messages} messages, "
+                f"{checksum.checkpoints} checkpoints now): archive it again"
+            )
+        if dry_run:
+            return "would purge"
+        for table in (C, M, S):
+            conn.execute(table.delete().where(table.c.session_id == session_id))
+    return "purged"

@@ -1,0 +1,85 @@
+"""ctxtool's own archive JSONL (``ctxtool sessions archive``): a session as the store held it.
+
+One ``ctxtool_session`` line (the session's source format and id, title, model, system prompt,
+user and project), then its messages in id order (``ctxtool_message``), then its checkpoints
+in id order (``ctxtool_checkpoint``, each naming its first kept message by source id).
+Importing it gives back the session under its own source format and id, so re-importing the
+transcript it came from afterwards finds it, as before the archive.
+"""
+
+from __future__ import annotations
+
+from . import fields as f
+from .source import InvalidRecord, Line, Record, SourceCompaction, SourceMessage
+from .walk import FormatParser
+
+SESSION, MESSAGE, CHECKPOINT = "ctxtool_session", "ctxtool_message", "ctxtool_checkpoint"
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+class CtxtoolArchiveParser(FormatParser):
+    name = "ctxtool-archive"
+
+    @staticmethod
+    def fits(obj: dict) -> bool:
+        return obj.get("type") in (SESSION, MESSAGE, CHECKPOINT)
+
+    def _session(self, line: Line) -> None:
+        rec, session = line.obj, self.session
+        session.source_format = _needed(f.name(rec, "source_format"), "source_format")
+        session.source_id = _needed(f.identifier(rec, "source_id"), "source_id")
+        session.title = f.string(rec, "title")
+        session.model = f.name(rec, "model")
+        session.system_prompt = f.string(rec, "system_prompt")
+        session.user_id = f.string(rec, "user_id")
+        session.project_id = f.string(rec, "project_id")
+        session.created_at = f.parse_time(rec.get("created_at"))
+        session.details.update(f.obj(rec, "details") or {})
+
+    def _message(self, line: Line) -> list[Record]:
+        rec = line.obj
+        role = rec.get("role")
+        if role not in _ROLES:
+            raise InvalidRecord(f"role must be one of {', '.join(_ROLES)}")
+        calls = rec.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+        ):
+            raise InvalidRecord("'tool_calls' must be a list of objects")
+        return [
+            SourceMessage(
+                self.ids(_needed(f.identifier(rec, "source_id"), "source_id"), line.number),
+                role,
+                f.string(rec, "content"),
+                line.number,
+                tool_calls=calls or None,
+                tool_call_id=f.identifier(rec, "tool_call_id"),
+                name=f.name(rec, "name"),
+                created_at=self.time(rec.get("created_at")),
+                details=f.obj(rec, "details") or None,
+            )
+        ]
+
+    def _checkpoint(self, line: Line) -> list[Record]:
+        rec = line.obj
+        return [
+            SourceCompaction(
+                self.ids(_needed(f.identifier(rec, "source_id"), "source_id"), line.number),
+                _needed(f.string(rec, "summary"), "summary"),
+                line.number,
+                first_kept_source_id=f.required(
+                    f.identifier(rec, "first_kept_source_id"), "'first_kept_source_id'"
+                ),
+                tokens_before=f.token_count(rec.get("tokens_before")),
+                details=f.obj(rec, "details") or None,
+                created_at=self.time(rec.get("created_at")),
+            )
+        ]
+
+    handlers = {SESSION: _session, MESSAGE: _message, CHECKPOINT: _checkpoint}
+
+
+def _needed(value, key: str):
+    if not value:
+        raise InvalidRecord(f"{key!r} is missing")
+    return value
