@@ -22,6 +22,7 @@ import json
 import os
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -37,6 +38,7 @@ from .db.schema import agent_message as M
 from .db.schema import agent_session as S
 from .errors import CtxtoolError
 from .records import Compaction, Message, Session
+from .redaction import Redactor
 from .store import Store
 from .transcripts.ctxtool_archive import CHECKPOINT, MESSAGE, SESSION
 
@@ -227,32 +229,33 @@ def archive_sessions(
     engine: Engine,
     session_ids: Iterable[int],
     out_dir: str,
-    redact: Callable[[dict], dict[str, int]] | None = None,
+    redactor: Redactor | None = None,
     on_session: Callable[[ArchivedSession], None] | None = None,
+    preview: bool = False,
 ) -> list[ArchivedSession]:
     """Write each session to ``out_dir/session-<id>.jsonl`` and the manifest beside them.
 
-    ``redact`` (see :mod:`ctxtool.redaction`) rewrites a record's texts in place and returns
-    what it replaced; a redacted archive is marked so in the manifest (and cannot be purged
-    against)."""
+    ``redactor`` (see :mod:`ctxtool.redaction`) replaces secrets in what is written; a
+    redacted archive is marked so in the manifest (and cannot be purged against). With
+    ``preview`` nothing is written: the redactor only collects what it would replace."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not preview:
+        out.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(out) if (out / MANIFEST).exists() else _new_manifest()
     store = Store(engine)
     done: list[ArchivedSession] = []
     for session_id in session_ids:
         name = f"session-{session_id}.jsonl"
         checksum = Checksum()
-        redacted: dict[str, int] = {}
+        before = Counter(redactor.counts) if redactor is not None else Counter()
         records = session_records(store, session_id)
         header = next(records)
-        with _replacing(out / name) as stream:
+        with _replacing(out / name, discard=preview) as stream:
             for record in itertools.chain([header], records):
                 if record is not header:
                     checksum.add(record)  # what the store holds, before any redaction
-                if redact is not None:
-                    for kind, n in redact(record).items():
-                        redacted[kind] = redacted.get(kind, 0) + n
+                if redactor is not None:
+                    _redact_record(redactor, record, session_id)
                 stream.write(orjson.dumps(record) + b"\n")
         entry = ArchivedSession(
             session_id,
@@ -261,15 +264,28 @@ def archive_sessions(
             checksum.messages,
             checksum.checkpoints,
             checksum.hexdigest(),
-            redacted,
+            dict(redactor.counts - before) if redactor is not None else {},
         )
-        manifest["sessions"][str(session_id)] = {**entry.as_dict(), "redacted": redact is not None}
-        with _replacing(out / MANIFEST) as stream:
-            stream.write(json.dumps(manifest, indent=1).encode() + b"\n")
+        if not preview:
+            manifest["sessions"][str(session_id)] = {
+                **entry.as_dict(),
+                "redacted": redactor is not None,
+            }
+            with _replacing(out / MANIFEST) as stream:
+                stream.write(json.dumps(manifest, indent=1).encode() + b"\n")
         done.append(entry)
         if on_session is not None:
             on_session(entry)
     return done
+
+
+def _redact_record(redactor: Redactor, record: dict, session_id: int) -> None:
+    where = f"session {session_id}"
+    if record["type"] != SESSION:
+        where += f" {record['type'].removeprefix('ctxtool_')} {record['id']}"
+    for key, value in record.items():
+        if key not in ("type", "id", "source_id", "first_kept_source_id", "source_format"):
+            record[key] = redactor.value(value, f"{where} {key}")
 
 
 def _new_manifest() -> dict:
@@ -302,8 +318,13 @@ def read_manifest(archive_dir: Path) -> dict:
 
 
 @contextlib.contextmanager
-def _replacing(path: Path):
-    """Write ``path`` whole or not at all: a temporary file, synced, then renamed over it."""
+def _replacing(path: Path, discard: bool = False):
+    """Write ``path`` whole or not at all: a temporary file, synced, then renamed over it
+    (``discard``: nowhere; a preview)."""
+    if discard:
+        with open(os.devnull, "wb") as stream:
+            yield stream
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as stream:

@@ -8,9 +8,25 @@ import click
 from ..archive import archive_sessions, parse_age, purge_sessions, select_sessions
 from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, print_rows
+from ..redaction import FINDING_COLUMNS, Redactor
 from .app import pass_app
 from .options import output_options
 from .sessions import sessions
+
+
+def redact_options(command):
+    """--redact and --redact-preview, alike wherever a session is written out."""
+    command = click.option(
+        "--redact-preview",
+        is_flag=True,
+        help="List what --redact would replace, and where (never the secret); write nothing.",
+    )(command)
+    return click.option(
+        "--redact",
+        is_flag=True,
+        help="Replace secrets (API keys, tokens, private keys, passwords), e-mail addresses "
+        "and home directories by [REDACTED:type] placeholders in what is written.",
+    )(command)
 
 
 @sessions.command("archive")
@@ -29,27 +45,43 @@ from .sessions import sessions
     type=click.Path(file_okay=False),
     help="Folder to write the archive to (created if missing; an archive there is added to).",
 )
+@redact_options
 @output_options
 @pass_app
-def sessions_archive(app, sessions_, older_than, project_id, out_dir, output: OutputFormat):
+def sessions_archive(
+    app, sessions_, older_than, project_id, out_dir, redact, redact_preview, output: OutputFormat
+):
     """Write sessions to an archive folder: one re-importable JSONL file per session (its
     messages and checkpoints; `ctxtool import` brings it back as it was) and a manifest with
     counts and a checksum, which `sessions purge` checks before deleting anything.
 
-    Without SESSION, every session (narrowed by --older-than and --project).
+    Without SESSION, every session (narrowed by --older-than and --project). With --redact
+    the files hold placeholders instead of secrets (the store is untouched); such an archive
+    cannot be purged against.
 
     \b
     Examples:
       ctxtool sessions archive --older-than 90d -o /backup/ctx-2026-12
-      ctxtool sessions archive 42 43 -o ./archive
+      ctxtool sessions archive 42 43 -o ./archive --redact
     """
     engine = app.checked_engine()
     age = parse_age(older_than) if older_than else None
     ids = select_sessions(engine, sessions_, age, project_id)
     if not ids:
         raise CtxtoolError("no session matches: nothing archived")
+    redactor = Redactor(keep_findings=redact_preview) if redact or redact_preview else None
     with Progress(len(ids), "archiving") as progress:
-        done = archive_sessions(engine, ids, out_dir, on_session=lambda _: progress.update(1))
+        done = archive_sessions(
+            engine,
+            ids,
+            out_dir,
+            redactor,
+            on_session=lambda _: progress.update(1),
+            preview=redact_preview,
+        )
+    if redact_preview:
+        print_rows([f.as_dict() for f in redactor.findings], output, headers=FINDING_COLUMNS)
+        return
     print_rows([d.as_dict() for d in done], output)
 
 

@@ -10,9 +10,11 @@ from ..errors import CtxtoolError
 from ..export import FORMATS, render, render_checkpoints, render_diff, render_table, render_text
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
+from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
 from .app import pass_app
+from .archive import redact_options
 from .options import json_option, output_options, session_argument
 from .root import main
 from .types import WholeNumber
@@ -176,8 +178,9 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     type=click.Path(dir_okay=False, writable=True),
     help="Write to this file instead of standard output.",
 )
+@redact_options
 @pass_app
-def export(app, session, fmt, at, before_first, path):
+def export(app, session, fmt, at, before_first, path, redact, redact_preview):
     """Export a session's restored context (the latest, or --at a checkpoint).
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
@@ -186,7 +189,15 @@ def export(app, session, fmt, at, before_first, path):
     Example: ctxtool context export 42 --format html -o session-42.html
              ctxtool context export 42 --format jsonl | ctxtool import - --format openai-chat
     """
-    text = render(_view(app, session, at, before_first), fmt)
+    view = _view(app, session, at, before_first)
+    if redact or redact_preview:
+        redactor = Redactor(keep_findings=redact_preview)
+        redact_view(view, redactor)
+        if redact_preview:
+            rows = [f.as_dict() for f in redactor.findings]
+            print_rows(rows, OutputFormat(), headers=FINDING_COLUMNS)
+            return
+    text = render(view, fmt)
     if path:
         try:
             Path(path).write_text(text, encoding="utf-8")

@@ -1,0 +1,226 @@
+"""Redaction on the way out (``context export --redact``, ``sessions archive --redact``):
+secrets, e-mail addresses and home directory paths replaced by typed placeholders such as
+``[REDACTED:aws-key]``. The store itself is never rewritten: only what is written out.
+
+The secret patterns are Yelp's detect-secrets rules (its plugins' own regexes, maintained with
+the scanner: AWS, GitHub, GitLab, Slack, Stripe, OpenAI, npm, PyPI, SendGrid, Twilio, JWT, URL
+passwords, ...; and its keyword detector for ``password = ...`` and ``.env`` lines). A few
+are added where its 1.5 rules have none: whole PEM private key blocks, Anthropic, newer OpenAI
+and Google API keys, bearer tokens, e-mail addresses and home directories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CtxtoolError
+
+try:  # the optional extra ctxtool[redact]
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.keyword import KeywordDetector
+except ImportError:
+    get_mapping_from_secret_type_to_class = KeywordDetector = None
+
+# detect-secrets plugin -> placeholder type; "group 1" where its regex captures the secret
+# inside what it matches (the password of a URL, a key after its name).
+_DETECTORS = {
+    "ArtifactoryDetector": "artifactory-token",
+    "AWSKeyDetector": "aws-key",
+    "AzureStorageKeyDetector": "azure-storage-key",
+    "BasicAuthDetector": "url-password",
+    "DiscordBotTokenDetector": "discord-token",
+    "GitHubTokenDetector": "github-token",
+    "GitLabTokenDetector": "gitlab-token",
+    "JwtTokenDetector": "jwt",
+    "MailchimpDetector": "mailchimp-key",
+    "NpmDetector": "npm-token",
+    "OpenAIDetector": "openai-key",
+    "PypiTokenDetector": "pypi-token",
+    "SendGridDetector": "sendgrid-key",
+    "SlackDetector": "slack-token",
+    "SquareOAuthDetector": "square-secret",
+    "StripeDetector": "stripe-key",
+    "TelegramBotTokenDetector": "telegram-token",
+    "TwilioKeyDetector": "twilio-key",
+}
+_SECRET_IN_GROUP = {"BasicAuthDetector", "AWSKeyDetector"}
+
+# What detect-secrets 1.5 has no rule for, or finds only part of (a private key's header, a
+# JWT without its signature): tried before its rules, so the whole secret is replaced.
+_SPECIFIC = [
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
+            r"[\s\S]{0,20000}?-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
+        ),
+        0,
+    ),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 0),
+    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
+    ("openai-key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"), 0),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
+]
+# Tried after every secret rule: what is left of a credential's shape, then personal data.
+_GENERAL = [
+    ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{16,})"), 1),
+    (
+        "env-secret",
+        re.compile(
+            r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY"
+            r"|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*=[\"']?([^\s\"'#]{4,})"
+        ),
+        1,
+    ),
+    (
+        "email",
+        re.compile(
+            r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}\b"
+        ),
+        0,
+    ),
+    (
+        "home-dir",
+        re.compile(r"(?:/home/|/Users/|[A-Za-z]:\\{1,2}Users\\{1,2})[^/\\\s\"'<>:*?|]+"),
+        0,
+    ),
+]
+
+
+FINDING_COLUMNS = ["kind", "where", "excerpt"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One replacement: its type, where (as the caller names it), and a masked excerpt."""
+
+    kind: str
+    where: str
+    excerpt: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int]]:
+    if KeywordDetector is None:
+        raise CtxtoolError(
+            "--redact needs the detect-secrets package: pip install 'ctxtool[redact]'"
+        )
+    out = []
+    for plugin in get_mapping_from_secret_type_to_class().values():
+        kind = _DETECTORS.get(plugin.__name__)
+        for pattern in getattr(plugin, "denylist", ()) if kind else ():
+            group = 1 if plugin.__name__ in _SECRET_IN_GROUP and pattern.groups else 0
+            out.append((kind, pattern, group))
+    return out
+
+
+class Redactor:
+    """Finds and replaces; counts what it replaced, by type, and keeps the findings (for
+    --redact-preview) when asked to."""
+
+    def __init__(self, keep_findings: bool = False):
+        self.patterns = _SPECIFIC + _detect_secrets_patterns()
+        self.keyword = KeywordDetector()
+        self.counts: Counter = Counter()
+        self.findings: list[Finding] | None = [] if keep_findings else None
+        self._listed: set[Finding] = set()
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, type) of what to replace, in text order. Where two rules overlap,
+        the one tried first wins: the specific secret rules, then detect-secrets' keyword
+        detector, then bearer tokens, .env secrets, e-mail addresses and home directories."""
+        chosen: list[tuple[int, int, str]] = []
+
+        def take(start: int, stop: int, kind: str) -> None:
+            if stop > start and all(stop <= s or start >= e for s, e, _ in chosen):
+                chosen.append((start, stop, kind))
+
+        for kind, pattern, group in self.patterns:
+            for m in pattern.finditer(text):
+                take(m.start(group), m.end(group), kind)
+        for line_start, line in _lines(text):
+            if "=" in line or ":" in line:
+                for secret in self.keyword.analyze_line(filename="x.env", line=line):
+                    value = secret.secret_value or ""
+                    at = line.find(value) if len(value) >= 4 else -1
+                    if at >= 0:
+                        take(line_start + at, line_start + at + len(value), "password")
+        for kind, pattern, group in _GENERAL:
+            for m in pattern.finditer(text):
+                take(m.start(group), m.end(group), kind)
+        return sorted(chosen)
+
+    def text(self, text: str, where: str = "") -> str:
+        if not text:
+            return text
+        out, last = [], 0
+        for start, stop, kind in self.spans(text):
+            out.append(text[last:start])
+            out.append(f"[REDACTED:{kind}]")
+            last = stop
+            self.counts[kind] += 1
+            if self.findings is not None:
+                finding = Finding(kind, where, _masked(text[start:stop]))
+                if finding not in self._listed:  # one text can be output twice (an export's
+                    self._listed.add(finding)  # OpenAI message and the message it renders)
+                    self.findings.append(finding)
+        if not out:
+            return text
+        out.append(text[last:])
+        return "".join(out)
+
+    def value(self, value: Any, where: str = "") -> Any:
+        """``value`` with every string in it redacted: dicts and lists in place, dataclass
+        fields set (frozen ones too: these are copies made for output), tuples rebuilt."""
+        return self._walk(value, where, set())
+
+    def _walk(self, value: Any, where: str, seen: set[int]) -> Any:
+        if isinstance(value, str):
+            return self.text(value, where)
+        if isinstance(value, (int, float, bool)) or value is None or id(value) in seen:
+            return value
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for k, v in value.items():
+                value[k] = self._walk(v, where, seen)
+        elif isinstance(value, list):
+            value[:] = [self._walk(v, where, seen) for v in value]
+        elif isinstance(value, tuple):
+            return tuple(self._walk(v, where, seen) for v in value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                old = getattr(value, f.name)
+                new = self._walk(old, where, seen)
+                if new is not old:
+                    object.__setattr__(value, f.name, new)
+        return value
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    at = 0
+    for line in text.splitlines(keepends=True):
+        yield at, line
+        at += len(line)
+
+
+def _masked(secret: str) -> str:
+    """Enough to recognise what was found, never the secret: its first characters and size."""
+    shown = secret[:4] if len(secret) > 12 else secret[:1]
+    return f"{shown}… ({len(secret)} chars)"
+
+
+def redact_view(view, redactor: Redactor) -> None:
+    """Redact an exported context (``inspection.ContextView``) in place: its messages (named
+    by id in the findings), the session's title and prompt, the checkpoint's summary."""
+    for item in view.items:
+        redactor.value(item, f"message {item.id}" if item.id is not None else item.kind)
+    redactor.value(view.session, "session")
+    redactor.value(view.context, "context")
+    redactor.value(view.point, "checkpoint")

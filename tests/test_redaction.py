@@ -1,0 +1,176 @@
+"""Issue 32 item 4: redaction on the way out. `context export --redact` and `sessions archive
+--redact` write typed placeholders instead of secrets, e-mail addresses and home directories;
+--redact-preview lists what and where (never the secret itself); the store is never
+rewritten."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxtool.redaction import Redactor
+
+AWS = "AKIAIOSFODNN7EXAMPLE"
+GITHUB = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nQyNTUxOQ\n-----END OPENSSH PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize(
+    "text,redacted",
+    [
+        (f"export AWS_ACCESS_KEY_ID={AWS}", "export AWS_ACCESS_KEY_ID=[REDACTED:aws-key]"),
+        (f"token {GITHUB} here", "token [REDACTED:github-token] here"),
+        ("xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx", "[REDACTED:slack-token]"),
+        ("key sk_live_abcdefghijklmnopqrstuvwx.", "key [REDACTED:stripe-key]."),
+        (
+            "ANTHROPIC_API_KEY=sk-ant-api03-Abcdefghijklmnopqrstuvwxyz012",
+            "ANTHROPIC_API_KEY=[REDACTED:anthropic-key]",
+        ),
+        (
+            "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123",
+            "OPENAI_API_KEY=[REDACTED:openai-key]",
+        ),
+        (
+            "git clone https://bob:hunter2pass@github.com/o/r",
+            "git clone https://bob:[REDACTED:url-password]@github.com/o/r",
+        ),
+        (
+            'curl -H "Authorization: Bearer abcdefghijklmnop1234"',
+            'curl -H "Authorization: Bearer [REDACTED:bearer-token]"',
+        ),
+        (
+            "DATABASE_PASSWORD=correcthorsebattery\nDEBUG=1",
+            "DATABASE_PASSWORD=[REDACTED:env-secret]\nDEBUG=1",
+        ),
+        ('db_password = "s3cr3tpass"', 'db_password = "[REDACTED:password]"'),
+        (f"key:\n{PEM}\nend", "key:\n[REDACTED:private-key]\nend"),
+        (
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "[REDACTED:jwt]",
+        ),
+        ("write to alice.smith@example.com", "write to [REDACTED:email]"),
+        (
+            "open /home/alice/proj/a.py or /Users/bob/b",
+            "open [REDACTED:home-dir]/proj/a.py or [REDACTED:home-dir]/b",
+        ),
+        ("C:\\Users\\carol\\repo", "[REDACTED:home-dir]\\repo"),
+    ],
+)
+def test_each_kind_of_secret_gets_its_typed_placeholder(text, redacted):
+    assert Redactor().text(text) == redacted
+
+
+def test_ordinary_text_and_code_are_left_alone():
+    texts = [
+        "def f(x):\n    return x + 1  # token: none",
+        "see https://docs.python.org/3/library/re.html#re.sub",
+        "/usr/local/bin/python3 -m pytest tests/",
+        "password = input()",
+        "the commit a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 fixed it",
+    ]
+    redactor = Redactor()
+    assert [redactor.text(t) for t in texts] == texts and not redactor.counts
+
+
+def test_values_are_redacted_through_every_container_and_counted():
+    redactor = Redactor(keep_findings=True)
+    record = {
+        "content": f"use {AWS}",
+        "tool_calls": [{"function": {"arguments": '{"k": "' + GITHUB + '"}'}}],
+    }
+    redactor.value(record, "message 7")
+    assert record["content"] == "use [REDACTED:aws-key]"
+    assert json.loads(record["tool_calls"][0]["function"]["arguments"]) == {
+        "k": "[REDACTED:github-token]"
+    }
+    assert redactor.counts == {"aws-key": 1, "github-token": 1}
+    assert [(f.kind, f.where) for f in redactor.findings] == [
+        ("aws-key", "message 7"),
+        ("github-token", "message 7"),
+    ]
+    assert all(AWS not in f.excerpt and GITHUB not in f.excerpt for f in redactor.findings)
+
+
+def _secret_session(cli, db, tmp_path):
+    path = tmp_path / "secrets.jsonl"
+    lines = [
+        {"role": "system", "content": "You work in /home/alice/project."},
+        {"role": "user", "content": f"deploy with {AWS} and tell ops@example.com"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "sh",
+                        "arguments": json.dumps({"cmd": f"export TOKEN={GITHUB}"}),
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": PEM},
+        {"role": "assistant", "content": "done"},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 0, result.output
+    return db.rows("SELECT id, content, tool_calls FROM agent_message ORDER BY id")
+
+
+def test_export_redacts_every_format_and_never_the_store(db, cli, tmp_path):
+    stored = _secret_session(cli, db, tmp_path)
+    for fmt in ("jsonl", "markdown", "html"):
+        out = tmp_path / f"export.{fmt}"
+        result = cli(
+            "--db", db.url, "context", "export", "1", "--format", fmt, "--redact", "-o", out
+        )
+        assert result.exit_code == 0, result.output
+        text = out.read_text()
+        for secret in (AWS, GITHUB, "BEGIN OPENSSH PRIVATE KEY", "ops@example.com", "/home/alice"):
+            assert secret not in text, (fmt, secret)
+        for placeholder in ("aws-key", "github-token", "private-key", "email", "home-dir"):
+            assert f"[REDACTED:{placeholder}]" in text, (fmt, placeholder)
+    plain = cli("--db", db.url, "context", "export", "1", "--format", "jsonl")
+    assert AWS in plain.output  # without --redact, as it is
+    assert db.rows("SELECT id, content, tool_calls FROM agent_message ORDER BY id") == stored
+
+    preview = cli("--db", db.url, "context", "export", "1", "--redact-preview")
+    assert preview.exit_code == 0, preview.output
+    assert "aws-key" in preview.output and "message 1" in preview.output
+    assert "private-key" in preview.output and "message 3" in preview.output
+    assert AWS not in preview.output and GITHUB not in preview.output
+
+
+def test_archive_redacts_its_files_and_such_an_archive_purges_nothing(db, cli, tmp_path):
+    stored = _secret_session(cli, db, tmp_path)
+    archive = tmp_path / "archive"
+    preview = cli(
+        "--db", db.url, "sessions", "archive", "-o", archive, "--redact-preview", "--json"
+    )
+    assert preview.exit_code == 0, preview.output
+    found = json.loads(preview.stdout)
+    assert {
+        "kind": "aws-key",
+        "where": "session 1 message 1 content",
+        "excerpt": "AKIA… (20 chars)",
+    } in found
+    assert not archive.exists()  # a preview writes nothing
+
+    result = cli("--db", db.url, "sessions", "archive", "-o", archive, "--redact", "--json")
+    assert result.exit_code == 0, result.output
+    [entry] = json.loads(result.stdout)
+    # the title (the first user message) and the system prompt are written out too
+    assert entry["redacted"] == {
+        "aws-key": 2,
+        "email": 2,
+        "github-token": 1,
+        "home-dir": 1,
+        "private-key": 1,
+    }
+    text = (archive / "session-1.jsonl").read_text()
+    assert AWS not in text and GITHUB not in text and "[REDACTED:private-key]" in text
+    refused = cli("--db", db.url, "sessions", "purge", "-a", archive)
+    assert refused.exit_code == 1 and "its archive is redacted" in refused.output
+    assert db.rows("SELECT id, content, tool_calls FROM agent_message ORDER BY id") == stored
