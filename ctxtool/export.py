@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
-from .output import OutputFormat, shorten, to_jsonable, visible
+from .output import OutputFormat, dumps, shorten, visible
 from .records import NO_CALL_ID
 from .terminal import fit_table
 
@@ -474,9 +474,7 @@ def render_jsonl(view: ContextView) -> str:
     """The OpenAI message list, one message per line: ``ctxtool import --format openai-chat``
     reads it back to the same restored context (system prompt, summary as a user message, tool
     calls all answered)."""
-    return "".join(
-        json.dumps(to_jsonable(item.openai), ensure_ascii=False) + "\n" for item in view.items
-    )
+    return "".join(dumps(item.openai, indent=None) + "\n" for item in view.items)
 
 
 def render(view: ContextView, fmt: str) -> str:

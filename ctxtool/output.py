@@ -88,8 +88,15 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+# What json.dumps leaves raw that a terminal would run or that would reorder the text shown:
+# DEL, the C1 controls (U+009B is a CSI) and the bidi overrides and isolates. Only inside
+# strings can they occur, where \uXXXX is the same character: the JSON stays exact.
+_JSON_RAW_CONTROLS = re.compile("[\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def dumps(value: Any, indent: int | None = 2) -> str:
-    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
+    text = json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
+    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def render_rows(

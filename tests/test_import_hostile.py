@@ -335,3 +335,39 @@ def test_hundreds_of_hostile_transcripts_end_in_a_summary_and_leave_nothing_half
     assert [r["error"] for r in again] == [r["error"] for r in rows]
     assert all(r["added"] == 0 and r["compactions"] == 0 for r in again)
     assert _counts(db) == before
+
+
+def test_terminal_controls_leave_as_json_escapes_and_a_non_utf8_session_is_an_error(
+    db, cli, tmp_path
+):
+    """Issue 32 item 0: C1 controls (U+009B is a CSI) and bidi overrides are valid JSON, but
+    written raw a terminal runs or reorders them: every JSON output escapes them as \\u009b.
+    A session argument that is not UTF-8 is one error line, never a traceback."""
+    hostile = "title \x9b31m red \u202eevil\u202c \x85 end"
+    path = tmp_path / "controls.jsonl"
+    path.write_text(
+        json.dumps({"role": "user", "content": hostile})
+        + "\n"
+        + json.dumps({"role": "assistant", "content": "ok \u2066x\u2069"})
+        + "\n"
+    )
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    raw = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+    outputs = {
+        "show --json": cli("--db", db.url, "context", "show", "1", "--json").output,
+        "show --openai": cli("--db", db.url, "context", "show", "1", "--openai").output,
+        "list --nl": cli("--db", db.url, "sessions", "list", "--nl").output,
+        "export jsonl": cli("--db", db.url, "context", "export", "1", "--format", "jsonl").output,
+    }
+    for name, text in outputs.items():
+        assert not raw.search(text), name
+        assert "\\u009b31m" in text, name
+    messages = [json.loads(line) for line in outputs["export jsonl"].splitlines()]
+    assert messages[0]["content"] == hostile  # the same text, escaped
+    assert json.loads(outputs["list --nl"].splitlines()[0])["title"].startswith("title \x9b31m")
+
+    for command in (("context", "show"), ("context", "export"), ("validate",), ("tokens", "count")):
+        result = cli("--db", db.url, *command, b"\xff".decode("utf-8", "surrogateescape"))
+        assert result.exit_code == 1, (command, result.output)
+        assert "session \\udcff does not exist (not valid UTF-8)" in result.output, command
+        assert "Traceback" not in result.output and "internal error" not in result.output

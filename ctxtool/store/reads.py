@@ -265,6 +265,9 @@ class Store:
             return plain
 
     def _resolve_session(self, text: str, conn: Connection | None) -> int:
+        if not text.isascii() and not _encodable(text):  # a non-UTF-8 argument ($'\xff')
+            shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+            raise CtxtoolError(f"session {shown} does not exist (not valid UTF-8)")
         with connection_for(self.engine, conn) as c:
             plain = plain_session_id(text)
             if plain is not None:
@@ -510,6 +513,14 @@ def per_session(
 
 # Sessions per query when reading many restored suffixes at once (see suffix_ranges).
 SESSIONS_PER_RANGE_QUERY = 500
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def plain_session_id(ref: str | int) -> int | None:
