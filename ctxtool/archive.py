@@ -218,10 +218,10 @@ def session_records(
     for m in store.iter_messages(session_id, conn=conn):
         yield message_record(m)
     for c in store.compactions(session_id, conn):
-        [kept] = store.messages(
+        kept = store.messages(
             session_id, c.first_kept_message_id, c.first_kept_message_id + 1, conn
-        ) or [None]
-        kept_id = message_source_id(c.first_kept_message_id, kept.source_id if kept else None)
+        )
+        kept_id = message_source_id(c.first_kept_message_id, kept[0].source_id if kept else None)
         yield checkpoint_record(c, kept_id)
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -151,12 +152,12 @@ class Importer:
         results: list[FileResult] = []
         try:
             for member in archive_members(path, shown, is_transcript_name):
-                if member.error is not None:
+                if member.stream is None:  # refused (see transcripts.archives)
                     results.append(FileResult(member.shown, error=str(member.error)))
                     continue
                 source = SourceFile(member.stream, member.size, member_source_id(member))
                 results.append(
-                    self._import_opened(member.shown, member.shown, lambda s=source: nullcontext(s))
+                    self._import_opened(member.shown, member.shown, partial(_opened, source))
                 )
         except _FILE_FAILURES as exc:
             failure = describe_failure(exc, secrets=[self.engine.url], where=shown)
@@ -192,13 +193,12 @@ class Importer:
                 # back). Find the main line in a first pass, then import only it. A disagreement
                 # seen while reading a tree as linear may come from a branch (a tool result
                 # whose call is abandoned reads differently): it is final on the main line only.
-                if isinstance(exc, Disagreement) and (
-                    main is not None or not PARSERS[result.format].tree
-                ):
+                fmt = result.format or ""  # known: the transcript was being written
+                if isinstance(exc, Disagreement) and (main is not None or not PARSERS[fmt].tree):
                     raise
                 stream.seek(0)
                 lines = CountingStream(stream, size=source.size, path=path)
-                main = main_line_of(path, lines, result.format, self.skip_invalid)
+                main = main_line_of(path, lines, fmt, self.skip_invalid)
             except (IntegrityError, OperationalError, SessionGone) as exc:
                 # Another import of the same transcript created or changed it first (or the two
                 # deadlocked, or a runtime took the new id): nothing of ours was written; the
@@ -275,17 +275,17 @@ class Importer:
     ) -> None:
         """One transaction: create or lock the session, reconcile every record, write, describe
         it. A new session's row is part of it, so a failure at any point leaves none."""
+        session_id, source_id = result.session_id, result.source_id
+        assert session_id is not None and source_id is not None  # allocated by the caller
         with self.engine.begin() as conn:
             if how == "new":
-                self.sessions.create(
-                    conn, result.session_id, transcript.session.source_format, result.source_id
-                )
+                self.sessions.create(conn, session_id, transcript.session.source_format, source_id)
             else:
-                self.sessions.lock(conn, result.session_id)
-            reconciler = Reconciler(path, self.sessions.stored(conn, result.session_id))
+                self.sessions.lock(conn, session_id)
+            reconciler = Reconciler(path, self.sessions.stored(conn, session_id))
             with MessageWriter(
                 conn,
-                result.session_id,
+                session_id,
                 transcript.session.source_format,
                 path,
                 transcript.session.created_at,
@@ -294,9 +294,9 @@ class Importer:
                     writer.apply(reconciler.step(rec))
                 reconciler.finish()
                 writer.close()
-            self.sessions.update(conn, result.session_id, transcript.session, path)
+            self.sessions.update(conn, session_id, transcript.session, path)
             if how == "legacy":
-                self.sessions.adopt(conn, result.session_id, result.source_id)
+                self.sessions.adopt(conn, session_id, source_id)
         counts = reconciler.counts
         result.messages_added = writer.messages_added
         result.compactions_added = writer.compactions_added
@@ -308,6 +308,11 @@ class Importer:
         result.converted.update(counts.converted)
         result.recovered.update(transcript.layout.recovered)
         result.layout = transcript.layout.name
+
+
+def _opened(source: SourceFile) -> AbstractContextManager[SourceFile]:
+    """An archive member, already open (its archive closes it)."""
+    return nullcontext(source)
 
 
 class _FileProgress:

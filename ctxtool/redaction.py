@@ -24,7 +24,7 @@ try:  # the optional extra ctxtool[redact]
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.keyword import KeywordDetector
 except ImportError:
-    get_mapping_from_secret_type_to_class = KeywordDetector = None
+    get_mapping_from_secret_type_to_class = KeywordDetector = None  # type: ignore[assignment,misc]
 
 # detect-secrets plugin -> placeholder type; "group 1" where its regex captures the secret
 # inside what it matches (the password of a URL, a key after its name).
@@ -112,10 +112,12 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int]]:
         raise CtxtoolError(
             "--redact needs the detect-secrets package: pip install 'ctxtool[redact]'"
         )
-    out = []
+    out: list[tuple[str, re.Pattern, int]] = []
     for plugin in get_mapping_from_secret_type_to_class().values():
         kind = _DETECTORS.get(plugin.__name__)
-        for pattern in getattr(plugin, "denylist", ()) if kind else ():
+        if kind is None:
+            continue
+        for pattern in getattr(plugin, "denylist", ()):
             group = 1 if plugin.__name__ in _SECRET_IN_GROUP and pattern.groups else 0
             out.append((kind, pattern, group))
     return out

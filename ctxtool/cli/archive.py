@@ -79,7 +79,7 @@ def sessions_archive(
             on_session=lambda _: progress.update(1),
             preview=redact_preview,
         )
-    if redact_preview:
+    if redactor is not None and redactor.findings is not None:  # --redact-preview
         print_rows([f.as_dict() for f in redactor.findings], output, headers=FINDING_COLUMNS)
         return
     print_rows([d.as_dict() for d in done], output)

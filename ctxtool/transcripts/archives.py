@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO, Protocol
 
 from .source import TranscriptError
 
@@ -94,10 +94,16 @@ try:
 
     _BAD_DATA += (zstandard.ZstdError,)
 except ImportError:  # .zst support is the optional extra ctxtool[zst]
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]
 
 
-def _open_decompressed(path: str, shown: str) -> BinaryIO:
+class _Reader(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def _open_decompressed(path: str, shown: str) -> _Reader:
     if path.lower().endswith(".gz") or path.lower().endswith(".tgz"):
         return gzip.open(path, "rb")
     if path.lower().endswith(".zst"):
@@ -242,5 +248,12 @@ def _tar_members(path, shown, beside, budget, wanted) -> Iterator[ArchiveMember]
                     info.name,
                     budget,
                     wanted,
-                    lambda i=info: contextlib.closing(archive.extractfile(i)),
+                    lambda i=info: _extracted(archive, i),
                 )
+
+
+def _extracted(archive: tarfile.TarFile, info: tarfile.TarInfo) -> contextlib.closing[IO[bytes]]:
+    data = archive.extractfile(info)
+    if data is None:  # only a regular file is asked for; a tar that says otherwise lies
+        raise tarfile.TarError(f"member {info.name!r} has no data")
+    return contextlib.closing(data)

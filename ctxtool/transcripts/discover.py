@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from .archives import (
     ARCHIVE_SUFFIXES,
@@ -50,7 +50,7 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     out: list[str] = []
     for p in paths:
         if p != STDIN and os.path.isdir(p):
-            found = []
+            found: list[str] = []
             for root, dirs, files in os.walk(p):  # never follows a symlinked folder (no loops)
                 dirs.sort()
                 found.extend(
@@ -82,7 +82,7 @@ class SourceFile:
     ``size`` is the file's length when it was opened: an agent may still be appending, and
     reading on past it would read a line being written as two (see ``CountingStream``)."""
 
-    stream: BinaryIO
+    stream: IO[bytes]
     size: int | None  # None: read to the end
     fallback_id: str
     legacy_id: str | None = None
@@ -124,7 +124,7 @@ def open_source(path: str) -> Iterator[SourceFile]:
         yield SourceFile(stream, size, *source_ids(path))
 
 
-def _spool(stdin: BinaryIO, spool: BinaryIO) -> bytes:
+def _spool(stdin: IO[bytes], spool: IO[bytes]) -> bytes:
     """Copy standard input to ``spool``; returns its first bytes (they name the transcript)."""
     head = stdin.read(_STDIN_ID_BYTES)
     if b"\x00" in head:
@@ -210,7 +210,7 @@ class CountingStream:
 
     def __init__(
         self,
-        stream: BinaryIO,
+        stream: IO[bytes],
         on_bytes: Callable[[int], None] | None = None,
         size: int | None = None,
         path: str = "<stream>",
@@ -240,5 +240,5 @@ class CountingStream:
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             yield raw
-        if pending:
+        if pending and on_bytes is not None:
             on_bytes(pending)

@@ -73,12 +73,16 @@ class RecordReader:
 
     def records(self, values: Iterable[Line | Broken] | None = None) -> Iterator[Line]:
         """Only JSON objects; anything else is a ``file:line`` error, or a counted skip."""
-        for item in self.values() if values is None else values:
-            if type(item) is Line:
-                if type(item.obj) is dict:
-                    yield item
+        for value in self.values() if values is None else values:
+            if isinstance(value, Line):
+                if type(value.obj) is dict:
+                    yield value
                     continue
-                item = Broken(item.number, f"expected a JSON object, found {_json_name(item.obj)}")
+                item = Broken(
+                    value.number, f"expected a JSON object, found {_json_name(value.obj)}"
+                )
+            else:
+                item = value
             if item.incomplete:
                 self.skipped["incomplete_last_line"] += 1
             elif not self.skip_invalid:
@@ -112,6 +116,7 @@ class RecordReader:
                     continue
                 if open_value is None and not raw.strip():
                     continue
+            items: list[Line | Broken]
             if b"\x00" in raw:
                 items, open_value = [Broken(number, "binary data, not a text transcript")], None
             else:
@@ -334,7 +339,7 @@ def read_transcript(
                 first_bad = Broken(
                     item.number, f"expected a JSON object, found {_json_name(item.obj)}"
                 )
-        elif first_bad is None:
+        elif first_bad is None and isinstance(item, Broken):
             first_bad = item
         if (
             len(samples) >= _PEEK_RECORDS
