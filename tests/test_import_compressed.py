@@ -105,6 +105,7 @@ def test_a_member_climbing_out_of_the_archive_is_refused_alone(db, cli, tmp_path
         zf.writestr("../../outside.jsonl", CHAT)
         zf.writestr("/etc/abs.jsonl", CHAT)
         zf.writestr("fine.jsonl", CHAT)
+        zf.writestr("../readme.txt", b"no transcript: never read, whatever its path")
     tar_archive = tmp_path / "evil.tar.gz"
     with tarfile.open(tar_archive, "w:gz") as tar:
         info = tarfile.TarInfo("a/../../up.jsonl")
@@ -119,7 +120,7 @@ def test_a_member_climbing_out_of_the_archive_is_refused_alone(db, cli, tmp_path
     assert f"{tar_archive}/a/../../up.jsonl: archive member with a path that climbs" in (
         result.output
     )
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and "readme.txt" not in result.output
     assert [n for _, _, n in sessions(db)] == [2]  # fine.jsonl only
     assert not (tmp_path.parent / "outside.jsonl").exists()
 

@@ -205,13 +205,13 @@ def archive_members(
 
 
 def _member(shown, beside, name, budget, wanted, open_member) -> Iterator[ArchiveMember]:
+    if not wanted(name):
+        return  # not a transcript (whatever its path: it is never read)
     member = ArchiveMember(f"{shown}/{name.lstrip('/')}", os.path.join(beside, name))
     problem = unsafe_member_name(name)
     if problem is not None:
         member.error = TranscriptError(member.shown, None, f"archive member with {problem}")
         yield member
-        return
-    if not wanted(name):
         return
     with tempfile.TemporaryFile() as spool:
         with open_member() as source:
