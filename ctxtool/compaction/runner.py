@@ -120,6 +120,20 @@ class Compactor:
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
             with retry_transaction(self.engine, self.engine.connect) as conn:
+                holder = (
+                    None
+                    if dry_run
+                    else retry_transaction(conn, lambda: leases.holder(conn, session_id))
+                )
+                if holder is not None and holder.owner != self.owner:
+                    # A sibling run (another process found the same batch) has it: not read
+                    # and planned for nothing. The claim still decides when this read is stale.
+                    return replace(
+                        outcome,
+                        status=CompactionStatus.LEASE_HELD,
+                        notes=[f"leased by {holder.owner} until {holder.expires_at}"],
+                        seconds=time.perf_counter() - started,
+                    )
                 for _ in range(SPAN_ATTEMPTS):
                     session, prep = retry_transaction(
                         conn, lambda: self._prepare(conn, session_id, force, not dry_run)

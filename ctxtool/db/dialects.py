@@ -383,7 +383,8 @@ class MySQL(Dialect):
     # (1205), a row changed since the snapshot (1020), a statement killed to let a replicated
     # write through ("Query execution was interrupted", 1317, when a brute-force abort lands
     # outside the COMMIT).
-    TRANSIENT_CONFLICTS = {DEADLOCK, 1205, 1020, 1317}
+    # TiDB's own: a write conflict (9007) and a schema changed under the transaction (8028).
+    TRANSIENT_CONFLICTS = {DEADLOCK, 1205, 1020, 1317, 9007, 8028}
     # The server out of reach: refused (2003) or dropped (2006, 2013) connections, a
     # connection killed on the server (1927), a Galera node not in the primary component or
     # still joining (1047 "WSREP has not yet prepared node for application use").
