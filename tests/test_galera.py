@@ -15,10 +15,11 @@ import pytest
 
 from ctxtool.db import DEFAULT_POLICY, retry_transaction
 
-from .builders import LIMITS, add_session, coding_session
+from .builders import add_session, coding_session
 from .conftest import TRANSCRIPTS, Database
 from .galera_cluster import galera  # noqa: F401 - the session fixture
 from .llm_server import FakeLLM
+from .test_compact import _compact_all_cmd
 
 pytestmark = pytest.mark.galera
 
@@ -128,25 +129,9 @@ def test_two_overlapping_imports_through_two_nodes_store_each_message_once(nodes
 
 
 def _compact_all(url: str, base_url: str, *extra: str) -> subprocess.Popen:
+    """`compact --all --workers 4 --json` through ``url`` (test_compact's command), started."""
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ctxtool",
-            "--db",
-            url,
-            "compact",
-            "--all",
-            "--workers",
-            "2",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            base_url,
-            "--json",
-            *LIMITS,
-            *extra,
-        ],
+        _compact_all_cmd(url, base_url, *extra),
         env=dict(os.environ, OPENAI_API_KEY="sk-test"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -240,7 +225,7 @@ def test_a_node_killed_mid_batch_ends_its_run_with_one_line_per_session(nodes, g
     assert failed and all(row["error"].startswith("database error") for row in failed)
     assert len({row["session_id"] for row in json.loads(out)}) == len(json.loads(out))
     held = nodes[1].scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL")
-    assert held <= 2  # what the dead run had in hand (--workers 2); it released the rest
+    assert held <= 4  # what the dead run had in hand (--workers 4); it released the rest
     with nodes[1].engine.begin() as conn:  # time passes: the dead run's leases expire
         conn.exec_driver_sql("UPDATE agent_session SET lease_expires_at = '2000-01-01 00:00:00'")
     with FakeLLM() as llm:
