@@ -462,3 +462,15 @@ def test_an_error_the_user_pasted_is_an_error_with_what_the_agent_made_of_it():
     [error] = section(summarize(messages), "Errors and fixes")
     assert error.startswith("- the user reported: Error: Invalid hex color: #000cc")
     assert "fall back to the dark theme" in error
+
+
+def test_current_work_says_what_a_sub_agent_was_sent_to_do():
+    messages = [
+        msg(1, "user", "Build the app."),
+        call(2, "Task", {"description": "Set up the Next.js project", "prompt": "..."}, "t1"),
+        result(3, "t1", "Created todo-app/ with create-next-app."),
+    ]
+    work = section(summarize(messages), "Current work")
+    assert work == [
+        "- Task (Set up the Next.js project) → ok: Created todo-app/ with create-next-app."
+    ]

@@ -309,7 +309,10 @@ def _call_line(call: dict, limit: int = COMMAND_CHARS) -> str:
     paths = [
         args[k] for k in ("file_path", "path", "notebook_path") if isinstance(args.get(k), str)
     ]
-    return f"{name} {paths[0]}" if paths else name
+    if paths:
+        return f"{name} {paths[0]}"
+    about = args.get("description")  # a sub-agent's task says what it was sent to do
+    return f"{name} ({whole_sentences(about, limit)})" if isinstance(about, str) else name
 
 
 def condensed_log(messages: Sequence[Message]) -> list[str]:
