@@ -167,7 +167,7 @@ class ImportedSessions:
         never deadlock. In a store a runtime writes sessions to, the new id leaves it
         RUNTIME_HEADROOM ids above the highest first."""
         highest = int(
-            conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0))).scalar()
+            conn.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.session_id), 0))).scalar_one()
         )
         mine = N.c.name == SESSION_ID_COUNTER
         handed_out = int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar() or 0)
@@ -200,7 +200,7 @@ class ImportedSessions:
             # fails on its key, or deadlocks, and is retried).
             conn.execute(N.insert().values(name=SESSION_ID_COUNTER, last_value=base + 1))
             return base + 1
-        return int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar())
+        return int(conn.execute(sa.select(N.c.last_value).where(mine)).scalar_one())
 
     @staticmethod
     def create(conn: Connection, session_id: int, source_format: str, source_id: str) -> None:
@@ -364,7 +364,7 @@ class MessageWriter:
                 self._completions.append(
                     (action.stored_id, self.row(action.message, DRIVER_ESCAPES))
                 )
-            else:
+            elif isinstance(action, NewCheckpoint):
                 self._checkpoints.append(action)
         if (
             len(self._rows) >= BATCH_ROWS

@@ -454,7 +454,7 @@ class SessionHistory:
         encoding = encoding_for_model(self.session.model).name
         summarized = []
         with connection_for(self.store.engine, None) as c:
-            previous = None
+            previous: Compaction | None = None
             for cp in self.compactions:
                 low = previous.first_kept_message_id if previous is not None else None
                 query = span_totals(self.session_id, low, cp.first_kept_message_id)
