@@ -48,7 +48,7 @@ def fill_missing_counts(messages: Sequence[Message], encoding: str) -> list[Mess
     return missing
 
 
-def context_tokens(message_counts: Iterable[int]) -> int:
+def total_tokens(message_counts: Iterable[int]) -> int:
     """Tokens a model reads for a list of already-counted messages: their sum plus reply priming."""
     return sum(message_counts) + REPLY_PRIMING_TOKENS
 
@@ -56,7 +56,7 @@ def context_tokens(message_counts: Iterable[int]) -> int:
 def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
     """Tokens of a restored context under ``encoding``, reusing stored counts that match it
     (synthetic tool results and the summary included: they are sent too)."""
-    return context_tokens(context_token_counts(ctx, encoding))
+    return total_tokens(context_token_counts(ctx, encoding))
 
 
 def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:

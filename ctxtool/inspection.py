@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .context_size import context_tokens
+from .context_size import total_tokens
 from .errors import CtxtoolError
 from .output import shorten
 from .quality import describe as describe_quality
@@ -344,7 +344,7 @@ class ContextView:
 
     @property
     def tokens(self) -> int:
-        return context_tokens(i.tokens for i in self.items)
+        return total_tokens(i.tokens for i in self.items)
 
     def count(self, kind: str) -> int:
         return sum(1 for i in self.items if i.kind == kind)

@@ -99,13 +99,13 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
         uncounted = [r for r in effective_contexts(conn, encoding) if r.uncounted]
     store = Store(engine)
 
-    def store_counts(session_id: int) -> None:
+    def count_session(session_id: int) -> None:
         with engine.begin() as conn:
             read_suffix(store, conn, session_id, encoding, store_counts=True)
 
     for r in uncounted:
         try:
-            retry_transaction(engine, partial(store_counts, r.session_id))
+            retry_transaction(engine, partial(count_session, r.session_id))
         except SQLAlchemyError as exc:
             # Still contended (a sibling on another node counts the same messages): this
             # session is counted when it is compacted. Anything else ends the run.

@@ -141,7 +141,7 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
                 issues.extend(span_issues(sid, cp, spans[cp.id]))
         session = sessions.get(sid)
         model = session.model if session else None
-        tokens = _context_tokens(
+        tokens = _tokens_unless_fitting(
             conn, session, cps[-1] if cps else None, suffixes[sid], settings.threshold(model)
         )
         if tokens is not None:
@@ -149,7 +149,7 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
     return issues
 
 
-def _context_tokens(
+def _tokens_unless_fitting(
     conn: Connection, session, latest: Compaction | None, suffix: list[Message], threshold: int
 ) -> int | None:
     """The restored context's exact tokens, or None when its stored counts and the bytes of
