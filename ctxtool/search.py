@@ -31,10 +31,12 @@ from .records import Compaction, Message
 from .store.reads import Store, compaction_from_row, json_as_text, json_value
 from .trace import FactTrace, TextMatch, trace_fact
 
-FULLTEXT_INDEX = "ctxtool_message_text"
-# What messages say. Not the tool calls: MariaDB's JSON is utf8mb4_bin, which a FULLTEXT index
-# cannot share with a _ci column, and alone it would index words case-sensitively.
-FULLTEXT_COLUMNS = ("content",)
+# One FULLTEXT index per column: MariaDB's JSON is utf8mb4_bin, which cannot share an index
+# with a _ci column (its index still folds case: lowered terms find "Light").
+FULLTEXT_INDEXES = {"content": "ctxtool_message_text", "tool_calls": "ctxtool_message_calls"}
+# Searched by a scan of the newest rows before the index is asked: a common word has its
+# newest hits there, where the index would hand over every row that holds it.
+NEWEST_ROWS_FIRST = 20_000
 # InnoDB leaves out of a FULLTEXT index the words shorter than innodb_ft_min_token_size (3)
 # and its default stopwords; a required term among them would match nothing.
 _FULLTEXT_MIN_WORD = 3
@@ -135,41 +137,46 @@ def _raw_text(message: Message) -> str:
 # -- the FULLTEXT index -------------------------------------------------------------------------
 
 
-def fulltext_index(conn: Connection) -> tuple[str, ...] | None:
-    """The columns of ctxtool's FULLTEXT index on agent_message, None when it has none."""
+def fulltext_index(conn: Connection) -> tuple[str, ...]:
+    """The columns of agent_message that have ctxtool's FULLTEXT index (none on SQLite)."""
     if not isinstance(dialect_of(conn), MySQL):
-        return None
+        return ()
     rows = conn.execute(
         sa.text(
             "SELECT column_name FROM information_schema.statistics WHERE table_schema = "
-            "DATABASE() AND table_name = 'agent_message' AND index_name = :name "
-            "ORDER BY seq_in_index"
-        ),
-        {"name": FULLTEXT_INDEX},
+            "DATABASE() AND table_name = 'agent_message' AND index_type = 'FULLTEXT' AND "
+            "index_name IN :names"
+        ).bindparams(sa.bindparam("names", expanding=True)),
+        {"names": list(FULLTEXT_INDEXES.values())},
     ).all()
-    return tuple(r[0] for r in rows) or None
+    found = {r[0].lower() for r in rows}
+    return tuple(c for c in FULLTEXT_INDEXES if c in found)
 
 
-def create_fulltext_index(engine: Engine) -> bool:
-    """Add the FULLTEXT index on what messages say; False when it was already there.
+def create_fulltext_index(engine: Engine) -> list[str]:
+    """Add the FULLTEXT indexes on what messages say and on their tool calls; the columns
+    indexed now (none when both were there already).
 
     In place (no table copy) and with LOCK=SHARED, the least InnoDB allows for a FULLTEXT
     index: reads go on while it builds, the runtime's inserts wait for it. From then on every
     insert also writes the index (its cost: docs/search.md)."""
+    added = []
     with engine.connect() as conn:
         if not isinstance(dialect_of(conn), MySQL):
             raise CtxtoolError(
                 "a FULLTEXT index is a MySQL/MariaDB feature: on SQLite the search scans the "
                 "messages"
             )
-        if fulltext_index(conn):
-            return False
-        columns = ", ".join(FULLTEXT_COLUMNS)
-        conn.exec_driver_sql(
-            f"ALTER TABLE agent_message ADD FULLTEXT INDEX {FULLTEXT_INDEX} ({columns}), "
-            "ALGORITHM=INPLACE, LOCK=SHARED"
-        )
-    return True
+        present = fulltext_index(conn)
+        for column, name in FULLTEXT_INDEXES.items():
+            if column in present:
+                continue
+            conn.exec_driver_sql(  # one at a time: InnoDB builds one FULLTEXT index per ALTER
+                f"ALTER TABLE agent_message ADD FULLTEXT INDEX {name} ({column}), "
+                "ALGORITHM=INPLACE, LOCK=SHARED"
+            )
+            added.append(column)
+    return added
 
 
 def fulltext_terms(text: str) -> str | None:
@@ -240,31 +247,41 @@ def matching_messages(
 ) -> list[Message]:
     """The messages that say it (content, tool-call arguments, tool results).
 
-    With the FULLTEXT index (on ``content``) and a text it holds words of, two queries: the
-    index's candidates filtered exactly, and the tool calls scanned (an OR of the two would
-    scan every row and run MATCH on each); merged by id."""
+    With the FULLTEXT indexes and a text they hold words of: the newest NEWEST_ROWS_FIRST rows
+    scanned first (enough when they hold ``limit`` hits), then each column's index asked for
+    its candidates, filtered exactly (an OR of the two MATCHes would scan every row)."""
     content, calls = M.c.content, sa.type_coerce(M.c.tool_calls, sa.Text)
-    terms = None if match.regex or not fulltext_index(conn) else fulltext_terms(match.text)
-    if terms is None:
-        conditions = [_says(match, [content], [calls])]
-    else:
-        against = mysql.match(content, against=terms).in_boolean_mode()
-        conditions = [sa.and_(against, _says(match, [content])), _says(match, [], [calls])]
-    found: dict[int, Message] = {}
-    for condition in conditions:
-        query = sa.select(*_MESSAGE_COLUMNS).where(condition)
+    indexed = () if match.regex else fulltext_index(conn)
+    terms = fulltext_terms(match.text) if indexed else None
+
+    def query(condition: sa.ColumnElement[bool]) -> list[Message]:
+        q = sa.select(*_MESSAGE_COLUMNS).where(condition)
         if session_id is not None:
-            query = query.where(M.c.session_id == session_id)
+            q = q.where(M.c.session_id == session_id)
         if role is not None:
-            query = query.where(M.c.role == role)
+            q = q.where(M.c.role == role)
         if since is not None:
-            query = query.where(
-                dialect_of(conn).time_compare(M.c.created_at, ">=", since, no_time=False)
-            )
-        query = query.order_by(M.c.id.desc() if newest_first else M.c.id)
-        if limit is not None:
-            query = query.limit(limit)
-        found.update((r.id, _message(r)) for r in conn.execute(query))
+            q = q.where(dialect_of(conn).time_compare(M.c.created_at, ">=", since, no_time=False))
+        q = q.order_by(M.c.id.desc() if newest_first else M.c.id)
+        return [_message(r) for r in conn.execute(q if limit is None else q.limit(limit))]
+
+    says = _says(match, [content], [calls])
+    if terms is None:
+        return query(says)
+    newest = int(conn.execute(sa.select(sa.func.max(M.c.id))).scalar() or 0)
+    boundary = newest - NEWEST_ROWS_FIRST
+    found = {m.id: m for m in query(sa.and_(M.c.id > boundary, says))}
+    if newest_first and limit is not None and len(found) >= limit:
+        return list(found.values())
+    for column, exact in (
+        (M.c.content, _says(match, [content])),
+        (M.c.tool_calls, _says(match, [], [calls])),
+    ):
+        condition = sa.and_(M.c.id <= boundary, exact)
+        if column.name in indexed:
+            against = mysql.match(column, against=terms).in_boolean_mode()
+            condition = sa.and_(against, condition)
+        found.update((m.id, m) for m in query(condition))
     ordered = sorted(found.values(), key=lambda m: m.id, reverse=newest_first)
     return ordered[:limit] if limit is not None else ordered
 

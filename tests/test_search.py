@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from ctxtool import search as search_module
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.records import MESSAGES_THROUGH, Compaction, Message
 from ctxtool.search import (
@@ -261,16 +262,20 @@ def test_create_index_is_for_mysql_only(sqlite_db, cli):
     assert result.exit_code != 0 and "MySQL/MariaDB feature" in result.output
 
 
-def test_the_fulltext_index_finds_the_same_hits(mysql_db, cli):
+def test_the_fulltext_index_finds_the_same_hits(mysql_db, cli, monkeypatch):
     ids, cps = _session(mysql_db, 7, FORGETFUL, FORGETFUL_CHECKPOINTS)
     before = search(mysql_db.engine, LIGHT)
     short = search(mysql_db.engine, TextMatch("the"))
     result = cli("--db", mysql_db.url, "search", "--create-index")
-    assert result.exit_code == 0 and "FULLTEXT index created" in result.output
+    assert result.exit_code == 0
+    assert "FULLTEXT index created on content and tool_calls" in result.output
     with mysql_db.engine.connect() as conn:
-        assert fulltext_index(conn) == ("content",)
-    assert create_fulltext_index(mysql_db.engine) is False
+        assert fulltext_index(conn) == ("content", "tool_calls")
+    assert create_fulltext_index(mysql_db.engine) == []
+    assert search(mysql_db.engine, LIGHT) == before  # the newest rows, scanned first
+    monkeypatch.setattr(search_module, "NEWEST_ROWS_FIRST", 0)  # every row through the index
     assert search(mysql_db.engine, LIGHT) == before
+    assert [h.id for h in search(mysql_db.engine, TextMatch("grep -rn 'LIGHT"))] == [ids[3]]
     # words the index leaves out (too short, stopwords): the scan still answers
     assert fulltext_terms("the") is None
     assert search(mysql_db.engine, TextMatch("the")) == short and len(short) == 6

@@ -80,8 +80,9 @@ def _hit_lines(hit: SearchHit) -> list[str]:
 @click.option(
     "--create-index",
     is_flag=True,
-    help="Add a FULLTEXT index on the messages (MySQL/MariaDB, in place; the runtime's inserts "
-    "wait while it builds and pay for it afterwards, see docs/search.md), then search with it.",
+    help="Add FULLTEXT indexes on the messages and their tool calls (MySQL/MariaDB, in place; "
+    "the runtime's inserts wait while they build and pay for them afterwards, see "
+    "docs/search.md), then search with them.",
 )
 @json_option
 @pass_app
@@ -102,9 +103,11 @@ def search_command(
     """
     engine = app.checked_engine()
     if create_index:
-        created = create_fulltext_index(engine)
+        added = create_fulltext_index(engine)
         click.echo(
-            "FULLTEXT index created" if created else "the FULLTEXT index is already there",
+            f"FULLTEXT index created on {' and '.join(added)}"
+            if added
+            else "the FULLTEXT indexes are already there",
             err=True,
         )
         if text is None:
