@@ -12,14 +12,17 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
+from .markdown_to_html import markdown_to_html
 from .output import OutputFormat, dumps, shorten, visible
-from .records import NO_CALL_ID
+from .records import NO_CALL_ID, Compaction
 from .terminal import fit_table
 
-FORMATS = ("markdown", "html", "jsonl")
+FORMATS = ("markdown", "md", "html", "jsonl")
 
 
 def _text(value: Any) -> str:
@@ -384,16 +387,28 @@ details{margin:6px 0}
 summary{cursor:pointer;font-size:13px;color:#374151}
 .cut{margin:22px 0;border-top:3px double #d64545;text-align:center}
 .cut span{position:relative;top:-12px;background:#f6f7f9;padding:0 10px;color:#d64545;font-weight:600;font-size:13px}
+nav.toc{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:8px 14px;margin-bottom:16px;font-size:14px}
+nav.toc ol{margin:4px 0;padding-left:22px}
+nav.toc a{color:#2f6fde;text-decoration:none}
+nav.toc .here{font-weight:600}
+.md h2,.md h3,.md h4,.md h5,.md h6{font-size:15px;margin:10px 0 4px}
+.md p,.md ul,.md ol{margin:4px 0}
+.md code{font:13px ui-monospace,Menlo,Consolas,monospace;background:#efeaff;padding:0 3px;border-radius:3px}
 """
+# A message longer than this folds (any role), as tool results always do.
+FOLD_LINES = 24
+FOLD_CHARS = 3000
 
 
 def _esc(value: Any) -> str:
     return html.escape(_text(value), quote=True)
 
 
-def render_html(view: ContextView) -> str:
-    """A single page with no external resource: inline CSS, no script; tool calls and results
-    collapse in ``<details>`` (closed), the summary and the cut are marked."""
+def render_html(view: ContextView, checkpoints: Sequence[Compaction] = ()) -> str:
+    """A single page with no external resource: inline CSS, no script. A table of contents
+    links the summary, the cut and the session's ``checkpoints``; tool calls and results and
+    every long message collapse in ``<details>`` (closed); the summary is rendered as
+    Markdown (escaped first) and folds too (open)."""
     h = view.header()
     title = f"Session {h['session_id']}: {h['title'] or 'untitled'}"
     meta = "".join(
@@ -410,9 +425,50 @@ def render_html(view: ContextView) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
         f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n'
+        + _html_toc(view, checkpoints)
         + "\n".join(body)
         + "\n</main></body></html>\n"
     )
+
+
+def _html_toc(view: ContextView, checkpoints: Sequence[Compaction]) -> str:
+    """Links within the page: the summary, the cut, the messages; then every checkpoint of the
+    session, the one shown marked (the others are other pages: ``--at N``)."""
+    links = []
+    if any(i.kind == "summary" for i in view.items):
+        links.append('<li><a href="#summary">Summary</a></li>')
+    first = _first_message(view)
+    if first is not None and _cut_line(view):
+        links.append(f'<li><a href="#cut">The cut: kept verbatim from message #{first.id}</a></li>')
+    messages = [i for i in view.items if i.kind != "summary" and i.kind != "system_prompt"]
+    if messages and messages[-1].id is not None:
+        links.append(
+            f'<li><a href="#m{messages[-1].id}">The newest message (#{messages[-1].id})</a>'
+            f" — {len(messages)} in this context</li>"
+        )
+    shown = view.point.checkpoint
+    rows = []
+    for cp in checkpoints:
+        text = (
+            f"checkpoint {cp.id}: cut at message #{cp.first_kept_message_id}, "
+            f"{_esc(cp.summarizer or 'unknown')}"
+            + (f", {cp.created_at:%Y-%m-%d %H:%M}" if cp.created_at else "")
+        )
+        here = shown is not None and cp.id == shown.id
+        rows.append(
+            f'<li class="here"><a href="#summary">{text}</a> (shown)</li>'
+            if here
+            else f"<li>{text} (<code>--at {cp.id}</code>)</li>"
+        )
+    checkpoints_part = f"<div>Checkpoints</div><ol>{''.join(rows)}</ol>" if rows else ""
+    return (
+        f'<nav class="toc"><div>Contents</div><ol>{"".join(links)}</ol>{checkpoints_part}</nav>\n'
+    )
+
+
+def _size(text: str) -> str:
+    lines = text.count("\n") + 1
+    return f"{lines} line{'s' * (lines > 1)}, {len(text)} characters"
 
 
 def _preview(text: str, width: int = 90) -> str:
@@ -446,13 +502,17 @@ def _html_item(view: ContextView, item: ViewItem) -> str:
     content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
     parts = [head]
     is_result = item.message is not None and item.message.role == "tool"
-    if content:
+    if content and item.kind == "summary":
+        parts.append(
+            f"<details open><summary>{_esc(_size(content))}</summary>"
+            f'<div class="md">{markdown_to_html(_text(content))}</div></details>'
+        )
+    elif content:
         pre = f"<pre>{_esc(content)}</pre>"
-        if is_result:
-            lines = content.count("\n") + 1
+        if is_result or content.count("\n") + 1 > FOLD_LINES or len(content) > FOLD_CHARS:
             pre = (
-                f"<details><summary>{_esc(_preview(content))} <i>({lines} line"
-                f"{'s' * (lines > 1)}, {len(content)} characters)</i></summary>{pre}</details>"
+                f"<details><summary>{_esc(_preview(content))} <i>({_esc(_size(content))})</i>"
+                f"</summary>{pre}</details>"
             )
         parts.append(pre)
     for call in item.openai.get("tool_calls") or ():
@@ -463,7 +523,7 @@ def _html_item(view: ContextView, item: ViewItem) -> str:
             f"<i>{_esc(call.get('id'))}</i></summary>"
             f"<pre>{_esc(_pretty(fn.get('arguments')))}</pre></details>"
         )
-    msg_id = f' id="m{item.id}"' if item.id is not None else ""
+    msg_id = ' id="summary"' if item.kind == "summary" else f' id="m{item.id}"' if item.id else ""
     return f'<section class="{" ".join(classes)}"{msg_id}>{"".join(parts)}</section>'
 
 
@@ -477,5 +537,23 @@ def render_jsonl(view: ContextView) -> str:
     return "".join(dumps(item.openai, indent=None) + "\n" for item in view.items)
 
 
-def render(view: ContextView, fmt: str) -> str:
-    return {"markdown": render_markdown, "html": render_html, "jsonl": render_jsonl}[fmt](view)
+# What -o's extension says, and the short spelling --format also takes.
+_EXTENSIONS = {".html": "html", ".htm": "html", ".md": "markdown", ".jsonl": "jsonl"}
+FORMAT_ALIASES = {"md": "markdown"}
+
+
+def export_format(fmt: str | None, path: str | None) -> str:
+    """The format of an export: --format when given (``md`` is markdown), else the one the
+    output file's extension names, else markdown."""
+    if fmt:
+        return FORMAT_ALIASES.get(fmt, fmt)
+    suffix = Path(path).suffix.lower() if path else ""
+    return _EXTENSIONS.get(suffix, "markdown")
+
+
+def render(view: ContextView, fmt: str, checkpoints: Sequence[Compaction] = ()) -> str:
+    """The view in ``fmt``; the HTML page lists ``checkpoints`` (the session's) in its contents."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    if fmt == "html":
+        return render_html(view, checkpoints)
+    return {"markdown": render_markdown, "jsonl": render_jsonl}[fmt](view)

@@ -92,7 +92,8 @@ def test_markdown_fences_are_longer_than_any_in_the_content():
 def test_html_escapes_and_collapses():
     page = render_html(view())
     assert "Fix &lt;the&gt; build" in page and "ok &lt;done&gt;" in page and "<the>" not in page
-    assert page.count("<details") == 4  # two calls, one result, one synthetic result
+    assert page.count("<details") == 5  # two calls, one result, one synthetic result, the summary
+    assert page.count("<details open>") == 1  # the summary folds, open
     assert 'class="msg system summary"' not in page and 'class="msg user summary"' in page
 
 

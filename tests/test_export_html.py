@@ -17,7 +17,7 @@ from .builders import add_session, coding_session
 from .test_inspect_cli import WINDOW, add_messages, run
 
 PROBE = """<script>
-const d = [...document.querySelectorAll('details')];
+const d = [...document.querySelectorAll('section:not(.summary) details')];
 const r = {details: d.length, closed: d.every(x => !x.open)};
 const pre = d[0].querySelector('pre');
 const closedHeight = d[0].getBoundingClientRect().height;
@@ -96,10 +96,13 @@ def test_html_export_renders_collapses_and_fetches_nothing(compacted, cli, tmp_p
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<style>" in text
     assert not re.search(
-        r"""(?:src|href)\s*=|url\(|@import|<script|<link|<img|<iframe""", text, re.I
+        r"""src\s*=|href\s*=(?!"#)|url\(|@import|<script|<link|<img|<iframe""", text, re.I
     )
     assert "\x1b" not in text and "&lt;b&gt;the&lt;/b&gt; tests &amp; report" in text
+    assert 'href="#cut"' in text  # links within the page only
     details = re.findall(r"<details[^>]*>", text)
+    assert details.count("<details open>") == 1  # the summary's: open, and it folds
+    details.remove("<details open>")
     calls = db.scalar(
         "SELECT COUNT(*) FROM agent_message WHERE tool_calls IS NOT NULL AND id >= "
         "(SELECT first_kept_message_id FROM agent_compaction)"
@@ -141,3 +144,66 @@ def test_markdown_export_marks_summary_cut_and_tools(compacted, cli, tmp_path):
         cli, db, "context", "export", "1", "-o", tmp_path / "no" / "such" / "dir.md", code=1
     )
     assert result.output.startswith("Error: cannot write")
+
+
+LONG_PROBE = """<script>
+const r = {};
+r.height = document.body.scrollHeight;
+r.tocCut = document.querySelectorAll('nav.toc a[href="#cut"]').length;
+r.tocSummary = document.querySelectorAll('nav.toc a[href="#summary"]').length;
+r.tocCheckpoints = document.querySelectorAll('nav.toc li').length;
+r.summaryFold = document.querySelectorAll('#summary details[open] .md').length;
+r.summaryLists = document.querySelectorAll('#summary .md li').length;
+r.summaryBold = document.querySelectorAll('#summary .md b').length;
+r.summaryScripts = document.querySelectorAll('script').length;
+const long = document.querySelector('section.user:not(.summary) details');
+r.longClosed = long !== null && !long.open;
+document.body.setAttribute('data-probe', JSON.stringify(r));
+</script>"""
+
+
+def test_long_messages_fold_and_the_page_has_contents(compacted, cli, tmp_path):
+    """A 991-line message of any role folds (it made a page 12,000 px tall); the contents link
+    the summary, the cut and list the checkpoints; the summary is Markdown, escaped, foldable."""
+    db = compacted
+    summary = (
+        "## Goal\n- Fix **every** failing test <script>alert(1)</script>\n- keep `src/a.py`\n"
+        "\n1. first\n2. second"
+    )
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE agent_compaction SET summary = '{summary}'")
+    add_messages(db, 1, [{"role": "user", "content": "\n".join(f"line {i}" for i in range(991))}])
+    page = tmp_path / "long.html"
+    result = run(cli, db, "context", "export", "1", "-o", page)  # the extension picks html
+    assert "(html," in result.output
+    text = page.read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    probe = tmp_path / "long-probe.html"
+    probe.write_text(text.replace("</body>", LONG_PROBE + "</body>"))
+    shown = browse(tmp_path, probe, "--dump-dom")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    r = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', shown.stdout).group(1)))
+    assert r["longClosed"] and r["height"] < 6000, r
+    assert r["tocCut"] == 1 and r["tocSummary"] >= 1 and r["tocCheckpoints"] >= 4, r
+    assert r["summaryFold"] == 1 and r["summaryLists"] == 4 and r["summaryBold"] == 1, r
+    assert r["summaryScripts"] == 1  # the probe's own: the summary's was escaped
+    shot = tmp_path / "long.png"
+    taken = browse(tmp_path, page, f"--screenshot={shot}")
+    assert taken.returncode == 0 and shot.stat().st_size > 20_000
+    Path("/tmp/ctxtool-export-long-screenshot.png").write_bytes(shot.read_bytes())
+
+
+def test_the_output_extension_picks_the_format(compacted, cli, tmp_path):
+    db = compacted
+    for name, start in (
+        ("a.md", "# Session 1"),
+        ("a.jsonl", '{"role": "system"'),
+        ("a.htm", "<!DOCTYPE"),
+    ):
+        run(cli, db, "context", "export", "1", "-o", tmp_path / name)
+        assert (tmp_path / name).read_text().startswith(start), name
+    md = run(cli, db, "context", "export", "1", "--format", "md").output
+    assert md.startswith("# Session 1")
+    forced = tmp_path / "b.html"
+    run(cli, db, "context", "export", "1", "--format", "markdown", "-o", forced)
+    assert forced.read_text().startswith("# Session 1")  # --format wins over the extension

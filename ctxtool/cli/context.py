@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from ..errors import CtxtoolError
-from ..export import FORMATS, render, render_checkpoints, render_diff, render_table, render_text
+from ..export import (
+    FORMATS,
+    export_format,
+    render,
+    render_checkpoints,
+    render_diff,
+    render_table,
+    render_text,
+)
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
@@ -51,9 +59,13 @@ def _at_options(func):
 
 
 def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
+    return _view_of(_history(app, session), at, before_first)
+
+
+def _view_of(history: SessionHistory, at: int | None, before_first: bool) -> ContextView:
     if at is not None and before_first:
         raise click.UsageError("choose one of --at and --before-first")
-    return _history(app, session).view(at, before_first)
+    return history.view(at, before_first)
 
 
 @context.command("show")
@@ -165,10 +177,9 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     "--format",
     "fmt",
     type=click.Choice(FORMATS),
-    default="markdown",
-    show_default=True,
-    help="markdown (a bug report), html (one self-contained page) or jsonl (an "
-    "OpenAI-chat transcript `ctxtool import` reads back).",
+    help="markdown or md (a bug report), html (one self-contained page) or jsonl (an "
+    "OpenAI-chat transcript `ctxtool import` reads back). Default: what the -o file's "
+    "extension says (.html, .md, .jsonl), else markdown.",
 )
 @_at_options
 @click.option(
@@ -186,10 +197,12 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 
     \b
-    Example: ctxtool context export 42 --format html -o session-42.html
+    Example: ctxtool context export 42 -o session-42.html
              ctxtool context export 42 --format jsonl | ctxtool import - --format openai-chat
     """
-    view = _view(app, session, at, before_first)
+    fmt = export_format(fmt, path)
+    history = _history(app, session)
+    view = _view_of(history, at, before_first)
     if redact or redact_preview:
         redactor = Redactor(keep_findings=redact_preview)
         redact_view(view, redactor)
@@ -197,7 +210,7 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
             rows = [f.as_dict() for f in redactor.findings]
             print_rows(rows, OutputFormat(), headers=FINDING_COLUMNS)
             return
-    text = render(view, fmt)
+    text = render(view, fmt, history.compactions)
     if path:
         try:
             Path(path).write_text(text, encoding="utf-8")
