@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -218,27 +219,33 @@ class CountingStream:
         self.stream, self.on_bytes, self.size, self.path = stream, on_bytes, size, path
 
     def __iter__(self) -> Iterator[bytes]:
-        readline, on_bytes = self.stream.readline, self.on_bytes
-        left = self.size if self.size is not None else float("inf")
         limit = MAX_RECORD_BYTES + 1
-        pending, report, number = 0, self.REPORT_BYTES, 0
-        while left > 0:
-            raw = readline(limit if limit < left else int(left))
-            if not raw:
-                break
-            left -= len(raw)
-            number += 1
-            if len(raw) == limit and raw[-1:] != b"\n":
+        # readline through C (partial, iter, enumerate): this runs for every line of files of
+        # millions of lines, and a Python call per line would double the reading's cost.
+        lines = enumerate(iter(partial(self.stream.readline, limit), b""), start=1)
+        left = self.size if self.size is not None else sys.maxsize
+        if left <= 0:
+            return
+        on_bytes, pending, report = self.on_bytes, 0, self.REPORT_BYTES
+        for number, raw in lines:
+            size = len(raw)
+            if size >= left:  # the last line of the snapshot, cut where the snapshot ends
+                raw, size, left = raw[:left], left, 0
+            else:
+                left -= size
+            if size == limit and raw[-1:] != b"\n":
                 raise TranscriptError(
                     self.path, number, f"a line longer than {MAX_RECORD_BYTES >> 20} MB"
                 )
             if on_bytes is not None:
-                pending += len(raw)
+                pending += size
                 if pending >= report:
                     on_bytes(pending)
                     pending = 0
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             yield raw
+            if not left:
+                break
         if pending and on_bytes is not None:
             on_bytes(pending)
