@@ -38,7 +38,10 @@ _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "comp
 def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
     """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
 
-    PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input.
+    PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input;
+    .gz and .zst files, and .tar.gz/.zip archives of transcripts, are read as streams. A file
+    still being written is read up to its length at the start: its unfinished end waits for
+    the next import.
     Re-importing a file, or a longer version of it, adds only what is new; a file that
     disagrees with the session stored under its id is refused. Each file's session is written in
     one transaction: a file with a bad line is rejected whole, naming file:line, unless
