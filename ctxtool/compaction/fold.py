@@ -164,8 +164,8 @@ def fold(
     chunks = _chunks(request.messages, budget, request.encoding)
     if len(chunks) <= 1:
         members, pieces = chunks[0] if chunks else (list(request.messages), [])
-        summary = summarize(_rendered(request, members, pieces, request.split_turn))
-        return replace(summary, notes=summary.notes + notes)
+        whole = summarize(_rendered(request, members, pieces, request.split_turn))
+        return replace(whole, notes=whole.notes + notes)
     summary: Summary | None = None
     previous = request.previous_summary
     for i, (members, pieces) in enumerate(chunks):

@@ -50,7 +50,8 @@ def lease_seconds_for(
 class SummarizerCost(Protocol):
     """What sizing a lease needs of a summarizer (a rule knows no summarizer class)."""
 
-    input_tokens: int | None
+    @property
+    def input_tokens(self) -> int | None: ...
 
     def seconds_per_request(self) -> float: ...
 

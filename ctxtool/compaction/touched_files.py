@@ -72,7 +72,7 @@ def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]
     prev_mod = [p for p in previous.get("modified_files") or [] if isinstance(p, str)]
     all_mod = list(dict.fromkeys(prev_mod + modified))
     all_read = [p for p in dict.fromkeys(prev_read + read) if p not in all_mod]
-    out = {
+    out: dict[str, list[str] | int] = {
         "read_files": all_read[-MAX_READ_FILES:],
         "modified_files": all_mod[-MAX_MODIFIED_FILES:],
     }

@@ -65,9 +65,14 @@ class SummaryRequest:
 
 class Summarizer(Protocol):
     name: str
-    model: str | None
-    # Prompt tokens one request may carry (None: no bound, the span is read whole).
-    input_tokens: int | None
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def input_tokens(self) -> int | None:
+        """Prompt tokens one request may carry (None: no bound, the span is read whole)."""
+        ...
 
     def summarize(self, request: SummaryRequest) -> Summary: ...
 

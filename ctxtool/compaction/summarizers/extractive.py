@@ -111,7 +111,8 @@ class ExtractiveSummarizer:
         allowed = None if floor is None else int(sum(i.previous for i in items) * (1 - floor))
         while True:
             text = self._render(request, items, foreign_order, left_out, allowed)
-            if not allowed or carry_over(request.previous_summary, text) >= floor:
+            kept = carry_over(request.previous_summary, text)
+            if not allowed or floor is None or kept is None or kept >= floor:
                 return Summary(text, self.name, None)
             allowed //= 2
 
