@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import fields as f
 from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
@@ -178,7 +180,9 @@ class ClaudeCodeParser(FormatParser):
                 )
             )
             return out
-        results, others = [], []  # one pass: most such records hold a single tool result
+        # one pass: most such records hold a single tool result
+        results: list[Any] = []
+        others: list[Any] = []
         for b in content:
             (results if type(b) is dict and b.get("type") == "tool_result" else others).append(b)
         for k, block in enumerate(results):
@@ -275,8 +279,7 @@ def _blocks(
             elif kind == "tool_use":
                 call_id, name = f.identifier(block, "id"), f.name(block, "name")
                 if not (call_id and name):  # an API pairs a result by the id, needs the name
-                    f.required(call_id, "'id'")
-                    f.required(name, "'name'")
+                    call_id, name = f.required(call_id, "'id'"), f.required(name, "'name'")
                 call = f.tool_call(call_id, name, block.get("input"))
                 if calls is None:
                     calls = [call]

@@ -184,7 +184,9 @@ class CodexParser(FormatParser):
                 tool_calls=[],
                 created_at=when,
             )
-        self.calls.tool_calls.append(f.tool_call(call_id, name, arguments))
+        calls = self.calls.tool_calls
+        assert calls is not None, "a message of calls is made with its list"
+        calls.append(f.tool_call(call_id, name, arguments))
 
     def _message(self, line: Line, payload: dict, when) -> SourceMessage | None:
         source_role = payload.get("role")

@@ -105,8 +105,8 @@ def parse_time(value: Any) -> datetime | None:
             return None
         if parsed.tzinfo is None:
             return parsed if parsed.year >= 1000 else None
-    parsed = _parse_time(value)
-    return parsed if parsed is not None and parsed.year >= 1000 else None
+    other = _parse_time(value)
+    return other if other is not None and other.year >= 1000 else None
 
 
 def _parse_time(value: Any) -> datetime | None:

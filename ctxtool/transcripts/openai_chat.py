@@ -93,7 +93,8 @@ class OpenAIChatParser(FormatParser):
             if not isinstance(ids[0], str):
                 raise InvalidRecord(f"'tool_call_ids' must hold strings, not {f.json_type(ids[0])}")
             call_id = f.identifier({"tool_call_ids": ids[0]}, "tool_call_ids")
-        name = msg.get("name") if isinstance(msg.get("name"), str) else ""
+        given = msg.get("name")
+        name = given if isinstance(given, str) else ""
         if call_id is None and msg["role"] == "function" and self.legacy_calls.get(name):
             call_id = self.legacy_calls[name].pop(0)
         return call_id

@@ -260,7 +260,8 @@ def _assistant(message: dict, source_id: str, line: int, when, skipped) -> Sourc
         elif isinstance(block, dict):
             kind = block.get("type")
             if kind == "text":
-                texts.append(block.get("text") if isinstance(block.get("text"), str) else "")
+                text = block.get("text")
+                texts.append(text if isinstance(text, str) else "")
             elif kind == "toolCall":
                 calls.append(
                     f.tool_call(

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .fields import UniqueIds, label, parse_time
 from .source import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
 from .tree import MainLineFilter, main_line
 
-Handler = Callable[["FormatParser", Line], "Iterable[Record] | None"]
+# A method of the format's own parser class (hence Any: a subclass's self is no FormatParser
+# a handler may be called with).
+Handler = Callable[[Any, Line], "Iterable[Record] | None"]
 
 
 class FormatParser:
@@ -105,7 +107,10 @@ def _walk(
             if on_main_line and not on_main_line.keeps(link(line.obj), kind, skipped):
                 continue
             handler = handlers.get(kind)
-            out = handler(parser, line) if handler else parser.unknown(kind, line)
+            if handler is None:
+                parser.unknown(kind, line)
+                continue
+            out = handler(parser, line)
         except InvalidRecord as exc:
             _invalid(parser, path, line.number, str(exc), skip_invalid)
             continue
