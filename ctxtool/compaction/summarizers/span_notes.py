@@ -154,7 +154,7 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     """Each distinct failure: its first specific error line when the last one is generic
     (``npm error code 2`` after ``error TS2305: …``), what the agent said next, and whether a
     later run of the same command fixed it (and what changed in between) or it is still open."""
-    where = {m.id: i for i, m in enumerate(messages)}
+    where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}  # None: no message
     out: dict[tuple[str, str], str] = {}
     for f in signals.failures:
         if not f.error:
@@ -200,7 +200,7 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
     """Each changed file with why: what the agent said as it changed it, and the request it
     served. A file the checkpoint's own lists (``touched_files``) count as modified but the
     signals do not (a patch passed as ``["apply_patch", patch]``) is explained the same way."""
-    where = {m.id: i for i, m in enumerate(messages)}
+    where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}  # None: no message
     changes = [(c.path, where.get(c.message_id), c.request) for c in signals.files_changed]
     seen = {c.path for c in signals.files_changed}
     asked_before = _requests_by_index(signals, where)
@@ -211,8 +211,8 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
                 changes.append((path, i, asked_before(i)))
     out: dict[str, str] = {}
     before = None
-    for path, i, request in changes:
-        said = _statement(messages, i) if i is not None else ""
+    for path, at, request in changes:
+        said = _statement(messages, at) if at is not None else ""
         # the request is said at the first file that served it, not again at every next one
         asked = whole_sentences(request, 120) if request and request != before else ""
         before = request
@@ -220,7 +220,7 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
     return out
 
 
-def _requests_by_index(signals: Signals, where: dict[int, int]):
+def _requests_by_index(signals: Signals, where: dict[int | None, int]):
     """The latest request at each index of the span (the goal before the first one)."""
     marks = sorted((where[r.message_id], r.text) for r in signals.requests if r.message_id in where)
     goal = signals.goal.text if signals.goal else None
@@ -238,8 +238,9 @@ def _statement(messages: Sequence[Message], i: int) -> str:
         m = messages[j]
         if is_request(m):
             break
-        if m.role == "assistant" and (m.content or "").strip():
-            return plain(last_sentences(m.content, STATEMENT_CHARS))
+        text = m.content or ""
+        if m.role == "assistant" and text.strip():
+            return plain(last_sentences(text, STATEMENT_CHARS))
     return ""
 
 
