@@ -113,6 +113,7 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int]]:
             "--redact needs the detect-secrets package: pip install 'ctxtool[redact]'"
         )
     out: list[tuple[str, re.Pattern, int]] = []
+    plugin: type  # a detector class
     for plugin in get_mapping_from_secret_type_to_class().values():
         kind = _DETECTORS.get(plugin.__name__)
         if kind is None:

@@ -22,7 +22,7 @@ import itertools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -390,7 +390,7 @@ def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
     if fitting * 2 > len(samples):
         return
     scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.__getitem__)
     hint = (
         f"they look like {best} ({scores[best]} fit); use --format {best}"
         if scores[best] > fitting
@@ -431,6 +431,7 @@ def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_i
         if isinstance(doc, list)
         else next((doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
     )
+    assert messages is not None, "a document holds its message list (_is_document)"
     parser = PARSERS[fmt]()
     parser.skipped = reader.skipped
     lines = []
@@ -451,7 +452,7 @@ def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_i
     return transcript
 
 
-def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> str:
+def detect_format(first: dict | list, path: str, samples: Sequence[dict] = ()) -> str:
     """Name the format of a transcript from its first JSON record (or whole-file JSON value);
     when that one does not tell (a file without its header), the format most of ``samples``
     fit."""
@@ -487,7 +488,7 @@ def detect_format(first: dict | list, path: str, samples: list[dict] = ()) -> st
     if "role" in first:
         return "openai-chat"
     scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.__getitem__)
     if scores[best] * 2 > len(samples):
         return best
     keys = ", ".join(sorted(str(k)[:40] for k in first)[:8])
