@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
 # .venv, Debian's chromium and mariadb-client when they are missing, checks the code (ruff's
-# lint and format, the generated command reference), makes sure MariaDB answers on
+# lint and format, the generated command reference, mypy), makes sure MariaDB answers on
 # 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a SQLite
 # file. Extra arguments go to pytest.
 set -euo pipefail
@@ -49,6 +49,8 @@ echo "ruff format --check ..."
 .venv/bin/ruff format --check ctxtool tests scripts
 echo "scripts/docs.py --check ..."
 .venv/bin/python scripts/docs.py --check
+echo "mypy ..."
+.venv/bin/mypy
 
 export CTXTOOL_TEST_MYSQL_URL=${CTXTOOL_TEST_MYSQL_URL:-mysql+pymysql://root@127.0.0.1:3306/}
 

@@ -1,0 +1,21 @@
+"""The checks scripts/test.sh runs stay aimed at the right code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tomllib
+
+from .test_layering import PURE_MODULES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_mypy_is_strict_on_exactly_the_pure_modules():
+    """A module test_layering proves pure is checked strictly by mypy, and only those: a rule
+    added to one list and not the other would be either unproven or unchecked."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    [strict] = [
+        o for o in config["tool"]["mypy"]["overrides"] if o.get("disallow_untyped_defs") is True
+    ]
+    assert sorted(strict["module"]) == sorted(PURE_MODULES)
