@@ -246,6 +246,11 @@ def parse_url(raw: str) -> URL:
     elif url.get_backend_name() != "sqlite":
         raise CtxtoolError(f"unsupported database URL {mask_url(raw)!r}: {_SUPPORTED}")
     if url.get_backend_name() in ("mysql", "mariadb"):
+        if not url.database:  # SQLAlchemy would fail an assertion on the first query
+            raise CtxtoolError(
+                f"database URL {mask_url(raw)!r} names no database: add it after the host, "
+                "e.g. mysql://root@127.0.0.1:3306/agents"
+            )
         _check_mysql_options(url, raw)
     else:
         _check_sqlite_options(url, raw)

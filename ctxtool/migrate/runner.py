@@ -98,6 +98,19 @@ class Migrator:
         if message:
             raise SchemaNotCurrent(message)
 
+    def _known_version(self, version: str, what: str) -> str:
+        """The shipped version ``version`` names: as written, or its number (``3`` is 0003).
+        An unknown one is a usage error listing the versions there are."""
+        versions = [m.version for m in self.migrations]
+        if version not in versions and version.isdigit():
+            version = next((v for v in versions if v.isdigit() and int(v) == int(version)), version)
+        if version not in versions:
+            raise CtxtoolError(
+                f"{what} {version}: no such migration version (there are {', '.join(versions)})",
+                exit_code=2,
+            )
+        return version
+
     # -- changing ------------------------------------------------------------------------------
 
     def up(
@@ -110,8 +123,8 @@ class Migrator:
 
         With ``dry_run`` nothing is executed and the migrations that would run are returned.
         """
-        if to is not None and to not in {m.version for m in self.migrations}:
-            raise CtxtoolError(f"--to {to}: no such migration version")
+        if to is not None:
+            to = self._known_version(to, "--to")
         with self.dialect.migration_lock(self.engine) as conn:
             self._ensure_history(conn)
             history = self.history(conn)
@@ -133,8 +146,7 @@ class Migrator:
         For adopting a database whose seed tables an agent runtime created: baseline 0001, then
         `up` adds ctxtool's columns to the existing tables without touching their rows.
         """
-        if version not in {m.version for m in self.migrations}:
-            raise CtxtoolError(f"baseline {version}: no such migration version")
+        version = self._known_version(version, "baseline")
         with self.dialect.migration_lock(self.engine) as conn:
             self._ensure_history(conn)
             history = self.history(conn)
