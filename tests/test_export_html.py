@@ -64,6 +64,25 @@ def browse(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
+def probe_page(tmp_path: Path, text: str, script: str) -> dict:
+    """What ``script`` (put before ``</body>``) found in the page, read from the rendered DOM."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", script + "</body>"))
+    shown = browse(tmp_path, probe, "--dump-dom")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    found = re.search(r'data-probe="([^"]*)"', shown.stdout)
+    assert found, shown.stdout[:2000]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def screenshot(tmp_path: Path, page: Path, keep_as: str) -> None:
+    """A screenshot of the page, kept at ``keep_as`` for a person to look at."""
+    shot = tmp_path / "shot.png"
+    taken = browse(tmp_path, page, f"--screenshot={shot}")
+    assert taken.returncode == 0 and shot.stat().st_size > 20_000
+    Path(keep_as).write_bytes(shot.read_bytes())
+
+
 @pytest.fixture
 def compacted(db, cli):
     add_session(db, 1, coding_session(8), model="gpt-4o", system_prompt="You are a coder.")
@@ -110,23 +129,14 @@ def test_html_export_renders_collapses_and_fetches_nothing(compacted, cli, tmp_p
     assert len(details) >= 2 * calls and not any("open" in d for d in details)
     assert "tokens</span>" in text and "no result was recorded for bash (call_t)" in text
 
-    probe = tmp_path / "probe.html"
-    probe.write_text(text.replace("</body>", PROBE + "</body>"))
-    shown = browse(tmp_path, probe, "--dump-dom")
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    found = re.search(r'data-probe="([^"]*)"', shown.stdout)
-    assert found, shown.stdout[:2000]
-    r = json.loads(html.unescape(found.group(1)))
+    r = probe_page(tmp_path, text, PROBE)
     assert r["details"] == len(details) and r["closed"]
     assert r["hiddenBefore"] and r["shownAfter"]  # collapsed until opened
     assert r["resources"] == 0  # nothing fetched
     assert r["summary"] == 1 and r["cut"] == 1 and r["synthetic"] == 1
     assert r["height"] > 1000 and r["title"].startswith("Session 1")
 
-    shot = tmp_path / "session.png"
-    taken = browse(tmp_path, page, f"--screenshot={shot}")
-    assert taken.returncode == 0 and shot.stat().st_size > 20_000
-    Path("/tmp/ctxtool-export-screenshot.png").write_bytes(shot.read_bytes())
+    screenshot(tmp_path, page, "/tmp/ctxtool-export-screenshot.png")
 
 
 def test_markdown_export_marks_summary_cut_and_tools(compacted, cli, tmp_path):
@@ -178,19 +188,12 @@ def test_long_messages_fold_and_the_page_has_contents(compacted, cli, tmp_path):
     assert "(html," in result.output
     text = page.read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
-    probe = tmp_path / "long-probe.html"
-    probe.write_text(text.replace("</body>", LONG_PROBE + "</body>"))
-    shown = browse(tmp_path, probe, "--dump-dom")
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    r = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', shown.stdout).group(1)))
+    r = probe_page(tmp_path, text, LONG_PROBE)
     assert r["longClosed"] and r["height"] < 6000, r
     assert r["tocCut"] == 1 and r["tocSummary"] >= 1 and r["tocCheckpoints"] >= 4, r
     assert r["summaryFold"] == 1 and r["summaryLists"] == 4 and r["summaryBold"] == 1, r
     assert r["summaryScripts"] == 1  # the probe's own: the summary's was escaped
-    shot = tmp_path / "long.png"
-    taken = browse(tmp_path, page, f"--screenshot={shot}")
-    assert taken.returncode == 0 and shot.stat().st_size > 20_000
-    Path("/tmp/ctxtool-export-long-screenshot.png").write_bytes(shot.read_bytes())
+    screenshot(tmp_path, page, "/tmp/ctxtool-export-long-screenshot.png")
 
 
 def test_the_output_extension_picks_the_format(compacted, cli, tmp_path):
