@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import click
 
 from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, print_rows
 from ..store import Store, validate
+from ..validation import ERROR
 from .app import pass_app
 from .options import output_options, session_argument, window_options
 from .root import main
@@ -16,9 +19,19 @@ from .root import main
 @main.command("validate")
 @session_argument(required=False, old_option=True)
 @window_options
+@click.option("--errors-only", is_flag=True, help="Show only the errors (not the warnings).")
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    metavar="RULE",
+    help="Show only the findings of this rule (repeatable), e.g. unanswered_tool_call.",
+)
 @output_options
 @pass_app
-def validate_cmd(app, session, settings: CompactionSettings, output: OutputFormat):
+def validate_cmd(
+    app, session, settings: CompactionSettings, errors_only, rules, output: OutputFormat
+):
     """Check checkpoint consistency: cuts point at messages of their session and never orphan a
     tool result, checkpoints form one chain, no message inside a summarized range was left out
     of its summary, restored contexts are valid for an API and fit their window.
@@ -38,13 +51,21 @@ def validate_cmd(app, session, settings: CompactionSettings, output: OutputForma
     # session_missing finding, not "does not exist".
     session_id = Store(engine).resolve_session(session, leftovers=True) if session else None
     issues, checked = validate(engine, session_id, settings)
+    if errors_only:
+        issues = [i for i in issues if i.severity == ERROR]
+    if rules:
+        issues = [i for i in issues if i.rule in rules]
     print_rows(
         [i.as_dict() for i in issues],
         output,
         headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"],
     )
-    errors = [i for i in issues if i.severity == "error"]
+    errors = [i for i in issues if i.severity == ERROR]
     if not output.machine:
+        # Per rule, errors first: 65 unanswered_tool_call warnings must not bury one error.
+        totals = Counter((i.severity != ERROR, i.rule, i.severity) for i in issues)
+        for (_, rule, severity), n in sorted(totals.items()):
+            click.echo(f"  {rule}: {n} {severity}{'s' * (n > 1)}", err=True)
         click.echo(
             f"{checked} session(s) checked: {len(errors)} error(s), "
             f"{len(issues) - len(errors)} warning(s)",
