@@ -17,7 +17,7 @@ from typing import Any
 from .compaction.plan import CompactionSettings
 from .compaction.rules import deleted_from_span, over_window, unsummarized_messages
 from .inspection import ContextPoint
-from .quality import retention_warning
+from .quality import quality_warning
 from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
 
 ERROR, WARNING = "error", "warning"
@@ -137,9 +137,9 @@ def validate_session(
                     cp.id,
                 )
             )
-        low = retention_warning(cp.details)
+        low = quality_warning(cp.details)
         if low:
-            add(Issue(session_id, WARNING, "low_retention", f"checkpoint {cp.id}: {low}", cp.id))
+            add(Issue(session_id, WARNING, "low_quality", f"checkpoint {cp.id}: {low}", cp.id))
         if (
             cp.tokens_before is not None
             and cp.tokens_after is not None

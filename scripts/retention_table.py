@@ -115,8 +115,8 @@ def _pct(value) -> str:
 
 def markdown(rows: list[dict]) -> str:
     out = [
-        "| transcript | grown | run 1: tokens before → after | summary | retention "
-        "| run 2: before → after | summary | retention | carry-over |",
+        "| transcript | grown | run 1: tokens before → after | summary | probes "
+        "| run 2: before → after | summary | probes | carry-over |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -127,7 +127,7 @@ def markdown(rows: list[dict]) -> str:
         first, second = _run(a), _run(b)
         out.append(
             f"| {r['format']}/{r['transcript'][:28]} | {r['grown'] or ''} | {first} | {a.summary_tokens or '–'} | "
-            f"{_pct(a.retention)} | {second} | {b.summary_tokens or '–'} | {_pct(b.retention)} | "
+            f"{_pct(a.score)} | {second} | {b.summary_tokens or '–'} | {_pct(b.score)} | "
             f"{_pct(b.carry_over)} |"
         )
     return "\n".join(out)

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _REASONING = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
 _OPENAI = re.compile(r"^(gpt-|o\d|chatgpt-|text-)")
+QUOTE_CHARS = 120  # of a user message, quoted in the default summary
 REASONING_TOKENS = 1500  # what a reasoning model spends before it answers
 
 
@@ -47,6 +48,28 @@ def rejection(body: dict) -> str | None:
     return None
 
 
+def faithful_summary(body: dict) -> str:
+    """What a competent model answers by default: the goal, the latest request and the current
+    work quoted from the prompt's transcript (so it passes the quality gate); a revision puts
+    the listed missing items back into its draft."""
+    prompt = str(body["messages"][-1]["content"])
+    draft = re.search(r"<draft-summary>\n?(.*?)\n?</draft-summary>", prompt, re.S)
+    if draft:
+        listed = re.search(r"<dropped-items>\n?(.*?)\n?</dropped-items>", prompt, re.S)
+        missing = listed.group(1).splitlines() if listed else []
+        return draft.group(1) + "\n\n## Put back\n" + "\n".join(f"- {m}" for m in missing)
+    users = [u[:QUOTE_CHARS] for u in re.findall(r"^\[User\]: (.+)$", prompt, re.M)]
+    said = re.findall(r"^\[Assistant\]: (.+)$", prompt, re.M)
+    calls = re.findall(r"^\[Assistant tool call (.+)$", prompt, re.M)
+    previous = re.search(r"<previous-summary>\n?(.*?)\n?</previous-summary>", prompt, re.S)
+    if not users:
+        return "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
+    work = "\n".join(filter(None, (said[-1] if said else "", calls[-1] if calls else "")))
+    return (
+        previous.group(1) + "\n\n" if previous else ""
+    ) + f"## Goal\n{users[0]}\n\n## Latest request\n{users[-1]}\n\n## Current work\n{work}"
+
+
 class FakeLLM:
     """Start with ``with FakeLLM() as llm:``; point clients at ``llm.base_url``."""
 
@@ -54,7 +77,7 @@ class FakeLLM:
         self.delay = delay
         self.failures: deque[int] = deque()  # statuses to answer before succeeding
         self.mode = "ok"  # ok | garbage | no_choices | empty | long | hang | length
-        self.summary_text = "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
+        self.summary_text: object = faithful_summary  # a text, or a function of the request
         self.requests: list[dict] = []
         self.prompt_tokens: list[int] = []
         self.lock = threading.Lock()

@@ -119,9 +119,6 @@ def test_iterative_compaction_chains_and_covers_everything(db):
         with db.engine.begin() as conn:
             for m in coding_session(10, tag="b"):
                 conn.execute(agent_message.insert().values(session_id=1, **m))
-        llm.summary_text = (
-            "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated\n- [x] second pass"
-        )
         second = compactor.compact_session(1)
         assert second.status == "compacted", second.error
         prompt = llm.requests[-1]["messages"][1]["content"]
@@ -129,7 +126,7 @@ def test_iterative_compaction_chains_and_covers_everything(db):
     assert c2.parent_compaction_id == c1.id and c2.first_kept_message_id > c1.first_kept_message_id
     assert c2.summarizer == "openai" and c2.summarizer_model == "test-model"
     # The second summary updates the first with exactly the messages from c1's cut to c2's.
-    assert "<previous-summary>\n## Goal\nFix the bug." in prompt
+    assert f"<previous-summary>\n{c1.summary}\n</previous-summary>" in prompt
     ids = [
         r["id"] for r in db.rows("SELECT id FROM agent_message WHERE session_id = 1 ORDER BY id")
     ]
@@ -137,7 +134,10 @@ def test_iterative_compaction_chains_and_covers_everything(db):
     first_span_text = db.scalar("SELECT content FROM agent_message WHERE id = :i", i=span[0])
     assert first_span_text.split(":")[0] in prompt
     # (the second span's own turns are tagged "Turn 0b:", so the needle keeps the colon)
-    assert db.scalar("SELECT content FROM agent_message WHERE id = :i", i=ids[0])[:8] not in prompt
+    conversation = prompt.split("<previous-summary>")[0]  # the previous summary quotes turn 0
+    assert db.scalar("SELECT content FROM agent_message WHERE id = :i", i=ids[0])[:8] not in (
+        conversation
+    )
     assert c2.details["summarised_from_message_id"] == c1.first_kept_message_id
     assert c2.details["summarised_messages"] == len(span)
 

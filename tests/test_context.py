@@ -296,7 +296,7 @@ def test_validate_warns_when_a_summary_kept_little(db, cli):
     result = cli("--db", db.url, "validate", "--json")
     assert result.exit_code == 0  # a warning only
     [issue] = json.loads(result.stdout)
-    assert issue["rule"] == "low_retention" and "retention 20%" in issue["message"]
+    assert issue["rule"] == "low_quality" and "retention 20%" in issue["message"]
 
 
 def test_loaded_messages_carry_every_column_as_written(db):

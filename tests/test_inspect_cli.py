@@ -137,12 +137,12 @@ def test_checkpoints_diff_and_before_first(db, cli):
         "SELECT COUNT(*) FROM agent_message WHERE id < :c", c=cps[0]["first_kept_message_id"]
     )
     assert all(
-        r["summarizer"] == "extractive" and r["summary_tokens"] > 0 and 0 < r["retention"] <= 1
+        r["summarizer"] == "extractive" and r["summary_tokens"] > 0 and 0 < r["score"] <= 1
         for r in rows
     )
     assert rows[1]["carry_over"] is not None  # the second summary carried the first forward
     header = json.loads(run(cli, db, "context", "show", "1", "--json").output)
-    assert "retention" in header["summary_quality"]
+    assert "probes" in header["summary_quality"]
     table = run(cli, db, "context", "checkpoints", "1").output
     assert "summarized" in table and "extractive" in table and "%" in table
 

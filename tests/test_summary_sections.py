@@ -410,7 +410,7 @@ def test_the_skill_driven_session_states_its_command_plan_and_tasks(real_session
 def test_the_operator_s_focus_reaches_the_llm_through_the_settings():
     from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
 
-    from .llm_server import FakeLLM
+    from .llm_server import FakeLLM, faithful_summary
 
     messages = [msg(1, "user", "Migrate the billing tables."), msg(2, "assistant", "On it.")]
     with FakeLLM() as llm:
@@ -419,7 +419,7 @@ def test_the_operator_s_focus_reaches_the_llm_through_the_settings():
         )
         out = make_summarizer(settings).summarize(SummaryRequest(None, messages, {}))
         prompt = llm.requests[0]["messages"][1]["content"]
-    assert out.text == llm.summary_text
+    assert out.text == faithful_summary(llm.requests[0])
     assert (
         "<focus>\nthe schema\n</focus>" in prompt
         and "[User]: Migrate the billing tables." in prompt

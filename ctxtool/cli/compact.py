@@ -28,6 +28,7 @@ from ..compaction.summarizers import (
 from ..compaction.summarizers.openai import REQUEST_STYLES
 from ..db import read_connection
 from ..errors import CtxtoolError, PartialFailure
+from ..evaluation import DEFAULT_MIN_QUALITY, describe
 from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
 from .app import pass_app
@@ -42,7 +43,8 @@ _COLUMNS = [
     "tokens_kept",
     "tokens_after",
     "summary_tokens",
-    "retention",
+    "score",
+    "fabrications",
     "carry_over",
     "summarised_messages",
     "kept_messages",
@@ -83,8 +85,14 @@ _COLUMNS = [
 @click.option(
     "--summarize",
     is_flag=True,
-    help="With --dry-run: also run the summarizer and report summary tokens, retention, "
-    "carry-over and over-window per session, writing nothing (compare settings or models).",
+    help="With --dry-run: also run the summarizer and report summary tokens, the quality "
+    "gate's figures, carry-over and over-window per session, writing nothing (compare "
+    "settings or models).",
+)
+@click.option(
+    "--show-summary",
+    is_flag=True,
+    help="With --dry-run --summarize: print each summary after the report.",
 )
 @click.option("--force", is_flag=True, help="Compact even below the threshold.")
 @click.option(
@@ -131,6 +139,20 @@ _COLUMNS = [
     help="Least share of the previous summary's items a new summary must hold; an "
     "LLM answer below it is sent back once with the dropped items, then rejected "
     "(0: not checked).",
+)
+@click.option(
+    "--min-quality",
+    default=DEFAULT_MIN_QUALITY,
+    show_default=True,
+    type=FiniteNumber(0, 1),
+    help="Least share of the probes only the summary can answer (ctxtool eval) a summary "
+    "must answer; one under it or stating fabrications is not written (an LLM answer is "
+    "sent back once with the missed probes first).",
+)
+@click.option(
+    "--instructions",
+    metavar="TEXT",
+    help="What the summary should focus on, for the summarizer (adds to its sections).",
 )
 @click.option(
     "--summary-input-tokens",
@@ -184,6 +206,8 @@ def compact(
         raise click.UsageError("--limit goes with --all")
     if options["summarize"] and not options["dry_run"]:
         raise click.UsageError("--summarize goes with --dry-run (a real run summarizes anyway)")
+    if options["show_summary"] and not options["summarize"]:
+        raise click.UsageError("--show-summary goes with --dry-run --summarize")
     summarizer = make_summarizer(_summarizer_settings(options))
     engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
     compactor = Compactor(
@@ -194,6 +218,7 @@ def compact(
         encoding=options["encoding"],
         max_summary_tokens=options["max_summary_tokens"],
         min_carry_over=options["min_carry_over"],
+        min_quality=options["min_quality"],
     )
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
@@ -204,7 +229,7 @@ def compact(
     }
     if session is not None:
         session_id = Store(engine).resolve_session(session)  # id, source id or unique prefix
-        _one(compactor.compact_session(session_id, **run), output)
+        _one(compactor.compact_session(session_id, **run), output, options["show_summary"])
     else:
         _all(compactor, run, options, output)
 
@@ -219,16 +244,19 @@ def _summarizer_settings(options: dict) -> SummarizerSettings:
         max_summary_tokens=options["max_summary_tokens"],
         input_tokens=options["summary_input_tokens"],
         request_style=options["request_style"],
+        instructions=options["instructions"],
     )
 
 
-def _one(outcome, output: OutputFormat) -> None:
+def _one(outcome, output: OutputFormat, show_summary: bool = False) -> None:
     if output.json:
         click.echo(dumps(outcome.as_dict()))
     elif output.machine:
         print_rows([outcome.as_dict()], output, headers=_COLUMNS)
     elif outcome.status != CompactionStatus.FAILED:
         _print_outcome(outcome)
+    if show_summary and not output.json:
+        _print_summaries([outcome])
     if not outcome.ok:
         raise CtxtoolError(outcome.message())
 
@@ -251,6 +279,8 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         output,
         headers=None if output.machine else _COLUMNS,
     )
+    if options["show_summary"] and not output.json:
+        _print_summaries(outcomes)
     if not output.machine:
         done = sum(o.status == CompactionStatus.COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
@@ -291,11 +321,12 @@ def _print_outcome(o) -> None:
         lines.append(f"  tokens after:       {o.tokens_after}")
     elif o.tokens_kept is not None:
         lines.append(f"  tokens after:       {o.tokens_kept} + the new summary")
-    if o.summary_tokens is not None:
+    if o.quality is not None:
         lines.append(
-            f"  summary:            {o.summary_tokens} tokens, retention "
-            f"{_percent(o.retention)}, carry-over {_percent(o.carry_over)}"
+            f"  quality:            {describe(o.quality)}, carry-over {_percent(o.carry_over)}"
         )
+        if o.quality["missed"]:
+            lines.append(f"  missed probes:      {', '.join(o.quality['missed'])}")
     if o.compaction_id:
         lines.append(
             f"  checkpoint:         {o.compaction_id} by {o.summarizer}"
@@ -304,6 +335,13 @@ def _print_outcome(o) -> None:
     for note in o.notes:
         lines.append(f"  note: {note}")
     echo_text("\n".join(lines))
+
+
+def _print_summaries(outcomes) -> None:
+    """Each summary a dry run produced, under a line naming its session."""
+    for o in outcomes:
+        if o.summary is not None:
+            echo_text(f"\n--- session {o.session_id}: summary ---\n{o.summary}")
 
 
 def _percent(value: float | None) -> str:

@@ -18,6 +18,7 @@ from ..export import (
 )
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
+from ..quality import describe, quality_of
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.reads import SessionHistory, Store
 from ..terminal import page, table_width
@@ -121,21 +122,47 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
 
 @context.command("checkpoints")
 @session_argument()
+@click.option(
+    "--details",
+    is_flag=True,
+    help="Under the table, each checkpoint's quality figures and the probes it missed.",
+)
 @output_options
 @pass_app
-def checkpoints(app, session, output: OutputFormat):
+def checkpoints(app, session, details, output: OutputFormat):
     """Every checkpoint of a session in order: parent, time, summarizer and model, cut,
-    messages summarized, tokens before / after, summary tokens and retention (after / before).
+    messages summarized, tokens before / after, summary tokens, and the quality gate's
+    figures (the probe score, fabrications and missed probes, as `ctxtool eval` measures).
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 
+    \b
     Example: ctxtool context checkpoints a5c478e1
+             ctxtool context checkpoints a5c478e1 --details
     """
-    rows = _history(app, session).checkpoint_rows()
+    history = _history(app, session)
+    rows = history.checkpoint_rows()
+    for row, cp in zip(rows, history.compactions):
+        row.update(_quality_columns(quality_of(cp.details)))
     if output.machine:
         print_rows(rows, output)
         return
     click.echo(render_checkpoints(rows, output, table_width(None)))
+    for row in rows if details else ():
+        missed = f"; missed: {', '.join(row['missed'])}" if row["missed"] else ""
+        click.echo(f"checkpoint {row['checkpoint_id']}: {row['quality'] or 'no figures'}{missed}")
+
+
+def _quality_columns(figures: dict | None) -> dict:
+    """The stored quality figures as checkpoint columns (None where a checkpoint has none)."""
+    figures = figures or {}
+    fabricated = figures.get("fabrications")
+    return {
+        "score": figures.get("score"),
+        "fabrications": len(fabricated) if isinstance(fabricated, list) else None,
+        "missed": list(figures.get("missed") or []),
+        "quality": describe(figures),
+    }
 
 
 @context.command("diff")

@@ -25,13 +25,17 @@ class CompactionOutcome:
     summarizer: str | None = None
     model: str | None = None
     summary_tokens: int | None = None
-    retention: float | None = None
+    # The quality gate's figures (details["quality"]): score, fabrications, missed probes.
+    quality: dict[str, Any] | None = None
+    score: float | None = None
+    fabrications: int | None = None
     carry_over: float | None = None
     summarizer_requests: int | None = None
     error: str | None = None
     seconds: float = 0.0
     summarizer_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    summary: str | None = None  # the summary's text, kept by a dry run for --show-summary
 
     @property
     def ok(self) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import quality
 from ..context_size import restored_context_tokens
+from ..evaluation import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
 from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
 from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
@@ -36,6 +36,7 @@ class Preparation:
     plan: CompactionPlan | None = None
     previous: Compaction | None = None
     summarized: list[Message] = field(default_factory=list)
+    kept: list[Message] = field(default_factory=list)
     files: dict[str, Any] = field(default_factory=dict)
     replaced_tokens: int = 0
     summary_budget: int = 0
@@ -130,9 +131,9 @@ def prepare(
     )
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
-    kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]
+    prep.kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]
     prep.replaced_tokens = prep.tokens_before - restored_context_tokens(
-        RestoredContext(ctx.session_id, ctx.system_prompt, None, kept), encoding
+        RestoredContext(ctx.session_id, ctx.system_prompt, None, prep.kept), encoding
     )
     if plan.over_window:
         oversized = [m for m in ctx.messages if m.id in set(plan.oversized_ids)]
@@ -191,7 +192,7 @@ def check_summary(
             "(--max-summary-tokens, at most a quarter of the threshold)"
         )
     if min_carry_over is not None and prep.previous is not None:
-        kept = quality.carry_over(prep.previous.summary, text)
+        kept = carry_over(prep.previous.summary, text).share
         if kept is not None and kept < min_carry_over:
             return tokens, (
                 f"summary drops items of the previous summary: it keeps {kept:.0%} "
@@ -201,15 +202,61 @@ def check_summary(
     return tokens, None
 
 
+def evaluate_summary(prep: Preparation, text: str) -> Evaluation:
+    """The summary evaluated as the agent will restore it (summary + kept messages) against
+    the probes of the span it replaces (ctxtool.evaluation)."""
+    return evaluate(
+        prep.summarized,
+        text,
+        prep.kept,
+        previous_summary=prep.previous_summary,
+        encoding=prep.encoding,
+    )
+
+
+def quality_figures(prep: Preparation, evaluation: Evaluation, text: str) -> dict[str, Any]:
+    """What ``details["quality"]`` stores: the evaluation's figures and the carry-over of the
+    previous summary's items (None for a first checkpoint)."""
+    kept = carry_over(prep.previous_summary, text) if prep.previous else None
+    return {**evaluation.figures(), "carry_over": kept.share if kept else None}
+
+
+def check_quality(evaluation: Evaluation, min_quality: float = DEFAULT_MIN_QUALITY) -> str | None:
+    """Why a summary fails the quality gate (under ``min_quality`` or stating fabrications),
+    naming the missed probes; None when it passes."""
+    ok, missed = meets_floor(evaluation, min_quality)
+    if ok:
+        return None
+    reasons = []
+    if evaluation.fabrications:
+        stated = ", ".join(repr(f.text) for f in evaluation.fabrications[:3])
+        reasons.append(f"states what the history never contained: {stated}")
+    score = evaluation.score
+    if score is not None and score < min_quality:
+        held = len(evaluation.summary_only) - len(missed)
+        reasons.append(
+            f"answers {score:.0%} of the probes only the summary can answer "
+            f"({held}/{len(evaluation.summary_only)}), at least {min_quality:.0%} required "
+            "(--min-quality)"
+        )
+    named = ", ".join(v.probe.id for v in missed[:5])
+    more = f" and {len(missed) - 5} more" if len(missed) > 5 else ""
+    return "summary " + " and ".join(reasons) + (f"; missed: {named}{more}" if missed else "")
+
+
 def checkpoint_values(
-    prep: Preparation, text: str, summary_tokens: int, summarizer: str, model: str | None
+    prep: Preparation,
+    text: str,
+    summary_tokens: int,
+    summarizer: str,
+    model: str | None,
+    quality: dict[str, Any],
 ) -> dict[str, Any]:
     """The agent_compaction row for an accepted summary, with the figures that explain it:
     files, the exact span summarized (count and id range, so `validate` can prove nothing
-    arrived inside it later), and retention."""
+    arrived inside it later), and the quality gate's figures."""
     assert prep.plan is not None
     span = prep.span()
-    facts = quality.extract_facts(prep.summarized, prep.previous.summary if prep.previous else None)
     details = {
         **prep.files,
         "split_turn": prep.plan.split_turn,
@@ -218,7 +265,7 @@ def checkpoint_values(
         "summarised_to_message_id": prep.plan.summarized_ids[-1],
         "summarised_id_sum": span.id_sum,
         "encoding": prep.encoding,
-        "quality": quality.measure(facts, text, summary_tokens),
+        "quality": quality,
     }
     if prep.plan.over_window:
         details["over_window"] = prep.plan.oversized_ids

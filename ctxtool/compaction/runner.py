@@ -14,14 +14,14 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from .. import quality
 from ..db import retry_transaction
 from ..errors import InvalidSettings
+from ..evaluation import DEFAULT_MIN_QUALITY, carry_over, meets_floor
 from ..failures import describe_failure
 from ..records import Session
 from ..store import Store, leases
@@ -36,9 +36,12 @@ from .prepare import (
     DEFAULT_MIN_CARRY_OVER,
     MIN_SUMMARY_BUDGET,
     Preparation,
+    check_quality,
     check_summary,
     checkpoint_values,
+    evaluate_summary,
     prepare,
+    quality_figures,
 )
 from .settings import lease_for_plan
 from .status import CompactionStatus
@@ -73,6 +76,7 @@ class Compactor:
         encoding: str | None = None,
         max_summary_tokens: int | None = None,
         min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
+        min_quality: float = DEFAULT_MIN_QUALITY,
     ):
         self.engine = engine
         self.summarizer = summarizer
@@ -90,7 +94,7 @@ class Compactor:
             # or that one would have to clip it.
             budget = min(budget, max(MIN_SUMMARY_BUDGET, summarizer.input_tokens // 3))
         self.max_summary_tokens = budget
-        self.min_carry_over = min_carry_over or None
+        self.gate = Gate(min_quality, min_carry_over or None)
         self.store = Store(engine)
 
     # -- one session -----------------------------------------------------------------------------
@@ -144,7 +148,11 @@ class Compactor:
                         break
                     if dry_run:
                         outcome, row = summarized(
-                            self.summarizer, outcome, prep, session.title, self.min_carry_over
+                            self.summarizer,
+                            outcome,
+                            prep,
+                            session.title,
+                            replace(self.gate, keep_text=True),
                         )
                         if row is not None:
                             outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
@@ -155,7 +163,7 @@ class Compactor:
                         break
                     try:
                         outcome, row = summarized(
-                            self.summarizer, outcome, prep, session.title, self.min_carry_over
+                            self.summarizer, outcome, prep, session.title, self.gate
                         )
                         if row is not None:
                             outcome = self._written(conn, outcome, prep, row)
@@ -310,15 +318,15 @@ def summarized(
     outcome: CompactionOutcome,
     prep: Preparation,
     title: str | None,
-    min_carry_over: float | None,
+    gate: Gate,
 ) -> tuple[CompactionOutcome, dict[str, Any] | None]:
     """Ask the summarizer (folding a span larger than its input bound) and judge the
     answer: the outcome with the summary's figures, and the checkpoint row to write (None,
-    the outcome REJECTED and why, when refused). An answer that dropped items of the
-    previous summary is sent back once, with those items, to a summarizer that revises."""
+    the outcome REJECTED and why, when refused). An answer the gate refuses is sent back
+    once, with the missed probes and the dropped items, to a summarizer that revises."""
     started = time.perf_counter()
-    summary, row, refusal = ask(summarizer, prep, title, min_carry_over)
-    quality_figures = row["details"]["quality"]
+    summary, judged = ask(summarizer, prep, title, gate)
+    figures = judged.row["details"]["quality"]
     outcome = replace(
         outcome,
         summarizer=summary.summarizer,
@@ -326,55 +334,69 @@ def summarized(
         summarizer_requests=summary.requests,
         summarizer_seconds=time.perf_counter() - started,
         notes=outcome.notes + list(summary.notes),
-        error=refusal,
-        summary_tokens=row["summary_tokens"],
-        retention=quality_figures["retention"],
-        carry_over=quality_figures["carry_over"],
+        error=judged.refusal,
+        summary_tokens=judged.row["summary_tokens"],
+        quality=figures,
+        score=figures["score"],
+        fabrications=len(figures["fabrications"]),
+        carry_over=figures["carry_over"],
+        summary=summary.text if gate.keep_text else None,
     )
-    if refusal is not None:
+    if judged.refusal is not None:
         return replace(outcome, status=CompactionStatus.REJECTED), None
-    return replace(outcome, tokens_after=row["tokens_after"]), row
+    return replace(outcome, tokens_after=judged.row["tokens_after"]), judged.row
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a summary must meet to be written (``--min-quality``, ``--min-carry-over``), and
+    whether the outcome keeps the summary's text (a dry run's ``--show-summary``)."""
+
+    min_quality: float = DEFAULT_MIN_QUALITY
+    min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER
+    keep_text: bool = False
+
+
+@dataclass(frozen=True)
+class Judged:
+    row: dict[str, Any]  # the checkpoint row, its quality figures in details
+    refusal: str | None  # why the summary is not written, or None
+    missing: tuple[str, ...]  # what a revision must put back: missed probes, dropped items
 
 
 def ask(
-    summarizer: Summarizer, prep: Preparation, title: str | None, min_carry_over: float | None
-) -> tuple[Summary, dict[str, Any], str | None]:
-    """(the summary, its checkpoint row, why it is refused or None)."""
-    request = summary_request(prep, title, min_carry_over)
+    summarizer: Summarizer, prep: Preparation, title: str | None, gate: Gate
+) -> tuple[Summary, Judged]:
+    """(the summary, how it was judged): revised once when refused for what it left out."""
+    request = summary_request(prep, title, gate)
     summary = fold(
         summarizer.summarize,
         request,
         summarizer.input_tokens,
         estimated_tokens=prep.summarized_tokens,
     )
-    row, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
-    if (
-        refusal is None
-        or not _dropped_items(prep, summary.text, min_carry_over)
-        or not getattr(summarizer, "revises", False)
-    ):
-        return summary, row, refusal
-    missing = quality.missing_items(prep.previous_summary or "", summary.text)
+    judged = judge_summary(prep, summary, gate)
+    if judged.refusal is None or not judged.missing or not getattr(summarizer, "revises", False):
+        return summary, judged
     revision = replace(
         request,
         draft=summary.text,
         messages=(),
         transcript="",
-        missing=_fitting(missing, request, summarizer.input_tokens),
+        missing=_fitting(list(judged.missing), request, summarizer.input_tokens),
     )
     revised = summarizer.summarize(revision)
     summary = replace(
         revised,
         requests=summary.requests + 1,
         notes=summary.notes
-        + (f"revised once: the first answer dropped {len(missing)} items of the previous summary",),
+        + (f"revised once: the first answer missed {len(judged.missing)} items",),
     )
-    row, refusal = judge_summary(prep, summary, min_carry_over=min_carry_over)
-    return summary, row, refusal
+    return summary, judge_summary(prep, summary, gate)
 
 
 def summary_request(
-    prep: Preparation, title: str | None = None, min_carry_over: float | None = None
+    prep: Preparation, title: str | None = None, gate: Gate = Gate()
 ) -> SummaryRequest:
     """What the summarizer is asked for the prepared span."""
     assert prep.plan is not None
@@ -386,24 +408,25 @@ def summary_request(
         max_tokens=prep.summary_budget,
         title=title,
         encoding=prep.encoding,
-        min_carry_over=min_carry_over,
+        min_carry_over=gate.min_carry_over,
     )
 
 
-def judge_summary(
-    prep: Preparation, summary: Summary, *, min_carry_over: float | None = None
-) -> tuple[dict[str, Any], str | None]:
-    """(the checkpoint row with its quality figures, why the summary is refused or None)."""
-    tokens, refusal = check_summary(prep, summary.text, min_carry_over=min_carry_over)
-    return checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model), refusal
-
-
-def _dropped_items(prep: Preparation, text: str, min_carry_over: float | None) -> bool:
-    """Whether ``text`` holds less of the previous summary's items than required."""
-    if min_carry_over is None or prep.previous is None:
-        return False
-    kept = quality.carry_over(prep.previous.summary, text)
-    return kept is not None and kept < min_carry_over
+def judge_summary(prep: Preparation, summary: Summary, gate: Gate = Gate()) -> Judged:
+    """The checkpoint row with its quality figures, and why the summary is refused: the
+    structural checks first (size, budget, carry-over), then the quality gate."""
+    tokens, refusal = check_summary(prep, summary.text, min_carry_over=gate.min_carry_over)
+    evaluation = evaluate_summary(prep, summary.text)
+    figures = quality_figures(prep, evaluation, summary.text)
+    row = checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model, figures)
+    if refusal is None:
+        refusal = check_quality(evaluation, gate.min_quality)
+    missing = meets_floor(evaluation, gate.min_quality).missing_items()
+    if gate.min_carry_over is not None and prep.previous is not None:
+        dropped = carry_over(prep.previous.summary, summary.text)
+        if dropped.share is not None and dropped.share < gate.min_carry_over:
+            missing += dropped.missing
+    return Judged(row, refusal, missing if refusal else ())
 
 
 def _fitting(

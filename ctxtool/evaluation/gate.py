@@ -49,7 +49,9 @@ def meets_floor(evaluation: Evaluation, min_quality: float = DEFAULT_MIN_QUALITY
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING_LINE = re.compile(r"^\s*(#{1,6}\s|[A-Z][\w /&-]{0,40}:\s*$|\*\*[^*]+\*\*:?\s*$)")
-_SCRATCHPAD = re.compile(r"<(analysis|thinking)>.*?</\1>", re.S | re.I)
+_SCRATCHPAD = re.compile(
+    r"<(analysis|thinking)>.*?</\1>|^Analysis:\s*$.*?(?=^Summary:\s*$)", re.S | re.I | re.M
+)
 _MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|\[[ xX]\])+\s*")
 _WORD = re.compile(r"[a-z0-9_][a-z0-9_./-]{2,}")
 
@@ -59,7 +61,7 @@ def normalised_items(summary: str | None) -> list[str]:
     text = _SCRATCHPAD.sub("", summary or "")
     items = []
     for line in text.splitlines():
-        if not line.strip() or _FENCE.match(line) or _HEADING_LINE.match(line):
+        if not line.strip() or _FENCE.match(line) or _HEADING_LINE.match(_MARKER.sub("", line)):
             continue
         line = BOILERPLATE.sub("", line)
         item = normalise(_MARKER.sub("", line).replace("**", ""))
