@@ -65,9 +65,15 @@ def faithful_summary(body: dict) -> str:
     if not users:
         return "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
     work = "\n".join(filter(None, (said[-1] if said else "", calls[-1] if calls else "")))
-    return (
+    text = (
         previous.group(1) + "\n\n" if previous else ""
     ) + f"## Goal\n{users[0]}\n\n## Latest request\n{users[-1]}\n\n## Current work\n{work}"
+    # Within the answer's budget, as a model condenses: the oldest lines after the goal go.
+    cap = 3 * int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096) // 2
+    lines = text.splitlines()
+    while len("\n".join(lines)) > cap and len(lines) > 8:
+        del lines[2]
+    return "\n".join(lines)
 
 
 class FakeLLM:
