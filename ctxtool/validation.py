@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from .compaction.plan import CompactionSettings
@@ -157,7 +158,49 @@ def validate_session(
             )
         previous = cp
     issues.extend(validate_restored_messages(session_id, suffix))
+    issues.extend(id_order_issues(session_id, suffix))
     return issues
+
+
+# How far a message's created_at may lie before an earlier id's before it counts: each server
+# stamps created_at from its own clock at INSERT, and the nodes of a cluster (or a runtime
+# writing its own times) differ by about this much.
+ID_ORDER_TOLERANCE = timedelta(seconds=1)
+
+
+def id_order_issues(
+    session_id: int, messages: Sequence[Message], tolerance: timedelta = ID_ORDER_TOLERANCE
+) -> list[Issue]:
+    """The restored suffix is read in id order: a message created more than ``tolerance``
+    before one with a lower id got its id out of write order (TiDB hands out ids from
+    per-server caches unless AUTO_ID_CACHE=1), and the context restores it out of place. One
+    warning per session, naming the first such message and how many there are."""
+    latest: Message | None = None
+    late: list[tuple[Message, Message]] = []
+    for m in messages:
+        if m.created_at is None:
+            continue
+        if latest is not None and latest.created_at is not None:
+            if m.created_at < latest.created_at - tolerance:
+                late.append((m, latest))
+            if m.created_at <= latest.created_at:
+                continue
+        latest = m
+    if not late:
+        return []
+    m, before = late[0]
+    return [
+        Issue(
+            session_id,
+            WARNING,
+            "id_order",
+            f"message {m.id} was created at {m.created_at:%Y-%m-%d %H:%M:%S}, before message "
+            f"{before.id} ({before.created_at:%H:%M:%S}) which has a lower id: the restored "
+            f"context, in id order, puts it after ({len(late)} such message(s), tolerance "
+            f"{tolerance.total_seconds():g} s; on TiDB, see `migrate status`)",
+            message_id=m.id,
+        )
+    ]
 
 
 def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int]) -> list[Issue]:
