@@ -154,13 +154,16 @@ up)
     tool rsync >/dev/null
     mkdir -p "$DIR"
     chmod 755 "$DIR"
+    echo "node 1: bootstrapping the cluster ..." >&2
     start_node 1 bootstrap
     wait_synced 1
     # One joiner at a time: a donor serves one state transfer at once.
     for n in 2 3; do
+        echo "node $n: joining (state transfer by rsync) ..." >&2
         start_node "$n"
         wait_synced "$n"
     done
+    echo "all 3 nodes Synced" >&2
     for n in "${NODES[@]}"; do url "$n"; done
     ;;
 down)
@@ -182,6 +185,7 @@ kill)
     ;;
 start)
     check_node "${2:-}"
+    echo "node $2: rejoining ..." >&2
     start_node "$2"
     wait_synced "$2"
     ;;
