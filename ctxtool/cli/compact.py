@@ -4,12 +4,15 @@ its threshold. Parses options into the library's settings objects and prints out
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..acknowledgement import acknowledged_at, batch_failures, excused
 from ..compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
+    CompactionOutcome,
     CompactionSettings,
     CompactionStatus,
 )
@@ -261,6 +264,21 @@ def _one(outcome, output: OutputFormat, show_summary: bool = False) -> None:
         raise CtxtoolError(outcome.message())
 
 
+def _acknowledged(compactor: Compactor, outcomes: list[CompactionOutcome]) -> dict[int, datetime]:
+    """The over-window sessions an operator marked (`sessions mark S --over-window-ok`). Only
+    an over-window outcome can be excused, so a batch with none asks nothing; a database that
+    stopped answering (a node killed mid-batch) excuses nothing: each such session stays a
+    failure, never the end of the report."""
+    over = [o.session_id for o in outcomes if o.status == CompactionStatus.OVER_WINDOW]
+    if not over:
+        return {}
+    try:
+        with read_connection(compactor.engine) as conn:
+            return acknowledged_at(conn, over)
+    except SQLAlchemyError:
+        return {}
+
+
 def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -> None:
     batch = compactor.batch(
         force=run["force"],
@@ -272,8 +290,7 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         outcomes = compactor.run_batch(
             batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
         )
-    with read_connection(compactor.engine) as conn:  # `sessions mark S --over-window-ok`
-        acknowledged = acknowledged_at(conn, [o.session_id for o in outcomes if not o.ok])
+    acknowledged = _acknowledged(compactor, outcomes)
     print_rows(
         [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
         output,
