@@ -47,7 +47,7 @@ def cc(uuid, parent, kind, content, **extra):
 
 
 def test_registry_names_every_format_once():
-    assert FORMATS == ("claude-code", "codex", "pi", "openai-chat")
+    assert FORMATS == ("claude-code", "codex", "pi", "openai-chat", "ctxtool-archive")
     assert all(PARSERS[f].name == f for f in FORMATS)
 
 
