@@ -325,6 +325,22 @@ _TITLE_FIELD = re.compile(r'"(?:plan_|issue_|pr_)?title"\s*:\s*"([^"]{4,200})"')
 _HEADING = re.compile(r"^\s*(?:\d+→)?#\s+(.{4,200})$", re.M)
 
 
+def command_parts(text: str) -> tuple[str, str | None] | None:
+    """(name, arguments) of a runtime's record of a slash command the user typed (Claude Code's
+    ``<command-name>``/``<command-args>``); None when ``text`` names no command."""
+    name = _COMMAND_NAME.search(text)
+    if not name:
+        return None
+    args = _COMMAND_ARGS.search(text)
+    return name.group(1), (args.group(1) if args and args.group(1) else None)
+
+
+def slash_command(text: str) -> str:
+    """``/name args`` of a slash command record: the user's words, though wrapped."""
+    parts = command_parts(text)
+    return " ".join(p for p in parts if p) if parts and parts[0] else text.strip()
+
+
 def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
     for i, m in enumerate(messages):
         kind = user_text_kind(m)
@@ -332,9 +348,7 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
             break
         if kind is UserText.COMMAND:
             text = m.content or ""
-            name = _COMMAND_NAME.search(text).group(1)  # type: ignore[union-attr]
-            args_match = _COMMAND_ARGS.search(text)
-            args = args_match.group(1) if args_match and args_match.group(1) else None
+            name, args = command_parts(text) or ("", None)  # a COMMAND text names one
             title = _title_after(messages[i + 1 :])
             purpose = _expansion_purpose(messages[i + 1 : i + 3])
             shown = " ".join(p for p in (name, args, f"({title})" if title else None) if p)

@@ -9,7 +9,7 @@ from ..compaction.plan import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
-from ..store.removal import delete_sessions, footprints, removable_session_id
+from ..store.removal import delete_sessions, footprints
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
@@ -197,7 +197,7 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
     """
     engine = app.checked_engine()
     store = Store(engine)
-    ids = list(dict.fromkeys(removable_session_id(store, ref) for ref in sessions_))
+    ids = list(dict.fromkeys(store.resolve_session(ref, leftovers=True) for ref in sessions_))
     if not yes:
         with read_connection(engine) as conn:
             planned = footprints(conn, ids)

@@ -14,7 +14,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..errors import CtxtoolError
-from .reads import Store, per_session
+from .reads import per_session
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,6 @@ class SessionFootprint:
             "messages": self.messages,
             "checkpoints": self.checkpoints,
         }
-
-
-def removable_session_id(store: Store, ref: str, conn: Connection | None = None) -> int:
-    """The session ``ref`` names, or a plain id whose messages or checkpoints outlived its
-    session row (``validate`` reports them): removing those is what such a finding asks for."""
-    return store.resolve_session(ref, conn, leftovers=True)
 
 
 def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:

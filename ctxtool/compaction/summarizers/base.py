@@ -9,7 +9,7 @@ from typing import Protocol
 
 from ...errors import CtxtoolError
 from ...records import Message
-from ...signals import UserText, is_request, user_text_kind
+from ...signals import UserText, is_request, slash_command, user_text_kind
 from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
@@ -19,8 +19,6 @@ DEFAULT_RETRIES = 4
 TOOL_RESULT_CHARS = 2000  # a tool result is clipped to this (head and tail) for the LLM
 CONTEXT_CHARS = 1000  # text the runtime injected (skills, AGENTS.md, reminders) is clipped more
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
-_COMMAND = re.compile(r"<command-name>\s*(?P<name>[^<]+?)\s*</command-name>", re.S)
-_ARGS = re.compile(r"<command-args>(?P<args>.*?)</command-args>", re.S)
 
 
 @dataclass(frozen=True)
@@ -111,16 +109,6 @@ def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> st
             return f"[Context injected by the runtime, not the user's words]: {text}"
         return f"[User]: {_REMINDER.sub('', m.content or '').strip()}"
     return f"[{m.role.capitalize()}]: {m.content or ''}"
-
-
-def slash_command(text: str) -> str:
-    """``/name args`` of a runtime's record of a slash command the user typed (Claude Code's
-    ``<command-name>``/``<command-args>``): the user's words, though wrapped."""
-    name = _COMMAND.search(text)
-    if not name:
-        return text.strip()
-    args = _ARGS.search(text)
-    return " ".join(filter(None, (name.group("name"), args and args.group("args").strip())))
 
 
 def head_and_tail(text: str, limit: int) -> str:
