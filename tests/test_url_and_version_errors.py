@@ -3,6 +3,8 @@ database name, and `migrate up --to 3` for 0003."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ctxtool.errors import CtxtoolError
@@ -27,3 +29,37 @@ def test_migrate_to_a_version_by_its_number(empty_db, cli):
     with pytest.raises(CtxtoolError, match="baseline 99"):
         Migrator(empty_db.engine).baseline("99")
     assert [m.version for m in Migrator(empty_db.engine).up(to="4")] == ["0004"]
+
+
+def test_a_sqlite_url_with_two_slashes_is_one_line_with_the_form_to_use(cli):
+    result = cli("--db", "sqlite://u:s3cr3tPw@ha.db", "sessions", "list")
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "\\n" not in result.output and "s3cr3tPw" not in result.output
+    assert "three slashes" in result.output and "(sqlite:///ha.db)" in result.output
+
+
+def test_a_bare_path_is_a_sqlite_file(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for path in ("./agents.db", "plain.db", str(tmp_path / "abs.sqlite")):
+        missing = cli("--db", path, "sessions", "list")
+        assert missing.exit_code == 3 and "does not exist" in missing.output, missing.output
+        created = cli("--db", path, "migrate", "up")
+        assert created.exit_code == 0, created.output
+        assert cli("sessions", "list", "--db", path).exit_code == 0
+    assert {p.name for p in tmp_path.iterdir()} >= {"agents.db", "plain.db", "abs.sqlite"}
+    wrong = cli("--db", "root:pw@h/x", "sessions", "list")  # not a path: a URL typed wrong
+    assert wrong.exit_code == 1 and "no scheme" in wrong.output
+
+
+def test_database_url_is_read_after_ctxtool_database_url(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"CTXTOOL_DATABASE_URL": None, "DATABASE_URL": "generic.db"}
+    assert cli("migrate", "up", env=env).exit_code == 0
+    assert (tmp_path / "generic.db").is_file() and not (tmp_path / "ctxtool.db").exists()
+    shown = cli("config", "--json", env=env)
+    url = next(r for r in json.loads(shown.output) if r["setting"] == "database.url")
+    assert url["source"] == "environment DATABASE_URL"
+    both = {"CTXTOOL_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}", "DATABASE_URL": "x.db"}
+    assert cli("migrate", "up", env=both).exit_code == 0
+    assert (tmp_path / "own.db").is_file() and not (tmp_path / "x.db").exists()

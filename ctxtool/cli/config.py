@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
-from ..db import DEFAULT_URL, URL_ENV, mask_url
+from ..db import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url
 from ..output import OutputFormat, print_rows
 from .config_defaults import default_map_for
 from .options import output_options
@@ -41,6 +41,7 @@ def config_cmd(ctx, output: OutputFormat):
     url_source = _SOURCES.get(root.get_parameter_source("url"), "default")
     if app.url is None:
         url_source = "default"
+    url_env = next((v for v in URL_ENVS if os.environ.get(v)), URL_ENV)
     rows: list[dict] = [
         {
             "setting": "config_file",
@@ -50,7 +51,7 @@ def config_cmd(ctx, output: OutputFormat):
         {
             "setting": "database.url",
             "value": mask_url(app.url or DEFAULT_URL),
-            "source": url_source if url_source != "environment" else f"environment {URL_ENV}",
+            "source": url_source if url_source != "environment" else f"environment {url_env}",
         },
     ]
     defaults = config.option_defaults() if config else {}

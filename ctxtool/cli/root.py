@@ -10,7 +10,7 @@ import errno
 import click
 
 from .. import __version__
-from ..db import DEFAULT_URL, URL_ENV
+from ..db import DEFAULT_URL, URL_ENV, URL_ENVS
 from ..failures import describe_failure
 from ..output import visible
 from .app import AppContext
@@ -109,10 +109,10 @@ def _fail(message: str, code: int):
 @click.option(
     "--db",
     "url",
-    envvar=URL_ENV,
+    envvar=list(URL_ENVS),
     metavar="URL",
-    help=f"Database URL, e.g. mysql+pymysql://user:pass@host:3306/db "
-    f"[env {URL_ENV}; default {DEFAULT_URL}]",
+    help=f"Database URL, e.g. mysql+pymysql://user:pass@host:3306/db, or a SQLite file's path "
+    f"[env {', then '.join(URL_ENVS)}; default {DEFAULT_URL}]",
 )
 @click.version_option(__version__, prog_name="ctxtool")
 @click.pass_context

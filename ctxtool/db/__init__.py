@@ -5,12 +5,13 @@ from .dialects import Dialect, dialect_of
 from .engine import create_engine, read_connection
 from .errors import describe_db_error
 from .retry import DEFAULT_POLICY, RetryPolicy, retry_transaction, server_given_up
-from .urls import DEFAULT_URL, URL_ENV, mask_url, resolve_url, scrub
+from .urls import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url, resolve_url, scrub
 
 __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_URL",
     "URL_ENV",
+    "URL_ENVS",
     "Dialect",
     "RetryPolicy",
     "create_engine",

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CtxtoolError, MissingDatabase
-from .urls import driver_booleans, mask_url, parse_url, resolve_url, sqlite_path
+from .urls import driver_booleans, mask_url, parse_url, resolve_url, scrub, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -104,7 +104,9 @@ def _engine(parsed, raw: str, kwargs: dict) -> Engine:
             f"({exc.name or exc}); use mysql+pymysql:// or sqlite:///"
         ) from None
     except (sa.exc.ArgumentError, TypeError, ValueError) as exc:
-        raise CtxtoolError(f"database URL {mask_url(raw)!r}: {exc}") from None
+        # One line: SQLAlchemy's texts run over several.
+        reason = " ".join(scrub(str(exc), raw).split())
+        raise CtxtoolError(f"database URL {mask_url(raw)!r}: {reason}") from None
 
 
 _READ_ONLY = "ctxtool_read_only"

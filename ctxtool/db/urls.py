@@ -19,6 +19,9 @@ from ..errors import CtxtoolError
 
 DEFAULT_URL = "sqlite:///ctxtool.db"
 URL_ENV = "CTXTOOL_DATABASE_URL"
+# Read after URL_ENV: the name twelve-factor tools and dbmate use for the same thing.
+GENERIC_URL_ENV = "DATABASE_URL"
+URL_ENVS = (URL_ENV, GENERIC_URL_ENV)
 
 # What people type, and the driver ctxtool ships for it.
 _DRIVER_ALIASES = {
@@ -28,7 +31,8 @@ _DRIVER_ALIASES = {
     "sqlite+pysqlite": "sqlite",
 }
 _SUPPORTED = (
-    "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb://) or sqlite:///path.db"
+    "use mysql+pymysql://user:pass@host:3306/db (or mysql://, mariadb://), sqlite:///path.db "
+    "or the SQLite file's path alone"
 )
 
 # Query arguments PyMySQL takes from a URL, and which of them are numbers.
@@ -111,8 +115,21 @@ _QUERY_SECRET = re.compile(rf"(?i)([?&;](?:{'|'.join(_SECRET_KEYS)})=)[^&;#\s]*"
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The URL to use: the explicit one, else ``$CTXTOOL_DATABASE_URL``, else ./ctxtool.db."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+    """The URL to use: the explicit one, else ``$CTXTOOL_DATABASE_URL``, else ``$DATABASE_URL``,
+    else ./ctxtool.db."""
+    return url or next((os.environ[v] for v in URL_ENVS if os.environ.get(v)), DEFAULT_URL)
+
+
+def is_bare_path(text: str) -> bool:
+    """Whether ``text`` is a file path rather than a URL (``./agents.db``, ``/srv/x.sqlite``):
+    a SQLite file, as in sqlite-utils. No scheme, no ``@`` and no ``:`` — anything with those
+    is a URL typed wrong (``root:pw@host/db``), refused with the form to use."""
+    return bool(text) and "://" not in text and "@" not in text and ":" not in text
+
+
+def sqlite_url_for(path: str) -> str:
+    """The SQLite URL of a file path, relative or absolute."""
+    return f"sqlite:///{path}"
 
 
 def mask_url(url: str | URL) -> str:
@@ -216,6 +233,8 @@ def scrub(text: str, url: str | URL | None) -> str:
 def parse_url(raw: str) -> URL:
     """A checked URL: driver aliases resolved (``mysql://`` is PyMySQL), the port a number,
     every query argument one the driver knows, with a value of the right kind."""
+    if is_bare_path(raw):
+        raw = sqlite_url_for(raw)
     if "://" not in raw:
         raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: no scheme ({_SUPPORTED})")
     try:
@@ -245,6 +264,14 @@ def parse_url(raw: str) -> URL:
             )
     elif url.get_backend_name() != "sqlite":
         raise CtxtoolError(f"unsupported database URL {mask_url(raw)!r}: {_SUPPORTED}")
+    if url.get_backend_name() == "sqlite" and (url.host or url.username or url.port):
+        # sqlite://ha.db: SQLAlchemy's own message is four lines, about its own forms.
+        name = url.host or ""
+        raise CtxtoolError(
+            f"database URL {mask_url(raw)!r}: a SQLite URL has three slashes before a relative "
+            f"path (sqlite:///{name or 'file.db'}) and four before an absolute one "
+            f"(sqlite:////srv/{name or 'file.db'}); or give the path alone (--db ./{name or 'file.db'})"
+        )
     if url.get_backend_name() in ("mysql", "mariadb"):
         if not url.database:  # SQLAlchemy would fail an assertion on the first query
             raise CtxtoolError(
