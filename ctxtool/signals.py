@@ -240,7 +240,8 @@ class Statement:
 @dataclass(frozen=True)
 class CurrentWork:
     """What the agent was doing at the end of the span: its last statement and its last
-    tool call (a command, or a tool and the path it worked on)."""
+    tool call that did some work (a command, or a tool and the path it worked on; a task-list
+    update or a poll of a running command is none)."""
 
     statement: str | None
     last_action: str | None
@@ -303,16 +304,28 @@ def signals_of(messages: Sequence[Message]) -> Signals:
     )
 
 
+# Calls that keep the agent's books or wait on a running command: no work of their own.
+BOOKKEEPING_TOOLS = frozenset(
+    {"todowrite", "taskcreate", "taskupdate", "tasklist", "taskget", "update_plan", "write_stdin"}
+)
+
+
 def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     said = next(
         (m for m in reversed(messages) if m.role == "assistant" and (m.content or "").strip()),
         None,
     )
-    acted = next((m for m in reversed(messages) if m.role == "assistant" and m.calls()), None)
+    worked = [
+        (m, c)
+        for m in messages
+        if m.role == "assistant"
+        for c in m.calls()
+        if (c["function"]["name"] or "").lower() not in BOOKKEEPING_TOOLS
+    ]
+    acted, call = worked[-1] if worked else (None, None)
     if said is None and acted is None:
         return None
     statement = " ".join((said.content or "").split())[:500] if said else None
-    call = acted.calls()[-1] if acted else None
     action = _command_of(call) if call else None
     tool = call["function"]["name"] if call else None
     latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)
@@ -466,7 +479,8 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
         if m.role == "tool" and m.tool_call_id in calls:
             call = calls[m.tool_call_id]
             tool = call["function"]["name"] or "?"
-            runs.append((where[m.tool_call_id], tool, _command_of(call), m, _failed(m, tool)))
+            command = _command_of(call)
+            runs.append((where[m.tool_call_id], tool, command, m, _failed(m, tool, command)))
         elif m.role == "user" and _details(m).get("source_role") == "bashExecution":
             command = (m.content or "").lstrip("$ ").split("\n", 1)[0].strip()
             runs.append((i, "bash", command, m, _failed(m, "bash")))
@@ -494,20 +508,25 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
     return failures
 
 
-def _failed(result: Message, tool: str) -> bool:
+def _failed(result: Message, tool: str, command: str = "") -> bool:
     """Failed by the record's flags, or, for a command tool only, by the exit code it printed:
-    a Read whose text holds "exit code 1" succeeded."""
+    a Read whose text holds "exit code 1" succeeded, and so did a search that found nothing
+    (grep and rg exit 1 for no match)."""
     details = _details(result)
+    code = details.get("exit_code")
+    if not isinstance(code, int) and tool.lower() in COMMAND_TOOLS:
+        text = result.content or ""
+        found = _EXIT.search(text[:600]) or _EXIT.search(text[-600:])
+        code = int(found.group(1)) if found else None
+    if code == 1 and _SEARCH_LAST.search(command):
+        return False
     if details.get("is_error"):
         return True
-    code = details.get("exit_code")
-    if isinstance(code, int):
-        return code != 0
-    if tool.lower() not in COMMAND_TOOLS:
-        return False
-    text = result.content or ""
-    found = _EXIT.search(text[:600]) or _EXIT.search(text[-600:])
-    return bool(found and found.group(1) != "0")
+    return isinstance(code, int) and code != 0
+
+
+# A command line whose last stage is a search: its exit code 1 means "no match".
+_SEARCH_LAST = re.compile(r"(?:^|[|;&]\s*)(?:git\s+)?(?:e|f|z)?(?:grep|rg|ag)\b[^|;&]*$")
 
 
 def _error_line(text: str) -> str:

@@ -4,8 +4,8 @@ summarizer at a small window and print the README's retention table (Markdown).
 
 Every transcript under the directory is imported into a throw-away SQLite store and compacted
 with the settings a new user tried (window 16,000, reserve 2,000, keep 4,000 recent tokens).
-A transcript below that threshold first grows: its own texts are replayed as new user and
-assistant messages until it is over (column "grown"). It then grows again the same way and is
+A transcript below that threshold first grows: its own user and assistant texts are replayed
+as new messages of the same role until it is over (column "grown"). It then grows again the same way and is
 compacted a second time, so the second summary is built on the first. Per transcript: tokens before and after, summary tokens, retention (share of the span's
 facts the summary holds) and carry-over (share of the previous summary's items the next one
 holds); a restored context still over its threshold shows as over_window.
@@ -40,7 +40,10 @@ SETTINGS = CompactionSettings(context_window=16_000, reserve_tokens=2_000, keep_
 
 def grow(engine, store: Store, session_id: int, settings: CompactionSettings) -> int:
     """Append copies of the session's earliest texts as new messages until its context is over
-    threshold again; returns how many were added."""
+    threshold again; returns how many were added. Each copy keeps its role and details: a
+    slash command's expansion (``is_meta``) replayed as a typed request, or the agent's report
+    replayed as the user's, would put instructions in the user's mouth that the user never
+    gave, and the evaluator would ask the summary for them."""
     texts = [m for m in store.messages(session_id) if m.content and m.role in ("user", "assistant")]
     need = settings.threshold(None) - store.context_tokens(session_id) + 200
     if need <= 200:
@@ -51,10 +54,9 @@ def grow(engine, store: Store, session_id: int, settings: CompactionSettings) ->
         for m in itertools.islice(itertools.cycle(texts), 20_000):
             if need <= 0:
                 break
-            role = "user" if added % 2 == 0 else "assistant"
             conn.execute(
                 agent_message.insert().values(
-                    session_id=session_id, role=role, content=m.content[:size]
+                    session_id=session_id, role=m.role, content=m.content[:size], details=m.details
                 )
             )
             need -= count_text(m.content[:size]) + 4

@@ -299,3 +299,47 @@ def test_the_stored_figures_and_their_one_line_description():
         f"probes 33% (4/8), 4 fabrications, summary {count_text(FABRICATED)} tokens"
     )
     assert describe({"retention": 0.5}) is None and describe(None) is None
+
+
+def test_a_summarys_note_about_itself_is_no_carried_item():
+    """The extractive footer counts the messages it summarised: the next summary says another
+    number, and that is no item lost (the shared small fixtures were rejected for it)."""
+    previous = "## Goal\nList the files\n\n(946 messages summarized extractively; no LLM was used)"
+    again = "## Goal\nList the files\n\n(942 messages summarized extractively; no LLM was used)"
+    assert normalised_items(previous) == ["list the files"]
+    assert carry_over(previous, again).share == 1.0
+
+
+def test_a_repeated_statement_is_one_probe():
+    """A rule said three times is one thing to remember, not three probes that outvote the rest."""
+    s = Span()
+    for _ in range(3):
+        s.user("never push to main")
+    probes = [p for p in derive_probes(s.messages) if p.kind is ProbeKind.INSTRUCTION]
+    assert [p.id for p in probes] == ["instruction_1"]
+
+
+def test_a_continued_span_asks_no_goal():
+    """After an earlier checkpoint the span's first request is no goal: the goal was stated
+    before it (the carry-over of the previous summary guards it)."""
+    s = coding_span()
+    assert "goal" in {p.id for p in derive_probes(s.messages)}
+    assert "goal" not in {p.id for p in derive_probes(s.messages, continued=True)}
+    previous = "## Goal\nPort render_jsonl.py to JavaScript."
+    evaluation = evaluate(s.messages, GOOD, previous_summary=previous, continued=True)
+    assert "goal" not in {v.probe.id for v in evaluation.verdicts}
+
+
+def test_a_command_is_found_by_any_step_of_its_line():
+    """`bash -lc 'python3 render.py -o plan.html && sed -n 1,20p plan.html'`: a summary that
+    names the run (python3 render.py …) answers it; the shell wrapper is no part of the key."""
+    s = Span()
+    s.user("render the plan")
+    command = (
+        "bash -lc 'cd /repo && python3 render.py plan.jsonl -o plan.html && sed -n 1,20p plan.html'"
+    )
+    s.call("shell", "boom\nexit code: 1", command=command)
+    [probe] = [p for p in derive_probes(s.messages) if p.kind is ProbeKind.ERROR_FIX]
+    assert answer(probe, ContextText("`python3 render.py plan.jsonl` failed: boom")).held
+    assert answer(probe, ContextText("`sed -n 1,20p plan.html` failed: boom")).held
+    assert not answer(probe, ContextText("`bash -lc` failed: boom")).held

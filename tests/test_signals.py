@@ -312,3 +312,26 @@ def test_a_failure_names_the_first_causes_and_the_last_summary_line():
         "src/b.ts(9,2): error TS2339: Property 'tokensAfter' does not exist. | "
         "npm error command sh -c tsgo --noEmit"
     )
+
+
+def test_current_work_skips_task_list_bookkeeping_and_polling():
+    """Ticking a task off or polling a running command is no work of its own: the last call
+    that did something is what the agent was doing."""
+    s = Span()
+    s.user("run the tests")
+    s.call("exec_command", "running", cmd="pytest -q tests/test_api.py")
+    s.call("write_stdin", "1 passed", session_id=3, chars="")
+    s.call("TodoWrite", "ok", todos=[{"content": "run the tests", "status": "completed"}])
+    s.call("update_plan", "Plan updated", plan=[{"step": "run the tests", "status": "completed"}])
+    assert signals_of(s.messages).current_work.last_action == "pytest -q tests/test_api.py"
+
+
+def test_grep_finding_nothing_is_no_failure():
+    """grep and rg exit 1 when nothing matches: an answer, not an error to fix."""
+    s = Span()
+    s.user("is console.log still used?")
+    s.call("Bash", "Exit code 1", command='grep -n "console" src/theme.ts')
+    s.call("Bash", "Exit code 1", command="cd /repo && rg -n console src")
+    s.call("Bash", "Exit code 2\ngrep: nope.ts: No such file", command="grep -n x nope.ts")
+    s.call("Bash", "Exit code 1", command="pytest tests/a.py 2>&1 | grep FAIL")
+    assert [f.command for f in signals_of(s.messages).failures] == ["grep -n x nope.ts"]

@@ -210,6 +210,7 @@ def evaluate_summary(prep: Preparation, text: str) -> Evaluation:
         text,
         prep.kept,
         previous_summary=prep.previous_summary,
+        continued=prep.previous is not None,
         encoding=prep.encoding,
     )
 

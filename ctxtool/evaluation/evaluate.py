@@ -122,11 +122,13 @@ def evaluate(
     *,
     probes: Sequence[Probe] | None = None,
     previous_summary: str | None = None,
+    continued: bool = False,
     encoding: str = DEFAULT_ENCODING,
 ) -> Evaluation:
     """Evaluate a summary of ``span`` restored with ``kept``: by ``probes`` when given (hand
-    keys), else by the probes derived from the span."""
-    asked = list(probes) if probes is not None else derive_probes(span)
+    keys), else by the probes derived from the span (``continued``: the span starts after an
+    earlier checkpoint, see :func:`derive_probes`)."""
+    asked = list(probes) if probes is not None else derive_probes(span, continued=continued)
     context = ContextText(summary, kept)
     return Evaluation(
         verdicts=[answer(p, context) for p in asked],

@@ -1,9 +1,10 @@
 """The quality gate's rules (pure): does a summary meet the floor, and how much of the previous
 summary does the new one carry over.
 
-Carry-over compares normalised items: fence lines, blank lines, headings and continuation
-boilerplate are no items (a carried fence or "Please continue the conversation…" is not
-knowledge), list markers and emphasis are dropped, repeats counted once.
+Carry-over compares normalised items: fence lines, blank lines, headings, continuation
+boilerplate and a summary's note about itself are no items (a carried fence, "Please continue
+the conversation…" or "(946 messages summarized…)" is not knowledge), list markers and emphasis
+are dropped, repeats counted once.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from .answers import Verdict, normalise
 from .evaluate import Evaluation
 
 DEFAULT_MIN_QUALITY = 0.6
-ITEM_WORD_SHARE = 0.6
-MISSING_ITEM_CHARS = 300  # of a missed probe's answer, in a revision request  # of an item's significant words the new summary must hold
+ITEM_WORD_SHARE = 0.6  # of an item's significant words the new summary must hold
+MISSING_ITEM_CHARS = 300  # of a missed probe's answer, in a revision request
 
 
 class FloorCheck(NamedTuple):
@@ -52,6 +53,11 @@ _HEADING_LINE = re.compile(r"^\s*(#{1,6}\s|[A-Z][\w /&-]{0,40}:\s*$|\*\*[^*]+\*\
 _SCRATCHPAD = re.compile(
     r"<(analysis|thinking)>.*?</\1>|^Analysis:\s*$.*?(?=^Summary:\s*$)", re.S | re.I | re.M
 )
+# A writer's note on how the summary was made ("(946 messages summarized extractively; no LLM
+# was used)", "(clipped to 900 tokens)"): its numbers change with every checkpoint.
+_NOTE = re.compile(
+    r"^\(\s*(\d[\d,]* (messages?|older items)\b[^)]*|clipped to \d+ tokens)\)\.?$", re.I
+)
 _MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|\[[ xX]\])+\s*")
 _WORD = re.compile(r"[a-z0-9_][a-z0-9_./-]{2,}")
 
@@ -61,7 +67,8 @@ def normalised_items(summary: str | None) -> list[str]:
     text = _SCRATCHPAD.sub("", summary or "")
     items = []
     for line in text.splitlines():
-        if not line.strip() or _FENCE.match(line) or _HEADING_LINE.match(_MARKER.sub("", line)):
+        bare = _MARKER.sub("", line).strip()
+        if not bare or _FENCE.match(line) or _HEADING_LINE.match(bare) or _NOTE.match(bare):
             continue
         line = BOILERPLATE.sub("", line)
         item = normalise(_MARKER.sub("", line).replace("**", ""))

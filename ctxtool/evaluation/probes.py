@@ -265,9 +265,13 @@ def key_terms(text: str, limit: int = 3, prose: bool = True) -> list[tuple[str, 
     return groups
 
 
-def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> list[Probe]:
+def derive_probes(
+    span: Sequence[Message], signals: Signals | None = None, *, continued: bool = False
+) -> list[Probe]:
     """The probes a span's signals answer: goal, latest request, open tasks, each failure,
-    each file changed, each instruction and decision (a few of each)."""
+    each file changed, each instruction and decision (a few of each, each said once).
+    ``continued``: the span follows an earlier checkpoint, so its first request is no goal
+    (the goal was stated before it, and the previous summary's carry-over guards it)."""
     s = signals if signals is not None else signals_of(span)
     probes: list[Probe] = []
 
@@ -284,7 +288,7 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             probe_id = kind.value if n == 0 else f"{kind.value}_{n}"
             probes.append(Probe(probe_id, kind, question, answer, tuple(groups), (), negated))
 
-    if s.goal:
+    if s.goal and not continued:
         g = s.goal
         groups = (
             [(g.command, g.command.lstrip("/"))]
@@ -331,10 +335,15 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             0,
             "What was the agent doing when the span ends?",
             text,
-            (_command_key(work.last_tool or "", work.last_action) if work.last_action else [])
+            # A call whose command was redacted names only its tool: nothing to recall.
+            (
+                _command_key(work.last_tool or "", work.last_action)
+                if work.last_action and work.last_action != work.last_tool
+                else []
+            )
             + key_terms(work.statement or "", 2),
         )
-    for n, st in enumerate(s.instructions[:MAX_PROBES_PER_KIND], 1):
+    for n, st in enumerate(_distinct(s.instructions)[:MAX_PROBES_PER_KIND], 1):
         add(
             ProbeKind.INSTRUCTION,
             n,
@@ -343,9 +352,17 @@ def derive_probes(span: Sequence[Message], signals: Signals | None = None) -> li
             key_terms(st.text, 2),
             negated=st.prohibition,
         )
-    for n, st in enumerate(s.decisions[:MAX_PROBES_PER_KIND], 1):
+    for n, st in enumerate(_distinct(s.decisions)[:MAX_PROBES_PER_KIND], 1):
         add(ProbeKind.DECISION, n, "What did the user decide?", _said(st), key_terms(st.text, 2))
     return probes
+
+
+def _distinct(statements: list[Statement]) -> list[Statement]:
+    """Each statement once: a rule the user repeated is one thing to remember."""
+    seen: dict[str, Statement] = {}
+    for st in statements:
+        seen.setdefault(" ".join(st.text.lower().split()), st)
+    return list(seen.values())
 
 
 def _said(statement: Statement) -> str:
@@ -356,19 +373,25 @@ def _said(statement: Statement) -> str:
 
 
 def _command_key(tool: str, command: str) -> list[tuple[str, ...]]:
-    """A run as a key group: for a shell command the command proper (no ``cd DIR &&`` before
-    it, no pipe or redirection after it) or its first three words; for another tool the path
-    it worked on."""
+    """A run as a key group: for a shell command each step of its line (no ``bash -lc``
+    wrapper, no ``cd DIR``, no pipe or redirection after it) and its first three words, any
+    of which names the run; for another tool the path it worked on."""
     if tool.lower() not in COMMAND_TOOLS:
         return key_terms(command, 1, prose=False)
-    core = re.split(r"\s*(?:&&|;)\s*", command)
-    core_text = next((c for c in reversed(core) if c and not c.startswith("cd ")), command)
-    core_text = re.split(r"\s+(?:\||2>&1|>)", core_text)[0].strip()
-    words = core_text.split()
-    short = " ".join(words[:3])
-    if len(words) <= 1:
+    line = _SHELL_WRAPPER.sub("", command).strip().strip("'\"")
+    alternatives: list[str] = []
+    for step in re.split(r"\s*(?:&&|\|\||;)\s*", line):
+        step = re.split(r"\s+(?:\||2>&1|>)", step.strip().strip("'\""))[0].strip()
+        words = step.split()
+        if len(words) < 2 or words[0] == "cd":
+            continue
+        alternatives += [step, " ".join(words[:3])]
+    if not alternatives:
         return key_terms(command, 1)
-    return [(core_text, short) if short != core_text else (core_text,)]
+    return [tuple(dict.fromkeys(alternatives))]
+
+
+_SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/)?(?:ba|z)?sh\s+-l?c\s+")
 
 
 def _distinct_failures(s: Signals) -> list[Failure]:
