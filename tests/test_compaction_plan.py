@@ -163,6 +163,33 @@ def test_split_turn_at_assistant_after_answered_calls():
     assert all(m.tool_call_id != "a" for m in kept)
 
 
+def test_text_a_runtime_injects_as_a_user_message_is_no_turn_boundary():
+    """One long turn (a slash command whose work runs for hours) with a skill's expansion
+    stored as a user message early on: the cut lands near the budget inside the turn, not back
+    at the expansion, which would keep almost everything."""
+    msgs = [user(1, 10), PlanMessage(2, "user", 2000, starts_turn=False)]
+    for i in range(3, 60, 2):
+        msgs += [call(i, [f"c{i}"], 10), result(i + 1, f"c{i}", 1000)]
+    plan = plan_compaction(msgs, keep_recent_tokens=5000)
+    assert plan.split_turn and 5000 <= plan.kept_tokens <= 6100
+    assert msgs[[m.id for m in msgs].index(plan.first_kept_message_id)].role == "assistant"
+    # The same turn with the expansion read as the user's: the cut walked back to it.
+    typed = [PlanMessage(2, "user", 2000)] + msgs[2:]
+    assert plan_compaction([user(1, 10), *typed], 5000).first_kept_message_id == 2
+
+
+def test_the_planner_reads_which_user_messages_the_user_typed():
+    def stored(i, text, **details):
+        return plan_message(Message(i, 1, "user", text, details=details or None))
+
+    assert stored(1, "<command-name>/erk:plan-implement</command-name>").turn_boundary
+    assert stored(2, "please fix the test").turn_boundary and stored(3, "ok").turn_boundary
+    assert not stored(4, "Base directory for this skill: /x\n# Skill").turn_boundary
+    assert not stored(5, "<system-reminder>x</system-reminder>").turn_boundary
+    assert not stored(6, "# /erk:plan-implement\n\nImplement a plan", is_meta=True).turn_boundary
+    assert PlanMessage(7, "user", 1).turn_boundary and not say(8).turn_boundary
+
+
 def test_nothing_to_summarize():
     assert plan_compaction([user(1), say(2)], keep_recent_tokens=10_000) is None
     assert plan_compaction([user(1)], keep_recent_tokens=0) is None

@@ -5,6 +5,7 @@ items and every modified file, and no goal comes from boilerplate."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -12,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from ctxtool import quality
-from ctxtool.compaction.sections import summary_items
+from ctxtool.compaction.sections import parse_sections, summary_items
+from ctxtool.db import create_engine
+from ctxtool.evaluation.evaluate import evaluate
+from ctxtool.evaluation.keys import load_key
+from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).parent / "answer_keys"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import retention_table  # noqa: E402
@@ -73,3 +80,40 @@ def test_an_agent_s_own_summary_is_carried_forward(rows):
     assert "Create directories: `src/utils/`" in summary  # an item of Pi's "## Next Steps"
     assert "E2E tests only" in summary  # and of its "## User Preferences"
     assert len(summary_items(summary)) > 10
+
+
+def test_one_long_turn_is_cut_inside_near_its_target(cli, tmp_path):
+    """a5c478e1 before Claude Code's own compaction: one `/erk:plan-implement 8511` turn of 169
+    messages, a skill's expansion stored as a user message at the 13th. The cut lands inside
+    the turn near --keep-recent-tokens (it walked back to the expansion and kept 97k tokens),
+    the restored context fits, the summary states the turn's request, and every probe of the
+    hand-written key is answered by summary + kept messages."""
+    key = load_key(
+        KEYS / "claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction.json"
+    )
+    lines = (TRANSCRIPTS / key.transcript).read_text(encoding="utf-8").splitlines(keepends=True)
+    span = tmp_path / "a5c478e1.jsonl"
+    span.write_text("".join(lines[: key.through]), encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'ctx.db'}"
+    assert cli("--db", url, "migrate", "up").exit_code == 0
+    assert cli("--db", url, "import", span).exit_code == 0
+    ran = cli(
+        "--db", url, "compact", "1", "--context-window", "110000", "--reserve-tokens", "10000",
+        "--json",
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    out = json.loads(ran.output[ran.output.index("{") :])
+    assert out["status"] == "compacted" and out["split_turn"], out
+    assert 20_000 <= out["tokens_kept"] <= 25_000 and out["summarised_messages"] > 90
+    assert out["tokens_after"] <= out["threshold"]
+    engine = create_engine(url)
+    store = Store(engine)
+    [checkpoint] = store.compactions(1)
+    messages = store.messages(1)
+    engine.dispose()
+    cut = next(i for i, m in enumerate(messages) if m.id == checkpoint.first_kept_message_id)
+    latest = next(s for s in parse_sections(checkpoint.summary) if s.heading == "Latest request")
+    assert "/erk:plan-implement 8511" in "\n".join(latest.items)
+    verdicts = evaluate(messages[:cut], checkpoint.summary, messages[cut:], probes=key.probes)
+    assert [v.probe.id for v in verdicts.verdicts if not v.held] == []
+    assert not verdicts.fabrications

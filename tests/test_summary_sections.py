@@ -308,6 +308,28 @@ def test_the_prompt_has_a_place_for_every_section_the_focus_and_the_split_turn()
     assert "<turn-prefix>" not in plain and "<focus>" not in plain
 
 
+def test_a_turn_a_slash_command_started_is_split_at_the_command():
+    """The split turn's request is the command the user typed after an earlier request, not
+    the earlier request, nor the expansion a runtime stored after the command; the extractive
+    summary states it as the request whose work continues after the cut."""
+    command = "<command-name>/erk:plan-implement</command-name><command-args>8511</command-args>"
+    messages = [
+        msg(1, "user", "Rename the helper in utils.py."),
+        msg(2, "assistant", "Renamed."),
+        msg(3, "user", command),
+        msg(4, "user", "Base directory for this skill: /x\n# Implement a plan"),
+        msg(5, "assistant", "Reading the plan."),
+    ]
+    prompt = build_prompt(SummaryRequest(None, messages, {}, split_turn=True))
+    conversation, prefix = prompt.split("</turn-prefix>")[0].split("<turn-prefix>\n")
+    assert "Rename the helper" in conversation and "/erk:plan-implement 8511" not in conversation
+    assert prefix.startswith("[User command]: /erk:plan-implement 8511")
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, messages[2:], {}, True)).text
+    [latest] = [s for s in parse_sections(text) if s.heading == "Latest request"]
+    assert latest.items[0] == "> /erk:plan-implement 8511"
+    assert "continues in the messages after this summary" in latest.items[1]
+
+
 def test_a_folded_split_turn_keeps_its_prefix_apart():
     messages = [
         msg(i, "user" if i in (1, 40) else "assistant", f"message {i} " + "word " * 60)

@@ -2,7 +2,8 @@
 
 Should a session compact, where is the cut, what is summarized and what is kept verbatim. The
 rules: keep at least ``keep_recent_tokens`` of the most recent messages; cut at a turn boundary
-(a user message) where possible; never between a tool call and its result, and never leave a
+(a message the user typed: a request, a slash command, an "ok"; never text a runtime injected
+as a user message, such as a skill's expansion or a system reminder) where possible; never between a tool call and its result, and never leave a
 tool result in the kept part without its call. A turn larger than the budget is cut inside, at
 an assistant message whose earlier tool calls are all answered, and its early part summarized.
 ``keep_recent_tokens`` is a target: when the kept part would not fit the window, the cut moves
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidSettings
 from ..records import Message, pair_tool_calls
+from ..signals import UserText, user_text_kind
 
 DEFAULT_RESERVE_TOKENS = 16_384
 DEFAULT_KEEP_RECENT_TOKENS = 20_000
@@ -119,23 +121,37 @@ def should_compact(context_tokens: int, model: str | None, settings: CompactionS
 
 @dataclass(frozen=True)
 class PlanMessage:
-    """What the planner needs of a message: its id, role, tokens and tool-call links."""
+    """What the planner needs of a message: its id, role, tokens, tool-call links, and whether
+    it starts a turn."""
 
     id: int
     role: str
     tokens: int
     call_ids: tuple[str, ...] = ()  # tool calls made by an assistant message
     tool_call_id: str | None = None  # the call a tool result answers
+    # False for a user-role message the user never typed (a skill's expansion, a system
+    # reminder): the turn goes on through it. None: every user message starts a turn.
+    starts_turn: bool | None = None
+
+    @property
+    def turn_boundary(self) -> bool:
+        """A cut here keeps whole turns."""
+        return self.role == "user" and self.starts_turn is not False
 
 
 def plan_message(m: Message) -> PlanMessage:
-    """The planner's view of a stored message: its calls as sent (``Message.call_ids``)."""
+    """The planner's view of a stored message: its calls as sent (``Message.call_ids``), and
+    for a user-role message whether the user typed it (``signals.user_text_kind``): a runtime
+    that stores a skill's expansion as a user message does not end the turn there, or one long
+    turn reads as many and the cut walks back to its start (a 255-line Claude Code run kept
+    97k tokens of a 20k target)."""
     return PlanMessage(
         m.id,
         m.role,
         m.token_count or 0,
         m.call_ids,
         m.tool_call_id if isinstance(m.tool_call_id, str) else None,
+        starts_turn=None if m.role != "user" else user_text_kind(m) is not UserText.CONTEXT,
     )
 
 
@@ -216,18 +232,19 @@ def _plan_for_budget(
             break
     if budget_at <= 0:
         return None  # everything fits in the budget: nothing worth summarizing
-    # Prefer a user message at or before budget_at (keeps >= budget), never index 0.
+    # Prefer a turn boundary at or before budget_at (keeps >= budget), never index 0.
     for c in range(budget_at, 0, -1):
-        if messages[c].role == "user" and safe[c]:
+        if messages[c].turn_boundary and safe[c]:
             return _plan(messages, c, split=False)
-    # One turn larger than the budget: cut inside it, at an assistant message.
+    # One turn larger than the budget: cut inside it, at an assistant message (or at text
+    # the runtime injected into the turn).
     for c in range(budget_at, 0, -1):
-        if messages[c].role == "assistant" and safe[c]:
+        if messages[c].role in ("user", "assistant") and safe[c]:
             return _plan(messages, c, split=True)
     # Nothing safe at or before the budget point: accept keeping less than the budget.
     for c in range(budget_at + 1, len(messages)):
         if messages[c].role in ("user", "assistant") and safe[c]:
-            plan = _plan(messages, c, split=messages[c].role != "user")
+            plan = _plan(messages, c, split=not messages[c].turn_boundary)
             plan.notes.append("kept less than keep_recent_tokens: no safe cut before it")
             return plan
     return None
@@ -255,13 +272,13 @@ def _fit_window(
     ]
     for c in cuts:
         if kept_from[c] <= max_kept_tokens:
-            fitted = _plan(messages, c, split=messages[c].role != "user")
+            fitted = _plan(messages, c, split=not messages[c].turn_boundary)
             fitted.notes.append(
                 f"kept {fitted.kept_tokens} tokens, less than keep_recent_tokens, "
                 "so the context fits its window"
             )
             return fitted
-    best = _plan(messages, cuts[-1], split=messages[cuts[-1]].role != "user") if cuts else plan
+    best = _plan(messages, cuts[-1], split=not messages[cuts[-1]].turn_boundary) if cuts else plan
     if best is None:
         return None
     kept = messages[len(messages) - len(best.kept_ids) :]

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from ...errors import CtxtoolError
 from ...records import Message
-from ...signals import UserText, is_request, slash_command, user_text_kind
+from ...signals import UserText, slash_command, user_text_kind
 from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
@@ -128,9 +128,9 @@ def render_conversation(
 
 
 def turn_start(messages: Sequence[Message]) -> int:
-    """Where the turn in progress starts: the index of the last request the user typed (0 when
-    there is none: the whole span is that turn's prefix)."""
+    """Where the turn in progress starts: the index of the last request or slash command the
+    user typed (0 when there is none: the whole span is that turn's prefix)."""
     for i in range(len(messages) - 1, -1, -1):
-        if is_request(messages[i]):
+        if user_text_kind(messages[i]) in (UserText.REQUEST, UserText.COMMAND):
             return i
     return 0
