@@ -799,9 +799,12 @@ def test_context_at_a_checkpoint_reads_times_in_every_shape(sqlite_db, cli):
     )
     assert _ids_at(cli, sqlite_db, "--at", "1") == [3, 4, 5, 6, 7, 8]
     assert _ids_at(cli, sqlite_db) == [5, 6, 7, 8, 9, 10]  # the latest: everything after its cut
-    # sessions list --since compared the same way: the session's own time in another shape.
+    # sessions list --since compared the same way: the newest message's time in another shape.
     with sqlite_db.engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE agent_session SET created_at = '2026-12-01T09:46:00Z'")
+        conn.exec_driver_sql(
+            "UPDATE agent_message SET created_at = '2026-12-01T09:46:00Z' "
+            "WHERE id = (SELECT MAX(id) FROM agent_message)"
+        )
     for since, listed in (("2026-12-01T10:00", []), ("2026-12-01T09:00", [1])):
         result = cli("--db", sqlite_db.url, "sessions", "list", "--since", since, "--json")
         assert result.exit_code == 0, result.output

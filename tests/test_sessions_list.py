@@ -8,6 +8,7 @@ import json
 from .builders import add_session, coding_session
 from .test_inspect_cli import run
 
+NEWEST = "2030-01-02 03:04:05"
 LONG_TITLE = "Refactor the payment module so that retries are idempotent " * 4
 
 
@@ -29,8 +30,19 @@ def three_sessions(db):
             "'claude-code', source_id = 'fe5e1c67-53e7-4862-81ae-d0e013e3270b' "
             "WHERE session_id = 3"
         )
+        # Session 1: imported today from an old transcript (its messages are from 2025).
+        # Session 2: created long ago, active last (its newest message is the newest of all).
         conn.exec_driver_sql(
-            "UPDATE agent_session SET created_at = '2025-01-02 03:04:05' WHERE session_id = 1"
+            "UPDATE agent_message SET created_at = '2025-03-04 05:06:07' WHERE session_id = 1"
+        )
+        conn.exec_driver_sql(
+            "UPDATE agent_session SET created_at = '2025-01-02 03:04:05' WHERE session_id = 2"
+        )
+        newest = conn.exec_driver_sql(
+            "SELECT MAX(id) FROM agent_message WHERE session_id = 2"
+        ).scalar()
+        conn.exec_driver_sql(
+            f"UPDATE agent_message SET created_at = '{NEWEST}' WHERE id = {newest}"
         )
 
 
@@ -43,20 +55,52 @@ def ids(cli, db, *args):
 
 def test_filters(db, cli):
     three_sessions(db)
-    assert ids(cli, db) == [3, 2, 1]
+    assert ids(cli, db) == [2, 3, 1]  # the most recently active first
     assert ids(cli, db, "--search", "orders_2024") == [2]  # first request, case-insensitive
     assert ids(cli, db, "--search", "IDEMPOTENT") == [3]  # title
     assert ids(cli, db, "--search", "fe5e1c67") == [3]  # source id
     assert ids(cli, db, "--search", "src/mod0.py") == [3, 1]
     assert ids(cli, db, "--search", "src/mod1.py") == []  # only the first request is searched
     assert ids(cli, db, "--search", "100%") == []  # LIKE wildcards are literal
-    assert ids(cli, db, "--model", "claude") == [3, 2]
+    assert ids(cli, db, "--model", "claude") == [2, 3]
     assert ids(cli, db, "--model", "gpt-4o") == [1]
-    assert ids(cli, db, "--since", "2026-01-01") == [3, 2]
-    assert ids(cli, db, "--since", "3650d") == [3, 2, 1]
-    assert ids(cli, db, "--limit", "2") == [3, 2]
+    # Active since (their newest message), not created or imported since.
+    assert ids(cli, db, "--since", "2026-01-01") == [2, 3]
+    assert ids(cli, db, "--since", "2029-12-31") == [2]
+    assert ids(cli, db, "--since", "3650d") == [2, 3, 1]
+    assert ids(cli, db, "--limit", "2") == [2, 3]
+    assert ids(cli, db, "--sort", "id", "--limit", "2") == [3, 2]
+    assert ids(cli, db, "--sort", "id", "--since", "2026-01-01") == [3, 2]
     result = run(cli, db, "sessions", "list", "--since", "yesterday", code=2)
     assert "neither a date/time" in result.output
+
+
+def test_last_activity_and_sort_orders(db, cli):
+    three_sessions(db)
+    rows = json.loads(run(cli, db, "sessions", "list", "--json").output)
+    by_id = {r["session_id"]: r for r in rows}
+    assert by_id[2]["last_activity"].replace("T", " ").startswith("2030-01-02 03:04:05")
+    assert by_id[1]["last_activity"].replace("T", " ").startswith("2025-03-04 05:06:07")
+    assert by_id[2]["created_at"].replace("T", " ").startswith("2025-01-02 03:04:05")
+    assert by_id[3]["last_message_id"] > by_id[2]["last_message_id"]  # ids are not times
+    assert [by_id[i]["messages"] for i in (1, 2, 3)] == [8, 2, 48]
+    assert ids(cli, db, "--sort", "messages") == [3, 1, 2]
+    tokens = json.loads(run(cli, db, "sessions", "list", "--sort", "tokens", "--json").output)
+    assert [r["session_id"] for r in tokens] == [3, 1, 2]
+    shown = json.loads(run(cli, db, "context", "show", "3", "--json").output)
+    assert tokens[0]["context_tokens"] == shown["context_tokens"]
+    assert tokens[0]["context_tokens"] > tokens[1]["context_tokens"] > tokens[2]["context_tokens"]
+    # A session without messages was last active when it was created.
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO agent_session (session_id, created_at) VALUES (9, '2028-05-06 07:08:09')"
+        )
+    assert ids(cli, db) == [2, 9, 3, 1]
+    table = run(cli, db, "sessions", "list", "--width", "0").output
+    assert "last active" in table and "last msg" not in table
+    assert "2030-01-02 03:04" in table and "2028-05-06 07:08" in table
+    result = cli("--db", db.url, "sessions", "list", "--sort", "size")
+    assert result.exit_code == 2 and "'size' is not one of" in result.output
 
 
 def test_over_window(db, cli):
@@ -146,13 +190,18 @@ def test_table_fits_the_terminal(db, cli):
         out = cli("--db", db.url, "sessions", "list", env={"COLUMNS": columns}).output
         assert max(len(line) for line in out.splitlines()) <= int(columns), out
         assert "…" in out and shown in out
+        assert "last active" in out.splitlines()[0] or columns == "80"
     out = run(cli, db, "sessions", "list", "--width", "100").output
     assert max(len(line) for line in out.splitlines()) <= 100
     whole = run(cli, db, "sessions", "list", "--width", "0").output
     assert LONG_TITLE.strip() in whole
-    doc = json.loads(run(cli, db, "sessions", "list", "--json").output)
-    assert doc[0]["title"] == LONG_TITLE.strip() or doc[0]["title"] == LONG_TITLE
-    assert doc[0]["source"] == "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
+    [doc] = [
+        r
+        for r in json.loads(run(cli, db, "sessions", "list", "--json").output)
+        if r["session_id"] == 3
+    ]
+    assert doc["title"] == LONG_TITLE.strip() or doc["title"] == LONG_TITLE
+    assert doc["source"] == "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
 
 
 def test_context_table_fits_and_width_zero_is_whole(db, cli):

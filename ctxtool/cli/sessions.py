@@ -10,6 +10,7 @@ from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
 from ..store.removal import delete_sessions, footprints
+from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
@@ -43,7 +44,8 @@ def sessions():
 @click.option(
     "--since",
     type=SinceType(),
-    help="Only sessions created since then: a date/time (UTC) or an age (7d, 12h).",
+    help="Only sessions active since then (their newest message, not their import): a "
+    "date/time (UTC) or an age (7d, 12h).",
 )
 @click.option(
     "--over-window",
@@ -53,11 +55,19 @@ def sessions():
 )
 @window_options
 @click.option(
+    "--sort",
+    type=click.Choice(SORT_ORDERS),
+    default=SORT_ORDERS[0],
+    show_default=True,
+    help="last-activity: newest message first; id: newest session first; messages: most "
+    "first; tokens: largest restored context first (measured as compact --all measures).",
+)
+@click.option(
     "--limit",
     default=50,
     show_default=True,
     type=WholeNumber(1),
-    help="At most this many sessions, newest first.",
+    help="At most this many sessions, the first in --sort order.",
 )
 @click.option(
     "--width",
@@ -77,11 +87,13 @@ def sessions_list(
     since,
     over_window,
     settings: CompactionSettings,
+    sort,
     limit,
     width,
     output: OutputFormat,
 ):
-    """The newest sessions with their message and checkpoint counts.
+    """Sessions with their last activity (the time of their newest message), message and
+    checkpoint counts, most recently active first.
 
     The table fits the terminal (long titles and sources shortened); --json has every value
     whole.
@@ -89,7 +101,7 @@ def sessions_list(
     \b
     Example: ctxtool sessions list --search fe5e1c67
              ctxtool sessions list --model claude --since 7d --json
-             ctxtool sessions list --over-window --limit 10
+             ctxtool sessions list --over-window --sort tokens --limit 10
     """
     rows = list_sessions(
         app.checked_engine(),
@@ -101,6 +113,7 @@ def sessions_list(
         model=model,
         since=since,
         over_window=settings if over_window else None,
+        sort=sort,
     )
     if output.machine:
         print_rows(rows, output)
@@ -115,19 +128,21 @@ def sessions_list(
         "compactions": "checkpoints",
         "context_tokens": "tokens",
         "threshold": "threshold",
-        "last_message_id": "last msg",
+        "last_activity": "last active",
         "created_at": "created",
         "over_window_ok_at": "over window",
     }
     if not over_window:
-        del labels["context_tokens"], labels["threshold"]
+        del labels["threshold"]
+        if sort != "tokens":
+            del labels["context_tokens"]
     if not any(r["over_window_ok_at"] for r in rows):  # shown when a session is marked
         del labels["over_window_ok_at"]
     table = [
         {
             label: (
                 r[key].isoformat(sep=" ", timespec="minutes")
-                if key == "created_at" and r[key] is not None
+                if key in ("created_at", "last_activity") and r[key] is not None
                 else ("ok" if r[key] is not None else "")
                 if key == "over_window_ok_at"
                 else r[key]
@@ -143,7 +158,7 @@ def sessions_list(
             labels.values(),
             table_width(width),
             ["title", "source", "model"],
-            optional=["created", "last msg"],
+            optional=["last active", "created"],
         )
     )
 

@@ -1,4 +1,4 @@
-"""`sessions list`: the newest sessions with their counts, found through the indexes."""
+"""`sessions list`: sessions with their last activity and counts, found through the indexes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..compaction.plan import CompactionSettings
-from ..db import dialect_of, read_connection
+from ..context_size import context_bounds
+from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from .candidates import over_threshold
+from ..db.stored_time import parse_stored_time
+from .candidates import effective_contexts, over_threshold
 from .reads import Store, per_session
+
+# How `sessions list` orders what it shows (the first is the default): the newest activity
+# (the time of a session's newest message, or of the session itself when it has none), the
+# newest session id, the most messages, the largest restored context.
+SORT_ORDERS = ("last-activity", "id", "messages", "tokens")
 
 
 def list_sessions(
@@ -28,43 +35,55 @@ def list_sessions(
     model: str | None = None,
     since: datetime | None = None,
     over_window: CompactionSettings | None = None,
+    sort: str = SORT_ORDERS[0],
 ) -> list[dict[str, Any]]:
-    """The newest sessions (by id) with message and checkpoint counts, for finding one to
-    inspect. Counts come from the indexes (no message text is read).
+    """Sessions with their last activity, message and checkpoint counts, for finding one to
+    inspect, in ``sort`` order (:data:`SORT_ORDERS`; ties newest id first). Counts and times
+    come from the indexes (no message text is read).
 
     ``search`` matches (case-insensitively) the title, the source id or the first user message;
-    ``model`` is a model name or its prefix; ``since`` keeps sessions created at or after it.
+    ``model`` is a model name or its prefix; ``since`` keeps sessions active at or after it
+    (their last activity: a session imported today from an old transcript is old).
     ``over_window`` (CompactionSettings) keeps only sessions whose restored context is over
     their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
     exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
     The sums leave out the system prompt and the summary (enough to know a session is over),
-    so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure.
+    so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure;
+    ``sort="tokens"`` measures the listed sessions so too.
     """
+    if sort not in SORT_ORDERS:
+        raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
     query = _sessions_query(
         user_id=user_id,
         project_id=project_id,
         source_format=source_format,
         model=model,
-        since=since,
         search=search,
-        dialect=dialect_of(engine),
     )
     with read_connection(engine) as conn:
-        measured: dict[int, tuple[int, int]] = {}
+        estimates: dict[int, int] = {}
+        thresholds: dict[int, int] = {}
         if over_window is not None:  # the cron batch's own measure
-            measured = over_threshold(engine, over_window)
-            query = query.where(S.c.session_id.in_(list(measured) or [0]))
-        sessions = conn.execute(query.limit(limit)).all()
+            found = over_threshold(engine, over_window)
+            estimates = {sid: tokens for sid, (tokens, _) in found.items()}
+            thresholds = {sid: threshold for sid, (_, threshold) in found.items()}
+            query = query.where(S.c.session_id.in_(list(found) or [0]))
+        if sort == "id" and since is None:  # the newest ids: the index gives them in order
+            sessions = conn.execute(query.limit(limit)).all()
+        else:
+            sessions = _ordered(conn, query.subquery(), sort, since, estimates, limit)
         ids = [s.session_id for s in sessions]
         if not ids:
             return []
         messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
         compactions = per_session(conn, C, ids, sa.func.count())
-        if over_window is not None:  # each restored suffix, on this connection
+        exact: dict[int, int] = {}
+        if over_window is not None or sort == "tokens":  # each restored suffix, exactly
             store = Store(engine)
             exact = {sid: store.context_tokens(sid, conn=conn) for sid in ids}
     rows = []
     for s in sessions:
+        count, newest = messages.get(s.session_id, (0, None))
         row = {
             "session_id": s.session_id,
             "title": s.title,
@@ -72,21 +91,73 @@ def list_sessions(
             "user_id": s.user_id,
             "project_id": s.project_id,
             "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-            "messages": int(messages.get(s.session_id, (0, None))[0]),
+            "messages": int(count),
             "compactions": int(compactions.get(s.session_id, (0,))[0]),
-            "last_message_id": messages.get(s.session_id, (0, None))[1],
+            "last_message_id": newest,
+            "last_activity": last_activity(s),
             "created_at": s.created_at,
             "leased_by": s.lease_owner,
             "over_window_ok_at": s.over_window_ok_at,  # `sessions mark S --over-window-ok`
         }
+        if exact:
+            row["context_tokens"] = exact[s.session_id]
         if over_window is not None:
-            row["context_tokens"], row["threshold"] = exact[s.session_id], measured[s.session_id][1]
+            row["threshold"] = thresholds[s.session_id]
         rows.append(row)
+    if sort == "tokens":  # the page in the order of what was measured exactly
+        rows.sort(key=lambda r: (-r["context_tokens"], -r["session_id"]))
     return rows
 
 
-def _sessions_query(*, user_id, project_id, source_format, model, since, search, dialect):
-    """The sessions matching ``sessions list``'s filters, newest first."""
+def last_activity(session) -> datetime | None:
+    """When a session (a row of :func:`_sessions_query`) was last active: the time of its newest
+    message (the last of its restored context), else the session's own creation time."""
+    newest = parse_stored_time(session.newest_message_at)
+    return newest if newest is not None else parse_stored_time(session.created_at)
+
+
+def _ordered(conn, sessions, sort: str, since: datetime | None, estimates, limit: int):
+    """The first ``limit`` of ``sessions`` (a subquery of :func:`_sessions_query`) active since
+    ``since``, in ``sort`` order. Times are compared in Python, as ``db.stored_time`` reads them
+    (SQLite's text column may hold any shape a runtime wrote); the orders by size read one
+    walk of the message index (``tokens``: the batch's own sums, or ``estimates`` already made)."""
+    rows = conn.execute(sa.select(sessions).order_by(sessions.c.session_id.desc())).all()
+    if since is not None:
+        rows = [r for r in rows if (t := last_activity(r)) is not None and t >= since]
+    if sort == "last-activity":
+        # Sorted twice (stable): newest id first among equal times, sessions without a time last.
+        rows.sort(key=lambda r: last_activity(r) or datetime.min, reverse=True)
+    elif sort == "messages":
+        wanted = {r.session_id for r in rows}
+        counts = {
+            sid: n
+            for sid, n in conn.execute(
+                sa.select(M.c.session_id, sa.func.count()).group_by(M.c.session_id)
+            )
+            if sid in wanted
+        }
+        rows.sort(key=lambda r: counts.get(r.session_id, 0), reverse=True)
+    elif sort == "tokens":
+        if not estimates:
+            estimates = {
+                c.session_id: context_bounds(c.suffix, c.head_bytes)[0]
+                for c in effective_contexts(conn)
+            }
+        rows.sort(key=lambda r: estimates.get(r.session_id, 0), reverse=True)
+    return rows[:limit]
+
+
+def _sessions_query(*, user_id, project_id, source_format, model, search):
+    """The sessions matching ``sessions list``'s filters, newest first, with the time of each
+    one's newest message (one step down idx_message_session_id_tokens and its row)."""
+    newest_message_at = (
+        sa.select(M.c.created_at)
+        .where(M.c.session_id == S.c.session_id)
+        .order_by(M.c.id.desc())
+        .limit(1)
+        .correlate(S)
+        .scalar_subquery()
+    )
     query = sa.select(
         S.c.session_id,
         S.c.title,
@@ -98,6 +169,7 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search,
         S.c.created_at,
         S.c.lease_owner,
         S.c.over_window_ok_at,
+        newest_message_at.label("newest_message_at"),
     ).order_by(S.c.session_id.desc())
     if user_id is not None:
         query = query.where(S.c.user_id == user_id)
@@ -107,8 +179,6 @@ def _sessions_query(*, user_id, project_id, source_format, model, since, search,
         query = query.where(S.c.source_format == source_format)
     if model is not None:
         query = query.where(S.c.model.startswith(model, autoescape=True))
-    if since is not None:
-        query = query.where(dialect.time_compare(S.c.created_at, ">=", since, no_time=False))
     if search:
         pattern = (
             "%" + search.lower().replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
