@@ -21,8 +21,16 @@ class AppContext:
 
     def use_url(self, url: str) -> None:
         """A ``--db`` given after the subcommand wins over the one before it."""
+        self.close()
         self.url = url
-        self._engine = None
+
+    def close(self) -> None:
+        """Dispose of the engine: its pooled connections would otherwise stay open until the
+        garbage collector finds the engine (its event listeners make a cycle), and in-process
+        runs (tests, a script calling ``main``) reach the server's connection limit."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
     def engine(self, *, create: bool = False, **engine_options) -> Engine:
         """The engine. Only `migrate up` may ``create`` a SQLite file; every other command

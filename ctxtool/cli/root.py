@@ -125,3 +125,4 @@ def main(ctx, url):
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
     ctx.obj = AppContext(url, ctx.meta.get("ctxtool.config"))
+    ctx.call_on_close(ctx.obj.close)  # however the command ends: done, failed, interrupted
