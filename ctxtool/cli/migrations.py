@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..db import mask_url
+from ..db import create_database as create_database_if_missing
+from ..db import mask_url, resolve_url
 from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
@@ -68,9 +69,14 @@ def status(app, output: OutputFormat):
 @migrate.command()
 @click.option("--to", "to", metavar="VERSION", help="Stop after this version (e.g. 0001).")
 @click.option("--dry-run", is_flag=True, help="Print the SQL that would run; change nothing.")
+@click.option(
+    "--create-database",
+    is_flag=True,
+    help="Create the MySQL/MariaDB database the URL names when it does not exist (utf8mb4).",
+)
 @json_option
 @pass_app
-def up(app, to, dry_run, output: OutputFormat):
+def up(app, to, dry_run, create_database, output: OutputFormat):
     """Apply pending migrations in order, recording each in ctxtool_schema_history.
 
     A MySQL file that was interrupted (kill -9, lost connection) resumes at its first statement
@@ -80,6 +86,7 @@ def up(app, to, dry_run, output: OutputFormat):
     Examples:
       ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
       ctxtool migrate up --dry-run
+      ctxtool --db mysql://root@127.0.0.1/agents migrate up --create-database
     """
     if dry_run:
         try:
@@ -109,12 +116,15 @@ def up(app, to, dry_run, output: OutputFormat):
         )
         print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
+    created = create_database_if_missing(app.url) if create_database else False
+    if created and not output.json:
+        click.echo(f"created database {mask_url(resolve_url(app.url))}")
     migrator = _migrator(app, create=True)
     report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
     applied = migrator.up(to=to, on_applied=report)
     where = mask_url(app.engine().url)
     print_document(
-        {"database": where, "applied": [m.filename for m in applied]},
+        {"database": where, "created_database": created, "applied": [m.filename for m in applied]},
         output,
         f"{len(applied)} migration(s) applied to {where}"
         if applied

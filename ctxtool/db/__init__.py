@@ -2,7 +2,7 @@
 descriptions, and database errors as one line. Nothing outside this package names a dialect."""
 
 from .dialects import Dialect, dialect_of
-from .engine import create_engine, read_connection
+from .engine import create_database, create_engine, read_connection
 from .errors import describe_db_error
 from .retry import DEFAULT_POLICY, RetryPolicy, retry_transaction, server_given_up
 from .urls import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url, resolve_url, scrub
@@ -14,6 +14,7 @@ __all__ = [
     "URL_ENVS",
     "Dialect",
     "RetryPolicy",
+    "create_database",
     "create_engine",
     "describe_db_error",
     "dialect_of",

@@ -57,6 +57,37 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
     return engine
 
 
+def create_database(url: str | None = None) -> bool:
+    """Create the MySQL/MariaDB database ``url`` names when it is missing (``migrate up
+    --create-database``, as dbmate's ``up``), in utf8mb4; True when it was created. A SQLite
+    file needs nothing: ``migrate up`` creates it.
+    """
+    raw = resolve_url(url)
+    parsed = parse_url(raw)
+    if parsed.get_backend_name() not in ("mysql", "mariadb"):
+        return False
+    name = str(parsed.database)
+    # The same connection settings (TLS, init_command, time zone), to the server alone.
+    server = create_engine(raw, connect_args={"database": None}, poolclass=sa.pool.NullPool)
+    try:
+        with server.connect() as conn:
+            exists = conn.execute(
+                sa.text("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = :name"),
+                {"name": name},
+            ).first()
+            if exists:
+                return False
+            quoted = server.dialect.identifier_preparer.quote_identifier(name)
+            collation = parsed.query.get("collation")  # checked by parse_url: utf8mb4_<name>
+            conn.exec_driver_sql(
+                f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4"
+                + (f" COLLATE {collation}" if collation else "")
+            )
+            return True
+    finally:
+        server.dispose()
+
+
 def _pymysql_conversions() -> dict:
     """PyMySQL's converters, with DATETIME/TIMESTAMP read by ``datetime.fromisoformat`` (C).
 

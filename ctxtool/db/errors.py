@@ -15,7 +15,8 @@ _MYSQL_HINTS = {
     1045: "access denied: check the user and password in the URL",
     1698: "access denied: this user may not log in with a password here (e.g. root with "
     "unix_socket auth); create a user with a password, or connect over the socket",
-    1049: "unknown database: create it first (CREATE DATABASE ... CHARACTER SET utf8mb4)",
+    1049: "unknown database: create it with `ctxtool migrate up --create-database` "
+    "(or CREATE DATABASE ... CHARACTER SET utf8mb4)",
     2003: "cannot reach the server: is it running and listening there?",
     2005: "unknown host",
     2013: "lost connection to the server",

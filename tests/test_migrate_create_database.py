@@ -1,0 +1,82 @@
+"""`migrate up --create-database` creates a missing MySQL/MariaDB database (as dbmate's `up`
+does); without the flag the error names it. Passwords never show."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import MYSQL_SERVER_URL
+
+SECRET = "s3cr3tPw"
+USER = "ctxcfg_user"
+
+
+@pytest.fixture
+def server_user(mysql8_sql_mode):
+    """A user with a password who may create databases named ctxcfg_*; a fresh name for one."""
+    name = f"ctxcfg_{os.getpid()}"
+    server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
+    url = sa.engine.make_url(MYSQL_SERVER_URL)
+    with server.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(sa.text(f"DROP USER IF EXISTS '{USER}'@'%'"))
+        conn.execute(sa.text(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{SECRET}'"))
+        conn.execute(sa.text(f"GRANT ALL ON `ctxcfg\\_%`.* TO '{USER}'@'%'"))
+    try:
+        yield f"mysql://{USER}:{SECRET}@{url.host}:{url.port or 3306}/{name}", name, server
+    finally:
+        with server.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(sa.text(f"DROP USER IF EXISTS '{USER}'@'%'"))
+        server.dispose()
+
+
+def _exists(server, name: str) -> bool:
+    with server.connect() as conn:
+        found = conn.execute(
+            sa.text(
+                "SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA "
+                "WHERE SCHEMA_NAME = :n"
+            ),
+            {"n": name},
+        ).scalar()
+    assert found in (None, "utf8mb4")
+    return found is not None
+
+
+def test_migrate_up_creates_a_missing_database_only_when_asked(server_user, cli):
+    url, name, server = server_user
+    missing = cli("--db", url, "migrate", "up")
+    assert missing.exit_code == 1
+    assert "unknown database" in missing.output and "--create-database" in missing.output
+    assert SECRET not in missing.output and f"{USER}:***@" in missing.output
+    assert not _exists(server, name)
+
+    created = cli("--db", url, "migrate", "up", "--create-database")
+    assert created.exit_code == 0, created.output
+    assert SECRET not in created.output
+    assert (
+        created.output.splitlines()[0]
+        == f"created database mysql://{USER}:***@" + url.split("@", 1)[1]
+    )
+    assert _exists(server, name)
+    assert cli("--db", url, "migrate", "status").exit_code == 0
+
+    again = cli("--db", url, "migrate", "up", "--create-database", "--json")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.output)
+    assert doc["created_database"] is False and doc["applied"] == []
+    assert SECRET not in again.output
+
+
+def test_a_database_the_user_may_not_create_is_one_line(server_user, cli):
+    url, _name, _server = server_user
+    forbidden = url.rsplit("/", 1)[0] + "/notallowed_ctxcfg"
+    result = cli("--db", forbidden, "migrate", "up", "--create-database")
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "1044" in result.output and SECRET not in result.output
