@@ -12,17 +12,13 @@ Looked up in order: ``--config PATH``, ``$CTXTOOL_CONFIG``, ``./ctxtool.toml``,
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CtxtoolError
+import tomllib
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from .errors import CtxtoolError
 
 CONFIG_ENV = "CTXTOOL_CONFIG"
 LOCAL_NAME = "ctxtool.toml"

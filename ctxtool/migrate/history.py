@@ -6,7 +6,7 @@ every dialect; an older ctxtool's table gets the columns it lacks on first use.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -19,7 +19,7 @@ H = schema_history
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def read_history(conn: Connection) -> dict[str, HistoryRow]:
