@@ -10,6 +10,7 @@ from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
+from ..terminal import fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
 from .root import main
@@ -48,9 +49,12 @@ def status(app, output: OutputFormat):
     else:
         states = migrator.status()
         where = f"{mask_url(app.engine().url)} ({migrator.dialect.name})"
-    if not output.machine:
+    rows = [s.as_dict() for s in states]
+    if output.machine:
+        print_rows(rows, output)
+    else:
         click.echo(f"database: {where}")
-    print_rows([s.as_dict() for s in states], output)
+        click.echo(_status_table(rows, output))
     bad = [s for s in states if not s.ok]
     if bad:
         hint = ""
@@ -64,6 +68,39 @@ def status(app, output: OutputFormat):
             + ", ".join(f"{s.version} {s.state}" for s in bad)
             + hint
         )
+
+
+# Short labels and times to the minute keep the table within 80 columns; --json has it all,
+# and the checksums (a changed file's detail names both).
+_STATUS_LABELS = {
+    "version": "version",
+    "name": "name",
+    "state": "state",
+    "applied_at": "applied (UTC)",
+    "duration_ms": "ms",
+    "detail": "detail",
+}
+
+
+def _status_table(rows: list[dict], output: OutputFormat) -> str:
+    """The status rows for a person: the name and a failure's detail shortened, and the
+    duration left out, when the terminal is too narrow for them."""
+    table = [
+        {
+            _STATUS_LABELS[k]: (v[:16] if k == "applied_at" and v else v)
+            for k, v in row.items()
+            if k in _STATUS_LABELS
+        }
+        for row in rows
+    ]
+    return fit_table(
+        table,
+        output,
+        _STATUS_LABELS.values(),
+        table_width(),
+        ["name", "detail"],
+        optional=["ms"],
+    )
 
 
 @migrate.command()
