@@ -12,6 +12,7 @@ Looked up in order: ``--config PATH``, ``$CTXTOOL_CONFIG``, ``./ctxtool.toml``,
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,20 +38,40 @@ class Config:
         return str(value) if value else None
 
     def option_defaults(self) -> dict[str, Any]:
-        """The file as click's ``default_map``: command tables by name, options by their
-        parameter names (``reserve-tokens`` and ``reserve_tokens`` both work)."""
-        out = _normalise(self.data)
-        out.pop("database", None)
+        """The file's command tables, keys as written (``reserve-tokens`` or
+        ``reserve_tokens``: ``cli.config_defaults`` takes both), and ``[database] url`` as the
+        root's ``url``."""
+        out = {key: value for key, value in self.data.items() if key != "database"}
         if self.database_url:
             out["url"] = self.database_url
         return out
 
+    def line_of(self, table: str, key: str) -> int | None:
+        """The line where ``key`` is set in ``[table]`` ("" for the top), for an error to name;
+        None when it cannot be found (an inline table, a dotted key)."""
+        if self.path is None:
+            return None
+        try:
+            lines = self.path.read_text("utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        current = ""
+        whole = f"{table}.{key}" if table else key
+        for number, line in enumerate(lines, 1):
+            header = _TABLE_HEADER.match(line)
+            if header:
+                current = ".".join(p.strip().strip("\"'") for p in header.group(1).split("."))
+                if current == whole or current.startswith(whole + "."):
+                    return number  # the key is a table: [compactt], [sessions.lst]
+                continue
+            found = _KEY.match(line)
+            if found and current == table and found.group(1).strip("\"'") == key:
+                return number
+        return None
 
-def _normalise(table: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key.replace("-", "_"): _normalise(value) if isinstance(value, dict) else value
-        for key, value in table.items()
-    }
+
+_TABLE_HEADER = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=")
 
 
 def _check_database_table(data: dict, path: Path) -> None:

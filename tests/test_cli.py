@@ -294,12 +294,12 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     rows = {r["setting"]: r for r in json.loads(result.output)}
     assert rows["config_file"]["value"] == str(tmp_path / "ctxtool.toml")
     assert rows["database.url"]["source"] == "config file"
-    assert rows["compact.reserve_tokens"] == {
-        "setting": "compact.reserve_tokens",
+    assert rows["compact.reserve-tokens"] == {
+        "setting": "compact.reserve-tokens",
         "value": 1234,
         "source": "config file",
     }
-    assert rows["compact.keep_recent_tokens"]["source"] == "default"
+    assert rows["compact.keep-recent-tokens"]["source"] == "default"
     # The URL in the file is the one used ...
     assert _run(["migrate", "status"]).exit_code == 0
     # ... the environment beats the file, and an option beats both.
@@ -331,8 +331,8 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     result = _run(["--config", str(secret), "config", "--json"])
     assert result.exit_code == 0 and SECRET not in result.output, result.output
     rows = {r["setting"]: r for r in json.loads(result.output)}
-    assert rows["compact.base_url"] == {
-        "setting": "compact.base_url",
+    assert rows["compact.base-url"] == {
+        "setting": "compact.base-url",
         "source": "config file",
         "value": "http://llm:***@llm.internal/v1",
     }
@@ -341,7 +341,7 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
     for text, needle in (
         ("[compact\n", "invalid TOML"),
         ("compact = 5\n", "[compact] must be a table"),
-        ("[compact]\nreserve-tokns = 5\n", "compact.reserve_tokns: no such command or option"),
+        ("[compact]\nreserve-tokns = 5\n", "compact.reserve-tokns: no such option"),
         ('[compact]\nworkers = "many"\n', "--workers"),
         # TOML's own types: inf, arrays, floats, dates, numbers for flags.
         ("[compact]\nworkers = 1e400\n", "compact.workers (--workers): inf"),
@@ -360,7 +360,7 @@ def test_config_file_precedence_and_the_config_command(db, tmp_path, monkeypatch
         ("[compact]\nforce = 5\n", "compact.force (--force): 5 is not true or false"),
         ('[compact]\nmodel = ["a"]\n', "compact.model (--model): an array"),
         ("[sessions.list]\nlimit = 1e400\n", "sessions.list.limit (--limit): inf"),
-        ("[tokens.count]\nbatch-size = [1]\n", "tokens.count.batch_size"),
+        ("[tokens.count]\nbatch-size = [1]\n", "tokens.count.batch-size"),
         ('[import]\nskip-invalid = "yes"\n', "'yes' is not true or false"),
         ('database = "sqlite:///x.db"\n', "database must be a table"),
         ('[database]\nulr = "sqlite:///x.db"\n', "database.ulr: no such setting"),

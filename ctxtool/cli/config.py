@@ -8,9 +8,11 @@ import click
 from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
+from ..config_file import CONFIG_ENV, LOCAL_NAME
 from ..db import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url
 from ..output import OutputFormat, print_rows
-from .config_defaults import default_map_for
+from ..terminal import fit_table, table_width
+from .config_defaults import default_map_for, setting_key
 from .options import output_options
 from .root import main
 
@@ -20,9 +22,10 @@ _SOURCES = {
     ParameterSource.DEFAULT_MAP: "config file",
     ParameterSource.DEFAULT: "default",
 }
-_NOT_SETTINGS = {"db_url", "table_fmt", "limit"}
+# Shown only when set (in the file or the environment): output and selection flags, not settings.
+_NOT_SETTINGS = {"table_fmt", "limit"}
 _UNSET = getattr(click.core, "UNSET", None)  # click >= 8.2 marks "no default" with a sentinel
-# Commands whose options a configuration file usually sets.
+# Commands whose options a configuration file usually sets: shown even without a table.
 _CONFIGURED_COMMANDS = ("compact", "import")
 
 
@@ -32,6 +35,9 @@ _CONFIGURED_COMMANDS = ("compact", "import")
 def config_cmd(ctx, output: OutputFormat):
     """Show the settings in force and where each comes from (option, environment, config file
     or default). Passwords are masked.
+
+    The one configuration file read, the database URL, and the options of every command the
+    file has a table for (and of compact and import), under the keys the file uses.
 
     Example: ctxtool --config ./ctxtool.toml config
     """
@@ -45,8 +51,8 @@ def config_cmd(ctx, output: OutputFormat):
     rows: list[dict] = [
         {
             "setting": "config_file",
-            "value": str(config.path) if config and config.path else None,
-            "source": "--config / CTXTOOL_CONFIG / ./ctxtool.toml / $XDG_CONFIG_HOME",
+            "value": str(config.path.resolve()) if config and config.path else None,
+            "source": _config_file_source(root, config),
         },
         {
             "setting": "database.url",
@@ -55,17 +61,56 @@ def config_cmd(ctx, output: OutputFormat):
         },
     ]
     defaults = config.option_defaults() if config else {}
-    for name in _CONFIGURED_COMMANDS:
-        command = main.commands.get(name)
-        if command is None:
-            continue
-        section = default_map_for(command, defaults.get(name) or {})
+    tables: dict[str, dict] = {n: {} for n in _CONFIGURED_COMMANDS if n in main.commands}
+    tables.update(_command_tables(main, default_map_for(main, defaults)))
+    for path, section in tables.items():
+        command: click.Command = main
+        for name in path.split("."):
+            command = command.commands[name]  # type: ignore[attr-defined]  # groups on the way
         for param in command.params:
-            if not isinstance(param, click.Option) or param.is_flag or param.name in _NOT_SETTINGS:
+            if not isinstance(param, click.Option) or param.name == "db_url" or param.hidden:
                 continue
             value, source = _resolve(param, section)
-            rows.append({"setting": f"{name}.{param.name}", "value": value, "source": source})
-    print_rows(rows, output, headers=["setting", "value", "source"])
+            if (param.is_flag or param.name in _NOT_SETTINGS) and source == "default":
+                continue
+            rows.append(
+                {"setting": f"{path}.{setting_key(param)}", "value": value, "source": source}
+            )
+    if output.machine:
+        print_rows(rows, output)
+        return
+    headers = ["setting", "value", "source"]
+    click.echo(fit_table(rows, output, headers, table_width(), ["value", "source"]))
+
+
+def _command_tables(group: click.Group, default_map: dict, where: str = "") -> dict[str, dict]:
+    """Every command the file has a table for, by its path (``sessions.list``), with the
+    table as click's ``default_map`` holds it (parameter names)."""
+    found: dict[str, dict] = {}
+    for name, value in default_map.items():
+        command = group.commands.get(name)
+        if command is None or not isinstance(value, dict):
+            continue
+        path = f"{where}.{name}" if where else name
+        if isinstance(command, click.Group):
+            found.update(_command_tables(command, value, path))
+        else:
+            found[path] = value
+    return found
+
+
+def _config_file_source(root: click.Context, config) -> str:
+    """How the one file read was found (files are never merged)."""
+    if config is None or config.path is None:
+        return f"none found ({', '.join(_LOOKED_UP)})"
+    if root.get_parameter_source("config_path") == ParameterSource.COMMANDLINE:
+        return "option --config"
+    if os.environ.get(CONFIG_ENV):
+        return f"environment {CONFIG_ENV}"
+    return _LOOKED_UP[2] if config.path.name == LOCAL_NAME else _LOOKED_UP[3]
+
+
+_LOOKED_UP = ("--config", CONFIG_ENV, f"./{LOCAL_NAME}", "$XDG_CONFIG_HOME/ctxtool/config.toml")
 
 
 def _resolve(param: click.Option, section: dict):

@@ -4,44 +4,85 @@ each checked against its option before any command runs, and said with the file'
 from __future__ import annotations
 
 import datetime
+import difflib
 
 import click
 
 from ..config_file import load_config
 from ..errors import CtxtoolError
+from ..output import visible
+
+
+class SettingError(CtxtoolError):
+    """A setting of the file that cannot be used, with the table and key that hold it, so
+    the message can name the file's line."""
+
+    def __init__(self, message: str, table: str, key: str):
+        super().__init__(message)
+        self.table, self.key = table, key
 
 
 def default_map_for(command: click.Command, table: dict, where: str = "") -> dict:
     """A config table keyed the way click's ``default_map`` wants it: an option written as in
-    the command line (``summarizer``, ``keep-recent-tokens``) becomes its parameter's name.
-    A key that is neither a subcommand's table nor an option of the command is an error (a
-    misspelt setting must not be ignored in silence)."""
+    the command line (``summarizer``, ``keep-recent-tokens``, or with underscores) becomes its
+    parameter's name. A key that is neither a subcommand's table nor an option of the command
+    is an error naming the nearest valid key (a misspelt setting must not be ignored in
+    silence)."""
     out: dict = {}
     for key, value in table.items():
         name = f"{where}.{key}" if where else key
-        sub = command.commands.get(key) if isinstance(command, click.Group) else None
-        if sub is not None:
+        subcommands = command.commands if isinstance(command, click.Group) else {}
+        sub = subcommands.get(key) or subcommands.get(key.replace("_", "-"))
+        if sub is not None and sub.name is not None:
             if not isinstance(value, dict):
-                raise CtxtoolError(f"[{name}] must be a table of {key}'s options")
-            out[key] = default_map_for(sub, value, name)
+                raise SettingError(f"[{name}] must be a table of {key}'s options", where, key)
+            out[sub.name] = default_map_for(sub, value, name)
             continue
-        flag = "--" + key.replace("_", "-")
-        param = next(
-            (
-                p
-                for p in command.params
-                if isinstance(p, click.Option) and (p.name == key or flag in p.opts)
-            ),
-            None,
-        )
+        param = option_for_key(command, key)
         if param is None:
-            raise CtxtoolError(f"{name}: no such command or option")
-        _check_value(param, value, name)
+            raise SettingError(_unknown(command, key, name, where), where, key)
+        _check_value(param, value, name, where, key)
         out[param.name] = value
     return out
 
 
-def _check_value(param: click.Parameter, value, name: str) -> None:
+def setting_key(param: click.Option) -> str:
+    """The key a configuration file sets an option with: its long name (``summarizer`` for
+    ``--summarizer``, whose parameter is ``kind``)."""
+    longs = [o[2:] for o in param.opts if o.startswith("--")]
+    return longs[0] if longs else str(param.name)
+
+
+def option_for_key(command: click.Command, key: str) -> click.Option | None:
+    flag = "--" + key.replace("_", "-")
+    return next(
+        (
+            p
+            for p in command.params
+            if isinstance(p, click.Option) and (p.name == key.replace("-", "_") or flag in p.opts)
+        ),
+        None,
+    )
+
+
+def _unknown(command: click.Command, key: str, name: str, where: str) -> str:
+    """ "no such option", with the nearest key the table can hold (difflib), if any is near."""
+    subcommands = list(command.commands) if isinstance(command, click.Group) else []
+    options = [
+        setting_key(p)
+        for p in command.params
+        if isinstance(p, click.Option) and not p.hidden and p.name not in ("help", "db_url")
+    ]
+    what = "command or option" if subcommands else "option"
+    of = f" of `ctxtool {where.replace('.', ' ')}`" if where else ""
+    near = difflib.get_close_matches(key.replace("_", "-"), subcommands + options, n=1)
+    hint = f"; did you mean {where + '.' if where else ''}{near[0]}?" if near else ""
+    if not near and where:
+        hint = f" (see `ctxtool {where.replace('.', ' ')} --help`)"
+    return f"{name}: no such {what}{of}{hint}"
+
+
+def _check_value(param: click.Parameter, value, name: str, table: str, key: str) -> None:
     """A file's value must be one its option takes, said with the setting's name: TOML has
     arrays, tables, dates and floats such as ``1e400`` (inf), which click would take for a
     list of arguments, truncate (``4.5`` workers) or fail on inside its conversion."""
@@ -57,26 +98,36 @@ def _check_value(param: click.Parameter, value, name: str) -> None:
             if isinstance(value, dict)
             else "a date or time"
         )
-        raise CtxtoolError(f"{name} ({option}): {kind} is not a value of this option ({value!r})")
+        raise SettingError(
+            f"{name} ({option}): {kind} is not a value of this option ({value!r})", table, key
+        )
     if getattr(param, "is_flag", False) and not isinstance(value, bool):
-        raise CtxtoolError(f"{name} ({option}): {value!r} is not true or false")
+        raise SettingError(f"{name} ({option}): {value!r} is not true or false", table, key)
     try:
         param.type.convert(value, param, None)  # conversions are pure; the file is named here
     except click.BadParameter as exc:
-        raise CtxtoolError(f"{name} ({option}): {exc.message}") from None
+        raise SettingError(f"{name} ({option}): {exc.message}", table, key) from None
 
 
 def load_config_defaults(ctx, _param, value):
     """Eager: the configuration file is read before any other option, so its values become
-    the defaults of every option (click's ``default_map``)."""
+    the defaults of every option (click's ``default_map``). A file that cannot be used is one
+    line naming it (and the setting's line), exit 2."""
     try:
         config = load_config(value)  # its errors name the file
-    except CtxtoolError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param_hint="--config") from None
-    try:
         defaults = default_map_for(ctx.command, config.option_defaults())
+    except SettingError as exc:
+        line = config.line_of(exc.table, exc.key)
+        _refuse(f"{config.path}{f':{line}' if line else ''}: {exc}")
     except CtxtoolError as exc:
-        raise click.BadParameter(f"{config.path}: {exc}", ctx=ctx, param_hint="--config") from None
+        text = str(exc)
+        _refuse(text if "config" in text or str(value or "") in text else f"{value}: {text}")
     ctx.default_map = {**defaults, **(ctx.default_map or {})}
     ctx.meta["ctxtool.config"] = config
     return value
+
+
+def _refuse(message: str):
+    err = click.ClickException(visible(message))
+    err.exit_code = 2  # type: ignore[misc]  # a usage error: nothing ran
+    raise err

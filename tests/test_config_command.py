@@ -1,0 +1,105 @@
+"""`ctxtool config` shows every table in force under the keys a file uses, and the one file
+read; a misspelt key is one line naming the file, its line and the nearest valid key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+FILE = """\
+[database]
+url = "agents.db"
+
+[validate]
+errors-only = true
+
+[sessions.list]
+limit = 5
+
+[compact]
+summarizer = "extractive"
+reserve_tokens = 2000
+"""
+
+
+def _rows(result) -> dict[str, dict]:
+    assert result.exit_code == 0, result.output
+    return {r["setting"]: r for r in json.loads(result.output)}
+
+
+def test_config_shows_every_table_in_force_under_the_keys_a_file_uses(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxtool.toml").write_text(FILE)
+    env = {"CTXTOOL_CONFIG": None, "CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None}
+    rows = _rows(cli("config", "--json", env=env))
+    assert rows["config_file"] == {
+        "setting": "config_file",
+        "value": str(tmp_path / "ctxtool.toml"),
+        "source": "./ctxtool.toml",
+    }
+    assert rows["database.url"]["value"] == "agents.db"
+    in_file = {k: r["value"] for k, r in rows.items() if r["source"] == "config file"}
+    assert in_file == {
+        "database.url": "agents.db",
+        "validate.errors-only": True,
+        "sessions.list.limit": 5,
+        "compact.summarizer": "extractive",
+        "compact.reserve-tokens": 2000,
+    }
+    assert "compact.kind" not in rows and "compact.reserve_tokens" not in rows
+    assert rows["compact.keep-recent-tokens"]["source"] == "default"
+    assert rows["validate.rule"]["source"] == "default"  # the table's other options too
+    assert "validate.json" not in rows  # an output flag left unset is no setting
+
+    other = tmp_path / "other.toml"
+    other.write_text("[compact]\nworkers = 3\n")
+    by_env = _rows(cli("config", "--json", env={**env, "CTXTOOL_CONFIG": str(other)}))
+    assert by_env["config_file"]["source"] == "environment CTXTOOL_CONFIG"
+    assert by_env["compact.workers"]["value"] == 3 and "validate.errors-only" not in by_env
+    by_option = _rows(cli("--config", str(other), "config", "--json", env=env))
+    assert by_option["config_file"] == {
+        "setting": "config_file",
+        "value": str(other),
+        "source": "option --config",
+    }
+    table = cli("config", env={**env, "COLUMNS": "80"})
+    assert table.exit_code == 0 and max(map(len, table.output.splitlines())) <= 80
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[database]\nurl = "x.db"\n\n[compact]\nsumarizer = "openai"\n',
+            "5: compact.sumarizer: no such option of `ctxtool compact`; "
+            "did you mean compact.summarizer?",
+        ),
+        (
+            "[compact]\nkeep_recent_tokns = 5\n",
+            "2: compact.keep_recent_tokns: no such option of `ctxtool compact`; "
+            "did you mean compact.keep-recent-tokens?",
+        ),
+        (
+            "[compact]\nworkers = 2\n\n[sessions.lst]\nlimit = 5\n",
+            "4: sessions.lst: no such command or option of `ctxtool sessions`; "
+            "did you mean sessions.list?",
+        ),
+        (
+            "[valdate]\nerrors-only = true\n",
+            "1: valdate: no such command or option; did you mean validate?",
+        ),
+        (
+            "[compact]\nzzzq = 1\n",
+            "2: compact.zzzq: no such option of `ctxtool compact` (see `ctxtool compact --help`)",
+        ),
+        ("[compact]\nworkers = [1]\n", "2: compact.workers (--workers): an array is not"),
+    ],
+)
+def test_a_misspelt_key_names_the_file_its_line_and_the_nearest_key(cli, tmp_path, text, message):
+    path = tmp_path / "typo.toml"
+    path.write_text(text)
+    result = cli("--config", path, "sessions", "list")
+    assert result.exit_code == 2
+    assert result.output.startswith(f"Error: {path}:{message}"), result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
