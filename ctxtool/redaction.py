@@ -1,6 +1,8 @@
-"""Redaction on the way out (``context export --redact``, ``sessions archive --redact``):
-secrets, e-mail addresses and home directory paths replaced by typed placeholders such as
-``[REDACTED:aws-key]``. The store itself is never rewritten: only what is written out.
+"""What a secret is, in one place. Redaction on the way out (``context export --redact``,
+``sessions archive --redact``): secrets, e-mail addresses and home directory paths replaced by
+typed placeholders such as ``[REDACTED:aws-key]``. The store itself is never rewritten: only
+what is written out. Summaries never copy a secret: :func:`mask_secrets` (no extra needed)
+masks the credentials of a span before a summarizer reads it and in what it writes.
 
 The secret patterns are Yelp's detect-secrets rules (its plugins' own regexes, maintained with
 the scanner: AWS, GitHub, GitLab, Slack, Stripe, OpenAI, npm, PyPI, SendGrid, Twilio, JWT, URL
@@ -19,12 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CtxtoolError
-
-try:  # the optional extra ctxtool[redact]
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.keyword import KeywordDetector
-except ImportError:
-    get_mapping_from_secret_type_to_class = KeywordDetector = None  # type: ignore[assignment,misc]
 
 # detect-secrets plugin -> placeholder type; "group 1" where its regex captures the secret
 # inside what it matches (the password of a URL, a key after its name).
@@ -66,8 +62,30 @@ _SPECIFIC = [
     ("openai-key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"), 0),
     ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
 ]
-# Tried after every secret rule: what is left of a credential's shape, then personal data.
-_GENERAL = [
+# Credentials by their shape, without detect-secrets: with _SPECIFIC and _CREDENTIAL_SHAPES,
+# what a summary masks (an export has detect-secrets' own rules for these, and its keyword
+# detector for assignments).
+_BUILTIN = [
+    (
+        "github-token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        0,
+    ),
+    ("aws-key", re.compile(r"\bAKIA[0-9A-Z]{16}\b"), 0),
+    ("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0),
+    ("openai-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), 0),
+    ("url-password", re.compile(r"://[^/\s:@]+:([^@\s/]+)@"), 1),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd)"
+            r"\s*[=:]\s*[\"']?([^\s\"',;()]{4,})(?![\w.]*\()"  # a value, not a call
+        ),
+        1,
+    ),
+]
+# What is left of a credential's shape once every secret rule was tried.
+_CREDENTIAL_SHAPES = [
     ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{16,})"), 1),
     (
         "env-secret",
@@ -77,6 +95,11 @@ _GENERAL = [
         ),
         1,
     ),
+]
+SUMMARY_PLACEHOLDER = "[redacted]"
+# Tried after every secret rule in an export: credential shapes, then personal data (a
+# summary keeps paths and addresses: they are what the agent works on).
+_GENERAL = _CREDENTIAL_SHAPES + [
     (
         "email",
         re.compile(
@@ -107,11 +130,47 @@ class Finding:
         return dataclasses.asdict(self)
 
 
+def _take(chosen: list[tuple[int, int, str]], start: int, stop: int, kind: str) -> None:
+    """Add a span unless it overlaps one chosen before (the rule tried first wins)."""
+    if stop > start and all(stop <= s or start >= e for s, e, _ in chosen):
+        chosen.append((start, stop, kind))
+
+
+def _matches(
+    text: str, rules: list[tuple[str, re.Pattern, int]], chosen: list[tuple[int, int, str]]
+) -> None:
+    for kind, pattern, group in rules:
+        for m in pattern.finditer(text):
+            _take(chosen, m.start(group), m.end(group), kind)
+
+
+def mask_secrets(text: str, placeholder: str = SUMMARY_PLACEHOLDER) -> str:
+    """``text`` with its credentials (API keys, tokens, private keys, bearer headers, a URL's
+    password, ``password=`` / ``api_key:`` values) replaced by ``placeholder``: what a summary
+    may never copy. Paths and e-mail addresses stay (the agent works on them); no extra needed,
+    so every summarizer masks."""
+    if not text:
+        return text
+    chosen: list[tuple[int, int, str]] = []
+    _matches(text, _SPECIFIC + _BUILTIN + _CREDENTIAL_SHAPES, chosen)
+    if not chosen:
+        return text
+    out, last = [], 0
+    for start, stop, _ in sorted(chosen):
+        out += [text[last:start], placeholder]
+        last = stop
+    return "".join(out) + text[last:]
+
+
 def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int]]:
-    if KeywordDetector is None:
+    """detect-secrets' rules, imported on first use (the optional extra ctxtool[redact]; a
+    third of a second to import, which a summarizer never pays)."""
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    except ImportError:
         raise CtxtoolError(
             "--redact needs the detect-secrets package: pip install 'ctxtool[redact]'"
-        )
+        ) from None
     out: list[tuple[str, re.Pattern, int]] = []
     plugin: type  # a detector class
     for plugin in get_mapping_from_secret_type_to_class().values():
@@ -130,6 +189,8 @@ class Redactor:
 
     def __init__(self, keep_findings: bool = False):
         self.patterns = _SPECIFIC + _detect_secrets_patterns()
+        from detect_secrets.plugins.keyword import KeywordDetector
+
         self.keyword = KeywordDetector()
         self.counts: Counter = Counter()
         self.findings: list[Finding] | None = [] if keep_findings else None
@@ -140,24 +201,15 @@ class Redactor:
         the one tried first wins: the specific secret rules, then detect-secrets' keyword
         detector, then bearer tokens, .env secrets, e-mail addresses and home directories."""
         chosen: list[tuple[int, int, str]] = []
-
-        def take(start: int, stop: int, kind: str) -> None:
-            if stop > start and all(stop <= s or start >= e for s, e, _ in chosen):
-                chosen.append((start, stop, kind))
-
-        for kind, pattern, group in self.patterns:
-            for m in pattern.finditer(text):
-                take(m.start(group), m.end(group), kind)
+        _matches(text, self.patterns, chosen)
         for line_start, line in _lines(text):
             if "=" in line or ":" in line:
                 for secret in self.keyword.analyze_line(filename="x.env", line=line):
                     value = secret.secret_value or ""
                     at = line.find(value) if len(value) >= 4 else -1
                     if at >= 0:
-                        take(line_start + at, line_start + at + len(value), "password")
-        for kind, pattern, group in _GENERAL:
-            for m in pattern.finditer(text):
-                take(m.start(group), m.end(group), kind)
+                        _take(chosen, line_start + at, line_start + at + len(value), "password")
+        _matches(text, _GENERAL, chosen)
         return sorted(chosen)
 
     def text(self, text: str, where: str = "") -> str:

@@ -55,8 +55,12 @@ def faithful_summary(body: dict) -> str:
     prompt = str(body["messages"][-1]["content"])
     draft = re.search(r"<draft-summary>\n?(.*?)\n?</draft-summary>", prompt, re.S)
     if draft:
-        listed = re.search(r"<dropped-items>\n?(.*?)\n?</dropped-items>", prompt, re.S)
-        missing = listed.group(1).splitlines() if listed else []
+        missing = []
+        for tag in ("unanswered-questions", "dropped-items"):
+            listed = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", prompt, re.S)
+            missing += (
+                [m.removeprefix("- ") for m in listed.group(1).splitlines()] if listed else []
+            )
         return draft.group(1) + "\n\n## Put back\n" + "\n".join(f"- {m}" for m in missing)
     users = [u[:QUOTE_CHARS] for u in re.findall(r"^\[User\]: (.+)$", prompt, re.M)]
     said = re.findall(r"^\[Assistant\]: (.+)$", prompt, re.M)

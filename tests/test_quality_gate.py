@@ -60,7 +60,11 @@ def test_a_terse_llm_answer_is_revised_once_then_rejected(db, cli):
     assert "at least 60% required (--min-quality)" in outcome["error"]
     assert "missed: goal" in outcome["error"] and "latest_request" in outcome["error"]
     assert "<draft-summary>\n" + TERSE in revision
-    assert "goal: Turn 0: please fix the failing test in src/mod0.py" in revision
+    # ... as the questions the summary failed to answer, each with what the history says.
+    questions = revision.split("<unanswered-questions>\n")[1].split("</unanswered-questions>")[0]
+    assert "the conversation says: Turn 0: please fix the failing test in src/mod0.py" in questions
+    assert all(q.startswith("- ") and "?" in q for q in questions.splitlines())
+    assert "dropped" not in revision.lower() and "failed to answer" in revision
     assert result.output.strip().splitlines()[-1].startswith("Error: session 1: rejected: summary")
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
 
@@ -89,7 +93,9 @@ def test_a_revision_that_answers_the_probes_is_written(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = lambda body: (
-            TERSE + "\n\n## Put back\n" + body["messages"][1]["content"].split("<dropped-items>")[1]
+            TERSE
+            + "\n\n## Put back\n"
+            + body["messages"][1]["content"].split("</draft-summary>")[1]
             if "<draft-summary>" in body["messages"][1]["content"]
             else TERSE
         )

@@ -174,3 +174,41 @@ def test_archive_redacts_its_files_and_such_an_archive_purges_nothing(db, cli, t
     refused = cli("--db", db.url, "sessions", "purge", "-a", archive)
     assert refused.exit_code == 1 and "its archive is redacted" in refused.output
     assert db.rows("SELECT id, content, tool_calls FROM agent_message ORDER BY id") == stored
+
+
+@pytest.mark.parametrize(
+    "text,masked",
+    [
+        (f"export AWS_ACCESS_KEY_ID={AWS}", "export AWS_ACCESS_KEY_ID=[redacted]"),
+        (f"token {GITHUB} here", "token [redacted] here"),
+        ("OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123", "OPENAI_API_KEY=[redacted]"),
+        ("key sk-abcdefghijklmnop1234 ok", "key [redacted] ok"),
+        ("https://bob:hunter2pass@github.com/o/r", "https://bob:[redacted]@github.com/o/r"),
+        ("Authorization: Bearer abcdefghijklmnop1234", "Authorization: Bearer [redacted]"),
+        ('password = "s3cr3t-value"', 'password = "[redacted]"'),
+        (f"key:\n{PEM}\n", "key:\n[redacted]\n"),
+        # What the agent works on stays: paths, addresses, ordinary words.
+        ("edit /home/alice/src/app.py for bob@example.com", None),
+        ("the secret sauce is tests", None),
+        ("password = input()", None),
+    ],
+)
+def test_what_a_summary_may_never_copy(text, masked):
+    """One place says what a secret is: summaries mask with the export's rules that need no
+    extra (the specific shapes and credential shapes), never paths or e-mail addresses."""
+    from ctxtool.redaction import mask_secrets
+
+    assert mask_secrets(text) == (text if masked is None else masked)
+
+
+def test_summarizers_do_not_load_detect_secrets():
+    """detect-secrets takes a third of a second to import: only --redact pays it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxtool.compaction.summarizers, ctxtool.redaction; "
+        "print(any(m.startswith('detect_secrets') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -259,6 +259,48 @@ def test_secrets_are_never_copied():
     assert "admin:[redacted]@db.example.com" in out
 
 
+# A key planted in every place a span or a previous summary can carry one.
+PLANTED = "sk-proj-" + "Zq9Xw8Vu" * 4
+GITHUB = "ghp_" + "a1B2c3D4e5" * 4
+
+
+def planted_span():
+    return [
+        msg(1, "user", f"Deploy the app. The key is OPENAI_API_KEY={PLANTED}, keep it secret."),
+        call(2, "Bash", {"command": f"curl -H 'Authorization: Bearer {GITHUB}' api"}, "b1"),
+        result(3, "b1", f"error: 401 bad credentials for token {GITHUB}\nexit code 1"),
+        call(4, "Edit", {"file_path": "deploy/env.py"}, "e1", f"Setting api_key={PLANTED} in env."),
+        result(5, "e1", "ok"),
+        msg(6, "assistant", f"Done: the app runs with {PLANTED}."),
+    ]
+
+
+def test_a_planted_key_is_never_copied_by_the_extractive_summary():
+    previous = f"## Constraints\n- use the token {GITHUB} for the registry\n"
+    out = summarize(planted_span(), previous=previous, max_tokens=4096)
+    assert "deploy/env.py" in out and "[redacted]" in out
+    assert PLANTED not in out and GITHUB not in out and "Zq9Xw8Vu" not in out
+
+
+def test_a_planted_key_never_reaches_the_llm_nor_its_summary():
+    """What is sent to the endpoint is masked (the request body the server received: the span
+    and the previous summary), and so is what a model answers (here a key of its own)."""
+    from ctxtool.compaction.summarizers import OpenAISummarizer
+
+    from .llm_server import FakeLLM
+
+    previous = f"## Constraints\n- use the token {GITHUB} for the registry\n"
+    with FakeLLM() as llm:
+        llm.summary_text = lambda body: body["messages"][1]["content"] + f"\nkey {PLANTED}"
+        summarizer = OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0)
+        out = summarizer.summarize(SummaryRequest(previous, planted_span(), {}))
+        sent = json.dumps(llm.requests[0])
+    assert "[User]: Deploy the app" in sent and "deploy/env.py" in sent and "[redacted]" in sent
+    assert "use the token [redacted] for the registry" in sent
+    assert PLANTED not in sent and "Zq9Xw8Vu" not in sent and GITHUB not in sent
+    assert "Deploy the app" in out.text and out.text.endswith("key [redacted]")
+
+
 def test_the_llm_sees_the_head_and_tail_of_long_results_and_injections_as_context():
     run = "collected 900 items\n" + "." * 5000 + "\nFAILED tests/test_x.py::test_y - KeyError: 'id'"
     text = render_message(result(1, "c", run))

@@ -47,6 +47,7 @@ from .settings import lease_for_plan
 from .status import CompactionStatus
 from .summarizers import Summarizer
 from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, Summary, SummaryRequest
+from .summarizers.prompt import unanswered_question
 
 SPAN_ATTEMPTS = 3  # a message committed late inside the summarized span: plan again
 
@@ -361,7 +362,8 @@ class Gate:
 class Judged:
     row: dict[str, Any]  # the checkpoint row, its quality figures in details
     refusal: str | None  # why the summary is not written, or None
-    missing: tuple[str, ...]  # what a revision must put back: missed probes, dropped items
+    missing: tuple[str, ...]  # what a revision must put back: the dropped items
+    questions: tuple[str, ...] = ()  # the missed probes, as the questions left unanswered
 
 
 def ask(
@@ -376,21 +378,23 @@ def ask(
         estimated_tokens=prep.summarized_tokens,
     )
     judged = judge_summary(prep, summary, gate)
-    if judged.refusal is None or not judged.missing or not getattr(summarizer, "revises", False):
+    listed = judged.questions + judged.missing
+    if judged.refusal is None or not listed or not getattr(summarizer, "revises", False):
         return summary, judged
+    fitting = _fitting(list(listed), request, summarizer.input_tokens)
     revision = replace(
         request,
         draft=summary.text,
         messages=(),
         transcript="",
-        missing=_fitting(list(judged.missing), request, summarizer.input_tokens),
+        questions=fitting[: len(judged.questions)],
+        missing=fitting[len(judged.questions) :],
     )
     revised = summarizer.summarize(revision)
     summary = replace(
         revised,
         requests=summary.requests + 1,
-        notes=summary.notes
-        + (f"revised once: the first answer missed {len(judged.missing)} items",),
+        notes=summary.notes + (f"revised once: the first answer missed {len(listed)} items",),
     )
     return summary, judge_summary(prep, summary, gate)
 
@@ -421,12 +425,18 @@ def judge_summary(prep: Preparation, summary: Summary, gate: Gate = Gate()) -> J
     row = checkpoint_values(prep, summary.text, tokens, summary.summarizer, summary.model, figures)
     if refusal is None:
         refusal = check_quality(evaluation, gate.min_quality)
-    missing = meets_floor(evaluation, gate.min_quality).missing_items()
+    questions = tuple(
+        unanswered_question(v.probe.question, v.probe.answer)
+        for v in meets_floor(evaluation, gate.min_quality).missed
+    )
+    missing: tuple[str, ...] = ()
     if gate.min_carry_over is not None and prep.previous is not None:
         dropped = carry_over(prep.previous.summary, summary.text)
         if dropped.share is not None and dropped.share < gate.min_carry_over:
-            missing += dropped.missing
-    return Judged(row, refusal, missing if refusal else ())
+            missing = dropped.missing
+    if refusal is None:
+        return Judged(row, None, ())
+    return Judged(row, refusal, missing, questions)
 
 
 def _fitting(

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from ...errors import CtxtoolError
 from ...records import Message
+from ...redaction import mask_secrets
 from ...signals import UserText, slash_command, user_text_kind
 from ..calls import call_arguments, call_name
 
@@ -40,8 +41,9 @@ class SummaryRequest:
     ``transcript``: the span already rendered (and clipped) for a prompt, when it was folded.
     ``min_carry_over``: the least share of the previous summary's items the answer must hold
     (the judge refuses less); a summarizer that trims to its budget trims other items first.
-    ``draft`` and ``missing``: a revision: the answer given, and the previous summary's items
-    it dropped, to be put back (see :meth:`Summarizer.revise`).
+    ``draft``, ``questions`` and ``missing``: a revision: the answer given, the questions a
+    continuing agent has that it failed to answer (the quality gate's missed probes, each with
+    what the history says), and the previous summary's items it dropped, to be put back.
     ``instructions``: what the operator wants the summary to focus on; it adds to the sections,
     it never replaces them.
     """
@@ -56,7 +58,8 @@ class SummaryRequest:
     transcript: str | None = None
     min_carry_over: float | None = None
     draft: str | None = None
-    missing: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()  # the previous summary's items the draft dropped
+    questions: tuple[str, ...] = ()  # the questions the draft failed to answer
     instructions: str | None = None  # the operator's focus (``--instructions``)
     turn_prefix: str | None = None  # the split turn's prefix rendered, ``transcript`` the rest
 
@@ -90,10 +93,15 @@ class SummarizerError(CtxtoolError):
 
 
 def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
-    """One message as plain text for a summarizer prompt. A long tool result keeps its head and
-    its tail (a test run's failure is at the end); text the runtime injected as a user message
-    (skill expansions, AGENTS.md, system reminders, continuation notices) is labelled as
-    context, never as the user's words."""
+    """One message as plain text for a summarizer prompt, its credentials masked (the model
+    cannot copy what it never reads, and no secret leaves for an endpoint). A long tool result
+    keeps its head and its tail (a test run's failure is at the end); text the runtime injected
+    as a user message (skill expansions, AGENTS.md, system reminders, continuation notices) is
+    labelled as context, never as the user's words."""
+    return mask_secrets(_rendered(m, tool_result_chars))
+
+
+def _rendered(m: Message, tool_result_chars: int) -> str:
     if m.role == "assistant":
         lines = [f"[Assistant]: {m.content}"] if m.content else []
         lines += [f"[Assistant tool call {call_name(c)}]: {call_arguments(c)}" for c in m.calls()]

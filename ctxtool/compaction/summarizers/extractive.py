@@ -46,6 +46,7 @@ from .span_notes import (
     REQUEST_CHARS,
     SpanNotes,
     condensed_log,
+    masked,
     read_span,
     whole_sentences,
 )
@@ -132,7 +133,8 @@ class ExtractiveSummarizer:
             notes.insert(
                 0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)"
             )
-        text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
+        # Masked whole: the span's notes are, a previous summary's items may not be.
+        text = _clip_to(masked(text), request.max_tokens - 24 * len(notes), request.encoding)
         return text + "\n\n" + "\n".join(notes)
 
     def _new_items(

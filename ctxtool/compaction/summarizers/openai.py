@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 
 from ...db import mask_url
+from ...redaction import mask_secrets
 from ..plan import context_window_for
 from .base import (
     DEFAULT_MAX_SUMMARY_TOKENS,
@@ -111,7 +112,8 @@ class OpenAISummarizer:
                 f"summary was cut at max_tokens={max_tokens} "
                 f"({self._where()}); raise --max-summary-tokens"
             )
-        text, notes = _valid_unicode(text.strip())
+        # Never a secret in what is written, whatever the model copied (a previous summary).
+        text, notes = _valid_unicode(mask_secrets(text.strip()))
         return Summary(text, self.name, getattr(response, "model", None) or self.model, notes=notes)
 
     def _create(self, prompt: str, max_tokens: int):

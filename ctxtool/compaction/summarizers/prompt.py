@@ -8,6 +8,7 @@ the user's instructions, decisions, and a next step taken only from the latest r
 
 from __future__ import annotations
 
+from ...redaction import mask_secrets
 from .base import SummaryRequest, render_conversation, turn_start
 
 SYSTEM_PROMPT = (
@@ -76,7 +77,8 @@ def build_prompt(request: SummaryRequest) -> str:
     if prefix is not None:
         parts.append(f"<turn-prefix>\n{prefix}\n</turn-prefix>")
     if previous_summary:
-        parts.append(f"<previous-summary>\n{previous_summary}\n</previous-summary>")
+        shown = mask_secrets(previous_summary)  # a runtime's summary may hold one
+        parts.append(f"<previous-summary>\n{shown}\n</previous-summary>")
         parts.append(
             "The messages above are NEW since the previous summary. Update the previous summary "
             "with them, converting it into the format below: keep every item of it that is "
@@ -119,15 +121,38 @@ def _transcripts(request: SummaryRequest) -> tuple[str, str | None]:
     )
 
 
+def unanswered_question(question: str, answer: str, limit: int = 300) -> str:
+    """A probe the draft missed as a revision request lists it: the question, and what the
+    conversation says (the probe's reference answer, shortened past ``limit`` characters)."""
+    answer = " ".join(answer.split())
+    if len(answer) > limit:
+        answer = answer[: limit - 1] + "…"
+    return f"{' '.join(question.split())} (the conversation says: {answer})"
+
+
 def build_revision_prompt(request: SummaryRequest) -> str:
-    """A draft that dropped items of the previous summary, and those items: put them back."""
-    items = "\n".join(request.missing)
-    return (
-        f"<draft-summary>\n{request.draft}\n</draft-summary>\n\n"
-        f"<dropped-items>\n{items}\n</dropped-items>\n\n"
-        "The draft summary above updates a previous summary but dropped the items listed "
-        "under dropped-items, which the previous summary held. Rewrite the draft so that it "
-        "keeps every one of them (condense the wording if needed, keep exact paths, "
-        "identifiers and error messages) and everything the draft already says, in the same "
-        f"format. Output only the summary. Stay under {request.max_tokens} tokens."
+    """A draft the quality gate refused, sent back once: the questions a continuing agent has
+    that it failed to answer, and the previous summary's items it dropped."""
+    parts = [f"<draft-summary>\n{request.draft}\n</draft-summary>"]
+    asks = []
+    if request.questions:
+        listed = "\n".join(f"- {q}" for q in request.questions)
+        parts.append(f"<unanswered-questions>\n{listed}\n</unanswered-questions>")
+        asks.append(
+            "The draft summary above was checked by asking it the questions an agent continuing "
+            "the work needs answered, and it failed to answer those listed under "
+            "unanswered-questions (each with what the conversation says). Rewrite it so that it "
+            "answers every one of them, in the section the answer belongs to."
+        )
+    if request.missing:
+        parts.append("<dropped-items>\n" + "\n".join(request.missing) + "\n</dropped-items>")
+        asks.append(
+            "The draft updates a previous summary but dropped the items listed under "
+            "dropped-items, which the previous summary held: keep every one of them."
+        )
+    asks.append(
+        "Keep everything the draft already says, in the same format; condense the wording if "
+        "needed, keep exact paths, identifiers and error messages, and state only what the "
+        f"conversation shows. Output only the summary. Stay under {request.max_tokens} tokens."
     )
+    return "\n\n".join(parts + [" ".join(asks)])

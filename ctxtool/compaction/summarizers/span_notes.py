@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...records import Message
+from ...redaction import mask_secrets as masked  # one place says what a secret is
 from ...signals import Signals, is_request, signals_of
 from ..calls import call_arguments, call_name
 from ..touched_files import files_touched
@@ -40,27 +41,6 @@ TASK_TOOLS = ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
-_SECRETS = (
-    (re.compile(r"\b(sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,})"), "[redacted]"),
-    (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "[redacted]"),
-    (re.compile(r"\b(AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,})"), "[redacted]"),
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{16,}"), r"\1 [redacted]"),
-    (re.compile(r"(?i)(://[^/\s:@]+:)[^@\s/]+@"), r"\1[redacted]@"),
-    (
-        re.compile(
-            r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd)"
-            r"\s*[=:]\s*)[\"']?[^\s\"',;]{4,}"
-        ),
-        r"\1[redacted]",
-    ),
-)
-
-
-def masked(text: str) -> str:
-    """``text`` with credentials (API keys, tokens, passwords, a URL's password) masked."""
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def whole_sentences(text: str, limit: int) -> str:
