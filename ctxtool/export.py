@@ -231,7 +231,7 @@ def _head(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
 
 
 _CHECKPOINT_LABELS = {
-    "checkpoint_id": "checkpoint",
+    "checkpoint_id": "id",
     "parent_id": "parent",
     "created_at": "created",
     "summarizer": "summarizer",
@@ -263,13 +263,10 @@ def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat, width: 
         _CHECKPOINT_LABELS.values(),
         width,
         ["summarizer", "model"],
-        optional=["created", "parent"],
+        optional=["created", "carry-over", "parent", "retention"],
     )
     if rows:
-        text += (
-            "\n(before / after: the context's tokens around each checkpoint; summary: its "
-            "summary's; --json for every field)"
-        )
+        text += "\n(before / after: the context's tokens; summary: its own; --json: every field)"
     return text
 
 

@@ -20,7 +20,12 @@ from decimal import Decimal
 from typing import Any
 
 import click
+import tabulate as tabulate_module
 from tabulate import tabulate
+
+# tabulate widens every column to its header plus two spaces; the gap between columns already
+# sets them apart, and at 80 columns those spaces cost a whole column.
+tabulate_module.MIN_PADDING = 0
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,14 @@ def visible(text: Any, newlines: bool = False) -> str:
     return text
 
 
-def shorten(text: str, width: int) -> str:
+def shorten(text: str, width: int, from_left: bool = False) -> str:
     """``text`` in at most ``width`` characters, a cut marked with "…" (the one way ctxtool
-    shortens a cell, a preview or a column)."""
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+    shortens a cell, a preview or a column); ``from_left`` keeps the end (a path's file)."""
+    if len(text) <= width:
+        return text
+    if from_left:
+        return "…" + text[len(text) - max(width - 1, 0) :]
+    return text[: max(width - 1, 0)] + "…"
 
 
 def echo_text(text: str, newlines: bool = True, err: bool = False) -> None:
@@ -166,9 +175,16 @@ def _coloured(key: str, cell: Any, enabled: bool) -> Any:
     return click.style(cell, fg=colour, bold=True if colour == "red" else None) if colour else cell
 
 
+class Lines(str):
+    """A table cell already made visible and broken into lines (``terminal.fit_table``): its
+    line breaks are layout, shown as they are."""
+
+
 def _cell(value: Any, csv_mode: bool = False) -> Any:
     """A table or CSV cell: stored text made visible (a CSV opened in a terminal, or a table,
     must not carry escape sequences)."""
+    if isinstance(value, Lines):
+        return str(value)
     if value is None:
         return "" if csv_mode else "-"
     if isinstance(value, (dict, list)):

@@ -29,6 +29,7 @@ from .builders import (
     coding_session,
     history_fingerprint,
 )
+from .compacting import compact_with_llm
 from .llm_server import FakeLLM
 from .waiting import wait_until
 
@@ -172,60 +173,20 @@ def test_retries_on_500_and_429_then_succeeds(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.failures.extend([500, 429, 503])
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "3",
-            "--json",
-            *LIMITS,
-            env={"OPENAI_API_KEY": "sk-test"},
+        result = compact_with_llm(
+            cli, db, llm, "1", "--retries", "3", "--json", env={"OPENAI_API_KEY": "sk-test"}
         )
         assert len(llm.requests) == 4
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "compacted"
     with FakeLLM() as llm:
         llm.failures.extend([500] * 5)
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--force",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "1",
-            *LIMITS,
-        )
+        result = compact_with_llm(cli, db, llm, "1", "--force", "--retries", "1")
     assert result.exit_code == 1 and "HTTP 500 after 1 retry" in result.output
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
     with FakeLLM() as llm:  # an answer the client does not retry is reported as the first one
         llm.failures.extend([401] * 5)
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--force",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "3",
-            *LIMITS,
-        )
+        result = compact_with_llm(cli, db, llm, "1", "--force", "--retries", "3")
         assert len(llm.requests) == 1
     assert result.exit_code == 1 and "HTTP 401 (model" in result.output, result.output
 
@@ -237,21 +198,7 @@ def test_many_failures_are_counted_in_the_one_line_error(db, cli):
         add_session(db, sid, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.failures.extend([400] * 10)
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "--all",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            *LIMITS,
-        )
+        result = compact_with_llm(cli, db, llm, "--all")
     assert result.exit_code == 4, result.output
     [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
     assert line.startswith("Error: 5 of 5 session(s) failed: session 1: ")
@@ -302,22 +249,7 @@ def test_compact_all_batch_statuses_and_exit_codes(db, cli):
 
     with FakeLLM() as llm:
         llm.mode = "empty"
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "--all",
-            "--workers",
-            "2",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            "--json",
-            *LIMITS,
-        )
+        result = compact_with_llm(cli, db, llm, "--all", "--workers", "2", "--json")
     assert result.exit_code == 4
     assert {r["status"] for r in json.loads(result.stdout)} == {"failed"}
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 2

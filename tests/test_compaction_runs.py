@@ -24,6 +24,7 @@ from ctxtool.store.counts import count_tokens
 from ctxtool.tokens import count_text
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .compacting import compact_with_llm
 from .llm_server import FakeLLM, faithful_summary
 from .waiting import LOCK_WAITS_INTERVAL, lock_waits, wait_until
 
@@ -300,23 +301,8 @@ def test_a_session_of_a_million_tokens_is_folded_in_bounded_requests(sqlite_db):
 def test_each_model_family_gets_parameters_it_accepts(db, cli, model):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            model,
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            "--max-summary-tokens",
-            "256",
-            "--json",
-            *LIMITS,
+        result = compact_with_llm(
+            cli, db, llm, "1", "--model", model, "--max-summary-tokens", "256", "--json"
         )
         body = llm.requests[-1]
     assert result.exit_code == 0, result.output
@@ -331,22 +317,8 @@ def test_each_model_family_gets_parameters_it_accepts(db, cli, model):
 def test_the_test_server_rejects_what_the_real_api_rejects(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            "o3-mini",
-            "--request-style",
-            "chat",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            *LIMITS,
+        result = compact_with_llm(
+            cli, db, llm, "1", "--model", "o3-mini", "--request-style", "chat"
         )
     assert result.exit_code == 1
     assert "HTTP 400" in result.output and "Use 'max_completion_tokens' instead" in result.output
@@ -421,31 +393,16 @@ def test_min_carry_over_is_set_from_the_command_line(db, cli):
     full = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps)
     lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
     with FakeLLM() as llm:
-        base = (
-            "--db",
-            db.url,
-            "compact",
-            "1",
-            "--json",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            "--min-quality",
-            "0",
-            *LIMITS,
-        )
+        base = ("1", "--json", "--min-quality", "0")
         llm.summary_text = full
-        assert cli(*base).exit_code == 0
+        assert compact_with_llm(cli, db, llm, *base).exit_code == 0
         llm.summary_text = lossy
-        refused = cli(*base, "--force")
+        refused = compact_with_llm(cli, db, llm, *base, "--force")
         assert refused.exit_code == 1, refused.output
         row = json.loads(refused.stdout)
         assert row["status"] == "rejected" and "at least 90% required" in row["error"]
         assert len(llm.requests) == 3  # the first answer, and one revision that still drops them
-        lax = cli(*base, "--force", "--min-carry-over", "0.5")
+        lax = compact_with_llm(cli, db, llm, *base, "--force", "--min-carry-over", "0.5")
         assert lax.exit_code == 0, lax.output
         assert json.loads(lax.stdout)["status"] == "compacted" and len(llm.requests) == 4
     bad = cli("--db", db.url, "compact", "1", "--min-carry-over", "1.5")
@@ -462,20 +419,7 @@ def test_an_answer_with_a_lone_surrogate_is_stored_repaired(db, cli):
         llm.summary_text = lambda body: (
             faithful_summary(body) + "\nFix the parser \ud800 in src/mod1.py"
         )
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "--all",
-            "--json",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--retries",
-            "0",
-            *LIMITS,
-        )
+        result = compact_with_llm(cli, db, llm, "--all", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["status"] for r in rows] == ["compacted", "compacted"]
@@ -505,25 +449,8 @@ def test_every_summarizer_keeps_within_max_summary_tokens(db, cli):
     add_session(db, 2, coding_session(40, tag="s"), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = "## Goal\n" + "a long summary line\n" * 200
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
-            "2",
-            "--summarizer",
-            "openai",
-            "--base-url",
-            llm.base_url,
-            "--max-summary-tokens",
-            "200",
-            "--retries",
-            "0",
-            "--context-window",
-            "12000",
-            "--reserve-tokens",
-            "1000",
-            "--keep-recent-tokens",
-            "1500",
+        result = compact_with_llm(
+            cli, db, llm, "2", "--max-summary-tokens", "200", "--context-window", "12000"
         )
     assert result.exit_code == 1 and "over its budget of 200 tokens" in result.output
     # Both figures, named: the text's (what the budget bounds) and the message's (what the

@@ -34,6 +34,7 @@ from ..errors import CtxtoolError, PartialFailure
 from ..evaluation import DEFAULT_MIN_QUALITY, describe
 from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
+from ..terminal import fit_table, table_width, wrap
 from .app import pass_app
 from .options import encoding_option, output_options, session_argument, window_options
 from .root import main
@@ -58,6 +59,21 @@ _COLUMNS = [
     "seconds",
     "error",
 ]
+
+# The human table: what a person reads at 80 columns, the label of each; --json has every field.
+_LABELS = {
+    "session_id": "session",
+    "status": "status",
+    "tokens_before": "before",
+    "after": "after",
+    "summary_tokens": "summary",
+    "score": "score",
+    "fabrications": "fabrications",
+    "carry_over": "carry-over",
+    "first_kept_message_id": "cut at",
+    "seconds": "secs",
+    "error": "error",
+}
 
 
 @main.command()
@@ -291,19 +307,22 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
         )
     acknowledged = _acknowledged(compactor, outcomes)
-    print_rows(
-        [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
-        output,
-        headers=None if output.machine else _COLUMNS,
-    )
+    if output.machine:
+        print_rows(
+            [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
+            output,
+        )
+    else:
+        click.echo(render_outcomes(outcomes, output, table_width(None)))
     if options["show_summary"] and not output.json:
         _print_summaries(outcomes)
     if not output.machine:
+        width = table_width(None)
         done = sum(o.status == CompactionStatus.COMPACTED for o in outcomes)
         click.echo(f"{len(outcomes)} session(s) over threshold, {done} compacted", err=True)
         for o in outcomes:
             for note in o.notes if o.status == CompactionStatus.LEASE_HELD else ():
-                echo_text(f"session {o.session_id}: {note}", err=True)
+                echo_text(wrap(f"session {o.session_id}: {note}", width, "  "), err=True)
             if excused(o, acknowledged):
                 echo_text(f"session {o.session_id}: over its window, acknowledged", err=True)
     failed = batch_failures(outcomes, acknowledged)
@@ -322,6 +341,46 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             + "; ".join(o.message() for o in failed[:3])
             + more
         )
+
+
+def render_outcomes(outcomes: list[CompactionOutcome], output: OutputFormat, width: int | None):
+    """The batch as a table fitted to ``width``: the columns a person reads (those with a
+    value in some row), the error shortened first, then the gate's figures left out."""
+    rows = [
+        {
+            "session_id": o.session_id,
+            "status": o.status.value,
+            "tokens_before": o.tokens_before,
+            "after": o.tokens_after
+            if o.tokens_after is not None
+            else (f"{o.tokens_kept}+" if o.tokens_kept is not None else None),
+            "summary_tokens": o.summary_tokens,
+            "score": _percent(o.score) if o.score is not None else None,
+            "fabrications": o.fabrications,
+            "carry_over": _percent(o.carry_over) if o.carry_over is not None else None,
+            "first_kept_message_id": o.first_kept_message_id,
+            "seconds": f"{o.seconds:.1f}",
+            "error": o.error,
+        }
+        for o in outcomes
+    ]
+    keys = [
+        k for k in _LABELS if k in ("session_id", "status") or any(r[k] is not None for r in rows)
+    ]
+    table = [{_LABELS[k]: r[k] for k in keys} for r in rows]
+    text = fit_table(
+        table,
+        output,
+        [_LABELS[k] for k in keys],
+        width,
+        ["error"],
+        optional=["cut at", "carry-over", "fabrications", "secs"],
+        wrapped=["error"],
+        readable=24,
+    )
+    if any(isinstance(r["after"], str) for r in rows):
+        text += "\n(after: N+ is the kept tokens plus the new summary's; --json: every field)"
+    return text
 
 
 def _print_outcome(o) -> None:
@@ -351,14 +410,18 @@ def _print_outcome(o) -> None:
         )
     for note in o.notes:
         lines.append(f"  note: {note}")
-    echo_text("\n".join(lines))
+    width = table_width(None)
+    echo_text("\n".join(wrap(line, width, " " * 22) for line in lines))
 
 
 def _print_summaries(outcomes) -> None:
-    """Each summary a dry run produced, under a line naming its session."""
+    """Each summary a dry run produced, under a line naming its session, its lines wrapped
+    to the terminal (a list item's continuation indented under its text)."""
+    width = table_width(None)
     for o in outcomes:
         if o.summary is not None:
-            echo_text(f"\n--- session {o.session_id}: summary ---\n{o.summary}")
+            text = "\n".join(wrap(line, width) for line in o.summary.splitlines())
+            echo_text(f"\n--- session {o.session_id}: summary ---\n{text}")
 
 
 def _percent(value: float | None) -> str:

@@ -21,7 +21,7 @@ from ..output import OutputFormat, dumps, print_rows
 from ..quality import describe, quality_of
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.reads import SessionHistory, Store
-from ..terminal import page, table_width
+from ..terminal import page, table_width, wrap
 from .app import pass_app
 from .archive import redact_options
 from .options import json_option, output_options, session_argument
@@ -147,10 +147,12 @@ def checkpoints(app, session, details, output: OutputFormat):
     if output.machine:
         print_rows(rows, output)
         return
-    click.echo(render_checkpoints(rows, output, table_width(None)))
+    width = table_width(None)
+    click.echo(render_checkpoints(rows, output, width))
     for row in rows if details else ():
         missed = f"; missed: {', '.join(row['missed'])}" if row["missed"] else ""
-        click.echo(f"checkpoint {row['checkpoint_id']}: {row['quality'] or 'no figures'}{missed}")
+        line = f"checkpoint {row['checkpoint_id']}: {row['quality'] or 'no figures'}{missed}"
+        click.echo(wrap(line, width, "  "))
 
 
 def _quality_columns(figures: dict | None) -> dict:

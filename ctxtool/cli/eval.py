@@ -7,8 +7,9 @@ import click
 from ..compaction.summarizers import endpoint_configured
 from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
-from ..output import OutputFormat, Progress, print_document, render_rows, shorten
+from ..output import OutputFormat, Progress, print_document, shorten
 from ..store.reads import Store
+from ..terminal import fit_table, table_width, wrap
 from .app import pass_app
 from .options import json_option, session_argument
 from .root import main
@@ -73,11 +74,12 @@ def eval_command(app, session, at, judge_model, base_url, output: OutputFormat):
     else:
         with Progress(None, "judging probes") as progress:
             result = evaluate_checkpoint(store, session, at, judge, lambda _: progress.update(1))
-    print_document(result.as_dict(), output, render(result))
+    print_document(result.as_dict(), output, render(result, table_width(None)))
 
 
-def render(result: CheckpointEvaluation) -> str:
-    """The evaluation as text: one header line, the probes, fabrications, section costs."""
+def render(result: CheckpointEvaluation, width: int | None = None) -> str:
+    """The evaluation as text: one header line, the probes, fabrications, section costs, fitted
+    to ``width`` (None: lines whole)."""
     e = result.evaluation
     cp = result.checkpoint
     score = "n/a (no probe only the summary can answer)" if e.score is None else f"{e.score:.0%}"
@@ -93,7 +95,6 @@ def render(result: CheckpointEvaluation) -> str:
     if result.judged:
         correct = sum(j.correct for j in result.judged)
         lines.append(f"judge: {correct}/{len(result.judged)} of those answered correctly")
-    lines.append("")
     judged = {j.probe.id: j for j in result.judged}
     rows = [
         {
@@ -106,18 +107,28 @@ def render(result: CheckpointEvaluation) -> str:
         }
         for v in e.verdicts
     ]
-    lines.append(render_rows(rows, OutputFormat()) if rows else "(no probes)")
-    lines.append("")
-    if e.fabrications:
-        lines.append("Fabrications (stated by the summary, found nowhere in the history):")
-        lines += [f"  {f.kind}: {f.text}" for f in e.fabrications]
-    else:
-        lines.append("Fabrications: none")
-    lines.append(
+    table = fit_table(rows, OutputFormat(), list(rows[0]), width, ["key"]) if rows else None
+    after = (
+        [
+            "Fabrications (stated by the summary, found nowhere in the history):",
+            *(f"  {f.kind}: {f.text}" for f in e.fabrications),
+        ]
+        if e.fabrications
+        else ["Fabrications: none"]
+    )
+    after.append(
         "Summary tokens by section: "
         + (", ".join(f"{s.heading} {s.tokens}" for s in e.sections) or "(empty)")
     )
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            *(wrap(line, width, "  ") for line in lines),
+            "",
+            table or "(no probes)",
+            "",
+            *(wrap(line, width, "    ") for line in after),
+        ]
+    )
 
 
 def _judged(judged: JudgedProbe | None) -> str:

@@ -8,6 +8,7 @@ from ..output import OutputFormat, Progress, print_document, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
+from ..terminal import fit_table, table_width
 from ..tokens import get_encoding
 from .app import pass_app
 from .options import encoding_option, json_option, output_options, session_argument
@@ -86,4 +87,35 @@ def report_cmd(app, session, encoding, output: OutputFormat):
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
     rows = token_report(engine, session_id, encoding)
-    print_rows(rows, output)
+    if output.machine:
+        print_rows(rows, output)
+        return
+    table = [{label: r[key] for key, label in _REPORT_LABELS.items()} for r in rows]
+    click.echo(
+        fit_table(
+            table,
+            output,
+            _REPORT_LABELS.values(),
+            table_width(None),
+            ["model", "encoding"],
+            optional=["uncounted", "ratio", "provider", "encoding"],
+        )
+    )
+    if rows:
+        click.echo("(context: the restored context's tokens; ratio: history / context)")
+
+
+# The report's columns at 80 characters, with short labels; --json has every field.
+_REPORT_LABELS = {
+    "session_id": "session",
+    "model": "model",
+    "messages": "msgs",
+    "history_tokens": "history",
+    "effective_tokens": "context",
+    "summary_tokens": "summary",
+    "compactions": "checkpoints",
+    "uncounted": "uncounted",
+    "compression": "ratio",
+    "provider_context_tokens": "provider",
+    "encoding": "encoding",
+}

@@ -10,6 +10,7 @@ from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, print_rows
 from ..store import Store, validate
+from ..terminal import fit_table, table_width
 from ..validation import ERROR
 from .app import pass_app
 from .options import output_options, session_argument, window_options
@@ -55,11 +56,24 @@ def validate_cmd(
         issues = [i for i in issues if i.severity == ERROR]
     if rules:
         issues = [i for i in issues if i.rule in rules]
-    print_rows(
-        [i.as_dict() for i in issues],
-        output,
-        headers=["session_id", "severity", "rule", "compaction_id", "message_id", "message"],
-    )
+    headers = ["session_id", "severity", "rule", "compaction_id", "message_id", "message"]
+    if output.machine:
+        print_rows([i.as_dict() for i in issues], output, headers=headers)
+    else:
+        # The message names its checkpoint and message: the id columns go first at 80.
+        labels = dict(zip(headers, ["session", "severity", "rule", "checkpoint", "msg", "message"]))
+        click.echo(
+            fit_table(
+                [{labels[k]: v for k, v in i.as_dict().items()} for i in issues],
+                output,
+                labels.values(),
+                table_width(None),
+                ["message"],
+                optional=["checkpoint", "msg"],
+                wrapped=["message"],
+                readable=30,
+            )
+        )
     errors = [i for i in issues if i.severity == ERROR]
     if not output.machine:
         # Per rule, errors first: 65 unanswered_tool_call warnings must not bury one error.
