@@ -11,14 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .evaluation import DEFAULT_MIN_QUALITY
-from .evaluation import carry_over as carry_over_items
 from .evaluation import describe as describe_evaluation
-
-
-def carry_over(previous_summary: str | None, summary: str) -> float | None:
-    """Share of the previous summary's normalised items the new summary still holds (None:
-    no previous items); :func:`ctxtool.evaluation.carry_over` has the missing items too."""
-    return carry_over_items(previous_summary, summary).share
 
 
 def quality_of(details: dict[str, Any] | None) -> dict[str, Any] | None:

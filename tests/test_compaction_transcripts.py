@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool import quality
 from ctxtool.compaction.sections import parse_sections, summary_items
 from ctxtool.db import create_engine
+from ctxtool.evaluation import carry_over
 from ctxtool.evaluation.evaluate import evaluate
 from ctxtool.evaluation.keys import load_key
 from ctxtool.store import Store
@@ -59,7 +59,7 @@ def test_the_second_summary_keeps_the_first(rows):
         if first is None or second is None:
             continue
         assert r["run2"].carry_over >= 0.9, r["transcript"]
-        assert quality.carry_over(first.summary, second.summary) >= 0.9
+        assert carry_over(first.summary, second.summary).share >= 0.9
         for path in first.details.get("modified_files") or []:
             assert path in second.summary, (r["transcript"], path)
 

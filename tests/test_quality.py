@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ctxtool import quality
 from ctxtool.compaction.sections import canonical_heading, parse_sections, summary_items
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
-from ctxtool.evaluation import evaluate
+from ctxtool.evaluation import carry_over, evaluate
 from ctxtool.records import Message
 from ctxtool.tokens import count_text
 
@@ -149,7 +149,7 @@ def test_carry_over_is_the_share_of_items_held(items, data):
     previous = "## Next Steps\n" + "\n".join(distinct)
     kept = data.draw(st.lists(st.sampled_from(distinct), unique=True))
     new = "## Next Steps\n" + "\n".join(kept)
-    assert quality.carry_over(previous, new) == round(len(kept) / len(distinct), 3)
+    assert carry_over(previous, new).share == round(len(kept) / len(distinct), 3)
 
 
 @settings(max_examples=60, deadline=None)
@@ -171,14 +171,14 @@ def test_carry_over_is_the_share_of_items_held(items, data):
 def test_extractive_iteration_keeps_every_previous_item(previous, requests):
     messages = [msg(i + 1, "user", r) for i, r in enumerate(requests)]
     out = ExtractiveSummarizer().summarize(SummaryRequest(previous, messages, {}, max_tokens=4096))
-    assert quality.carry_over(previous, out.text) == 1.0
+    assert carry_over(previous, out.text).share == 1.0
     for r in requests:
         assert r in out.text
     # and the next iteration, on top of our own summary, keeps everything again
     again = ExtractiveSummarizer().summarize(
         SummaryRequest(out.text, [msg(99, "user", "Ship it")], {})
     )
-    assert quality.carry_over(out.text, again.text) == 1.0
+    assert carry_over(out.text, again.text).share == 1.0
 
 
 def test_extractive_trims_oldest_first_to_its_budget_and_says_so():

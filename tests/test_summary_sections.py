@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from ctxtool import quality
 from ctxtool.compaction.calls import calls_of
 from ctxtool.compaction.fold import fold, frame_tokens
 from ctxtool.compaction.sections import (
@@ -27,6 +26,7 @@ from ctxtool.compaction.summarizers.base import render_message
 from ctxtool.compaction.summarizers.span_notes import condensed_log
 from ctxtool.compaction.touched_files import files_touched
 from ctxtool.db import create_engine
+from ctxtool.evaluation import carry_over
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
 from ctxtool.records import Message
@@ -448,7 +448,7 @@ def test_real_transcripts_give_a_goal_and_no_boilerplate(real_sessions):
             assert not re.search(r"\b(TaskCreate|TaskUpdate|TodoWrite|update_plan) x\d", out), name
             assert "Modified: (none)" not in out
             if previous:
-                assert quality.carry_over(previous, out) >= 0.9, name
+                assert carry_over(previous, out).share >= 0.9, name
 
 
 def test_the_skill_driven_session_states_its_command_plan_and_tasks(real_sessions):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...quality import carry_over
+from ...evaluation import carry_over
 from ...tokens import get_encoding, token_lengths
 from ..sections import (
     CONSTRAINTS,
@@ -112,7 +112,7 @@ class ExtractiveSummarizer:
         allowed = None if floor is None else int(sum(i.previous for i in items) * (1 - floor))
         while True:
             text = self._render(request, items, foreign_order, left_out, allowed)
-            kept = carry_over(request.previous_summary, text)
+            kept = carry_over(request.previous_summary, text).share
             if not allowed or floor is None or kept is None or kept >= floor:
                 return Summary(text, self.name, None)
             allowed //= 2
