@@ -483,7 +483,7 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
             runs.append((where[m.tool_call_id], tool, command, m, _failed(m, tool, command)))
         elif m.role == "user" and _details(m).get("source_role") == "bashExecution":
             command = (m.content or "").lstrip("$ ").split("\n", 1)[0].strip()
-            runs.append((i, "bash", command, m, _failed(m, "bash")))
+            runs.append((i, "bash", command, m, _failed(m, "bash", command)))
     changes = _changes_by_index(messages)
     failures = []
     for n, (i, tool, command, result, failed) in enumerate(runs):
@@ -522,7 +522,14 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         return False
     if details.get("is_error"):
         return True
+    if code is None and tool.lower() in COMMAND_TOOLS:
+        # No exit code printed: a result that opens with "error:" failed (apply_patch's
+        # "error: invalid hunk at line 4 …").
+        return bool(_ERROR_FIRST.match(_unwrap_output(result.content or "")))
     return isinstance(code, int) and code != 0
+
+
+_ERROR_FIRST = re.compile(r"^\s*(error|fatal)\b:", re.I)
 
 
 # A command line whose last stage is a search: its exit code 1 means "no match".
@@ -568,37 +575,69 @@ def _command_of(call: dict[str, Any]) -> str:
 
 # -- files ----------------------------------------------------------------------------------------
 
+# Tools that write the file their path argument names (Claude Code, Pi, OpenAI-style agents).
 _EDIT_TOOLS = frozenset(
-    {"edit", "write", "multiedit", "notebookedit", "create_file", "write_file", "edit_file"}
+    {
+        "edit",
+        "write",
+        "multiedit",
+        "multi_edit",
+        "notebookedit",
+        "create_file",
+        "write_file",
+        "edit_file",
+        "str_replace",
+        "create",
+    }
 )
+# An editor tool (SWE-agent's str_replace_editor, Anthropic's text editor) writes with these
+# commands; ``view`` only reads.
 _EDITOR_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write"})
+_PATCH_START = "*** Begin Patch"
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+)$", re.M)
+PATH_KEYS = ("file_path", "path", "filePath", "notebook_path", "filename", "target_file")
 
 
 def _paths_of(call: dict[str, Any]) -> list[str]:
     args = _arguments(call)
-    for key in ("file_path", "path", "notebook_path", "filename", "target_file"):
+    for key in PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
             return [value.strip()]
     return []
 
 
+def _patch_of(call: dict[str, Any]) -> str | None:
+    """The patch text a call applies: an ``apply_patch`` tool's input, Codex's
+    ``["apply_patch", patch]`` command, or a patch fed to ``apply_patch`` in a shell line."""
+    args = _arguments(call)
+    for value in _string_values(args):
+        if _PATCH_START in value:
+            return value
+    if (call["function"]["name"] or "").lower() == "apply_patch":
+        return str(args.get("input") or args.get("patch") or "")
+    return None
+
+
+def _string_values(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _string_values(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _string_values(v)]
+    return [value] if isinstance(value, str) else []
+
+
 def modified_paths(call: dict[str, Any]) -> list[str]:
-    """The files a tool call writes (Edit/Write/MultiEdit, an editor's create/str_replace,
-    apply_patch), [] for a call that writes none."""
+    """The files a tool call writes, [] for a call that writes none: the one rule for it
+    (``compaction.touched_files`` counts the same). Edit/Write/MultiEdit, an editor's
+    create/str_replace, and a patch however it is applied (an ``apply_patch`` tool, Codex's
+    ``["apply_patch", patch]`` shell command, a heredoc in a shell line)."""
+    patch = _patch_of(call)
+    if patch is not None:
+        found = _PATCH_FILE.findall(patch) + _PATCH_MOVE.findall(patch)
+        return list(dict.fromkeys(p.strip() for p in found))
     name = (call["function"]["name"] or "").lower()
-    raw = call["function"]["arguments"] or ""
-    if name == "apply_patch" or "*** Begin Patch" in raw[:200]:
-        args = _arguments(call)
-        patch = args.get("input") or args.get("patch") or raw
-        patch = patch if isinstance(patch, str) else raw
-        return list(
-            dict.fromkeys(
-                p.strip() for p in _PATCH_FILE.findall(patch) + _PATCH_MOVE.findall(patch)
-            )
-        )
     if name in _EDIT_TOOLS:
         return _paths_of(call)
     if "edit" in name or "editor" in name:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from ctxtool.compaction.touched_files import files_touched
 from ctxtool.records import Message
-from ctxtool.signals import UserText, is_request, signals_of, user_text_kind
+from ctxtool.signals import UserText, is_request, modified_paths, signals_of, user_text_kind
 
 
 class Span:
@@ -335,3 +336,46 @@ def test_grep_finding_nothing_is_no_failure():
     s.call("Bash", "Exit code 2\ngrep: nope.ts: No such file", command="grep -n x nope.ts")
     s.call("Bash", "Exit code 1", command="pytest tests/a.py 2>&1 | grep FAIL")
     assert [f.command for f in signals_of(s.messages).failures] == ["grep -n x nope.ts"]
+
+
+def test_codex_shell_apply_patch_changes_files_and_an_invalid_hunk_is_a_failure():
+    """Codex runs a patch as ``shell`` with ``["apply_patch", patch]``; the tool answers
+    "error: invalid hunk …" with no exit code when the patch does not apply: that call failed
+    and changed nothing."""
+    s = Span()
+    s.user("port the renderer")
+    good = "*** Begin Patch\n*** Update File: render_jsonl.py\n@@\n-a\n+b\n*** End Patch"
+    bad = "*** Begin Patch\n*** Update File: viewer.css\n\n*** End Patch"
+    s.call(
+        "shell",
+        "Success. Updated the following files:\nM render_jsonl.py",
+        command=["apply_patch", good],
+    )
+    s.call(
+        "shell",
+        "error: invalid hunk at line 4, '' is not a valid hunk header.",
+        command=["apply_patch", bad],
+    )
+    heredoc = f"cd /repo && apply_patch <<'EOF'\n{good.replace('render_jsonl', 'plan')}\nEOF"
+    s.call("exec_command", "Success.", cmd=["bash", "-lc", heredoc])
+    calls = [c for m in s.messages for c in m.calls()]
+    assert [modified_paths(c) for c in calls] == [["render_jsonl.py"], ["viewer.css"], ["plan.py"]]
+    signals = signals_of(s.messages)
+    assert [c.path for c in signals.files_changed] == ["render_jsonl.py", "plan.py"]
+    assert [f.error for f in signals.failures] == [
+        "error: invalid hunk at line 4, '' is not a valid hunk header."
+    ]
+
+
+def test_the_compaction_file_lists_use_the_same_rule():
+    """touched_files counts as modified exactly what signals.modified_paths says a call
+    changes (an editor's ``view`` is a read)."""
+    s = Span()
+    patch = "*** Begin Patch\n*** Add File: docs/a.md\n+x\n*** End Patch"
+    s.call("shell", "Success.", command=["apply_patch", patch])
+    s.call("str_replace_editor", "file text", command="view", path="/repo/b.py")
+    s.call("str_replace_editor", "ok", command="create", path="/repo/c.py", file_text="x")
+    calls = [c for m in s.messages for c in m.calls()]
+    read, modified = files_touched(calls)
+    assert modified == [p for c in calls for p in modified_paths(c)] == ["docs/a.md", "/repo/c.py"]
+    assert read == ["/repo/b.py"]

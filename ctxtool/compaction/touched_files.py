@@ -11,57 +11,43 @@ import json
 import re
 from collections.abc import Sequence
 
+from ..signals import PATH_KEYS, modified_paths
 from .calls import call_arguments, call_name
 
 _READ_TOOLS = re.compile(
     r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
 )
-WRITE_TOOLS = re.compile(
-    r"^(write|write_file|edit|multiedit|multi_edit|str_replace|"
-    r"str_replace_editor|create|create_file|apply_patch|patch|notebookedit)$",
-    re.I,
-)
-_PATH_KEYS = ("file_path", "path", "filePath", "filename", "notebook_path")
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 
 MAX_READ_FILES = 200
 MAX_MODIFIED_FILES = 500
 
 
 def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
-    """(files read, files modified), in first-seen order, from OpenAI-style tool calls."""
+    """(files read, files modified), in first-seen order, from OpenAI-style tool calls. What a
+    call modifies is ``signals.modified_paths`` (the rule the evaluator's probes use too)."""
     read: dict[str, None] = {}
     modified: dict[str, None] = {}
     for call in tool_calls:
-        name = call_name(call)
-        raw = call_arguments(call)
-        paths = paths_of(name, raw)
-        if is_patch(name, raw) or WRITE_TOOLS.match(name):
-            modified.update(dict.fromkeys(paths))
-        elif _READ_TOOLS.match(name):
-            read.update(dict.fromkeys(paths))
+        changed = modified_paths(call)
+        args = _arguments(call_arguments(call))
+        if changed:
+            modified.update(dict.fromkeys(changed))
+        elif _READ_TOOLS.match(call_name(call)) or (
+            # An editor tool's ``view`` (SWE-agent's str_replace_editor) reads a file.
+            "editor" in call_name(call).lower() and args.get("command") == "view"
+        ):
+            read.update(
+                dict.fromkeys(str(args[k]) for k in PATH_KEYS if isinstance(args.get(k), str))
+            )
     return [p for p in read if p not in modified], list(modified)
 
 
-def is_patch(name: str, raw) -> bool:
-    return name.lower() == "apply_patch" or (isinstance(raw, str) and "*** Begin Patch" in raw)
-
-
-def paths_of(name: str, raw, args: dict | None = None) -> list[str]:
-    """The paths one call names: its path arguments, and the files a patch adds, updates or
-    deletes. ``args``: the arguments already parsed, when the caller has them."""
-    if args is None:
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else (raw or {})
-        except (TypeError, ValueError):
-            args = {}
-    paths = []
-    if isinstance(args, dict):
-        paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
-    if is_patch(name, raw):
-        text = raw if isinstance(raw, str) else json.dumps(raw)
-        paths += [p.strip() for p in _PATCH_FILE.findall(text.replace("\\n", "\n"))]
-    return paths
+def _arguments(raw: str) -> dict:
+    try:
+        args = json.loads(raw)
+    except (TypeError, ValueError):
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]) -> dict:
