@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerate the table of docs/quality.md: the extractive summarizer on the hand-written
-answer keys (tests/answer_keys; never on probes the code derives), its fabrications and what
-each summary section costs, measured by scripts/summary_sections.py.
+"""Regenerate the tables of docs/quality.md: the extractive summarizer on the hand-written
+answer keys (tests/answer_keys; never on probes the code derives), its fabrications, the
+boilerplate it carries and what each summary section costs (scripts/summary_sections.py); the
+quality gate's verdict on every run of scripts/retention_table.py (each shared transcript
+compacted twice at window 16,000); and how often the probes the evaluator derives are the ones
+the hand keys ask (ctxtool.evaluation.keys.agreement).
 
 Example: .venv/bin/python scripts/quality_table.py ../shared/transcripts
          .venv/bin/python scripts/quality_table.py ../shared/transcripts --check
@@ -16,19 +19,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
 
+import retention_table  # noqa: E402
 import summary_sections  # noqa: E402
 
+from ctxtool.evaluation.keys import agreement, keyed_span, load_key  # noqa: E402
+
 PAGE = ROOT / "docs" / "quality.md"
-BEGIN = "<!-- quality_table.py: begin -->"
-END = "<!-- quality_table.py: end -->"
 
 
-def page_with(table: str, page: str) -> str:
-    """``page`` with the text between its markers replaced by ``table``."""
-    head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+def markers(name: str) -> tuple[str, str]:
+    suffix = f" {name}" if name else ""
+    return f"<!-- quality_table.py{suffix}: begin -->", f"<!-- quality_table.py{suffix}: end -->"
+
+
+def page_with(table: str, page: str, name: str = "") -> str:
+    """``page`` with the text between the markers of ``name`` replaced by ``table``."""
+    begin, end = markers(name)
+    head, rest = page.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}\n{end}{tail}"
+
+
+def agreement_markdown(transcripts: Path, workdir: Path) -> str:
+    workdir.mkdir()
+    spans = [
+        keyed_span(load_key(path), transcripts, workdir)
+        for path in sorted(summary_sections.KEYS.glob("*.json"))
+    ]
+    rates = agreement(spans)
+    out = ["| kind | hand probes a derived probe answers |", "| --- | --- |"]
+    out += [f"| {kind.value} | {held}/{total} |" for kind, (held, total) in rates.items()]
+    held = sum(h for h, _ in rates.values())
+    total = sum(t for _, t in rates.values())
+    out.append(f"\nAll kinds: {held}/{total}")
+    return "\n".join(out)
 
 
 def main() -> int:
@@ -37,9 +63,14 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail when the page is stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
-        rows = summary_sections.measure(args.transcripts, Path(workdir))
+        (Path(workdir) / "keys").mkdir()
+        rows = summary_sections.measure(args.transcripts, Path(workdir) / "keys")
+        runs = retention_table.compact_twice(args.transcripts, Path(workdir))
+        agreed = agreement_markdown(args.transcripts, Path(workdir) / "agreement")
     page = PAGE.read_text()
     fresh = page_with(summary_sections.markdown(rows), page)
+    fresh = page_with(retention_table.gate_markdown(runs), fresh, "gate")
+    fresh = page_with(agreed, fresh, "agreement")
     if args.check:
         if fresh != page:
             print(f"{PAGE.relative_to(ROOT)} is stale: run scripts/quality_table.py")

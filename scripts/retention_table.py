@@ -11,6 +11,7 @@ facts the summary holds) and carry-over (share of the previous summary's items t
 holds); a restored context still over its threshold shows as over_window.
 
 Example: .venv/bin/python scripts/retention_table.py ../shared/transcripts
+         .venv/bin/python scripts/retention_table.py ../shared/transcripts --gate
 """
 
 from __future__ import annotations
@@ -135,6 +136,39 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def gate_markdown(rows: list[dict]) -> str:
+    """The quality gate's verdict on every run: written or not, and why."""
+    out = [
+        "| transcript | run | verdict | probes | carry-over | fabrications | boilerplate "
+        "| missed, or why not written |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    verdicts: dict[str, int] = {}
+    for r in rows:
+        for n in (1, 2):
+            o = r.get(f"run{n}")
+            if o is None:
+                continue
+            verdicts[o.status.value] = verdicts.get(o.status.value, 0) + 1
+            q = o.quality or {}
+            probes = (
+                f"{_pct(q.get('score'))} ({q.get('held')}/{q.get('summary_only_probes')})"
+                if q
+                else "–"
+            )
+            why = ", ".join(q.get("missed") or []) or "–"
+            if o.status.value != "compacted":
+                why = o.error or o.status.value
+            out.append(
+                f"| {r['format']}/{r['transcript'][:28]} | {n} | {o.status.value} | {probes} "
+                f"| {_pct(o.carry_over)} | {len(q.get('fabrications') or ())} "
+                f"| {len(q.get('boilerplate') or ())} | {why} |"
+            )
+    counted = ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items()))
+    out.append(f"\nRuns: {sum(verdicts.values())} ({counted})")
+    return "\n".join(out)
+
+
 def _run(o) -> str:
     text = (
         f"{o.tokens_before:,} → {o.tokens_after:,}"
@@ -147,9 +181,11 @@ def _run(o) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", nargs="?", default=str(ROOT.parent / "shared" / "transcripts"))
+    parser.add_argument("--gate", action="store_true", help="the gate's verdict on every run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        print(markdown(compact_twice(Path(args.directory), Path(tmp))))
+        rows = compact_twice(Path(args.directory), Path(tmp))
+    print(gate_markdown(rows) if args.gate else markdown(rows))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 For every answer key under tests/answer_keys (written by hand from the shared transcripts), the
 keyed span is imported, summarized as a compaction would summarize it (on top of the latest
 runtime checkpoint inside the span, if any), and scored with the key's probes: the share of the
-probes only the summary can answer that it holds (per kind, averaged), its fabrications, its
-size, and the tokens of each of its sections. The transcript's own summary of the span, where
+probes only the summary can answer that it holds (per kind, averaged), its fabrications, the
+boilerplate phrases it carries (continuation notices, scratchpads, system reminders), its size,
+and the tokens of each of its sections. The transcript's own summary of the span, where
 the key names one, is scored beside it for calibration.
 
 Example: .venv/bin/python scripts/summary_sections.py ../shared/transcripts
@@ -69,6 +70,7 @@ def measure(
             "summary_only": len(evaluation.summary_only),
             "missed": [v.probe.id for v in evaluation.missed],
             "fabrications": [f.as_dict() for f in evaluation.fabrications],
+            "boilerplate": evaluation.boilerplate,
             "sections": {s.heading: s.tokens for s in evaluation.sections},
             "summary": summary,
         }
@@ -95,8 +97,9 @@ def _pct(value) -> str:
 
 def markdown(rows: list[dict]) -> str:
     out = [
-        "| span | summary tokens | score | held | fabrications | missed | agent's own summary |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| span | summary tokens | score | held | fabrications | boilerplate | missed "
+        "| agent's own summary |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         own = r.get("agent_summary")
@@ -104,7 +107,7 @@ def markdown(rows: list[dict]) -> str:
         out.append(
             f"| {r['key']} | {r['summary_tokens']} | {_pct(r['score'])} "
             f"| {r['held']}/{r['summary_only']} | {len(r['fabrications'])} "
-            f"| {', '.join(r['missed']) or '–'} "
+            f"| {len(r['boilerplate'])} | {', '.join(r['missed']) or '–'} "
             f"| {own_text} |"
         )
     held = sum(r["held"] for r in rows)
@@ -113,6 +116,7 @@ def markdown(rows: list[dict]) -> str:
         f"\nSummary-only probes held: {held}/{total} ({_pct(held / total if total else None)})"
     )
     out.append(f"Fabrications: {sum(len(r['fabrications']) for r in rows)}")
+    out.append(f"Boilerplate phrases: {sum(len(r['boilerplate']) for r in rows)}")
     costs: dict[str, list[int]] = defaultdict(list)
     for r in rows:
         for heading, tokens in r["sections"].items():

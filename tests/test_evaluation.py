@@ -21,6 +21,7 @@ from ctxtool.evaluation import (
     probe_from_dict,
     section_costs,
 )
+from ctxtool.evaluation.boilerplate import boilerplate_in
 from ctxtool.evaluation.gate import normalised_items
 from ctxtool.records import Message
 from ctxtool.tokens import count_text
@@ -343,3 +344,24 @@ def test_a_command_is_found_by_any_step_of_its_line():
     assert answer(probe, ContextText("`python3 render.py plan.jsonl` failed: boom")).held
     assert answer(probe, ContextText("`sed -n 1,20p plan.html` failed: boom")).held
     assert not answer(probe, ContextText("`bash -lc` failed: boom")).held
+
+
+def test_boilerplate_a_summary_carries_is_counted():
+    carried = """This session is being continued from a previous conversation that ran out of context.
+<analysis>scratch</analysis>
+## Goal
+- # AGENTS.md instructions for /Users/me/repo
+- <system-reminder>Whenever you read a file</system-reminder>
+Please continue the conversation from where we left it off without asking the user any further questions.
+"""
+    starts = [
+        "This session is being continued",
+        "Please continue the conversation",
+        "<analysis>",
+        "# AGENTS.md instructions for /Users/me/repo",
+        "<system-reminder>",
+    ]
+    found = boilerplate_in(carried)
+    assert len(found) == len(starts) and all(map(str.startswith, found, starts)), found
+    assert boilerplate_in(GOOD) == [] and boilerplate_in(None) == []
+    assert len(evaluate(coding_span().messages, carried).figures()["boilerplate"]) == 5

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ctxtool.errors import CtxtoolError
-from ctxtool.evaluation import ContextText, ProbeKind, answer, derive_probes
-from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key
+from ctxtool.evaluation import ProbeKind
+from ctxtool.evaluation.keys import KeyedSpan, agreement, keyed_span, load_key
 from ctxtool.records import Message
 from ctxtool.signals import modified_paths, signals_of
 
@@ -143,20 +143,6 @@ def test_a_file_that_is_no_answer_key_is_one_clear_error(tmp_path):
         CtxtoolError, match=r"bad.json: not an answer key \(probe 'a': unknown kind"
     ):
         load_key(bad)
-
-
-def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
-    """Per kind: how many hand probes a derived probe of the same kind answers (its reference
-    answer holds the hand key), of how many hand probes."""
-    out: dict[ProbeKind, list[int]] = {}
-    for span in spans:
-        derived = derive_probes(span.messages)
-        for hand in span.key.probes:
-            same = [d for d in derived if d.kind is hand.kind]
-            counts = out.setdefault(hand.kind, [0, 0])
-            counts[1] += 1
-            counts[0] += any(answer(hand, ContextText(d.answer)).held for d in same)
-    return {k: (held, total) for k, (held, total) in out.items()}
 
 
 def test_derived_probes_agree_with_the_hand_keys(keyed_spans):

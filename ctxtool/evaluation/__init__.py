@@ -6,6 +6,7 @@ restored context, lists what the summary invents and what each section costs;
 """
 
 from .answers import ContextText, Verdict, answer
+from .boilerplate import boilerplate_in
 from .evaluate import Evaluation, SectionCost, describe, evaluate, section_costs
 from .fabrications import Fabrication, fabrications
 from .gate import DEFAULT_MIN_QUALITY, CarryOver, FloorCheck, carry_over, meets_floor
@@ -24,6 +25,7 @@ __all__ = [
     "SectionCost",
     "Verdict",
     "answer",
+    "boilerplate_in",
     "carry_over",
     "derive_probes",
     "describe",

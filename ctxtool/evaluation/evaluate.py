@@ -4,7 +4,8 @@ summary's fabrications, and what each section of the summary costs (pure).
 The score counts only the probes the summary alone can answer (their key is not in the kept
 messages): a probe the kept messages answer says nothing about the summary. A dump of every
 path scores low because the probes ask for goals, requests, instructions and outcomes, not
-only for paths; an invented goal is caught as fabrications.
+only for paths; an invented goal is caught as fabrications; injected text the summary carries
+(continuation notices, scratchpads, system reminders) is listed as boilerplate.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ..records import Message
 from ..tokens import DEFAULT_ENCODING, count_text
 from .answers import ContextText, Verdict, answer
+from .boilerplate import boilerplate_in
 from .fabrications import Fabrication, fabrications
 from .probes import Probe, derive_probes
 
@@ -37,6 +39,7 @@ class Evaluation:
     verdicts: list[Verdict] = field(default_factory=list)
     fabrications: list[Fabrication] = field(default_factory=list)
     sections: list[SectionCost] = field(default_factory=list)
+    boilerplate: list[str] = field(default_factory=list)  # injected text the summary carries
 
     @property
     def summary_only(self) -> list[Verdict]:
@@ -82,6 +85,7 @@ class Evaluation:
             "by_kind": self.by_kind(),
             "missed": [v.probe.id for v in self.missed],
             "fabrications": [f.as_dict() for f in self.fabrications],
+            "boilerplate": list(self.boilerplate),
             "summary_tokens": self.summary_tokens,
             "section_tokens": {s.heading: s.tokens for s in self.sections},
         }
@@ -134,4 +138,5 @@ def evaluate(
         verdicts=[answer(p, context) for p in asked],
         fabrications=fabrications(summary, span, previous_summary=previous_summary, kept=kept),
         sections=section_costs(summary, encoding),
+        boilerplate=boilerplate_in(summary),
     )

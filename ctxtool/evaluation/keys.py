@@ -21,8 +21,9 @@ from ..importer import Importer
 from ..migrate import Migrator
 from ..records import Compaction, Message
 from ..store.reads import Store
+from .answers import ContextText, answer
 from .evaluate import Evaluation, evaluate
-from .probes import InvalidKey, Probe, probe_from_dict
+from .probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict
 
 
 @dataclass(frozen=True)
@@ -117,3 +118,20 @@ def _import_prefix(
 def _only_session(store: Store) -> int:
     [session_id] = store.session_ids()
     return session_id
+
+
+def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
+    """Per kind: (hand probes a derived probe of the same kind answers, hand probes). A derived
+    probe answers a hand probe when its reference answer holds the hand key: how often the
+    evaluator's own questions are the ones a person asked, on the same keyed span."""
+    out: dict[ProbeKind, list[int]] = {}
+    for span in spans:
+        derived = derive_probes(span.messages)
+        for hand in span.key.probes:
+            answers = [d.answer for d in derived if d.kind is hand.kind]
+            counts = out.setdefault(hand.kind, [0, 0])
+            counts[1] += 1
+            counts[0] += any(answer(hand, ContextText(a)).held for a in answers)
+    return {
+        k: (held, total) for k, (held, total) in sorted(out.items(), key=lambda kv: kv[0].value)
+    }
