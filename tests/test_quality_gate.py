@@ -6,6 +6,8 @@ one is written with its figures in details.quality, shown by compact and context
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import OpenAISummarizer
@@ -14,7 +16,11 @@ from ctxtool.store import Store
 from ctxtool.tokens import count_text
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .conftest import TRANSCRIPTS
 from .llm_server import FakeLLM
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import retention_table  # noqa: E402
 
 # What an LLM once answered for a 23-million-token history (issue #29), and a confident
 # invention: neither may be written.
@@ -161,3 +167,20 @@ def test_dry_run_summarize_reports_the_figures_and_shows_the_summary(db, cli):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     bad = cli("--db", db.url, "compact", "1", "--show-summary")
     assert bad.exit_code == 2 and "--show-summary goes with --dry-run --summarize" in bad.output
+
+
+def test_the_gate_writes_every_extractive_run_on_the_shared_transcripts(tmp_path):
+    """scripts/retention_table.py's runs (each shared transcript compacted twice at window
+    16,000): the hand keys call these extractive summaries good, so the gate writes every one
+    (a run may only stay over its window). It rejected 9 of 24 before its calibration: probes
+    from a replayed /init expansion, a TodoWrite as current work, a first request of a later
+    span as its goal, the summary's own footer as a carried item."""
+    rows = retention_table.compact_twice(TRANSCRIPTS, tmp_path)
+    verdicts = {
+        (r["transcript"], n): (r[f"run{n}"].status.value, r[f"run{n}"].error)
+        for r in rows
+        for n in (1, 2)
+    }
+    assert len(verdicts) >= 24
+    rejected = {k: v for k, v in verdicts.items() if v[0] not in ("compacted", "over_window")}
+    assert rejected == {}
