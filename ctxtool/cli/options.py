@@ -7,13 +7,18 @@ from __future__ import annotations
 import functools
 
 import click
+from click.shell_completion import CompletionItem
 from tabulate import tabulate_formats
 
 from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
+from ..completion import session_candidates
+from ..db import create_engine
 from ..errors import InvalidSettings
-from ..output import OutputFormat
+from ..output import OutputFormat, visible
 from ..tokens import SHIPPED_VOCABULARIES
 from .types import EncodingName, WholeNumber
+
+COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
 
 
 def output_options(func):
@@ -101,7 +106,7 @@ def session_argument(required: bool = True, *, old_option: bool = False):
     0.2)."""
 
     def decorate(func):
-        @click.argument("session", required=required)
+        @click.argument("session", required=required, shell_complete=complete_session)
         @functools.wraps(func)
         def wrapper(*args, session, session_option=None, **kwargs):
             return func(*args, session=session or session_option, **kwargs)
@@ -111,3 +116,21 @@ def session_argument(required: bool = True, *, old_option: bool = False):
         return wrapper
 
     return decorate
+
+
+def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: str):
+    """Shell completion of SESSION from the configured store (``--db`` before or after the
+    command, the environment, the configuration file). Never an error: a store that cannot
+    answer quickly completes nothing."""
+    url = ctx.params.get("db_url") or ctx.find_root().params.get("url")
+    try:
+        engine = create_engine(url, must_exist=True, timeout=COMPLETION_TIMEOUT)
+    except Exception:  # noqa: BLE001 - a bad URL completes nothing
+        return []
+    try:
+        candidates = session_candidates(engine, incomplete)
+    except Exception:  # noqa: BLE001 - missing tables, a server that is down: nothing
+        return []
+    finally:
+        engine.dispose()
+    return [CompletionItem(c.value, help=visible(c.title)[:60] or None) for c in candidates]

@@ -20,11 +20,19 @@ from .urls import driver_booleans, mask_url, parse_url, resolve_url, scrub, sqli
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs) -> Engine:
+def create_engine(
+    url: str | None = None,
+    *,
+    must_exist: bool = False,
+    timeout: float | None = None,
+    **kwargs,
+) -> Engine:
     """An engine for ``url`` with ctxtool's settings (utf8mb4, SQLite WAL + write locking).
 
     ``must_exist``: a SQLite file that is not there is an error naming it, instead of an empty
     database created as a side effect (every command but `migrate up` reads an existing store).
+    ``timeout``: seconds to wait for a server to connect or answer, or for SQLite's lock (shell
+    completion must not hang on a server that is down or a network that drops packets).
     """
     raw = resolve_url(url)
     parsed = parse_url(raw)
@@ -33,6 +41,9 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
             parsed = parsed.update_query_dict({"charset": "utf8mb4"})
         parsed, booleans = driver_booleans(parsed)
         connect_args = {**booleans, **kwargs.pop("connect_args", {})}
+        if timeout is not None:
+            seconds = max(1, round(timeout))  # PyMySQL takes whole seconds
+            connect_args.update(connect_timeout=seconds, read_timeout=seconds)
         if parsed.get_driver_name() == "pymysql":
             connect_args.setdefault("conv", _pymysql_conversions())
         kwargs["connect_args"] = connect_args
@@ -51,7 +62,8 @@ def create_engine(url: str | None = None, *, must_exist: bool = False, **kwargs)
             )
         if not path.parent.is_dir():
             raise CtxtoolError(f"database {path}: directory {path.parent} does not exist")
-    kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    busy = timeout if timeout is not None else SQLITE_BUSY_TIMEOUT_MS / 1000
+    kwargs.setdefault("connect_args", {"timeout": busy})
     engine = _engine(parsed, raw, kwargs)
     _configure_sqlite(engine)
     return engine
