@@ -994,3 +994,17 @@ def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tm
     assert res.error and "no session id is left" in res.error and "internal error" not in res.error
     assert db.rows("SELECT name, last_value FROM ctxtool_counters") == before
     assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1
+
+
+def test_an_import_into_a_stored_session_writes_its_row_first(db, cli, tmp_path):
+    """The import of a grown transcript takes its session by writing the row (updated_at), not
+    by a locking read: on a multi-primary cluster only a write orders it against a runtime's
+    insert or a compaction through another node (store.session_touch)."""
+    path = write(tmp_path / "grown.jsonl", chat("question", "answer"))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    before = db.scalar("SELECT updated_at FROM agent_session")
+    time.sleep(0.01)  # updated_at has milliseconds on SQLite
+    write(path, chat("question", "answer", "follow-up"))
+    result = cli("--db", db.url, "import", path)
+    assert result.exit_code == 0, result.output
+    assert str(db.scalar("SELECT updated_at FROM agent_session")) > str(before)

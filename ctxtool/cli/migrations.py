@@ -10,6 +10,7 @@ from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
+from ..store.session_touch import TRIGGER_NAME, install_trigger, trigger_statement
 from ..terminal import fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
@@ -111,9 +112,15 @@ def _status_table(rows: list[dict], output: OutputFormat) -> str:
     is_flag=True,
     help="Create the MySQL/MariaDB database the URL names when it does not exist (utf8mb4).",
 )
+@click.option(
+    "--touch-session-trigger",
+    is_flag=True,
+    help="Also create a trigger that makes every message INSERT write its session's row, for "
+    "a runtime on a multi-primary cluster that cannot do it itself (docs/distributed.md).",
+)
 @json_option
 @pass_app
-def up(app, to, dry_run, create_database, output: OutputFormat):
+def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputFormat):
     """Apply pending migrations in order, recording each in ctxtool_schema_history.
 
     A MySQL file that was interrupted (kill -9, lost connection) resumes at its first statement
@@ -124,6 +131,7 @@ def up(app, to, dry_run, create_database, output: OutputFormat):
       ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
       ctxtool migrate up --dry-run
       ctxtool --db mysql://root@127.0.0.1/agents migrate up --create-database
+      ctxtool migrate up --touch-session-trigger
     """
     if dry_run:
         try:
@@ -151,6 +159,10 @@ def up(app, to, dry_run, create_database, output: OutputFormat):
             + "".join(st + ";\n\n" for st in m.statements())
             for m in pending
         )
+        if touch_session_trigger:
+            trigger = trigger_statement(dialect_of_url(app.url))
+            doc["trigger"] = trigger
+            human += f"\n-- {TRIGGER_NAME}\n{trigger};"
         print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
     created = create_database_if_missing(app.url) if create_database else False
@@ -159,13 +171,24 @@ def up(app, to, dry_run, create_database, output: OutputFormat):
     migrator = _migrator(app, create=True)
     report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
     applied = migrator.up(to=to, on_applied=report)
+    if touch_session_trigger:
+        with app.engine().connect() as conn:
+            install_trigger(conn)
     where = mask_url(app.engine().url)
     print_document(
-        {"database": where, "created_database": created, "applied": [m.filename for m in applied]},
+        {
+            "database": where,
+            "created_database": created,
+            "applied": [m.filename for m in applied],
+            **({"trigger": TRIGGER_NAME} if touch_session_trigger else {}),
+        },
         output,
-        f"{len(applied)} migration(s) applied to {where}"
-        if applied
-        else "schema is up to date; nothing to apply",
+        (
+            f"{len(applied)} migration(s) applied to {where}"
+            if applied
+            else "schema is up to date; nothing to apply"
+        )
+        + (f"; trigger {TRIGGER_NAME} in place" if touch_session_trigger else ""),
     )
 
 

@@ -7,6 +7,11 @@ read), so a message committed late below the new cut changes the figures and the
 refused instead of leaving that message in neither the summary nor the restored context. Then
 the lease is re-checked and released, the parent re-checked, and the unique key
 ``(session_id, parent_compaction_id)`` rejects a second child of one parent whatever happens.
+
+On a multi-primary cluster that read waits on its own node only: what protects the span there
+is the session's row, which the lease release here writes and every transaction inserting
+messages writes first (store.session_touch), so a session's inserts commit in id order and one
+still in flight is above any cut.
 """
 
 from __future__ import annotations

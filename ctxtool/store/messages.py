@@ -45,6 +45,7 @@ from ..transcripts.reconcile import (
 )
 from ..transcripts.source import SourceMessage, SourceSession, TranscriptError
 from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
+from .session_touch import touch_session
 
 # Small batches keep the server busy from the first rows on and leave little to send once the
 # file is parsed. Measured for 100k messages, two in flight, interleaved: 5000 rows 1.79-1.95 s,
@@ -218,11 +219,10 @@ class ImportedSessions:
     def lock(conn: Connection, session_id: int) -> None:
         """Hold a found session's row for this transaction (the first statement in it, so what
         is read next includes every import of the same transcript that committed before). Two
-        imports of one transcript queue here instead of racing on its messages."""
-        found = conn.execute(
-            sa.select(S.c.session_id).where(S.c.session_id == session_id).with_for_update()
-        ).first()
-        if found is None:
+        imports of one transcript queue here instead of racing on its messages. It is a write,
+        not a locking read: on a multi-primary cluster only a write certifies against another
+        node's, a runtime's insert or a checkpoint (see store.session_touch)."""
+        if not touch_session(conn, session_id):
             raise SessionGone(session_id)
 
     @staticmethod
