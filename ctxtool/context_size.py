@@ -19,6 +19,7 @@ from .records import (
     NO_RESULT_TEXT,
     ORPHAN_RESULT_PREFIX,
     SUMMARY_PREFIX,
+    ContextEntry,
     Message,
     RestoredContext,
     answer_tool_calls,
@@ -62,18 +63,22 @@ def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
 def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
     stored counts reused where they were made with ``encoding``, the rest counted now."""
+    head = ctx.texts(head_only=True)
+    return count_messages(head, encoding) + entry_token_counts(ctx.entries(), encoding)
+
+
+def entry_token_counts(entries: Sequence[ContextEntry], encoding: str) -> list[int]:
+    """Tokens of each entry as sent, stored counts reused where they were made with
+    ``encoding``: any run of a context's entries (``context show`` counts it page by page)."""
     # Only what has no stored count is turned into text and encoded: this runs for every
     # session compact --all measures, so it must cost next to nothing when all is counted.
-    texts = ctx.texts(head_only=True)
-    entries = ctx.entries()
-    counts: list[int | None] = [None] * len(texts)
+    counts: list[int | None] = []
     for entry in entries:
         sent_as_stored = not (entry.synthetic or entry.as_user)
         usable = sent_as_stored and has_usable_count(entry.message, encoding)
         counts.append(entry.message.token_count if usable else None)
     missing = [i for i, c in enumerate(counts) if c is None]
-    wanted = [texts[i] if i < len(texts) else entries[i - len(texts)].text() for i in missing]
-    for i, n in zip(missing, count_messages(wanted, encoding)):
+    for i, n in zip(missing, count_messages([entries[i].text() for i in missing], encoding)):
         counts[i] = n
     return [c or 0 for c in counts]
 

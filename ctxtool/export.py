@@ -12,15 +12,23 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from .inspection import CheckpointDiff, ContextView, ViewItem, side_by_side, summary_text
+from .inspection import (
+    CheckpointDiff,
+    ContextStream,
+    ContextView,
+    ViewItem,
+    side_by_side,
+    summary_text,
+)
 from .markdown_to_html import markdown_to_html
-from .output import OutputFormat, dumps, shorten, visible
+from .output import OutputFormat, dumps, render_rows, shorten, visible
 from .records import NO_CALL_ID, Compaction
-from .terminal import fit_table
+from .terminal import MIN_CELL, fit_table
 
 FORMATS = ("markdown", "md", "html", "jsonl")
 
@@ -81,9 +89,13 @@ def item_title(item: ViewItem) -> str:
     return " · ".join(parts)
 
 
-def describe_header(view: ContextView) -> list[tuple[str, str]]:
+def describe_header(view: ContextView | ContextStream) -> list[tuple[str, str]]:
     """The header as (label, value) pairs for the human renderings."""
-    h = view.header()
+    return header_pairs(view.header())
+
+
+def header_pairs(h: dict[str, Any]) -> list[tuple[str, str]]:
+    """A view's header (:func:`~ctxtool.inspection.context_header`) as (label, value) pairs."""
     pairs = [
         ("session", f"{h['session_id']}" + (f" ({h['source']})" if h["source"] else "")),
         ("title", h["title"] or "-"),
@@ -105,7 +117,7 @@ def describe_header(view: ContextView) -> list[tuple[str, str]]:
     return pairs
 
 
-def _cut_line(view: ContextView) -> str | None:
+def _cut_line(view: ContextView | ContextStream) -> str | None:
     cp = view.point.checkpoint
     if cp is None:
         return None
@@ -121,25 +133,34 @@ def _cut_line(view: ContextView) -> str | None:
 def render_text(view: ContextView) -> str:
     """Whole contents with real newlines, calls with their arguments, results with the tool's
     name and call: what ``context show --full`` prints (through a pager on a terminal)."""
-    out = [f"{label + ':':19}{_text(value)}" for label, value in describe_header(view)]
-    for item in view.items:
-        if item.kind == "message" and item is _first_message(view):
-            cut = _cut_line(view)
+    return "\n".join(text_lines(view))
+
+
+def text_lines(view: ContextView | ContextStream) -> Iterator[str]:
+    """:func:`render_text` line by line (a stored message may span many), from a view or a
+    stream alike."""
+    yield from (f"{label + ':':19}{_text(value)}" for label, value in describe_header(view))
+    first = True
+    for item in _items(view):
+        if item.kind not in ("system_prompt", "summary") and first:
+            first = False
+            cut = _cut_line(view) if item.kind == "message" else None
             if cut:
-                out += ["", f"──── {cut} ────"]
-        out += ["", f"── {_text(item_title(item))} ──"]
+                yield from ("", f"──── {cut} ────")
+        yield from ("", f"── {_text(item_title(item))} ──")
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if content:
-            out.append(_text(content))
+            yield _text(content)
         for call in item.openai.get("tool_calls") or ():
             fn = call.get("function") or {}
-            out.append(
-                _text(
-                    f"→ call {call_label({'name': fn.get('name'), 'arguments': fn.get('arguments')})}"
-                    f"  [{call.get('id')}]"
-                )
+            yield _text(
+                f"→ call {call_label({'name': fn.get('name'), 'arguments': fn.get('arguments')})}"
+                f"  [{call.get('id')}]"
             )
-    return "\n".join(out)
+
+
+def _items(view: ContextView | ContextStream) -> Iterable[ViewItem]:
+    return view.items() if isinstance(view, ContextStream) else view.items
 
 
 def _first_message(view: ContextView) -> ViewItem | None:
@@ -149,72 +170,172 @@ def _first_message(view: ContextView) -> ViewItem | None:
 def message_rows(view: ContextView) -> list[dict[str, Any]]:
     """One row per message for the table view: whole values, one line each (the CLI fits them
     to the terminal)."""
-    rows = []
-    for item in view.items:
-        m = item.openai
-        if item.kind in ("system_prompt", "summary"):
-            continue
-        calls = [c.get("function") or {} for c in m.get("tool_calls") or ()]
-        if item.message is not None and item.message.role == "tool":
-            tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + str(
-                (item.answers or {}).get("name") or "?"
-            )
-        else:
-            counts: dict[str, int] = {}
-            for fn in calls:
-                counts[str(fn.get("name"))] = counts.get(str(fn.get("name")), 0) + 1
-            tool = ", ".join(
-                f"→ {name}" + (f" ×{n}" if n > 1 else "") for name, n in counts.items()
-            )
-        text = m.get("content") or ""
-        if calls:
-            text = " ".join(
-                [text] * bool(text)
-                + [
-                    call_label({"name": fn.get("name"), "arguments": fn.get("arguments")})
-                    for fn in calls
-                ]
-            )
-        rows.append(
-            {
-                "id": item.id,
-                "role": m.get("role"),
-                "tokens": item.tokens,
-                "tool": tool or None,
-                "content": text,
-            }
+    return [message_row(i) for i in view.items if i.kind not in ("system_prompt", "summary")]
+
+
+def message_row(item: ViewItem) -> dict[str, Any]:
+    """The table row of one message (not the system prompt or the summary)."""
+    m = item.openai
+    calls = [c.get("function") or {} for c in m.get("tool_calls") or ()]
+    if item.message is not None and item.message.role == "tool":
+        tool = ("⚠ no result " if item.kind == "synthetic_result" else "← ") + str(
+            (item.answers or {}).get("name") or "?"
         )
-    return rows
+    else:
+        counts: dict[str, int] = {}
+        for fn in calls:
+            counts[str(fn.get("name"))] = counts.get(str(fn.get("name")), 0) + 1
+        tool = ", ".join(f"→ {name}" + (f" ×{n}" if n > 1 else "") for name, n in counts.items())
+    text = m.get("content") or ""
+    if calls:
+        text = " ".join(
+            [text] * bool(text)
+            + [
+                call_label({"name": fn.get("name"), "arguments": fn.get("arguments")})
+                for fn in calls
+            ]
+        )
+    return {
+        "id": item.id,
+        "role": m.get("role"),
+        "tokens": item.tokens,
+        "tool": tool or None,
+        "content": text,
+    }
+
+
+_MESSAGE_COLUMNS = ["id", "role", "tokens", "tool", "content"]
+_SHRINKABLE = ["content", "tool"]
 
 
 def render_table(view: ContextView, width: int | None) -> str:
     """``context show``: header, system prompt (its start), summary, then one line per message
     fitted to ``width``."""
-    lines = [f"{label + ':':19}{_line(value)}" for label, value in describe_header(view)]
+    return "\n".join(table_lines(view, width))
+
+
+def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterator[str]:
+    """:func:`render_table` line by line, from a view or a stream: the table is fitted once
+    from what a first pass over the rows measured, then written row by row (never held)."""
+    yield from (f"{label + ':':19}{_line(value)}" for label, value in describe_header(view))
     cp = view.point.checkpoint
-    for item in view.items:
+    head = view.head_items() if isinstance(view, ContextStream) else view.items
+    for item in head:
         if item.kind == "system_prompt":
-            lines += ["", "[system prompt]", _head(item.openai["content"])]
+            yield from ("", "[system prompt]", _head(item.openai["content"]))
         elif item.kind == "summary" and cp is not None:
-            lines += [
+            yield from (
                 "",
                 f"[summary of checkpoint {cp.id}, cut at message {cp.first_kept_message_id}]",
                 _text(summary_text(item)),
-            ]
-    rows = message_rows(view)
-    lines += [
-        "",
-        fit_table(
-            rows,
-            OutputFormat(),
-            ["id", "role", "tokens", "tool", "content"],
-            width,
-            ["content", "tool"],
-        ),
-    ]
-    if rows:
-        lines.append("(--full shows whole contents; --json adds ids, times and token counts)")
-    return "\n".join(lines)
+            )
+    yield ""
+
+    def rows() -> Iterator[dict[str, Any]]:
+        return (message_row(i) for i in _items(view) if i.kind not in ("system_prompt", "summary"))
+
+    table = StreamedTable(_MESSAGE_COLUMNS, _SHRINKABLE)
+    table.measure(rows())
+    if not table.rows:
+        yield render_rows([], OutputFormat())
+        return
+    yield from table.lines(rows(), width)
+    yield "(--full shows whole contents; --json adds ids, times and token counts)"
+
+
+class StreamedTable:
+    """``terminal.fit_table`` for a table too long to hold (a million messages): the same text,
+    line for line, in tabulate's ``simple`` format, fitted once from what :meth:`measure` saw
+    of every row instead of rendering the table at each width it tries.
+
+    What it mirrors (``tests/test_context.py`` checks it against ``fit_table``): cells are made
+    visible, the shrinkable ones shortened with "…" under one cap; tabulate strips each cell,
+    pads a column to its widest cell or its header plus 2, joins with two spaces and strips
+    the end of each line, so the widest line is the rule under the header; the cap is the same
+    binary search over the same bounds. A cell whose ends hold whitespace changes width when
+    shortened; those are kept as (length, stripped length, leading spaces), the rest as a
+    maximum."""
+
+    def __init__(self, headers: Sequence[str], shrinkable: Sequence[str]):
+        self.headers, self.shrinkable = list(headers), [k for k in shrinkable if k in headers]
+        self.rows = 0
+        self.fixed = {k: len(k) + 2 for k in self.headers}  # widths of the unshortened cells
+        self.longest = 0  # the longest shrinkable value as str(), fit_table's upper bound
+        # Per shrinkable column: the widest plain cell (no whitespace at its ends), the widest
+        # non-text cell, and the (length, stripped, leading) of the others.
+        self.plain = dict.fromkeys(self.shrinkable, 0)
+        self.other = dict.fromkeys(self.shrinkable, 0)
+        self.edged: dict[str, list[tuple[int, int, int]]] = {k: [] for k in self.shrinkable}
+
+    def measure(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self.rows += 1
+            for k in self.headers:
+                value = row.get(k)
+                cell = _plain_cell(value)
+                stripped = cell.strip()
+                self.fixed[k] = max(self.fixed[k], len(stripped))
+                if k not in self.plain:
+                    continue
+                self.longest = max(
+                    self.longest, len(str(visible(value) if isinstance(value, str) else value))
+                )
+                if not isinstance(value, str):
+                    self.other[k] = max(self.other[k], len(stripped))
+                elif len(stripped) == len(cell):
+                    self.plain[k] = max(self.plain[k], len(cell))
+                else:
+                    lead = len(cell) - len(cell.lstrip())
+                    self.edged[k].append((len(cell), len(stripped), lead))
+
+    def _width(self, key: str, cap: int) -> int:
+        """The column's width with its text cells shortened to ``cap``."""
+        widest = max(len(key) + 2, self.other[key], min(self.plain[key], cap))
+        for length, stripped, lead in self.edged[key]:
+            widest = max(widest, stripped if length <= cap else cap - min(lead, cap - 1))
+        return widest
+
+    def widths(self, width: int | None) -> tuple[dict[str, int], int | None]:
+        """The column widths and the cap on the shrinkable cells (None: whole)."""
+        whole = dict(self.fixed)
+        if width is None or self._line(whole) <= width:
+            return whole, None
+        low, high = MIN_CELL, self.longest
+        while low < high:
+            cap = (low + high + 1) // 2
+            if self._line(self._capped(cap)) <= width:
+                low = cap
+            else:
+                high = cap - 1
+        return self._capped(low), low
+
+    def _capped(self, cap: int) -> dict[str, int]:
+        return {k: self._width(k, cap) if k in self.plain else self.fixed[k] for k in self.headers}
+
+    @staticmethod
+    def _line(widths: dict[str, int]) -> int:
+        return sum(widths.values()) + 2 * (len(widths) - 1)
+
+    def lines(self, rows: Iterable[dict[str, Any]], width: int | None) -> Iterator[str]:
+        widths, cap = self.widths(width)
+        yield "  ".join(k.ljust(widths[k]) for k in self.headers).rstrip()
+        yield "  ".join("-" * widths[k] for k in self.headers)
+        for row in rows:
+            cells = []
+            for k in self.headers:
+                value = row.get(k)
+                cell = _plain_cell(value)
+                if cap is not None and k in self.plain and isinstance(value, str):
+                    cell = shorten(cell, cap)
+                cells.append(cell.strip().ljust(widths[k]))
+            yield "  ".join(cells).rstrip()
+
+
+def _plain_cell(value: Any) -> str:
+    """A table cell's text before tabulate strips it (as ``output.render_rows`` makes it)."""
+    if value is None:
+        return "-"
+    return visible(value) if isinstance(value, str) else str(value)
 
 
 def _line(value: Any) -> str:
@@ -532,6 +653,43 @@ def render_jsonl(view: ContextView) -> str:
     reads it back to the same restored context (system prompt, summary as a user message, tool
     calls all answered)."""
     return "".join(dumps(item.openai, indent=None) + "\n" for item in view.items)
+
+
+def json_lines(view: ContextView | ContextStream) -> Iterator[str]:
+    """``context show --json`` (the view's ``document()``) piece by piece: the same text as
+    ``output.dumps`` of the whole document, one message at a time."""
+    if isinstance(view, ContextView):
+        head = {k: v for k, v in view.document().items() if k != "messages"}
+    else:
+        head = view.document_head()
+    text = dumps({**head, "messages": []})
+    tail = "[]\n}"
+    assert text.endswith(tail), "messages is the document's last field"
+    yield from _json_list(text[: -len(tail)], (i.as_dict() for i in _items(view)), 1, "\n}")
+
+
+def openai_lines(view: ContextView | ContextStream) -> Iterator[str]:
+    """``context show --openai`` (``dumps`` of the OpenAI list) piece by piece."""
+    items = view.items(counted=False) if isinstance(view, ContextStream) else view.items
+    yield from _json_list("", (i.openai for i in items), 0, "")
+
+
+def _json_list(prefix: str, values: Iterable[Any], depth: int, tail: str) -> Iterator[str]:
+    """``prefix``, a JSON list of ``values`` as ``dumps`` writes it at ``depth`` levels of
+    indentation, then ``tail``: a piece per batch of values (``json`` sets up its indenting
+    encoder at every call, which cost more than a message)."""
+    outer = "  " * depth
+    opening = prefix + "[\n"
+    values = iter(values)
+    while batch := list(islice(values, JSON_BATCH)):
+        text = dumps(batch)[2:-2]  # "[\n  ...\n]": the values, indented once
+        yield opening + outer + text.replace("\n", "\n" + outer)
+        opening = ",\n"
+    yield prefix + "[]" + tail if opening != ",\n" else "\n" + outer + "]" + tail
+
+
+# Values per ``dumps`` call when a list is written piece by piece.
+JSON_BATCH = 64
 
 
 # What -o's extension says, and the short spelling --format also takes.

@@ -17,12 +17,13 @@ runtime, checkpoint times from the database server, so ids are trusted first.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .context_size import total_tokens
+from .context_size import entry_token_counts, total_tokens
 from .errors import CtxtoolError
 from .output import shorten
 from .quality import describe as describe_quality
@@ -35,7 +36,9 @@ from .records import (
     Message,
     RestoredContext,
     Session,
+    answer_tool_calls,
 )
+from .tokens import count_messages
 
 
 @dataclass(frozen=True)
@@ -350,26 +353,15 @@ class ContextView:
         return sum(1 for i in self.items if i.kind == kind)
 
     def header(self) -> dict[str, Any]:
-        cp = self.point.checkpoint
-        s = self.session
-        return {
-            "session_id": s.session_id,
-            "title": s.title,
-            "model": s.model,
-            "source": f"{s.source_format}:{s.source_id}" if s.source_format else None,
-            "at": self.point.describe(),
-            "checkpoint_id": cp.id if cp else None,
-            "replaced_by_checkpoint_id": self.point.replaced_by.id
-            if self.point.replaced_by
-            else None,
-            "first_kept_message_id": cp.first_kept_message_id if cp else None,
-            "summarizer": cp.summarizer if cp else None,
-            "summary_quality": describe_quality(quality_of(cp.details)) if cp else None,
-            "messages_kept": len(self.context.messages),
-            "synthetic_results": self.count("synthetic_result"),
-            "context_tokens": self.tokens,
-            "encoding": self.encoding + (" (estimate)" if self.estimate else ""),
-        }
+        return context_header(
+            self.session,
+            self.point,
+            len(self.context.messages),
+            self.count("synthetic_result"),
+            self.tokens,
+            self.encoding,
+            self.estimate,
+        )
 
     def document(self) -> dict[str, Any]:
         """The ``--json`` document: header, system prompt, summary and every message."""
@@ -381,34 +373,70 @@ class ContextView:
         }
 
 
-def build_view(
+def context_header(
     session: Session,
     point: ContextPoint,
-    ctx: RestoredContext,
-    counts: Sequence[int],
+    messages_kept: int,
+    synthetic_results: int,
+    tokens: int,
     encoding: str,
     estimate: bool,
-) -> ContextView:
-    """Assemble the view; ``counts`` are the tokens of each message of ``ctx.to_openai()``."""
-    openai = ctx.to_openai()
-    items: list[ViewItem] = []
-    i = 0
+) -> dict[str, Any]:
+    """The header of a context view (``context show``'s first lines, its ``--json`` fields)."""
+    cp = point.checkpoint
+    return {
+        "session_id": session.session_id,
+        "title": session.title,
+        "model": session.model,
+        "source": f"{session.source_format}:{session.source_id}" if session.source_format else None,
+        "at": point.describe(),
+        "checkpoint_id": cp.id if cp else None,
+        "replaced_by_checkpoint_id": point.replaced_by.id if point.replaced_by else None,
+        "first_kept_message_id": cp.first_kept_message_id if cp else None,
+        "summarizer": cp.summarizer if cp else None,
+        "summary_quality": describe_quality(quality_of(cp.details)) if cp else None,
+        "messages_kept": messages_kept,
+        "synthetic_results": synthetic_results,
+        "context_tokens": tokens,
+        "encoding": encoding + (" (estimate)" if estimate else ""),
+    }
+
+
+def head_items(ctx: RestoredContext, counts: Sequence[int]) -> list[ViewItem]:
+    """The system prompt and the summary as view items (``counts``: their tokens, in order)."""
+    items = []
     if ctx.system_prompt:
-        items.append(ViewItem("system_prompt", openai[0], counts[0]))
-        i = 1
-    if ctx.compaction is not None:
-        items.append(ViewItem("summary", openai[i], counts[i]))
-        i += 1
-    calls: dict[str, dict[str, Any]] = {}
-    entries: list[ContextEntry] = ctx.entries()
-    for entry, msg, n in zip(entries, openai[i:], counts[i:]):
+        items.append(ViewItem("system_prompt", {"role": "system", "content": ctx.system_prompt}, 0))
+    summary = ctx.summary_message()
+    if summary is not None:
+        items.append(ViewItem("summary", summary, 0))
+    for item, n in zip(items, counts):
+        item.tokens = n
+    return items
+
+
+class ItemMaker:
+    """Turns a context's entries, in the order sent, into view items: what kind each is, and
+    for a tool result the call it answers. Fed entry by entry (a whole list, or page by page):
+    an answered result is always sent right after its call's message (``answer_tool_calls``),
+    so the calls of the latest message that made some are all it needs to remember."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, dict[str, Any]] = {}
+
+    def item(self, entry: ContextEntry, tokens: int) -> ViewItem:
         m = entry.message
-        for c in m.calls() if m.role == "assistant" else ():
-            calls[c["id"]] = {
-                "id": c["id"],
-                "name": c["function"]["name"],
-                "arguments": c["function"]["arguments"],
-            }
+        if m.role == "assistant" and m.tool_calls:
+            made = m.calls()
+            if made:
+                self.calls = {
+                    c["id"]: {
+                        "id": c["id"],
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    }
+                    for c in made
+                }
         kind = (
             "synthetic_result"
             if entry.synthetic
@@ -420,9 +448,117 @@ def build_view(
             if entry.foreign
             else "message"
         )
-        answers = calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
-        items.append(ViewItem(kind, msg, n, m, answers))
+        answers = (
+            self.calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
+        )
+        return ViewItem(kind, entry.to_openai(), tokens, m, answers)
+
+
+def build_view(
+    session: Session,
+    point: ContextPoint,
+    ctx: RestoredContext,
+    counts: Sequence[int],
+    encoding: str,
+    estimate: bool,
+) -> ContextView:
+    """Assemble the view; ``counts`` are the tokens of each message of ``ctx.to_openai()``."""
+    items = head_items(ctx, counts)
+    maker = ItemMaker()
+    items += [maker.item(e, n) for e, n in zip(ctx.entries(), counts[len(items) :])]
     return ContextView(session, point, ctx, encoding, estimate, items)
+
+
+# Entries per page when a context is streamed: each page is one read of its messages' text.
+PAGE_ENTRIES = 500
+
+
+class ContextStream:
+    """A restored context read page by page: what ``context show`` prints, in memory bounded by
+    a page of message text whatever the context's length (a million messages, or one message
+    with 10,000 tool calls).
+
+    Built from the context's *outline* (its messages without their text: ids, roles, tool
+    calls and links, times), which decides the order sent and what each entry is; ``fetch``
+    (ids -> their full records, the store's read) brings each page's text when it is needed.
+    Token counts take one pass over the pages, the first time :meth:`header` or :meth:`items`
+    with counts asks; each :meth:`items` is another pass. Yields what :class:`ContextView`
+    holds, item for item (``tests/test_context.py`` compares them)."""
+
+    def __init__(
+        self,
+        session: Session,
+        point: ContextPoint,
+        outline: Sequence[Message],
+        fetch: Callable[[list[int]], Mapping[int, Message]],
+        encoding: str,
+        estimate: bool,
+        page_entries: int = PAGE_ENTRIES,
+    ):
+        self.session, self.point = session, point
+        self.encoding, self.estimate = encoding, estimate
+        self.head = RestoredContext(session.session_id, session.system_prompt, point.checkpoint)
+        self.messages_kept = len(outline)
+        self.entries = answer_tool_calls(outline)
+        self.fetch = fetch
+        self.page_entries = page_entries
+        self._counts: array[int] | None = None
+
+    def _pages(self) -> Iterator[list[ContextEntry]]:
+        """The entries with their messages' text, a page at a time."""
+        for start in range(0, len(self.entries), self.page_entries):
+            page = self.entries[start : start + self.page_entries]
+            full = self.fetch([e.message.id for e in page if not e.synthetic])
+            yield [
+                e
+                if e.synthetic
+                else ContextEntry(full[e.message.id], e.synthetic, e.moved, e.orphan, e.foreign)
+                for e in page
+            ]
+
+    def counts(self) -> array[int]:
+        """Tokens of every message sent (head, then entries), counted once."""
+        if self._counts is None:
+            counts = array("q", count_messages(self.head.texts(head_only=True), self.encoding))
+            for page in self._pages():
+                counts.extend(entry_token_counts(page, self.encoding))
+            self._counts = counts
+        return self._counts
+
+    def header(self) -> dict[str, Any]:
+        return context_header(
+            self.session,
+            self.point,
+            self.messages_kept,
+            sum(1 for e in self.entries if e.synthetic),
+            total_tokens(self.counts()),
+            self.encoding,
+            self.estimate,
+        )
+
+    def head_items(self) -> list[ViewItem]:
+        """The system prompt and the summary, counted."""
+        return head_items(self.head, self.counts())
+
+    def document_head(self) -> dict[str, Any]:
+        """The ``--json`` document but its messages (as :meth:`ContextView.document`)."""
+        return {
+            **self.header(),
+            "system_prompt": self.head.system_prompt,
+            "summary": self.head.summary,
+        }
+
+    def items(self, counted: bool = True) -> Iterator[ViewItem]:
+        """Every item of the view, in order (``counted=False``: tokens left at 0, no count)."""
+        counts: Sequence[int] = self.counts() if counted else ()
+        head = head_items(self.head, counts)
+        yield from head
+        maker = ItemMaker()
+        i = len(head)
+        for page in self._pages():
+            for entry in page:
+                yield maker.item(entry, counts[i] if counted else 0)
+                i += 1
 
 
 def summary_text(item: ViewItem) -> str:

@@ -135,11 +135,28 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     )
 
 
-def page(text: str) -> None:
-    """Print ``text`` through a pager when stdout is a terminal (``$PAGER``, else less), as is
-    when piped. The text must already be made visible (``output.visible``)."""
+def page(text: str | Iterable[str]) -> None:
+    """Print ``text`` (or its lines, as they come) through a pager when stdout is a terminal
+    (``$PAGER``, else less), as is when piped. The text must already be made visible
+    (``output.visible``)."""
+    lines = (line + "\n" for line in ([text] if isinstance(text, str) else text))
     if sys.stdout.isatty() and sys.stdin.isatty():
         os.environ.setdefault("LESS", "FRX")  # quit if one screen, keep colours, no clearing
-        click.echo_via_pager(text)
+        click.echo_via_pager(lines)
     else:
-        click.echo(text)
+        echo_pieces(lines)
+
+
+def echo_pieces(pieces: Iterable[str], chunk: int = 1 << 16) -> None:
+    """Write ``pieces`` as they come, in chunks of about ``chunk`` characters (one write per
+    piece costs more than the piece when there are a million)."""
+    buffer: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= chunk:
+            click.echo("".join(buffer), nl=False)
+            buffer, size = [], 0
+    if buffer:
+        click.echo("".join(buffer), nl=False)

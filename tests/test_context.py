@@ -899,3 +899,133 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
         )
         == 1
     )  # call three's, what it warned of
+
+
+# -- context show, streamed (#32: 10,000 tool calls took 8.2 s and 1.8 GB, 1M messages 45 s) --
+
+
+def _shown_whole(view, width):
+    """What `context show` printed when it built the whole view and fitted its table with
+    terminal.fit_table: the reference the streamed output must equal."""
+    from ctxtool.export import render_table, render_text
+    from ctxtool.output import dumps
+
+    return {
+        "table": render_table(view, width),
+        "full": render_text(view),
+        "json": dumps(view.document()),
+        "openai": dumps([i.openai for i in view.items]),
+    }
+
+
+def _shown_streamed(stream, width):
+    from ctxtool.export import json_lines, openai_lines, table_lines, text_lines
+
+    return {
+        "table": "\n".join(table_lines(stream, width)),
+        "full": "\n".join(text_lines(stream)),
+        "json": "".join(json_lines(stream)),
+        "openai": "".join(openai_lines(stream)),
+    }
+
+
+def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(sqlite_db, cli):
+    """Every session of the shared transcripts, at every checkpoint and before the first,
+    through pages of 7 entries (results moved across a page, synthetic results, orphans):
+    table (whole, piped, narrow), --full, --json and --openai are the text they were."""
+    from ctxtool.store.reads import SessionHistory
+
+    from .conftest import TRANSCRIPTS
+
+    assert cli("--db", sqlite_db.url, "import", str(TRANSCRIPTS)).exit_code == 0
+    store = Store(sqlite_db.engine)
+    points = 0
+    for sid in store.session_ids():
+        history = SessionHistory(store, sid)
+        for at, before in [(None, False), (None, True)] + [
+            (c.id, False) for c in history.compactions
+        ]:
+            view = history.view(at, before)
+            stream = history.stream(at, before, page_entries=7)
+            for width in (None, 160, 40):
+                assert _shown_streamed(stream, width) == _shown_whole(view, width), (sid, at)
+            points += 1
+    assert points > 20
+
+
+def test_streamed_table_fits_as_fit_table_does():
+    """The one-pass fitter against terminal.fit_table on cells whose ends hold whitespace
+    (they change width when shortened), controls, long and empty cells, at many widths."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ctxtool.export import StreamedTable
+    from ctxtool.output import OutputFormat
+    from ctxtool.terminal import fit_table
+
+    headers = ["id", "role", "tokens", "tool", "content"]
+    text = st.text(alphabet=" ab\t\n\x1b…é", max_size=40)
+    row = st.fixed_dictionaries(
+        {
+            "id": st.none() | st.integers(0, 10**6),
+            "role": st.sampled_from(["user", "assistant", "tool", " x "]),
+            "tokens": st.integers(0, 10**5),
+            "tool": st.none() | text,
+            "content": text,
+        }
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(row, min_size=1, max_size=6), st.none() | st.integers(0, 120))
+    def check(rows, width):
+        table = StreamedTable(headers, ["content", "tool"])
+        table.measure(rows)
+        streamed = "\n".join(table.lines(rows, width))
+        assert streamed == fit_table(rows, OutputFormat(), headers, width, ["content", "tool"])
+
+    check()
+
+
+def _long_session(db, messages: int, size: int) -> int:
+    from ctxtool.db.schema import agent_message, agent_session
+
+    with db.engine.begin() as conn:
+        conn.execute(agent_session.insert().values(session_id=1, model="gpt-4o"))
+        conn.execute(
+            agent_message.insert(),
+            [
+                {"session_id": 1, "role": ("user", "assistant")[i % 2], "content": f"{i} " * size}
+                for i in range(messages)
+            ],
+        )
+    return 1
+
+
+def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
+    """Each output of `context show` is written while its peak memory stays a fraction of
+    the context's text: the whole view held it several times over (the table 2x, --json 4.7x),
+    and fitted the table by rendering it at every width it tried."""
+    import tracemalloc
+
+    from ctxtool.export import json_lines, openai_lines, table_lines, text_lines
+    from ctxtool.store.reads import SessionHistory
+    from ctxtool.tokens import count_text
+
+    sid = _long_session(sqlite_db, 2000, 1000)
+    with sqlite_db.engine.connect() as conn:
+        text_bytes = conn.execute(
+            sa.text("SELECT SUM(LENGTH(content)) FROM agent_message")
+        ).scalar()
+    assert text_bytes > 8_000_000
+    history = SessionHistory(Store(sqlite_db.engine), sid)
+    count_text("loaded", history.stream().encoding)  # the encoding's tables are not the context's
+    for render in (lambda s: table_lines(s, 160), text_lines, json_lines, openai_lines):
+        stream = history.stream(page_entries=100)
+        written = 0
+        tracemalloc.start()
+        for piece in render(stream):
+            written += len(piece)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert written > 2000 * 20
+        assert peak < text_bytes / 3, (render, peak, text_bytes)

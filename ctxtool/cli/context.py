@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
 
 import click
@@ -10,18 +11,20 @@ from ..errors import CtxtoolError
 from ..export import (
     FORMATS,
     export_format,
+    json_lines,
+    openai_lines,
     render,
     render_checkpoints,
     render_diff,
-    render_table,
-    render_text,
+    table_lines,
+    text_lines,
 )
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
 from ..quality import describe, quality_of
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.reads import SessionHistory, Store
-from ..terminal import page, table_width, wrap
+from ..terminal import echo_pieces, page, table_width, wrap
 from .app import pass_app
 from .archive import redact_options
 from .options import json_option, output_options, session_argument
@@ -107,17 +110,21 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
              ctxtool context show fe5e1c67 --at 3 --full
              ctxtool context show 42 --json | jq '.messages[] | {id, role, token_count}'
     """
-    view = _view(app, session, at, before_first)
+    history = _history(app, session)
+    if at is not None and before_first:
+        raise click.UsageError("choose one of --at and --before-first")
+    # Streamed: a page of messages in memory at a time, however long the context.
+    stream = history.stream(at, before_first)
     if as_openai:
-        click.echo(dumps([i.openai for i in view.items]))
+        echo_pieces(chain(openai_lines(stream), ["\n"]))
         return
     if output.json:
-        click.echo(dumps(view.document()))
+        echo_pieces(chain(json_lines(stream), ["\n"]))
         return
     if full:
-        page(render_text(view))
+        page(text_lines(stream))
         return
-    page(render_table(view, table_width(width, piped=PIPED_WIDTH)))
+    page(table_lines(stream, table_width(width, piped=PIPED_WIDTH)))
 
 
 @context.command("checkpoints")

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Benchmark `ctxtool context show` on the two contexts of issue #32 that took seconds and GBs.
+
+Two sessions in a fresh SQLite store: one assistant message with 10,000 tool calls (half of
+them answered, so the other half get synthetic results), and a long session (1M messages by
+default, ``--messages``) with no checkpoint, so every message is in its context. Each output
+(the table, ``--full``, ``--json``, ``--openai``) runs as its own ``ctxtool`` process, timed
+with its peak RSS (``wait4``), next to a bare ``sqlite3`` SELECT of the same rows in a process
+of its own, in the same run: the ratio is what the figures are.
+
+Example: .venv/bin/python scripts/bench_context_show.py --messages 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ctxtool.db import create_engine
+from ctxtool.db.schema import agent_message, agent_session
+from ctxtool.migrate import Migrator
+
+CALLS = 10_000
+BATCH = 20_000
+
+
+def populate(url: str, messages: int) -> None:
+    engine = create_engine(url)
+    Migrator(engine).up()
+    with engine.begin() as conn:
+        conn.execute(
+            agent_session.insert(),
+            [
+                {"session_id": 1, "model": "gpt-4o", "system_prompt": "You are a coding agent."},
+                {"session_id": 2, "model": "gpt-4o", "system_prompt": "You are a coding agent."},
+            ],
+        )
+        calls = [
+            {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": f"tool{i % 7}", "arguments": json.dumps({"path": f"f{i}"})},
+            }
+            for i in range(CALLS)
+        ]
+        base = {"session_id": 1, "content": None, "tool_calls": None, "tool_call_id": None}
+        conn.execute(
+            agent_message.insert(),
+            [
+                {**base, "role": "user", "content": "read every file"},
+                {**base, "role": "assistant", "tool_calls": calls},
+                *(
+                    {**base, "role": "tool", "tool_call_id": f"c{i}", "content": f"text of f{i}"}
+                    for i in range(0, CALLS, 2)
+                ),
+            ],
+        )
+        rows = []
+        for i in range(messages):
+            role = ("user", "assistant")[i % 2]
+            rows.append({"session_id": 2, "role": role, "content": f"message {i}: " + "w " * 20})
+            if len(rows) == BATCH:
+                conn.execute(agent_message.insert(), rows)
+                rows = []
+        if rows:
+            conn.execute(agent_message.insert(), rows)
+    engine.dispose()
+
+
+def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(seconds, peak RSS in MB, bytes written) of one process."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if status:
+            sys.exit(f"{' '.join(argv)} failed: {err}")
+        size = out.seek(0, 2)
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KB on Linux
+    return seconds, usage.ru_maxrss * scale / 2**20, size
+
+
+BARE_SELECT = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+cur = conn.execute("SELECT * FROM agent_message WHERE session_id = ? ORDER BY id", (int(sys.argv[2]),))
+n = 0
+while batch := cur.fetchmany(10000):
+    n += len(batch)
+print(n)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--dir", help="where the SQLite file goes (default: a temporary one)")
+    args = parser.parse_args()
+    base = Path(args.dir or tempfile.mkdtemp(prefix="bench_context_show."))
+    path = base / "bench.db"
+    path.unlink(missing_ok=True)
+    url = f"sqlite:///{path}"
+    t0 = time.perf_counter()
+    populate(url, args.messages)
+    print(f"store: {path} ({time.perf_counter() - t0:.0f}s to write)")
+    env = {**os.environ, "CTXTOOL_DATABASE_URL": url, "COLUMNS": "160"}
+    env.pop("PAGER", None)
+    ctxtool = [sys.executable, "-m", "ctxtool"]
+    cases = {1: f"1 message with {CALLS} tool calls", 2: f"{args.messages} messages"}
+    print(
+        f"{'session':<30} {'output':<9} {'seconds':>8} {'peak MB':>8} {'x SELECT':>9} {'MB out':>7}"
+    )
+    for sid, label in cases.items():
+        bare_s, bare_mb, _ = measured([sys.executable, "-c", BARE_SELECT, str(path), str(sid)], env)
+        print(f"{label:<30} {'SELECT':<9} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
+        for name, extra in (
+            ("table", []),
+            ("--full", ["--full"]),
+            ("--json", ["--json"]),
+            ("--openai", ["--openai"]),
+        ):
+            seconds, mb, size = measured([*ctxtool, "context", "show", str(sid), *extra], env)
+            print(
+                f"{label:<30} {name:<9} {seconds:>8.2f} {mb:>8.0f} {seconds / bare_s:>9.1f} "
+                f"{size / 2**20:>7.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
