@@ -11,7 +11,7 @@ from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
 from ..store.session_touch import TRIGGER_NAME, install_trigger, trigger_statement
-from ..terminal import fit_table, table_width
+from ..terminal import clip, fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
 from .root import main
@@ -54,7 +54,9 @@ def status(app, output: OutputFormat):
     if output.machine:
         print_rows(rows, output)
     else:
-        click.echo(f"database: {where}")
+        width = table_width()
+        label = "database: "
+        click.echo(label + clip(where, width - len(label) if width else None, from_left=True))
         click.echo(_status_table(rows, output))
     bad = [s for s in states if not s.ok]
     if bad:
