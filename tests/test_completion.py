@@ -68,6 +68,9 @@ def test_session_ids_and_source_ids_complete_from_the_store(db, tmp_path):
     assert complete(f"ctxtool context show --db {db.url} fe") == ["plain,fe5e1c67-cccc"]
     env = {"CTXTOOL_DATABASE_URL": db.url}
     assert complete("ctxtool context checkpoints 3", env=env) == ["plain,3"]
+    # The commands that take several sessions complete each of them.
+    assert complete("ctxtool sessions delete 1 3", env=env) == ["plain,3"]
+    assert complete("ctxtool sessions archive fe", env=env) == ["plain,fe5e1c67-cccc"]
     # zsh and fish show the title beside the value.
     assert complete(f"ctxtool --db {db.url} context show 0a5e9", shell="zsh") == [
         "plain",

@@ -10,7 +10,7 @@ from ..errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor
 from .app import pass_app
-from .options import output_options
+from .options import complete_session, output_options
 from .sessions import sessions
 
 
@@ -30,7 +30,7 @@ def redact_options(command):
 
 
 @sessions.command("archive")
-@click.argument("sessions_", metavar="[SESSION...]", nargs=-1)
+@click.argument("sessions_", metavar="[SESSION...]", nargs=-1, shell_complete=complete_session)
 @click.option(
     "--older-than",
     metavar="AGE",
@@ -86,7 +86,7 @@ def sessions_archive(
 
 
 @sessions.command("purge")
-@click.argument("sessions_", metavar="[SESSION...]", nargs=-1)
+@click.argument("sessions_", metavar="[SESSION...]", nargs=-1, shell_complete=complete_session)
 @click.option(
     "-a",
     "--archive",

@@ -14,7 +14,7 @@ from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
-from .options import output_options, session_argument, window_options
+from .options import complete_session, output_options, session_argument, window_options
 from .root import main
 from .types import SinceType, WholeNumber
 
@@ -193,7 +193,9 @@ def sessions_mark(app, session, ok):
 
 
 @sessions.command("delete")
-@click.argument("sessions_", metavar="SESSION...", nargs=-1, required=True)
+@click.argument(
+    "sessions_", metavar="SESSION...", nargs=-1, required=True, shell_complete=complete_session
+)
 @click.option(
     "--yes", is_flag=True, help="Really remove them (without it, only say what would go)."
 )
