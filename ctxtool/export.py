@@ -17,6 +17,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import tabulate as tabulate_module
+
 from .inspection import (
     CheckpointDiff,
     ContextStream,
@@ -250,7 +252,7 @@ class StreamedTable:
 
     What it mirrors (``tests/test_context.py`` checks it against ``fit_table``): cells are made
     visible, the shrinkable ones shortened with "…" under one cap; tabulate strips each cell,
-    pads a column to its widest cell or its header plus 2, joins with two spaces and strips
+    pads a column to its widest cell or its header (plus ``MIN_PADDING``), joins with two spaces and strips
     the end of each line, so the widest line is the rule under the header; the cap is the same
     binary search over the same bounds. A cell whose ends hold whitespace changes width when
     shortened; those are kept as (length, stripped length, leading spaces), the rest as a
@@ -259,7 +261,8 @@ class StreamedTable:
     def __init__(self, headers: Sequence[str], shrinkable: Sequence[str]):
         self.headers, self.shrinkable = list(headers), [k for k in shrinkable if k in headers]
         self.rows = 0
-        self.fixed = {k: len(k) + 2 for k in self.headers}  # widths of the unshortened cells
+        # Widths of the unshortened cells: at least the header's and tabulate's padding of it.
+        self.fixed = {k: len(k) + tabulate_module.MIN_PADDING for k in self.headers}
         self.longest = 0  # the longest shrinkable value as str(), fit_table's upper bound
         # Per shrinkable column: the widest plain cell (no whitespace at its ends), the widest
         # non-text cell, and the (length, stripped, leading) of the others.
@@ -290,7 +293,8 @@ class StreamedTable:
 
     def _width(self, key: str, cap: int) -> int:
         """The column's width with its text cells shortened to ``cap``."""
-        widest = max(len(key) + 2, self.other[key], min(self.plain[key], cap))
+        header = len(key) + tabulate_module.MIN_PADDING
+        widest = max(header, self.other[key], min(self.plain[key], cap))
         for length, stripped, lead in self.edged[key]:
             widest = max(widest, stripped if length <= cap else cap - min(lead, cap - 1))
         return widest
