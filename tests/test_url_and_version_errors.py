@@ -63,3 +63,14 @@ def test_database_url_is_read_after_ctxtool_database_url(cli, tmp_path, monkeypa
     both = {"CTXTOOL_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}", "DATABASE_URL": "x.db"}
     assert cli("migrate", "up", env=both).exit_code == 0
     assert (tmp_path / "own.db").is_file() and not (tmp_path / "x.db").exists()
+
+
+def test_another_programs_database_url_is_named_as_such(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"CTXTOOL_DATABASE_URL": None, "DATABASE_URL": "postgresql://app:s3cr3tPw@pg/app"}
+    result = cli("sessions", "list", env=env)
+    assert result.exit_code == 1 and "s3cr3tPw" not in result.output
+    assert result.output.strip().endswith(
+        "(the URL is $DATABASE_URL; --db or $CTXTOOL_DATABASE_URL chooses ctxtool's own)"
+    )
+    assert cli("--db", "x.db", "migrate", "up", env=env).exit_code == 0  # --db wins

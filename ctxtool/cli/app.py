@@ -6,16 +6,19 @@ import click
 from sqlalchemy.engine import Engine
 
 from ..config_file import Config
-from ..db import create_engine
+from ..db import URL_ENV, create_engine
+from ..errors import CtxtoolError, SchemaNotCurrent
 from ..migrate import Migrator
 
 
 class AppContext:
     """What every command needs: the database URL and, lazily, one engine for it."""
 
-    def __init__(self, url: str | None, config: Config | None = None):
+    def __init__(self, url: str | None, config: Config | None = None, url_env: str | None = None):
         self.url = url
         self.config = config
+        # The environment variable the URL came from, when it is a name other programs share.
+        self.url_env = url_env
         self._engine: Engine | None = None
         self.engine_options: dict = {}
 
@@ -23,6 +26,7 @@ class AppContext:
         """A ``--db`` given after the subcommand wins over the one before it."""
         self.close()
         self.url = url
+        self.url_env = None
 
     def close(self) -> None:
         """Dispose of the engine: its pooled connections would otherwise stay open until the
@@ -37,7 +41,16 @@ class AppContext:
         names a missing one instead of leaving an empty file behind."""
         if self._engine is None:
             self.engine_options.update(engine_options)
-            self._engine = create_engine(self.url, must_exist=not create, **self.engine_options)
+            try:
+                self._engine = create_engine(self.url, must_exist=not create, **self.engine_options)
+            except CtxtoolError as exc:
+                if self.url_env is None or isinstance(exc, SchemaNotCurrent):
+                    raise
+                # $DATABASE_URL may be another program's (a PostgreSQL URL): say whose it is.
+                raise CtxtoolError(
+                    f"{exc} (the URL is ${self.url_env}; --db or ${URL_ENV} chooses ctxtool's own)",
+                    exc.exit_code,
+                ) from None
         return self._engine
 
     def checked_engine(self, **engine_options) -> Engine:

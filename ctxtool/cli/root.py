@@ -6,6 +6,7 @@ exit code (see ctxtool.failures; a closed pipe is no failure)."""
 from __future__ import annotations
 
 import errno
+import os
 
 import click
 
@@ -124,5 +125,9 @@ def main(ctx, url):
 
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
-    ctx.obj = AppContext(url, ctx.meta.get("ctxtool.config"))
+    from_env = ctx.get_parameter_source("url") == click.core.ParameterSource.ENVIRONMENT
+    shared_env = next((v for v in URL_ENVS if os.environ.get(v)), None) if from_env else None
+    ctx.obj = AppContext(
+        url, ctx.meta.get("ctxtool.config"), shared_env if shared_env != URL_ENV else None
+    )
     ctx.call_on_close(ctx.obj.close)  # however the command ends: done, failed, interrupted
