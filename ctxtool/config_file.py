@@ -84,9 +84,16 @@ def _check_database_table(data: dict, path: Path) -> None:
         raise CtxtoolError(f'{path}: database must be a table: [database] url = "..."')
     unknown = sorted(set(table) - {"url"})
     if unknown:
-        raise CtxtoolError(f"{path}: database.{unknown[0]}: no such setting (only url)")
+        where = _at(path, "database", unknown[0])
+        raise CtxtoolError(f"{where}: database.{unknown[0]}: no such setting (only url)")
     if not isinstance(table.get("url", ""), str):
-        raise CtxtoolError(f"{path}: database.url must be a string")
+        raise CtxtoolError(f"{_at(path, 'database', 'url')}: database.url must be a string")
+
+
+def _at(path: Path, table: str, key: str) -> str:
+    """``path:line`` of a setting, or the path alone when its line cannot be found."""
+    line = Config(path).line_of(table, key)
+    return f"{path}:{line}" if line else str(path)
 
 
 def candidate_paths(explicit: str | None = None, cwd: Path | None = None) -> list[Path]:

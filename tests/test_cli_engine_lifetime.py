@@ -20,6 +20,8 @@ def test_in_process_runs_leave_no_connection_open(mysql_db, cli):
     for args in (["sessions", "list"], ["migrate", "status"], ["validate"]) * (RUNS // 3):
         result = cli("--db", mysql_db.url, *args)
         assert result.exit_code == 0, result.output
+    # --db after the command replaces the engine before any is made; it is disposed too.
+    assert cli("--db", mysql_db.url, "sessions", "list", "--db", mysql_db.url).exit_code == 0
     # A failing command disposes its engine too.
     assert cli("--db", mysql_db.url, "context", "show", "999").exit_code != 0
     mysql_db.engine.dispose()

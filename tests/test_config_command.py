@@ -94,6 +94,7 @@ def test_config_shows_every_table_in_force_under_the_keys_a_file_uses(cli, tmp_p
             "2: compact.zzzq: no such option of `ctxtool compact` (see `ctxtool compact --help`)",
         ),
         ("[compact]\nworkers = [1]\n", "2: compact.workers (--workers): an array is not"),
+        ('\n[database]\nulr = "x.db"\n', "3: database.ulr: no such setting (only url)"),
     ],
 )
 def test_a_misspelt_key_names_the_file_its_line_and_the_nearest_key(cli, tmp_path, text, message):
