@@ -215,6 +215,7 @@ class Failure:
     fixed: bool = False  # a later run of the same command succeeded
     fixed_by_message_id: int | None = None
     changed_between: tuple[str, ...] = ()  # files modified between the failure and the fix
+    then: str | None = None  # what the agent said next (its diagnosis, or the fix it made)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,8 @@ class FileChange:
     tool: str
     message_id: int | None
     request: str | None
+    said: str | None = None  # what the agent said before its first edit of the file
+    added: tuple[str, ...] = ()  # identifiers its edits brought in (functions, flags, names)
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,7 @@ class CurrentWork:
     last_action: str | None
     last_tool: str | None
     message_id: int | None
+    last_result: str | None = None  # the start of that call's result
 
 
 @dataclass
@@ -329,7 +333,9 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     action = _command_of(call) if call else None
     tool = call["function"]["name"] if call else None
     latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)
-    return CurrentWork(statement, action, tool, latest.id)
+    result = _results_by_call(messages).get(call["id"]) if call else None
+    shown = " ".join(_unwrap_output(result.content or "").split())[:300] if result else None
+    return CurrentWork(statement, action, tool, latest.id, shown or None)
 
 
 # -- goal -----------------------------------------------------------------------------------------
@@ -503,9 +509,21 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
                 fixed=later is not None,
                 fixed_by_message_id=later[3].id if later else None,
                 changed_between=between,
+                then=_said_after(messages, result),
             )
         )
     return failures
+
+
+def _said_after(messages: Sequence[Message], result: Message) -> str | None:
+    """The agent's first words after a result (within a few messages): what it made of it."""
+    start = next((i for i, m in enumerate(messages) if m is result), len(messages))
+    for m in messages[start + 1 : start + 8]:
+        if m.role == "assistant" and (m.content or "").strip():
+            return " ".join((m.content or "").split())[:300]
+        if is_request(m):
+            return None
+    return None
 
 
 def _failed(result: Message, tool: str, command: str = "") -> bool:
@@ -650,21 +668,63 @@ def modified_paths(call: dict[str, Any]) -> list[str]:
 def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
     results = _results_by_call(messages)
     latest: str | None = None
+    said: str | None = None
     changes: dict[str, FileChange] = {}
+    added: dict[str, dict[str, None]] = {}
     for m in messages:
         if is_request(m):
-            latest = request_text(m.content or "")
+            latest, said = request_text(m.content or ""), None
+        if m.role == "assistant" and (m.content or "").strip():
+            said = " ".join((m.content or "").split())[:300]
         for call in m.calls() if m.role == "assistant" else []:
             paths = modified_paths(call)
             result = results.get(call["id"])
             if not paths or (result is not None and _failed(result, call["function"]["name"])):
                 continue
+            brought = _identifiers_added(call)
             for path in paths:
                 # The first request a file served says why it changed; later edits keep it.
                 changes.setdefault(
-                    path, FileChange(path, call["function"]["name"] or "?", m.id, latest)
+                    path, FileChange(path, call["function"]["name"] or "?", m.id, latest, said)
                 )
-    return list(changes.values())
+                added.setdefault(path, {}).update(dict.fromkeys(brought))
+    return [replace(c, added=tuple(list(added[c.path])[:MAX_ADDED])) for c in changes.values()]
+
+
+MAX_ADDED = 12
+# Names in code: snake_case, camelCase, PascalCase with an inner capital, kebab-case, --flags.
+_CODE_NAME = re.compile(
+    r"(?<![\w-])(--[a-z][\w-]+|[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|"
+    r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![\w-])"
+)
+
+
+def _identifiers_added(call: dict[str, Any]) -> list[str]:
+    """The names a write brings in that the text it replaces did not have: the new text of an
+    Edit/MultiEdit/editor call, a Write's content, a patch's added lines."""
+    args = _arguments(call)
+    patch = _patch_of(call)
+    if patch is not None:
+        lines = patch.splitlines()
+        new = "\n".join(line[1:] for line in lines if line.startswith("+"))
+        old = "\n".join(line[1:] for line in lines if line.startswith("-"))
+    else:
+        listed = args.get("edits")
+        edits: list[Any] = listed if isinstance(listed, list) else [args]
+        new = "\n".join(
+            str(e.get(k) or "")
+            for e in edits
+            if isinstance(e, dict)
+            for k in ("new_string", "new_str", "content", "file_text", "newText")
+        )
+        old = "\n".join(
+            str(e.get(k) or "")
+            for e in edits
+            if isinstance(e, dict)
+            for k in ("old_string", "old_str", "oldText")
+        )
+    before = set(_CODE_NAME.findall(old))
+    return [n for n in dict.fromkeys(_CODE_NAME.findall(new)) if n not in before]
 
 
 def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:

@@ -139,7 +139,8 @@ def test_derived_probes_cover_the_span():
     by_id = {p.id: p for p in probes}
     assert by_id["goal"].all_of[0] == ("render_jsonl.py",)
     assert by_id["error_fix_1"].all_of[0] == ("python3 render_jsonl.py",)
-    assert by_id["error_fix_1"].answer.endswith("(fixed)")
+    assert by_id["error_fix_1"].answer.startswith("`python3 render_jsonl.py` failed: SyntaxError")
+    assert by_id["error_fix_1"].answer.endswith("(fixed after changes to /repo/render_jsonl.py)")
     instruction = next(p for p in probes if p.kind is ProbeKind.INSTRUCTION)
     assert instruction.negated and instruction.all_of == (("session", "sessi"), ("commit", "commi"))
     # Nothing of the AGENTS.md block became a probe.

@@ -379,3 +379,29 @@ def test_the_compaction_file_lists_use_the_same_rule():
     read, modified = files_touched(calls)
     assert modified == [p for c in calls for p in modified_paths(c)] == ["docs/a.md", "/repo/c.py"]
     assert read == ["/repo/b.py"]
+
+
+def test_what_a_change_did_what_a_failure_led_to_and_what_the_last_call_returned():
+    """The reference answers say why a file changed (the agent's words before the edit and the
+    names it brought in), how a failure went on (the agent's next words), and what the last
+    call returned: the hand keys ask for them."""
+    s = Span()
+    s.user("register the new commands")
+    s.add("assistant", "Now register push-session in the exec group.")
+    s.call(
+        "Edit",
+        "ok",
+        file_path="/repo/group.py",
+        old_string="exec_group = Group()",
+        new_string="exec_group = Group()\nexec_group.add_command(push_session)",
+    )
+    s.call("Bash", "Exit code 1\nwould reformat group.py", command="ruff format --check .")
+    s.add("assistant", "ruff wants group.py reformatted; running ruff format.")
+    s.call("Bash", "a.txt\nb.txt", command="ls")
+    signals = signals_of(s.messages)
+    [change] = signals.files_changed
+    assert change.said == "Now register push-session in the exec group."
+    assert change.added == ("add_command", "push_session")
+    [failure] = signals.failures
+    assert failure.then == "ruff wants group.py reformatted; running ruff format."
+    assert signals.current_work.last_result == "a.txt b.txt"

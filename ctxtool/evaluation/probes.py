@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from ..records import Message
-from ..signals import COMMAND_TOOLS, Failure, Signals, Statement, signals_of
+from ..signals import COMMAND_TOOLS, Failure, FileChange, Signals, Statement, signals_of
 
 
 class ProbeKind(str, Enum):
@@ -311,11 +311,14 @@ def derive_probes(
         )
     for n, f in enumerate(_distinct_failures(s)[:MAX_PROBES_PER_KIND], 1):
         outcome = "fixed" if f.fixed else "not fixed"
+        if f.changed_between:
+            outcome += f" after changes to {', '.join(f.changed_between[:5])}"
+        then = f"; then: {f.then}" if f.then else ""
         add(
             ProbeKind.ERROR_FIX,
             n,
             f"What went wrong when running `{f.command[:120]}`, and was it fixed?",
-            f"{f.error} ({outcome})",
+            f"`{f.command[:200]}` failed: {f.error} ({outcome}){then}",
             _command_key(f.tool, f.command) + key_terms(f.error, 1, prose=False),
         )
     for n, change in enumerate(s.files_changed[:MAX_PROBES_PER_KIND], 1):
@@ -324,12 +327,13 @@ def derive_probes(
             ProbeKind.FILE_CHANGED,
             n,
             f"Which file was changed for: {(change.request or 'the goal')[:200]}?",
-            f"{change.path} (for: {change.request or 'the goal'})",
+            _change_answer(change),
             [(change.path, base)],
         )
     if s.current_work:
         work = s.current_work
-        text = " — ".join(t for t in (work.statement, work.last_action) if t)
+        result = f"(result: {work.last_result})" if work.last_result else None
+        text = " — ".join(t for t in (work.statement, work.last_action, result) if t)
         add(
             ProbeKind.CURRENT_WORK,
             0,
@@ -355,6 +359,18 @@ def derive_probes(
     for n, st in enumerate(_distinct(s.decisions)[:MAX_PROBES_PER_KIND], 1):
         add(ProbeKind.DECISION, n, "What did the user decide?", _said(st), key_terms(st.text, 2))
     return probes
+
+
+def _change_answer(change: FileChange) -> str:
+    """A file change as a reference answer: the path, what the agent said it was doing, the
+    names its edits brought in, and the request it served."""
+    parts = [change.path]
+    if change.said:
+        parts.append(f"— {change.said}")
+    if change.added:
+        parts.append(f"(adds {', '.join(change.added)})")
+    parts.append(f"(for: {(change.request or 'the goal')[:300]})")
+    return " ".join(parts)
 
 
 def _distinct(statements: list[Statement]) -> list[Statement]:
@@ -395,7 +411,9 @@ _SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/)?(?:ba|z)?sh\s+-l?c\s+")
 
 
 def _distinct_failures(s: Signals) -> list[Failure]:
-    seen: dict[str, Failure] = {}
+    """Each distinct failure once: the same command failing with another error is another
+    problem (a type check that fails on one thing, then on the next)."""
+    seen: dict[tuple[str, str], Failure] = {}
     for f in s.failures:
-        seen.setdefault(f.command, f)
+        seen.setdefault((f.command, f.error), f)
     return list(seen.values())
