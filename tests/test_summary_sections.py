@@ -176,6 +176,30 @@ def test_the_latest_request_is_quoted_whole_and_never_cut_mid_sentence():
     )
 
 
+def test_an_earlier_request_keeps_what_its_turn_reported_by_name():
+    """A Codex session whose calls are redacted: only the agent's last words of a turn say which
+    file it made. They stay under the request, the lines that name something, code left out;
+    a report naming nothing adds nothing."""
+    report = (
+        "Done.\n\nI extracted the inline `<style>` block into:\n\n"
+        "- `/Users/j/viewer/viewer.css`\n\n```css\nbody { color: red }\n```\nNo JS changes."
+    )
+    messages = [
+        msg(1, "user", "Build the viewer."),
+        msg(2, "assistant", "Built it."),
+        msg(3, "user", "extract css from html template"),
+        msg(4, "assistant", "Extracting now."),
+        msg(5, "assistant", report),
+        msg(6, "user", "Now add a dark mode."),
+        msg(7, "assistant", "On it."),
+    ]
+    earlier = section(summarize(messages), "Earlier requests")
+    assert earlier == [
+        "- extract css from html template",
+        "  → I extracted the inline `<style>` block into:; `/Users/j/viewer/viewer.css`",
+    ]
+
+
 def test_open_tasks_say_what_each_task_is():
     messages = [
         msg(1, "user", "Ship the release."),
@@ -221,9 +245,7 @@ def test_errors_say_whether_they_were_fixed_and_a_read_is_no_error():
     assert "fixed: a later run succeeded after changing src/invoice.py" in errors[0]
     assert errors[1].endswith("still open")
     files = section(summarize(messages), "Files changed and why")
-    assert files == [
-        "- `src/invoice.py` — Round with Decimal instead of float. (for: Fix the rounding bug.)"
-    ]
+    assert files == ["- `src/invoice.py` — Round with Decimal instead of float. (for: the goal)"]
 
 
 def test_constraints_are_instructions_never_questions_and_acknowledgements_are_no_requests():

@@ -51,7 +51,7 @@ from .span_notes import (
     whole_sentences,
 )
 
-MAX_READ_FILES = 40
+MAX_READ_FILES = 20
 MAX_MODIFIED_FILES = 120
 MAX_NEW_ERRORS = 10
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
@@ -154,9 +154,12 @@ class ExtractiveSummarizer:
             shown = whole_sentences(goal or request.title or "(not stated)", LATEST_REQUEST_CHARS)
             add(GOAL, shown, protected=True)
         earlier, latest = notes.requests[:-1], notes.latest_request
-        for text in earlier:
+        for text, outcome in zip(earlier, notes.outcomes):
             if text != goal:  # the first request, when it is the goal, is said there
                 add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
+            if outcome:  # under its request; the first thing trimmed when over budget
+                shown = f"  → {outcome}" if text != goal else f"- (the goal) → {outcome}"
+                items.append(_Item(EARLIER_REQUESTS, shown, len(items) - 10**6))
         if latest:
             quoted = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS)
             if request.split_turn:
@@ -198,7 +201,7 @@ def _next_step(notes: SpanNotes) -> str | None:
     """Taken only from the latest explicit request (and the task under way for it)."""
     if not notes.latest_request:
         return None
-    first = whole_sentences(notes.latest_request, 200)
+    first = whole_sentences(notes.latest_request, 100)  # quoted whole under Latest request
     doing = [t.text for t in notes.tasks or () if t.status == "in_progress"]
     if doing:
         return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"

@@ -22,15 +22,16 @@ from ..touched_files import files_touched
 
 LATEST_REQUEST_CHARS = 1500
 REQUEST_CHARS = 600
-STATEMENT_CHARS = 300
+STATEMENT_CHARS = 220
 COMMAND_CHARS = 160
 ERROR_CHARS = 160
 REACTION_CHARS = 240
-CURRENT_WORK_CHARS = 2000
+CURRENT_WORK_CHARS = 1200
 SHORT_OUTPUT_CHARS = 200
 LOG_REQUEST_CHARS = 200
 LOG_STATEMENT_CHARS = 120
 LOG_COMMAND_CHARS = 60
+OUTCOME_CHARS = 100  # what the agent reported at the end of an earlier request's turn
 _SPECIFIC_ERROR = re.compile(
     r"^.*(\berror\s+[A-Z]+\d+\b|\b\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
@@ -41,6 +42,11 @@ TASK_TOOLS = ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
+# A line of a report that names something: code, a path, a file, a setting, an identifier.
+_NAMES_SOMETHING = re.compile(
+    r"`[^`]+`|\"[^\"\s]*[._/][^\"\s]*\"|\w/[\w.-]|\b\w+\.[a-z]{2,5}\b|\b[a-z]+[A-Z]\w*|\b[a-z]\w*_\w+"
+)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
 
 
 def whole_sentences(text: str, limit: int) -> str:
@@ -99,6 +105,7 @@ class SpanNotes:
 
     goal: str | None = None
     requests: list[str] = field(default_factory=list)  # whole, in order, secrets masked
+    outcomes: list[str] = field(default_factory=list)  # what each request's turn reported
     tasks: list[Task] | None = None  # None: no task list in the span
     errors: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> why ("" when unstated)
@@ -116,11 +123,14 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
     outcome of its last calls."""
     signals = signals_of(messages)
     requests = [masked(r.text) for r in signals.requests]
+    outcomes = _outcomes(signals, messages)
     if not requests and signals.latest_request is not None:
         requests = [masked(signals.latest_request.text)]  # a command-driven run
+        outcomes = [""]
     return SpanNotes(
         goal=masked(signals.goal.text) if signals.goal else None,
         requests=requests,
+        outcomes=outcomes,
         tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
         errors=_errors(signals, messages),
         files=_files(signals, messages),
@@ -128,6 +138,43 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
     )
+
+
+def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
+    """For each request but the latest (whose turn the current work shows), what the agent
+    reported when its turn ended: the lines of its last words that name something (a file, a
+    setting, a command; what a later question about that turn asks for)."""
+    where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}
+    starts = [where.get(r.message_id) for r in signals.requests]
+    out = []
+    for n, start in enumerate(starts[:-1]):
+        end = next((s for s in starts[n + 1 :] if s is not None), len(messages))
+        said = [
+            m.content or ""
+            for m in messages[(start or 0) + 1 : end]
+            if m.role == "assistant" and (m.content or "").strip()
+        ]
+        out.append(masked(reported(said[-1])) if start is not None and said else "")
+    return out + [""] if starts else []
+
+
+def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
+    """A report condensed to its lines that name something (code blocks left out), in order,
+    within ``limit`` characters; nothing when no line names anything."""
+    prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", text)  # code is not a report
+    lines = [_LIST_MARKER.sub("", line).strip() for line in prose.splitlines()]
+    named = [line for line in lines if _NAMES_SOMETHING.search(line)]
+    if not named:
+        return ""  # nothing a later question could ask for by name
+    kept: list[str] = []
+    size = 0
+    for line in named:
+        if kept and size + len(line) > limit:
+            kept.append("[…]")
+            break
+        kept.append(whole_sentences(line, limit))
+        size += len(kept[-1]) + 2
+    return "; ".join(kept)
 
 
 def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
@@ -190,11 +237,16 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
                 seen.add(path)
                 changes.append((path, i, asked_before(i)))
     out: dict[str, str] = {}
-    before = None
+    before = said_before = None
+    goal = signals.goal.text if signals.goal else None
     for path, at, request in changes:
         said = _statement(messages, at) if at is not None else ""
-        # the request is said at the first file that served it, not again at every next one
-        asked = whole_sentences(request, 120) if request and request != before else ""
+        # What is said at one file is not said again at the next ones: the same statement
+        # (three files one message created), the request they served (the goal is above).
+        said, said_before = ("" if said == said_before else said), said
+        asked = whole_sentences(request, 80) if request and request != before else ""
+        if asked and request == goal:
+            asked = "the goal"
         before = request
         out[path] = masked(" ".join(p for p in (said, f"(for: {asked})" if asked else "") if p))
     return out
