@@ -11,17 +11,16 @@ what is stored under its id is refused. This module only orchestrates: reading a
 from __future__ import annotations
 
 import itertools
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import dialect_of
+from .db import DEFAULT_POLICY, dialect_of, retry_transaction
 from .errors import CtxtoolError
 from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
@@ -41,7 +40,12 @@ from .transcripts.fields import source_key
 from .transcripts.lines import main_line_of, read_transcript
 from .transcripts.reconcile import Disagreement, Reconciler
 
-_CONFLICT_ATTEMPTS = 5
+# Reads of one file that change what is read (the legacy id was another transcript's, the tree
+# has abandoned branches): each happens at most once.
+_REREADS = 3
+# Lost races are retried with db.retry's backoff; a server out of reach fails the file at once
+# (one line, nothing written), as it always did: the next file, or the next cron run, tries again.
+_IMPORT_POLICY = replace(DEFAULT_POLICY, outage_s=0.0)
 _FILE_FAILURES = (
     CtxtoolError,
     SQLAlchemyError,
@@ -182,9 +186,23 @@ class Importer:
         ids = (source.fallback_id, source.legacy_id)  # see transcripts.discover
         stream = source.stream
         progress = _FileProgress(self.on_bytes)
-        for attempt in range(_CONFLICT_ATTEMPTS):
+        passes = 0
+
+        def one_pass() -> None:
+            # Every pass reads the file from its start, with nothing of an earlier one counted.
+            nonlocal passes
+            if passes:
+                stream.seek(0)
+                progress.rewind()
+                result.reset_counts()
+            passes += 1
+            self._import_pass(path, source, ids, result, main, progress)
+
+        for _ in range(_REREADS):
             try:
-                self._import_pass(path, source, ids, result, main, progress)
+                retry_transaction(
+                    self.engine, one_pass, policy=_IMPORT_POLICY, lost_race=self._lost_race
+                )
                 return
             except _NotTheLegacySession:
                 ids = (ids[0], None)  # same stem, another transcript: it gets its own session
@@ -199,20 +217,16 @@ class Importer:
                 stream.seek(0)
                 lines = CountingStream(stream, size=source.size, path=path)
                 main = main_line_of(path, lines, fmt, self.skip_invalid)
-            except (IntegrityError, OperationalError, SessionGone) as exc:
-                # Another import of the same transcript created or changed it first (or the two
-                # deadlocked, or a runtime took the new id): nothing of ours was written; the
-                # next attempt finds its session and messages present, or takes another id.
-                if attempt == _CONFLICT_ATTEMPTS - 1 or not (
-                    isinstance(exc, SessionGone) or self.dialect.is_write_conflict(exc)
-                ):
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-            stream.seek(0)
-            progress.rewind()
-            result.reset_counts()
-        raise CtxtoolError(
-            f"{path}: gave up after {_CONFLICT_ATTEMPTS} concurrent-import conflicts"
+        raise CtxtoolError(f"{path}: read {_REREADS} times without settling what it holds")
+
+    def _lost_race(self, exc: Exception) -> bool:
+        """Another import of the same transcript created or changed it first (a duplicate key,
+        or the two deadlocked), or a runtime took the new session id: nothing of ours was
+        written, and the next attempt finds its session and messages present, or takes
+        another id. (Deadlocks and a Galera node's 1213 are db.retry's own conflicts too.)"""
+        return isinstance(exc, SessionGone) or (
+            isinstance(exc, IntegrityError | OperationalError)
+            and self.dialect.is_write_conflict(exc)
         )
 
     def _import_pass(

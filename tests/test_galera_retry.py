@@ -41,6 +41,35 @@ def test_the_works_own_error_is_raised_at_once(db):
     assert len(tries) == 1
 
 
+def test_a_race_the_caller_names_runs_again_until_it_is_won(db):
+    """``lost_race``: the caller's own lost race (here a duplicate key another writer inserted
+    first, as a concurrent import meets) is run again with the same backoff, up to the same
+    number of tries; any other error of the work is still raised at once."""
+    _counter_table(db)
+    tries = []
+
+    def work():
+        tries.append(1)
+        with db.engine.begin() as conn:
+            key = 1 if len(tries) < 3 else 3  # the third try no longer collides
+            conn.exec_driver_sql(f"INSERT INTO t (k, v) VALUES ({key}, 5)")
+
+    duplicate = lambda exc: isinstance(exc, IntegrityError)  # noqa: E731
+    retry_transaction(db.engine, work, policy=FAST, lost_race=duplicate)
+    assert len(tries) == 3
+    assert db.scalar("SELECT v FROM t WHERE k = 3") == 5
+    tries.clear()
+
+    def never(conn_key=2):
+        tries.append(1)
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f"INSERT INTO t (k, v) VALUES ({conn_key}, 5)")
+
+    with pytest.raises(IntegrityError):
+        retry_transaction(db.engine, never, policy=FAST, lost_race=duplicate)
+    assert len(tries) == FAST.attempts
+
+
 def test_a_deadlock_loser_runs_again_and_both_transactions_count(mysql_db):
     """Two transactions take rows 1 and 2 in opposite orders: InnoDB kills one with 1213. Run
     through retry_transaction, the loser runs again and both increments are stored."""

@@ -98,13 +98,16 @@ def retry_transaction(
     *,
     policy: RetryPolicy = DEFAULT_POLICY,
     sleep: Callable[[float], None] = time.sleep,
+    lost_race: Callable[[Exception], bool] | None = None,
 ) -> T:
     """``work()``, run again after a backoff while it fails for a reason that is not its own.
 
     ``work`` is one whole transaction: it begins and commits (or rolls back) on its own, and
     runs again from its start, so it must read what it decides on inside it. A connection it
     lost is replaced when it next begins (SQLAlchemy invalidates a connection a disconnect
-    error came through). What is not transient, or persists, is raised unchanged.
+    error came through). ``lost_race`` names the caller's own lost races, retried as a
+    conflict is (an import that finds the session another import created meanwhile: a
+    duplicate key). What is not transient, or persists, is raised unchanged.
     """
     dialect = dialect_of(bind)
     outage = _outage_of(bind.engine)
@@ -113,8 +116,13 @@ def retry_transaction(
         attempt += 1
         try:
             result = work()
-        except SQLAlchemyError as exc:
-            kind = dialect.transient(exc)
+        except Exception as exc:
+            if lost_race is not None and lost_race(exc):
+                kind: str | None = CONFLICT
+            elif isinstance(exc, SQLAlchemyError):
+                kind = dialect.transient(exc)
+            else:
+                kind = None
             if kind is None:
                 raise
             _end_transaction(bind)
