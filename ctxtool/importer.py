@@ -121,8 +121,10 @@ class Importer:
         fmt: str | None = None,
         skip_invalid: bool = False,
         on_bytes: Callable[[int], None] | None = None,
+        max_row_bytes: int | None = None,
     ):
         self.engine = engine
+        self.max_row_bytes = max_row_bytes
         self.fmt = fmt
         self.skip_invalid = skip_invalid
         self.on_bytes = on_bytes
@@ -303,6 +305,7 @@ class Importer:
                 transcript.session.source_format,
                 path,
                 transcript.session.created_at,
+                self.max_row_bytes,
             ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))

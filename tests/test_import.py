@@ -813,3 +813,28 @@ def test_a_one_line_message_document_that_is_hostile_fails_as_the_pretty_one_doe
     [res] = Importer(db.engine).import_paths([str(two)])
     assert res.error and res.error.startswith(f"{two}:") and "\n" not in res.error, res.error
     assert db.scalar("SELECT COUNT(*) FROM agent_message") == before
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_max_row_bytes_refuses_a_larger_message_naming_the_setting(db, cli, tmp_path, skip_invalid):
+    """`import --max-row-bytes` (TiDB's txn-entry-size-limit, which the server does not
+    announce): a message over it, counted in UTF-8 bytes, is one error naming file:line and the
+    setting, and nothing of the file is written, with --skip-invalid too (the message is valid:
+    skipping it would drop part of the conversation). Under the limit the file imports."""
+    chat = [
+        {"role": "user", "content": "short question"},
+        {"role": "assistant", "content": "é" * 600},  # 600 characters, 1,200 bytes
+        {"role": "user", "content": "thanks"},
+    ]
+    path = _write(tmp_path, "big.jsonl", _jsonl(chat))
+    extra = ["--skip-invalid"] if skip_invalid else []
+    refused = cli("--db", db.url, "import", str(path), "--max-row-bytes", "1000", *extra)
+    assert refused.exit_code == 1
+    (line,) = [x for x in refused.stderr.splitlines() if x.startswith("Error: ") and ":2:" in x]
+    assert f"{path}:2:" in line and "1,200 bytes" in line and "--max-row-bytes 1,000" in line
+    assert "Traceback" not in refused.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 0
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+    done = cli("--db", db.url, "import", str(path), "--max-row-bytes", "1200", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)[0]["added"] == 3

@@ -33,9 +33,17 @@ _COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "comp
     help="Skip (and count) malformed lines and records that do not fit their format "
     "instead of rejecting the file.",
 )
+@click.option(
+    "--max-row-bytes",
+    type=click.IntRange(min=1),
+    metavar="BYTES",
+    help="Refuse a message larger than this (text, tool calls and details, in UTF-8 bytes): "
+    "an engine's bound on a row that the server does not announce, such as TiDB's "
+    "txn-entry-size-limit (6291456 by default). --skip-invalid does not skip it.",
+)
 @output_options
 @pass_app
-def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
+def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputFormat):
     """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
 
     PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input;
@@ -48,7 +56,10 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
     --skip-invalid; a bad file never stops the others (exit 1 if every file failed, 4 if some
     did).
 
-    Example: ctxtool import ~/.claude/projects/my-project/
+    \b
+    Examples:
+      ctxtool import ~/.claude/projects/my-project/
+      ctxtool import --max-row-bytes 6291456 sessions/   # a TiDB store
     """
     engine = app.checked_engine()
     files = expand_paths(paths)
@@ -57,7 +68,11 @@ def import_cmd(app, paths, fmt, skip_invalid, output: OutputFormat):
     total = file_sizes(files) if Progress.on_terminal() else None
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
         importer = Importer(
-            engine, fmt, skip_invalid, on_bytes=progress.update if progress.enabled else None
+            engine,
+            fmt,
+            skip_invalid,
+            on_bytes=progress.update if progress.enabled else None,
+            max_row_bytes=max_row_bytes,
         )
         results = importer.import_files(files)  # already expanded above
     rows = [r.as_dict() for r in results]

@@ -311,9 +311,18 @@ class MessageWriter:
     Use as a context manager: the writer thread never outlives the transaction."""
 
     def __init__(
-        self, conn: Connection, session_id: int, fmt: str, path: str, created_at: datetime | None
+        self,
+        conn: Connection,
+        session_id: int,
+        fmt: str,
+        path: str,
+        created_at: datetime | None,
+        row_limit: int | None = None,
     ):
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
+        # `import --max-row-bytes`: the engine's own bound on a row, which the server does not
+        # announce (TiDB's txn-entry-size-limit, 6 MiB by default).
+        self.row_limit = row_limit
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
         self._fits_any_chars = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
@@ -394,6 +403,15 @@ class MessageWriter:
             + (len(details) if details else 0)
         )
         self._bytes += chars
+        if self.row_limit is not None and 4 * chars > self.row_limit:
+            stored = sum(len(t.encode("utf-8")) for t in (content, tool_calls, details) if t)
+            if stored > self.row_limit:
+                raise TranscriptError(
+                    self.path,
+                    msg.line,
+                    f"message of {stored:,} bytes (text, tool calls and details) is larger "
+                    f"than --max-row-bytes {self.row_limit:,}",
+                )
         if 4 * chars > self._fits_any_chars:
             problem = size_problem(
                 content, (tool_calls, details), MEDIUMTEXT_BYTES, self.max_row_bytes, escaped
