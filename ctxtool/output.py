@@ -13,6 +13,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -211,12 +213,25 @@ def print_document(doc: Any, output: OutputFormat, human: str) -> None:
 
 
 class Progress:
-    """A progress bar on stderr when it is a terminal; silent when piped or under cron."""
+    """How far a long run got, on stderr: a bar on a terminal (unless ``bar`` is False); off
+    one (cron, a log file) a line every ``CTXTOOL_PROGRESS_INTERVAL`` seconds (default 10; 0:
+    none), so a run that takes minutes is never silent. ``phase`` says what it does now
+    (waiting for the LLM). ``enabled``: something is shown, worth feeding ``update``."""
 
-    def __init__(self, total: int | None, label: str, show_pos: bool = True):
-        self.enabled = self.on_terminal()
+    def __init__(self, total: int | None, label: str, show_pos: bool = True, bar: bool = True):
+        self.total = total
+        self.label = label
+        self.show_pos = show_pos
+        self.position = 0
+        terminal = self.on_terminal()
         self.bar: Any = None  # click's ProgressBar, on a terminal only
-        if self.enabled:
+        self.interval = None if terminal else progress_interval()
+        self.enabled = (terminal and bar) or bool(self.interval)
+        self._phase: tuple[str, float] | None = None
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._reporter: threading.Thread | None = None
+        if terminal and bar:
             self.bar = click.progressbar(
                 length=total,
                 label=label,
@@ -230,16 +245,101 @@ class Progress:
     def on_terminal() -> bool:
         return sys.stderr.isatty()
 
+    @classmethod
+    def shown(cls) -> bool:
+        """Whether a run reports its progress at all (worth counting its total first)."""
+        return cls.on_terminal() or bool(progress_interval())
+
     def __enter__(self) -> Progress:
+        self._started = time.monotonic()
         if self.bar is not None:
             self.bar.__enter__()
+        elif self.interval:
+            self._reporter = threading.Thread(target=self._report, daemon=True)
+            self._reporter.start()
         return self
 
     def update(self, n: int) -> None:
+        self.position += n
         if self.bar is not None:
             self.bar.update(n)
 
+    def phase(self, text: str | None) -> None:
+        """What the run does now (None: nothing in particular), shown with how long it has."""
+        self._phase = (text, time.monotonic()) if text else None
+
+    def line(self) -> str:
+        """The periodic line: the label, how far, the phase and for how long, the time so far."""
+        return progress_line(
+            self.label,
+            self.position,
+            self.total,
+            self.show_pos,
+            self._phase[0] if self._phase else None,
+            time.monotonic() - self._phase[1] if self._phase else None,
+            time.monotonic() - self._started,
+        )
+
+    def _report(self) -> None:
+        assert self.interval
+        while not self._stop.wait(self.interval):
+            click.echo(self.line(), err=True)
+
     def __exit__(self, *exc):
+        self._stop.set()
+        if self._reporter is not None:
+            self._reporter.join()
         if self.bar is not None:
             self.bar.__exit__(*exc)
         return False
+
+
+PROGRESS_INTERVAL_ENV = "CTXTOOL_PROGRESS_INTERVAL"
+DEFAULT_PROGRESS_INTERVAL = 10.0
+
+
+def progress_interval() -> float:
+    """Seconds between two progress lines off a terminal (``CTXTOOL_PROGRESS_INTERVAL``)."""
+    raw = os.environ.get(PROGRESS_INTERVAL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PROGRESS_INTERVAL
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise click.UsageError(f"{PROGRESS_INTERVAL_ENV}={raw!r} is not a number of seconds")
+    return seconds
+
+
+def progress_line(
+    label: str,
+    position: int,
+    total: int | None,
+    show_pos: bool,
+    phase: str | None,
+    phase_seconds: float | None,
+    seconds: float,
+) -> str:
+    """``compacting: 3/20 (15%), 1 min 5 s`` or ``compacting session 7: summarizing (waiting
+    for the LLM) for 40 s, 1 min 2 s in all``."""
+    parts = []
+    if total:
+        share = f"{min(position / total, 1):.0%}"
+        parts.append(f"{position}/{total} ({share})" if show_pos else share)
+    elif position:
+        parts.append(f"{position} so far")
+    if phase is not None:
+        parts.append(f"{phase} for {duration(phase_seconds or 0)}")
+    parts.append(f"{duration(seconds)}{' in all' if phase is not None else ''}")
+    return f"{label}: " + ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``4 min 40 s``, ``2 h 5 min``: a time a person reads in a log."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"

@@ -27,6 +27,9 @@ SHARED = Path(
 )
 TRANSCRIPTS = SHARED / "transcripts"
 _counter = itertools.count()
+# A slow run off a terminal prints a progress line every few seconds: tests that read stderr
+# line by line must not meet one on a busy machine (tests/test_progress.py sets its own).
+os.environ.setdefault("CTXTOOL_PROGRESS_INTERVAL", "0")
 
 
 def _mysql_database_url(name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -439,6 +440,22 @@ def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
     assert asked <= 8, asked  # the four running, at most one more round: not all twenty
     done = db.scalar("SELECT COUNT(*) FROM agent_compaction")
     assert 1 <= done <= asked < 20
+    # It says what it came to: done before, let finish, never started; the figures add up.
+    said = re.search(
+        r"Error: interrupted: (.+?), (\d+) not started(?:; the (\d+) running were let "
+        r"finish: (.+?))?; no lease is left behind",
+        err,
+    )
+    assert said, err
+
+    def sessions(part: str | None) -> dict[str, int]:
+        found = re.findall(r"(\d+) (?:session\(s\) )?(\w+)", part or "")
+        return {status: int(n) for n, status in found}
+
+    before, finished = sessions(said[1]), sessions(said[4])
+    assert sum(before.values()) + int(said[2]) + sum(finished.values()) == 20
+    assert int(said[3] or 0) == sum(finished.values()) <= 4
+    assert before.get("compacted", 0) + finished.get("compacted", 0) == done
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
     for sid in range(1, 21):
         assert_valid_context(Store(db.engine), sid)

@@ -248,7 +248,12 @@ def compact(
     }
     if session is not None:
         session_id = Store(engine).resolve_session(session)  # id, source id or unique prefix
-        _one(compactor.compact_session(session_id, **run), output, options["show_summary"])
+        # Off a terminal a line every few seconds says which step it is in (the LLM's answer
+        # can take minutes); on one, nothing until the report.
+        with Progress(None, f"compacting session {session_id}", bar=False) as progress:
+            compactor.on_phase = lambda _sid, what: progress.phase(what)
+            outcome = compactor.compact_session(session_id, **run)
+        _one(outcome, output, options["show_summary"])
     else:
         _all(compactor, run, options, output)
 
@@ -296,12 +301,13 @@ def _acknowledged(compactor: Compactor, outcomes: list[CompactionOutcome]) -> di
 
 
 def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -> None:
-    batch = compactor.batch(
-        force=run["force"],
-        older_than=options["older_than"],
-        limit=options["limit"],
-        dry_run=run["dry_run"],
-    )
+    with Progress(None, "finding the sessions over their threshold", bar=False):
+        batch = compactor.batch(
+            force=run["force"],
+            older_than=options["older_than"],
+            limit=options["limit"],
+            dry_run=run["dry_run"],
+        )
     with Progress(len(batch.candidates), "compacting") as progress:
         outcomes = compactor.run_batch(
             batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run

@@ -65,7 +65,7 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
     files = expand_paths(paths)
     if not files:
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
-    total = file_sizes(files) if Progress.on_terminal() else None
+    total = file_sizes(files) if Progress.shown() else None
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
         importer = Importer(
             engine,

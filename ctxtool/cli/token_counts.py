@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..errors import CtxtoolError
+from ..failures import INTERRUPTED
 from ..output import OutputFormat, Progress, print_document, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
@@ -56,18 +58,28 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
         get_encoding(encoding)  # fail fast, before touching the database
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
-    total = count_pending(engine, session_id, encoding, recount) if Progress.on_terminal() else None
+    total = count_pending(engine, session_id, encoding, recount) if Progress.shown() else None
     with Progress(total, "counting tokens") as progress:
-        result = count_tokens(engine, session_id, encoding, recount, batch_size, progress.update)
+        try:
+            result = count_tokens(
+                engine, session_id, encoding, recount, batch_size, progress.update
+            )
+        except KeyboardInterrupt:
+            # progress.position: the messages of every batch committed before the interrupt.
+            raise CtxtoolError(
+                f"interrupted: the counts of {progress.position} message(s) were saved "
+                "(each batch commits); a re-run counts the rest",
+                INTERRUPTED,
+            ) from None
     doc = {
         "messages_counted": result.messages_counted,
         "tokens": result.tokens,
         "batches": result.batches,
         "by_encoding": result.by_encoding,
     }
-    human = f"counted {result.messages_counted} message(s), {result.tokens} tokens" + "".join(
-        f"\n  {enc}: {n} message(s)" for enc, n in result.by_encoding.items()
-    )
+    human = (
+        f"counted {result.messages_counted} message(s), {result.tokens} tokens, every count saved"
+    ) + "".join(f"\n  {enc}: {n} message(s)" for enc, n in result.by_encoding.items())
     print_document(doc, output, human)
 
 

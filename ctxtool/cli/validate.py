@@ -8,7 +8,7 @@ import click
 
 from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
-from ..output import OutputFormat, print_rows
+from ..output import OutputFormat, Progress, print_rows
 from ..store import Store, validate
 from ..terminal import fit_table, table_width
 from ..validation import ERROR
@@ -51,7 +51,13 @@ def validate_cmd(
     # A plain id without its agent_session row may still have checkpoints: validate's
     # session_missing finding, not "does not exist".
     session_id = Store(engine).resolve_session(session, leftovers=True) if session else None
-    issues, checked = validate(engine, session_id, settings)
+    with Progress(None, "validating sessions", bar=False) as progress:
+
+        def checked_some(n: int, total: int) -> None:
+            progress.total = total
+            progress.update(n)
+
+        issues, checked = validate(engine, session_id, settings, checked_some)
     if errors_only:
         issues = [i for i in issues if i.severity == ERROR]
     if rules:

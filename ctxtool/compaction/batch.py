@@ -10,6 +10,7 @@ in counts is the explicit :func:`count_missing` step a real run takes first.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..db import dialect_of, read_connection, retry_transaction
+from ..errors import CtxtoolError
+from ..failures import INTERRUPTED
 from ..store import Store
 from ..store.candidates import effective_contexts, measured, quiet_messages
 from ..store.counts import read_suffix
@@ -126,19 +129,59 @@ def run_concurrently(
     Interrupted (Ctrl-C, or ``on_done`` raising), the sessions not started yet are not started:
     leaving the pool's ``with`` ran every queued one first, LLM calls and all, before the
     interrupt got through. Those already running finish (each a transaction of its own that
-    releases its lease), then the interrupt goes on."""
+    releases its lease), then the interrupt goes on; Ctrl-C as :class:`BatchInterrupted`,
+    which says what was done."""
     outcomes: list[CompactionOutcome] = []
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    futures = [pool.submit(compact, sid) for sid in session_ids]
     try:
-        for future in as_completed([pool.submit(compact, sid) for sid in session_ids]):
+        for future in as_completed(futures):
             outcomes.append(future.result())
             if on_done:
                 on_done(outcomes[-1])
-    except BaseException:
+    except BaseException as exc:
         pool.shutdown(wait=True, cancel_futures=True)
-        raise
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
+        seen = {id(o) for o in outcomes}
+        finished = [
+            f.result()
+            for f in futures
+            if not f.cancelled() and f.exception() is None and id(f.result()) not in seen
+        ]
+        raise BatchInterrupted(outcomes, finished, sum(f.cancelled() for f in futures)) from None
     pool.shutdown(wait=True)
     return sorted(outcomes, key=lambda o: o.session_id)
+
+
+class BatchInterrupted(CtxtoolError):
+    """Ctrl-C during a batch, saying what it came to: the sessions done before it, those that
+    were running and were let finish, and how many were never started."""
+
+    exit_code = INTERRUPTED
+
+    def __init__(
+        self, done: list[CompactionOutcome], finished: list[CompactionOutcome], not_started: int
+    ):
+        self.done, self.finished, self.not_started = done, finished, not_started
+        running = (
+            f"; the {len(finished)} running were let finish: {_by_status(finished)}"
+            if finished
+            else ""
+        )
+        super().__init__(
+            f"interrupted: {_by_status(done) or 'no session done'}, {not_started} not started"
+            f"{running}; no lease is left behind"
+        )
+
+
+def _by_status(outcomes: list[CompactionOutcome]) -> str:
+    """``2 session(s) compacted, 1 failed``: how many ended in each status, most first."""
+    counts = Counter(o.status.value for o in outcomes).most_common()
+    return ", ".join(
+        f"{n} session(s) {status}" if i == 0 else f"{n} {status}"
+        for i, (status, n) in enumerate(counts)
+    )
 
 
 def _leased(

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -78,8 +79,11 @@ class Compactor:
         max_summary_tokens: int | None = None,
         min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
         min_quality: float = DEFAULT_MIN_QUALITY,
+        on_phase: Callable[[int, str], None] | None = None,
     ):
         self.engine = engine
+        # Told (session id, what now) as a session moves on: a progress line off a terminal.
+        self.on_phase = on_phase
         self.summarizer = summarizer
         self.settings = settings
         self.owner = owner or default_owner()
@@ -139,7 +143,9 @@ class Compactor:
                         notes=[f"leased by {holder.owner} until {holder.expires_at}"],
                         seconds=time.perf_counter() - started,
                     )
+                phase = partial(self._phase, session_id)
                 for _ in range(SPAN_ATTEMPTS):
+                    phase("reading and counting its context")
                     session, prep = retry_transaction(
                         conn, lambda: self._prepare(conn, session_id, force, not dry_run)
                     )
@@ -154,6 +160,7 @@ class Compactor:
                             prep,
                             session.title,
                             replace(self.gate, keep_text=True),
+                            phase,
                         )
                         if row is not None:
                             outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
@@ -164,9 +171,10 @@ class Compactor:
                         break
                     try:
                         outcome, row = summarized(
-                            self.summarizer, outcome, prep, session.title, self.gate
+                            self.summarizer, outcome, prep, session.title, self.gate, phase
                         )
                         if row is not None:
+                            phase("writing the checkpoint")
                             outcome = self._written(conn, outcome, prep, row)
                     finally:
                         if outcome.compaction_id is None:  # else the append released it
@@ -189,6 +197,10 @@ class Compactor:
             )
             outcome = replace(outcome, status=CompactionStatus.FAILED, error=failure.message)
         return replace(outcome, seconds=time.perf_counter() - started)
+
+    def _phase(self, session_id: int, what: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(session_id, what)
 
     def _prepare(
         self, conn: Connection, session_id: int, force: bool, write_counts: bool
@@ -320,13 +332,14 @@ def summarized(
     prep: Preparation,
     title: str | None,
     gate: Gate,
+    phase: Callable[[str], None] = lambda _what: None,
 ) -> tuple[CompactionOutcome, dict[str, Any] | None]:
     """Ask the summarizer (folding a span larger than its input bound) and judge the
     answer: the outcome with the summary's figures, and the checkpoint row to write (None,
     the outcome REJECTED and why, when refused). An answer the gate refuses is sent back
     once, with the missed probes and the dropped items, to a summarizer that revises."""
     started = time.perf_counter()
-    summary, judged = ask(summarizer, prep, title, gate)
+    summary, judged = ask(summarizer, prep, title, gate, phase)
     figures = judged.row["details"]["quality"]
     outcome = replace(
         outcome,
@@ -367,16 +380,24 @@ class Judged:
 
 
 def ask(
-    summarizer: Summarizer, prep: Preparation, title: str | None, gate: Gate
+    summarizer: Summarizer,
+    prep: Preparation,
+    title: str | None,
+    gate: Gate,
+    phase: Callable[[str], None] = lambda _what: None,
 ) -> tuple[Summary, Judged]:
-    """(the summary, how it was judged): revised once when refused for what it left out."""
+    """(the summary, how it was judged): revised once when refused for what it left out.
+    ``phase`` is told each step (waiting for the LLM, the gate)."""
     request = summary_request(prep, title, gate)
+    waiting = f"waiting for {summarizer.model}" if summarizer.model else summarizer.name
+    phase(f"summarizing ({waiting})")
     summary = fold(
         summarizer.summarize,
         request,
         summarizer.input_tokens,
         estimated_tokens=prep.summarized_tokens,
     )
+    phase("checking the summary (quality gate)")
     judged = judge_summary(prep, summary, gate)
     listed = judged.questions + judged.missing
     if judged.refusal is None or not listed or not getattr(summarizer, "revises", False):
@@ -390,12 +411,14 @@ def ask(
         questions=fitting[: len(judged.questions)],
         missing=fitting[len(judged.questions) :],
     )
+    phase(f"revising the summary ({waiting})")
     revised = summarizer.summarize(revision)
     summary = replace(
         revised,
         requests=summary.requests + 1,
         notes=summary.notes + (f"revised once: the first answer missed {len(listed)} items",),
     )
+    phase("checking the revised summary (quality gate)")
     return summary, judge_summary(prep, summary, gate)
 
 

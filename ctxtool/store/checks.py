@@ -9,6 +9,8 @@ for checkpoints that recorded the span they summarized, the count and id sum of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -47,12 +49,15 @@ SPANS_PER_QUERY = 200
 
 
 def validate(
-    engine: Engine, session_id: int | None = None, settings: CompactionSettings | None = None
+    engine: Engine,
+    session_id: int | None = None,
+    settings: CompactionSettings | None = None,
+    on_checked: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Issue], int]:
     """Check the consistency rules for one session or all of them; (issues, sessions checked).
 
     ``settings`` gives the window each restored context must fit (default: each model's
-    window less the default reserve)."""
+    window less the default reserve). ``on_checked(n, total)`` follows the progress."""
     settings = settings or CompactionSettings()
     store = Store(engine)
     issues: list[Issue] = []
@@ -71,6 +76,8 @@ def validate(
             ids = store.session_ids(conn)
         for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
             issues.extend(_check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings))
+            if on_checked is not None:
+                on_checked(len(ids[i : i + SESSIONS_PER_RANGE_QUERY]), len(ids))
         if session_id is None:
             issues.extend(_checkpoints_without_session(conn))
     return issues, len(ids)
