@@ -70,3 +70,30 @@ def test_a_file_that_is_not_jsonl_is_said_to_be_so(db, cli, skip):
     assert "not a JSONL transcript" in result.output
     assert "--skip-invalid" not in result.output
     assert counts(db) == (0, 0, 0)
+
+
+def test_titles_of_imported_sessions_come_from_the_first_real_request(sqlite_db, cli):
+    """#29 item 3 / #32: a transcript without a title of its own is titled by its first real
+    request as ctxtool.signals reads it (a slash command as the user typed it; never an
+    AGENTS.md block, an environment block, a command's expansion or a UI command such as
+    /mode), and a Claude Code `summary` line names its session only when its leafUuid is a
+    message of the file (fe5e1c67's first line summarizes another session)."""
+    assert cli("--db", sqlite_db.url, "import", str(TRANSCRIPTS)).exit_code == 0
+    titles = {
+        r["source_id"]: r["title"]
+        for r in sqlite_db.rows("SELECT source_id, title FROM agent_session")
+    }
+    assert titles["1af7fc5e-8455-4414-9ccd-011d40f70b2a"] == "/init"
+    assert titles["a5c478e1-0d31-46d4-9fd6-3b6b203b3752"] == "/erk:plan-implement 8511"
+    assert (
+        titles["fe5e1c67-53e7-4862-81ae-d0e013e3270b"] == "/orchestrator create TODO app by Next.js"
+    )
+    assert titles["019c581e-8542-7bb1-b7e1-7e6221c3047c"].startswith(  # Codex, after AGENTS.md
+        "i want to run this in the browser natively."
+    )
+    assert titles["d703a1a9-1b7b-4fb1-b512-c9738b1fe617"].startswith(  # Pi, after /mode
+        "read packages/coding-agent/docs/theme.md in full"
+    )
+    assert titles["ses_stage0_small"] == "Stage0 small fixture"  # its custom-title record
+    assert all(titles.values())
+    assert not any(t.startswith(("#", "<", "/mode")) for t in titles.values())

@@ -8,8 +8,11 @@
 - A compaction is a ``system`` record with subtype ``compact_boundary`` (``preTokens``) followed
   by a user record with ``isCompactSummary``: it becomes a checkpoint whose first kept message is
   the next message of the transcript.
-- ``summary``/``custom-title``/``ai-title`` records give the title; everything else (queue
-  operations, snapshots, attachments, hooks, api errors) is counted by kind.
+- ``custom-title``/``ai-title`` records give the title, else a ``summary`` record whose
+  ``leafUuid`` is a message of this file: Claude Code writes the summary of the session a new
+  one resumes or follows at the top of the new file, naming its leaf in the other one. Without
+  either, the first real request does (``titles.py``). Everything else (queue operations,
+  snapshots, attachments, hooks, api errors) is counted by kind.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class ClaudeCodeParser(FormatParser):
     def __init__(self):
         super().__init__()
         self.titles: dict[str, str] = {}
+        self.summaries: list[tuple[str | None, str]] = []  # (leafUuid, summary)
+        self.uuids: set[str] = set()  # of this file's messages: the leaves its summaries name
         self.pending: SourceMessage | None = None  # an assistant message still being streamed
         self.pending_api_id: str | None = None
         self.boundary: dict | None = None  # the compact_boundary waiting for its summary
@@ -77,8 +82,9 @@ class ClaudeCodeParser(FormatParser):
         if self.boundary is not None:
             self.skipped["compact_boundary_without_summary"] += 1
         t = self.titles
+        own = (s for leaf, s in self.summaries if leaf is None or leaf in self.uuids)
         self.session.title = (
-            t.get("custom-title") or t.get("ai-title") or t.get("summary") or self.session.title
+            t.get("custom-title") or t.get("ai-title") or next(own, None) or self.session.title
         )
         return out
 
@@ -91,7 +97,8 @@ class ClaudeCodeParser(FormatParser):
     def _summary(self, line: Line) -> None:
         summary = line.obj.get("summary")
         if isinstance(summary, str) and summary:
-            self.titles.setdefault("summary", summary)
+            leaf = line.obj.get("leafUuid")
+            self.summaries.append((leaf if isinstance(leaf, str) else None, summary))
         self.skipped["summary"] += 1
 
     def _title(self, line: Line) -> None:
@@ -113,6 +120,8 @@ class ClaudeCodeParser(FormatParser):
         if self.session.created_at is None:
             self.session.created_at = f.parse_time(rec.get("timestamp"))
         uuid = f.identifier(rec, "uuid")
+        if uuid is not None:
+            self.uuids.add(uuid)
         if rec.get("isSidechain"):
             self.skipped["sidechain"] += 1
             return None
@@ -172,8 +181,6 @@ class ClaudeCodeParser(FormatParser):
         if type(content) is not list:
             meta = {"is_meta": True} if rec.get("isMeta") else None
             text = content if type(content) is str else f.text_of(content)
-            if self.session.title is None and not meta and not text.startswith("<"):
-                self.session.title = f.first_line_title(text)
             out.append(
                 SourceMessage(
                     self.ids(uuid, number), "user", text, number, None, None, None, when, meta

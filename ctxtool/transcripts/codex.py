@@ -197,8 +197,6 @@ class CodexParser(FormatParser):
             ] += 1
             return None
         text = f.text_of(payload.get("content"), self.skipped, _TEXT_BLOCKS)
-        if role == "user" and self.session.title is None and not text.lstrip().startswith("<"):
-            self.session.title = f.first_line_title(text)
         details = {"source_role": source_role} if role != source_role else None
         if isinstance(payload.get("phase"), str) and payload["phase"]:
             details = {**(details or {}), "phase": payload["phase"]}

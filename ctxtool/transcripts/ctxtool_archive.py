@@ -19,6 +19,7 @@ _ROLES = ("system", "user", "assistant", "tool")
 
 class CtxtoolArchiveParser(FormatParser):
     name = "ctxtool-archive"
+    titled_by_request = False  # the archive says what the title was, none included
 
     @staticmethod
     def fits(obj: dict) -> bool:

@@ -44,8 +44,6 @@ class OpenAIChatParser(FormatParser):
         role = {"developer": "system", "function": "tool"}.get(role, role)
         calls = self._calls(msg, line.number)
         call_id = self._call_id(msg)
-        if role == "user" and self.session.title is None:
-            self.session.title = f.first_line_title(text)
         extra = {k: v for k, v in msg.items() if k not in _KNOWN}
         own_id = msg.get("id") if isinstance(msg.get("id"), str) else None
         if own_id is not None:

@@ -131,8 +131,6 @@ class PiParser(FormatParser):
             self.skipped[f"message:{f.label(role)}"] += 1
             self._remember(line, None)
             return None
-        if out.role == "user" and self.session.title is None:
-            self.session.title = f.first_line_title(out.content)
         self._remember(line, out.source_id)
         return [out]
 

@@ -14,7 +14,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 from .fields import UniqueIds, label, parse_time
-from .source import InvalidRecord, Line, Record, SourceSession, Transcript, TranscriptError
+from .source import (
+    InvalidRecord,
+    Line,
+    Record,
+    SourceMessage,
+    SourceSession,
+    Transcript,
+    TranscriptError,
+)
+from .titles import request_title
 from .tree import MainLineFilter, main_line
 
 # A method of the format's own parser class (hence Any: a subclass's self is no FormatParser
@@ -28,6 +37,8 @@ class FormatParser:
     name: ClassVar[str] = ""
     handlers: ClassVar[dict[str, Handler]] = {}  # record kind -> method
     tree: ClassVar[bool] = False  # records carry (id, parent id) links
+    # A session the file gives no title is titled by its first real request (titles.py).
+    titled_by_request: ClassVar[bool] = True
 
     def __init__(self):
         self.session = SourceSession(self.name)
@@ -99,6 +110,7 @@ def _walk(
     # Bound once: this loop runs for every line of files of millions of lines.
     observe = parser.observe if type(parser).observe is not FormatParser.observe else None
     kind_of, handlers, link, skipped = parser.kind_of, parser.handlers, parser.link, parser.skipped
+    untitled: str | None = None  # the first real request's title, once met
     for line in lines:
         try:
             if observe and observe(line.obj):
@@ -125,8 +137,24 @@ def _walk(
             )
             continue
         if out:
+            if untitled is None:
+                untitled = _first_request_title(out)
             yield from out
-    yield from parser.finish()
+    last = list(parser.finish())
+    if untitled is None:
+        untitled = _first_request_title(last)
+    yield from last
+    if parser.session.title is None and parser.titled_by_request:
+        parser.session.title = untitled
+
+
+def _first_request_title(records: Iterable[Record]) -> str | None:
+    for record in records:
+        if isinstance(record, SourceMessage) and record.role == "user":
+            title = request_title(record)
+            if title:
+                return title
+    return None
 
 
 def _invalid(parser: FormatParser, path: str, number: int, message: str, skip: bool) -> None:
