@@ -838,3 +838,24 @@ def test_max_row_bytes_refuses_a_larger_message_naming_the_setting(db, cli, tmp_
     done = cli("--db", db.url, "import", str(path), "--max-row-bytes", "1200", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)[0]["added"] == 3
+
+
+def test_the_import_table_fits_80_columns_keeping_file_names(db, cli, tmp_path):
+    """#31 item 5: at COLUMNS=80 the table is no wider than the terminal however deep the
+    paths: a path is shortened from the left (its file name stays), an error says its line
+    without repeating the path (stderr has it whole), and --json keeps everything."""
+    deep = tmp_path.joinpath(*[f"directory-{i}-of-a-deep-tree" for i in range(6)])
+    deep.mkdir(parents=True)
+    good = _write(deep, "rollout-session-kept-whole.jsonl", _jsonl(CHAT))
+    bad = _write(deep, "broken-transcript.jsonl", b"not json\n")
+    done = cli("--db", db.url, "import", str(deep), env={"COLUMNS": "80"})
+    assert done.exit_code == 4
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].split()[:4] == ["file", "format", "session", "added"]
+    (bad_row,) = [x for x in lines if "-transcript.jsonl" in x]
+    assert "line 1: malformed" in bad_row and str(tmp_path) not in bad_row
+    assert any(x.startswith("…") and "kept-whole.jsonl" in x for x in lines), lines
+    assert f"Error: {bad}:1: malformed JSON" in done.stderr
+    again = cli("--db", db.url, "import", str(good), "--json", env={"COLUMNS": "80"})
+    assert json.loads(again.stdout)[0]["file"] == str(good)

@@ -9,6 +9,7 @@ import click
 from ..errors import CtxtoolError, PartialFailure
 from ..importer import Importer
 from ..output import OutputFormat, Progress, print_rows, visible
+from ..terminal import fit_table, table_width, wrap
 from ..transcripts import FORMATS
 from ..transcripts.discover import expand_paths, file_sizes
 from .app import pass_app
@@ -16,7 +17,18 @@ from .options import output_options
 from .root import main
 
 _KINDS_SHOWN = 12
-_COLUMNS = ["file", "format", "session_id", "added", "present", "skipped", "compactions", "error"]
+# Short labels keep the table within 80 columns; the paths are shortened from the left (the
+# file name stays), errors from the right (each is printed whole on stderr); --json has it all.
+_LABELS = {
+    "file": "file",
+    "format": "format",
+    "session_id": "session",
+    "added": "added",
+    "present": "present",
+    "skipped": "skipped",
+    "compactions": "checkpoints",
+    "error": "error",
+}
 
 
 @main.command("import")
@@ -79,15 +91,34 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
     if output.machine:
         print_rows(rows, output)
     else:
-        print_rows(rows, output, headers=_COLUMNS)
+        width = table_width()
+        table = [
+            {label: row[key] for key, label in _LABELS.items()} | {"error": _error_cell(row)}
+            for row in rows
+        ]
+        click.echo(
+            fit_table(
+                table,
+                output,
+                _LABELS.values(),
+                width,
+                ["file", "error"],
+                optional=["present", "checkpoints"],
+                from_left=["file"],
+            )
+        )
         for label in ("skipped", "converted", "recovered"):
             totals: Counter = sum((getattr(r, label) for r in results), Counter())
             if totals:
                 shown = ", ".join(f"{k}={v}" for k, v in totals.most_common(_KINDS_SHOWN))
                 more = len(totals) - _KINDS_SHOWN
+                text = f"{label} by kind: {shown}"
                 click.echo(
-                    f"{label} by kind: {shown}"
-                    + (f", and {more} more kinds (see --json)" if more > 0 else "")
+                    wrap(
+                        text + (f", and {more} more kinds (see --json)" if more > 0 else ""),
+                        width,
+                        "  ",
+                    )
                 )
     failed = [r for r in results if r.error]
     for r in failed:
@@ -97,3 +128,13 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
         if len(failed) == len(results):
             raise CtxtoolError(message)
         raise PartialFailure(message)
+
+
+def _error_cell(row: dict) -> str | None:
+    """A file's error without the file's name in front (its row names it): "line 3: ..."."""
+    error, file = row["error"], row["file"]
+    if not error or not error.startswith(f"{file}:"):
+        return error
+    rest = error[len(file) + 1 :].lstrip()
+    line, colon, text = rest.partition(": ")
+    return f"line {line}: {text}" if colon and line.isdigit() else rest
