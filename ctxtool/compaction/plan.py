@@ -216,7 +216,7 @@ def plan_compaction(
     plan = _plan_for_budget(messages, safe, keep_recent_tokens)
     if max_kept_tokens is None or (plan is not None and plan.kept_tokens <= max_kept_tokens):
         return plan
-    return _fit_window(messages, safe, plan, max_kept_tokens)
+    return _fit_window(messages, safe, plan, max_kept_tokens, keep_recent_tokens)
 
 
 def _plan_for_budget(
@@ -255,6 +255,7 @@ def _fit_window(
     safe: list[bool],
     plan: CompactionPlan | None,
     max_kept_tokens: int,
+    keep_recent_tokens: int,
 ) -> CompactionPlan | None:
     """The safe cut keeping the most that still fits; else the one keeping the least, marked."""
     start = (
@@ -273,9 +274,15 @@ def _fit_window(
     for c in cuts:
         if kept_from[c] <= max_kept_tokens:
             fitted = _plan(messages, c, split=not messages[c].turn_boundary)
+            # Under the window as it is, the context was cut only because it was asked to be
+            # (--force): keep_recent_tokens spanned it all, so the earliest safe cut it is.
             fitted.notes.append(
                 f"kept {fitted.kept_tokens} tokens, less than keep_recent_tokens, "
                 "so the context fits its window"
+                if kept_from[0] > max_kept_tokens
+                else f"kept {fitted.kept_tokens} tokens: keep_recent_tokens ({keep_recent_tokens}) "
+                f"would keep every message ({kept_from[0]} tokens, within the window), so only "
+                "what comes before the earliest safe cut is summarized (--force)"
             )
             return fitted
     best = _plan(messages, cuts[-1], split=not messages[cuts[-1]].turn_boundary) if cuts else plan

@@ -194,10 +194,17 @@ def check_summary(
     if min_carry_over is not None and prep.previous is not None:
         kept = carry_over(prep.previous.summary, text).share
         if kept is not None and kept < min_carry_over:
+            # The flag only helps while it, not the quarter of the threshold, sets the budget.
+            room = (
+                "a larger --max-summary-tokens leaves room for them"
+                if prep.summary_budget < max(MIN_SUMMARY_BUDGET, prep.threshold // 4)
+                else f"the summary's budget, {prep.summary_budget} tokens, is already the most "
+                f"a threshold of {prep.threshold} allows: a larger --max-summary-tokens "
+                "changes nothing"
+            )
             return tokens, (
                 f"summary drops items of the previous summary: it keeps {kept:.0%} "
-                f"of them, at least {min_carry_over:.0%} required (--min-carry-over; "
-                "a larger --max-summary-tokens leaves room for them)"
+                f"of them, at least {min_carry_over:.0%} required (--min-carry-over; {room})"
             )
     return tokens, None
 
