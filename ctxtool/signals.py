@@ -238,6 +238,7 @@ class Statement:
     message_id: int | None
     prohibition: bool = False
     request: str = ""  # the whole request it was said in (a decision may answer a question)
+    forbidden: str | None = None  # of a prohibition: what it forbids ("editing files")
 
 
 @dataclass(frozen=True)
@@ -281,9 +282,15 @@ def signals_of(messages: Sequence[Message]) -> Signals:
         for sentence in _sentences(r.text):
             if _is_question(sentence):
                 continue
-            if _PROHIBITION.search(sentence) or _RULE.search(sentence):
-                prohibition = bool(_PROHIBITION.search(sentence))
-                instructions.append(Statement(sentence, r.message_id, prohibition, r.text))
+            if _USER_WILL.match(sentence):
+                # "i will make sure the jsonl upstream is fine": what the user decided to do.
+                decisions.append(Statement(sentence, r.message_id, request=r.text))
+            elif _PROHIBITION.search(sentence) or _RULE.search(sentence):
+                no = _PROHIBITION.search(sentence)
+                forbidden = _forbidden(sentence[no.start() :]) if no else None
+                instructions.append(
+                    Statement(sentence, r.message_id, bool(no), r.text, forbidden or None)
+                )
             elif _DECISION.search(sentence):
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
     goal = _goal(messages, requests)
@@ -741,7 +748,8 @@ def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
 
 _PROHIBITION = re.compile(
     r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|\b(never|don'?t|do not|must not|"
-    r"mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing)\b)",
+    r"mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing|without \w+ing|"
+    r"you (cannot|can'?t|can not|may not|are not allowed to))\b)",
     re.I,
 )
 _RULE = re.compile(
@@ -756,6 +764,21 @@ _DECISION = re.compile(
     r"^\s*(no|yes|actually),|\s(->|→)\s)",
     re.I,
 )
+_NEGATION_WORD = re.compile(
+    r"\b(never|don'?t|do not|must not|mustn'?t|should ?n[o']t|shall not|no more|stop|without|"
+    r"avoid|no|cannot|can'?t|can not|may not|not allowed to)\b",
+    re.I,
+)
+
+
+def _forbidden(text: str) -> str | None:
+    """What a prohibition forbids: the words after its negation ("editing files")."""
+    no = _NEGATION_WORD.search(text)
+    rest = text[no.end() :] if no else text
+    return rest.strip(" .!:;,") or None
+
+
+_USER_WILL = re.compile(r"^\s*(i|we)( will|'ll)\b", re.I)
 _QUESTION_START = re.compile(
     r"^\s*(why|what|how|where|when|who|which|can|could|would|is|are|do|does|did|will|should|"
     r"shall|isn'?t|aren'?t|won'?t|wouldn'?t|any)\b",

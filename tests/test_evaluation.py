@@ -63,6 +63,10 @@ def test_a_prohibition_is_held_only_as_a_prohibition():
     assert answer(
         probe([["no deprecation alias"]], negated=True), ContextText("No deprecation alias!")
     ).held
+    # The forbidden part negated holds it; the subject needs no negation of its own.
+    both = probe([["invalid theme"], ["explode", "crash"]], negated=True)
+    assert answer(both, ContextText("Invalid themes must NEVER explode.")).held
+    assert not answer(both, ContextText("An invalid theme made the app explode.")).held
     # A negated group given as an object in a hand key.
     keyed = probe_from_dict(
         {"id": "x", "kind": "instruction", "all_of": [{"any_of": ["commit"], "negated": True}]}
@@ -366,3 +370,33 @@ Please continue the conversation from where we left it off without asking the us
     assert len(found) == len(starts) and all(map(str.startswith, found, starts)), found
     assert boilerplate_in(GOOD) == [] and boilerplate_in(None) == []
     assert len(evaluate(coding_span().messages, carried).figures()["boilerplate"]) == 5
+
+
+def test_firm_rules_are_asked_first_and_each_open_task_answer_lists_the_open_ones():
+    s = Span()
+    s.user(". ".join(f"keep the module{n} layout" for n in range(12)) + ". never commit dumps!")
+    s.call(
+        "TodoWrite",
+        "ok",
+        todos=[
+            {"content": "Write unit tests", "status": "pending"},
+            {"content": "Submit PR", "status": "pending"},
+        ],
+    )
+    probes = derive_probes(s.messages)
+    instructions = [p for p in probes if p.kind is ProbeKind.INSTRUCTION]
+    assert len(instructions) == 10 and instructions[0].answer.startswith("never commit dumps!")
+    tasks = [p.answer for p in probes if p.kind is ProbeKind.OPEN_TASKS]
+    assert tasks == [
+        "Write unit tests (pending); the open list: Write unit tests (pending); Submit PR (pending)",
+        "Submit PR (pending); the open list: Write unit tests (pending); Submit PR (pending)",
+    ]
+
+
+def test_a_prohibition_is_keyed_on_what_it_forbids():
+    s = Span()
+    s.user("Read hello.py and summarize what it prints without editing files.")
+    [rule] = [p for p in derive_probes(s.messages) if p.kind is ProbeKind.INSTRUCTION]
+    assert rule.negated and rule.all_of == (("editing", "editi"),)
+    summary = "## Constraints\n- Read hello.py and summarize what it prints without editing files."
+    assert answer(rule, ContextText(summary)).held

@@ -405,3 +405,18 @@ def test_what_a_change_did_what_a_failure_led_to_and_what_the_last_call_returned
     [failure] = signals.failures
     assert failure.then == "ruff wants group.py reformatted; running ruff format."
     assert signals.current_work.last_result == "a.txt b.txt"
+
+
+def test_what_the_user_will_do_is_a_decision_and_without_or_cannot_is_a_prohibition():
+    s = Span()
+    s.user("i will make sure the jsonl produced upstream is fine. remove the sanitizer.")
+    s.user("Read hello.py and summarize what it prints without editing files.")
+    s.user("Note that you cannot use any interactive session commands (e.g. python, vim).")
+    signals = signals_of(s.messages)
+    assert [d.text for d in signals.decisions] == [
+        "i will make sure the jsonl produced upstream is fine."
+    ]
+    assert [(i.text[:30], i.prohibition) for i in signals.instructions] == [
+        ("Read hello.py and summarize wh", True),
+        ("Note that you cannot use any i", True),
+    ]

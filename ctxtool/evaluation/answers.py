@@ -3,7 +3,7 @@
 The context is what the agent reads after a restart: the summary and the kept messages. A probe
 is held when every group of its key has an alternative in the context; a path alternative is
 also found by its basename (a summary writes relative paths); a prohibition must be stated as
-one (a negation in the same sentence before the phrase). The verdict says where each part was
+one (a negation in the same sentence before one of its phrases). The verdict says where each part was
 found, so a probe the kept messages answer alone is told from one only the summary can answer.
 """
 
@@ -143,6 +143,10 @@ class Verdict:
 def answer(probe: Probe, context: ContextText) -> Verdict:
     """The verdict of the context on one probe, by its key."""
     found = [context.places(group, probe.negated) for group in probe.all_of]
+    if probe.negated and any(found):
+        # The prohibition is stated when the forbidden part is negated ("invalid themes must
+        # NEVER explode"); its subject need not be ("never" before "invalid themes").
+        found = [places or context.places(g, False) for g, places in zip(probe.all_of, found)]
     missing = tuple(g for g, places in zip(probe.all_of, found, strict=True) if not places)
     in_summary = all(SUMMARY in places for places in found)
     in_kept = all(any(p != SUMMARY for p in places) for places in found)

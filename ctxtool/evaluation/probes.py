@@ -301,12 +301,13 @@ def derive_probes(
     if s.latest_request:
         text = s.latest_request.text
         add(ProbeKind.LATEST_REQUEST, 0, "What did the user ask for last?", text, key_terms(text))
+    listed = "; ".join(f"{t.content} ({t.status})" for t in s.open_tasks)
     for n, task in enumerate(s.open_tasks[:MAX_PROBES_PER_KIND], 1):
         add(
             ProbeKind.OPEN_TASKS,
             n,
             "Which tasks are still open?",
-            f"{task.content} ({task.status})",
+            f"{task.content} ({task.status}); the open list: {listed}",
             key_terms(task.content, 2),
         )
     for n, f in enumerate(_distinct_failures(s)[:MAX_PROBES_PER_KIND], 1):
@@ -347,13 +348,16 @@ def derive_probes(
             )
             + key_terms(work.statement or "", 2),
         )
-    for n, st in enumerate(_distinct(s.instructions)[:MAX_PROBES_PER_KIND], 1):
+    for n, st in enumerate(_firmest(_distinct(s.instructions))[:MAX_PROBES_PER_KIND], 1):
         add(
             ProbeKind.INSTRUCTION,
             n,
             "What did the user instruct the agent to do or not to do?",
             _said(st),
-            key_terms(st.text, 2),
+            # A prohibition is keyed on what it forbids: "read hello.py without editing files"
+            # is held by "without editing", not by a negated "hello.py".
+            (st.prohibition and st.forbidden and key_terms(st.forbidden, 2))
+            or key_terms(st.text, 2),
             negated=st.prohibition,
         )
     for n, st in enumerate(_distinct(s.decisions)[:MAX_PROBES_PER_KIND], 1):
@@ -371,6 +375,15 @@ def _change_answer(change: FileChange) -> str:
         parts.append(f"(adds {', '.join(change.added)})")
     parts.append(f"(for: {(change.request or 'the goal')[:300]})")
     return " ".join(parts)
+
+
+_FIRM = re.compile(r"\b(never|always|must|don'?t|do not|no more|from now on|make sure)\b|!", re.I)
+
+
+def _firmest(statements: list[Statement]) -> list[Statement]:
+    """Prohibitions and rules said firmly ("never", "must", "always", "!") before the rest, in
+    the order said: with more than a probe kind's share, those are the ones to keep."""
+    return sorted(statements, key=lambda st: not (st.prohibition or _FIRM.search(st.text)))
 
 
 def _distinct(statements: list[Statement]) -> list[Statement]:
