@@ -366,29 +366,36 @@ _CHECKPOINT_LABELS = {
     "tokens_before": "before",
     "tokens_after": "after",
     "summary_tokens": "summary",
-    "retention": "retention",
+    "score": "probes",
+    "fabrications": "fabricated",
     "carry_over": "carry-over",
 }
 
 
 def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat, width: int | None) -> str:
-    """``context checkpoints`` as a table with short labels, fitted to ``width``."""
+    """``context checkpoints`` as a table with short labels, fitted to ``width``: the stored
+    quality figures as ``probes`` (the score, and the summary-only probes answered of all)
+    and ``fabricated``."""
 
-    def cell(key: str, value: Any) -> Any:
+    def cell(key: str, row: dict[str, Any]) -> Any:
+        value = row[key]
+        if key == "score" and row["probes_total"] is not None:  # n/a: no summary-only probe
+            score = "n/a" if value is None else f"{value:.0%}"
+            return f"{score} ({row['probes_answered']}/{row['probes_total']})"
         if value is None:
             return None
         if key == "created_at":
             return value.isoformat(sep=" ", timespec="seconds")
-        return f"{value:.0%}" if key in ("retention", "carry_over") else value
+        return f"{value:.0%}" if key == "carry_over" else value
 
-    table = [{label: cell(key, r[key]) for key, label in _CHECKPOINT_LABELS.items()} for r in rows]
+    table = [{label: cell(key, r) for key, label in _CHECKPOINT_LABELS.items()} for r in rows]
     text = fit_table(
         table,
         output,
         _CHECKPOINT_LABELS.values(),
         width,
         ["summarizer", "model"],
-        optional=["created", "carry-over", "parent", "retention"],
+        optional=["fabricated", "carry-over", "created", "parent"],
     )
     if rows:
         text += "\n(before / after: the context's tokens; summary: its own; --json: every field)"

@@ -151,12 +151,16 @@ def checkpoint_rows(
 ) -> list[dict[str, Any]]:
     """One row per checkpoint: ``summarized[i]`` is how many stored messages lie between the
     previous cut and checkpoint i's cut; ``summary_tokens[i]`` its summary's tokens (stored or
-    counted). Retention and carry-over are what ``ctxtool.quality`` measured when the checkpoint
-    was written (the share of the span's facts and of the previous summary's items it kept)."""
+    counted). The quality figures are those the evaluation stored when the checkpoint was
+    written (``details.quality``, see ``ctxtool.evaluation``): the probe score, the probes
+    only the summary could answer and how many it did, the fabrications, the missed probes
+    and the carry-over of the previous summary; None where a checkpoint has none (imported, a
+    runtime's, or older figures, which ``quality`` still describes)."""
     rows = []
     previous: Compaction | None = None
     for cp, n, st in zip(compactions, summarized, summary_tokens):
-        measured = quality_of(cp.details) or {}
+        figures = quality_of(cp.details) or {}
+        fabricated = figures.get("fabrications")
         rows.append(
             {
                 "checkpoint_id": cp.id,
@@ -170,8 +174,13 @@ def checkpoint_rows(
                 "tokens_before": cp.tokens_before,
                 "tokens_after": cp.tokens_after,
                 "summary_tokens": st,
-                "retention": measured.get("retention"),
-                "carry_over": measured.get("carry_over"),
+                "score": figures.get("score"),
+                "probes_answered": figures.get("held"),
+                "probes_total": figures.get("summary_only_probes"),
+                "fabrications": len(fabricated) if isinstance(fabricated, list) else None,
+                "carry_over": figures.get("carry_over"),
+                "missed": list(figures.get("missed") or []),
+                "quality": describe_quality(figures or None),
                 "source_id": cp.source_id,
             }
         )

@@ -152,7 +152,18 @@ def _checkpoints():
         tokens_before=900,
         tokens_after=300,
         created_at=T0 + timedelta(minutes=6, seconds=30),
-        details={"quality": {"retention": 0.8, "carry_over": None}},
+        details={
+            "quality": {
+                "score": 0.75,
+                "probes": 6,
+                "summary_only_probes": 4,
+                "held": 3,
+                "missed": ["goal"],
+                "fabrications": [{"kind": "path", "text": "src/nowhere.py"}],
+                "summary_tokens": 12,
+                "carry_over": None,
+            }
+        },
     )
     b = Compaction(
         11,
@@ -208,10 +219,21 @@ def test_checkpoint_rows_and_diff():
             r["cut_from"],
             r["first_kept_message_id"],
             r["messages_summarised"],
-            r["retention"],
+            r["score"],
         )
         for r in rows
-    ] == [(10, None, None, 4, 3, 0.8), (11, 10, 4, 8, 4, None)]  # as quality measured it
+    ] == [(10, None, None, 4, 3, 0.75), (11, 10, 4, 8, 4, None)]  # as the evaluation stored it
+    assert [
+        (r["probes_answered"], r["probes_total"], r["fabrications"], r["missed"]) for r in rows
+    ] == [(3, 4, 1, ["goal"]), (None, None, None, [])]
+    assert rows[0]["quality"].startswith("probes 75% (3/4), 1 fabrication")
+    assert all("retention" not in r for r in rows)
+
+    from ctxtool.export import render_checkpoints
+    from ctxtool.output import OutputFormat
+
+    table = render_checkpoints(rows, OutputFormat(), None)
+    assert "75% (3/4)" in table and "fabricated" in table and "retention" not in table
     assert pick_pair([a, b], None, None) == (a, b)
     assert pick_pair([a], None, None) == (None, a)
     assert pick_pair([a, b], 11, None) == (a, b)

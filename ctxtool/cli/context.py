@@ -21,7 +21,6 @@ from ..export import (
 )
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
-from ..quality import describe, quality_of
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, table_width, wrap
@@ -149,8 +148,6 @@ def checkpoints(app, session, details, output: OutputFormat):
     """
     history = _history(app, session)
     rows = history.checkpoint_rows()
-    for row, cp in zip(rows, history.compactions):
-        row.update(_quality_columns(quality_of(cp.details)))
     if output.machine:
         print_rows(rows, output)
         return
@@ -160,18 +157,6 @@ def checkpoints(app, session, details, output: OutputFormat):
         missed = f"; missed: {', '.join(row['missed'])}" if row["missed"] else ""
         line = f"checkpoint {row['checkpoint_id']}: {row['quality'] or 'no figures'}{missed}"
         click.echo(wrap(line, width, "  "))
-
-
-def _quality_columns(figures: dict | None) -> dict:
-    """The stored quality figures as checkpoint columns (None where a checkpoint has none)."""
-    figures = figures or {}
-    fabricated = figures.get("fabrications")
-    return {
-        "score": figures.get("score"),
-        "fabrications": len(fabricated) if isinstance(fabricated, list) else None,
-        "missed": list(figures.get("missed") or []),
-        "quality": describe(figures),
-    }
 
 
 @context.command("diff")
