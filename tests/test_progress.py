@@ -17,6 +17,7 @@ from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.output import duration, progress_line
 
 from .builders import LIMITS, add_session, coding_session
+from .conftest import TRANSCRIPTS
 from .llm_server import FakeLLM
 from .waiting import wait_until
 
@@ -87,6 +88,11 @@ def test_batches_report_progress_off_a_terminal(sqlite_db):
 
     checked = _ctxtool(db, "validate", interval="0.001")
     assert re.search(r"^validating sessions: (\d/4 \(\d+%\), )?\d+ s$", checked.stderr, re.M)
+
+    transcript = TRANSCRIPTS / "claude-code" / "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl"
+    imported = _ctxtool(db, "import", str(transcript), interval="0.001")
+    assert imported.returncode == 0, imported.stderr
+    assert re.search(r"^importing: \d+%, \d+ s$", imported.stderr, re.M), imported.stderr
 
     with FakeLLM(delay=0.3) as llm:
         batch = _ctxtool(

@@ -177,3 +177,19 @@ def test_the_fitter_cuts_paths_from_the_left_wraps_sentences_and_takes_columns_b
     assert _words(" ".join(line[note] for line in lines[2:])) == _words(rows[0]["note"])
     # "created" could not stay; "x", left out before it, fits again and comes back.
     assert lines[0].split() == ["id", "path", "note", "x"]
+
+
+def test_search_and_trace_lines_wrap_to_80_columns(sqlite_db, cli):
+    db = sqlite_db
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    assert cli("--db", db.url, "compact", "1", *LIMITS).exit_code == 0
+    found = cli("--db", db.url, "search", "ZeroDivisionError", "--limit", "3", env=NARROW)
+    assert found.exit_code == 0, found.output
+    _fits(found.stdout)
+    hits = json.loads(cli("--db", db.url, "search", "ZeroDivisionError", "--json").stdout)
+    assert len(hits[0]["snippet"]) > 80
+    assert " ".join(_words(hits[0]["snippet"])) in " ".join(_words(found.stdout))  # all of it
+    traced = cli("--db", db.url, "context", "trace", "1", "mod0", env=NARROW)
+    assert traced.exit_code == 0, traced.output
+    _fits(traced.stdout)
+    assert "appeared in:" in traced.stdout and "now: " in traced.stdout

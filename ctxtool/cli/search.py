@@ -15,7 +15,7 @@ from ..search import (
     search,
     trace_session,
 )
-from ..terminal import page
+from ..terminal import page, table_width, wrap
 from ..trace import TextMatch
 from .app import pass_app
 from .context import context
@@ -39,16 +39,17 @@ def _time(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "no time"
 
 
-def _hit_lines(hit: SearchHit) -> list[str]:
+def _hit_lines(hit: SearchHit, width: int | None = None) -> list[str]:
+    """A hit in three lines, wrapped to ``width``: the snippet whole (the match is inside it)."""
     what = (
         f"message {hit.id} ({hit.role})"
         if hit.kind == "message"
         else f"summary of checkpoint {hit.id}"
     )
     return [
-        f"session {hit.session_id} · {what} · {_time(hit.created_at)}",
-        f"  {visible(hit.snippet)}",
-        f"  → {hit.trace.describe()}",
+        wrap(f"session {hit.session_id} · {what} · {_time(hit.created_at)}", width, "  "),
+        wrap(f"  {hit.snippet}", width, "  "),
+        wrap(f"  → {hit.trace.describe()}", width, "    "),
     ]
 
 
@@ -123,11 +124,17 @@ def search_command(
     if not hits:
         click.echo(f"nothing says {visible(text)!s}")
         return
-    page("\n".join("\n".join(_hit_lines(h)) for h in hits))
+    width = table_width(None)
+    page("\n".join("\n".join(_hit_lines(h, width)) for h in hits))
 
 
-def trace_lines(found: SessionTrace) -> list[str]:
-    """The trace as a person reads it: where it appeared, each checkpoint since, the answer."""
+def trace_lines(found: SessionTrace, width: int | None = None) -> list[str]:
+    """The trace as a person reads it: where it appeared, each checkpoint since, the answer;
+    each line wrapped to ``width``."""
+    return [wrap(line, width, "    ") for line in _trace_lines(found)]
+
+
+def _trace_lines(found: SessionTrace) -> list[str]:
     trace = found.trace
     lines = [f"session {found.session_id}: {visible(found.match.text)}"]
     if not trace.message_ids and not trace.summary_ids:
@@ -170,4 +177,4 @@ def trace_command(app, session, text, regex, output: OutputFormat):
     if output.json:
         click.echo(dumps(found.as_dict()))
         return
-    page("\n".join(trace_lines(found)))
+    page("\n".join(trace_lines(found, table_width(None))))
