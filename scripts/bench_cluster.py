@@ -27,7 +27,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from bench_compact import setup  # noqa: E402
+from bench_compact import llm_server, setup  # noqa: E402
 
 LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]
 
@@ -90,46 +90,38 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = setup(args.url[0], args.sessions)
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "tests", "llm_server.py"), "--delay", str(args.delay)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    base_url = server.stdout.readline().strip()
     try:
-        where = f"{len(args.url)} node(s)" if len(args.url) > 1 else "one server"
-        print(
-            f"{args.sessions} sessions over threshold on {where}, LLM answers after "
-            f"{args.delay * 1000:.0f} ms"
-        )
-        wall, statuses = run(args.url[:1], base_url, 1, 1, args.baseline_sessions)
-        baseline = statuses.count("compacted") / wall
-        print(
-            f"1 process x 1 worker: {baseline:.2f} sessions/s ({args.baseline_sessions} sessions)"
-        )
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DELETE FROM agent_compaction")
-        wall, statuses = run(args.url, base_url, args.processes, args.workers, None)
-        done = statuses.count("compacted")
-        assert done == args.sessions, {s: statuses.count(s) for s in set(statuses)}
-        with engine.connect() as conn:
-            twice = conn.exec_driver_sql(
-                "SELECT COUNT(*) FROM (SELECT session_id FROM agent_compaction "
-                "GROUP BY session_id HAVING COUNT(*) > 1) t"
-            ).scalar()
-        assert twice == 0, f"{twice} sessions compacted twice"
-        ideal = args.processes * args.workers
-        rate = done / wall
-        print(
-            f"{args.processes} processes x {args.workers} workers: {wall:.1f}s, {rate:.2f} "
-            f"sessions/s, speed-up {rate / baseline:.2f}x of ideal {ideal}x "
-            f"({rate / baseline / ideal:.2f} of ideal); outcomes "
-            f"{ {s: statuses.count(s) for s in sorted(set(statuses))} }"
-        )
+        with llm_server(args.delay) as base_url:
+            where = f"{len(args.url)} node(s)" if len(args.url) > 1 else "one server"
+            print(
+                f"{args.sessions} sessions over threshold on {where}, LLM answers after "
+                f"{args.delay * 1000:.0f} ms"
+            )
+            wall, statuses = run(args.url[:1], base_url, 1, 1, args.baseline_sessions)
+            baseline = statuses.count("compacted") / wall
+            print(
+                f"1 process x 1 worker: {baseline:.2f} sessions/s ({args.baseline_sessions} sessions)"
+            )
+            with engine.begin() as conn:
+                conn.exec_driver_sql("DELETE FROM agent_compaction")
+            wall, statuses = run(args.url, base_url, args.processes, args.workers, None)
+            done = statuses.count("compacted")
+            assert done == args.sessions, {s: statuses.count(s) for s in set(statuses)}
+            with engine.connect() as conn:
+                twice = conn.exec_driver_sql(
+                    "SELECT COUNT(*) FROM (SELECT session_id FROM agent_compaction "
+                    "GROUP BY session_id HAVING COUNT(*) > 1) t"
+                ).scalar()
+            assert twice == 0, f"{twice} sessions compacted twice"
+            ideal = args.processes * args.workers
+            rate = done / wall
+            print(
+                f"{args.processes} processes x {args.workers} workers: {wall:.1f}s, {rate:.2f} "
+                f"sessions/s, speed-up {rate / baseline:.2f}x of ideal {ideal}x "
+                f"({rate / baseline / ideal:.2f} of ideal); outcomes "
+                f"{ {s: statuses.count(s) for s in sorted(set(statuses))} }"
+            )
     finally:
-        server.stdin.close()
-        server.wait(timeout=10)
         engine.dispose()
 
 

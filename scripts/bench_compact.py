@@ -15,12 +15,14 @@ Example: .venv/bin/python scripts/bench_compact.py --sessions 1000 --workers 1 4
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 
@@ -98,6 +100,24 @@ def setup(url: str, sessions: int) -> sa.Engine:
     return engine
 
 
+@contextlib.contextmanager
+def llm_server(delay: float) -> Iterator[str]:
+    """The local OpenAI-compatible test server (tests/llm_server.py) in a process of its own,
+    answering after ``delay`` seconds: its base URL, until the block ends."""
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "tests", "llm_server.py"), "--delay", str(delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.stdin.close()  # the server stops at the end of its input
+        server.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_compact")
@@ -107,14 +127,7 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = setup(args.db, args.sessions)
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "tests", "llm_server.py"), "--delay", str(args.delay)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    base_url = server.stdout.readline().strip()
-    try:
+    with llm_server(args.delay) as base_url:
         print(
             f"{args.sessions} sessions over threshold, LLM answers after {args.delay * 1000:.0f} ms"
         )
@@ -137,9 +150,6 @@ def main() -> None:
                 f"(ideal {workers}x)  overhead/session median {statistics.median(overhead):.1f} ms, "
                 f"p95 {sorted(overhead)[int(len(overhead) * 0.95)]:.1f} ms"
             )
-    finally:
-        server.stdin.close()
-        server.wait(timeout=10)
 
 
 if __name__ == "__main__":
