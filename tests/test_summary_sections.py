@@ -200,6 +200,29 @@ def test_an_earlier_request_keeps_what_its_turn_reported_by_name():
     ]
 
 
+def test_what_a_sub_agent_reported_is_done_work_by_name():
+    """Claude Code's Task results: the sub-agent's files and checks are only in its report
+    (fe5e1c67 set its project up with create-next-app inside one). A launch notice is none."""
+    report = (
+        "## Summary\n\nI successfully created a new Next.js TODO app project:\n\n"
+        "- Created using `npx create-next-app@latest todo-app` with TypeScript\n"
+        "- Installed `lucide-react` for icons"
+    )
+    messages = [
+        msg(1, "user", "Create a TODO app."),
+        call(2, "Task", {"description": "Setup Next.js project", "prompt": "..."}, "t1"),
+        result(3, "t1", report),
+        call(4, "Task", {"description": "Explore", "prompt": "..."}, "t2"),
+        result(5, "t2", "Async agent launched successfully. agentId: ab558b3"),
+        msg(6, "assistant", "All done."),
+    ]
+    done = section(summarize(messages), "Done")
+    assert done == [
+        "- Task (Setup Next.js project): Created using `npx create-next-app@latest todo-app` "
+        "with TypeScript; […]"
+    ]
+
+
 def test_open_tasks_say_what_each_task_is():
     messages = [
         msg(1, "user", "Ship the release."),

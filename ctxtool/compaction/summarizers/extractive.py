@@ -51,7 +51,7 @@ from .span_notes import (
     whole_sentences,
 )
 
-MAX_READ_FILES = 20
+MAX_READ_FILES = 8
 MAX_MODIFIED_FILES = 120
 MAX_NEW_ERRORS = 10
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
@@ -171,6 +171,8 @@ class ExtractiveSummarizer:
                     add(DONE, f"- [x] {task.text}")
                 else:
                     add(OPEN_TASKS, f"- {_STATUS_MARK.get(task.status, '[ ]')} {task.text}", True)
+        for line in notes.delegated:
+            add(DONE, f"- {line}")
         for line in notes.current_work:
             add(CURRENT_WORK, line)
         if len(notes.errors) > MAX_NEW_ERRORS:

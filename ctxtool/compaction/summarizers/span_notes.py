@@ -32,6 +32,7 @@ LOG_REQUEST_CHARS = 200
 LOG_STATEMENT_CHARS = 120
 LOG_COMMAND_CHARS = 60
 OUTCOME_CHARS = 100  # what the agent reported at the end of an earlier request's turn
+DELEGATED_CHARS = 70  # of what a sub-agent reported
 _SPECIFIC_ERROR = re.compile(
     r"^.*(\berror\s+[A-Z]+\d+\b|\b\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
@@ -46,6 +47,7 @@ _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
 _NAMES_SOMETHING = re.compile(
     r"`[^`]+`|\"[^\"\s]*[._/][^\"\s]*\"|\w/[\w.-]|\b\w+\.[a-z]{2,5}\b|\b[a-z]+[A-Z]\w*|\b[a-z]\w*_\w+"
 )
+_QUOTES_A_NAME = re.compile(r"`[^`]+`|\w/[\w.-]")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
 
 
@@ -112,6 +114,7 @@ class SpanNotes:
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
+    delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
 
     @property
     def latest_request(self) -> str | None:
@@ -137,6 +140,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         constraints=list(dict.fromkeys(masked(s.text) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
+        delegated=_delegated(messages),
     )
 
 
@@ -158,12 +162,44 @@ def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
     return out + [""] if starts else []
 
 
+SUB_AGENT_TOOLS = ("Task", "Agent", "TaskOutput")
+_RESULT_PART = re.compile(r"--- RESULT ---\s*(.*?)(?:</output>|\Z)", re.S)
+
+
+def _delegated(messages: Sequence[Message]) -> list[str]:
+    """What each sub-agent (Claude Code's ``Task``) reported, by name: its work, the files it
+    wrote and the checks it ran are in its report, never in the main conversation's calls."""
+    calls = {
+        c["id"]: c
+        for m in messages
+        if m.role == "assistant"
+        for c in m.calls()
+        if call_name(c) in SUB_AGENT_TOOLS
+    }
+    out = []
+    for m in messages:
+        call = calls.get(m.tool_call_id) if m.role == "tool" and m.tool_call_id else None
+        if call is None:
+            continue
+        text = m.content or ""
+        if text.startswith("Async agent launched"):
+            continue  # its report comes with TaskOutput
+        part = _RESULT_PART.search(text)
+        said = reported(part.group(1) if part else text, DELEGATED_CHARS)
+        if said:
+            out.append(masked(f"{_call_line(call)}: {said}"))
+    return out
+
+
 def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     """A report condensed to its lines that name something (code blocks left out), in order,
     within ``limit`` characters; nothing when no line names anything."""
     prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", text)  # code is not a report
     lines = [_LIST_MARKER.sub("", line).strip() for line in prose.splitlines()]
     named = [line for line in lines if _NAMES_SOMETHING.search(line)]
+    # Lines quoting code or a path first ("Created with `npx create-next-app todo-app`"),
+    # then the others ("a Next.js project"), each group in order.
+    named.sort(key=lambda line: not _QUOTES_A_NAME.search(line))
     if not named:
         return ""  # nothing a later question could ask for by name
     kept: list[str] = []
