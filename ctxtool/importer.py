@@ -10,9 +10,11 @@ what is stored under its id is refused. This module only orchestrates: reading a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -25,7 +27,7 @@ from .errors import CtxtoolError
 from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
-from .transcripts.archives import archive_members, is_archive
+from .transcripts.archives import archive_members, is_archive, is_compressed
 from .transcripts.discover import (
     STDIN,
     CountingStream,
@@ -145,15 +147,36 @@ class Importer:
                 results.append(self.import_file(path))
         return results
 
+    @contextlib.contextmanager
+    def _counted_packed(self, path: str) -> Iterator[None]:
+        """``on_bytes`` counts a file's bytes as stored on disk, as a progress bar's total
+        (``discover.file_sizes``) does: a compressed file or an archive, whose lines are
+        decompressed bytes, counts its packed size once it is done instead of its lines."""
+        if self.on_bytes is None or not (is_archive(path) or is_compressed(path)):
+            yield
+            return
+        on_bytes, self.on_bytes = self.on_bytes, None
+        try:
+            yield
+        finally:
+            self.on_bytes = on_bytes
+            with contextlib.suppress(OSError):
+                on_bytes(os.path.getsize(path))
+
     def import_file(self, path: str) -> FileResult:
         """Import one file. Any failure is one line in ``result.error`` naming the file (and the
         line where there is one), with nothing written for the file."""
         shown = "<stdin>" if path == STDIN else printable(path)
-        return self._import_opened(path, shown, lambda: open_source(path))
+        with self._counted_packed(path):
+            return self._import_opened(path, shown, lambda: open_source(path))
 
     def import_archive(self, path: str) -> list[FileResult]:
         """Every transcript in a .tar.gz/.zip (see transcripts.archives), one result each; a
         refused member is its own failure, an archive that breaks off one more."""
+        with self._counted_packed(path):
+            return self._import_archive(path)
+
+    def _import_archive(self, path: str) -> list[FileResult]:
         shown = printable(path)
         results: list[FileResult] = []
         try:

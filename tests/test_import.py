@@ -859,3 +859,29 @@ def test_the_import_table_fits_80_columns_keeping_file_names(db, cli, tmp_path):
     assert f"Error: {bad}:1: malformed JSON" in done.stderr
     again = cli("--db", db.url, "import", str(good), "--json", env={"COLUMNS": "80"})
     assert json.loads(again.stdout)[0]["file"] == str(good)
+
+
+def test_progress_counts_compressed_input_in_the_bytes_its_total_counts(db, tmp_path):
+    """#32: the import's progress bar totals the files' sizes on disk (discover.file_sizes);
+    its progress counted a compressed file's or an archive's decompressed lines, and so ran
+    past the total. Now a plain file counts its lines, a compressed one and an archive their
+    size on disk, and the two agree."""
+    import gzip
+    import tarfile
+
+    from ctxtool.transcripts.discover import expand_paths, file_sizes
+
+    text = _jsonl([{"role": "user", "content": f"repeated question {i} " * 20} for i in range(200)])
+    _write(tmp_path, "plain.jsonl", text)
+    _write(tmp_path, "packed.jsonl.gz", gzip.compress(text.replace(b"question", b"answer")))
+    (tmp_path / "src").mkdir()
+    member = _write(tmp_path / "src", "inside.jsonl", text.replace(b"question", b"remark"))
+    with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as tar:
+        tar.add(member, arcname="inside.jsonl")
+    files = [f for f in expand_paths([str(tmp_path)]) if "/src/" not in f]
+    assert len(files) == 3
+    counted: list[int] = []
+    results = Importer(db.engine, on_bytes=counted.append).import_files(files)
+    assert [r.error for r in results] == [None, None, None]
+    assert sum(r.messages_added for r in results) == 600
+    assert sum(counted) == file_sizes(files) < 2 * len(text)
