@@ -40,7 +40,7 @@ from .errors import CtxtoolError
 from .records import Compaction, Message, Session
 from .redaction import Redactor
 from .store import Store
-from .transcripts.ctxtool_archive import CHECKPOINT, MESSAGE, SESSION
+from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
 
 MANIFEST = "ctxtool-archive.manifest"  # JSON; not .json, so importing the folder skips it
 ARCHIVE_VERSION = 1
@@ -164,7 +164,7 @@ def checkpoint_record(c: Compaction, first_kept_source_id: str) -> dict:
         )
         if v is not None
     }
-    details = {**(c.details or {}), **({"archived": made_by} if made_by else {})}
+    details = {**(c.details or {}), **({ARCHIVED: made_by} if made_by else {})}
     return {
         "type": CHECKPOINT,
         "id": c.id,

@@ -216,3 +216,45 @@ def test_an_archive_file_is_a_transcript_ctxtool_reads_like_any_other(db, cli, t
     assert result.exit_code == 1
     assert f"{broken}:6: invalid ctxtool-archive record: role must be one of" in result.output
     assert Path(archive / "session-1.jsonl").exists()
+
+
+def test_a_checkpoint_ctxtool_wrote_comes_back_as_written_and_a_runtime_session_once(
+    db, cli, tmp_path
+):
+    """#32: after `sessions archive` -> purge -> import, a checkpoint ctxtool wrote is the one
+    it wrote (summarizer, its model, summary_tokens, tokens_after in their columns, details as
+    they were), not an import with those under details.archived. A runtime's messages, stored
+    without a source id, come back under the id the archive gave them, `ctxtool:<id>`: that is
+    what finds them when the archive is imported again (nothing doubled)."""
+    from .builders import LIMITS, add_session, coding_session
+
+    ids = add_session(db, 1, coding_session(12), model="gpt-4o")
+    assert cli("--db", db.url, "compact", "1", *LIMITS).exit_code == 0
+    [written] = Store(db.engine).compactions(1)
+    assert written.summarizer == "extractive" and written.tokens_after and written.summary_tokens
+    archive = tmp_path / "archive"
+    assert cli("--db", db.url, "sessions", "archive", "1", "-o", archive).exit_code == 0
+    assert cli("--db", db.url, "sessions", "purge", "-a", archive).exit_code == 0
+    [row] = _import(cli, db, archive)
+    assert row["added"] == len(ids)
+    store = Store(db.engine)
+    [back] = store.compactions(row["session_id"])
+    assert (
+        back.summarizer,
+        back.summarizer_model,
+        back.summary_tokens,
+        back.tokens_after,
+        back.tokens_before,
+        back.details,
+    ) == (
+        written.summarizer,
+        written.summarizer_model,
+        written.summary_tokens,
+        written.tokens_after,
+        written.tokens_before,
+        written.details,
+    )
+    messages = store.messages(row["session_id"])
+    assert [m.source_id for m in messages] == [f"ctxtool:{i}" for i in ids]
+    [again] = _import(cli, db, archive)
+    assert again["added"] == 0 and db.scalar("SELECT COUNT(*) FROM agent_message") == len(ids)

@@ -502,7 +502,10 @@ class MessageWriter:
                 first_kept_message_id=first_kept,
                 tokens_before=comp.tokens_before,
                 parent_compaction_id=latest_compaction_id(self.conn, self.session_id),
-                summarizer=f"imported:{self.fmt}",
+                summarizer=comp.summarizer or f"imported:{self.fmt}",
+                summarizer_model=comp.summarizer_model,
+                summary_tokens=comp.summary_tokens,
+                tokens_after=comp.tokens_after,
                 source_id=comp.source_id,
                 details=details,
                 # When the agent compacted (`context show --at` bounds a context by it); the import

@@ -14,6 +14,8 @@ from .source import InvalidRecord, Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 SESSION, MESSAGE, CHECKPOINT = "ctxtool_session", "ctxtool_message", "ctxtool_checkpoint"
+# The details key of a checkpoint record holding the columns that say who wrote it.
+ARCHIVED = "archived"
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -63,6 +65,11 @@ class CtxtoolArchiveParser(FormatParser):
 
     def _checkpoint(self, line: Line) -> list[Record]:
         rec = line.obj
+        details = dict(f.obj(rec, "details") or {})
+        # The columns the archive keeps under details.archived (archive.checkpoint_record) go
+        # back to their columns: the checkpoint is the one that was archived, not an import.
+        made_by = details.pop(ARCHIVED, None)
+        made_by = made_by if isinstance(made_by, dict) else {}
         return [
             SourceCompaction(
                 self.ids(_needed(f.identifier(rec, "source_id"), "source_id"), line.number),
@@ -72,8 +79,12 @@ class CtxtoolArchiveParser(FormatParser):
                     f.identifier(rec, "first_kept_source_id"), "'first_kept_source_id'"
                 ),
                 tokens_before=f.token_count(rec.get("tokens_before")),
-                details=f.obj(rec, "details") or None,
+                details=details or None,
                 created_at=self.time(rec.get("created_at")),
+                summarizer=f.name(made_by, "summarizer"),
+                summarizer_model=f.name(made_by, "summarizer_model"),
+                summary_tokens=f.token_count(made_by.get("summary_tokens")),
+                tokens_after=f.token_count(made_by.get("tokens_after")),
             )
         ]
 

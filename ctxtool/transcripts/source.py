@@ -102,6 +102,11 @@ class SourceCompaction:
     tokens_before: int | None = None
     details: dict[str, Any] | None = None
     created_at: datetime | None = None  # when the agent compacted, from the record's time
+    # Who wrote it, where the file says (a ctxtool archive): else "imported:<format>".
+    summarizer: str | None = None
+    summarizer_model: str | None = None
+    summary_tokens: int | None = None
+    tokens_after: int | None = None
 
 
 Record = SourceMessage | SourceCompaction
