@@ -698,7 +698,7 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
     return [replace(c, added=tuple(list(added[c.path])[:MAX_ADDED])) for c in changes.values()]
 
 
-MAX_ADDED = 12
+MAX_ADDED = 24
 # Names in code: snake_case, camelCase, PascalCase with an inner capital, kebab-case, --flags.
 _CODE_NAME = re.compile(
     r"(?<![\w-])(--[a-z][\w-]+|[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|"

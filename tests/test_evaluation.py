@@ -400,3 +400,12 @@ def test_a_prohibition_is_keyed_on_what_it_forbids():
     assert rule.negated and rule.all_of == (("editing", "editi"),)
     summary = "## Constraints\n- Read hello.py and summarize what it prints without editing files."
     assert answer(rule, ContextText(summary)).held
+
+
+def test_a_session_that_changed_many_files_is_asked_about_more_of_them():
+    s = Span()
+    s.user("scaffold the package")
+    for n in range(30):
+        s.call("Write", "File created", file_path=f"/repo/pkg/mod{n}.py", content="x = 1")
+    files = [p for p in derive_probes(s.messages) if p.kind is ProbeKind.FILE_CHANGED]
+    assert len(files) == 25 and files[-1].all_of == (("/repo/pkg/mod24.py", "mod24.py"),)

@@ -96,6 +96,9 @@ def probe_from_dict(data: dict[str, Any]) -> Probe:
 # -- probes derived from the span's signals --------------------------------------------------------
 
 MAX_PROBES_PER_KIND = 10
+# Files are asked about more: a session changes dozens, each a thing the next agent may touch
+# again (the score averages per kind, so they still do not outvote the goal).
+MAX_FILE_PROBES = 25
 _PATH = re.compile(r"(?:[\w.@~+-]*/)+[\w.@+-]+|\b[\w-]+\.[a-z]{1,5}\b")
 _IDENTIFIER = re.compile(
     r"(?<![\w-])(?:[A-Za-z_][\w]*(?:[_:][\w]+)+|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*|"
@@ -322,7 +325,7 @@ def derive_probes(
             f"`{f.command[:200]}` failed: {f.error} ({outcome}){then}",
             _command_key(f.tool, f.command) + key_terms(f.error, 1, prose=False),
         )
-    for n, change in enumerate(s.files_changed[:MAX_PROBES_PER_KIND], 1):
+    for n, change in enumerate(s.files_changed[:MAX_FILE_PROBES], 1):
         base = change.path.rstrip("/").rsplit("/", 1)[-1]
         add(
             ProbeKind.FILE_CHANGED,
