@@ -336,7 +336,7 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     acted, call = worked[-1] if worked else (None, None)
     if said is None and acted is None:
         return None
-    statement = " ".join((said.content or "").split())[:500] if said else None
+    statement = " ".join((said.content or "").split())[:1200] if said else None
     action = _command_of(call) if call else None
     tool = call["function"]["name"] if call else None
     latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)

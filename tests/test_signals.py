@@ -420,3 +420,17 @@ def test_what_the_user_will_do_is_a_decision_and_without_or_cannot_is_a_prohibit
         ("Read hello.py and summarize wh", True),
         ("Note that you cannot use any i", True),
     ]
+
+
+def test_current_work_keeps_a_long_report_to_its_end():
+    """An agent's closing report names how it checked the work last ("validated with node
+    --check"): 1,200 characters of it are kept, not the first 500."""
+    s = Span()
+    s.user("only change javascript code")
+    report = (
+        "Updated codex_log_viewer.js. "
+        + "Removed the sanitizer path. " * 25
+        + "node --check passed."
+    )
+    s.add("assistant", report)
+    assert signals_of(s.messages).current_work.statement.endswith("node --check passed.")
