@@ -15,7 +15,8 @@ from ctxtool.evaluation import describe
 from ctxtool.store import Store
 from ctxtool.tokens import count_text
 
-from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .builders import SETTINGS, add_session, assert_valid_context, coding_session
+from .compacting import compact_with_llm
 from .conftest import TRANSCRIPTS
 from .llm_server import FakeLLM
 
@@ -32,30 +33,12 @@ FABRICATED = (
 )
 
 
-def _compact(cli, db, llm, *args):
-    return cli(
-        "--db",
-        db.url,
-        "compact",
-        *args,
-        "--summarizer",
-        "openai",
-        "--model",
-        "m",
-        "--base-url",
-        llm.base_url,
-        "--retries",
-        "0",
-        *LIMITS,
-    )
-
-
 def test_a_terse_llm_answer_is_revised_once_then_rejected(db, cli):
     assert count_text(TERSE) < 40
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = TERSE
-        result = _compact(cli, db, llm, "1", "--json")
+        result = compact_with_llm(cli, db, llm, "1", "--json")
         revision = llm.requests[-1]["messages"][1]["content"]
         assert len(llm.requests) == 2  # the answer and ONE revision request
     assert result.exit_code == 1, result.output
@@ -80,7 +63,7 @@ def test_a_fabricated_summary_is_rejected_in_a_batch_with_exit_4(db, cli):
     add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = FABRICATED
-        result = _compact(cli, db, llm, "--all", "--json")
+        result = compact_with_llm(cli, db, llm, "--all", "--json")
         assert len(llm.requests) == 4  # per session: the answer and one revision
     assert result.exit_code == 4, result.output
     rows = json.loads(result.stdout)
@@ -118,7 +101,7 @@ def test_a_revision_that_answers_the_probes_is_written(db):
 def test_a_good_answer_is_written_with_its_figures_everywhere(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:  # its default answer quotes the goal, the request and the work
-        result = _compact(cli, db, llm, "1", "--instructions", "the failing tests")
+        result = compact_with_llm(cli, db, llm, "1", "--instructions", "the failing tests")
         prompt = llm.requests[0]["messages"][1]["content"]
         assert len(llm.requests) == 1
     assert result.exit_code == 0, result.output
@@ -139,7 +122,8 @@ def test_checkpoints_details_name_the_missed_probes_and_validate_warns(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
         llm.summary_text = TERSE
-        result = _compact(cli, db, llm, "1", "--min-quality", "0")  # the floor lowered: written
+        # The floor lowered: written.
+        result = compact_with_llm(cli, db, llm, "1", "--min-quality", "0")
     assert result.exit_code == 0, result.output
     assert "missed probes:      goal, latest_request" in result.output
     cp = Store(db.engine).latest_compaction(1)
@@ -155,8 +139,8 @@ def test_dry_run_summarize_reports_the_figures_and_shows_the_summary(db, cli):
     add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
     with FakeLLM() as llm:
         base = ("--all", "--dry-run", "--summarize")
-        table = _compact(cli, db, llm, *base, "--show-summary")
-        rows = json.loads(_compact(cli, db, llm, *base, "--json").stdout)
+        table = compact_with_llm(cli, db, llm, *base, "--show-summary")
+        rows = json.loads(compact_with_llm(cli, db, llm, *base, "--json").stdout)
     assert table.exit_code == 0, table.output
     assert "score" in table.output and "fabrications" in table.output
     assert "--- session 2: summary ---\n## Goal\nTurn 0b: please fix" in table.output
