@@ -102,9 +102,9 @@ class SuffixTokens:
     resent: int = 0
     synthetic: int = 0
     unpaired: int = 0
-    # From sums, with as many calls as results: at most what is sent beyond the stored counts
-    # if some of them do not answer each other (a placeholder for a call, a prefix on a resent
-    # result), which the sums cannot see. Added to the upper bound, not to ``tokens``.
+    # From sums: at most what is sent beyond the stored counts if calls and results do not
+    # all answer each other (a placeholder for a call, a prefix on a resent result), which the
+    # sums cannot see. Added to the upper bound, not to ``tokens``.
     unread_pairing: int = 0
 
     @property
@@ -126,8 +126,10 @@ def summed_suffix(
     results and the UTF-8 bytes of the longest result's call id. Calls and results equal in
     number may still not answer each other: each such pair is bounded by a placeholder result
     plus a resend prefix (its call id included, a token at most per byte, and the few tokens
-    the prefix can change at its junction with the result's text). ``foreign``: messages of
-    no chat role, resent as user messages."""
+    the prefix can change at its junction with the result's text). Calls and results unequal
+    in number are bounded the same way, a pair's worth for each of the more numerous: a call
+    gets at most one placeholder, a result at most one prefix. ``foreign``: messages of no
+    chat role, resent as user messages."""
     calls, results = int(calls or 0), int(results or 0)
     per_pair = (
         synthetic_result_tokens(encoding)
@@ -140,7 +142,7 @@ def summed_suffix(
         int(uncounted or 0),
         resent=int(foreign or 0),
         unpaired=abs(calls - results),
-        unread_pairing=min(calls, results) * per_pair,
+        unread_pairing=max(calls, results) * per_pair,
     )
 
 
@@ -172,16 +174,20 @@ def context_bounds(suffix: SuffixTokens, head_bytes: int) -> tuple[int, int]:
     """(at least, at most) tokens of a restored context whose suffix counts are ``suffix`` and
     whose head (system prompt and summary, stored counts of which are not trusted) holds
     ``head_bytes`` UTF-8 bytes: a byte-level BPE token is at least one byte. Exact only for a
-    suffix whose counts are all :attr:`SuffixTokens.known`."""
+    suffix whose counts are all :attr:`SuffixTokens.known`; bounds for one without uncounted
+    or resent messages."""
     low = suffix.tokens + REPLY_PRIMING_TOKENS
     return low, low + head_bytes + HEAD_FRAMING_TOKENS + suffix.unread_pairing
 
 
 def needs_measuring(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:
     """Whether only an exact count can tell if the context is over ``threshold``: counts the
-    suffix cannot vouch for, or a threshold between its bounds."""
+    suffix cannot vouch for (none, made with another encoding, a message resent as a user
+    message), or a threshold between its bounds. Calls and results that differ in number are
+    within the bounds (:func:`summed_suffix`): a session far from its threshold is decided
+    without reading its pairing."""
     low, high = context_bounds(suffix, head_bytes)
-    return not suffix.known or low <= threshold < high
+    return bool(suffix.uncounted or suffix.resent) or low <= threshold < high
 
 
 def surely_fits(suffix: SuffixTokens, head_bytes: int, threshold: int) -> bool:

@@ -183,6 +183,73 @@ FROM (
 """
 
 
+def insert_cost(url: str, rounds: int) -> None:
+    """What 0009's wider index costs a runtime's inserts: the same rows (turns with tool calls)
+    into a store migrated to 0008 and one migrated to 0009, autocommitted one by one and 500 a
+    commit, rounds interleaved; per-row milliseconds, medians."""
+    import statistics
+
+    from ctxtool.migrate import Migrator
+
+    parsed = sa.engine.make_url(url)
+    engines = {}
+    for version in ("0008", "0009"):
+        name = f"{parsed.database}_ins{version}"
+        server = sa.create_engine(parsed.set(database=""), isolation_level="AUTOCOMMIT")
+        with server.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+            conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+        server.dispose()
+        engines[version] = create_engine(
+            parsed.set(database=name).render_as_string(hide_password=False)
+        )
+        Migrator(engines[version]).up(to=version)
+    call = '[{"id":"call_%d","type":"function","function":{"name":"Read","arguments":"{}"}}]'
+    rows = [
+        (1, ("user", "assistant", "tool", "assistant")[i % 4], WORDS[i % 300 : i % 300 + 200])
+        + (
+            (call % i, None)
+            if i % 4 == 1
+            else (None, f"call_{i - 1}")
+            if i % 4 == 2
+            else (None, None)
+        )
+        for i in range(500)
+    ]
+    sql = (
+        "INSERT INTO agent_message (session_id, role, content, tool_calls, tool_call_id)"
+        " VALUES (%s, %s, %s, %s, %s)"
+    )
+    times: dict[str, dict[str, list[float]]] = {v: {"single": [], "batched": []} for v in engines}
+    for _ in range(rounds):
+        for version, engine in engines.items():
+            raw = engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                t0 = time.perf_counter()
+                for row in rows[:200]:
+                    cur.execute(sql, row)
+                    raw.commit()
+                times[version]["single"].append((time.perf_counter() - t0) / 200 * 1000)
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    cur.executemany(sql, rows)
+                    raw.commit()
+                times[version]["batched"].append((time.perf_counter() - t0) / 10_000 * 1000)
+            finally:
+                raw.close()
+    for kind in ("single", "batched"):
+        before, after = (statistics.median(times[v][kind]) for v in ("0008", "0009"))
+        print(
+            f"insert cost, {kind}: 0008 {before:.3f} ms/row, 0009 {after:.3f} ms/row, "
+            f"ratio {after / before:.2f}"
+        )
+    for engine in engines.values():
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE {engine.url.database}")
+        engine.dispose()
+
+
 def timed(fn):
     started = time.perf_counter()
     result = fn()
@@ -203,7 +270,13 @@ def main() -> None:
         "--context-window", type=int, help="default: each model's (a tiny store needs less)"
     )
     parser.add_argument("--drop", action="store_true", help="drop the database and exit")
+    parser.add_argument(
+        "--insert-cost", type=int, metavar="ROUNDS", help="time inserts before/after 0009, exit"
+    )
     args = parser.parse_args()
+    if args.insert_cost:
+        insert_cost(args.url, args.insert_cost)
+        return
     if args.drop:
         parsed = sa.engine.make_url(args.url)
         server = sa.create_engine(parsed.set(database=""), isolation_level="AUTOCOMMIT")

@@ -37,7 +37,7 @@ def bare_fetch(
     from ctxtool.db.schema import agent_message
 
     url = engine.url
-    columns = ", ".join(c.name for c in agent_message.columns)
+    columns = ", ".join(c.name for c in agent_message.columns if c.computed is None)
     raw = (
         engine.raw_connection()
         if ctxtool_driver

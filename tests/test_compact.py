@@ -602,14 +602,16 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     assert exact[1] > settings.threshold("gpt-4o") > exact[2]
     assert exact[3] > settings.threshold("gpt-4o")
 
+    from ctxtool.store import candidates
+
     measured = []
-    real = Store.context_tokens
+    real = candidates.context_tokens  # the batch's exact measure
 
-    def measuring(self, session_id, *args, **kwargs):
+    def measuring(store, conn, session_id, *args, **kwargs):
         measured.append(session_id)
-        return real(self, session_id, *args, **kwargs)
+        return real(store, conn, session_id, *args, **kwargs)
 
-    monkeypatch.setattr(Store, "context_tokens", measuring)
+    monkeypatch.setattr(candidates, "context_tokens", measuring)
     batch = find_batch(db.engine, settings, None)
     assert sorted(c.session_id for c in batch.candidates) == [1, 3]
     assert {c.session_id: c.estimated_tokens for c in batch.candidates}[1] == exact[1]

@@ -292,3 +292,11 @@ def test_summed_suffixes_are_exact_only_where_calls_and_results_could_pair():
     assert paired.known and low == context_bounds(plain, 0)[0]
     assert high - low >= 8 * (synthetic_result_tokens("o200k_base") + 10 + 60)
     assert needs_measuring(paired, 0, low + 300) and not needs_measuring(plain, 0, low + 300)
+    # Unequal numbers: a placeholder for every call or a prefix on every result at most, so a
+    # threshold far from the sum decides without reading the pairing (a 3-call turn in flight).
+    unpaired = summed_suffix(1000, 0, 3, 2, 10, "o200k_base")
+    low, high = context_bounds(unpaired, 0)
+    assert high - low >= 3 * (synthetic_result_tokens("o200k_base") + 10 + 60)
+    assert needs_measuring(unpaired, 0, low) and needs_measuring(unpaired, 0, high - 1)
+    assert not needs_measuring(unpaired, 0, high) and not needs_measuring(unpaired, 0, low - 1)
+    assert needs_measuring(summed_suffix(1000, 1, 0, 0, 0, "o200k_base"), 0, 10**9)

@@ -56,7 +56,15 @@ def test_up_creates_schema_matching_the_core_tables(db):
     assert columns == {c.name for c in counters.columns}
     indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("agent_message")}
     assert indexes == {
-        "idx_message_session_id_tokens": ["session_id", "id", "token_count", "token_encoding"],
+        "idx_message_session_id_tokens": [
+            "session_id",
+            "id",
+            "token_count",
+            "token_encoding",
+            "role",
+            "tool_call_count",
+            "tool_call_id",
+        ],
         "uq_message_source": ["session_id", "source_id"],
     }
     states = Migrator(db.engine).status()
@@ -88,7 +96,7 @@ def test_0005_moves_the_encoding_into_the_counts_index_keeping_every_count(empty
         for i in sa.inspect(empty_db.engine).get_indexes("agent_message")
     }
     assert "idx_message_token_encoding" not in indexes
-    assert indexes["idx_message_session_id_tokens"][-1] == "token_encoding"
+    assert indexes["idx_message_session_id_tokens"][3] == "token_encoding"
 
 
 def test_cli_up_status_and_second_up_is_a_no_op(empty_db, cli):

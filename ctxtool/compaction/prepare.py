@@ -37,10 +37,23 @@ class Preparation:
     previous: Compaction | None = None
     summarized: list[Message] = field(default_factory=list)
     kept: list[Message] = field(default_factory=list)
-    files: dict[str, Any] = field(default_factory=dict)
     replaced_tokens: int = 0
     summary_budget: int = 0
     error: str | None = None
+    _files: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def files(self) -> dict[str, Any]:
+        """The files the summarized messages read and modified, the previous checkpoint's lists
+        merged in. Worked out when first asked (the summarizer's request, the checkpoint's
+        details), so a dry run, which shows neither, does not read every tool call of the
+        span (a fifteenth of planning a 600k-message session)."""
+        if self._files is None:
+            read, modified = files_touched(calls_of(self.summarized))
+            self._files = merge_file_lists(
+                self.previous.details if self.previous else None, read, modified
+            )
+        return self._files
 
     @property
     def parent_id(self) -> int:
@@ -125,10 +138,6 @@ def prepare(
         return prep
     prep.plan = plan
     prep.summarized = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
-    read, modified = files_touched(calls_of(prep.summarized))
-    prep.files = merge_file_lists(
-        ctx.compaction.details if ctx.compaction else None, read, modified
-    )
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
     prep.kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]

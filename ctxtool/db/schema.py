@@ -53,6 +53,11 @@ agent_message = sa.Table(
     sa.Column("token_encoding", sa.String(32)),
     sa.Column("source_id", sa.String(191)),
     sa.Column("details", sa.JSON(none_as_null=True)),
+    # How many tool calls tool_calls holds, computed by the server and never stored (0009): it
+    # lets the sums over restored suffixes read idx_message_session_id_tokens alone.
+    sa.Column(
+        "tool_call_count", sa.Integer, sa.Computed("JSON_LENGTH(tool_calls)", persisted=False)
+    ),
 )
 
 agent_compaction = sa.Table(

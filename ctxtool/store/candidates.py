@@ -14,7 +14,7 @@ without a usable count are ``uncounted``: filling them in is a separate, explici
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,15 +22,32 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..compaction.plan import CompactionSettings
-from ..context_size import SuffixTokens, context_bounds, needs_measuring, summed_suffix
+from ..context_size import (
+    SuffixTokens,
+    context_bounds,
+    needs_measuring,
+    suffix_tokens,
+    summed_suffix,
+    total_tokens,
+)
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from ..records import CHAT_ROLES
-from ..tokens import encoding_for_model
-from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges, text_bytes, usable_count_sums
+from ..records import CHAT_ROLES, restore_context
+from ..tokens import count_messages, encoding_for_model
+from .reads import (
+    SESSIONS_PER_RANGE_QUERY,
+    Store,
+    suffix_outlines,
+    suffix_ranges,
+    text_bytes,
+    usable_count_sums,
+)
+
+# Sessions with a cut per sums query: each is a term of the condition (see suffix_ranges).
+CUT_SESSIONS_PER_QUERY = 50
 
 
 @dataclass(frozen=True)
@@ -81,26 +98,20 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     for r in sessions:
         by_encoding[encoding_for_model(r.model, encoding).name].append(r)
     dialect = dialect_of(conn)
-    calls = dialect.json_array_length(M.c.tool_calls)
     out: list[EffectiveContext] = []
     for name, group in by_encoding.items():
-        sums = (
-            *usable_count_sums(name),
-            sa.func.sum(sa.case((M.c.role == "assistant", calls), else_=0)).label("calls"),
-            sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
-            # Messages of no chat role are sent as user messages with a prefix: their
-            # stored counts are not what is sent. (MySQL's collations compare roles
-            # without case: there a "User" is summed as stored, a few tokens low.)
-            sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1)).label("foreign"),
-            sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0)).label(
-                "longest_result_id"
-            ),
-            sa.func.max(M.c.id).label("last_message_id"),
-        )
-        for i in range(0, len(group), SESSIONS_PER_RANGE_QUERY):
-            chunk = {r.session_id: r for r in group[i : i + SESSIONS_PER_RANGE_QUERY]}
-            ranges = suffix_ranges({sid: r.first_kept_message_id for sid, r in chunk.items()})
-            query = sa.select(M.c.session_id, *sums).where(ranges).group_by(M.c.session_id)
+        # Sessions never compacted go 500 a query (one IN list); the others, a term each that
+        # the server checks on every entry it reads, 50 a query (see suffix_ranges).
+        whole = [r for r in group if not r.first_kept_message_id]
+        cut = [r for r in group if r.first_kept_message_id]
+        chunks = [
+            rows[i : i + size]
+            for rows, size in ((whole, SESSIONS_PER_RANGE_QUERY), (cut, CUT_SESSIONS_PER_QUERY))
+            for i in range(0, len(rows), size)
+        ]
+        for members in chunks:
+            chunk = {r.session_id: r for r in members}
+            query = suffix_sums({sid: r.first_kept_message_id for sid, r in chunk.items()}, name)
             for row in conn.execute(dialect.through_session_index(query, M)):
                 r = chunk[row.session_id]
                 out.append(
@@ -127,6 +138,30 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     return out
 
 
+def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
+    """SQL: per session, the sums of :func:`~ctxtool.context_size.summed_suffix` over the
+    messages from each cut on (``cuts``: {session id: first kept message id or None}), counts
+    made with ``encoding``. Every column it reads is in idx_message_session_id_tokens (0009),
+    so the server walks that index and never the rows."""
+    sums = (
+        *usable_count_sums(encoding),
+        # tool_call_count: JSON_LENGTH(tool_calls), held by the index as the rest (0009).
+        sa.func.sum(sa.case((M.c.role == "assistant", M.c.tool_call_count), else_=0)).label(
+            "calls"
+        ),
+        sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
+        # Messages of no chat role are sent as user messages with a prefix: their stored
+        # counts are not what is sent. (MySQL's collations compare roles without case: there
+        # a "User" is summed as stored, a few tokens low.)
+        sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1)).label("foreign"),
+        sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0)).label(
+            "longest_result_id"
+        ),
+        sa.func.max(M.c.id).label("last_message_id"),
+    )
+    return sa.select(M.c.session_id, *sums).where(suffix_ranges(cuts)).group_by(M.c.session_id)
+
+
 def measured(
     store: Store,
     rows: list[EffectiveContext],
@@ -135,27 +170,68 @@ def measured(
     force: bool = False,
 ) -> Iterator[tuple[EffectiveContext, int]]:
     """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
-    memory) only where the sum cannot decide: counts it cannot trust, or a threshold between
-    the sum and the sum plus what it leaves out (at most its bytes). ``force``: every session
-    is compacted whatever its size, so only counts the sum cannot trust are measured."""
+    memory) only where the sum cannot decide: counts it cannot trust (none, made with another
+    encoding, a message resent as a user message), or a threshold between the sum and the sum
+    plus what it leaves out (at most its bytes; calls and results that do not answer each
+    other, at most a placeholder or a prefix each). ``force``: every session is compacted
+    whatever its size, so only counts the sum cannot trust are measured. Sessions whose calls
+    and results differ in number are decided by those bounds like the rest: measuring each
+    one read its whole suffix, row by row (2,000 such sessions, in-flight or interrupted
+    turns, took minutes on 10M messages)."""
     for r in rows:
         estimate = context_bounds(r.suffix, r.head_bytes)[0]
-        if not r.suffix.known or (
+        untrusted = bool(r.suffix.uncounted or r.suffix.resent)
+        if untrusted or (
             not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
         ):
-            estimate = store.context_tokens(r.session_id, encoding)
+            with read_connection(store.engine) as conn:
+                estimate = context_tokens(store, conn, r.session_id, encoding)
         yield r, estimate
+
+
+def context_tokens(
+    store: Store,
+    conn: Connection,
+    session_id: int,
+    encoding: str | None,
+    summed: SuffixTokens | None = None,
+) -> int:
+    """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures it,
+    reading the suffix without its text when the stored counts are what is sent (each counted
+    with the encoding the session needs; no result or message resent as a user message): ids,
+    roles, tool-call links and counts (:func:`~ctxtool.store.reads.suffix_outlines`). A
+    600k-message suffix is then no longer sent over the wire whole to be added up.
+
+    ``summed``: the suffix's sums (:func:`effective_contexts`, made with the encoding the
+    session needs). When they are the whole story (every count usable, as many results as
+    calls, no role resent), the suffix is not read at all: its calls and results are taken to
+    answer each other, and only the system prompt and the summary are counted. Reading a
+    600k-message suffix to confirm it, row by row, took longer than finding every candidate."""
+    session = store.session(session_id, conn)
+    enc = encoding_for_model(session.model, encoding).name
+    latest = store.latest_compaction(session_id, conn)
+    cut = latest.first_kept_message_id if latest else None
+    suffix = summed
+    if suffix is None or not suffix.known:
+        ranges = suffix_ranges({session_id: cut})
+        outline = next((m for _, m in suffix_outlines(conn, ranges)), [])
+        suffix = suffix_tokens(outline, enc)  # one pairing pass; text only where it is needed
+    if suffix.uncounted or suffix.resent:
+        return store.context_tokens(session_id, encoding, conn)
+    head = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
+    return total_tokens([*count_messages(head, enc), suffix.tokens])
 
 
 def over_threshold(
     engine: Engine, settings: CompactionSettings, encoding: str | None = None
-) -> dict[int, tuple[int, int]]:
-    """{session id: (context tokens, threshold)} of every session whose restored context is
-    over its threshold, found as the cron batch finds them (set-based sums). Reads only."""
+) -> dict[int, tuple[int, int, EffectiveContext]]:
+    """{session id: (context tokens, threshold, its effective context)} of every session whose
+    restored context is over its threshold, found as the cron batch finds them (set-based
+    sums). Reads only."""
     with read_connection(engine) as conn:
         rows = effective_contexts(conn, encoding)
     return {
-        r.session_id: (estimate, settings.threshold(r.model))
+        r.session_id: (estimate, settings.threshold(r.model), r)
         for r, estimate in measured(Store(engine), rows, settings, encoding)
         if estimate > settings.threshold(r.model)
     }

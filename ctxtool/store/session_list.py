@@ -9,13 +9,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..compaction.plan import CompactionSettings
-from ..context_size import context_bounds
+from ..context_size import SuffixTokens, context_bounds
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from .candidates import effective_contexts, over_threshold
+from .candidates import context_tokens, effective_contexts, over_threshold
 from .reads import Store, per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest activity
@@ -48,8 +48,9 @@ def list_sessions(
     their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
     exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
     The sums leave out the system prompt and the summary (enough to know a session is over),
-    so the listed sessions are measured exactly, as ``context show`` and ``compact`` measure;
-    ``sort="tokens"`` measures the listed sessions so too.
+    so the listed sessions' ``context_tokens`` count those too, as ``context show`` and
+    ``compact`` do (``sort="tokens"`` as well): from the stored counts where they tell the
+    whole story, else measured reading the suffix (:func:`~.candidates.context_tokens`).
     """
     if sort not in SORT_ORDERS:
         raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
@@ -63,11 +64,17 @@ def list_sessions(
     with read_connection(engine) as conn:
         estimates: dict[int, int] = {}
         thresholds: dict[int, int] = {}
+        summed: dict[int, SuffixTokens] = {}
         if over_window is not None:  # the cron batch's own measure
             found = over_threshold(engine, over_window)
-            estimates = {sid: tokens for sid, (tokens, _) in found.items()}
-            thresholds = {sid: threshold for sid, (_, threshold) in found.items()}
+            estimates = {sid: tokens for sid, (tokens, _, _) in found.items()}
+            thresholds = {sid: threshold for sid, (_, threshold, _) in found.items()}
+            summed = {sid: c.suffix for sid, (_, _, c) in found.items()}
             query = query.where(S.c.session_id.in_(list(found) or [0]))
+        elif sort == "tokens":  # the batch's sums, one walk of the message index
+            for c in effective_contexts(conn):
+                estimates[c.session_id] = context_bounds(c.suffix, c.head_bytes)[0]
+                summed[c.session_id] = c.suffix
         if sort == "id" and since is None:  # the newest ids: the index gives them in order
             sessions = conn.execute(query.limit(limit)).all()
         else:
@@ -78,9 +85,9 @@ def list_sessions(
         messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
         compactions = per_session(conn, C, ids, sa.func.count())
         exact: dict[int, int] = {}
-        if over_window is not None or sort == "tokens":  # each restored suffix, exactly
+        if over_window is not None or sort == "tokens":  # each restored context, whole
             store = Store(engine)
-            exact = {sid: store.context_tokens(sid, conn=conn) for sid in ids}
+            exact = {sid: context_tokens(store, conn, sid, None, summed.get(sid)) for sid in ids}
     rows = []
     for s in sessions:
         count, newest = messages.get(s.session_id, (0, None))
@@ -120,7 +127,7 @@ def _ordered(conn, sessions, sort: str, since: datetime | None, estimates, limit
     """The first ``limit`` of ``sessions`` (a subquery of :func:`_sessions_query`) active since
     ``since``, in ``sort`` order. Times are compared in Python, as ``db.stored_time`` reads them
     (SQLite's text column may hold any shape a runtime wrote); the orders by size read one
-    walk of the message index (``tokens``: the batch's own sums, or ``estimates`` already made)."""
+    walk of the message index (``tokens``: ``estimates``, the batch's own sums)."""
     rows = conn.execute(sa.select(sessions).order_by(sessions.c.session_id.desc())).all()
     if since is not None:
         rows = [r for r in rows if (t := last_activity(r)) is not None and t >= since]
@@ -138,11 +145,6 @@ def _ordered(conn, sessions, sort: str, since: datetime | None, estimates, limit
         }
         rows.sort(key=lambda r: counts.get(r.session_id, 0), reverse=True)
     elif sort == "tokens":
-        if not estimates:
-            estimates = {
-                c.session_id: context_bounds(c.suffix, c.head_bytes)[0]
-                for c in effective_contexts(conn)
-            }
         rows.sort(key=lambda r: estimates.get(r.session_id, 0), reverse=True)
     return rows[:limit]
 

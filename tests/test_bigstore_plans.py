@@ -1,0 +1,120 @@
+"""The sums behind `compact --all` and `sessions list --over-window` read the message index
+alone, never the rows: on a store whose rows do not fit in memory, a row read per message
+was the whole cost (scripts/bench_bigstore.py). Checked with the database's own plan."""
+
+from __future__ import annotations
+
+from ctxtool.db import dialect_of
+from ctxtool.db.schema import agent_message
+from ctxtool.store.candidates import suffix_sums
+
+from .builders import add_session, coding_session
+
+
+def test_suffix_sums_read_the_index_alone(db):
+    add_session(db, 1, coding_session(3), model="gpt-4o")
+    add_session(db, 2, coding_session(2), model="gpt-4o")
+    query = dialect_of(db.engine).through_session_index(
+        suffix_sums({1: None, 2: 3}, "o200k_base"), agent_message
+    )
+    sql = str(query.compile(db.engine, compile_kwargs={"literal_binds": True}))
+    if db.kind == "sqlite":
+        # SQLite ORs the ranges (MULTI-INDEX OR): an index search for the sessions without a
+        # cut and one for the other, each entry's row by its rowid (a local file, in the OS's
+        # cache), never a scan.
+        plan = " ".join(r["detail"] for r in db.rows("EXPLAIN QUERY PLAN " + sql))
+        assert plan.count("SEARCH agent_message USING INDEX") == 2, plan
+        assert "SCAN" not in plan, plan
+    else:
+        [row] = db.rows("EXPLAIN " + sql)
+        assert row["key"] == "idx_message_session_id_tokens", row
+        assert "Using index" in row["Extra"], row  # the index alone: no row is read
+
+
+def test_call_ids_are_the_ids_of_the_calls_as_sent():
+    """Message.call_ids reads the ids straight from the column (planning a 600k-message session
+    asked for them a million times); they are exactly those of Message.calls()."""
+    from ctxtool.records import Message
+
+    odd = [
+        None,
+        42,
+        {"a": 1},
+        ["call_1"],
+        [None],
+        [],
+        [{"id": "a"}, {"id": "a"}, {"id": 7}, {"id": None}, {}, "x", {"id": ""}, {"id": 0}],
+        [{"id": "b", "function": {"name": "Read", "arguments": {"p": 1}}}],
+    ]
+    for tool_calls in odd:
+        for role in ("assistant", "user", "tool"):
+            m = Message(1, 1, role, tool_calls=tool_calls)  # type: ignore[arg-type]
+            expected = (
+                tuple(dict.fromkeys(c["id"] for c in m.calls())) if role == "assistant" else ()
+            )
+            assert m.call_ids == expected, (tool_calls, role)
+
+
+def test_context_tokens_from_outlines_equal_the_full_measure(db):
+    """The measure `sessions list` and the batch take (stored counts read without the text)
+    gives what `Store.context_tokens` gives reading every message, whatever the pairing: an
+    unanswered call, a result whose call was summarized, a role no API takes, no counts."""
+    from ctxtool.db import read_connection
+    from ctxtool.db.schema import agent_compaction
+    from ctxtool.store import Store
+    from ctxtool.store.candidates import context_tokens
+    from ctxtool.store.counts import count_tokens
+
+    call = [{"id": "c9", "type": "function", "function": {"name": "Read", "arguments": "{}"}}]
+    add_session(db, 1, coding_session(4), model="gpt-4o", system_prompt="Be brief. " * 40)
+    add_session(  # a turn in flight: its call has no result yet
+        db, 2, [*coding_session(2), {"role": "assistant", "tool_calls": call}], model="gpt-4o"
+    )
+    ids = add_session(
+        db,
+        3,
+        [*coding_session(2), {"role": "tool", "tool_call_id": "c1", "content": "late"}],
+        model="gpt-4o",
+    )
+    add_session(db, 4, [*coding_session(1), {"role": "narrator", "content": "meanwhile"}])
+    with db.engine.begin() as conn:  # session 3's cut leaves its last result an orphan
+        conn.execute(
+            agent_compaction.insert().values(
+                session_id=3,
+                summary="## Goal\nread",
+                parent_compaction_id=0,
+                first_kept_message_id=ids[-1],
+            )
+        )
+    add_session(db, 5, coding_session(3), model="gpt-4o")  # left uncounted below
+    count_tokens(db.engine, session_id=None)
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE agent_message SET token_count = NULL WHERE session_id = 5")
+    store = Store(db.engine)
+    full = {sid: store.context_tokens(sid) for sid in range(1, 6)}
+    read_whole = []
+    real = Store.context_tokens
+
+    def reading(self, session_id, *args, **kwargs):
+        read_whole.append(session_id)
+        return real(self, session_id, *args, **kwargs)
+
+    Store.context_tokens = reading  # type: ignore[method-assign]
+    try:
+        with read_connection(db.engine) as conn:
+            for sid in range(1, 6):
+                assert context_tokens(store, conn, sid, None) == full[sid], sid
+    finally:
+        Store.context_tokens = real  # type: ignore[method-assign]
+    # Only what is resent as a user message (an orphan, a foreign role) or uncounted needs
+    # the text; the unanswered call is a placeholder of known size.
+    assert read_whole == [3, 4, 5]
+    # With the batch's sums where they tell the whole story (session 1), nothing of the
+    # suffix is read; the others are measured as above.
+    from ctxtool.store.candidates import effective_contexts
+
+    with read_connection(db.engine) as conn:
+        sums = {c.session_id: c.suffix for c in effective_contexts(conn)}
+        assert sums[1].known and not sums[2].known
+        for sid in range(1, 6):
+            assert context_tokens(store, conn, sid, None, sums[sid]) == full[sid], sid
