@@ -118,3 +118,67 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
         assert sums[1].known and not sums[2].known
         for sid in range(1, 6):
             assert context_tokens(store, conn, sid, None, sums[sid]) == full[sid], sid
+
+
+def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db, cli):
+    """A dry run reads the text of user messages (where turns start), of roles resent as user
+    messages and of uncounted messages only: on the shared transcripts, counted, at four
+    window sizes, the plan is the one every text gives (cut, sizes, split turn, notes, error)."""
+    from ctxtool.compaction.plan import CompactionSettings
+    from ctxtool.compaction.prepare import prepare
+    from ctxtool.db import read_connection
+    from ctxtool.store import Store
+    from ctxtool.store.counts import count_tokens, read_suffix
+
+    from .conftest import TRANSCRIPTS
+
+    assert cli("--db", sqlite_db.url, "import", str(TRANSCRIPTS)).exit_code == 0
+
+    def work(i: int) -> list[dict]:
+        call = [
+            {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        ]
+        return [
+            {"role": "assistant", "tool_calls": call},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} " * 40},
+        ]
+
+    # One long turn with a reminder the runtime stored as a user message in its middle: no
+    # turn starts there, which only its text tells.
+    add_session(
+        sqlite_db,
+        900,
+        [{"role": "user", "content": "fix the parser"}]
+        + [m for i in range(30) for m in work(i)]
+        + [{"role": "user", "content": "<system-reminder>tests are slow</system-reminder>"}]
+        + [m for i in range(30, 60) for m in work(i)]
+        + [{"role": "assistant", "content": "done"}],
+        model="gpt-4o",
+    )
+    store = Store(sqlite_db.engine)
+    ids = store.session_ids()
+    for sid in ids[1:]:  # the first left uncounted: its texts are read for counting
+        count_tokens(sqlite_db.engine, session_id=sid)
+    planned = 0
+    with read_connection(sqlite_db.engine) as conn:
+        for window, keep in ((4_000, 300), (8_000, 900), (8_000, 3_900), (24_000, 3_000)):
+            settings = CompactionSettings(
+                context_window=window, reserve_tokens=window // 8, keep_recent_tokens=keep
+            )
+            for sid in ids:
+                preps = []
+                for texts in (True, False):
+                    session, ctx, enc = read_suffix(store, conn, sid, None, False, texts=texts)
+                    preps.append(prepare(ctx, session.model, settings, enc, max_summary_tokens=500))
+                full, lean = preps
+                assert (lean.status, lean.tokens_before, lean.error) == (
+                    full.status,
+                    full.tokens_before,
+                    full.error,
+                ), (sid, window)
+                assert lean.plan == full.plan and lean.tokens_kept == full.tokens_kept, (
+                    sid,
+                    window,
+                )
+                planned += full.plan is not None
+    assert planned >= 5

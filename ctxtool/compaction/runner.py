@@ -147,7 +147,10 @@ class Compactor:
                 for _ in range(SPAN_ATTEMPTS):
                     phase("reading and counting its context")
                     session, prep = retry_transaction(
-                        conn, lambda: self._prepare(conn, session_id, force, not dry_run)
+                        conn,
+                        lambda: self._prepare(
+                            conn, session_id, force, not dry_run, texts=summarize or not dry_run
+                        ),
                     )
                     outcome = _planned(outcome, prep)
                     if prep.status is not None or (dry_run and not summarize):
@@ -203,12 +206,13 @@ class Compactor:
             self.on_phase(session_id, what)
 
     def _prepare(
-        self, conn: Connection, session_id: int, force: bool, write_counts: bool
+        self, conn: Connection, session_id: int, force: bool, write_counts: bool, texts: bool
     ) -> tuple[Session, Preparation]:
         """Read the restored suffix, count what the runtime left uncounted (stored unless this
-        is a dry run, which writes nothing), and prepare the plan."""
+        is a dry run, which writes nothing), and prepare the plan. ``texts``: every message's
+        text, for a summarizer (else what planning needs, ``read_suffix``)."""
         session, ctx, encoding = read_suffix(
-            self.store, conn, session_id, self.encoding, store_counts=write_counts
+            self.store, conn, session_id, self.encoding, store_counts=write_counts, texts=texts
         )
         if write_counts:
             conn.commit()

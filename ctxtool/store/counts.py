@@ -23,7 +23,14 @@ from ..context_size import fill_missing_counts
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from ..records import Message, RestoredContext, Session, restore_context
+from ..records import (
+    CHAT_ROLES,
+    Message,
+    RestoredContext,
+    Session,
+    pair_tool_calls,
+    restore_context,
+)
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
 from .reads import Store, json_as_text, json_value, no_usable_count
 
@@ -176,15 +183,36 @@ def count_loaded_messages(conn: Connection, messages: list[Message], encoding: s
 
 
 def read_suffix(
-    store: Store, conn: Connection, session_id: int, encoding: str | None, store_counts: bool
+    store: Store,
+    conn: Connection,
+    session_id: int,
+    encoding: str | None,
+    store_counts: bool,
+    *,
+    texts: bool = True,
 ) -> tuple[Session, RestoredContext, str]:
     """(session, restored context, encoding): what every path that measures or compacts a
     session reads (never the whole history), with the counts the runtime left out filled in:
-    written when ``store_counts`` (the caller commits), else in memory only."""
+    written when ``store_counts`` (the caller commits), else in memory only.
+
+    ``texts=False``: what planning needs, no more (a dry run): the text of user messages
+    (where turns start), of roles resent as user messages and of messages without a usable
+    count; the rest carry their counts. A result whose call is not in the suffix is resent as
+    a user message: then every text is read."""
     session = store.session(session_id, conn)
     enc = encoding_for_model(session.model, encoding).name
     latest = store.latest_compaction(session_id, conn)
-    suffix = store.messages(session_id, latest.first_kept_message_id if latest else None, conn=conn)
+    cut = latest.first_kept_message_id if latest else None
+    texts_of = (
+        None
+        if texts
+        else sa.or_(M.c.role == "user", M.c.role.not_in(sorted(CHAT_ROLES)), no_usable_count(enc))
+    )
+    suffix = store.messages(session_id, cut, conn=conn, texts_of=texts_of)
+    if texts_of is not None:
+        pairing = pair_tool_calls(suffix)
+        if pairing.orphans or pairing.duplicates:
+            suffix = store.messages(session_id, cut, conn=conn)
     if store_counts:
         count_loaded_messages(conn, suffix, enc)
     else:

@@ -367,9 +367,21 @@ class Store:
         from_id: int | None = None,
         before_id: int | None = None,
         conn: Connection | None = None,
+        *,
+        texts_of: sa.ColumnElement[bool] | None = None,
     ) -> list[Message]:
-        """Messages of a session in id order, optionally only ``from_id <= id < before_id``."""
-        query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == session_id)
+        """Messages of a session in id order, optionally only ``from_id <= id < before_id``.
+        ``texts_of``: content and details only of the rows it holds for (None on the others):
+        planning a 600k-message session reads the text of its user messages alone."""
+        columns = _MESSAGE_COLUMNS
+        if texts_of is not None:
+            columns = [
+                sa.case((texts_of, c.element if isinstance(c, sa.Label) else c)).label(c.name)
+                if c.name in ("content", "details")
+                else c
+                for c in _MESSAGE_COLUMNS
+            ]
+        query = sa.select(*columns).where(M.c.session_id == session_id)
         if from_id is not None:
             query = query.where(M.c.id >= from_id)
         if before_id is not None:
