@@ -55,20 +55,23 @@ def ids(cli, db, *args):
 
 def test_filters(db, cli):
     three_sessions(db)
-    assert ids(cli, db) == [2, 3, 1]  # the most recently active first
+    assert ids(cli, db) == [3, 2, 1]  # the newest first
+    assert ids(cli, db, "--sort", "last-activity") == [2, 3, 1]  # the most recently active
     assert ids(cli, db, "--search", "orders_2024") == [2]  # first request, case-insensitive
     assert ids(cli, db, "--search", "IDEMPOTENT") == [3]  # title
     assert ids(cli, db, "--search", "fe5e1c67") == [3]  # source id
     assert ids(cli, db, "--search", "src/mod0.py") == [3, 1]
     assert ids(cli, db, "--search", "src/mod1.py") == []  # only the first request is searched
     assert ids(cli, db, "--search", "100%") == []  # LIKE wildcards are literal
-    assert ids(cli, db, "--model", "claude") == [2, 3]
+    assert ids(cli, db, "--model", "claude") == [3, 2]
     assert ids(cli, db, "--model", "gpt-4o") == [1]
     # Active since (their newest message), not created or imported since.
-    assert ids(cli, db, "--since", "2026-01-01") == [2, 3]
+    assert ids(cli, db, "--since", "2026-01-01") == [3, 2]
+    assert ids(cli, db, "--since", "2026-01-01", "--sort", "last-activity") == [2, 3]
     assert ids(cli, db, "--since", "2029-12-31") == [2]
-    assert ids(cli, db, "--since", "3650d") == [2, 3, 1]
-    assert ids(cli, db, "--limit", "2") == [2, 3]
+    assert ids(cli, db, "--since", "3650d") == [3, 2, 1]
+    assert ids(cli, db, "--limit", "2") == [3, 2]
+    assert ids(cli, db, "--limit", "2", "--sort", "last-activity") == [2, 3]
     assert ids(cli, db, "--sort", "id", "--limit", "2") == [3, 2]
     assert ids(cli, db, "--sort", "id", "--since", "2026-01-01") == [3, 2]
     result = run(cli, db, "sessions", "list", "--since", "yesterday", code=2)
@@ -95,7 +98,7 @@ def test_last_activity_and_sort_orders(db, cli):
         conn.exec_driver_sql(
             "INSERT INTO agent_session (session_id, created_at) VALUES (9, '2028-05-06 07:08:09')"
         )
-    assert ids(cli, db) == [2, 9, 3, 1]
+    assert ids(cli, db, "--sort", "last-activity") == [2, 9, 3, 1]
     table = run(cli, db, "sessions", "list", "--width", "0").output
     assert "last active" in table and "last msg" not in table
     assert "2030-01-02 03:04" in table and "2028-05-06 07:08" in table

@@ -59,8 +59,9 @@ def sessions():
     type=click.Choice(SORT_ORDERS),
     default=SORT_ORDERS[0],
     show_default=True,
-    help="last-activity: newest message first; id: newest session first; messages: most "
-    "first; tokens: largest restored context first (measured as compact --all measures).",
+    help="id: newest session first; last-activity: newest message first (reads a row per "
+    "session); messages: most first; tokens: largest restored context first (measured as "
+    "compact --all measures).",
 )
 @click.option(
     "--limit",
@@ -93,14 +94,14 @@ def sessions_list(
     output: OutputFormat,
 ):
     """Sessions with their last activity (the time of their newest message), message and
-    checkpoint counts, most recently active first.
+    checkpoint counts, newest first (--sort last-activity: most recently active first).
 
     The table fits the terminal (long titles and sources shortened); --json has every value
     whole.
 
     \b
     Example: ctxtool sessions list --search fe5e1c67
-             ctxtool sessions list --model claude --since 7d --json
+             ctxtool sessions list --model claude --since 7d --sort last-activity
              ctxtool sessions list --over-window --sort tokens --limit 10
     """
     rows = list_sessions(

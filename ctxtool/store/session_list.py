@@ -18,10 +18,11 @@ from ..db.stored_time import parse_stored_time
 from .candidates import context_tokens, effective_contexts, over_threshold
 from .reads import Store, per_session
 
-# How `sessions list` orders what it shows (the first is the default): the newest activity
-# (the time of a session's newest message, or of the session itself when it has none), the
-# newest session id, the most messages, the largest restored context.
-SORT_ORDERS = ("last-activity", "id", "messages", "tokens")
+# How `sessions list` orders what it shows (the first is the default): the newest session id
+# (the first N of the primary key), the newest activity (the time of a session's newest
+# message, or of the session itself when it has none: a row read per session, 43 s for 100k
+# sessions on a store 27x the buffer pool), the most messages, the largest restored context.
+SORT_ORDERS = ("id", "last-activity", "messages", "tokens")
 
 
 def list_sessions(
