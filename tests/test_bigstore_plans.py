@@ -109,8 +109,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     # Only what is resent as a user message (an orphan, a foreign role) or uncounted needs
     # the text; the unanswered call is a placeholder of known size.
     assert read_whole == [3, 4, 5]
-    # With the batch's sums where they tell the whole story (session 1), nothing of the
-    # suffix is read; the others are measured as above.
+    # With the batch's sums (which tell the whole story only without tool calls), the same.
     from ctxtool.store.candidates import effective_contexts
 
     with read_connection(db.engine) as conn:

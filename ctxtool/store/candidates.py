@@ -203,16 +203,16 @@ def context_tokens(
     600k-message suffix is then no longer sent over the wire whole to be added up.
 
     ``summed``: the suffix's sums (:func:`effective_contexts`, made with the encoding the
-    session needs). When they are the whole story (every count usable, as many results as
-    calls, no role resent), the suffix is not read at all: its calls and results are taken to
-    answer each other, and only the system prompt and the summary are counted. Reading a
-    600k-message suffix to confirm it, row by row, took longer than finding every candidate."""
+    session needs). When they are the whole story (every count usable, no tool call or result,
+    no role resent), the suffix is not read at all: only the system prompt and the summary are
+    counted. Calls and results equal in number may still not answer each other (a placeholder
+    and a prefix each): those are read."""
     session = store.session(session_id, conn)
     enc = encoding_for_model(session.model, encoding).name
     latest = store.latest_compaction(session_id, conn)
     cut = latest.first_kept_message_id if latest else None
     suffix = summed
-    if suffix is None or not suffix.known:
+    if suffix is None or not suffix.known or suffix.unread_pairing:
         ranges = suffix_ranges({session_id: cut})
         outline = next((m for _, m in suffix_outlines(conn, ranges)), [])
         suffix = suffix_tokens(outline, enc)  # one pairing pass; text only where it is needed
