@@ -371,3 +371,37 @@ def test_terminal_controls_leave_as_json_escapes_and_a_non_utf8_session_is_an_er
         assert result.exit_code == 1, (command, result.output)
         assert "session \\udcff does not exist (not valid UTF-8)" in result.output, command
         assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+def test_a_pi_v1_file_whose_lines_shifted_is_refused_not_added_to(db, cli, tmp_path):
+    """#32: Pi v1 message ids are line numbers. A line inserted in the middle of the file (past
+    the first messages the store compares) shifts every id after it onto another message;
+    when the last stored id then falls on a line that is no message (here: the file was
+    imported while it ended after a model_change), nothing was compared and re-importing added
+    the shifted messages again. A stored message after one the store lacks now refuses the
+    file, naming both, and nothing is written."""
+    from .conftest import TRANSCRIPTS
+
+    source = (TRANSCRIPTS / "pi" / "before-compaction.jsonl").read_text().splitlines()
+    assert '"model_change"' in source[714] and '"message"' in source[715]
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(source[:716]) + "\n")  # imported while it ended at line 716
+    first = cli("--db", db.url, "import", path)
+    assert first.exit_code == 0, first.output
+
+    def rows():
+        return db.scalar("SELECT COUNT(*) FROM agent_message"), db.scalar(
+            "SELECT COUNT(*) FROM agent_compaction"
+        )
+
+    before = rows()
+    grown = cli("--db", db.url, "import", path, "--json")  # unchanged: nothing to add
+    assert grown.exit_code == 0 and json.loads(grown.stdout)[0]["added"] == 0
+    setting = next(line for line in source if '"thinking_level_change"' in line)
+    shifted = source[:500] + [setting] + source[500:]  # the whole file, one line inserted
+    path.write_text("\n".join(shifted) + "\n")
+    refused = cli("--db", db.url, "import", path)
+    assert refused.exit_code == 1, refused.output
+    assert f"{path}:" in refused.output and "is not a continuation" in refused.output
+    assert "Traceback" not in refused.output
+    assert rows() == before

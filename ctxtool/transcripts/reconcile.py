@@ -11,7 +11,9 @@ into what must be written:
   transcript now holds more of it;
 - a file that disagrees with the stored messages it claims to extend is refused, not merged
   (compared on role, byte size and first bytes, for the messages whose fingerprints the store
-  read: the first ones of the session and the last).
+  read: the first ones of the session and the last), and so is one where a message the store
+  holds comes after one it lacks: a continuation only adds at the end, and where ids are line
+  numbers a line inserted or removed shifts the ids of the messages between the ends.
 
 The size limit is :func:`size_problem`, a rule on the bytes a message costs to send.
 """
@@ -101,6 +103,7 @@ class Reconciler:
         self.call_owner: dict[str, str] = {}  # tool call id -> source id of the message making it
         self.tool_owner: dict[str, str] = {}  # tool result source id -> its call's message
         self.waiting: list[SourceCompaction] = []  # checkpoints keeping "the next message"
+        self.first_new: SourceMessage | None = None  # the first message the store lacks
 
     def run(self, records: Iterable[Record]) -> Iterator[Action]:
         for rec in records:
@@ -114,14 +117,20 @@ class Reconciler:
         if msg.tool_calls or msg.role == "tool":
             self._pair(msg)
         if not self.waiting and msg.source_id not in self.stored.messages:
+            if self.first_new is None:
+                self.first_new = msg
             return [NewMessage(msg)]  # the usual record: a new message, nothing waiting
         out: list[Action] = []
         if self.waiting:
             out = [NewCheckpoint(c, self._kept_from(c, msg)) for c in self.waiting]
             self.waiting.clear()
         if msg.source_id not in self.stored.messages:
+            if self.first_new is None:
+                self.first_new = msg
             out.insert(0, NewMessage(msg))
             return out
+        if self.first_new is not None:
+            raise self._moved_records(msg, self.first_new)
         stored = self.stored.messages[msg.source_id]
         self.counts.messages_present += 1
         completed = self._compare(msg, stored)
@@ -173,6 +182,21 @@ class Reconciler:
         # restored context would hold an orphan result.
         comp.details = {**(comp.details or {}), "first_kept_moved_to_call_of": tool_result}
         return self.tool_owner[tool_result]
+
+    def _moved_records(self, msg: SourceMessage, new: SourceMessage) -> Disagreement:
+        """A stored message after one the store lacks: a continuation only ever adds at the
+        end. Where ids are line numbers (Pi v1, OpenAI chat, Codex without ids), a line
+        inserted or removed above shifts every id after it onto another message, and only the
+        first and the last stored messages are compared by content: the order tells."""
+        return Disagreement(
+            self.path,
+            msg.line,
+            f"message {msg.source_id!r} is stored already, but comes after "
+            f"{new.source_id!r} (line {new.line}), which is not: this file is not a "
+            "continuation of the transcript imported before (records inserted, removed or "
+            "moved above line "
+            f"{new.line}; refused, not merged: import it as a session of its own)",
+        )
 
     def _compare(self, msg: SourceMessage, stored: int | None) -> CompleteMessage | None:
         """A message the store already holds: the same, or the last one grown; else refuse."""
