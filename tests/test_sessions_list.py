@@ -207,6 +207,17 @@ def test_table_fits_the_terminal(db, cli):
     assert doc["source"] == "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
 
 
+def test_narrow_table_keeps_the_column_it_is_sorted_or_filtered_by(db, cli):
+    """At 80 columns the optional time columns give way, but never the one the rows are
+    sorted or filtered by: titles and sources are shortened instead."""
+    three_sessions(db)
+    for args in (["--sort", "last-activity"], ["--since", "2020-01-01"]):
+        out = cli("--db", db.url, "sessions", "list", *args, env={"COLUMNS": "80"}).output
+        assert "last active" in out.splitlines()[0], out
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        assert NEWEST[:16] in out
+
+
 def test_context_table_fits_and_width_zero_is_whole(db, cli):
     add_session(db, 1, coding_session(2), model="gpt-4o")
     out = cli("--db", db.url, "context", "show", "1", env={"COLUMNS": "90"}).output

@@ -159,7 +159,12 @@ def sessions_list(
             labels.values(),
             table_width(width),
             ["title", "source", "model"],
-            optional=["last active", "created"],
+            # The column the rows are sorted or filtered by stays; titles shorten instead.
+            optional=[
+                c
+                for c in ("last active", "created")
+                if not (c == "last active" and (sort == "last-activity" or since))
+            ],
         )
     )
 
