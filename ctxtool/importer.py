@@ -258,7 +258,7 @@ class Importer:
         self,
         path: str,
         source: SourceFile,
-        ids: tuple[str, str | None],
+        ids: tuple[str, str | tuple[str, ...] | None],
         result: FileResult,
         main: set[str] | None,
         progress: _FileProgress,
@@ -275,7 +275,11 @@ class Importer:
             raise
 
     def _import_transcript(
-        self, path: str, transcript: Transcript, ids: tuple[str, str | None], result: FileResult
+        self,
+        path: str,
+        transcript: Transcript,
+        ids: tuple[str, str | tuple[str, ...] | None],
+        result: FileResult,
     ) -> None:
         result.format = transcript.format or None
         first = next(transcript.records, None)  # headers are read by now: the source id is known

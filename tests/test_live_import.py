@@ -170,3 +170,22 @@ def test_endless_binary_stdin_is_refused_at_once(db):
     assert proc.returncode == 1
     assert "<stdin>: binary data, not a text transcript" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_hard_linked_file_keeps_its_session_whichever_name_is_imported_first(db, cli, tmp_path):
+    """#32: a file imported under its one name, then hard-linked, used to keep its session only
+    if it was imported again once through that first name; through the new name first it
+    became a new session. Every name of the inode in its folder now finds it."""
+    first = tmp_path / "run.jsonl"
+    first.write_bytes(b'{"role": "user", "content": "one"}\n')
+    assert cli("--db", db.url, "import", first).exit_code == 0
+    link = tmp_path / "run-link.jsonl"
+    os.link(first, link)
+    with first.open("ab") as out:
+        out.write(b'{"role": "assistant", "content": "two"}\n')
+    through_link = json.loads(cli("--db", db.url, "import", "--json", link).stdout)[0]
+    assert (through_link["added"], through_link["present"]) == (1, 1)
+    again = json.loads(cli("--db", db.url, "import", "--json", first).stdout)[0]
+    assert (again["added"], again["session_id"]) == (0, through_link["session_id"])
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 2

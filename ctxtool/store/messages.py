@@ -132,11 +132,11 @@ class ImportedSessions:
         self.engine = engine
 
     def find_or_allocate(
-        self, source_format: str, source_id: str, legacy_id: str | None = None
+        self, source_format: str, source_id: str, legacy_id: str | tuple[str, ...] | None = None
     ) -> tuple[int, str]:
         """The session id for this source and how it was found: "found", "legacy" (stored under
-        ``legacy_id``, see ``transcripts.discover.legacy_source_id``) or "new" (an id no session
-        has had: the caller's transaction inserts the row with :meth:`create`)."""
+        ``legacy_id``, or one of them, see ``transcripts.discover.source_ids``) or "new" (an id
+        no session has had: the caller's transaction inserts the row with :meth:`create`)."""
         with self.engine.begin() as conn:
             existing = conn.execute(
                 sa.select(S.c.session_id).where(
@@ -145,11 +145,17 @@ class ImportedSessions:
             ).scalar()
             if existing is not None:
                 return int(existing), "found"
-            if legacy_id is not None and legacy_id != source_id:
+            candidates = [
+                c
+                for c in ((legacy_id,) if isinstance(legacy_id, str) else legacy_id or ())
+                if c != source_id
+            ]
+            if candidates:
                 legacy = conn.execute(
-                    sa.select(S.c.session_id).where(
-                        S.c.source_format == source_format, S.c.source_id == legacy_id
-                    )
+                    sa.select(S.c.session_id)
+                    .where(S.c.source_format == source_format, S.c.source_id.in_(candidates))
+                    .order_by(S.c.session_id)
+                    .limit(1)
                 ).scalar()
                 if legacy is not None:
                     return int(legacy), "legacy"

@@ -86,7 +86,7 @@ class SourceFile:
     stream: IO[bytes]
     size: int | None  # None: read to the end
     fallback_id: str
-    legacy_id: str | None = None
+    legacy_id: LegacyIds = None
 
 
 @contextlib.contextmanager
@@ -143,20 +143,43 @@ def _spool(stdin: IO[bytes], spool: IO[bytes]) -> bytes:
     return head
 
 
-def source_ids(path: str, named: str | None = None) -> tuple[str, str | None]:
+def source_ids(path: str, named: str | None = None) -> tuple[str, LegacyIds]:
     """The fallback source id of the file at ``path`` (see :func:`fallback_source_id`) and the
-    id an older ctxtool gave it, which an upgraded store may still hold its session under.
+    id(s) it may have had before, which the store may still hold its session under.
 
     A symlink is the file it points at. A file with several hard links has no one name: it
-    is named by its inode, so every name finds the same session (and one imported before
-    under a single name is found through that name's id, then moved to the inode one).
+    is named by its inode, so every name finds the same session. One imported before under a
+    single name, before it was linked, is found through the ids of every name of the inode in
+    its folder (whichever name is imported first), then moved to the inode one.
     ``named``: the name the file's identity comes from, if not its own (a compressed file's
     uncompressed name)."""
     named = named or path
-    st = os.stat(os.path.realpath(path))
+    real = os.path.realpath(path)
+    st = os.stat(real)
     if st.st_nlink > 1:
-        return _inode_id(st), fallback_source_id(named)
+        names = [fallback_source_id(named)]
+        names += [fallback_source_id(other) for other in _other_names(real, st)]
+        return _inode_id(st), tuple(dict.fromkeys(names))
     return fallback_source_id(named), legacy_source_id(os.path.realpath(named))
+
+
+# The ids a store may hold a file's session under from before: an older ctxtool's (its stem),
+# or, for a hard-linked file, each of its names' (see source_ids).
+LegacyIds = str | tuple[str, ...] | None
+
+
+def _other_names(real: str, st: os.stat_result) -> list[str]:
+    """The other names of the file ``real`` in its folder: the entries of the same inode."""
+    folder = os.path.dirname(real)
+    try:
+        with os.scandir(folder) as entries:
+            return [
+                e.path
+                for e in entries
+                if e.inode() == st.st_ino and e.path != real and e.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return []
 
 
 def member_source_id(member: ArchiveMember) -> str:
