@@ -522,6 +522,20 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
     return failures
 
 
+def succeeded_commands(messages: Sequence[Message]) -> set[str]:
+    """The command lines the span ran that succeeded: a failure an earlier summary carried
+    as open is fixed once one of them is its command."""
+    calls = _calls_by_id(messages)
+    out = set()
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id in calls:
+            call = calls[m.tool_call_id]
+            command = _command_of(call)
+            if not _failed(m, call["function"]["name"] or "?", command):
+                out.add(command)
+    return out
+
+
 def _said_after(messages: Sequence[Message], result: Message) -> str | None:
     """The agent's first words after a result (within a few messages): what it made of it."""
     start = next((i for i, m in enumerate(messages) if m is result), len(messages))

@@ -54,6 +54,10 @@ from .span_notes import (
 MAX_READ_FILES = 8
 MAX_MODIFIED_FILES = 120
 MAX_NEW_ERRORS = 10
+MAX_ERRORS = 14  # the section's budget: the span's own failures first, carried ones fill it
+# A failure as the summary states it: "- `command` failed: error … — still open".
+_FAILURE_ITEM = re.compile(r"^[-*]\s+(?P<failed>`[^`]+`(?: \(shortened\))? failed:)")
+_OPEN = " — still open"
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
 _NO_TASK = re.compile(r"^[-*]?\s*(none|no pending tasks|nothing)\b", re.I)
 # What the span supersedes when it has its own: the previous one moves under another heading.
@@ -75,6 +79,7 @@ class _Item:
     protected: bool = False
     previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
     fallback: str | None = None  # what stays when the item is trimmed (a changed file's path)
+    over_budget: bool = False  # a carried failure past its section's budget: trimmed first
 
 
 class ExtractiveSummarizer:
@@ -100,6 +105,7 @@ class ExtractiveSummarizer:
         notes = read_span(request.messages)
         items, foreign_order = _previous(request.previous_summary, notes)
         items += self._new_items(request, notes, items, age=len(items))
+        items = _errors_merged(items)
         read = list(request.files.get("read_files") or [])
         shown = read[-MAX_READ_FILES:]
         items += [_Item(READ, path, i - len(shown) - len(items)) for i, path in enumerate(shown)]
@@ -241,12 +247,45 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
                 continue  # a placeholder, or a task the span's own list states now
             if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and is_done(line):
                 where = DONE
+            failed = _FAILURE_ITEM.match(line) if name == ERRORS else None
+            if failed and line.endswith(_OPEN) and _fixed_in(failed.group("failed"), notes):
+                # a later run of its command succeeded in this span: retired to Done
+                where, line = DONE, line.removesuffix(_OPEN) + " — fixed: a later run succeeded"
             item = _Item(where, line, len(items), protected=where == GOAL, previous=True)
             path = _FILE_ITEM.match(line) if where == FILES_CHANGED else None
             if path:
                 item.fallback = f"- `{path.group(1)}`"  # trimmed, the path stays
             items.append(item)
     return items, foreign
+
+
+def _fixed_in(failed: str, notes: SpanNotes) -> bool:
+    """The span ran the command of a carried failure ("`cmd` failed:") and it succeeded."""
+    return failed.removesuffix(" failed:") in notes.succeeded
+
+
+def _errors_merged(items: list[_Item]) -> list[_Item]:
+    """The Errors section of a checkpoint on top of another: the span's own failures first,
+    the carried ones after (the same command failing the same way again is said once, as the
+    span says it). Carried ones past the section's budget are the first previous items trimmed."""
+    own = [i for i in items if i.section == ERRORS and not i.previous]
+    restated = {_stated(i.text) for i in own} - {None}
+    carried = [
+        i for i in items if i.section == ERRORS and i.previous and _stated(i.text) not in restated
+    ]
+    for i in carried[: max(0, len(carried) - max(0, MAX_ERRORS - len(own)))]:
+        i.over_budget = True
+    others = [i for i in items if i.section != ERRORS]
+    return others + own + carried
+
+
+# A failure's command and error line, without what came of it.
+_STATED = re.compile(r"^[-*]\s+`[^`]+`.*? failed: .*?(?= \(then: | — |$)")
+
+
+def _stated(item: str) -> str | None:
+    found = _STATED.match(item)
+    return found.group(0) if found else None
 
 
 def _listed(line: str, notes: SpanNotes) -> bool:
@@ -296,9 +335,12 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
         return by_age
     read = [i for i in by_age if i.section == READ]
     previous = [i for i in by_age if i.previous and i.section != READ and "\n" not in i.text]
+    previous = [i for i in previous if i.over_budget] + [i for i in previous if not i.over_budget]
     blocks = [i for i in by_age if i.previous and "\n" in i.text]  # each line is an item
-    own = [i for i in by_age if not i.previous and i.section != READ]
-    return read + previous[:allowed] + own + previous[allowed:] + blocks
+    own = [i for i in by_age if not i.previous and i.section != READ and i.section != ERRORS]
+    # the span's own failures go last: what failed since the last checkpoint is news
+    errors = [i for i in by_age if not i.previous and i.section == ERRORS]
+    return read + previous[:allowed] + own + previous[allowed:] + blocks + errors
 
 
 def _fit(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ...records import Message
 from ...redaction import mask_secrets as masked  # one place says what a secret is
-from ...signals import Signals, is_request, signals_of
+from ...signals import Signals, is_request, signals_of, succeeded_commands
 from ..calls import call_arguments, call_name
 from ..touched_files import files_touched
 
@@ -115,6 +115,7 @@ class SpanNotes:
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
+    succeeded: set[str] = field(default_factory=set)  # commands that ran fine, as shown
 
     @property
     def latest_request(self) -> str | None:
@@ -136,6 +137,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         outcomes=outcomes,
         tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
         errors=_errors(signals, messages),
+        succeeded={shown_command(c) for c in succeeded_commands(messages)},
         files=_files(signals, messages),
         constraints=list(dict.fromkeys(masked(s.text) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
