@@ -275,8 +275,7 @@ class Signals:
 
 def signals_of(messages: Sequence[Message]) -> Signals:
     """The signals of a span, in one pass over its messages (in id order)."""
-    requests = [Request(m.id, request_text(m.content or "")) for m in messages if is_request(m)]
-    requests = [r for r in requests if r.text]
+    requests = [r for r in _requests(messages) if r.text]
     instructions, decisions = [], []
     for r in requests:
         for sentence in _sentences(r.text):
@@ -313,6 +312,32 @@ def signals_of(messages: Sequence[Message]) -> Signals:
         decisions=decisions,
         current_work=_current_work(messages),
     )
+
+
+def _requests(messages: Sequence[Message]) -> list[Request]:
+    """What the user asked, in order: each typed request, and each slash command with its
+    arguments (its expansion is context; a command the runtime answered itself, such as
+    ``/model`` or ``/clear``, asked the agent nothing)."""
+    out = []
+    for i, m in enumerate(messages):
+        kind = user_text_kind(m)
+        if kind is UserText.REQUEST:
+            out.append(Request(m.id, request_text(m.content or "")))
+        elif kind is UserText.COMMAND and not _answered_locally(messages[i + 1 : i + 2]):
+            out.append(Request(m.id, slash_command(m.content or "")))
+    return out
+
+
+def _answered_locally(after: Sequence[Message]) -> bool:
+    """The command's record is followed by the runtime's own output (``<local-command-stdout>``)."""
+    return (
+        bool(after)
+        and after[0].role == "user"
+        and bool(_LOCAL_OUTPUT.match(after[0].content or ""))
+    )
+
+
+_LOCAL_OUTPUT = re.compile(r"^\s*<local-command-(stdout|stderr)>")
 
 
 # Calls that keep the agent's books or wait on a running command: no work of their own.

@@ -107,7 +107,31 @@ def test_goal_is_the_slash_command_with_its_arguments_and_the_plan_title():
     )
     # A run driven by a command has no typed request: the command is the latest request.
     assert signals.latest_request.text == "/erk:plan-implement 8511"
-    assert signals.requests == []
+    assert [r.text for r in signals.requests] == ["/erk:plan-implement 8511"]
+
+
+def test_a_slash_command_after_typed_requests_is_the_latest_request():
+    """Issue #29: the command with its arguments is what was asked; its expansion is not, nor
+    a command the runtime answered itself (/model, /clear)."""
+    s = Span()
+    s.user("fix the flaky login test")
+    s.add("assistant", "Fixed.")
+    s.user("<command-name>/model</command-name>\n<command-args>opus</command-args>")
+    s.user("<local-command-stdout>Set model to opus</local-command-stdout>")
+    s.user(
+        "<command-message>review is running…</command-message>\n"
+        "<command-name>/review</command-name>\n<command-args>the auth module</command-args>"
+    )
+    s.user("# /review\n\nReview the code for bugs. Be thorough.", is_meta=True)
+    s.add("assistant", "Reviewing.")
+    signals = signals_of(s.messages)
+    assert signals.latest_request.text == "/review the auth module"
+    assert [r.text for r in signals.requests] == [
+        "fix the flaky login test",
+        "/review the auth module",
+    ]
+    assert signals.goal.text == "fix the flaky login test"
+    assert not any("thorough" in st.text for st in signals.instructions)
 
 
 def test_goal_is_the_first_real_request_and_latest_skips_acknowledgements():
