@@ -55,20 +55,23 @@ SECTIONS = (
     NEXT_STEP,
 )
 
-# Our own placeholder and bookkeeping lines: never counted as items of a summary.
+# Our own placeholders and a writer's notes on how the summary was made ("(946 messages
+# summarized extractively; no LLM was used)", "(clipped to 900 tokens)"): never items of a
+# summary (their numbers change with every checkpoint). The one pattern: the gate's carry-over uses it.
 _NOT_ITEMS = re.compile(
-    r"^[-*]?\s*([\w ]{1,30}:\s*)?\((none|not stated|none in this span|\d+ "
-    r"(messages|older items)[^)]*)\)\.?$|^\(\d+ messages summarized|"
-    r"^\(clipped to \d+ tokens\)$",
+    r"^[-*]?\s*([\w ]{1,30}:\s*)?\(\s*(none|not stated|none in this span|"
+    r"\d[\d,]* (messages?|older items)\b[^)]*|clipped to \d+ tokens)\)\.?$|"
+    r"^\(\d[\d,]* messages? summarized",
     re.I,
 )
 
 # The tags a writer wraps its summary and its scratchpad in (the runtimes' notices around them
 # are ``signals.BOILERPLATE``).
 _WRAPPER_TAGS = re.compile(r"</?(summary|analysis)>", re.I)
-# A scratchpad the writer reasoned in before its summary (Claude Code's <analysis>).
+# A scratchpad the writer reasoned in before its summary (Claude Code's <analysis>, a
+# <thinking> block, a plain "Analysis:" part before "Summary:").
 _SCRATCHPAD = (
-    re.compile(r"<analysis>.*?(</analysis>|(?=<summary>))", re.S | re.I),
+    re.compile(r"<(analysis|thinking)>.*?(</\1>|(?=<summary>))", re.S | re.I),
     re.compile(r"^Analysis:\s*$.*?^(?=Summary:\s*$)", re.S | re.M),
 )
 
@@ -79,13 +82,18 @@ class Section:
     items: list[str] = field(default_factory=list)
 
 
-def without_scaffolding(summary: str | None) -> str:
-    """The summary without the scratchpad its writer reasoned in and the runtime's boilerplate
-    (continuation notices, the injected "Please continue …" instruction, wrapper tags)."""
+def without_scratchpad(summary: str | None) -> str:
+    """The summary without the scratchpad its writer reasoned in."""
     text = summary or ""
     for pattern in _SCRATCHPAD:
         text = pattern.sub("", text)
-    return _WRAPPER_TAGS.sub("", BOILERPLATE.sub("", text))
+    return text
+
+
+def without_scaffolding(summary: str | None) -> str:
+    """The summary without the scratchpad its writer reasoned in and the runtime's boilerplate
+    (continuation notices, the injected "Please continue …" instruction, wrapper tags)."""
+    return _WRAPPER_TAGS.sub("", BOILERPLATE.sub("", without_scratchpad(summary)))
 
 
 def heading_of(line: str) -> str | None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..compaction.sections import is_item, without_scratchpad
 from ..signals import BOILERPLATE
 from .answers import Verdict, normalise
 from .evaluate import Evaluation
@@ -48,27 +49,19 @@ def meets_floor(evaluation: Evaluation, min_quality: float = DEFAULT_MIN_QUALITY
 
 # -- carry-over -----------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING_LINE = re.compile(r"^\s*(#{1,6}\s|[A-Z][\w /&-]{0,40}:\s*$|\*\*[^*]+\*\*:?\s*$)")
-_SCRATCHPAD = re.compile(
-    r"<(analysis|thinking)>.*?</\1>|^Analysis:\s*$.*?(?=^Summary:\s*$)", re.S | re.I | re.M
-)
-# A writer's note on how the summary was made ("(946 messages summarized extractively; no LLM
-# was used)", "(clipped to 900 tokens)"): its numbers change with every checkpoint.
-_NOTE = re.compile(
-    r"^\(\s*(\d[\d,]* (messages?|older items)\b[^)]*|clipped to \d+ tokens)\)\.?$", re.I
-)
 _MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|\[[ xX]\])+\s*")
 _WORD = re.compile(r"[a-z0-9_][a-z0-9_./-]{2,}")
 
 
 def normalised_items(summary: str | None) -> list[str]:
     """The knowledge items of a summary, one per line, normalised and distinct."""
-    text = _SCRATCHPAD.sub("", summary or "")
+    text = without_scratchpad(summary)
     items = []
     for line in text.splitlines():
         bare = _MARKER.sub("", line).strip()
-        if not bare or _FENCE.match(line) or _HEADING_LINE.match(bare) or _NOTE.match(bare):
+        # a fence, a placeholder or a note (``sections.is_item``) is no item, nor a heading
+        if not is_item(bare) or not is_item(line) or _HEADING_LINE.match(bare):
             continue
         line = BOILERPLATE.sub("", line)
         item = normalise(_MARKER.sub("", line).replace("**", ""))
