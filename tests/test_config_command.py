@@ -104,3 +104,24 @@ def test_a_misspelt_key_names_the_file_its_line_and_the_nearest_key(cli, tmp_pat
     assert result.exit_code == 2
     assert result.output.startswith(f"Error: {path}:{message}"), result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize("content", [None, "[compactt]\nworkers = 2\n", "not = [toml\n"])
+def test_help_prints_whatever_the_config_file_holds(cli, tmp_path, content):
+    """--help must not depend on the file: a missing file, a misspelt table or broken TOML
+    still print the help; the command itself still fails on the file."""
+    path = tmp_path / "ctxtool.toml"
+    if content is not None:
+        path.write_text(content)
+    env = {"CTXTOOL_CONFIG": str(path), "CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None}
+    for args in (
+        ["compact", "--help"],
+        ["migrate", "up", "-h"],
+        ["--help"],
+        ["sessions", "--help"],
+    ):
+        result = cli(*args, env=env)
+        assert result.exit_code == 0, (args, result.output)
+        assert "Usage: " in result.output and "Error" not in result.output
+    failed = cli("compact", "--all", env=env)
+    assert failed.exit_code == 2 and str(path) in failed.output

@@ -112,22 +112,40 @@ def _check_value(param: click.Parameter, value, name: str, table: str, key: str)
 def load_config_defaults(ctx, _param, value):
     """Eager: the configuration file is read before any other option, so its values become
     the defaults of every option (click's ``default_map``). A file that cannot be used is one
-    line naming it (and the setting's line), exit 2."""
+    line naming it (and the setting's line), exit 2; when ``--help`` was asked for, the help
+    is printed without the file's defaults and the command, if it still runs (``--help`` was
+    an option's value), fails then (``raise_config_error``)."""
     try:
         config = load_config(value)  # its errors name the file
         defaults = default_map_for(ctx.command, config.option_defaults())
     except SettingError as exc:
         line = config.line_of(exc.table, exc.key)
-        _refuse(f"{config.path}{f':{line}' if line else ''}: {exc}")
+        _refuse(ctx, f"{config.path}{f':{line}' if line else ''}: {exc}")
+        return value
     except CtxtoolError as exc:
         text = str(exc)
-        _refuse(text if "config" in text or str(value or "") in text else f"{value}: {text}")
+        _refuse(ctx, text if "config" in text or str(value or "") in text else f"{value}: {text}")
+        return value
     ctx.default_map = {**defaults, **(ctx.default_map or {})}
     ctx.meta["ctxtool.config"] = config
     return value
 
 
-def _refuse(message: str):
+HELP_ASKED = "ctxtool.help_asked"
+_DEFERRED = "ctxtool.config_error"
+
+
+def raise_config_error(ctx) -> None:
+    """The configuration file's error put off for ``--help``, raised when a command runs."""
+    err = ctx.meta.pop(_DEFERRED, None)
+    if err is not None:
+        raise err
+
+
+def _refuse(ctx, message: str):
     err = click.ClickException(visible(message))
     err.exit_code = 2  # type: ignore[misc]  # a usage error: nothing ran
+    if ctx.meta.get(HELP_ASKED):
+        ctx.meta[_DEFERRED] = err  # the help needs no file
+        return
     raise err

@@ -15,7 +15,7 @@ from ..db import DEFAULT_URL, URL_ENV, URL_ENVS
 from ..failures import describe_failure
 from ..output import visible
 from .app import AppContext
-from .config_defaults import load_config_defaults
+from .config_defaults import HELP_ASKED, load_config_defaults, raise_config_error
 from .negative_numbers import negative_numbers_as_arguments
 from .streams import OutputFailed, guarded_streams, quiet_closed_pipe
 
@@ -44,6 +44,7 @@ class _Command(click.Command):
         return super().parse_args(ctx, negative_numbers_as_arguments(self, ctx, args))
 
     def invoke(self, ctx):
+        raise_config_error(ctx)
         url = ctx.params.pop("db_url", None)
         if url:
             ctx.find_object(AppContext).use_url(url)
@@ -70,6 +71,12 @@ class _Root(_Group):
     def main(self, *args, **kwargs):
         with guarded_streams():
             return super().main(*args, **kwargs)
+
+    def parse_args(self, ctx, args):
+        # Before the eager --config: a help asked for anywhere needs no configuration file.
+        words = args[: args.index("--")] if "--" in args else args
+        ctx.meta[HELP_ASKED] = any(w in ctx.help_option_names for w in words)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         try:
