@@ -74,3 +74,14 @@ def test_another_programs_database_url_is_named_as_such(cli, tmp_path, monkeypat
         "(the URL is $DATABASE_URL; --db or $CTXTOOL_DATABASE_URL chooses ctxtool's own)"
     )
     assert cli("--db", "x.db", "migrate", "up", env=env).exit_code == 0  # --db wins
+
+
+def test_a_tilde_in_a_sqlite_path_is_the_home_directory_for_connecting_too(cli, tmp_path):
+    """`~` was expanded when the file was named but not when it was opened."""
+    env = {"HOME": str(tmp_path), "CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None}
+    for db, name in (("~/x.db", "x.db"), ("sqlite:///~/y.db", "y.db")):
+        created = cli("--db", db, "migrate", "up", env=env)
+        assert created.exit_code == 0, created.output
+        assert (tmp_path / name).is_file()
+        status = cli("--db", db, "migrate", "status", env=env)
+        assert status.exit_code == 0 and str(tmp_path) in status.output, status.output

@@ -281,6 +281,9 @@ def parse_url(raw: str) -> URL:
         _check_mysql_options(url, raw)
     else:
         _check_sqlite_options(url, raw)
+        if url.database and url.database.startswith("~"):
+            # Expanded once, here: the file opened is the one the messages name.
+            url = url.set(database=os.path.expanduser(url.database))
     return url
 
 
