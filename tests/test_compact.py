@@ -433,7 +433,7 @@ def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
             time.sleep(0.05)
         assert len(llm.requests) >= 4, "compaction never reached the LLM"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        printed, err = proc.communicate(timeout=60)
         asked = len(llm.requests)
     assert proc.returncode == 130, err
     assert "Error: interrupted" in err and "Traceback" not in err
@@ -456,6 +456,12 @@ def test_ctrl_c_stops_compact_all_without_starting_the_queued_sessions(db):
     assert sum(before.values()) + int(said[2]) + sum(finished.values()) == 20
     assert int(said[3] or 0) == sum(finished.values()) <= 4
     assert before.get("compacted", 0) + finished.get("compacted", 0) == done
+    # Stdout has the results of what finished, as a normal run prints them (with each
+    # rejection's reason), before the interrupt line on stderr.
+    rows = json.loads(printed)
+    assert len(rows) == sum(before.values()) + sum(finished.values())
+    assert sum(r["status"] == "compacted" for r in rows) == done
+    assert all(r["error"] for r in rows if r["status"] not in ("compacted", "lease_held"))
     assert db.scalar("SELECT COUNT(*) FROM agent_session WHERE lease_owner IS NOT NULL") == 0
     for sid in range(1, 21):
         assert_valid_context(Store(db.engine), sid)

@@ -16,6 +16,7 @@ from ..compaction import (
     CompactionSettings,
     CompactionStatus,
 )
+from ..compaction.batch import BatchInterrupted
 from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
 from ..compaction.runner import Compactor
 from ..compaction.settings import MAX_DURATION_S
@@ -308,18 +309,19 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             limit=options["limit"],
             dry_run=run["dry_run"],
         )
-    with Progress(len(batch.candidates), "compacting") as progress:
-        outcomes = compactor.run_batch(
-            batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
-        )
+    try:
+        with Progress(len(batch.candidates), "compacting") as progress:
+            outcomes = compactor.run_batch(
+                batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
+            )
+    except BatchInterrupted as stop:
+        # What finished is written: its table (each rejection's reason) as a normal run
+        # prints it, then the interrupt line.
+        ended = sorted(batch.leased + stop.done + stop.finished, key=lambda o: o.session_id)
+        _print_table(ended, _acknowledged(compactor, ended), output)
+        raise
     acknowledged = _acknowledged(compactor, outcomes)
-    if output.machine:
-        print_rows(
-            [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
-            output,
-        )
-    else:
-        click.echo(render_outcomes(outcomes, output, table_width(None)))
+    _print_table(outcomes, acknowledged, output)
     if options["show_summary"] and not output.json:
         _print_summaries(outcomes)
     if not output.machine:
@@ -347,6 +349,18 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             + "; ".join(o.message() for o in failed[:3])
             + more
         )
+
+
+def _print_table(
+    outcomes: list[CompactionOutcome], acknowledged: dict[int, datetime], output: OutputFormat
+) -> None:
+    if output.machine:
+        print_rows(
+            [{**o.as_dict(), "over_window_ok": excused(o, acknowledged)} for o in outcomes],
+            output,
+        )
+    else:
+        click.echo(render_outcomes(outcomes, output, table_width(None)))
 
 
 def render_outcomes(outcomes: list[CompactionOutcome], output: OutputFormat, width: int | None):
