@@ -620,3 +620,14 @@ def test_a_second_checkpoint_states_its_own_new_failures_before_the_carried_ones
     assert any("npm run check1`" in d and "fixed" in d for d in section(out, "Done"))
     assert any("npm run check7`" in e for e in errors[2:])  # still open: carried after
     assert carry_over(previous, out).share >= 0.9
+
+
+def test_the_summary_and_the_gate_share_one_reading_of_scratchpads_and_notes():
+    """Issue #29: one pattern for both; a <thinking> scratchpad and a note with a thousands
+    separator were items to one of them before."""
+    summary = (
+        "<thinking>Let me weigh the options first.</thinking>\n## Goal\nShip the release.\n"
+        "## Open tasks\n(not stated)\n\n(1,234 messages summarized extractively; no LLM was used)"
+    )
+    assert summary_items(summary) == ["Ship the release."]
+    assert carry_over(summary, "## Goal\nShip the release.").share == 1.0
