@@ -36,3 +36,20 @@ def test_errors_only_rule_and_totals(db, cli):
     assert [(i["session_id"], i["rule"]) for i in json.loads(rule.stdout)] == [
         (2, "unanswered_tool_call")
     ]
+
+
+def test_summary_says_which_window_was_checked(db, cli):
+    """Found by an adversarial run: after `compact --all --context-window 16000`, a plain
+    `validate` said 0 errors for a session over that window (it checks each model's own,
+    larger window) without saying so. The summary line now names the window it checked and
+    how to check the one compaction was given."""
+    long = [{"role": "user", "content": "start"}, {"role": "assistant", "content": "word " * 6000}]
+    add_session(db, 1, long, model="gpt-4o")
+    plain = cli("--db", db.url, "validate")
+    assert plain.exit_code == 0
+    assert "0 error(s)" in plain.stderr
+    assert "each session model's window" in plain.stderr
+    assert "--context-window" in plain.stderr
+    given = cli("--db", db.url, "validate", *WINDOW)
+    assert given.exit_code == 1
+    assert "window: 4000 tokens" in given.stderr

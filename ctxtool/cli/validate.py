@@ -86,9 +86,17 @@ def validate_cmd(
         totals = Counter((i.severity != ERROR, i.rule, i.severity) for i in issues)
         for (_, rule, severity), n in sorted(totals.items()):
             click.echo(f"  {rule}: {n} {severity}{'s' * (n > 1)}", err=True)
+        # over_window is measured against this: a run of `compact --context-window N` is
+        # only checked against N when validate is given it too.
+        window = (
+            f"window: {settings.context_window} tokens"
+            if settings.context_window is not None
+            else "over_window checked against each session model's window; "
+            "--context-window N checks the one compact was given"
+        )
         click.echo(
             f"{checked} session(s) checked: {len(errors)} error(s), "
-            f"{len(issues) - len(errors)} warning(s)",
+            f"{len(issues) - len(errors)} warning(s) ({window})",
             err=True,
         )
     if errors:
