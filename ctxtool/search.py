@@ -168,8 +168,9 @@ def create_fulltext_index(engine: Engine) -> list[str]:
                 "messages"
             )
         present = fulltext_index(conn)
+        types = _column_types(conn)
         for column, name in FULLTEXT_INDEXES.items():
-            if column in present:
+            if column in present or not can_fulltext_index(types.get(column, "")):
                 continue
             conn.exec_driver_sql(  # one at a time: InnoDB builds one FULLTEXT index per ALTER
                 f"ALTER TABLE agent_message ADD FULLTEXT INDEX {name} ({column}), "
@@ -177,6 +178,23 @@ def create_fulltext_index(engine: Engine) -> list[str]:
             )
             added.append(column)
     return added
+
+
+def can_fulltext_index(data_type: str) -> bool:
+    """Whether InnoDB takes a FULLTEXT index on a column of this ``DATA_TYPE``: MySQL 8's native
+    JSON is no text (the ALTER fails), MariaDB's JSON is LONGTEXT. A column not indexed stays
+    searched by the exact scan."""
+    return data_type.lower() in {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+
+
+def _column_types(conn: Connection) -> dict[str, str]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
+            "DATABASE() AND table_name = 'agent_message'"
+        )
+    ).all()
+    return {str(r[0]).lower(): str(r[1]) for r in rows}
 
 
 def fulltext_terms(text: str) -> str | None:

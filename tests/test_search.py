@@ -12,6 +12,7 @@ from ctxtool import search as search_module
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.records import MESSAGES_THROUGH, Compaction, Message
 from ctxtool.search import (
+    can_fulltext_index,
     create_fulltext_index,
     fulltext_index,
     fulltext_terms,
@@ -279,3 +280,21 @@ def test_the_fulltext_index_finds_the_same_hits(mysql_db, cli, monkeypatch):
     # words the index leaves out (too short, stopwords): the scan still answers
     assert fulltext_terms("the") is None
     assert search(mysql_db.engine, TextMatch("the")) == short and len(short) == 6
+
+
+def test_a_column_innodb_cannot_fulltext_index_stays_scanned(mysql_db, cli):
+    """MySQL 8's JSON type takes no FULLTEXT index (the ALTER fails): --create-index indexes
+    what it can, says which column stays scanned, and the search still finds tool-call hits.
+    A BLOB column stands in here for MySQL's JSON (MariaDB's JSON is LONGTEXT)."""
+    ids, _ = _session(mysql_db, 7, FORGETFUL, FORGETFUL_CHECKPOINTS)
+    with mysql_db.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE agent_message MODIFY tool_calls LONGBLOB NULL")
+    result = cli("--db", mysql_db.url, "search", "--create-index")
+    assert result.exit_code == 0, result.output
+    assert "FULLTEXT index created on content;" in result.output
+    assert "tool_calls cannot have one on this server" in result.output
+    with mysql_db.engine.connect() as conn:
+        assert fulltext_index(conn) == ("content",)
+    # (a BLOB compares bytes: the stand-in is searched by a lower-case part of the call)
+    assert ids[3] in [h.id for h in search(mysql_db.engine, TextMatch("grep -rn"))]
+    assert can_fulltext_index("longtext") and not can_fulltext_index("json")

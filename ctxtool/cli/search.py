@@ -8,10 +8,12 @@ import click
 
 from ..output import OutputFormat, dumps, visible
 from ..search import (
+    FULLTEXT_INDEXES,
     SUMMARY_ROLE,
     SearchHit,
     SessionTrace,
     create_fulltext_index,
+    fulltext_index,
     search,
     trace_session,
 )
@@ -105,10 +107,21 @@ def search_command(
     engine = app.checked_engine()
     if create_index:
         added = create_fulltext_index(engine)
+        with engine.connect() as conn:
+            indexed = fulltext_index(conn)
+        unindexed = [c for c in FULLTEXT_INDEXES if c not in indexed]
         click.echo(
-            f"FULLTEXT index created on {' and '.join(added)}"
-            if added
-            else "the FULLTEXT indexes are already there",
+            (
+                f"FULLTEXT index created on {' and '.join(added)}"
+                if added
+                else "the FULLTEXT indexes are already there"
+            )
+            + (
+                f"; {' and '.join(unindexed)} cannot have one on this server (MySQL's JSON "
+                "type): searched by scanning"
+                if unindexed
+                else ""
+            ),
             err=True,
         )
         if text is None:
