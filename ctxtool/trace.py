@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .inspection import ContextPoint
 from .records import Compaction, Message
 
 
-class Standing(str, Enum):
+class Standing(StrEnum):
     """Where a fact stands in the session's restored context today."""
 
     KEPT = "kept"  # a message that says it is kept verbatim after the latest cut

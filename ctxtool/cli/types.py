@@ -10,7 +10,7 @@ that IntRange would quietly truncate. Each is a usage error naming the value her
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import click
 
@@ -109,7 +109,7 @@ class SinceType(click.ParamType):
                     seconds = parse_duration(text)
                 except CtxtoolError as exc:
                     self.fail(str(exc), param, ctx)
-                return datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds)
+                return datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=seconds)
             try:
                 when = datetime.fromisoformat(text)
             except ValueError:
@@ -121,7 +121,7 @@ class SinceType(click.ParamType):
                 )
         if when.tzinfo is not None:
             try:
-                when = when.astimezone(timezone.utc).replace(tzinfo=None)
+                when = when.astimezone(UTC).replace(tzinfo=None)
             except OverflowError:
                 self.fail(f"{value!s} is outside the years a time in UTC can have", param, ctx)
         return when

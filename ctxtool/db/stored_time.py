@@ -11,7 +11,7 @@ traceback. Read through :class:`StoredTime`, a time is a naive UTC datetime or N
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
@@ -32,10 +32,10 @@ def parse_stored_time(value) -> datetime | None:
             seconds = float(text)
             if abs(seconds) >= _MILLISECONDS_FROM:
                 seconds /= 1000
-            return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
+            return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
         when = datetime.fromisoformat(text)
         if when.tzinfo is not None:  # 0001-01-01T00:00+01:00 is before the first UTC time
-            when = when.astimezone(timezone.utc).replace(tzinfo=None)
+            when = when.astimezone(UTC).replace(tzinfo=None)
     except (ValueError, OverflowError, OSError):
         return None
     return when
@@ -56,7 +56,7 @@ class StoredTime(sa.types.TypeDecorator):
     def process_bind_param(self, value, dialect):
         if dialect.name == "sqlite" and isinstance(value, datetime):
             if value.tzinfo is not None:
-                value = value.astimezone(timezone.utc).replace(tzinfo=None)
+                value = value.astimezone(UTC).replace(tzinfo=None)
             return value.strftime(STORAGE_FORMAT)
         return value
 
@@ -87,7 +87,7 @@ def sqlite_time_compare(
     if op not in ("<=", ">="):
         raise ValueError(f"op must be <= or >=, not {op!r}")
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(UTC).replace(tzinfo=None)
     sign = 1 if op == "<=" else -1
 
     def compare(left, right):

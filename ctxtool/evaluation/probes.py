@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ..records import Message
 from ..signals import COMMAND_TOOLS, Failure, FileChange, Signals, Statement, signals_of
 
 
-class ProbeKind(str, Enum):
+class ProbeKind(StrEnum):
     GOAL = "goal"
     LATEST_REQUEST = "latest_request"
     OPEN_TASKS = "open_tasks"

@@ -16,7 +16,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import sqlalchemy as sa
@@ -336,7 +336,7 @@ class MessageWriter:
             conn, M, MESSAGE_ROW_COLUMNS, {"session_id": session_id}
         )
         # created_at is NOT NULL: a record without a usable time takes the last one seen.
-        self.last_time = created_at or datetime.now(timezone.utc).replace(tzinfo=None)
+        self.last_time = created_at or datetime.now(UTC).replace(tzinfo=None)
         self.last_time_text = self.last_time.isoformat(" ", "microseconds")
         self.messages_added = self.compactions_added = 0
         self.skipped: Counter = Counter()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -113,12 +113,12 @@ def _parse_time(value: Any) -> datetime | None:
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             seconds = value / 1000 if value > 1e11 else value
-            return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
+            return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
         if isinstance(value, str) and value:
             # Ending in Z (UTC) the time is already naive UTC once the Z is gone.
             parsed = datetime.fromisoformat(value[:-1] if value[-1] == "Z" else value)
             if parsed.tzinfo is not None:
-                parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+                parsed = parsed.astimezone(UTC).replace(tzinfo=None)
             return parsed
     except (ValueError, OverflowError, OSError):
         return None
