@@ -8,20 +8,28 @@ options several commands share are ``options``, the configuration file's default
 
 from __future__ import annotations
 
-# Each module adds its commands to `main` as it is imported.
-from . import (  # noqa: F401
-    archive,
-    compact,
-    config,
-    context,
-    eval,
-    imports,
-    migrations,
-    search,
-    sessions,
-    token_counts,
-    validate,
-)
-from .root import main
+import sys
+
+try:
+    # Each module adds its commands to `main` as it is imported.
+    from . import (  # noqa: F401
+        archive,
+        compact,
+        config,
+        context,
+        eval,
+        imports,
+        migrations,
+        search,
+        sessions,
+        token_counts,
+        validate,
+    )
+    from .root import main
+except KeyboardInterrupt:
+    # Ctrl-C in the second the modules take to load: the line and exit code it has later
+    # (ctxtool.failures), not a traceback through the import machinery.
+    sys.stderr.write("Error: interrupted\n")
+    raise SystemExit(130) from None
 
 __all__ = ["main"]

@@ -12,7 +12,7 @@ import click
 
 from .. import __version__
 from ..db import DEFAULT_URL, URL_ENV, URL_ENVS
-from ..failures import describe_failure
+from ..failures import INTERRUPTED, describe_failure
 from ..output import visible
 from .app import AppContext
 from .config_defaults import HELP_ASKED, load_config_defaults, raise_config_error
@@ -71,6 +71,12 @@ class _Root(_Group):
     def main(self, *args, **kwargs):
         with guarded_streams():
             return super().main(*args, **kwargs)
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:  # click would say "Aborted!" on two lines, exit 1
+            _fail("interrupted", INTERRUPTED)
 
     def parse_args(self, ctx, args):
         # Before the eager --config: a help asked for anywhere needs no configuration file.
