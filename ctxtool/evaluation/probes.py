@@ -66,7 +66,7 @@ def probe_from_dict(data: dict[str, Any]) -> Probe:
     if not isinstance(data, dict):
         raise InvalidKey("a probe is not an object")
     try:
-        kind = ProbeKind(data.get("kind"))
+        kind = ProbeKind(str(data.get("kind")))
     except ValueError:
         raise InvalidKey(f"probe {data.get('id')!r}: unknown kind {data.get('kind')!r}") from None
     negated = bool(data.get("negated"))
