@@ -85,3 +85,16 @@ def test_a_tilde_in_a_sqlite_path_is_the_home_directory_for_connecting_too(cli, 
         assert (tmp_path / name).is_file()
         status = cli("--db", db, "migrate", "status", env=env)
         assert status.exit_code == 0 and str(tmp_path) in status.output, status.output
+
+
+def test_a_path_with_a_colon_is_a_sqlite_file_when_it_starts_as_a_path(cli, tmp_path, monkeypatch):
+    """`notes:2024.db` cannot be told from `user:password` and stays refused (masked), but the
+    message says how to give it; `./notes:2024.db` and an absolute path are files."""
+    monkeypatch.chdir(tmp_path)
+    for db in ("./notes:2024.db", str(tmp_path / "C:x.db")):
+        created = cli("--db", db, "migrate", "up")
+        assert created.exit_code == 0, created.output
+    assert {p.name for p in tmp_path.iterdir()} >= {"notes:2024.db", "C:x.db"}
+    refused = cli("--db", "notes:2024.db", "migrate", "up")
+    assert refused.exit_code == 1 and "./notes:" in refused.output, refused.output
+    assert "2024" not in refused.output  # it may be user:password

@@ -123,8 +123,15 @@ def resolve_url(url: str | None = None) -> str:
 def is_bare_path(text: str) -> bool:
     """Whether ``text`` is a file path rather than a URL (``./agents.db``, ``/srv/x.sqlite``):
     a SQLite file, as in sqlite-utils. No scheme, no ``@`` and no ``:`` — anything with those
-    is a URL typed wrong (``root:pw@host/db``), refused with the form to use."""
-    return bool(text) and "://" not in text and "@" not in text and ":" not in text
+    is a URL typed wrong (``root:pw@host/db``), refused with the form to use. A ``:`` is
+    taken in a path that starts as one (``./notes:2024.db``, ``/srv/a:b.db``): ``notes:2024``
+    alone cannot be told from ``user:password``."""
+    if not text or "://" in text or "@" in text:
+        return False
+    return ":" not in text or text.startswith(_PATH_STARTS)
+
+
+_PATH_STARTS = ("/", "./", "../", "~")
 
 
 def sqlite_url_for(path: str) -> str:
@@ -236,7 +243,12 @@ def parse_url(raw: str) -> URL:
     if is_bare_path(raw):
         raw = sqlite_url_for(raw)
     if "://" not in raw:
-        raise CtxtoolError(f"invalid database URL {mask_url(raw)!r}: no scheme ({_SUPPORTED})")
+        hint = ""
+        if "@" not in raw and ":" in raw:
+            hint = f"; a file whose name holds ':' is given as ./{mask_url(raw)}"
+        raise CtxtoolError(
+            f"invalid database URL {mask_url(raw)!r}: no scheme ({_SUPPORTED}){hint}"
+        )
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
