@@ -98,3 +98,18 @@ def test_a_path_with_a_colon_is_a_sqlite_file_when_it_starts_as_a_path(cli, tmp_
     refused = cli("--db", "notes:2024.db", "migrate", "up")
     assert refused.exit_code == 1 and "./notes:" in refused.output, refused.output
     assert "2024" not in refused.output  # it may be user:password
+
+
+def test_an_empty_db_is_refused_and_a_directory_is_named_as_one(cli, tmp_path, monkeypatch):
+    """`--db ''` meant ./ctxtool.db in silence; a directory failed as an unopenable file."""
+    monkeypatch.chdir(tmp_path)
+    env = {"CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None, "CTXTOOL_CONFIG": None}
+    for args in (["--db", "", "migrate", "up"], ["migrate", "up", "--db", ""]):
+        empty = cli(*args, env=env)
+        assert empty.exit_code == 2 and "--db is empty" in empty.output, empty.output
+    assert not (tmp_path / "ctxtool.db").exists()
+    (tmp_path / "dir").mkdir()
+    for db in ("dir/", "dir", "sqlite:///dir"):
+        directory = cli("--db", db, "migrate", "up", env=env)
+        assert directory.exit_code == 1, directory.output
+        assert f"{tmp_path / 'dir'} is a directory" in directory.output, directory.output

@@ -46,6 +46,7 @@ class _Command(click.Command):
     def invoke(self, ctx):
         raise_config_error(ctx)
         url = ctx.params.pop("db_url", None)
+        _refuse_empty(url)
         if url:
             ctx.find_object(AppContext).use_url(url)
         return super().invoke(ctx)
@@ -100,6 +101,12 @@ class _Root(_Group):
             _fail(failure.message, failure.exit_code)
 
 
+def _refuse_empty(url: str | None) -> None:
+    """``--db ''`` would mean the default database in silence (an unset variable in a script)."""
+    if url is not None and not url.strip():
+        raise click.UsageError("--db is empty; give a database URL or a SQLite file's path")
+
+
 def _fail(message: str, code: int):
     # One line, whatever a file name or an argument held (a newline, ESC): escaped as tables are.
     err = click.ClickException(visible(message))
@@ -138,6 +145,7 @@ def main(ctx, url):
 
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
+    _refuse_empty(url)
     from_env = ctx.get_parameter_source("url") == click.core.ParameterSource.ENVIRONMENT
     shared_env = next((v for v in URL_ENVS if os.environ.get(v)), None) if from_env else None
     ctx.obj = AppContext(

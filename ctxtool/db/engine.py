@@ -54,6 +54,8 @@ def create_engine(
         return engine
     path = sqlite_path(parsed)
     if path is not None:
+        if path.is_dir():
+            raise CtxtoolError(f"database {path} is a directory, not a SQLite file")
         if must_exist and not path.exists():
             raise MissingDatabase(
                 f"database {path} does not exist; create it with "
