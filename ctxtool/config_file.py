@@ -117,7 +117,13 @@ def load_config(explicit: str | None = None) -> Config:
     for path in candidate_paths(explicit):
         if not path.is_file():
             if explicit or (path == candidate_paths()[0] and os.environ.get(CONFIG_ENV)):
-                what = "is a directory, not a file" if path.is_dir() else "does not exist"
+                what = (
+                    "is a directory, not a file"
+                    if path.is_dir()
+                    else "is not a regular file"
+                    if path.exists()  # /dev/null, a FIFO
+                    else "does not exist"
+                )
                 raise CtxtoolError(f"configuration file {path} {what}")
             continue
         try:

@@ -125,3 +125,10 @@ def test_help_prints_whatever_the_config_file_holds(cli, tmp_path, content):
         assert "Usage: " in result.output and "Error" not in result.output
     failed = cli("compact", "--all", env=env)
     assert failed.exit_code == 2 and str(path) in failed.output
+
+
+def test_a_config_path_that_is_no_regular_file_is_named_as_such(cli):
+    env = {"CTXTOOL_CONFIG": "/dev/null", "CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None}
+    result = cli("config", env=env)
+    assert result.exit_code == 2, result.output
+    assert "configuration file /dev/null is not a regular file" in result.output, result.output
