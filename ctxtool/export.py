@@ -30,7 +30,7 @@ from .inspection import (
 from .markdown_to_html import markdown_to_html
 from .output import OutputFormat, dumps, render_rows, shorten, visible
 from .records import NO_CALL_ID, Compaction
-from .terminal import MIN_CELL, fit_table
+from .terminal import MIN_CELL, fit_table, wrap
 
 FORMATS = ("markdown", "md", "html", "jsonl")
 
@@ -219,7 +219,11 @@ def render_table(view: ContextView, width: int | None) -> str:
 def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterator[str]:
     """:func:`render_table` line by line, from a view or a stream: the table is fitted once
     from what a first pass over the rows measured, then written row by row (never held)."""
-    yield from (f"{label + ':':19}{_line(value)}" for label, value in describe_header(view))
+    # Wrapped to the width under their value: a title or the synthetic-results note is long.
+    yield from (
+        wrap(f"{label + ':':19}{_line(value)}", width, " " * 19)
+        for label, value in describe_header(view)
+    )
     cp = view.point.checkpoint
     head = view.head_items() if isinstance(view, ContextStream) else view.items
     for item in head:

@@ -1029,3 +1029,30 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
         tracemalloc.stop()
         assert written > 2000 * 20
         assert peak < text_bytes / 3, (render, peak, text_bytes)
+
+
+def test_show_header_lines_fit_the_terminal(db, cli):
+    """Found by an adversarial run: at 80 columns `context show` printed a 99-character title
+    line and a 137-character synthetic-results line. Header lines are wrapped to the width,
+    under their value, and keep every word."""
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    title = "Refactor the payment module so that retries are idempotent and logged " * 2
+    add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "user", "content": "and then?"},
+        ],
+        model="gpt-4o",
+    )
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE agent_session SET title = :t"), {"t": title.strip()})
+    out = cli("--db", db.url, "context", "show", "1", env={"COLUMNS": "80"}).output
+    header = out[: out.index("\n\n")].splitlines()
+    assert max(len(line) for line in header) <= 80, out
+    assert " ".join(w for line in header for w in line.split()).count("idempotent") == 2
+    assert any(line.startswith("synthetic results:") for line in header), out
+    continued = [line for line in header if line.startswith(" ")]
+    assert len(continued) >= 2 and all(line.startswith(" " * 19) for line in continued)

@@ -38,8 +38,15 @@ def run(cli, db, *args, code=0):
 
 def body(text: str) -> list[str]:
     """A human `context show` without its `context:` line (it says which checkpoint replaced
-    this one, the only line allowed to change once a later checkpoint exists)."""
-    return [line for line in text.splitlines() if not line.startswith("context:")]
+    this one, the only line allowed to change once a later checkpoint exists), nor the lines
+    it wraps onto (indented under its value)."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        skipping = line.startswith("context:") or (skipping and line.startswith(" " * 19))
+        if not skipping:
+            kept.append(line)
+    return kept
 
 
 def compacted_twice(db, cli):
