@@ -80,3 +80,25 @@ def test_a_database_the_user_may_not_create_is_one_line(server_user, cli):
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert "1044" in result.output and SECRET not in result.output
+
+
+def test_created_and_applied_name_the_database_the_same_copy_pasteable_way(server_user, cli):
+    url, name, server = server_user
+    spaced = url + "%20sp"  # the database `ctxcfg_<pid> sp`
+    try:
+        result = cli("--db", spaced, "migrate", "up", "--create-database")
+        assert result.exit_code == 0, result.output
+        shown = f"mysql://{USER}:***@" + spaced.split("@", 1)[1]
+        lines = result.output.splitlines()
+        assert lines[0] == f"created database {shown}"
+        assert lines[-1].endswith(f"applied to {shown}"), lines[-1]
+    finally:
+        with server.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name} sp`")
+
+
+def test_a_database_the_user_may_not_create_names_the_create_privilege(server_user, cli):
+    url, _name, _server = server_user
+    forbidden = url.rsplit("/", 1)[0] + "/notallowed_ctxcfg"
+    result = cli("--db", forbidden, "migrate", "up", "--create-database")
+    assert result.exit_code == 1 and "CREATE privilege" in result.output, result.output

@@ -168,15 +168,16 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
         print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
     created = create_database_if_missing(app.url) if create_database else False
+    # As given (masked): the engine's URL has the charset added and the name decoded.
+    where = mask_url(resolve_url(app.url))
     if created and not output.json:
-        click.echo(f"created database {mask_url(resolve_url(app.url))}")
+        click.echo(f"created database {where}")
     migrator = _migrator(app, create=True)
     report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
     applied = migrator.up(to=to, on_applied=report)
     if touch_session_trigger:
         with app.engine().connect() as conn:
             install_trigger(conn)
-    where = mask_url(app.engine().url)
     print_document(
         {
             "database": where,

@@ -17,6 +17,8 @@ _MYSQL_HINTS = {
     "unix_socket auth); create a user with a password, or connect over the socket",
     1049: "unknown database: create it with `ctxtool migrate up --create-database` "
     "(or CREATE DATABASE ... CHARACTER SET utf8mb4)",
+    1044: "this user has no privilege on that database; --create-database also needs the "
+    "CREATE privilege",
     2003: "cannot reach the server: is it running and listening there?",
     2005: "unknown host",
     2013: "lost connection to the server",

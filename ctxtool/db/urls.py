@@ -147,8 +147,10 @@ def mask_url(url: str | URL) -> str:
     """
     parsed = _parsed(url)
     if parsed is not None and parsed.password is not None:
-        # The parser knows where the password ends (it may hold '?', '/' or '@').
-        url = parsed.render_as_string(hide_password=True)
+        # The parser knows where the password ends (it may hold '?', '/' or '@'). It decodes
+        # %20 in the user and database names and renders it back as a space: a URL that no
+        # longer pastes as one word.
+        url = parsed.render_as_string(hide_password=True).replace(" ", "%20")
     elif isinstance(url, URL):
         url = url.render_as_string(hide_password=False)
     text = str(url)
