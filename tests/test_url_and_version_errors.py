@@ -113,3 +113,11 @@ def test_an_empty_db_is_refused_and_a_directory_is_named_as_one(cli, tmp_path, m
         directory = cli("--db", db, "migrate", "up", env=env)
         assert directory.exit_code == 1, directory.output
         assert f"{tmp_path / 'dir'} is a directory" in directory.output, directory.output
+
+
+def test_a_path_with_a_colon_is_printed_whole(cli, tmp_path, monkeypatch):
+    """A path holds no password: `./notes:2024.db` is not masked as `./notes:***`."""
+    monkeypatch.chdir(tmp_path)
+    missing = cli("--db", "./notes:2024.db", "sessions", "list")
+    assert missing.exit_code == 3, missing.output
+    assert "--db ./notes:2024.db migrate up" in missing.output, missing.output

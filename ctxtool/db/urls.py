@@ -145,6 +145,8 @@ def mask_url(url: str | URL) -> str:
     Textual, so it also masks what does not parse (see ``_password_span``), and password-like
     query arguments.
     """
+    if isinstance(url, str) and is_bare_path(url):
+        return url  # a file's path (./notes:2024.db) holds no password
     parsed = _parsed(url)
     if parsed is not None and parsed.password is not None:
         # The parser knows where the password ends (it may hold '?', '/' or '@'). It decodes
@@ -206,7 +208,7 @@ def _password_span(text: str, parses: bool) -> tuple[int, int] | None:
 
 def secrets_of(url: str | URL | None) -> list[str]:
     """The passwords a URL holds (in the authority or the query), for scrubbing driver text."""
-    if url is None:
+    if url is None or (isinstance(url, str) and is_bare_path(url)):
         return []
     url = _parsed(url) or url
     if isinstance(url, URL):
