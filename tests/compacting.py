@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from .llm_server import FakeLLM
 
 
+def openai_args(llm: FakeLLM) -> list[str]:
+    """The options that point ``compact`` at the local LLM server (model ``m``)."""
+    return ["--summarizer", "openai", "--model", "m", "--base-url", llm.base_url]
+
+
 def compact_with_llm(cli, db: Database, llm: FakeLLM, *args: str, env: dict | None = None):
     """``ctxtool --db URL compact ARGS`` with the openai summarizer on ``llm`` (model ``m``, no
     retries, the small windows of LIMITS). ARGS come last: an option given there (``--retries
@@ -20,12 +25,7 @@ def compact_with_llm(cli, db: Database, llm: FakeLLM, *args: str, env: dict | No
         "--db",
         db.url,
         "compact",
-        "--summarizer",
-        "openai",
-        "--model",
-        "m",
-        "--base-url",
-        llm.base_url,
+        *openai_args(llm),
         "--retries",
         "0",
         *LIMITS,

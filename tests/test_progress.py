@@ -17,6 +17,7 @@ from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.output import duration, progress_line
 
 from .builders import LIMITS, add_session, coding_session
+from .compacting import openai_args
 from .conftest import TRANSCRIPTS
 from .llm_server import FakeLLM
 from .waiting import wait_until
@@ -51,12 +52,7 @@ def test_a_single_compaction_names_its_steps_off_a_terminal(sqlite_db):
             db,
             "compact",
             "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            llm.base_url,
+            *openai_args(llm),
             *LIMITS,
             OPENAI_API_KEY="sk-test",
         )
@@ -99,12 +95,7 @@ def test_batches_report_progress_off_a_terminal(sqlite_db):
             db,
             "compact",
             "--all",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            llm.base_url,
+            *openai_args(llm),
             *LIMITS,
             OPENAI_API_KEY="sk-test",
         )
