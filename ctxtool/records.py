@@ -147,7 +147,7 @@ CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 FOREIGN_ROLE_PREFIX = "Message stored with role {role!r}, which is not a chat role:\n"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContextEntry:
     """One message of a context in the order an OpenAI-style API accepts it.
 
