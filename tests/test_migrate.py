@@ -559,3 +559,21 @@ def test_wheel_ships_sql_and_vocabularies(tmp_path):
             assert f"ctxtool/sql/{dialect}/{m.filename}" in names
     assert "ctxtool/vocab/o200k_base.tiktoken" in names
     assert "ctxtool/vocab/cl100k_base.tiktoken" in names
+
+
+def test_the_computed_call_count_is_invisible_to_a_runtimes_bare_insert(mysql_db):
+    """0009's column serves ctxtool's index only: a runtime that writes `INSERT INTO
+    agent_message VALUES (...)` for the columns `SELECT *` shows keeps working (MySQL/MariaDB
+    put a visible generated column in both, and the INSERT failed with 1136)."""
+    given = {"session_id": 1, "role": "assistant", "content": "hi", "tool_calls": '[{"id": "a"}]'}
+    with mysql_db.engine.begin() as conn:
+        columns = list(conn.exec_driver_sql("SELECT * FROM agent_message LIMIT 0").keys())
+        assert "tool_call_count" not in columns
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message VALUES ("
+            + ", ".join("%s" if c in given else "DEFAULT" for c in columns)
+            + ")",
+            tuple(given[c] for c in columns if c in given),
+        )
+        count = conn.exec_driver_sql("SELECT tool_call_count FROM agent_message").scalar()
+    assert count == 1
