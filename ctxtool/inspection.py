@@ -517,7 +517,14 @@ class ContextStream:
         """The entries with their messages' text, a page at a time."""
         for start in range(0, len(self.entries), self.page_entries):
             page = self.entries[start : start + self.page_entries]
-            full = self.fetch([e.message.id for e in page if not e.synthetic])
+            wanted = [e.message.id for e in page if not e.synthetic]
+            full = self.fetch(wanted)
+            gone = [i for i in wanted if i not in full]
+            if gone:  # deleted (sessions delete, purge) between the outline and this page
+                raise CtxtoolError(
+                    f"session {self.session.session_id} changed while it was shown: message "
+                    f"{gone[0]} is gone; show it again"
+                )
             yield [
                 e
                 if e.synthetic

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import sqlalchemy as sa
 
+from ctxtool.errors import CtxtoolError
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.store import Store
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
@@ -1056,3 +1058,20 @@ def test_show_header_lines_fit_the_terminal(db, cli):
     assert any(line.startswith("synthetic results:") for line in header), out
     continued = [line for line in header if line.startswith(" ")]
     assert len(continued) >= 2 and all(line.startswith(" " * 19) for line in continued)
+
+
+def test_a_message_deleted_while_the_context_is_shown_is_one_error_line(sqlite_db):
+    """context show reads its outline first and the text page by page: a session deleted in
+    between (sessions delete, purge) ends the output with one line naming the session, never
+    a KeyError (found in review)."""
+    from ctxtool.export import text_lines
+    from ctxtool.store.reads import SessionHistory
+
+    sid = _long_session(sqlite_db, 40, 100)
+    stream = SessionHistory(Store(sqlite_db.engine), sid).stream(page_entries=10)
+    pieces = text_lines(stream)
+    next(pieces)
+    with sqlite_db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM agent_message WHERE session_id = :s"), {"s": sid})
+    with pytest.raises(CtxtoolError, match=f"session {sid} changed while it was shown"):
+        list(pieces)
