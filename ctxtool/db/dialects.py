@@ -53,11 +53,6 @@ class Dialect:
         """One connection holding the migration lock for a whole run."""
         raise NotImplementedError
 
-    def json_array_length(self, column) -> sa.ColumnElement:
-        """SQL: how many elements a JSON array column holds (NULL for NULL). Never fewer than
-        the tool calls ``Message.calls`` reads from the same text."""
-        raise NotImplementedError
-
     def through_session_index(self, query: sa.Select, table: sa.Table) -> sa.Select:
         """``query`` over ``table`` (agent_message) read through idx_message_session_id_tokens
         (session_id, id, token_count, token_encoding): the ranges of ``suffix_ranges``, a walk
@@ -396,10 +391,6 @@ class MySQL(Dialect):
     def server_now_plus(self, seconds: int):
         return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {int(seconds)} SECOND")
 
-    def json_array_length(self, column):
-        # The column is JSON (valid by the server's check); a scalar or object counts as 1.
-        return sa.func.json_length(column)
-
     def through_session_index(self, query, table):
         # A query that reads more of the rows than idx_message_session_id_tokens holds is
         # planned as one primary-key range from the lowest cut to the end of the table, read
@@ -548,13 +539,6 @@ class SQLite(Dialect):
 
     def server_now_plus(self, seconds: int):
         return sa.text(f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{int(seconds):+d} seconds')")
-
-    def json_array_length(self, column):
-        # A runtime may write any text into the column: what is not JSON holds no calls (as
-        # Message.calls reads it), and json_array_length would fail the whole query on it.
-        return sa.case(
-            (sa.func.json_valid(column) == 1, sa.func.json_array_length(column)), else_=None
-        )
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
