@@ -25,10 +25,9 @@ from ..db import dialect_of
 from ..db.dialects import Dialect
 from ..db.schema import agent_session as S
 
-# What a runtime runs first in each transaction that inserts messages into session ?.
-RUNTIME_STATEMENT = (
-    "UPDATE agent_session SET updated_at = CURRENT_TIMESTAMP(6) WHERE session_id = ?"
-)
+# What a runtime runs first in each transaction that inserts messages into session ? (MySQL,
+# MariaDB): in UTC, as ctxtool and the trigger write every time, whatever the connection's zone.
+RUNTIME_STATEMENT = "UPDATE agent_session SET updated_at = UTC_TIMESTAMP(6) WHERE session_id = ?"
 
 TRIGGER_NAME = "agent_message_touches_session"
 
