@@ -999,12 +999,38 @@ def test_a_runtime_id_at_bigints_largest_leaves_no_session_id_and_says_so(db, tm
 def test_an_import_into_a_stored_session_writes_its_row_first(db, cli, tmp_path):
     """The import of a grown transcript takes its session by writing the row (updated_at), not
     by a locking read: on a multi-primary cluster only a write orders it against a runtime's
-    insert or a compaction through another node (store.session_touch)."""
+    insert or a compaction through another node (store.session_touch). So the write comes
+    first in the transaction, before it reads what the session holds: every statement is
+    recorded on the engine the import uses, and the first of the writing transaction to name
+    a session's table is the UPDATE of its row (updated_at changing proves nothing of order)."""
+    from sqlalchemy import event
+
     path = write(tmp_path / "grown.jsonl", chat("question", "answer"))
     assert cli("--db", db.url, "import", path).exit_code == 0
     before = db.scalar("SELECT updated_at FROM agent_session")
     time.sleep(0.01)  # updated_at has milliseconds on SQLite
     write(path, chat("question", "answer", "follow-up"))
-    result = cli("--db", db.url, "import", path)
-    assert result.exit_code == 0, result.output
+    transactions: list[list[str]] = []
+
+    def began(conn):
+        transactions.append([])
+
+    def executed(conn, cursor, statement, parameters, context, executemany):
+        if transactions:
+            transactions[-1].append(" ".join(statement.split()))
+
+    event.listen(db.engine, "begin", began)
+    event.listen(db.engine, "before_cursor_execute", executed)
+    try:
+        (result,) = Importer(db.engine).import_files([str(path)])  # what `import` runs
+    finally:
+        event.remove(db.engine, "before_cursor_execute", executed)
+        event.remove(db.engine, "begin", began)
+    assert result.error is None and result.messages_added == 1, result.as_dict()
+    # The one that reads and writes messages (on MySQL their inserts go through the driver's
+    # cursor, past the engine's events: the reads of what the session holds are seen).
+    (writing,) = [t for t in transactions if any("agent_message" in s for s in t)]
+    tables = ("agent_session", "agent_message", "agent_compaction")
+    touching = [s for s in writing if any(t in s for t in tables)]
+    assert touching[0].startswith("UPDATE agent_session SET updated_at="), writing
     assert str(db.scalar("SELECT updated_at FROM agent_session")) > str(before)
