@@ -46,6 +46,9 @@ from .reads import (
     usable_count_sums,
 )
 
+# The chat roles as the bytes a role is compared with (exactly: no collation's case folding).
+_CHAT_ROLE_BYTES = sorted(r.encode() for r in CHAT_ROLES)
+
 # Sessions with a cut per sums query: each is a term of the condition (see suffix_ranges).
 CUT_SESSIONS_PER_QUERY = 50
 
@@ -151,9 +154,12 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
         ),
         sa.func.sum(sa.case((M.c.role == "tool", 1), else_=0)).label("results"),
         # Messages of no chat role are sent as user messages with a prefix: their stored
-        # counts are not what is sent. (MySQL's collations compare roles without case: there
-        # a "User" is summed as stored, a few tokens low.)
-        sa.func.sum(sa.case((M.c.role.in_(sorted(CHAT_ROLES)), 0), else_=1)).label("foreign"),
+        # counts are not what is sent. Compared as bytes: MySQL's collations compare roles
+        # without case (and trailing spaces), and a "User" summed as stored was a prefix's
+        # worth low each, past every bound (tests/test_bounds.py).
+        sa.func.sum(
+            sa.case((sa.cast(M.c.role, sa.LargeBinary).in_(_CHAT_ROLE_BYTES), 0), else_=1)
+        ).label("foreign"),
         sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0)).label(
             "longest_result_id"
         ),
