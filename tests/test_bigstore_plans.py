@@ -181,3 +181,33 @@ def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db,
                 )
                 planned += full.plan is not None
     assert planned >= 5
+
+
+def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
+    """A role like "ASSISTANT" or "assistant " is resent as a user message with a prefix, so
+    its text decides what is sent: MySQL's collations call it a chat role, and the dry run left
+    its text unread (found with tests/test_bounds.py's bug in the batch's sums)."""
+    from ctxtool.db import read_connection
+    from ctxtool.store import Store
+    from ctxtool.store.counts import count_tokens, read_suffix
+
+    add_session(
+        db,
+        1,
+        [
+            {"role": "user", "content": "fix the parser"},
+            {"role": "ASSISTANT", "content": "looking at parser.py " * 20},
+            {"role": "assistant ", "content": "patched parser.py " * 20},
+            {"role": "assistant", "content": "done"},
+        ],
+        model="gpt-4o",
+    )
+    count_tokens(db.engine, session_id=1)
+    store = Store(db.engine)
+    with read_connection(db.engine) as conn:
+        full = read_suffix(store, conn, 1, None, False, texts=True)[1]
+        lean = read_suffix(store, conn, 1, None, False, texts=False)[1]
+    resent = [i for i, m in enumerate(full.messages) if m.role in ("ASSISTANT", "assistant ")]
+    assert len(resent) == 2
+    assert [lean.messages[i].content for i in resent] == [full.messages[i].content for i in resent]
+    assert lean.messages[-1].content is None  # a counted chat-role message: its text unread

@@ -35,19 +35,17 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from ..records import CHAT_ROLES, restore_context
+from ..records import restore_context
 from ..tokens import count_messages, encoding_for_model
 from .reads import (
     SESSIONS_PER_RANGE_QUERY,
     Store,
+    has_chat_role,
     suffix_outlines,
     suffix_ranges,
     text_bytes,
     usable_count_sums,
 )
-
-# The chat roles as the bytes a role is compared with (exactly: no collation's case folding).
-_CHAT_ROLE_BYTES = sorted(r.encode() for r in CHAT_ROLES)
 
 # Sessions with a cut per sums query: each is a term of the condition (see suffix_ranges).
 CUT_SESSIONS_PER_QUERY = 50
@@ -157,9 +155,7 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
         # counts are not what is sent. Compared as bytes: MySQL's collations compare roles
         # without case (and trailing spaces), and a "User" summed as stored was a prefix's
         # worth low each, past every bound (tests/test_bounds.py).
-        sa.func.sum(
-            sa.case((sa.cast(M.c.role, sa.LargeBinary).in_(_CHAT_ROLE_BYTES), 0), else_=1)
-        ).label("foreign"),
+        sa.func.sum(sa.case((has_chat_role(M.c.role), 0), else_=1)).label("foreign"),
         sa.func.max(sa.case((M.c.role == "tool", text_bytes(M.c.tool_call_id)), else_=0)).label(
             "longest_result_id"
         ),

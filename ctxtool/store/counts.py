@@ -24,7 +24,6 @@ from ..db import dialect_of, read_connection
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import (
-    CHAT_ROLES,
     Message,
     RestoredContext,
     Session,
@@ -32,7 +31,7 @@ from ..records import (
     restore_context,
 )
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from .reads import Store, json_as_text, json_value, no_usable_count
+from .reads import Store, has_chat_role, json_as_text, json_value, no_usable_count
 
 DEFAULT_BATCH = 2000
 
@@ -206,7 +205,7 @@ def read_suffix(
     texts_of = (
         None
         if texts
-        else sa.or_(M.c.role == "user", M.c.role.not_in(sorted(CHAT_ROLES)), no_usable_count(enc))
+        else sa.or_(M.c.role == "user", ~has_chat_role(M.c.role), no_usable_count(enc))
     )
     suffix = store.messages(session_id, cut, conn=conn, texts_of=texts_of)
     if texts_of is not None:

@@ -38,7 +38,7 @@ from ..inspection import (
     pick_pair,
     point_in_history,
 )
-from ..records import Compaction, Message, RestoredContext, Session, restore_context
+from ..records import CHAT_ROLES, Compaction, Message, RestoredContext, Session, restore_context
 from ..tokens import count_text, encoding_for_model
 
 
@@ -597,6 +597,13 @@ def text_bytes(text_column):
     SQLite's LENGTH of text counts characters). A byte-level BPE token is at least one byte,
     so this bounds a text's tokens without reading it back."""
     return sa.func.coalesce(sa.func.length(sa.cast(text_column, sa.LargeBinary)), 0)
+
+
+def has_chat_role(role_column) -> sa.ColumnElement[bool]:
+    """SQL: the role is exactly one of CHAT_ROLES, compared as bytes. MySQL's collations
+    compare without case and trailing spaces, and a "User" or "assistant " is resent as a user
+    message with a prefix: its stored count is not what is sent (tests/test_bounds.py)."""
+    return sa.cast(role_column, sa.LargeBinary).in_(sorted(r.encode() for r in CHAT_ROLES))
 
 
 def suffix_ranges(cuts: Mapping[int, int | None]):
