@@ -5,9 +5,10 @@ through idx_compaction_session_id). Then sums over the messages since each cut, 
 server (:func:`suffix_ranges`, 500 sessions a query, per encoding): the stored counts made with
 the encoding the session needs, the rows without such a count, and how many tool calls and
 tool results there are. So the cost follows the messages since each cut and nothing of them is
-sent back. A session whose calls and results differ in number is measured exactly by the
-caller (some call goes unanswered, or some result answers none: the restored context adds or
-resends messages that no stored count covers; ``context_size.SuffixTokens``). Messages
+sent back. A session whose calls and results differ in number (some call goes unanswered, or
+some result answers none: the restored context adds or resends messages that no stored count
+covers) is decided by bounds on those messages' tokens, and measured exactly only when its
+threshold lies between them (``context_size.SuffixTokens``; tests/test_bounds.py). Messages
 without a usable count are ``uncounted``: filling them in is a separate, explicit step.
 """
 
