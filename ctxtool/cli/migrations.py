@@ -10,7 +10,7 @@ from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
-from ..store.session_touch import TRIGGER_NAME, install_trigger, trigger_statement
+from ..store.session_touch import TRIGGER_NAME, trigger_statement
 from ..terminal import clip, fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
@@ -174,10 +174,7 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
         click.echo(f"created database {where}")
     migrator = _migrator(app, create=True)
     report = None if output.json else (lambda m: click.echo(f"applied {m.filename}"))
-    applied = migrator.up(to=to, on_applied=report)
-    if touch_session_trigger:
-        with app.engine().connect() as conn:
-            install_trigger(conn)
+    applied = migrator.up(to=to, on_applied=report, touch_session_trigger=touch_session_trigger)
     print_document(
         {
             "database": where,

@@ -63,6 +63,10 @@ class Dialect:
         """SQL naming the server a connection is on (which node of a cluster)."""
         return "SELECT 'local'"
 
+    def server_version_sql(self) -> str:
+        """SQL giving the server's version text (migrate.server_versions parses it)."""
+        return "SELECT sqlite_version()"
+
     def tables_without_ordered_ids(self, conn: Connection, tables: Sequence[str]) -> list[str]:
         """Those of ``tables`` whose AUTO_INCREMENT ids the server hands out from caches of
         its own per server, so a row written later can get a lower id: TiDB without
@@ -434,6 +438,9 @@ class MySQL(Dialect):
 
     def server_identity_sql(self) -> str:
         return "SELECT CONCAT(@@hostname, ':', @@port)"
+
+    def server_version_sql(self) -> str:
+        return "SELECT VERSION()"
 
     def tables_without_ordered_ids(self, conn, tables):
         if not is_tidb(conn.exec_driver_sql("SELECT VERSION()").scalar() or ""):

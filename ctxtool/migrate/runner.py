@@ -17,8 +17,10 @@ from sqlalchemy.engine import Connection, Engine
 from ..db import dialect_of, read_connection
 from ..db.schema import HISTORY_TABLE, STORE_TABLES, agent_compaction, agent_message
 from ..errors import CtxtoolError, SchemaNotCurrent
+from ..store.session_touch import create_trigger
 from . import history as hist
 from .apply import apply_file
+from .server_versions import ServerVersion, parse_server_version, refusal
 from .sql_files import Migration, load_migrations
 from .states import (
     BASELINE,
@@ -118,10 +120,14 @@ class Migrator:
         to: str | None = None,
         dry_run: bool = False,
         on_applied: Callable[[Migration], None] | None = None,
+        touch_session_trigger: bool = False,
     ) -> list[Migration]:
         """Apply pending migrations (up to and including ``to``); return those applied.
 
         With ``dry_run`` nothing is executed and the migrations that would run are returned.
+        With ``touch_session_trigger`` the trigger that makes a runtime's message inserts
+        write their session's row (store.session_touch) is created too, under the same lock.
+        A server too old for a pending file (or the trigger) is refused before anything runs.
         """
         if to is not None:
             to = self._known_version(to, "--to")
@@ -132,13 +138,27 @@ class Migrator:
             pending = pending_migrations(self.migrations, history, to)
             if dry_run:
                 return pending
+            server = self.server_version(conn)
+            why_not = refusal(pending, server, trigger=touch_session_trigger)
+            if why_not:
+                raise CtxtoolError(why_not)
             for migration in pending:
                 apply_file(
                     conn, self.dialect, self.folder, migration, history.get(migration.version)
                 )
                 if on_applied:
                     on_applied(migration)
+            if touch_session_trigger:
+                create_trigger(conn)
             return pending
+
+    def server_version(self, conn: Connection | None = None) -> ServerVersion:
+        """The product and version of the server this database is on."""
+        if conn is None:
+            with read_connection(self.engine) as own:
+                return self.server_version(own)
+        text = str(conn.exec_driver_sql(self.dialect.server_version_sql()).scalar_one())
+        return parse_server_version(self.dialect.name, text)
 
     def baseline(self, version: str) -> list[Migration]:
         """Record every migration up to ``version`` as already present, without running it.

@@ -53,7 +53,13 @@ def trigger_statement(dialect: Dialect) -> str:
     )
 
 
+def create_trigger(conn: Connection) -> None:
+    """Create the trigger (a no-op when it exists), in the caller's transaction if any: on
+    MySQL a CREATE TRIGGER commits by itself."""
+    conn.exec_driver_sql(trigger_statement(dialect_of(conn)))
+
+
 def install_trigger(conn: Connection) -> None:
-    """Create the trigger (a no-op when it exists)."""
+    """Create the trigger (a no-op when it exists) in a transaction of its own."""
     with conn.begin():
-        conn.exec_driver_sql(trigger_statement(dialect_of(conn)))
+        create_trigger(conn)

@@ -1,0 +1,109 @@
+"""The oldest server each migration file, and the session trigger, run on.
+
+Checked before `migrate up` applies anything, so an old server gets one line naming the file,
+what it needs and the version that has it, instead of a syntax error part way through the
+pending files. Pure: the version text is read by the caller (``SELECT VERSION()``,
+``sqlite_version()``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .sql_files import Migration
+
+SQLITE, MYSQL, MARIADB, TIDB = "SQLite", "MySQL", "MariaDB", "TiDB"
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a file needs of a server product, and since which version the product has it."""
+
+    product: str
+    since: Version
+    feature: str
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    product: str
+    version: Version
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.product} {'.'.join(map(str, self.version))}"
+
+
+# Versions a file needs beyond what every supported server has (MySQL 8.0, MariaDB 10.11 and
+# SQLite 3.24's upserts are the floor the other files are written for).
+FILE_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
+    "0009": (
+        Requirement(SQLITE, (3, 31, 0), "generated columns"),
+        Requirement(MYSQL, (8, 0, 23), "INVISIBLE columns"),
+        Requirement(MARIADB, (10, 3, 3), "INVISIBLE columns"),
+    ),
+}
+
+# `migrate up --touch-session-trigger`: CREATE TRIGGER IF NOT EXISTS; TiDB has no triggers.
+TRIGGER_REQUIREMENTS = (
+    Requirement(MYSQL, (8, 0, 29), "CREATE TRIGGER IF NOT EXISTS"),
+    Requirement(MARIADB, (10, 1, 4), "CREATE TRIGGER IF NOT EXISTS"),
+    Requirement(TIDB, (10**6,), "triggers"),
+)
+
+
+def parse_server_version(dialect_name: str, text: str) -> ServerVersion:
+    """The product and version a server reports: ``sqlite_version()`` on SQLite, else
+    ``VERSION()`` ("10.11.6-MariaDB-0+deb12u1", "8.0.36", "8.0.11-TiDB-v7.5.1")."""
+    # MariaDB's handshake may prefix "5.5.5-" for old clients; VERSION() does not, but a
+    # proxy can pass the handshake's text on.
+    bare = text.removeprefix("5.5.5-")
+    numbers = tuple(int(n) for n in re.findall(r"\d+", bare.split("-", 1)[0])[:3])
+    if dialect_name == "sqlite":
+        return ServerVersion(SQLITE, numbers, text)
+    lowered = text.lower()
+    if "-tidb-" in lowered:
+        return ServerVersion(TIDB, numbers, text)
+    return ServerVersion(MARIADB if "mariadb" in lowered else MYSQL, numbers, text)
+
+
+def unmet(requirements: Sequence[Requirement], server: ServerVersion) -> Requirement | None:
+    """The first requirement for this server's product that its version does not meet."""
+    for req in requirements:
+        if req.product == server.product and server.version < req.since:
+            return req
+    return None
+
+
+def refusal(
+    pending: Sequence[Migration], server: ServerVersion, *, trigger: bool = False
+) -> str | None:
+    """One line saying why `migrate up` cannot run on this server, or None when it can."""
+    for migration in pending:
+        req = unmet(FILE_REQUIREMENTS.get(migration.version, ()), server)
+        if req is not None:
+            return (
+                f"{migration.filename} needs {req.feature}, which {req.product} has since "
+                f"{_dotted(req.since)}; this server is {server} ({server.text}): nothing applied"
+            )
+    if trigger:
+        req = unmet(TRIGGER_REQUIREMENTS, server)
+        if req is not None:
+            if req.product == TIDB:
+                return (
+                    f"--touch-session-trigger: {server.product} has no triggers; the runtime "
+                    "must touch the session row itself (docs/distributed.md): nothing applied"
+                )
+            return (
+                f"--touch-session-trigger needs {req.feature}, which {req.product} has since "
+                f"{_dotted(req.since)}; this server is {server}: nothing applied"
+            )
+    return None
+
+
+def _dotted(version: Version) -> str:
+    return ".".join(map(str, version))
