@@ -132,3 +132,34 @@ def test_a_config_path_that_is_no_regular_file_is_named_as_such(cli):
     result = cli("config", env=env)
     assert result.exit_code == 2, result.output
     assert "configuration file /dev/null is not a regular file" in result.output, result.output
+
+
+def test_compacts_window_holds_for_the_commands_that_measure_against_a_window(
+    cli, tmp_path, monkeypatch, sqlite_db
+):
+    """[compact] context-window / reserve-tokens are what validate's over_window and `sessions
+    list --over-window` measure against, unless their own table says otherwise; `config` says
+    where the value came from."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxtool.toml").write_text(
+        f'[database]\nurl = "{sqlite_db.url}"\n\n'
+        "[compact]\ncontext-window = 4096\nreserve-tokens = 512\n\n"
+        "[sessions.list]\ncontext-window = 8192\n"
+    )
+    env = {"CTXTOOL_CONFIG": None, "CTXTOOL_DATABASE_URL": None, "DATABASE_URL": None}
+    checked = cli("validate", env=env)
+    assert checked.exit_code == 0, checked.output
+    assert "(window: 4096 tokens)" in checked.output
+    rows = _rows(cli("config", "--json", env=env))
+    assert rows["validate.context-window"] == {
+        "setting": "validate.context-window",
+        "value": 4096,
+        "source": "config file [compact]",
+    }
+    assert rows["validate.reserve-tokens"]["value"] == 512
+    # The command's own table wins; what it leaves unset still comes from [compact].
+    assert rows["sessions.list.context-window"]["value"] == 8192
+    assert rows["sessions.list.context-window"]["source"] == "config file"
+    assert rows["sessions.list.reserve-tokens"]["source"] == "config file [compact]"
+    # The command line wins over both.
+    assert "(window: 2048 tokens)" in cli("validate", "--context-window", "2048", env=env).output

@@ -12,7 +12,7 @@ from ..config_file import CONFIG_ENV, LOCAL_NAME
 from ..db import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url
 from ..output import OutputFormat, print_rows
 from ..terminal import fit_table, table_width
-from .config_defaults import default_map_for, setting_key
+from .config_defaults import WINDOW_TABLE, default_map_for, setting_key, with_shared_window
 from .options import output_options
 from .root import main
 
@@ -62,7 +62,9 @@ def config_cmd(ctx, output: OutputFormat):
     ]
     defaults = config.option_defaults() if config else {}
     tables: dict[str, dict] = {n: {} for n in _CONFIGURED_COMMANDS if n in main.commands}
-    tables.update(_command_tables(main, default_map_for(main, defaults)))
+    written = default_map_for(main, defaults)
+    own_tables = _command_tables(main, written)
+    tables.update(_command_tables(main, with_shared_window(main, written)))
     for path, section in tables.items():
         command: click.Command = main
         for name in path.split("."):
@@ -71,6 +73,8 @@ def config_cmd(ctx, output: OutputFormat):
             if not isinstance(param, click.Option) or param.name == "db_url" or param.hidden:
                 continue
             value, source = _resolve(param, section)
+            if source == "config file" and param.name not in own_tables.get(path, {}):
+                source = f"config file [{WINDOW_TABLE}]"
             if (param.is_flag or param.name in _NOT_SETTINGS) and source == "default":
                 continue
             rows.append(

@@ -46,6 +46,36 @@ def default_map_for(command: click.Command, table: dict, where: str = "") -> dic
     return out
 
 
+# The options that say what a session's window is. Set once under [compact], they hold for
+# every command that measures sessions against a window (validate's over_window, `sessions
+# list --over-window`) unless that command's own table sets them: a store compacted at 100k
+# must not be validated against the model's 200k.
+WINDOW_SETTINGS = ("context_window", "reserve_tokens")
+WINDOW_TABLE = "compact"
+
+
+def with_shared_window(group: click.Group, default_map: dict) -> dict:
+    """``default_map`` with [compact]'s window settings given to every other command that
+    takes them and does not set them itself."""
+    own = default_map.get(WINDOW_TABLE, {})
+    shared = {k: v for k, v in own.items() if k in WINDOW_SETTINGS}
+    return _share(group, default_map, shared, top=True) if shared else default_map
+
+
+def _share(group: click.Group, table: dict, shared: dict, top: bool = False) -> dict:
+    out = dict(table)
+    for name, command in group.commands.items():
+        if top and name == WINDOW_TABLE:
+            continue
+        if isinstance(command, click.Group):
+            sub = _share(command, table.get(name, {}), shared)
+            if sub:
+                out[name] = sub
+        elif any(p.name == WINDOW_SETTINGS[0] for p in command.params):
+            out[name] = {**shared, **table.get(name, {})}
+    return out
+
+
 def setting_key(param: click.Option) -> str:
     """The key a configuration file sets an option with: its long name (``summarizer`` for
     ``--summarizer``, whose parameter is ``kind``)."""
@@ -117,7 +147,9 @@ def load_config_defaults(ctx, _param, value):
     an option's value), fails then (``raise_config_error``)."""
     try:
         config = load_config(value)  # its errors name the file
-        defaults = default_map_for(ctx.command, config.option_defaults())
+        defaults = with_shared_window(
+            ctx.command, default_map_for(ctx.command, config.option_defaults())
+        )
     except SettingError as exc:
         line = config.line_of(exc.table, exc.key)
         _refuse(ctx, f"{config.path}{f':{line}' if line else ''}: {exc}")
