@@ -108,6 +108,10 @@ def test_an_empty_db_is_refused_and_a_directory_is_named_as_one(cli, tmp_path, m
         empty = cli(*args, env=env)
         assert empty.exit_code == 2 and "--db is empty" in empty.output, empty.output
     assert not (tmp_path / "ctxtool.db").exists()
+    # The help needs no database: it is printed, and the empty --db fails nothing.
+    for args in (["--db", "", "compact", "--help"], ["sessions", "list", "--db", "", "--help"]):
+        helped = cli(*args, env=env)
+        assert helped.exit_code == 0 and helped.output.startswith("Usage: "), helped.output
     (tmp_path / "dir").mkdir()
     for db in ("dir/", "dir", "sqlite:///dir"):
         directory = cli("--db", db, "migrate", "up", env=env)

@@ -152,11 +152,13 @@ def load_config_defaults(ctx, _param, value):
         )
     except SettingError as exc:
         line = config.line_of(exc.table, exc.key)
-        _refuse(ctx, f"{config.path}{f':{line}' if line else ''}: {exc}")
+        refuse_unless_help(ctx, f"{config.path}{f':{line}' if line else ''}: {exc}")
         return value
     except CtxtoolError as exc:
         text = str(exc)
-        _refuse(ctx, text if "config" in text or str(value or "") in text else f"{value}: {text}")
+        refuse_unless_help(
+            ctx, text if "config" in text or str(value or "") in text else f"{value}: {text}"
+        )
         return value
     ctx.default_map = {**defaults, **(ctx.default_map or {})}
     ctx.meta["ctxtool.config"] = config
@@ -174,7 +176,9 @@ def raise_config_error(ctx) -> None:
         raise err
 
 
-def _refuse(ctx, message: str):
+def refuse_unless_help(ctx, message: str):
+    """A usage error (exit 2), put off while help is asked for: the help needs none of it,
+    and the command, if it still runs (``--help`` was an option's value), fails then."""
     err = click.ClickException(visible(message))
     err.exit_code = 2  # type: ignore[misc]  # a usage error: nothing ran
     if ctx.meta.get(HELP_ASKED):

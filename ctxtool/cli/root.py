@@ -15,7 +15,12 @@ from ..db import DEFAULT_URL, URL_ENV, URL_ENVS
 from ..failures import INTERRUPTED, describe_failure
 from ..output import visible
 from .app import AppContext
-from .config_defaults import HELP_ASKED, load_config_defaults, raise_config_error
+from .config_defaults import (
+    HELP_ASKED,
+    load_config_defaults,
+    raise_config_error,
+    refuse_unless_help,
+)
 from .negative_numbers import negative_numbers_as_arguments
 from .streams import OutputFailed, guarded_streams, quiet_closed_pipe
 
@@ -46,7 +51,7 @@ class _Command(click.Command):
     def invoke(self, ctx):
         raise_config_error(ctx)
         url = ctx.params.pop("db_url", None)
-        _refuse_empty(url)
+        _refuse_empty(ctx, url)
         if url:
             ctx.find_object(AppContext).use_url(url)
         return super().invoke(ctx)
@@ -101,10 +106,10 @@ class _Root(_Group):
             _fail(failure.message, failure.exit_code)
 
 
-def _refuse_empty(url: str | None) -> None:
+def _refuse_empty(ctx, url: str | None) -> None:
     """``--db ''`` would mean the default database in silence (an unset variable in a script)."""
     if url is not None and not url.strip():
-        raise click.UsageError("--db is empty; give a database URL or a SQLite file's path")
+        refuse_unless_help(ctx, "--db is empty; give a database URL or a SQLite file's path")
 
 
 def _fail(message: str, code: int):
@@ -145,7 +150,7 @@ def main(ctx, url):
 
     Example: ctxtool --db mysql+pymysql://root@127.0.0.1/agents migrate up
     """
-    _refuse_empty(url)
+    _refuse_empty(ctx, url)
     from_env = ctx.get_parameter_source("url") == click.core.ParameterSource.ENVIRONMENT
     shared_env = next((v for v in URL_ENVS if os.environ.get(v)), None) if from_env else None
     ctx.obj = AppContext(
