@@ -3,14 +3,20 @@
 
 Creates N sessions over threshold (counts filled first) in a throw-away database through the
 first URL, starts the local OpenAI-compatible test server answering after a fixed delay
-(default 200 ms), then runs real `ctxtool compact --all` processes: first one process with one
-worker on a sample (the baseline rate), then P processes x W workers at once on every session,
-the processes spread over the URLs in turn (one URL: one server; three: a process per node).
-Prints wall time, sessions/s, the speed-up against the baseline and its share of the ideal
-P x W. Every session must be compacted exactly once and every process exit 0.
+(default 200 ms), then runs real `ctxtool compact --all` processes, one layout after the other
+(default: 1 process x 1 worker on a sample, the baseline; 1 x 16; 4 x 4), the checkpoints
+removed before each, the processes spread over the URLs in turn (one URL: one server; three: a
+process per node). For each layout it prints wall time (process start-up included, as cron
+pays it), sessions/s, the speed-up against the baseline (1 x 1's compactions alone: the sum of
+their own seconds, no start-up) and its share of the ideal P x W, the CPU
+seconds the ctxtool processes and the LLM server spent per session, and the machine's load
+average (``os.getloadavg()``) before and after: on a small machine the ideal is out of reach
+once the processes' CPU per second approaches its cores. Every session must be compacted
+exactly once and every process exit 0.
 
 Examples:
   .venv/bin/python scripts/bench_cluster.py --sessions 400
+  .venv/bin/python scripts/bench_cluster.py --sessions 400 --delay 1.0 --layouts 1x1 4x4
   scripts/cluster.sh up   # then, with the three URLs it prints (database name added):
   .venv/bin/python scripts/bench_cluster.py --url mysql+pymysql://root@127.0.0.1:3311/b \\
       mysql+pymysql://root@127.0.0.1:3312/b mysql+pymysql://root@127.0.0.1:3313/b
@@ -21,21 +27,68 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from bench_compact import llm_server, setup  # noqa: E402
 
 LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def run(urls: list[str], base_url: str, processes: int, workers: int, limit: int | None):
-    """Start the processes together; (wall seconds, statuses of every outcome)."""
+@dataclass(frozen=True)
+class Run:
+    """One layout's run: wall seconds, every outcome's status, CPU seconds of its processes
+    (user + system, start-up included) and of the LLM server meanwhile, load before/after."""
+
+    processes: int
+    workers: int
+    wall: float
+    statuses: list[str]
+    session_seconds: float  # the compactions' own time, summed (no start-up, no batch query)
+    cpu: float
+    llm_cpu: float
+    load: tuple[float, float]
+
+    @property
+    def compacted(self) -> int:
+        return self.statuses.count("compacted")
+
+    @property
+    def rate(self) -> float:
+        return self.compacted / self.wall
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(
+    urls: list[str],
+    base_url: str,
+    llm_pid: int,
+    processes: int,
+    workers: int,
+    limit: int | None,
+) -> Run:
+    """Start the processes together and wait for all of them."""
     extra = ["--limit", str(limit)] if limit else []
     env = dict(os.environ, OPENAI_API_KEY="sk-bench")
+    load_before = os.getloadavg()[0]
+    cpu_before, llm_before = children_cpu(), process_cpu(llm_pid)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -71,7 +124,33 @@ def run(urls: list[str], base_url: str, processes: int, workers: int, limit: int
     codes = [p.returncode for p in procs]
     if codes != [0] * processes:
         raise SystemExit(f"exit codes {codes}: {[err[-500:] for _, err in outs]}")
-    return wall, [row["status"] for out, _ in outs for row in json.loads(out)]
+    rows = [row for out, _ in outs for row in json.loads(out)]
+    return Run(
+        processes,
+        workers,
+        wall,
+        [row["status"] for row in rows],
+        sum(row["seconds"] for row in rows if row["status"] == "compacted"),
+        children_cpu() - cpu_before,
+        process_cpu(llm_pid) - llm_before,
+        (load_before, os.getloadavg()[0]),
+    )
+
+
+def start_up_cpu() -> float:
+    """CPU seconds a `ctxtool compact` process spends on its imports before any work."""
+    before = children_cpu()
+    subprocess.run(
+        [sys.executable, "-c", "import ctxtool.cli.app, openai"],
+        check=True,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )
+    return children_cpu() - before
+
+
+def layout(text: str) -> tuple[int, int]:
+    processes, _, workers = text.partition("x")
+    return int(processes), int(workers)
 
 
 def main() -> None:
@@ -84,43 +163,67 @@ def main() -> None:
     )
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--baseline-sessions", type=int, default=40)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        type=layout,
+        default=[(1, 1), (1, 16), (4, 4)],
+        metavar="PxW",
+        help="processes x workers, in order; the first is the baseline, run on "
+        "--baseline-sessions (default 1x1 1x16 4x4)",
+    )
     parser.add_argument("--delay", type=float, default=0.2)
     args = parser.parse_args()
 
     engine = setup(args.url[0], args.sessions)
+    cores = os.cpu_count()
     try:
-        with llm_server(args.delay) as base_url:
+        with llm_server(args.delay) as (base_url, llm_pid):
             where = f"{len(args.url)} node(s)" if len(args.url) > 1 else "one server"
             print(
                 f"{args.sessions} sessions over threshold on {where}, LLM answers after "
-                f"{args.delay * 1000:.0f} ms"
+                f"{args.delay * 1000:.0f} ms; {cores} cores; a process's start-up costs "
+                f"{start_up_cpu():.2f} s CPU"
             )
-            wall, statuses = run(args.url[:1], base_url, 1, 1, args.baseline_sessions)
-            baseline = statuses.count("compacted") / wall
-            print(
-                f"1 process x 1 worker: {baseline:.2f} sessions/s ({args.baseline_sessions} sessions)"
-            )
-            with engine.begin() as conn:
-                conn.exec_driver_sql("DELETE FROM agent_compaction")
-            wall, statuses = run(args.url, base_url, args.processes, args.workers, None)
-            done = statuses.count("compacted")
-            assert done == args.sessions, {s: statuses.count(s) for s in set(statuses)}
-            with engine.connect() as conn:
-                twice = conn.exec_driver_sql(
-                    "SELECT COUNT(*) FROM (SELECT session_id FROM agent_compaction "
-                    "GROUP BY session_id HAVING COUNT(*) > 1) t"
-                ).scalar()
-            assert twice == 0, f"{twice} sessions compacted twice"
-            ideal = args.processes * args.workers
-            rate = done / wall
-            print(
-                f"{args.processes} processes x {args.workers} workers: {wall:.1f}s, {rate:.2f} "
-                f"sessions/s, speed-up {rate / baseline:.2f}x of ideal {ideal}x "
-                f"({rate / baseline / ideal:.2f} of ideal); outcomes "
-                f"{ {s: statuses.count(s) for s in sorted(set(statuses))} }"
-            )
+            baseline = None
+            for processes, workers in args.layouts:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql("DELETE FROM agent_compaction")
+                limit = args.baseline_sessions if baseline is None else None
+                r = run(args.url, base_url, llm_pid, processes, workers, limit)
+                expected = limit or args.sessions
+                assert r.compacted == expected, {s: r.statuses.count(s) for s in set(r.statuses)}
+                with engine.connect() as conn:
+                    twice = conn.exec_driver_sql(
+                        "SELECT COUNT(*) FROM (SELECT session_id FROM agent_compaction "
+                        "GROUP BY session_id HAVING COUNT(*) > 1) t"
+                    ).scalar()
+                assert twice == 0, f"{twice} sessions compacted twice"
+                if baseline is None:
+                    # One worker compacts one session after the other: its rate without the
+                    # start-up and the batch query, so that no layout gains by amortizing them.
+                    baseline = r.compacted / r.session_seconds
+                    print(
+                        f"baseline, 1 worker's compactions alone: {baseline:.2f} sessions/s "
+                        f"({r.session_seconds / r.compacted * 1000:.0f} ms a session)"
+                    )
+                ideal = processes * workers
+                speed_up = r.rate / baseline
+                others = sorted(set(r.statuses) - {"compacted"})
+                print(
+                    f"{processes} x {workers:2d}: {r.compacted} sessions in {r.wall:.1f}s, "
+                    f"{r.rate:.2f} sessions/s, speed-up {speed_up:.2f}x of ideal {ideal}x "
+                    f"({speed_up / ideal:.2f} of ideal); CPU per session: ctxtool "
+                    f"{r.cpu / r.compacted * 1000:.1f} ms, LLM server "
+                    f"{r.llm_cpu / r.compacted * 1000:.1f} ms; CPU busy "
+                    f"{(r.cpu + r.llm_cpu) / r.wall / cores:.0%} of {cores} cores; load "
+                    f"{r.load[0]:.1f} -> {r.load[1]:.1f}"
+                    + (
+                        f"; also {', '.join(f'{s} {r.statuses.count(s)}' for s in others)}"
+                        if others
+                        else ""
+                    )
+                )
     finally:
         engine.dispose()
 

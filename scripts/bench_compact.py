@@ -101,9 +101,9 @@ def setup(url: str, sessions: int) -> sa.Engine:
 
 
 @contextlib.contextmanager
-def llm_server(delay: float) -> Iterator[str]:
+def llm_server(delay: float) -> Iterator[tuple[str, int]]:
     """The local OpenAI-compatible test server (tests/llm_server.py) in a process of its own,
-    answering after ``delay`` seconds: its base URL, until the block ends."""
+    answering after ``delay`` seconds: its base URL and process id, until the block ends."""
     server = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "tests", "llm_server.py"), "--delay", str(delay)],
         stdin=subprocess.PIPE,
@@ -112,7 +112,7 @@ def llm_server(delay: float) -> Iterator[str]:
     )
     assert server.stdin is not None and server.stdout is not None
     try:
-        yield server.stdout.readline().strip()
+        yield server.stdout.readline().strip(), server.pid
     finally:
         server.stdin.close()  # the server stops at the end of its input
         server.wait(timeout=10)
@@ -127,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = setup(args.db, args.sessions)
-    with llm_server(args.delay) as base_url:
+    with llm_server(args.delay) as (base_url, _pid):
         print(
             f"{args.sessions} sessions over threshold, LLM answers after {args.delay * 1000:.0f} ms"
         )
