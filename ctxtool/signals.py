@@ -284,8 +284,7 @@ def signals_of(messages: Sequence[Message]) -> Signals:
             if _USER_WILL.match(sentence):
                 # "i will make sure the jsonl upstream is fine": what the user decided to do.
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
-            elif _PROHIBITION.search(sentence) or _RULE.search(sentence):
-                no = _PROHIBITION.search(sentence)
+            elif (no := _PROHIBITION.search(sentence)) or _RULE.search(sentence):
                 forbidden = _forbidden(sentence[no.start() :]) if no else None
                 instructions.append(
                     Statement(sentence, r.message_id, bool(no), r.text, forbidden or None)
@@ -785,27 +784,82 @@ def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
 
 # -- user statements ------------------------------------------------------------------------------
 
+
+def _words(*alternatives: str) -> str:
+    """``\b(a|b|...)\b`` led by a lookahead of the alternatives' first letters: the re module
+    then passes over a position where no alternative can start at once, where ``\b`` first
+    tried each of them (3-4x faster on a long sentence). Each alternative starts with its
+    first letter, written out."""
+    assert all(a[0].isalpha() for a in alternatives), alternatives
+    return rf"(?=[{''.join(sorted({a[0] for a in alternatives}))}])\b({'|'.join(alternatives)})\b"
+
+
 _PROHIBITION = re.compile(
-    r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|\b(never|don'?t|do not|must not|"
-    r"mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing|without \w+ing|"
-    r"you (cannot|can'?t|can not|may not|are not allowed to))\b)",
+    r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|"
+    + _words(
+        "never",
+        "don'?t",
+        "do not",
+        "must not",
+        "mustn'?t",
+        "should ?n[o']t",
+        "shall not",
+        "no more",
+        r"stop \w+ing",
+        r"without \w+ing",
+        "you (cannot|can'?t|can not|may not|are not allowed to)",
+    )
+    + ")",
     re.I,
 )
 _RULE = re.compile(
-    r"(\b(always|must|make sure|only|from now on|keep the|keep it)\b|"
-    r"^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b)",
+    "("
+    + _words("always", "must", "make sure", "only", "from now on", "keep the", "keep it")
+    + r"|^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b)",
     re.I,
 )
 _DECISION = re.compile(
-    r"(\b(let'?s (go with|use|keep|do)|we('ll| will) (use|go|keep)|go with|decided|"
-    r"(i|we) (actually |really |only )?want|i prefer|we prefer|instead of|rather than|"
-    r"not needed|no longer|rename \S+ (to|as|just)|keep the old|for reference)\b|"
-    r"^\s*(no|yes|actually),|\s(->|→)\s)",
+    "("
+    + _words(
+        "let'?s (go with|use|keep|do)",
+        "we('ll| will) (use|go|keep)",
+        "go with",
+        "decided",
+        "i (actually |really |only )?want",
+        "we (actually |really |only )?want",
+        "i prefer",
+        "we prefer",
+        "instead of",
+        "rather than",
+        "not needed",
+        "no longer",
+        r"rename \S+ (to|as|just)",
+        "keep the old",
+        "for reference",
+    )
+    + r"|^\s*(no|yes|actually),|\s(->|→)\s)",
     re.I,
 )
 _NEGATION_WORD = re.compile(
-    r"\b(never|don'?t|do not|must not|mustn'?t|should ?n[o']t|shall not|no more|stop|without|"
-    r"avoid|no|cannot|can'?t|can not|may not|not allowed to)\b",
+    _words(
+        "never",
+        "don'?t",
+        "do not",
+        "must not",
+        "mustn'?t",
+        "should ?n[o']t",
+        "shall not",
+        "no more",
+        "stop",
+        "without",
+        "avoid",
+        "no",
+        "cannot",
+        "can'?t",
+        "can not",
+        "may not",
+        "not allowed to",
+    ),
     re.I,
 )
 

@@ -458,3 +458,132 @@ def test_current_work_keeps_a_long_report_to_its_end():
     )
     s.add("assistant", report)
     assert signals_of(s.messages).current_work.statement.endswith("node --check passed.")
+
+
+# The statement rules as they read before each word list got its lookahead of first letters
+# (signals._words): they must find the same matches.
+_BEFORE_LOOKAHEAD = {
+    "_PROHIBITION": r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|\b(never|don'?t|"
+    r"do not|must not|mustn'?t|should ?n[o']t|shall not|no more|stop \w+ing|without \w+ing|"
+    r"you (cannot|can'?t|can not|may not|are not allowed to))\b)",
+    "_RULE": r"(\b(always|must|make sure|only|from now on|keep the|keep it)\b|"
+    r"^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b)",
+    "_DECISION": r"(\b(let'?s (go with|use|keep|do)|we('ll| will) (use|go|keep)|go with|decided|"
+    r"(i|we) (actually |really |only )?want|i prefer|we prefer|instead of|rather than|"
+    r"not needed|no longer|rename \S+ (to|as|just)|keep the old|for reference)\b|"
+    r"^\s*(no|yes|actually),|\s(->|→)\s)",
+    "_NEGATION_WORD": r"\b(never|don'?t|do not|must not|mustn'?t|should ?n[o']t|shall not|"
+    r"no more|stop|without|avoid|no|cannot|can'?t|can not|may not|not allowed to)\b",
+}
+_WORD_PIECES = [
+    "never",
+    "don't",
+    "dont",
+    "do",
+    "not",
+    "must",
+    "mustn't",
+    "shouldn't",
+    "should",
+    "not",
+    "shall",
+    "no",
+    "more",
+    "stopping",
+    "stop",
+    "without",
+    "avoid",
+    "cannot",
+    "can't",
+    "can",
+    "may",
+    "allowed",
+    "to",
+    "always",
+    "make",
+    "sure",
+    "only",
+    "from",
+    "now",
+    "on",
+    "keep",
+    "the",
+    "it",
+    "old",
+    "let's",
+    "lets",
+    "go",
+    "with",
+    "use",
+    "decided",
+    "i",
+    "we",
+    "actually",
+    "really",
+    "want",
+    "prefer",
+    "instead",
+    "of",
+    "rather",
+    "than",
+    "needed",
+    "longer",
+    "rename",
+    "x",
+    "as",
+    "just",
+    "for",
+    "reference",
+    "yes",
+    "please",
+    "leave",
+    "ignore",
+    "skip",
+    "put",
+    "render",
+    "show",
+    "hide",
+    "you",
+    "are",
+    "editing",
+    "ſtop",
+    "Never",
+    "NO",
+    "KEEP",
+    "İ",
+    "ı",
+    "K",
+    "->",
+    "→",
+    ",",
+    ".",
+    "!",
+    "?",
+    "'",
+    "_",
+    "1",
+    "é",
+]
+
+
+def test_the_statement_rules_find_what_they_found_before_their_lookahead():
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ctxtool import signals
+
+    pairs = [(re.compile(p, re.I), getattr(signals, n)) for n, p in _BEFORE_LOOKAHEAD.items()]
+    joiner = st.sampled_from([" ", "", "  ", "\t", "\n"])
+
+    @settings(max_examples=1500, deadline=None)
+    @given(st.lists(st.tuples(joiner, st.sampled_from(_WORD_PIECES)), max_size=14))
+    def same(pieces):
+        text = "".join(j + w for j, w in pieces)
+        for before, now in pairs:
+            assert [m.span() for m in before.finditer(text)] == [
+                m.span() for m in now.finditer(text)
+            ], (now.pattern, text)
+
+    same()
