@@ -200,9 +200,10 @@ def check_summary(
             f"becomes) is over its budget of {prep.summary_budget} tokens "
             "(--max-summary-tokens, at most a quarter of the threshold)"
         )
-    if min_carry_over is not None and prep.previous is not None:
+    floor = carry_over_floor(prep, min_carry_over)
+    if floor is not None and prep.previous is not None:
         kept = carry_over(prep.previous.summary, text).share
-        if kept is not None and kept < min_carry_over:
+        if kept is not None and kept < floor:
             # The flag only helps while it, not the quarter of the threshold, sets the budget.
             room = (
                 "a larger --max-summary-tokens leaves room for them"
@@ -211,11 +212,32 @@ def check_summary(
                 f"a threshold of {prep.threshold} allows: a larger --max-summary-tokens "
                 "changes nothing"
             )
+            required = f"at least {floor:.0%} required (--min-carry-over"
+            if floor < min_carry_over:  # type: ignore[operator]  # not None with a floor
+                required += f" {min_carry_over:.0%} of what the budget holds"
             return tokens, (
                 f"summary drops items of the previous summary: it keeps {kept:.0%} "
-                f"of them, at least {min_carry_over:.0%} required (--min-carry-over; {room})"
+                f"of them, {required}; {room})"
             )
     return tokens, None
+
+
+def carry_over_floor(prep: Preparation, min_carry_over: float | None) -> float | None:
+    """The share of the previous summary's items the new summary must hold (None: not
+    checked): see :func:`scaled_floor`."""
+    if min_carry_over is None or prep.previous is None:
+        return None
+    previous_tokens = count_text(prep.previous.summary or "", prep.encoding)
+    return scaled_floor(min_carry_over, previous_tokens, prep.summary_budget)
+
+
+def scaled_floor(min_carry_over: float, previous_tokens: int, budget: int) -> float:
+    """``min_carry_over``, scaled down when the previous summary is larger than the whole
+    budget of the new one: a runtime's own 2,500-token summary carried into a 750-token
+    budget cannot keep 90% of its items; it must keep that share of what the budget holds."""
+    if previous_tokens <= budget:
+        return min_carry_over
+    return round(min_carry_over * budget / previous_tokens, 3)
 
 
 def evaluate_summary(prep: Preparation, text: str) -> Evaluation:

@@ -37,6 +37,7 @@ from .prepare import (
     DEFAULT_MIN_CARRY_OVER,
     MIN_SUMMARY_BUDGET,
     Preparation,
+    carry_over_floor,
     check_quality,
     check_summary,
     checkpoint_values,
@@ -439,7 +440,7 @@ def summary_request(
         max_tokens=prep.summary_budget,
         title=title,
         encoding=prep.encoding,
-        min_carry_over=gate.min_carry_over,
+        min_carry_over=carry_over_floor(prep, gate.min_carry_over),
     )
 
 
@@ -457,9 +458,10 @@ def judge_summary(prep: Preparation, summary: Summary, gate: Gate = Gate()) -> J
         for v in meets_floor(evaluation, gate.min_quality).missed
     )
     missing: tuple[str, ...] = ()
-    if gate.min_carry_over is not None and prep.previous is not None:
+    floor = carry_over_floor(prep, gate.min_carry_over)
+    if floor is not None and prep.previous is not None:
         dropped = carry_over(prep.previous.summary, summary.text)
-        if dropped.share is not None and dropped.share < gate.min_carry_over:
+        if dropped.share is not None and dropped.share < floor:
             missing = dropped.missing
     if refusal is None:
         return Judged(row, None, ())
