@@ -157,7 +157,12 @@ def test_a_call_that_gets_through_clears_the_outage(mysql_db):
 @pytest.mark.galera
 def test_a_certification_conflict_at_commit_runs_again(galera):  # noqa: F811
     """Node 1 and node 2 update one row at once: the one certified second is refused at COMMIT
-    with 1213 (it read nothing stale on its own node). Run again, it goes through."""
+    with 1213 (it read nothing stale on its own node). Run again, it goes through.
+
+    How often it is refused is the cluster's to decide: a retry that starts before node 2's
+    write is applied on node 1 is aborted by that applier too (seen as two refusals). What
+    must hold: at least one refusal, fewer than the policy's tries, and both increments stored
+    once each."""
     with galera.database() as nodes:
         _counter_table(nodes[1])
         refused = []
@@ -174,7 +179,7 @@ def test_a_certification_conflict_at_commit_runs_again(galera):  # noqa: F811
                 refused.append(1)
 
             retry_transaction(conn, work, policy=FAST, sleep=record)
-        assert refused == [1]
+        assert 1 <= len(refused) < FAST.attempts, refused
         with nodes[3].engine.connect() as conn:
             conn.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")
             assert conn.execute(sa.text("SELECT v FROM t WHERE k = 1")).scalar() == 11
