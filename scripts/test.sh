@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
 # .venv, Debian's chromium and mariadb-client when they are missing, checks the code (ruff's
-# lint and format, the generated command reference, mypy), makes sure MariaDB answers on
-# 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a SQLite
-# file. Extra arguments go to pytest.
+# lint and format, the generated command reference, the figures of docs/quality.md, mypy),
+# makes sure MariaDB answers on 127.0.0.1:3306 (starting it if needed), and runs pytest
+# against both MariaDB and a SQLite file. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +49,15 @@ echo "ruff format --check ..."
 .venv/bin/ruff format --check ctxtool tests scripts
 echo "scripts/docs.py --check ..."
 .venv/bin/python scripts/docs.py --check
+# docs/quality.md's figures are measured on the shared transcripts (../shared beside the
+# checkout, or $CTXTOOL_SHARED_DIR, as for the tests): they must follow the code.
+SHARED_DIR=${CTXTOOL_SHARED_DIR:-../shared}
+if [ ! -d "$SHARED_DIR/transcripts" ]; then
+    echo "error: no shared transcripts at $SHARED_DIR/transcripts (set CTXTOOL_SHARED_DIR)" >&2
+    exit 1
+fi
+echo "scripts/quality_table.py --check ..."
+.venv/bin/python scripts/quality_table.py "$SHARED_DIR/transcripts" --check
 echo "mypy ..."
 .venv/bin/mypy
 
