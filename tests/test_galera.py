@@ -153,6 +153,7 @@ def _checkpoints_per_parent(db) -> list[tuple[int, int | None, int]]:
     return [(r["session_id"], r["parent"], r["n"]) for r in rows]
 
 
+@pytest.mark.slow
 def test_compact_all_from_four_processes_over_three_nodes_while_a_runtime_writes(nodes):
     """Four `compact --all` runs (nodes 1, 2, 3, 1) race for 24 sessions while a runtime
     appends to six of them through node 3. Certification conflicts (the counts, the leases, the
@@ -194,6 +195,7 @@ def test_compact_all_from_four_processes_over_three_nodes_while_a_runtime_writes
         assert check.returncode == 0, check.stdout + check.stderr
 
 
+@pytest.mark.slow
 def test_a_node_killed_mid_batch_ends_its_run_with_one_line_per_session(nodes, galera):  # noqa: F811
     """Node 3 is killed with -9 while a run through it and a run through node 1 compact 10
     sessions. The node-1 run finishes. The node-3 run waits the outage out once (it does not
