@@ -466,8 +466,9 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
         ),
     ]
     (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "x"}\n{bad\n')
+    plain_runs: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
     for args, code in cases:
-        plain = _failing_run(args, code)
+        plain = plain_runs[tuple(args)] = _failing_run(args, code)
         read_end, write_end = os.pipe()
         os.close(read_end)  # the reader is gone before the first line: every write fails
         try:
@@ -491,7 +492,8 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
         (["--db", sqlite_db.url, "context", "show", "--no-such-option"], 2),
     ]
     for args, code in cases:
-        plain = _failing_run(args, code)
+        # The unpiped run of a case above is the same run: its exit code is reused.
+        plain = plain_runs.get(tuple(args)) or _failing_run(args, code)
         read_end, write_end = os.pipe()
         os.close(read_end)
         try:
