@@ -81,7 +81,14 @@ class FileResult:
     converted: Counter = field(default_factory=Counter)
     recovered: Counter = field(default_factory=Counter)
     layout: str | None = None
-    error: str | None = None
+    error: str | None = None  # the whole line, file first, as printed
+    failure: FileFailure | None = None  # the same, as fields
+    numbered_by_message: bool = False  # a whole JSON document: errors name "message #N"
+    # Bounded transactions (--max-transaction-bytes): what this run committed in passes
+    # that a lost race then ran again (they find it present), and how many messages the
+    # session holds after the last commit, for a failure to say what is left.
+    committed_earlier: tuple[int, int] = (0, 0)
+    messages_stored: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -101,12 +108,35 @@ class FileResult:
         }
 
     def reset_counts(self) -> None:
-        """Back to zero before another attempt at the same file."""
+        """Back to zero before another attempt at the same file (what bounded transactions
+        committed is kept aside: the next attempt finds it present)."""
+        self.committed_earlier = (
+            self.committed_earlier[0] + self.messages_added,
+            self.committed_earlier[1] + self.compactions_added,
+        )
         self.skipped.clear()
         self.converted.clear()
         self.recovered.clear()
         self.messages_added = self.messages_present = 0
         self.compactions_added = self.compactions_present = 0
+
+
+@dataclass(frozen=True)
+class FileFailure:
+    """Why a file was not (wholly) imported, as fields: the file as shown, where in it (a line,
+    or "message #N" in a JSON document; None for the file as a whole), and what is wrong."""
+
+    file: str
+    message: str
+    line: int | None = None
+    numbered_by_message: bool = False
+
+    @property
+    def where(self) -> str | None:
+        """``line 3`` or ``message #3``: the place in the file, without its name."""
+        if self.line is None:
+            return None
+        return f"message #{self.line}" if self.numbered_by_message else f"line {self.line}"
 
 
 class Importer:
@@ -124,9 +154,13 @@ class Importer:
         skip_invalid: bool = False,
         on_bytes: Callable[[int], None] | None = None,
         max_row_bytes: int | None = None,
+        max_transaction_bytes: int | None = None,
     ):
         self.engine = engine
         self.max_row_bytes = max_row_bytes
+        # `import --max-transaction-bytes`: a session's new messages go in transactions of at
+        # most this many row bytes (TiDB's txn-total-size-limit, Galera's wsrep_max_ws_size).
+        self.max_transaction_bytes = max_transaction_bytes
         self.fmt = fmt
         self.skip_invalid = skip_invalid
         self.on_bytes = on_bytes
@@ -182,15 +216,19 @@ class Importer:
         try:
             for member in archive_members(path, shown, is_transcript_name):
                 if member.stream is None:  # refused (see transcripts.archives)
-                    results.append(FileResult(member.shown, error=str(member.error)))
+                    refused = FileResult(member.shown)
+                    assert member.error is not None
+                    self._failed(member.shown, member.error, refused)
+                    results.append(refused)
                     continue
                 source = SourceFile(member.stream, member.size, member_source_id(member))
                 results.append(
                     self._import_opened(member.shown, member.shown, partial(_opened, source))
                 )
         except _FILE_FAILURES as exc:
-            failure = describe_failure(exc, secrets=[self.engine.url], where=shown)
-            results.append(FileResult(path, error=failure.message))
+            broken = FileResult(path)
+            self._failed(shown, exc, broken)
+            results.append(broken)
         return results
 
     def _import_opened(
@@ -201,10 +239,30 @@ class Importer:
             with opener() as source:
                 self._import_source(shown, source, result)
         except _FILE_FAILURES as exc:
-            result.error = describe_failure(exc, secrets=[self.engine.url], where=shown).message
-        if result.error:
-            result.messages_added = result.compactions_added = 0
+            self._failed(shown, exc, result)
         return result
+
+    def _failed(self, shown: str, exc: BaseException, result: FileResult) -> None:
+        """The file's failure as one line and as fields. What bounded transactions committed
+        before it stays, and is said: a prefix of the session, which importing the file again
+        continues (its messages are found present by their source ids)."""
+        text = describe_failure(exc, secrets=[self.engine.url], where=shown).message
+        if isinstance(exc, TranscriptError):
+            failure = FileFailure(shown, exc.detail, exc.line, result.numbered_by_message)
+        else:
+            failure = FileFailure(shown, text.removeprefix(f"{shown}: "))
+        earlier_messages, earlier_compactions = result.committed_earlier
+        result.messages_added += earlier_messages
+        result.compactions_added += earlier_compactions
+        if result.messages_added or result.compactions_added:
+            kept = (
+                f"; {result.messages_stored:,} messages of session {result.session_id} are "
+                "stored (committed before the failure), and importing the same file again "
+                "continues from there"
+            )
+            text += kept
+            failure = replace(failure, message=failure.message + kept)
+        result.error, result.failure = text, failure
 
     def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
         main = None
@@ -267,6 +325,18 @@ class Importer:
         on_bytes = progress.advance if self.on_bytes else None
         counted = CountingStream(source.stream, on_bytes, source.size, path)
         transcript = read_transcript(path, counted, self.fmt, self.skip_invalid, main)
+        result.numbered_by_message = transcript.numbered_by_message
+        if (
+            self.max_transaction_bytes is not None
+            and main is None
+            and transcript.format
+            and PARSERS[transcript.format].tree
+        ):
+            # Bounded transactions commit before the end of the file is read: a tree's main
+            # line must be known first, or a record on a branch abandoned further down would
+            # be committed as the session's (one transaction would roll it back unseen).
+            result.format = transcript.format
+            raise BranchedTranscript(None)
         try:
             self._import_transcript(path, transcript, ids, result)
         except TranscriptError as exc:
@@ -306,46 +376,93 @@ class Importer:
                 how,
             )
         except BaseException as exc:
-            if how == "new":
-                result.session_id = None  # its row was never committed
-            result.messages_added = result.compactions_added = 0
-            if how == "legacy" and isinstance(exc, Disagreement):
-                raise _NotTheLegacySession() from None
+            if not (result.messages_added or result.compactions_added):
+                if how == "new":
+                    result.session_id = None  # its row was never committed
+                if how == "legacy" and isinstance(exc, Disagreement):
+                    raise _NotTheLegacySession() from None
             raise
 
     def _write(
         self, path: str, transcript: Transcript, records, result: FileResult, how: str
     ) -> None:
-        """One transaction: create or lock the session, reconcile every record, write, describe
-        it. A new session's row is part of it, so a failure at any point leaves none."""
+        """Create or lock the session, reconcile every record, write, describe it: one
+        transaction, or (``max_transaction_bytes``) consecutive ones, each a prefix of the
+        session that starts by writing the session's row. A new session's row is part of the
+        first, so a failure before the first commit leaves none. A transaction that changes
+        nothing (a re-import finding every message present) is rolled back: its touch of
+        ``updated_at`` only held the row."""
         session_id, source_id = result.session_id, result.source_id
         assert session_id is not None and source_id is not None  # allocated by the caller
-        with self.engine.begin() as conn:
+        src = transcript.session
+        with self.engine.connect() as conn:
             if how == "new":
-                self.sessions.create(conn, session_id, transcript.session.source_format, source_id)
+                self.sessions.create(conn, session_id, src.source_format, source_id)
             else:
                 self.sessions.lock(conn, session_id)
-            reconciler = Reconciler(path, self.sessions.stored(conn, session_id))
+            stored = self.sessions.stored(conn, session_id)
+            stored_before = len(stored.messages)
+            reconciler = Reconciler(path, stored)
+
+            def commit_chunk() -> None:
+                # Between batches, all sent: the session's description as read so far, then
+                # the commit, then the next transaction's first statement, the row's touch.
+                self.sessions.update(conn, session_id, src, path)
+                if how == "legacy":
+                    self.sessions.adopt(conn, session_id, source_id)
+                conn.commit()
+                result.messages_added = writer.messages_added
+                result.compactions_added = writer.compactions_added
+                result.messages_stored = stored_before + writer.messages_added
+                self.sessions.lock(conn, session_id)
+
+            bounded = self.max_transaction_bytes is not None
             with MessageWriter(
                 conn,
                 session_id,
-                transcript.session.source_format,
+                src.source_format,
                 path,
-                transcript.session.created_at,
+                src.created_at,
                 self.max_row_bytes,
+                self.max_transaction_bytes,
+                commit_chunk if bounded else None,
             ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))
                 reconciler.finish()
                 writer.close()
-            self.sessions.update(conn, session_id, transcript.session, path)
+            changed = self.sessions.update(
+                conn,
+                session_id,
+                src,
+                path,
+                unless_stored=not (
+                    how != "found"
+                    or writer.messages_added
+                    or writer.compactions_added
+                    or writer.completed
+                ),
+            )
             if how == "legacy":
                 self.sessions.adopt(conn, session_id, source_id)
+            if (
+                how == "found"
+                and not changed
+                and writer.messages_added == writer.committed_messages
+                and writer.compactions_added == writer.committed_compactions
+                and not writer.completed
+            ):
+                conn.rollback()  # nothing new since the last commit (or at all)
+            else:
+                conn.commit()
         counts = reconciler.counts
-        result.messages_added = writer.messages_added
-        result.compactions_added = writer.compactions_added
-        result.messages_present = counts.messages_present
-        result.compactions_present = counts.compactions_present
+        earlier_messages, earlier_compactions = result.committed_earlier
+        result.messages_added = writer.messages_added + earlier_messages
+        result.compactions_added = writer.compactions_added + earlier_compactions
+        # What a pass run again after a lost race finds present was this run's own work.
+        result.messages_present = counts.messages_present - earlier_messages
+        result.compactions_present = counts.compactions_present - earlier_compactions
+        result.messages_stored = stored_before + writer.messages_added
         result.skipped.update(transcript.skipped)
         result.skipped.update(counts.skipped)
         result.skipped.update(writer.skipped)

@@ -7,7 +7,7 @@ from collections import Counter
 import click
 
 from ..errors import CtxtoolError, PartialFailure
-from ..importer import Importer
+from ..importer import FileResult, Importer
 from ..output import OutputFormat, Progress, print_rows, visible
 from ..terminal import fit_table, table_width, wrap
 from ..transcripts import FORMATS
@@ -53,9 +53,21 @@ _LABELS = {
     "an engine's bound on a row that the server does not announce, such as TiDB's "
     "txn-entry-size-limit (6291456 by default). --skip-invalid does not skip it.",
 )
+@click.option(
+    "--max-transaction-bytes",
+    type=click.IntRange(min=1),
+    metavar="BYTES",
+    help="Write each session's new messages in consecutive transactions of at most this many "
+    "bytes of rows (a larger message goes alone), each a prefix of the session: for an "
+    "engine's bound on a transaction, such as TiDB's txn-total-size-limit or Galera's "
+    "wsrep_max_ws_size. A failure then keeps the committed prefix, and importing the file "
+    "again continues. Default: one transaction per session.",
+)
 @output_options
 @pass_app
-def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputFormat):
+def import_cmd(
+    app, paths, fmt, skip_invalid, max_row_bytes, max_transaction_bytes, output: OutputFormat
+):
     """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
 
     PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input;
@@ -64,14 +76,14 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
     the next import.
     Re-importing a file, or a longer version of it, adds only what is new; a file that
     disagrees with the session stored under its id is refused. Each file's session is written in
-    one transaction: a file with a bad line is rejected whole, naming file:line, unless
-    --skip-invalid; a bad file never stops the others (exit 1 if every file failed, 4 if some
-    did).
+    one transaction (or several, --max-transaction-bytes): a file with a bad line is rejected
+    whole, naming file:line, unless --skip-invalid; a bad file never stops the others (exit 1
+    if every file failed, 4 if some did).
 
     \b
     Examples:
       ctxtool import ~/.claude/projects/my-project/
-      ctxtool import --max-row-bytes 6291456 sessions/   # a TiDB store
+      ctxtool import --max-row-bytes 6291456 --max-transaction-bytes 50000000 sessions/  # TiDB
     """
     engine = app.checked_engine()
     files = expand_paths(paths)
@@ -85,6 +97,7 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
             skip_invalid,
             on_bytes=progress.update if progress.enabled else None,
             max_row_bytes=max_row_bytes,
+            max_transaction_bytes=max_transaction_bytes,
         )
         results = importer.import_files(files)  # already expanded above
     rows = [r.as_dict() for r in results]
@@ -93,8 +106,8 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
     else:
         width = table_width()
         table = [
-            {label: row[key] for key, label in _LABELS.items()} | {"error": _error_cell(row)}
-            for row in rows
+            {label: row[key] for key, label in _LABELS.items()} | {"error": _error_cell(result)}
+            for row, result in zip(rows, results, strict=True)
         ]
         click.echo(
             fit_table(
@@ -124,17 +137,23 @@ def import_cmd(app, paths, fmt, skip_invalid, max_row_bytes, output: OutputForma
     for r in failed:
         click.echo(f"Error: {visible(r.error)}", err=True)
     if failed:
-        message = f"{len(failed)} of {len(results)} file(s) failed; nothing was written for them"
+        kept = sum(1 for r in failed if r.messages_added or r.compactions_added)
+        message = f"{len(failed)} of {len(results)} file(s) failed; " + (
+            "nothing was written for them"
+            if not kept
+            else f"{kept} kept what was committed before the failure (said above), "
+            "nothing was written for the others"
+            if kept < len(failed)
+            else "what was committed before each failure is kept (said above)"
+        )
         if len(failed) == len(results):
             raise CtxtoolError(message)
         raise PartialFailure(message)
 
 
-def _error_cell(row: dict) -> str | None:
+def _error_cell(result: FileResult) -> str | None:
     """A file's error without the file's name in front (its row names it): "line 3: ..."."""
-    error, file = row["error"], row["file"]
-    if not error or not error.startswith(f"{file}:"):
-        return error
-    rest = error[len(file) + 1 :].lstrip()
-    line, colon, text = rest.partition(": ")
-    return f"line {line}: {text}" if colon and line.isdigit() else rest
+    failure = result.failure
+    if failure is None:
+        return result.error
+    return f"{failure.where}: {failure.message}" if failure.where else failure.message

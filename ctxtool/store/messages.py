@@ -2,7 +2,9 @@
 
 The import rules themselves are pure (``ctxtool.transcripts.reconcile``); this module only
 turns their actions into statements. Messages go in multi-row INSERT batches, bounded in rows
-and bytes so memory stays flat. On a server, parsing overlaps with the database: the caller's
+and bytes so memory stays flat. With a bound on a transaction's bytes (``import
+--max-transaction-bytes``), the writer commits between batches and goes on in a new
+transaction that writes the session's row first: every commit is a prefix of the session. On a server, parsing overlaps with the database: the caller's
 thread parses and renders each batch while one writer thread sends the earlier ones (releasing
 the GIL while the server works), in order, with at most ``IN_FLIGHT`` batches queued. SQLite is
 written in line (see ``Dialect.overlap_writes``).
@@ -14,7 +16,7 @@ import contextlib
 import sys
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -285,11 +287,22 @@ class ImportedSessions:
         conn.execute(S.update().where(S.c.session_id == session_id).values(source_id=source_id))
 
     @staticmethod
-    def update(conn: Connection, session_id: int, src: SourceSession, path: str) -> None:
-        """What the transcript says about its session (title, model, prompt, start, details)."""
-        details = json_column(
-            json_text({k: v for k, v in src.details.items() if v is not None}, path, None)
+    def update(
+        conn: Connection,
+        session_id: int,
+        src: SourceSession,
+        path: str,
+        *,
+        unless_stored: bool = False,
+    ) -> bool:
+        """What the transcript says about its session (title, model, prompt, start, details);
+        False when there was nothing to write. With ``unless_stored``, values the row already
+        holds are not written again: an import that adds nothing can then tell whether it
+        changed the session at all (and, if not, roll back its touch of ``updated_at``)."""
+        details_text = json_text(
+            {k: v for k, v in src.details.items() if v is not None}, path, None
         )
+        details = json_column(details_text)
         if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
             raise TranscriptError(
                 path, None, "system prompt larger than the 16 MB the store accepts"
@@ -307,12 +320,51 @@ class ImportedSessions:
             }.items()
             if v is not None
         }
-        if values:
-            conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
+        if values and unless_stored:
+            row = conn.execute(
+                sa.select(
+                    *(json_as_text(S.c[k]) if k == "details" else S.c[k] for k in values)
+                ).where(S.c.session_id == session_id)
+            ).one()
+            values = {
+                k: v
+                for (k, v), stored in zip(values.items(), row, strict=True)
+                if not (
+                    json_value(stored) == json_value(details_text)
+                    if k == "details"
+                    else stored == v
+                )
+            }
+        if not values:
+            return False
+        conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
+        return True
+
+
+def message_row_bytes(row: tuple) -> int:
+    """What a message row weighs against ``--max-transaction-bytes``: the UTF-8 bytes of its
+    texts (content, tool calls, details, ids, time) plus ``ROW_OVERHEAD`` for its numbers and
+    the engine's own bookkeeping. Encoding is skipped for ASCII text (an O(1) check)."""
+    total = ROW_OVERHEAD
+    for value in row:
+        if value:
+            total += len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    return total
+
+
+# A row's columns besides its texts (ids, session id, counts) and the engine's per-row framing.
+ROW_OVERHEAD = 64
 
 
 class MessageWriter:
     """The write pipeline of one session's import, inside the caller's transaction.
+
+    ``transaction_bytes`` bounds the row bytes (:func:`message_row_bytes`) one transaction
+    writes: before a message that would go past it, the batches so far are sent and
+    ``next_transaction`` is called, which commits and opens the next transaction with the
+    session's row written first. A message larger than the bound goes alone. A checkpoint goes
+    in the transaction of the message before it, so it never commits before the messages it
+    refers to.
 
     Use as a context manager: the writer thread never outlives the transaction."""
 
@@ -324,11 +376,20 @@ class MessageWriter:
         path: str,
         created_at: datetime | None,
         row_limit: int | None = None,
+        transaction_bytes: int | None = None,
+        next_transaction: Callable[[], None] | None = None,
     ):
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         # `import --max-row-bytes`: the engine's own bound on a row, which the server does not
         # announce (TiDB's txn-entry-size-limit, 6 MiB by default).
         self.row_limit = row_limit
+        assert transaction_bytes is None or next_transaction is not None
+        self.transaction_bytes = transaction_bytes
+        self.next_transaction = next_transaction
+        self._transaction_weight = 0  # row bytes written in the current transaction
+        # What the transactions before the current one committed (see next_transaction).
+        self.committed_messages = self.committed_compactions = 0
+        self.completed = 0  # stored messages completed (CompleteMessage)
         dialect = dialect_of(conn)
         self.max_row_bytes = dialect.max_statement_bytes(conn) - STATEMENT_OVERHEAD
         self._fits_any_chars = min(MEDIUMTEXT_BYTES, self.max_row_bytes)
@@ -373,13 +434,18 @@ class MessageWriter:
         needs the rows before it in the database (a checkpoint's first kept id, a completion)."""
         for action in actions:
             if type(action) is NewMessage:
-                self._rows.append(self.row(action.message))
+                row = self.row(action.message)
+                if self.transaction_bytes is not None:
+                    self._weigh(message_row_bytes(row))
+                self._rows.append(row)
             elif isinstance(action, CompleteMessage):
                 # The same checks as a new row, for the statement SQLAlchemy sends.
                 self._completions.append(
                     (action.stored_id, self.row(action.message, DRIVER_ESCAPES))
                 )
             elif isinstance(action, NewCheckpoint):
+                # With the message before it, never split from it: counted, not weighed.
+                self._transaction_weight += len(action.compaction.summary or "")
                 self._checkpoints.append(action)
         if (
             len(self._rows) >= BATCH_ROWS
@@ -394,6 +460,18 @@ class MessageWriter:
         self._flush()
         while self._in_flight:
             self._in_flight.popleft().result()
+
+    def _weigh(self, weight: int) -> None:
+        """Count a message about to be queued against the transaction's bound; past it, what
+        is queued before the message commits first (a transaction holds at least one)."""
+        assert self.transaction_bytes is not None and self.next_transaction is not None
+        if self._transaction_weight and self._transaction_weight + weight > self.transaction_bytes:
+            self.close()  # everything before this message is sent: a prefix of the session
+            self.next_transaction()
+            self.committed_messages = self.messages_added
+            self.committed_compactions = self.compactions_added
+            self._transaction_weight = 0
+        self._transaction_weight += weight
 
     def row(self, msg: SourceMessage, escaped: str = RENDERED_ESCAPES) -> tuple:
         """The message as a row of MESSAGE_ROW_COLUMNS, checked to fit; its characters are
@@ -476,6 +554,7 @@ class MessageWriter:
         checkpoints: list[NewCheckpoint],
     ) -> None:
         for stored_id, row in completions:
+            self.completed += 1
             self.conn.execute(
                 _COMPLETE,
                 {
