@@ -22,7 +22,7 @@ from functools import partial
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from .db import DEFAULT_POLICY, dialect_of, retry_transaction
+from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
 from .errors import CtxtoolError
 from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
@@ -47,7 +47,7 @@ from .transcripts.reconcile import Disagreement, Reconciler
 _REREADS = 3
 # Lost races are retried with db.retry's backoff; a server out of reach fails the file at once
 # (one line, nothing written), as it always did: the next file, or the next cron run, tries again.
-_IMPORT_POLICY = replace(DEFAULT_POLICY, outage_s=0.0)
+IMPORT_POLICY = replace(DEFAULT_POLICY, outage_s=0.0)
 _FILE_FAILURES = (
     CtxtoolError,
     SQLAlchemyError,
@@ -155,8 +155,10 @@ class Importer:
         on_bytes: Callable[[int], None] | None = None,
         max_row_bytes: int | None = None,
         max_transaction_bytes: int | None = None,
+        retry: RetryPolicy = IMPORT_POLICY,
     ):
         self.engine = engine
+        self.retry = retry  # how often a lost race (a lock wait, a deadlock) is run again
         self.max_row_bytes = max_row_bytes
         # `import --max-transaction-bytes`: a session's new messages go in transactions of at
         # most this many row bytes (TiDB's txn-total-size-limit, Galera's wsrep_max_ws_size).
@@ -284,7 +286,7 @@ class Importer:
         for _ in range(_REREADS):
             try:
                 retry_transaction(
-                    self.engine, one_pass, policy=_IMPORT_POLICY, lost_race=self._lost_race
+                    self.engine, one_pass, policy=self.retry, lost_race=self._lost_race
                 )
                 return
             except _NotTheLegacySession:

@@ -958,10 +958,16 @@ def test_a_runtime_taking_max_plus_one_in_a_loop_never_collides_with_imports(mys
 
 def test_an_import_waiting_too_long_on_its_session_says_why_and_writes_nothing(mysql_db, tmp_path):
     """Two imports of one transcript queue on its session row; one that waits past
-    innodb_lock_wait_timeout (the other is long) gets 1205: said in words, nothing written."""
+    innodb_lock_wait_timeout (the other is long) gets 1205: said in words, nothing written.
+    Two tries of a 1 s wait, not the default ten (about 17 s): the retry is not the subject."""
+    from dataclasses import replace
+
     import sqlalchemy as sa
 
     from ctxtool.db import create_engine
+    from ctxtool.importer import IMPORT_POLICY
+
+    twice = replace(IMPORT_POLICY, attempts=2)
 
     path = write(tmp_path / "a.jsonl", chat("one"))
     [first] = Importer(mysql_db.engine).import_paths([str(path)])
@@ -972,12 +978,12 @@ def test_an_import_waiting_too_long_on_its_session_says_why_and_writes_nothing(m
             sa.text("SELECT session_id FROM agent_session WHERE session_id = :s FOR UPDATE"),
             {"s": first.session_id},
         )
-        [res] = Importer(impatient).import_paths([str(path)])
+        [res] = Importer(impatient, retry=twice).import_paths([str(path)])
         other.rollback()
     assert res.error and "[1205]" in res.error and "an import of the same transcript" in res.error
     assert "\n" not in res.error and "run it again" in res.error
     assert contents(mysql_db, first.session_id) == ["one"]
-    [again] = Importer(impatient).import_paths([str(path)])
+    [again] = Importer(impatient, retry=twice).import_paths([str(path)])
     assert again.error is None and contents(mysql_db, first.session_id) == ["one", "two"]
     impatient.dispose()
 
