@@ -17,8 +17,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import tabulate as tabulate_module
-
 from .inspection import (
     CheckpointDiff,
     ContextStream,
@@ -30,7 +28,7 @@ from .inspection import (
 from .markdown_to_html import markdown_to_html
 from .output import OutputFormat, dumps, render_rows, shorten, visible
 from .records import NO_CALL_ID, Compaction
-from .terminal import MIN_CELL, fit_table, wrap
+from .terminal import MIN_CELL, ColumnStats, fit_columns, fit_table, table_cell, table_line, wrap
 
 FORMATS = ("markdown", "md", "html", "jsonl")
 
@@ -217,8 +215,14 @@ def render_table(view: ContextView, width: int | None) -> str:
 
 
 def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterator[str]:
-    """:func:`render_table` line by line, from a view or a stream: the table is fitted once
-    from what a first pass over the rows measured, then written row by row (never held)."""
+    """:func:`render_table` line by line, from a view or a stream: the table is measured while
+    the first pass counts the tokens, fitted once, then written row by row in the second
+    (never held)."""
+    table = StreamedTable(_MESSAGE_COLUMNS, _SHRINKABLE)
+    if isinstance(view, ContextStream):
+        view.first_pass(observe=lambda item: table.add(message_row(item)))
+    else:
+        table.measure(message_row(i) for i in _message_items(view))
     # Wrapped to the width under their value: a title or the synthetic-results note is long.
     yield from (
         wrap(f"{label + ':':19}{_line(value)}", width, " " * 19)
@@ -236,93 +240,54 @@ def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterato
                 _text(summary_text(item)),
             )
     yield ""
-
-    def rows() -> Iterator[dict[str, Any]]:
-        return (message_row(i) for i in _items(view) if i.kind not in ("system_prompt", "summary"))
-
-    table = StreamedTable(_MESSAGE_COLUMNS, _SHRINKABLE)
-    table.measure(rows())
     if not table.rows:
         yield render_rows([], OutputFormat())
         return
-    yield from table.lines(rows(), width)
+    yield from table.lines((message_row(i) for i in _message_items(view)), width)
     yield "(--full shows whole contents; --json adds ids, times and token counts)"
+
+
+def _message_items(view: ContextView | ContextStream) -> Iterator[ViewItem]:
+    return (i for i in _items(view) if i.kind not in ("system_prompt", "summary"))
 
 
 class StreamedTable:
     """``terminal.fit_table`` for a table too long to hold (a million messages): the same text,
-    line for line, in tabulate's ``simple`` format, fitted once from what :meth:`measure` saw
-    of every row instead of rendering the table at each width it tries.
-
-    What it mirrors (``tests/test_context.py`` checks it against ``fit_table``): cells are made
-    visible, the shrinkable ones shortened with "…" under one cap; tabulate strips each cell,
-    pads a column to its widest cell or its header (plus ``MIN_PADDING``), joins with two spaces and strips
-    the end of each line, so the widest line is the rule under the header; the cap is the same
-    binary search over the same bounds. A cell whose ends hold whitespace changes width when
-    shortened; those are kept as (length, stripped length, leading spaces), the rest as a
-    maximum."""
+    line for line, in tabulate's ``simple`` format, fitted by the same rule
+    (``terminal.fit_columns``) from what :meth:`add` measured of every row
+    (``terminal.ColumnStats``: memory that does not grow with the rows), then written row by
+    row. ``tests/test_context.py`` checks it against ``fit_table``."""
 
     def __init__(self, headers: Sequence[str], shrinkable: Sequence[str]):
         self.headers, self.shrinkable = list(headers), [k for k in shrinkable if k in headers]
         self.rows = 0
-        # Widths of the unshortened cells: at least the header's and tabulate's padding of it.
-        self.fixed = {k: len(k) + tabulate_module.MIN_PADDING for k in self.headers}
-        self.longest = 0  # the longest shrinkable value as str(), fit_table's upper bound
-        # Per shrinkable column: the widest plain cell (no whitespace at its ends), the widest
-        # non-text cell, and the (length, stripped, leading) of the others.
-        self.plain = dict.fromkeys(self.shrinkable, 0)
-        self.other = dict.fromkeys(self.shrinkable, 0)
-        self.edged: dict[str, list[tuple[int, int, int]]] = {k: [] for k in self.shrinkable}
+        self.columns = {k: ColumnStats(k) for k in self.headers}
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows += 1
+        for k in self.headers:
+            self.columns[k].add(row.get(k))
 
     def measure(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
-            self.rows += 1
-            for k in self.headers:
-                value = row.get(k)
-                cell = _plain_cell(value)
-                stripped = cell.strip()
-                self.fixed[k] = max(self.fixed[k], len(stripped))
-                if k not in self.plain:
-                    continue
-                self.longest = max(
-                    self.longest, len(str(visible(value) if isinstance(value, str) else value))
-                )
-                if not isinstance(value, str):
-                    self.other[k] = max(self.other[k], len(stripped))
-                elif len(stripped) == len(cell):
-                    self.plain[k] = max(self.plain[k], len(cell))
-                else:
-                    lead = len(cell) - len(cell.lstrip())
-                    self.edged[k].append((len(cell), len(stripped), lead))
-
-    def _width(self, key: str, cap: int) -> int:
-        """The column's width with its text cells shortened to ``cap``."""
-        header = len(key) + tabulate_module.MIN_PADDING
-        widest = max(header, self.other[key], min(self.plain[key], cap))
-        for length, stripped, lead in self.edged[key]:
-            widest = max(widest, stripped if length <= cap else cap - min(lead, cap - 1))
-        return widest
+            self.add(row)
 
     def widths(self, width: int | None) -> tuple[dict[str, int], int | None]:
         """The column widths and the cap on the shrinkable cells (None: whole)."""
-        whole = dict(self.fixed)
-        if width is None or self._line(whole) <= width:
-            return whole, None
-        low, high = MIN_CELL, self.longest
-        while low < high:
-            cap = (low + high + 1) // 2
-            if self._line(self._capped(cap)) <= width:
-                low = cap
-            else:
-                high = cap - 1
-        return self._capped(low), low
 
-    def _capped(self, cap: int) -> dict[str, int]:
-        return {k: self._width(k, cap) if k in self.plain else self.fixed[k] for k in self.headers}
+        def line(keys: list[str], cap: int | None) -> int:
+            return table_line(self._width(k, cap) for k in keys)
 
-    @staticmethod
-    def _line(widths: dict[str, int]) -> int:
-        return sum(widths.values()) + 2 * (len(widths) - 1)
+        def longest(keys: list[str]) -> int:
+            return max(
+                (self.columns[k].longest for k in self.shrinkable if k in keys), default=MIN_CELL
+            )
+
+        _, cap = fit_columns(self.headers, self.shrinkable, width, line, longest)
+        return {k: self._width(k, cap) for k in self.headers}, cap
+
+    def _width(self, key: str, cap: int | None) -> int:
+        return self.columns[key].width(cap if key in self.shrinkable else None)
 
     def lines(self, rows: Iterable[dict[str, Any]], width: int | None) -> Iterator[str]:
         widths, cap = self.widths(width)
@@ -332,18 +297,11 @@ class StreamedTable:
             cells = []
             for k in self.headers:
                 value = row.get(k)
-                cell = _plain_cell(value)
-                if cap is not None and k in self.plain and isinstance(value, str):
+                cell = table_cell(value)
+                if cap is not None and k in self.shrinkable and isinstance(value, str):
                     cell = shorten(cell, cap)
                 cells.append(cell.strip().ljust(widths[k]))
             yield "  ".join(cells).rstrip()
-
-
-def _plain_cell(value: Any) -> str:
-    """A table cell's text before tabulate strips it (as ``output.render_rows`` makes it)."""
-    if value is None:
-        return "-"
-    return visible(value) if isinstance(value, str) else str(value)
 
 
 def _line(value: Any) -> str:

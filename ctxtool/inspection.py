@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .context_size import entry_token_counts, total_tokens
 from .errors import CtxtoolError
@@ -36,7 +36,7 @@ from .records import (
     Message,
     RestoredContext,
     Session,
-    answer_tool_calls,
+    ToolResultPlacement,
 )
 from .tokens import count_messages
 
@@ -446,21 +446,29 @@ class ItemMaker:
                     }
                     for c in made
                 }
-        kind = (
-            "synthetic_result"
-            if entry.synthetic
-            else "moved_result"
-            if entry.moved
-            else "orphan_result"
-            if entry.orphan
-            else "foreign_role"
-            if entry.foreign
-            else "message"
-        )
         answers = (
             self.calls.get(str(m.tool_call_id)) if m.role == "tool" and not entry.orphan else None
         )
-        return ViewItem(kind, entry.to_openai(), tokens, m, answers)
+        return ViewItem(entry_kind(entry), entry.to_openai(), tokens, m, answers)
+
+
+def entry_kind(entry: ContextEntry) -> str:
+    """A :class:`ViewItem`'s kind for an entry of the context."""
+    if entry.synthetic:
+        return "synthetic_result"
+    if entry.moved:
+        return "moved_result"
+    if entry.orphan:
+        return "orphan_result"
+    return "foreign_role" if entry.foreign else "message"
+
+
+def _scanned_item(entry: ContextEntry, name: str | None, tokens: int) -> ViewItem:
+    """The item of an entry as the first pass reads it: what it answers known by its tool's
+    name alone (what the table shows)."""
+    m = entry.message
+    answers = {"name": name} if name is not None and m.role == "tool" and not entry.orphan else None
+    return ViewItem(entry_kind(entry), entry.to_openai(), tokens, m, answers)
 
 
 def build_view(
@@ -478,83 +486,127 @@ def build_view(
     return ContextView(session, point, ctx, encoding, estimate, items)
 
 
-# Entries per page when a context is streamed: each page is one read of its messages' text.
+# Messages per page when a context is streamed: each page is one read of its rows.
 PAGE_ENTRIES = 500
+
+
+class MessagePages(Protocol):
+    """The store's keyset read of a context, a page at a time in id order (``text``: with
+    contents; else the outline, ids, roles and tool-call links; ``through``: no id above it)."""
+
+    def __call__(self, text: bool, through: int | None = None) -> Iterator[list[Message]]: ...
+
+
+@dataclass
+class _FirstPass:
+    """What the first pass over a streamed context keeps for the second: where the results
+    recorded away from their call go, and the token counts (4 bytes a message, so none is
+    counted twice)."""
+
+    placement: ToolResultPlacement
+    messages_kept: int
+    synthetic_results: int
+    last_id: int
+    counted: bool
+    counts: array[int]  # the head's, then each message's in id order, but the moved results'
+    moved_tokens: dict[int, int]  # by id
+    synthetic_tokens: int  # of each synthetic result (its text is the same for every one)
 
 
 class ContextStream:
     """A restored context read page by page: what ``context show`` prints, in memory bounded by
-    a page of message text whatever the context's length (a million messages, or one message
-    with 10,000 tool calls).
+    a page of messages whatever the context's length (a million messages, or one message with
+    10,000 tool calls).
 
-    Built from the context's *outline* (its messages without their text: ids, roles, tool
-    calls and links, times), which decides the order sent and what each entry is; ``fetch``
-    (ids -> their full records, the store's read) brings each page's text when it is needed.
-    Token counts take one pass over the pages, the first time :meth:`header` or :meth:`items`
-    with counts asks; each :meth:`items` is another pass. Yields what :class:`ContextView`
-    holds, item for item (``tests/test_context.py`` compares them)."""
+    Two passes over the store's pages (``pages``), whatever is printed: the first counts
+    tokens and learns where the results recorded away from their call go
+    (:class:`~ctxtool.records.ToolResultPlacement`), and shows each item to an ``observe``
+    callback (the table measures its columns there); the second yields the items in the order
+    sent, ``fetch`` (ids -> records) bringing a moved result when its call is reached. Yields
+    what :class:`ContextView` holds, item for item (``tests/test_context.py`` compares them)."""
 
     def __init__(
         self,
         session: Session,
         point: ContextPoint,
-        outline: Sequence[Message],
+        pages: MessagePages,
         fetch: Callable[[list[int]], Mapping[int, Message]],
         encoding: str,
         estimate: bool,
-        page_entries: int = PAGE_ENTRIES,
     ):
         self.session, self.point = session, point
         self.encoding, self.estimate = encoding, estimate
         self.head = RestoredContext(session.session_id, session.system_prompt, point.checkpoint)
-        self.messages_kept = len(outline)
-        self.entries = answer_tool_calls(outline)
-        self.fetch = fetch
-        self.page_entries = page_entries
-        self._counts: array[int] | None = None
+        self.pages, self.fetch = pages, fetch
+        self._first: _FirstPass | None = None
 
-    def _pages(self) -> Iterator[list[ContextEntry]]:
-        """The entries with their messages' text, a page at a time."""
-        for start in range(0, len(self.entries), self.page_entries):
-            page = self.entries[start : start + self.page_entries]
-            wanted = [e.message.id for e in page if not e.synthetic]
-            full = self.fetch(wanted)
-            gone = [i for i in wanted if i not in full]
-            if gone:  # deleted (sessions delete, purge) between the outline and this page
-                raise CtxtoolError(
-                    f"session {self.session.session_id} changed while it was shown: message "
-                    f"{gone[0]} is gone; show it again"
-                )
-            yield [
-                e
-                if e.synthetic
-                else ContextEntry(full[e.message.id], e.synthetic, e.moved, e.orphan, e.foreign)
-                for e in page
-            ]
-
-    def counts(self) -> array[int]:
-        """Tokens of every message sent (head, then entries), counted once."""
-        if self._counts is None:
-            counts = array("q", count_messages(self.head.texts(head_only=True), self.encoding))
-            for page in self._pages():
-                counts.extend(entry_token_counts(page, self.encoding))
-            self._counts = counts
-        return self._counts
+    def first_pass(
+        self, counted: bool = True, observe: Callable[[ViewItem], None] | None = None
+    ) -> _FirstPass:
+        """Read the context once (again, when ``observe`` is given): tokens (unless not
+        ``counted``: the outline alone is read), and every message item shown to
+        ``observe``, in id order rather than the order sent."""
+        if self._first is not None and observe is None and (self._first.counted or not counted):
+            return self._first
+        counted = counted or observe is not None
+        placement = ToolResultPlacement()
+        head = count_messages(self.head.texts(head_only=True), self.encoding) if counted else []
+        counts = array("I", head)
+        moved_tokens: dict[int, int] = {}
+        kept, last_id = 0, -1
+        for page in self.pages(text=counted):
+            scanned = [placement.scan(m.id, m) for m in page]
+            kept += len(page)
+            last_id = page[-1].id if page else last_id
+            if counted:
+                page_counts = entry_token_counts([e for e, _ in scanned], self.encoding)
+                for (entry, _), n in zip(scanned, page_counts):
+                    if entry.moved:
+                        moved_tokens[entry.message.id] = n
+                    else:
+                        counts.append(n)
+                if observe is not None:
+                    for (entry, name), n in zip(scanned, page_counts):
+                        observe(_scanned_item(entry, name, n))
+        synthetic = placement.finish()
+        synthetic_tokens = 0
+        if synthetic and counted:
+            synthetic_tokens = entry_token_counts([synthetic[0][0]], self.encoding)[0]
+            if observe is not None:
+                for entry, name in synthetic:
+                    observe(_scanned_item(entry, name, synthetic_tokens))
+        self._first = _FirstPass(
+            placement,
+            kept,
+            len(synthetic),
+            last_id,
+            counted,
+            counts,
+            moved_tokens,
+            synthetic_tokens,
+        )
+        return self._first
 
     def header(self) -> dict[str, Any]:
+        first = self.first_pass()
+        total = (
+            sum(first.counts)
+            + sum(first.moved_tokens.values())
+            + first.synthetic_tokens * first.synthetic_results
+        )
         return context_header(
             self.session,
             self.point,
-            self.messages_kept,
-            sum(1 for e in self.entries if e.synthetic),
-            total_tokens(self.counts()),
+            first.messages_kept,
+            first.synthetic_results,
+            total_tokens([total]),
             self.encoding,
             self.estimate,
         )
 
     def head_items(self) -> list[ViewItem]:
         """The system prompt and the summary, counted."""
-        return head_items(self.head, self.counts())
+        return head_items(self.head, self.first_pass().counts)
 
     def document_head(self) -> dict[str, Any]:
         """The ``--json`` document but its messages (as :meth:`ContextView.document`)."""
@@ -565,16 +617,48 @@ class ContextStream:
         }
 
     def items(self, counted: bool = True) -> Iterator[ViewItem]:
-        """Every item of the view, in order (``counted=False``: tokens left at 0, no count)."""
-        counts: Sequence[int] = self.counts() if counted else ()
-        head = head_items(self.head, counts)
+        """Every item of the view, in order (``counted=False``: tokens left at 0, no count):
+        the second pass, after the first if it has not run."""
+        first = self.first_pass(counted)
+        head = head_items(self.head, first.counts if counted else ())
         yield from head
+        read = 0
+
+        def keyed() -> Iterator[tuple[int, Message]]:
+            nonlocal read
+            for page in self.pages(text=True, through=first.last_id):
+                read += len(page)
+                yield from ((m.id, m) for m in page)
+
         maker = ItemMaker()
-        i = len(head)
-        for page in self._pages():
-            for entry in page:
-                yield maker.item(entry, counts[i] if counted else 0)
-                i += 1
+        position = len(head)
+        for entry in first.placement.entries(keyed(), self._fetch):
+            if not counted:
+                n = 0
+            elif entry.synthetic:
+                n = first.synthetic_tokens
+            elif entry.moved:
+                n = first.moved_tokens[entry.message.id]
+            else:
+                n = first.counts[position]
+                position += 1
+            yield maker.item(entry, n)
+        if read != first.messages_kept:
+            raise self._changed(None)
+
+    def _fetch(self, ids: list[int]) -> Mapping[int, Message]:
+        found = self.fetch(ids)
+        gone = [i for i in ids if i not in found]
+        if gone:
+            raise self._changed(gone[0])
+        return found
+
+    def _changed(self, gone: int | None) -> CtxtoolError:
+        # Deleted (sessions delete, purge) between the two passes.
+        what = f"message {gone} is gone" if gone is not None else "messages are gone"
+        return CtxtoolError(
+            f"session {self.session.session_id} changed while it was shown: {what}; show it again"
+        )
 
 
 def summary_text(item: ViewItem) -> str:

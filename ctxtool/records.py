@@ -6,7 +6,7 @@ from that checkpoint's ``first_kept_message_id`` on, in id order. Never the whol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -218,86 +218,195 @@ class ToolPairing:
     unanswered: list[tuple[int, str]] = field(default_factory=list)  # (index, call id)
 
 
-def pair_tool_calls(messages: Sequence[ToolLinked]) -> ToolPairing:
-    """The one pairing rule: the planner's safe cuts, ``validate`` and the restored context
-    all read tool calls through it, so a cut never leaves what is sent with an orphan.
+class ToolCallPairer:
+    """The one pairing rule, fed one message at a time: a result answers the latest earlier
+    call of its id still without one. Holds only the calls still unanswered, so a stream of a
+    million messages is paired in the memory of its open calls. ``key`` names the calling
+    message (an index in a list, or a message id)."""
 
-    A result answers the latest earlier call of its id still without one (a runtime may reuse
-    a call id in a later turn). An id is any string, the empty one too: a call stored without
-    an id is sent with the id ``""`` (``Message.calls``), so a result stored with
-    ``tool_call_id=""`` answers it, and the two are kept on one side of every cut. A result
-    with no ``tool_call_id`` at all answers nothing. ``messages`` in id order."""
+    def __init__(self) -> None:
+        self.pending: dict[str, list[Any]] = {}  # call id -> keys of its calls still unanswered
+
+    def answer(self, m: ToolLinked) -> Any | None:
+        """The key of the call message that the tool result ``m`` answers (None: none)."""
+        call_id = m.tool_call_id
+        callers = self.pending.get(call_id) if call_id is not None else None
+        if not callers:
+            return None
+        caller = callers.pop()
+        if not callers:
+            del self.pending[call_id]  # type: ignore[arg-type]
+        return caller
+
+    def call(self, key: Any, m: ToolLinked) -> None:
+        """Record the calls ``m`` makes."""
+        for call_id in m.call_ids:
+            self.pending.setdefault(call_id, []).append(key)
+
+    def unanswered(self) -> list[tuple[Any, str]]:
+        """(key, call id) of every call no result answered, in key order."""
+        return sorted((k, cid) for cid, callers in self.pending.items() for k in callers)
+
+
+def pair_tool_calls(messages: Sequence[ToolLinked]) -> ToolPairing:
+    """The one pairing rule (:class:`ToolCallPairer`) over a list: the planner's safe cuts,
+    ``validate`` and the restored context all read tool calls through it, so a cut never
+    leaves what is sent with an orphan.
+
+    A runtime may reuse a call id in a later turn. An id is any string, the empty one too: a
+    call stored without an id is sent with the id ``""`` (``Message.calls``), so a result
+    stored with ``tool_call_id=""`` answers it, and the two are kept on one side of every cut.
+    A result with no ``tool_call_id`` at all answers nothing. ``messages`` in id order."""
     pairing = ToolPairing()
-    pending: dict[str, list[int]] = {}  # call id -> indexes of its calls still unanswered
+    pairer = ToolCallPairer()
     seen: set[str] = set()
     for i, m in enumerate(messages):
         if m.role == "tool":
-            call_id = m.tool_call_id
-            callers = pending.get(call_id) if call_id is not None else None
-            if call_id is not None and callers:
-                pairing.answers[(callers.pop(), call_id)] = i
+            caller = pairer.answer(m)
+            if caller is not None:
+                pairing.answers[(caller, m.tool_call_id or "")] = i
             else:
-                (pairing.duplicates if call_id in seen else pairing.orphans).append(i)
-        for call_id in m.call_ids:
-            pending.setdefault(call_id, []).append(i)
-            seen.add(call_id)
-    pairing.unanswered = sorted((i, cid) for cid, callers in pending.items() for i in callers)
+                (pairing.duplicates if m.tool_call_id in seen else pairing.orphans).append(i)
+        pairer.call(i, m)
+        seen.update(m.call_ids)
+    pairing.unanswered = pairer.unanswered()
     return pairing
+
+
+class _ResultRun:
+    """Where each message goes in the order sent, read in id order: a result that follows its
+    call with only other results of that call between keeps its place (``in_place``); another
+    answered result is ``moved`` up to its call; a result that answers nothing is an
+    ``orphan``; a message of a role no chat API takes is ``foreign``; any other is a
+    ``message``. Both passes of :class:`ToolResultPlacement` step through it alike."""
+
+    def __init__(self) -> None:
+        self.pairer = ToolCallPairer()
+        self.caller: Any = _NO_CALLER  # the calling message whose results still follow it
+
+    def step(self, key: Any, m: Message) -> tuple[str, Any]:
+        """(what ``m`` is, the key of the call message it answers)."""
+        if m.role == "tool":
+            caller = self.pairer.answer(m)
+            if caller is not None and caller == self.caller:
+                return "in_place", caller
+            self.caller = _NO_CALLER
+            return ("orphan" if caller is None else "moved"), caller
+        self.caller = key if m.call_ids else _NO_CALLER
+        self.pairer.call(key, m)
+        return ("message" if m.role in CHAT_ROLES else "foreign"), None
+
+
+_NO_CALLER = object()
+
+
+def synthetic_result(call: Message, call_id: str) -> ContextEntry:
+    """The result ctxtool sends for a call of ``call`` that no stored result answers."""
+    return ContextEntry(
+        Message(
+            None,  # type: ignore[arg-type]
+            call.session_id,
+            "tool",
+            NO_RESULT_TEXT,
+            tool_call_id=call_id,
+            created_at=call.created_at,
+        ),
+        synthetic=True,
+    )
+
+
+class ToolResultPlacement:
+    """:func:`answer_tool_calls` in two passes over messages in id order, for a context too long
+    to hold: :meth:`scan` (the first) learns which results are recorded away from their call
+    and which calls none answers; :meth:`entries` (the second) yields the entries in the
+    order sent, fetching a moved result by its key when its call is reached. Holds only those
+    results and calls (and the calls still open): a well-formed history leaves it empty."""
+
+    def __init__(self) -> None:
+        self.moved: dict[Any, dict[str, Any]] = {}  # caller key -> call id -> result key
+        self.unanswered: dict[Any, set[str]] = {}  # caller key -> call ids never answered
+        self._scan = _ResultRun()
+        self._names: dict[tuple[Any, str], str | None] = {}  # open calls' tool names
+        self._last: Message | None = None
+
+    def scan(self, key: Any, m: Message) -> tuple[ContextEntry, str | None]:
+        """First pass: the entry ``m`` is (a moved result flagged, in id order rather than
+        at its call), with the name of the tool a result answers."""
+        kind, caller = self._scan.step(key, m)
+        self._last = m
+        if kind in ("in_place", "moved"):
+            call_id = m.tool_call_id or ""
+            name = self._names.pop((caller, call_id), None)
+            if kind == "moved":
+                self.moved.setdefault(caller, {})[call_id] = key
+            return ContextEntry(m, moved=kind == "moved"), name
+        if kind == "orphan":
+            return ContextEntry(m, orphan=True), None
+        for call in m.calls() if m.call_ids else ():  # the last of a reused id, as ItemMaker
+            self._names[(key, call["id"])] = call["function"]["name"]
+        return ContextEntry(m, foreign=kind == "foreign"), None
+
+    def finish(self) -> list[tuple[ContextEntry, str | None]]:
+        """End of the first pass: the synthetic results (with their tools' names), in order."""
+        out = []
+        for key, call_id in self._scan.pairer.unanswered():
+            self.unanswered.setdefault(key, set()).add(call_id)
+            assert self._last is not None, "a call was read"
+            call = Message(None, self._last.session_id, "assistant")  # type: ignore[arg-type]
+            out.append((synthetic_result(call, call_id), self._names.get((key, call_id))))
+        self._names.clear()
+        return out
+
+    def entries(
+        self,
+        keyed: Iterable[tuple[Any, Message]],
+        fetch: Callable[[list[Any]], Mapping[Any, Message]],
+    ) -> Iterator[ContextEntry]:
+        """Second pass: the entries in the order sent. ``fetch`` (keys -> messages) brings the
+        results moved up to a call, when the call is reached."""
+        run = _ResultRun()
+        tail: tuple[Any, Message] | None = None  # a call whose moved or missing results follow
+        for key, m in keyed:
+            kind, _ = run.step(key, m)
+            if kind == "in_place":
+                yield ContextEntry(m)
+                continue
+            if tail is not None:
+                yield from self._tail(*tail, fetch)
+                tail = None
+            if kind == "orphan":
+                yield ContextEntry(m, orphan=True)
+            elif kind != "moved":
+                yield ContextEntry(m, foreign=kind == "foreign")
+                if key in self.moved or key in self.unanswered:
+                    tail = (key, m)
+        if tail is not None:
+            yield from self._tail(*tail, fetch)
+
+    def _tail(
+        self, key: Any, call: Message, fetch: Callable[[list[Any]], Mapping[Any, Message]]
+    ) -> Iterator[ContextEntry]:
+        """After a call's results in place: its other results, in the order of its calls."""
+        moved = self.moved.get(key, {})
+        missing = self.unanswered.get(key, ())
+        found = fetch(list(moved.values())) if moved else {}
+        for call_id in call.call_ids:
+            if call_id in moved:
+                yield ContextEntry(found[moved[call_id]], moved=True)
+            elif call_id in missing:
+                yield synthetic_result(call, call_id)
 
 
 def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     """The messages as an API-valid sequence (see :class:`ContextEntry`); pure, order kept
-    otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``."""
-    answer = pair_tool_calls(messages).answers
-    placed: set[int] = set()
-    out: list[ContextEntry] = []
+    otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``.
+    The two passes of :class:`ToolResultPlacement` over the list, so a held context and a
+    streamed one follow one rule."""
+    placement = ToolResultPlacement()
     for i, m in enumerate(messages):
-        if i in placed:
-            continue
-        if m.role == "tool":
-            # Still here: no call before it in the list took it.
-            out.append(ContextEntry(m, orphan=True))
-            continue
-        if m.role not in CHAT_ROLES:
-            out.append(ContextEntry(m, foreign=True))
-            continue
-        out.append(ContextEntry(m))
-        call_ids = m.call_ids
-        if not call_ids:
-            continue
-        wanted = set(call_ids)
-        j = i + 1  # the results recorded right after the call keep their place and order
-        while (
-            j < len(messages)
-            and messages[j].role == "tool"
-            and answer.get((i, messages[j].tool_call_id or "")) == j
-        ):
-            placed.add(j)
-            wanted.discard(messages[j].tool_call_id or "")
-            out.append(ContextEntry(messages[j]))
-            j += 1
-        for call_id in call_ids:
-            if call_id not in wanted:
-                continue
-            k = answer.get((i, call_id))
-            if k is not None:
-                placed.add(k)
-                out.append(ContextEntry(messages[k], moved=True))
-            else:
-                out.append(
-                    ContextEntry(
-                        Message(
-                            None,  # type: ignore[arg-type]
-                            m.session_id,
-                            "tool",
-                            NO_RESULT_TEXT,
-                            tool_call_id=call_id,
-                            created_at=m.created_at,
-                        ),
-                        synthetic=True,
-                    )
-                )
-    return out
+        placement.scan(i, m)
+    placement.finish()
+    return list(placement.entries(enumerate(messages), lambda keys: {k: messages[k] for k in keys}))
 
 
 @dataclass

@@ -13,11 +13,13 @@ import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import click
+import tabulate as tabulate_module
 
-from .output import Lines, OutputFormat, render_rows, shorten, visible
+from .output import Lines, OutputFormat, _cell, colour_enabled, render_rows, shorten, visible
 
 MIN_CELL = 8  # a shortened cell keeps at least this many characters
 READABLE_CELL = 16  # optional columns give way before a shortened cell gets narrower
@@ -40,6 +42,116 @@ def clip(text: str, width: int | None, from_left: bool = False) -> str:
     return text if width is None else shorten(text, width, from_left=from_left)
 
 
+class ColumnStats:
+    """What fitting needs of one column's cells, in memory that does not grow with its rows:
+    a table of a million messages is measured in one pass and fitted without being held.
+
+    A cell is shown stripped (tabulate strips it) and padded to its column's width, at least
+    the header's plus ``MIN_PADDING``. A text cell is shortened to the cap with "…", from the
+    right (or the left, for a path); a cell with whitespace at its ends changes width when
+    shortened (the whitespace left at the kept end is stripped), so those are kept by length:
+    the widest stripped one, and the least whitespace at each end, of each length."""
+
+    def __init__(self, header: str):
+        self.whole = len(header) + tabulate_module.MIN_PADDING  # the column unshortened
+        self.header = self.whole
+        self.other = 0  # the widest cell that is not text (never shortened)
+        self.plain = 0  # the widest text cell with no whitespace at its ends
+        self.edged: dict[int, tuple[int, int, int]] = {}  # length -> (stripped, lead, trail)
+        self.longest = 0  # the longest value as str(): the cap's upper bound
+
+    def add(self, value: Any) -> None:
+        """Measure one cell (a row's value, as ``output.render_rows`` would show it)."""
+        cell = table_cell(value)
+        stripped = cell.strip()
+        self.whole = max(self.whole, len(stripped))
+        self.longest = max(
+            self.longest, len(str(visible(value) if isinstance(value, str) else value))
+        )
+        if not isinstance(value, str):
+            self.other = max(self.other, len(stripped))
+        elif len(stripped) == len(cell):
+            self.plain = max(self.plain, len(cell))
+        else:
+            lead = len(cell) - len(cell.lstrip())
+            trail = len(cell) - len(cell.rstrip())
+            known = self.edged.get(len(cell))
+            if known is not None:
+                stripped_len, lead, trail = (
+                    max(known[0], len(stripped)),
+                    min(known[1], lead),
+                    min(known[2], trail),
+                )
+            else:
+                stripped_len = len(stripped)
+            self.edged[len(cell)] = (stripped_len, lead, trail)
+
+    def width(self, cap: int | None, from_left: bool = False) -> int:
+        """The column's width with its text cells shortened to ``cap`` (None: whole)."""
+        if cap is None:
+            return self.whole
+        widest = max(self.header, self.other, min(self.plain, cap))
+        for length, (stripped, lead, trail) in self.edged.items():
+            kept_end = trail if from_left else lead
+            widest = max(widest, stripped if length <= cap else cap - min(kept_end, cap - 1))
+        return widest
+
+
+def table_cell(value: Any) -> str:
+    """A table cell's text before tabulate strips it (as ``output.render_rows`` makes it)."""
+    cell = _cell(value)
+    return cell if isinstance(cell, str) else str(cell)
+
+
+def table_line(widths: Iterable[int]) -> int:
+    """The widest line of a table in tabulate's ``simple`` format: its rule under the header."""
+    widths = list(widths)
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def fit_columns(
+    headers: Sequence[str],
+    shrinkable: Sequence[str],
+    width: int | None,
+    line: Callable[[list[str], int | None], int],
+    longest: Callable[[list[str]], int],
+    optional: Sequence[str] = (),
+    readable: int = READABLE_CELL,
+) -> tuple[list[str], int | None]:
+    """The one fitting rule: the columns kept and the cap on the ``shrinkable`` ones (None:
+    whole) with which every line fits in ``width`` (None: as wide as it comes), ``line``
+    (keys, cap) being the widest line so shown and ``longest`` (keys) the longest shrinkable
+    value. One cap for all, as large as fits, never below MIN_CELL. The ``optional`` columns
+    are left out, last first, while the shrinkable cells would have to be cut below
+    ``readable`` characters; then those left out before the last one come back, first first,
+    where they still fit."""
+    keys = list(headers)
+    if width is None:
+        return keys, None
+    least = max(readable, MIN_CELL)
+    left_out = []
+    for column in [c for c in reversed(optional) if c in keys]:  # left out, if cut too short
+        if line(keys, least) <= width:
+            break
+        keys.remove(column)
+        left_out.append(column)
+    for column in left_out[-2::-1]:  # then take back, first first, a narrower one that fits
+        back = [k for k in headers if k in keys or k == column]
+        if line(back, least) <= width:
+            keys = back
+    if line(keys, None) <= width:
+        return keys, None
+    # The largest cap on the shrinkable columns with which the table fits (binary search).
+    low, high = MIN_CELL, max(longest(keys), MIN_CELL)
+    while low < high:
+        cap = (low + high + 1) // 2
+        if line(keys, cap) <= width:
+            low = cap
+        else:
+            high = cap - 1
+    return keys, low
+
+
 def fit_table(
     rows: Sequence[dict],
     output: OutputFormat,
@@ -51,15 +163,15 @@ def fit_table(
     from_left: Sequence[str] = (),
     wrapped: Sequence[str] = (),
     readable: int = READABLE_CELL,
+    measured: bool = True,
 ) -> str:
-    """The table of ``rows`` with the ``shrinkable`` columns' cells shortened until every line
-    fits in ``width`` (None: as wide as it comes): one cap for all of them, as large as fits,
-    never below MIN_CELL. Text is shortened from the right, the ``from_left`` columns (paths)
-    from the left, keeping the file name; the ``wrapped`` ones (a sentence that must be read
-    whole, an error) are broken into lines of the cap instead. The ``optional`` columns are
-    left out, last first, while the shrinkable cells would have to be cut below ``readable``
-    characters (a message column needs more than a title to say anything); then those left
-    out before the last one come back, first first, where they still fit."""
+    """The table of ``rows`` fitted to ``width`` by :func:`fit_columns`. Text is shortened from
+    the right, the ``from_left`` columns (paths) from the left, keeping the file name; the
+    ``wrapped`` ones (a sentence that must be read whole, an error) are broken into lines of
+    the cap instead. A table in tabulate's ``simple`` format with no wrapped column is fitted
+    from its columns' :class:`ColumnStats` and rendered once; any other (a wrapped cell's width
+    depends on where its words break, another format draws other borders) is rendered at
+    each width tried (``measured=False`` forces that, for the tests)."""
     headers = list(headers)
     cells = [
         {k: (visible(r.get(k)) if isinstance(r.get(k), str) else r.get(k)) for k in headers}
@@ -72,7 +184,8 @@ def fit_table(
             return Lines("\n".join(_wrap(value, limit)) or value)
         return clip(value, limit, key in left)
 
-    def render(keys: list[str], limits: dict[str, int]) -> tuple[str, int]:
+    def render(keys: list[str], cap: int | None) -> str:
+        limits = dict.fromkeys(shrinkable, cap) if cap is not None else {}
         shown = [
             {
                 k: cell(k, v, limits[k]) if isinstance(v := r[k], str) and k in limits else v
@@ -80,36 +193,36 @@ def fit_table(
             }
             for r in cells
         ]
-        text = render_rows(shown, output, keys)
-        return text, max(len(line) for line in text.splitlines())
+        return render_rows(shown, output, keys)
 
     if width is None or not rows:
-        return render(headers, {})[0]
-    keys = list(headers)
-    least = dict.fromkeys(shrinkable, max(readable, MIN_CELL))
-    left_out = []
-    for column in [c for c in reversed(optional) if c in keys]:  # left out, if cut too short
-        if render(keys, least)[1] <= width:
-            break
-        keys.remove(column)
-        left_out.append(column)
-    for column in left_out[-2::-1]:  # then take back, first first, a narrower one that fits
-        back = [k for k in headers if k in keys or k == column]
-        if render(back, least)[1] <= width:
-            keys = back
-    text, widest_line = render(keys, {})
-    if widest_line <= width:
-        return text
-    # The largest cap on the shrinkable columns with which the table fits (binary search).
-    longest = [len(str(r[k])) for r in cells for k in shrinkable if k in keys]
-    low, high = MIN_CELL, max(longest, default=MIN_CELL)
-    while low < high:
-        cap = (low + high + 1) // 2
-        if render(keys, dict.fromkeys(shrinkable, cap))[1] <= width:
-            low = cap
-        else:
-            high = cap - 1
-    return render(keys, dict.fromkeys(shrinkable, low))[0]
+        return render(headers, None)
+    if measured and output.fmt == "simple" and not broken and not colour_enabled():
+        stats = {k: ColumnStats(k) for k in headers}
+        for r in cells:
+            for k in headers:
+                stats[k].add(r[k])
+
+        def line(keys: list[str], cap: int | None) -> int:
+            return table_line(
+                stats[k].width(cap if k in shrinkable else None, k in left) for k in keys
+            )
+
+        def longest(keys: list[str]) -> int:
+            return max((stats[k].longest for k in shrinkable if k in keys), default=MIN_CELL)
+
+    else:
+
+        def line(keys: list[str], cap: int | None) -> int:
+            return max(len(text_line) for text_line in render(keys, cap).splitlines())
+
+        def longest(keys: list[str]) -> int:
+            return max(
+                (len(str(r[k])) for r in cells for k in shrinkable if k in keys), default=MIN_CELL
+            )
+
+    keys, cap = fit_columns(headers, shrinkable, width, line, longest, optional, readable)
+    return render(keys, cap)
 
 
 _MARKER = re.compile(r"\s*(?:[-*+>]|\d+[.)])?\s*")  # indentation and a list item's marker

@@ -6,9 +6,12 @@ them answered, so the other half get synthetic results), and a long session (1M 
 default, ``--messages``) with no checkpoint, so every message is in its context. Each output
 (the table, ``--full``, ``--json``, ``--openai``) runs as its own ``ctxtool`` process, timed
 with its peak RSS (``wait4``), next to a bare ``sqlite3`` SELECT of the same rows in a process
-of its own, in the same run: the ratio is what the figures are.
+of its own, in the same run: the ratio is what the figures are. ``--old DIR`` runs every output
+a second time with the ctxtool source tree in DIR (e.g. ``git archive`` of an earlier commit)
+first on ``PYTHONPATH``: the code before a change against the code after it, in one run.
 
 Example: .venv/bin/python scripts/bench_context_show.py --messages 200000
+         .venv/bin/python scripts/bench_context_show.py --messages 100000 --old /tmp/old
 """
 
 from __future__ import annotations
@@ -74,10 +77,13 @@ def populate(url: str, messages: int) -> None:
 
 
 def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(seconds, peak RSS in MB, bytes written) of one process."""
+    """(seconds, peak RSS in MB, bytes written) of one process, run outside the source tree
+    (so that ``PYTHONPATH`` picks the code)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir()
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - t0
         err = proc.stderr.read().decode() if proc.stderr else ""
@@ -103,6 +109,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--dir", help="where the SQLite file goes (default: a temporary one)")
+    parser.add_argument("--old", help="a ctxtool source tree to compare with (its parent dir)")
+    parser.add_argument(
+        "--outputs",
+        default="table,--full,--json,--openai",
+        help="which outputs to run, comma-separated (default: all four)",
+    )
+    parser.add_argument(
+        "--sessions", default="1,2", help="1: the 10,000 tool calls, 2: the long session"
+    )
     args = parser.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench_context_show."))
     path = base / "bench.db"
@@ -114,24 +129,35 @@ def main() -> None:
     env = {**os.environ, "CTXTOOL_DATABASE_URL": url, "COLUMNS": "160"}
     env.pop("PAGER", None)
     ctxtool = [sys.executable, "-m", "ctxtool"]
+    codes = {"new": env}
+    if args.old:
+        codes = {"old": {**env, "PYTHONPATH": args.old}, **codes}
     cases = {1: f"1 message with {CALLS} tool calls", 2: f"{args.messages} messages"}
+    outputs = args.outputs.split(",")
     print(
-        f"{'session':<30} {'output':<9} {'seconds':>8} {'peak MB':>8} {'x SELECT':>9} {'MB out':>7}"
+        f"{'session':<30} {'output':<9} {'code':<4} {'seconds':>8} {'peak MB':>8} "
+        f"{'x SELECT':>9} {'MB out':>7}"
     )
     for sid, label in cases.items():
+        if str(sid) not in args.sessions.split(","):
+            continue
         bare_s, bare_mb, _ = measured([sys.executable, "-c", BARE_SELECT, str(path), str(sid)], env)
-        print(f"{label:<30} {'SELECT':<9} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
-        for name, extra in (
-            ("table", []),
-            ("--full", ["--full"]),
-            ("--json", ["--json"]),
-            ("--openai", ["--openai"]),
-        ):
-            seconds, mb, size = measured([*ctxtool, "context", "show", str(sid), *extra], env)
-            print(
-                f"{label:<30} {name:<9} {seconds:>8.2f} {mb:>8.0f} {seconds / bare_s:>9.1f} "
-                f"{size / 2**20:>7.1f}"
-            )
+        print(f"{label:<30} {'SELECT':<9} {'':<4} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
+        for name in outputs:
+            extra = [] if name == "table" else [name]
+            sizes = set()
+            for code, code_env in codes.items():
+                seconds, mb, size = measured(
+                    [*ctxtool, "context", "show", str(sid), *extra], code_env
+                )
+                sizes.add(size)
+                print(
+                    f"{label:<30} {name:<9} {code:<4} {seconds:>8.2f} {mb:>8.0f} "
+                    f"{seconds / bare_s:>9.1f} {size / 2**20:>7.1f}",
+                    flush=True,
+                )
+            if len(sizes) > 1:
+                print(f"  the outputs differ in size: {sorted(sizes)}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from ctxtool.errors import CtxtoolError
 from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
 from ctxtool.store import Store
+from ctxtool.store.outline import stream_context
 from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
 from .builders import LIMITS, add_session, coding_session
@@ -906,25 +907,25 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
 # -- context show, streamed (#32: 10,000 tool calls took 8.2 s and 1.8 GB, 1M messages 45 s) --
 
 
-def _shown_whole(view, width):
-    """What `context show` printed when it built the whole view and fitted its table with
-    terminal.fit_table: the reference the streamed output must equal."""
+def _shown_whole(view, widths):
+    """What `context show` printed when it built the whole view: the reference the streamed
+    output must equal (the table at each of ``widths``)."""
     from ctxtool.export import render_table, render_text
     from ctxtool.output import dumps
 
     return {
-        "table": render_table(view, width),
+        **{("table", w): render_table(view, w) for w in widths},
         "full": render_text(view),
         "json": dumps(view.document()),
         "openai": dumps([i.openai for i in view.items]),
     }
 
 
-def _shown_streamed(stream, width):
+def _shown_streamed(stream, widths):
     from ctxtool.export import json_lines, openai_lines, table_lines, text_lines
 
     return {
-        "table": "\n".join(table_lines(stream, width)),
+        **{("table", w): "\n".join(table_lines(stream, w)) for w in widths},
         "full": "\n".join(text_lines(stream)),
         "json": "".join(json_lines(stream)),
         "openai": "".join(openai_lines(stream)),
@@ -948,9 +949,9 @@ def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(
             (c.id, False) for c in history.compactions
         ]:
             view = history.view(at, before)
-            stream = history.stream(at, before, page_entries=7)
-            for width in (None, 160, 40):
-                assert _shown_streamed(stream, width) == _shown_whole(view, width), (sid, at)
+            stream = stream_context(history, at, before, page_entries=7)
+            widths = (None, 160, 40)
+            assert _shown_streamed(stream, widths) == _shown_whole(view, widths), (sid, at)
             points += 1
     assert points > 20
 
@@ -1020,9 +1021,11 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
         ).scalar()
     assert text_bytes > 8_000_000
     history = SessionHistory(Store(sqlite_db.engine), sid)
-    count_text("loaded", history.stream().encoding)  # the encoding's tables are not the context's
+    count_text(
+        "loaded", stream_context(history).encoding
+    )  # the encoding's tables are not the context's
     for render in (lambda s: table_lines(s, 160), text_lines, json_lines, openai_lines):
-        stream = history.stream(page_entries=100)
+        stream = stream_context(history, page_entries=100)
         written = 0
         tracemalloc.start()
         for piece in render(stream):
@@ -1068,7 +1071,7 @@ def test_a_message_deleted_while_the_context_is_shown_is_one_error_line(sqlite_d
     from ctxtool.store.reads import SessionHistory
 
     sid = _long_session(sqlite_db, 40, 100)
-    stream = SessionHistory(Store(sqlite_db.engine), sid).stream(page_entries=10)
+    stream = stream_context(SessionHistory(Store(sqlite_db.engine), sid), page_entries=10)
     pieces = text_lines(stream)
     next(pieces)
     with sqlite_db.engine.begin() as conn:

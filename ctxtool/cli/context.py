@@ -22,6 +22,7 @@ from ..export import (
 from ..inspection import ContextView
 from ..output import OutputFormat, dumps, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
+from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, table_width, wrap
 from .app import pass_app
@@ -113,7 +114,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
     if at is not None and before_first:
         raise click.UsageError("choose one of --at and --before-first")
     # Streamed: a page of messages in memory at a time, however long the context.
-    stream = history.stream(at, before_first)
+    stream = stream_context(history, at, before_first)
     if as_openai:
         echo_pieces(chain(openai_lines(stream), ["\n"]))
         return

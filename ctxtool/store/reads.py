@@ -26,10 +26,8 @@ from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 from ..errors import CtxtoolError
 from ..inspection import (
-    PAGE_ENTRIES,
     CheckpointDiff,
     ContextPoint,
-    ContextStream,
     ContextView,
     build_view,
     checkpoint_rows,
@@ -108,19 +106,6 @@ _MESSAGE_COLUMNS = [
 ]
 # A message without its text (the rest read as NULL): what decides the order a context is sent
 # in and what each entry is, for streaming it (``SessionHistory.stream``).
-_OUTLINE_COLUMNS = [
-    sa.case((M.c.role == "assistant", sa.type_coerce(M.c.tool_calls, sa.Text)), else_=None).label(
-        "tool_calls"
-    )
-    if column.name == "tool_calls"
-    else sa.null().label(column.name)
-    if column.name in ("content", "name", "token_count", "token_encoding", "source_id", "details")
-    else column
-    for column in _MESSAGE_COLUMNS
-]
-_OUTLINE_COLUMNS_UNTIMED = [
-    sa.null().label("created_at") if c.name == "created_at" else c for c in _OUTLINE_COLUMNS
-]
 _SESSION_COLUMNS = [
     S.c.session_id,
     S.c.user_id,
@@ -480,34 +465,6 @@ class SessionHistory:
         choice = encoding_for_model(self.session.model, encoding)
         counts = context_token_counts(ctx, choice.name)
         return build_view(self.session, point, ctx, counts, choice.name, choice.estimate)
-
-    def stream(
-        self,
-        checkpoint_id: int | None = None,
-        before_first: bool = False,
-        encoding: str | None = None,
-        page_entries: int = PAGE_ENTRIES,
-    ) -> ContextStream:
-        """The same context as :meth:`view`, as a :class:`~ctxtool.inspection.ContextStream`:
-        its outline read now (no message text), the text a page at a time as it is printed."""
-        point = self.point(checkpoint_id, before_first)
-        # Times only where they decide what the context holds (point.holds).
-        columns = _OUTLINE_COLUMNS if point.replaced_by else _OUTLINE_COLUMNS_UNTIMED
-        outline = self._read_at(point, columns)
-        choice = encoding_for_model(self.session.model, encoding)
-        return ContextStream(
-            self.session, point, outline, self._fetch, choice.name, choice.estimate, page_entries
-        )
-
-    def _fetch(self, ids: list[int]) -> dict[int, Message]:
-        """This session's messages of the given ids, by id."""
-        if not ids:
-            return {}
-        query = sa.select(*_MESSAGE_COLUMNS).where(
-            M.c.session_id == self.session_id, M.c.id.in_(ids)
-        )
-        with connection_for(self.store.engine, None) as c:
-            return {m.id: m for m in read_messages(c, query)}
 
     def checkpoint_rows(self) -> list[dict]:
         """Every checkpoint in order with the stored messages each one summarized."""

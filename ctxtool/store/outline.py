@@ -1,0 +1,103 @@
+"""A restored context read a page at a time, for ``context show`` of a context too long to hold.
+
+Keyset pages over ``(session_id, id)``: each page is one query that starts after the last id of
+the one before, so a million-message context is read in the memory of a page, and no page
+costs more than the first (an ``OFFSET`` would rescan what it skips).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+
+from ..db import dialect_of
+from ..db.schema import agent_message as M
+from ..inspection import PAGE_ENTRIES, ContextPoint, ContextStream
+from ..records import Message
+from ..tokens import encoding_for_model
+from .reads import _MESSAGE_COLUMNS, SessionHistory, connection_for, read_messages
+
+# A message without its text: what decides the order sent and what each entry is.
+_OUTLINE_COLUMNS = [
+    sa.case((M.c.role == "assistant", sa.type_coerce(M.c.tool_calls, sa.Text)), else_=None).label(
+        "tool_calls"
+    )
+    if column.name == "tool_calls"
+    else sa.null().label(column.name)
+    if column.name in ("content", "name", "token_count", "token_encoding", "source_id", "details")
+    else column
+    for column in _MESSAGE_COLUMNS
+]
+_OUTLINE_COLUMNS_UNTIMED = [
+    sa.null().label("created_at") if c.name == "created_at" else c for c in _OUTLINE_COLUMNS
+]
+
+
+def stream_context(
+    history: SessionHistory,
+    checkpoint_id: int | None = None,
+    before_first: bool = False,
+    encoding: str | None = None,
+    page_entries: int = PAGE_ENTRIES,
+) -> ContextStream:
+    """The same context as :meth:`SessionHistory.view`, as a
+    :class:`~ctxtool.inspection.ContextStream`: nothing is read until it is printed, then
+    pages of ``page_entries`` messages."""
+    point = history.point(checkpoint_id, before_first)
+    choice = encoding_for_model(history.session.model, encoding)
+    pages = ContextPages(history, point, page_entries)
+    return ContextStream(history.session, point, pages, pages.fetch, choice.name, choice.estimate)
+
+
+class ContextPages:
+    """The messages of the context at ``point``, page by page in id order."""
+
+    def __init__(self, history: SessionHistory, point: ContextPoint, size: int):
+        self.engine, self.session_id = history.store.engine, history.session_id
+        self.point, self.size = point, size
+
+    def __call__(self, text: bool, through: int | None = None) -> Iterator[list[Message]]:
+        """Pages of the context (``text``: whole rows; else the outline: ids, roles, tool-call
+        links, and times where they decide what the context holds), ids up to ``through``."""
+        point = self.point
+        if text:
+            columns = _MESSAGE_COLUMNS
+        else:  # times only where they decide what the context holds (point.holds)
+            columns = _OUTLINE_COLUMNS if point.replaced_by else _OUTLINE_COLUMNS_UNTIMED
+        query = sa.select(*columns).where(M.c.session_id == self.session_id)
+        if point.first_id is not None:
+            query = query.where(M.c.id >= point.first_id)
+        if through is not None:
+            query = query.where(M.c.id <= through)
+        nxt = point.replaced_by
+        if nxt is not None and nxt.created_at is not None:
+            # Every row point.holds may keep, in whatever shape a runtime wrote its time
+            # (SQLite compared them as text); a millisecond of slack, as holds decides.
+            written = dialect_of(self.engine).time_compare(
+                M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
+            )
+            query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
+        query = query.order_by(M.c.id).limit(self.size)
+        last: int | None = None
+        while True:
+            # A connection a page: a reader held open for a whole pass would keep a writer's
+            # changes from being checkpointed on SQLite.
+            with connection_for(self.engine, None) as c:
+                rows = read_messages(c, query if last is None else query.where(M.c.id > last))
+            if not rows:
+                return
+            last = rows[-1].id
+            yield [m for m in rows if point.holds(m)]
+            if len(rows) < self.size:
+                return
+
+    def fetch(self, ids: list[int]) -> dict[int, Message]:
+        """This session's messages of the given ids, by id (the results moved up to a call)."""
+        if not ids:
+            return {}
+        query = sa.select(*_MESSAGE_COLUMNS).where(
+            M.c.session_id == self.session_id, M.c.id.in_(ids)
+        )
+        with connection_for(self.engine, None) as c:
+            return {m.id: m for m in read_messages(c, query)}
