@@ -232,12 +232,12 @@ def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterato
     head = view.head_items() if isinstance(view, ContextStream) else view.items
     for item in head:
         if item.kind == "system_prompt":
-            yield from ("", "[system prompt]", _head(item.openai["content"]))
+            yield from ("", "[system prompt]", _wrapped(_head(item.openai["content"]), width))
         elif item.kind == "summary" and cp is not None:
             yield from (
                 "",
                 f"[summary of checkpoint {cp.id}, cut at message {cp.first_kept_message_id}]",
-                _text(summary_text(item)),
+                _wrapped(_text(summary_text(item)), width),
             )
     yield ""
     if not table.rows:
@@ -302,6 +302,16 @@ class StreamedTable:
                     cell = shorten(cell, cap)
                 cells.append(cell.strip().ljust(widths[k]))
             yield "  ".join(cells).rstrip()
+
+
+def _wrapped(text: str, width: int | None) -> str:
+    """Visible text with each of its lines broken at spaces to ``width`` (a summary's line
+    is a paragraph), continuations under the text past its list marker. A line that fits is
+    left as it is (a tab in it stays a tab)."""
+    return "\n".join(
+        line if width is None or len(line) <= width else wrap(line, width)
+        for line in text.split("\n")
+    )
 
 
 def _line(value: Any) -> str:

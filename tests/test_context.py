@@ -1078,3 +1078,36 @@ def test_a_message_deleted_while_the_context_is_shown_is_one_error_line(sqlite_d
         conn.execute(sa.text("DELETE FROM agent_message WHERE session_id = :s"), {"s": sid})
     with pytest.raises(CtxtoolError, match=f"session {sid} changed while it was shown"):
         list(pieces)
+
+
+def test_show_wraps_the_system_prompt_and_the_summary_to_the_terminal(db, cli):
+    """At 80 columns the system prompt and the summary under the header were printed as
+    lines of 200 characters; they are wrapped to the width and keep every word, a list item's
+    continuation under its text."""
+    from ctxtool.db.schema import agent_compaction
+
+    prompt = "You are a careful agent that explains what it changes and why. " * 3
+    summary = "## Goal\n- " + "Make the payment retries idempotent and log each attempt. " * 3
+    ids = add_session(
+        db,
+        1,
+        [{"role": "user", "content": "go"}, {"role": "assistant", "content": "done"}],
+        model="gpt-4o",
+        system_prompt=prompt.strip(),
+    )
+    with db.engine.begin() as conn:
+        conn.execute(
+            agent_compaction.insert().values(
+                session_id=1, summary=summary.strip(), first_kept_message_id=ids[1]
+            )
+        )
+    out = cli("--db", db.url, "context", "show", "1", env={"COLUMNS": "80"}).output
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    head = out[: out.index("\nid ")]
+    words = " ".join(w for line in head.splitlines() for w in line.split())
+    assert " ".join(prompt.split()) in words
+    assert " ".join(summary.split()) in words
+    item = [line for line in head.splitlines() if "idempotent" in line]
+    assert item[0].startswith("- ") and all(line.startswith("  ") for line in item[1:]), out
+    piped = cli("--db", db.url, "context", "show", "1", "--width", "0").output
+    assert summary.strip().splitlines()[1] in piped  # no width: as stored
