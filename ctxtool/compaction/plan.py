@@ -17,7 +17,7 @@ nothing falls between two checkpoints.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import InvalidSettings
 from ..records import Message, pair_tool_calls
@@ -168,6 +168,13 @@ class CompactionPlan:
     notes: list[str] = field(default_factory=list)
     over_window: bool = False  # even the best safe cut keeps more than fits
     oversized_ids: list[int] = field(default_factory=list)  # the kept messages to blame
+    # Summarized messages before those listed, not read (a tail plan, see plan_tail): their
+    # tokens are in summarized_tokens, their ids are not in summarized_ids.
+    unlisted_summarized: int = 0
+
+    @property
+    def summarized_count(self) -> int:
+        return self.unlisted_summarized + len(self.summarized_ids)
 
 
 def is_safe_cut(messages: Sequence[PlanMessage], cut: int) -> bool:
@@ -248,6 +255,72 @@ def _plan_for_budget(
             plan.notes.append("kept less than keep_recent_tokens: no safe cut before it")
             return plan
     return None
+
+
+class NeedsEarlier:
+    """What :func:`plan_tail` answers when the tail cannot settle the cut alone: read further
+    back (or the whole suffix)."""
+
+    def __repr__(self) -> str:
+        return "NEEDS_EARLIER"
+
+
+NEEDS_EARLIER = NeedsEarlier()
+
+
+def plan_tail(
+    tail: Sequence[PlanMessage],
+    keep_recent_tokens: int,
+    max_kept_tokens: int | None = None,
+    *,
+    whole: bool,
+) -> CompactionPlan | None | NeedsEarlier:
+    """The plan :func:`plan_compaction` makes over the whole suffix, from its last messages
+    alone when they settle it, else ``NEEDS_EARLIER``. A dry run of a 600k-message session
+    reads a few hundred messages instead of every row.
+
+    ``tail`` is the suffix from some message on (``whole``: from its first). The plan lists
+    the tail's messages only; :func:`with_earlier` adds the summarized messages before it. The
+    tail settles the cut when the budget is reached inside it and a safe turn boundary lies at
+    or before that point, after every result whose call is not in the tail (such a result may
+    answer a call made earlier, which closes every cut up to it; within the tail, pairs are the
+    same as over the whole suffix, since a result pairs with the latest earlier call of its
+    id). Every cut the planner looks at from there on is then judged as over the whole."""
+    if whole:
+        return plan_compaction(tail, keep_recent_tokens, max_kept_tokens)
+    kept = 0
+    budget_at = -1
+    for i in range(len(tail) - 1, -1, -1):
+        kept += tail[i].tokens
+        if kept >= keep_recent_tokens:
+            budget_at = i
+            break
+    if budget_at <= 0:
+        return NEEDS_EARLIER
+    pairing = pair_tool_calls(tail)
+    unpaired = max(pairing.orphans + pairing.duplicates, default=0)
+    safe = safe_cuts(tail)
+    cut = next(
+        (c for c in range(budget_at, unpaired, -1) if tail[c].turn_boundary and safe[c]), None
+    )
+    if cut is None:
+        return NEEDS_EARLIER
+    plan = _plan(tail, cut, split=False)
+    if max_kept_tokens is None or plan.kept_tokens <= max_kept_tokens:
+        return plan
+    fitted = _fit_window(tail, safe, plan, max_kept_tokens, keep_recent_tokens)
+    assert fitted is not None  # it falls back on the plan it was given
+    return fitted
+
+
+def with_earlier(plan: CompactionPlan, count: int, tokens: int) -> CompactionPlan:
+    """A tail's plan with the ``count`` summarized messages before the tail (``tokens`` as
+    the planner counts them) in its totals: what the whole suffix's plan says."""
+    return replace(
+        plan,
+        unlisted_summarized=plan.unlisted_summarized + count,
+        summarized_tokens=plan.summarized_tokens + tokens,
+    )
 
 
 def _fit_window(

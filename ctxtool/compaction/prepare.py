@@ -6,6 +6,7 @@ the store or a summarizer: the summarizer's request and answer are the runner's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,14 @@ from ..evaluation import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, 
 from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
 from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
-from .plan import CompactionPlan, CompactionSettings, plan_compaction, plan_message
+from .plan import (
+    CompactionPlan,
+    CompactionSettings,
+    NeedsEarlier,
+    plan_compaction,
+    plan_message,
+    plan_tail,
+)
 from .status import CompactionStatus
 from .touched_files import files_touched, merge_file_lists
 
@@ -73,6 +81,7 @@ class Preparation:
 
     def span(self) -> SummarizedSpan:
         assert self.plan is not None
+        assert not self.plan.unlisted_summarized, "a tail plan (dry run) names no span"
         ids = self.plan.summarized_ids
         return SummarizedSpan(
             self.session_id,
@@ -106,47 +115,115 @@ def prepare(
 ) -> Preparation:
     """Measure the restored context, decide whether to compact, choose the cut (one that fits
     the window), and gather what the summarizer needs."""
-    threshold = settings.threshold(model)
-    prep = Preparation(
+    prep = measured(
         ctx.session_id,
         restored_context_tokens(ctx, encoding),
-        threshold,
+        ctx.compaction,
+        model,
+        settings,
         encoding,
-        previous=ctx.compaction,
-        summary_budget=summary_budget(threshold, max_summary_tokens),
+        max_summary_tokens=max_summary_tokens,
+        force=force,
     )
-    over = prep.tokens_before > threshold
-    if not force and not over:
-        prep.status = CompactionStatus.BELOW_THRESHOLD
+    if prep.status is not None:
         return prep
-    head = count_text(ctx.system_prompt, encoding) + 8 if ctx.system_prompt else 0
-    fixed = (
-        head + prep.summary_budget + count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
-    )
     plan = plan_compaction(
         [plan_message(m) for m in ctx.messages],
         settings.keep_recent_tokens,
-        max_kept_tokens=threshold - fixed,
+        max_kept_tokens=_kept_room(prep, ctx.system_prompt)[1],
     )
+    settle(prep, plan, ctx.system_prompt, ctx.messages)
+    if prep.plan is not None:
+        prep.summarized = [m for m in ctx.messages if m.id < prep.plan.first_kept_message_id]
+    return prep
+
+
+def measured(
+    session_id: int,
+    tokens_before: int,
+    previous: Compaction | None,
+    model: str | None,
+    settings: CompactionSettings,
+    encoding: str,
+    *,
+    max_summary_tokens: int,
+    force: bool = False,
+) -> Preparation:
+    """A preparation for a context of ``tokens_before`` (measured by the caller): its status
+    BELOW_THRESHOLD unless it is over its threshold or ``force``; else to be planned."""
+    threshold = settings.threshold(model)
+    prep = Preparation(
+        session_id,
+        tokens_before,
+        threshold,
+        encoding,
+        previous=previous,
+        summary_budget=summary_budget(threshold, max_summary_tokens),
+    )
+    if not force and tokens_before <= threshold:
+        prep.status = CompactionStatus.BELOW_THRESHOLD
+    return prep
+
+
+def _kept_room(prep: Preparation, system_prompt: str | None) -> tuple[int, int]:
+    """(the system prompt's tokens, what is left for kept messages once the system prompt,
+    the summary's budget and the framing are in)."""
+    encoding = prep.encoding
+    head = count_text(system_prompt, encoding) + 8 if system_prompt else 0
+    fixed = (
+        head + prep.summary_budget + count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
+    )
+    return head, prep.threshold - fixed
+
+
+def plan_of_tail(
+    prep: Preparation,
+    system_prompt: str | None,
+    tail: Sequence[Message],
+    settings: CompactionSettings,
+    *,
+    whole: bool,
+) -> CompactionPlan | None | NeedsEarlier:
+    """The plan over the suffix's newest messages ``tail`` (``plan.plan_tail``): what the
+    whole suffix's plan would be, or NEEDS_EARLIER. The caller adds the summarized messages
+    before the tail (``plan.with_earlier``) and then calls :func:`settle`."""
+    return plan_tail(
+        [plan_message(m) for m in tail],
+        settings.keep_recent_tokens,
+        _kept_room(prep, system_prompt)[1],
+        whole=whole,
+    )
+
+
+def settle(
+    prep: Preparation,
+    plan: CompactionPlan | None,
+    system_prompt: str | None,
+    messages: Sequence[Message],
+) -> Preparation:
+    """Set the plan on ``prep`` with what it keeps and replaces, or the status that says why
+    there is none. ``messages``: the restored suffix, or (a tail plan) its newest messages from
+    before the cut on; ``prep.summarized`` is the caller's (a dry run lists none)."""
+    over = prep.tokens_before > prep.threshold
+    head, room = _kept_room(prep, system_prompt)
     if plan is None:
         prep.status = CompactionStatus.OVER_WINDOW if over else CompactionStatus.NOTHING_TO_CUT
         if over:
-            biggest = max(ctx.messages, key=lambda m: m.token_count or 0, default=None)
+            biggest = max(messages, key=lambda m: m.token_count or 0, default=None)
             prep.error = over_window_message(
-                prep.tokens_before, threshold, [biggest] if biggest else [], head, threshold - fixed
+                prep.tokens_before, prep.threshold, [biggest] if biggest else [], head, room
             )
         return prep
     prep.plan = plan
-    prep.summarized = [m for m in ctx.messages if m.id < plan.first_kept_message_id]
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
-    prep.kept = [m for m in ctx.messages if m.id >= plan.first_kept_message_id]
+    prep.kept = [m for m in messages if m.id >= plan.first_kept_message_id]
     prep.replaced_tokens = prep.tokens_before - restored_context_tokens(
-        RestoredContext(ctx.session_id, ctx.system_prompt, None, prep.kept), encoding
+        RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding
     )
     if plan.over_window:
-        oversized = [m for m in ctx.messages if m.id in set(plan.oversized_ids)]
-        prep.error = over_window_message(None, threshold, oversized, head, threshold - fixed)
+        oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
+        prep.error = over_window_message(None, prep.threshold, oversized, head, room)
     return prep
 
 

@@ -26,13 +26,14 @@ from ..evaluation import DEFAULT_MIN_QUALITY, carry_over, meets_floor
 from ..failures import describe_failure
 from ..records import Session
 from ..store import Store, leases
+from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
-from ..store.counts import read_suffix
-from ..tokens import get_encoding, token_lengths
+from ..store.counts import read_suffix, read_tails, span_totals
+from ..tokens import encoding_for_model, get_encoding, token_lengths
 from .batch import Batch, count_missing, find_batch, run_concurrently
 from .fold import fold, frame_tokens
 from .outcome import CompactionOutcome
-from .plan import CompactionSettings
+from .plan import CompactionSettings, NeedsEarlier, with_earlier
 from .prepare import (
     DEFAULT_MIN_CARRY_OVER,
     MIN_SUMMARY_BUDGET,
@@ -42,8 +43,11 @@ from .prepare import (
     check_summary,
     checkpoint_values,
     evaluate_summary,
+    measured,
+    plan_of_tail,
     prepare,
     quality_figures,
+    settle,
 )
 from .settings import lease_for_plan
 from .status import CompactionStatus
@@ -211,7 +215,13 @@ class Compactor:
     ) -> tuple[Session, Preparation]:
         """Read the restored suffix, count what the runtime left uncounted (stored unless this
         is a dry run, which writes nothing), and prepare the plan. ``texts``: every message's
-        text, for a summarizer (else what planning needs, ``read_suffix``)."""
+        text, for a summarizer; without, a dry run reads the suffix from its end only as far
+        as its plan needs (:meth:`_prepare_from_tail`)."""
+        if not texts and not write_counts:
+            try:
+                return self._prepare_from_tail(conn, session_id, force)
+            finally:
+                conn.rollback()  # a dry run ends its read transaction having written nothing
         session, ctx, encoding = read_suffix(
             self.store, conn, session_id, self.encoding, store_counts=write_counts, texts=texts
         )
@@ -228,6 +238,49 @@ class Compactor:
             force=force,
         )
         return session, prep
+
+    def _prepare_from_tail(
+        self, conn: Connection, session_id: int, force: bool
+    ) -> tuple[Session, Preparation]:
+        """A dry run's preparation, the same as :func:`prepare` makes over the whole suffix:
+        the context measured from the suffix's sums (its rows read only where the sums cannot
+        tell), then the suffix read from its end, in ever longer tails, until one settles the
+        cut; the summarized messages before that tail are summed by the server."""
+        session = self.store.session(session_id, conn)
+        previous = self.store.latest_compaction(session_id, conn)
+        encoding = encoding_for_model(session.model, self.encoding).name
+        prep = measured(
+            session_id,
+            summed_context_tokens(self.store, conn, session_id, self.encoding),
+            previous,
+            session.model,
+            self.settings,
+            encoding,
+            max_summary_tokens=self.max_summary_tokens,
+            force=force,
+        )
+        if prep.status is not None:
+            return session, prep
+        for tail in read_tails(self.store, conn, session_id, self.encoding):
+            plan = plan_of_tail(
+                prep, session.system_prompt, tail.messages, self.settings, whole=tail.whole
+            )
+            if isinstance(plan, NeedsEarlier):
+                continue
+            if plan is not None and not tail.whole:
+                plan = with_earlier(
+                    plan,
+                    *span_totals(
+                        self.store,
+                        conn,
+                        session_id,
+                        previous.first_kept_message_id if previous else None,
+                        tail.messages[0].id,
+                        encoding,
+                    ),
+                )
+            return session, settle(prep, plan, session.system_prompt, tail.messages)
+        raise AssertionError("the whole suffix always settles its plan")
 
     def _claim(
         self, conn: Connection, outcome: CompactionOutcome, prep: Preparation
@@ -496,7 +549,7 @@ def _planned(outcome: CompactionOutcome, prep: Preparation) -> CompactionOutcome
         return outcome
     return replace(
         outcome,
-        summarised_messages=len(plan.summarized_ids),
+        summarised_messages=plan.summarized_count,
         kept_messages=len(plan.kept_ids),
         first_kept_message_id=plan.first_kept_message_id,
         split_turn=plan.split_turn,

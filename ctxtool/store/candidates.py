@@ -225,6 +225,35 @@ def context_tokens(
     return total_tokens([*count_messages(head, enc), suffix.tokens])
 
 
+def summed_context_tokens(
+    store: Store, conn: Connection, session_id: int, encoding: str | None
+) -> int:
+    """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures
+    it, from its suffix's sums where they tell the whole story (:func:`context_tokens`): a
+    dry run measures a 600k-message session without turning its rows into records where it
+    can."""
+    session = store.session(session_id, conn)
+    enc = encoding_for_model(session.model, encoding).name
+    latest = store.latest_compaction(session_id, conn)
+    cut = latest.first_kept_message_id if latest else None
+    query = suffix_sums({session_id: cut}, enc)
+    row = conn.execute(dialect_of(conn).through_session_index(query, M)).first()
+    summed = (
+        summed_suffix(
+            row.tokens,
+            row.uncounted,
+            row.calls,
+            row.results,
+            row.longest_result_id,
+            enc,
+            foreign=row.foreign,
+        )
+        if row is not None
+        else SuffixTokens()
+    )
+    return context_tokens(store, conn, session_id, encoding, summed)
+
+
 def over_threshold(
     engine: Engine, settings: CompactionSettings, encoding: str | None = None
 ) -> dict[int, tuple[int, int, EffectiveContext]]:

@@ -12,7 +12,7 @@ releases the GIL) works.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from ..db import dialect_of, read_connection
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..records import (
+    Compaction,
     Message,
     RestoredContext,
     Session,
@@ -31,7 +32,14 @@ from ..records import (
     restore_context,
 )
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from .reads import Store, has_chat_role, json_as_text, json_value, no_usable_count
+from .reads import (
+    Store,
+    has_chat_role,
+    json_as_text,
+    json_value,
+    no_usable_count,
+    usable_count_sums,
+)
 
 DEFAULT_BATCH = 2000
 
@@ -217,3 +225,83 @@ def read_suffix(
     else:
         fill_missing_counts(suffix, enc)
     return session, restore_context(session_id, session.system_prompt, latest, suffix), enc
+
+
+# The newest messages a dry run reads first (then twice as many, and so on): a 20k-token budget
+# is a few hundred messages.
+FIRST_TAIL_PAGE = 512
+
+
+@dataclass
+class SuffixTail:
+    """The newest messages of a session's restored suffix, counts filled in memory; ``whole``:
+    they are the whole suffix."""
+
+    session: Session
+    latest: Compaction | None
+    encoding: str
+    messages: list[Message]
+    whole: bool
+
+
+def read_tails(
+    store: Store, conn: Connection, session_id: int, encoding: str | None
+) -> Iterator[SuffixTail]:
+    """Ever longer tails of a session's restored suffix, newest first, each read from the end
+    on the (session_id, id) index, until one is the whole suffix: a dry run stops at the first
+    tail that settles its plan (``compaction.plan.plan_tail``). What planning and measuring
+    the kept part need is read (``read_suffix``'s ``texts=False``, and the text of results);
+    nothing is written."""
+    session = store.session(session_id, conn)
+    enc = encoding_for_model(session.model, encoding).name
+    latest = store.latest_compaction(session_id, conn)
+    cut = latest.first_kept_message_id if latest else None
+    # Results too: one the kept part holds without its call is resent with its text. A tail
+    # is a few hundred messages; the rows before it are never read.
+    texts_of = sa.or_(
+        M.c.role.in_(["user", "tool"]), ~has_chat_role(M.c.role), no_usable_count(enc)
+    )
+    tail: list[Message] = []
+    page = FIRST_TAIL_PAGE
+    while True:
+        older = store.messages(
+            session_id,
+            cut,
+            tail[0].id if tail else None,
+            conn,
+            texts_of=texts_of,
+            newest=page,
+        )
+        fill_missing_counts(older, enc)
+        tail = older + tail
+        whole = len(older) < page
+        yield SuffixTail(session, latest, enc, tail, whole)
+        if whole:
+            return
+        page *= 2
+
+
+def span_totals(
+    store: Store,
+    conn: Connection,
+    session_id: int,
+    from_id: int | None,
+    before_id: int,
+    encoding: str,
+) -> tuple[int, int]:
+    """(messages, tokens as the planner counts them) of a session's messages in ``from_id <=
+    id < before_id``: the usable stored counts summed by the server on the index, the rest
+    counted now from the rows that have none (read, never written)."""
+    tokens, uncounted = usable_count_sums(encoding)
+    query = sa.select(sa.func.count(), tokens, uncounted).where(
+        M.c.session_id == session_id, M.c.id < before_id
+    )
+    if from_id is not None:
+        query = query.where(M.c.id >= from_id)
+    n, summed, missing = conn.execute(dialect_of(conn).through_session_index(query, M)).one()
+    counted = 0
+    if missing:
+        rows = store.messages(session_id, from_id, before_id, conn, only=no_usable_count(encoding))
+        fill_missing_counts(rows, encoding)
+        counted = sum(m.token_count or 0 for m in rows)
+    return int(n or 0), int(summed or 0) + counted

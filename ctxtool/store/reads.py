@@ -354,10 +354,14 @@ class Store:
         conn: Connection | None = None,
         *,
         texts_of: sa.ColumnElement[bool] | None = None,
+        newest: int | None = None,
+        only: sa.ColumnElement[bool] | None = None,
     ) -> list[Message]:
         """Messages of a session in id order, optionally only ``from_id <= id < before_id``.
         ``texts_of``: content and details only of the rows it holds for (None on the others):
-        planning a 600k-message session reads the text of its user messages alone."""
+        planning a 600k-message session reads the text of its user messages alone.
+        ``newest``: only the last that many of them (a dry run reads a session from its end);
+        ``only``: only the rows it holds for."""
         columns = _MESSAGE_COLUMNS
         if texts_of is not None:
             columns = [
@@ -371,8 +375,12 @@ class Store:
             query = query.where(M.c.id >= from_id)
         if before_id is not None:
             query = query.where(M.c.id < before_id)
+        if only is not None:
+            query = query.where(only)
         with connection_for(self.engine, conn) as c:
-            return read_messages(c, query.order_by(M.c.id))
+            if newest is None:
+                return read_messages(c, query.order_by(M.c.id))
+            return read_messages(c, query.order_by(M.c.id.desc()).limit(newest))[::-1]
 
     def iter_messages(
         self, session_id: int, batch: int = 1000, conn: Connection | None = None
