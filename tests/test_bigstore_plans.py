@@ -62,7 +62,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     from ctxtool.db import read_connection
     from ctxtool.db.schema import agent_compaction
     from ctxtool.store import Store
-    from ctxtool.store.candidates import context_tokens
+    from ctxtool.store.candidates import exact_context_tokens
     from ctxtool.store.counts import count_tokens
 
     call = [{"id": "c9", "type": "function", "function": {"name": "Read", "arguments": "{}"}}]
@@ -103,7 +103,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     try:
         with read_connection(db.engine) as conn:
             for sid in range(1, 6):
-                assert context_tokens(store, conn, sid, None) == full[sid], sid
+                assert exact_context_tokens(store, conn, sid, None) == full[sid], sid
     finally:
         Store.context_tokens = real  # type: ignore[method-assign]
     # Only what is resent as a user message (an orphan, a foreign role) or uncounted needs
@@ -116,7 +116,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
         sums = {c.session_id: c.suffix for c in effective_contexts(conn)}
         assert sums[1].known and not sums[2].known
         for sid in range(1, 6):
-            assert context_tokens(store, conn, sid, None, sums[sid]) == full[sid], sid
+            assert exact_context_tokens(store, conn, sid, None, sums[sid]) == full[sid], sid
 
 
 def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db, cli):
@@ -211,3 +211,59 @@ def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
     assert len(resent) == 2
     assert [lean.messages[i].content for i in resent] == [full.messages[i].content for i in resent]
     assert lean.messages[-1].content is None  # a counted chat-role message: its text unread
+
+
+def test_every_sessions_sums_are_one_walk_of_the_index(db):
+    """`compact --all` sums every session's suffix in one query: the sessions in key order,
+    each joined to its messages from its latest cut on through the message index alone; the
+    figures are those of the per-session query, for each encoding the sessions need."""
+    from ctxtool.db import read_connection
+    from ctxtool.db.schema import agent_compaction
+    from ctxtool.store.candidates import all_suffix_sums, effective_contexts
+    from ctxtool.store.counts import count_tokens
+
+    ids = {}
+    for sid, model in ((1, "gpt-4o"), (2, "gpt-4"), (3, "gpt-4o"), (4, None)):
+        ids[sid] = add_session(db, sid, coding_session(3), model=model, system_prompt="hi")
+    count_tokens(db.engine, session_id=1)
+    count_tokens(db.engine, session_id=2)
+    with db.engine.begin() as conn:
+        parent = 0
+        for first_kept in (ids[3][2], ids[3][5]):  # the latest of two checkpoints decides
+            parent = conn.execute(
+                agent_compaction.insert().values(
+                    session_id=3,
+                    summary="s",
+                    first_kept_message_id=first_kept,
+                    tokens_before=1,
+                    parent_compaction_id=parent,
+                )
+            ).inserted_primary_key[0]
+    query = dialect_of(db.engine).through_session_index(
+        all_suffix_sums(["cl100k_base", "o200k_base"]), agent_message
+    )
+    sql = str(query.compile(db.engine, compile_kwargs={"literal_binds": True}))
+    if db.kind == "sqlite":
+        plan = " ".join(r["detail"] for r in db.rows("EXPLAIN QUERY PLAN " + sql))
+        assert "SCAN agent_message" not in plan, plan
+    else:
+        rows = {r["table"]: r for r in db.rows("EXPLAIN " + sql)}
+        assert rows["agent_message"]["key"] == "idx_message_session_id_tokens", rows
+        assert "Using index" in rows["agent_message"]["Extra"], rows
+        assert "filesort" not in " ".join(str(r["Extra"]) for r in rows.values()), rows
+    with read_connection(db.engine) as conn:
+        found = {c.session_id: c for c in effective_contexts(conn)}
+        assert sorted(found) == [1, 2, 3, 4]
+        assert found[3].first_kept_message_id == ids[3][5]
+        for sid, c in found.items():
+            enc = {2: "cl100k_base"}.get(sid, "o200k_base")
+            (alone,) = conn.execute(suffix_sums({sid: c.first_kept_message_id}, enc)).all()
+            assert (c.suffix.tokens, c.suffix.uncounted, c.last_message_id) == (
+                alone.tokens,
+                alone.uncounted,
+                alone.last_message_id,
+            ), sid
+            assert c.suffix.unpaired == abs(alone.calls - alone.results)
+        assert found[1].suffix.uncounted == 0 and found[2].suffix.uncounted == 0
+        assert found[4].suffix.uncounted == len(ids[4]) and found[1].suffix.tokens > 0
+        assert found[3].suffix.uncounted == len(ids[3]) - 5

@@ -611,13 +611,13 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     from ctxtool.store import candidates
 
     measured = []
-    real = candidates.context_tokens  # the batch's exact measure
+    real = candidates.exact_context_tokens  # the batch's exact measure
 
     def measuring(store, conn, session_id, *args, **kwargs):
         measured.append(session_id)
         return real(store, conn, session_id, *args, **kwargs)
 
-    monkeypatch.setattr(candidates, "context_tokens", measuring)
+    monkeypatch.setattr(candidates, "exact_context_tokens", measuring)
     batch = find_batch(db.engine, settings, None)
     assert sorted(c.session_id for c in batch.candidates) == [1, 3]
     assert {c.session_id: c.estimated_tokens for c in batch.candidates}[1] == exact[1]

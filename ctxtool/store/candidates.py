@@ -2,9 +2,9 @@
 
 Two indexed steps. First, every session with its latest checkpoint and its lease (one query,
 through idx_compaction_session_id). Then sums over the messages since each cut, computed by the
-server (:func:`suffix_ranges`, 500 sessions a query, per encoding): the stored counts made with
-the encoding the session needs, the rows without such a count, and how many tool calls and
-tool results there are. So the cost follows the messages since each cut and nothing of them is
+server in one walk of idx_message_session_id_tokens (:func:`all_suffix_sums`): the stored
+counts made with the encoding the session needs, the rows without such a count, and how many
+tool calls and tool results there are. So the cost follows the messages since each cut and nothing of them is
 sent back. A session whose calls and results differ in number (some call goes unanswered, or
 some result answers none: the restored context adds or resends messages that no stored count
 covers) is decided by bounds on those messages' tokens, and measured exactly only when its
@@ -14,10 +14,10 @@ without a usable count are ``uncounted``: filling them in is a separate, explici
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -39,7 +39,6 @@ from ..db.stored_time import parse_stored_time
 from ..records import restore_context
 from ..tokens import count_messages, encoding_for_model
 from .reads import (
-    SESSIONS_PER_RANGE_QUERY,
     Store,
     has_chat_role,
     suffix_outlines,
@@ -47,9 +46,6 @@ from .reads import (
     text_bytes,
     usable_count_sums,
 )
-
-# Sessions with a cut per sums query: each is a term of the condition (see suffix_ranges).
-CUT_SESSIONS_PER_QUERY = 50
 
 
 @dataclass(frozen=True)
@@ -81,72 +77,99 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
     """Every session that has messages, with its latest cut, its suffix's stored counts (those
     made with ``encoding``, default: the one each session's model needs) and live lease."""
     now = dialect_of(conn).server_now()
-    latest_id = (
-        sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id).scalar_subquery()
-    )
     cp = C.alias("cp")
     live = sa.and_(S.c.lease_owner.is_not(None), S.c.lease_expires_at >= now)
-    sessions = conn.execute(
-        sa.select(
-            S.c.session_id,
-            S.c.model,
-            cp.c.first_kept_message_id,
-            sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
-            sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
-            (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"),
-        ).select_from(S.outerjoin(cp, cp.c.id == latest_id))
-    ).all()
-    by_encoding: dict[str, list] = defaultdict(list)
-    for r in sessions:
-        by_encoding[encoding_for_model(r.model, encoding).name].append(r)
-    dialect = dialect_of(conn)
+    sessions = {
+        r.session_id: r
+        for r in conn.execute(
+            sa.select(
+                S.c.session_id,
+                S.c.model,
+                cp.c.first_kept_message_id,
+                sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
+                sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
+                (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"),
+            ).select_from(S.outerjoin(cp, cp.c.id == _latest_checkpoint_id()))
+        )
+    }
+    needed = {sid: encoding_for_model(r.model, encoding).name for sid, r in sessions.items()}
+    encodings = sorted(set(needed.values()))
     out: list[EffectiveContext] = []
-    for name, group in by_encoding.items():
-        # Sessions never compacted go 500 a query (one IN list); the others, a term each that
-        # the server checks on every entry it reads, 50 a query (see suffix_ranges).
-        whole = [r for r in group if not r.first_kept_message_id]
-        cut = [r for r in group if r.first_kept_message_id]
-        chunks = [
-            rows[i : i + size]
-            for rows, size in ((whole, SESSIONS_PER_RANGE_QUERY), (cut, CUT_SESSIONS_PER_QUERY))
-            for i in range(0, len(rows), size)
-        ]
-        for members in chunks:
-            chunk = {r.session_id: r for r in members}
-            query = suffix_sums({sid: r.first_kept_message_id for sid, r in chunk.items()}, name)
-            for row in conn.execute(dialect.through_session_index(query, M)):
-                r = chunk[row.session_id]
-                out.append(
-                    EffectiveContext(
-                        r.session_id,
-                        r.model,
-                        r.first_kept_message_id,
-                        summed_suffix(
-                            row.tokens,
-                            row.uncounted,
-                            row.calls,
-                            row.results,
-                            row.longest_result_id,
-                            name,
-                            foreign=row.foreign,
-                        ),
-                        int(row.last_message_id),
-                        r.lease_owner,
-                        r.lease_expires_at,
-                        int(r.head_bytes or 0),
-                    )
-                )
+    for row in conn.execute(dialect_of(conn).through_session_index(all_suffix_sums(encodings), M)):
+        r = sessions.get(row.session_id)
+        if r is None:  # a session written since the first query: the next run finds it
+            continue
+        name = needed[r.session_id]
+        at = encodings.index(name)
+        out.append(
+            EffectiveContext(
+                r.session_id,
+                r.model,
+                r.first_kept_message_id,
+                summed_suffix(
+                    row._mapping[f"tokens_{at}"],
+                    row._mapping[f"uncounted_{at}"],
+                    row.calls,
+                    row.results,
+                    row.longest_result_id,
+                    name,
+                    foreign=row.foreign,
+                ),
+                int(row.last_message_id),
+                r.lease_owner,
+                r.lease_expires_at,
+                int(r.head_bytes or 0),
+            )
+        )
     out.sort(key=lambda c: c.session_id)
     return out
 
 
-def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
-    """SQL: per session, the sums of :func:`~ctxtool.context_size.summed_suffix` over the
-    messages from each cut on (``cuts``: {session id: first kept message id or None}), counts
-    made with ``encoding``. Every column it reads is in idx_message_session_id_tokens (0009),
-    so the server walks that index and never the rows."""
-    sums = (
-        *usable_count_sums(encoding),
+def _latest_checkpoint_id() -> sa.ScalarSelect:
+    """SQL: the id of the latest checkpoint of agent_session's session (NULL without one)."""
+    return sa.select(sa.func.max(C.c.id)).where(C.c.session_id == S.c.session_id).scalar_subquery()
+
+
+def all_suffix_sums(encodings: list[str]) -> sa.Select:
+    """SQL: the sums of :func:`suffix_sums` for every session's suffix in one pass over
+    idx_message_session_id_tokens, in session order: each session (its primary key, in order)
+    joined to its messages from its latest cut on. The stored counts are summed once per
+    encoding in ``encodings`` (``tokens_0``, ``uncounted_0``, ...): the caller takes the one
+    each session needs.
+
+    One walk of the index, about what a bare ``COUNT(*)`` of it costs (1.4x in
+    bench_bigstore.py), where the ranges of :func:`~ctxtool.store.reads.suffix_ranges`, 50 to
+    500 sessions a query, cost 14x: the server checked each entry against every range term of
+    its query. The messages before a cut are read and skipped on the index, as the walk
+    passes them (they are a small part of a store: what a cut leaves behind)."""
+    cp = C.alias("cp")
+    per_encoding = []
+    for i, name in enumerate(encodings):
+        tokens, uncounted = usable_count_sums(name)
+        per_encoding += [
+            tokens.element.label(f"tokens_{i}"),
+            uncounted.element.label(f"uncounted_{i}"),
+        ]
+    return (
+        sa.select(S.c.session_id, *per_encoding, *_shape_sums())
+        .select_from(
+            S.outerjoin(cp, cp.c.id == _latest_checkpoint_id()).join(
+                M,
+                sa.and_(
+                    M.c.session_id == S.c.session_id,
+                    M.c.id >= sa.func.coalesce(cp.c.first_kept_message_id, 0),
+                ),
+            )
+        )
+        .group_by(S.c.session_id)
+    )
+
+
+def _shape_sums() -> tuple[sa.Label[Any], ...]:
+    """SQL aggregates over message rows besides their counts: tool calls, tool results, roles
+    resent as user messages, the longest result's call id in bytes, the last message's id.
+    Every column they read is in idx_message_session_id_tokens (0009)."""
+    return (
         # tool_call_count: JSON_LENGTH(tool_calls), held by the index as the rest (0009).
         sa.func.sum(sa.case((M.c.role == "assistant", M.c.tool_call_count), else_=0)).label(
             "calls"
@@ -162,7 +185,19 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
         ),
         sa.func.max(M.c.id).label("last_message_id"),
     )
-    return sa.select(M.c.session_id, *sums).where(suffix_ranges(cuts)).group_by(M.c.session_id)
+
+
+def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
+    """SQL: per session, the sums of :func:`~ctxtool.context_size.summed_suffix` over the
+    messages from each cut on (``cuts``: {session id: first kept message id or None}), counts
+    made with ``encoding``. Every column it reads is in idx_message_session_id_tokens (0009),
+    so the server walks that index and never the rows. For a few sessions; every session's
+    at once: :func:`all_suffix_sums`."""
+    return (
+        sa.select(M.c.session_id, *usable_count_sums(encoding), *_shape_sums())
+        .where(suffix_ranges(cuts))
+        .group_by(M.c.session_id)
+    )
 
 
 def measured(
@@ -188,11 +223,11 @@ def measured(
             not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
         ):
             with read_connection(store.engine) as conn:
-                estimate = context_tokens(store, conn, r.session_id, encoding)
+                estimate = exact_context_tokens(store, conn, r.session_id, encoding)
         yield r, estimate
 
 
-def context_tokens(
+def exact_context_tokens(
     store: Store,
     conn: Connection,
     session_id: int,
@@ -229,7 +264,7 @@ def summed_context_tokens(
     store: Store, conn: Connection, session_id: int, encoding: str | None
 ) -> int:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures
-    it, from its suffix's sums where they tell the whole story (:func:`context_tokens`): a
+    it, from its suffix's sums where they tell the whole story (:func:`exact_context_tokens`): a
     dry run measures a 600k-message session without turning its rows into records where it
     can."""
     session = store.session(session_id, conn)
@@ -251,7 +286,7 @@ def summed_context_tokens(
         if row is not None
         else SuffixTokens()
     )
-    return context_tokens(store, conn, session_id, encoding, summed)
+    return exact_context_tokens(store, conn, session_id, encoding, summed)
 
 
 def over_threshold(

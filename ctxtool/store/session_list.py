@@ -15,7 +15,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from .candidates import context_tokens, effective_contexts, over_threshold
+from .candidates import effective_contexts, exact_context_tokens, over_threshold
 from .reads import Store, per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
@@ -51,7 +51,7 @@ def list_sessions(
     The sums leave out the system prompt and the summary (enough to know a session is over),
     so the listed sessions' ``context_tokens`` count those too, as ``context show`` and
     ``compact`` do (``sort="tokens"`` as well): from the stored counts where they tell the
-    whole story, else measured reading the suffix (:func:`~.candidates.context_tokens`).
+    whole story, else measured reading the suffix (:func:`~.candidates.exact_context_tokens`).
     """
     if sort not in SORT_ORDERS:
         raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
@@ -88,7 +88,9 @@ def list_sessions(
         exact: dict[int, int] = {}
         if over_window is not None or sort == "tokens":  # each restored context, whole
             store = Store(engine)
-            exact = {sid: context_tokens(store, conn, sid, None, summed.get(sid)) for sid in ids}
+            exact = {
+                sid: exact_context_tokens(store, conn, sid, None, summed.get(sid)) for sid in ids
+            }
     rows = []
     for s in sessions:
         count, newest = messages.get(s.session_id, (0, None))
