@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
@@ -16,7 +17,7 @@ from ctxtool.cli import main
 from ctxtool.db import create_engine, mask_url, scrub
 
 from .builders import add_session, coding_session, run_on_a_terminal
-from .conftest import TRANSCRIPTS
+from .conftest import TRANSCRIPTS, Database
 
 SECRET = "s3cr3tPw"
 
@@ -436,39 +437,12 @@ def _failing_run(args: list[str], code: int | None) -> subprocess.CompletedProce
     return plain
 
 
-def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
-    """Found by review: a reader gone before a failing command wrote its output (``migrate
-    status | head`` under ``pipefail``, a deploy gate) made it exit 0 and hid its error line.
-    The output is dropped; the exit code and stderr are what they are unpiped."""
-    empty = f"sqlite:///{tmp_path / 'not-migrated.db'}"
-    transcript = tmp_path / "good.jsonl"
-    transcript.write_text('{"role": "user", "content": "hello"}\n')
-    (tmp_path / "empty.jsonl").write_text("")
-    add_session(sqlite_db, 1, [{"role": "user", "content": "hello"}])
-    with sqlite_db.engine.begin() as conn:  # a checkpoint keeping a message of no session
-        conn.exec_driver_sql(
-            "INSERT INTO agent_compaction (session_id, summary, "
-            "first_kept_message_id) VALUES (1, 'old', 999999)"
-        )
-    cases = [
-        (["--db", empty, "migrate", "status"], 3),
-        (["--db", sqlite_db.url, "validate"], 1),
-        (
-            [
-                "--db",
-                sqlite_db.url,
-                "import",
-                str(tmp_path / "empty.jsonl"),
-                str(tmp_path / "bad.jsonl"),
-                str(transcript),
-            ],
-            None,
-        ),
-    ]
-    (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "x"}\n{bad\n')
-    plain_runs: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
-    for args, code in cases:
-        plain = plain_runs[tuple(args)] = _failing_run(args, code)
+def _closed_pipe_run(args: list[str], code: int | None, stderr_kept: bool) -> None:
+    """``ctxtool ARGS`` with its reader gone before the first line exits as it does unpiped.
+    ``stderr_kept``: first with stdout alone closed (the error lines still written); then, for
+    every case, with stderr going into the closed pipe too (`2>&1 | head`)."""
+    plain = _failing_run(args, code)
+    if stderr_kept:
         read_end, write_end = os.pipe()
         os.close(read_end)  # the reader is gone before the first line: every write fails
         try:
@@ -485,27 +459,51 @@ def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
         errors = [line for line in plain.stderr.splitlines() if line.startswith("Error")]
         assert errors and all(e in piped.stderr for e in errors), (args, piped.stderr)
         assert "Traceback" not in piped.stderr
-    # `2>&1 | head` with the reader gone: the error line cannot be written anywhere, the exit
-    # code still says what happened (it was 0: the failed write of the error line ended it).
-    cases += [
-        (["--db", sqlite_db.url, "sessions", "delete", "1"], 2),
-        (["--db", sqlite_db.url, "context", "show", "--no-such-option"], 2),
+    # The error line cannot be written anywhere, the exit code still says what happened (it was
+    # 0: the failed write of the error line ended it).
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        both = subprocess.run(
+            [sys.executable, "-m", "ctxtool", *args],
+            stdout=write_end,
+            stderr=write_end,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert both.returncode == plain.returncode, (args, both.returncode)
+
+
+def test_a_closed_pipe_keeps_the_exit_code_and_the_error(sqlite_db, tmp_path):
+    """Found by review: a reader gone before a failing command wrote its output (``migrate
+    status | head`` under ``pipefail``, a deploy gate) made it exit 0 and hid its error line.
+    The output is dropped; the exit code and stderr are what they are unpiped. The cases share
+    nothing they write (the import has a store of its own) and run at once."""
+    empty = f"sqlite:///{tmp_path / 'not-migrated.db'}"
+    imported = Database("sqlite", f"sqlite:///{tmp_path / 'imported.db'}").migrate()
+    imported.engine.dispose()
+    transcript = tmp_path / "good.jsonl"
+    transcript.write_text('{"role": "user", "content": "hello"}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "x"}\n{bad\n')
+    add_session(sqlite_db, 1, [{"role": "user", "content": "hello"}])
+    with sqlite_db.engine.begin() as conn:  # a checkpoint keeping a message of no session
+        conn.exec_driver_sql(
+            "INSERT INTO agent_compaction (session_id, summary, "
+            "first_kept_message_id) VALUES (1, 'old', 999999)"
+        )
+    files = [str(tmp_path / name) for name in ("empty.jsonl", "bad.jsonl", "good.jsonl")]
+    cases = [
+        (["--db", empty, "migrate", "status"], 3, True),
+        (["--db", sqlite_db.url, "validate"], 1, True),
+        (["--db", imported.url, "import", *files], None, True),
+        (["--db", sqlite_db.url, "sessions", "delete", "1"], 2, False),
+        (["--db", sqlite_db.url, "context", "show", "--no-such-option"], 2, False),
     ]
-    for args, code in cases:
-        # The unpiped run of a case above is the same run: its exit code is reused.
-        plain = plain_runs.get(tuple(args)) or _failing_run(args, code)
-        read_end, write_end = os.pipe()
-        os.close(read_end)
-        try:
-            both = subprocess.run(
-                [sys.executable, "-m", "ctxtool", *args],
-                stdout=write_end,
-                stderr=write_end,
-                timeout=60,
-            )
-        finally:
-            os.close(write_end)
-        assert both.returncode == plain.returncode, (args, both.returncode)
+    with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        for done in [pool.submit(_closed_pipe_run, *case) for case in cases]:
+            done.result()
 
 
 def test_output_that_cannot_be_written_is_one_line(sqlite_db):
