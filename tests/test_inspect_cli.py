@@ -332,10 +332,12 @@ def test_sessions_are_addressed_by_source_id_or_prefix(db, cli):
     assert Store(db.engine).resolve_session("fe5e9") == 3
 
 
-def test_long_output_is_paged_on_a_terminal_only(db, tmp_path):
-    """The real entry point in a pseudo-terminal goes through $PAGER; piped, it does not."""
+def test_long_output_is_paged_on_a_terminal_only(sqlite_db, tmp_path):
+    """The real entry point in a pseudo-terminal goes through $PAGER; piped, it does not.
+    Where the output goes is the terminal's business, the same on every database."""
     import pty
 
+    db = sqlite_db
     add_session(db, 1, coding_session(6), model="gpt-4o")
     paged = tmp_path / "paged.txt"
     pager = tmp_path / "pager.sh"
