@@ -105,7 +105,9 @@ def _mysql_database():
 # What a table-by-table copy would miss: a migration that makes one must extend the copy.
 _NOT_COPIED = {
     "trigger": "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = %s",
-    "view": "SELECT table_name FROM information_schema.views WHERE table_schema = %s",
+    # A view, a sequence, a system-versioned table: anything but a plain table.
+    "table": "SELECT CONCAT(table_name, ' (', table_type, ')') FROM information_schema.tables"
+    " WHERE table_schema = %s AND table_type <> 'BASE TABLE'",
     "routine": "SELECT routine_name FROM information_schema.routines WHERE routine_schema = %s",
     "event": "SELECT event_name FROM information_schema.events WHERE event_schema = %s",
 }
