@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import event
 
 from ctxtool.importer import Importer
 from ctxtool.store.messages import ROW_OVERHEAD
 
+from .galera_cluster import galera  # noqa: F401 - the session fixture
 from .test_import_integrity import _large_chat, counts, write
 
 TEXT = 1_000  # bytes of each generated message's content
@@ -385,3 +389,38 @@ def test_a_bounded_import_killed_mid_file_keeps_a_prefix_and_a_rerun_completes_i
             conn.exec_driver_sql(f"DELETE FROM {table}")
     assert cli("--db", db.url, "import", path).exit_code == 0
     assert stored(db) == whole
+
+
+@pytest.mark.galera
+def test_a_session_over_wsrep_max_ws_size_imports_in_bounded_transactions(galera):  # noqa: F811
+    """Galera refuses a write set over wsrep_max_ws_size: one transaction for a 2 MB session
+    under a 1 MB limit fails (one line, nothing written); with --max-transaction-bytes under
+    the limit the same import goes through, and every node holds the whole session."""
+    from .test_galera import ctxtool
+
+    with galera.database() as nodes, tempfile.TemporaryDirectory() as scratch:
+        done = ctxtool(nodes[1].url, "migrate", "up")
+        assert done.returncode == 0, done.stderr
+        path = _large_chat(Path(scratch) / "long.jsonl", 8_000)  # ~1.8 MB of rows
+        server = sa.create_engine(galera.url(1), isolation_level="AUTOCOMMIT")
+        with server.connect() as conn:
+            limit = conn.exec_driver_sql("SELECT @@GLOBAL.wsrep_max_ws_size").scalar()
+            conn.exec_driver_sql("SET GLOBAL wsrep_max_ws_size = 1048576")
+        try:
+            whole = ctxtool(nodes[1].url, "import", str(path))
+            assert whole.returncode == 1, whole.stdout + whole.stderr
+            assert f"Error: {path}: database error: [1105] Maximum writeset size exceeded" in (
+                whole.stderr
+            )
+            assert nodes[1].scalar("SELECT COUNT(*) FROM agent_message") == 0
+            bounded = ctxtool(
+                nodes[1].url, "import", "--json", "--max-transaction-bytes", "500000", str(path)
+            )
+            assert bounded.returncode == 0, bounded.stderr
+            assert json.loads(bounded.stdout)[0]["added"] == 8_000
+        finally:
+            with server.connect() as conn:
+                conn.exec_driver_sql(f"SET GLOBAL wsrep_max_ws_size = {int(limit)}")
+            server.dispose()
+        for node in (1, 2, 3):
+            assert nodes[node].scalar("SELECT COUNT(*) FROM agent_message") == 8_000
