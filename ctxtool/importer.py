@@ -1,4 +1,5 @@
-"""Importing transcripts into the store: streaming, batched, one transaction per session.
+"""Importing transcripts into the store: streaming, batched, one transaction per session (or,
+with ``max_transaction_bytes``, consecutive ones, each a prefix of the session).
 
 Each file is one session, identified by (source_format, source_id): the transcript's own session
 id, or for a transcript without one its file name and path (see
