@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -346,7 +347,7 @@ def test_a_bounded_import_killed_mid_file_keeps_a_prefix_and_a_rerun_completes_i
     transactions committed: the store holds a prefix of the file, and importing it again gives
     exactly what one clean import gives."""
     db = mysql_db
-    path = _large_chat(tmp_path / "big.jsonl", 100_000)
+    path = _large_chat(tmp_path / "big.jsonl", 40_000)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -376,13 +377,13 @@ def test_a_bounded_import_killed_mid_file_keeps_a_prefix_and_a_rerun_completes_i
         proc.kill()
         proc.wait()
     kept = [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")]
-    assert 0 < len(kept) < 100_000
+    assert 0 < len(kept) < 40_000
     assert kept == [f"message {i} " + "x" * 200 for i in range(len(kept))]  # a prefix
     assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1
     rerun = cli("--db", db.url, "import", "--json", "--max-transaction-bytes", 1_000_000, path)
     assert rerun.exit_code == 0, rerun.output
     [row] = json.loads(rerun.stdout)
-    assert (row["added"], row["present"]) == (100_000 - len(kept), len(kept))
+    assert (row["added"], row["present"]) == (40_000 - len(kept), len(kept))
     whole = stored(db)
     with db.engine.begin() as conn:
         for table in ("agent_compaction", "agent_message", "agent_session"):
@@ -424,3 +425,45 @@ def test_a_session_over_wsrep_max_ws_size_imports_in_bounded_transactions(galera
             server.dispose()
         for node in (1, 2, 3):
             assert nodes[node].scalar("SELECT COUNT(*) FROM agent_message") == 8_000
+
+
+def test_a_bounded_import_that_loses_its_connection_keeps_a_prefix_said_in_its_error(
+    mysql_db, tmp_path
+):
+    """The network to the server is lost mid-file: the transactions committed before stay (a
+    prefix), the open one is gone whole, the error says how many messages are stored, and
+    importing again completes the session."""
+    from ctxtool.db import create_engine
+
+    from .test_import_integrity import _CuttableProxy
+
+    path = _large_chat(tmp_path / "big.jsonl", 50_000)
+    url = sa.engine.make_url(mysql_db.url)
+    proxy = _CuttableProxy(url.host, url.port or 3306)
+    engine = create_engine(url.set(port=proxy.port).render_as_string(hide_password=False))
+    results: list = []
+    importing = threading.Thread(
+        target=lambda: results.extend(
+            Importer(engine, max_transaction_bytes=1_000_000).import_paths([str(path)])
+        )
+    )
+    importing.start()
+    deadline = time.monotonic() + 60
+    while proxy.sent < 3_000_000 and importing.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert importing.is_alive(), "the import ended before the connection was cut"
+    proxy.cut()
+    importing.join()
+    engine.dispose()
+    [res] = results
+    kept = [r["content"] for r in mysql_db.rows("SELECT content FROM agent_message ORDER BY id")]
+    assert 0 < len(kept) < 50_000
+    assert kept == [f"message {i} " + "x" * 200 for i in range(len(kept))]
+    assert res.error and "\n" not in res.error, res.error
+    # What the import saw committed (a COMMIT whose reply the cut lost is not counted).
+    assert 0 < res.messages_added <= len(kept)
+    assert f"; {res.messages_added:,} messages of session {res.session_id} are stored" in res.error
+    [again] = Importer(mysql_db.engine, max_transaction_bytes=1_000_000).import_paths([str(path)])
+    assert again.error is None
+    assert (again.messages_added, again.messages_present) == (50_000 - len(kept), len(kept))
+    assert counts(mysql_db) == (1, 50_000, 0)
