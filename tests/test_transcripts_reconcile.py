@@ -168,3 +168,45 @@ def test_a_size_just_over_its_limit_is_shown_in_bytes():
     assert "message of 943,719 bytes as sent" in just_over and "the 943,718 bytes" in just_over
     far_over = size_problem("x" * 2_000_000, (), 16 * 1024 * 1024, limit)
     assert "message of 1.9 MB as sent" in far_over and "the 0.9 MB the server accepts" in far_over
+
+
+def test_a_file_numbered_by_line_that_lacks_a_stored_line_is_refused():
+    """Pi v1, OpenAI chat, Codex without ids: a line removed shifts the ids after it onto
+    stored ids (or the file ends before its stored end); every stored id must be in it."""
+    stored = StoredSession(
+        messages={"L1": None, "L2": None, "L3": None},
+        last=StoredMessage(3, "L3", "user", 1, b"x"),
+    )
+    with pytest.raises(TranscriptError, match=r"t.jsonl:3: message 'L3' is stored, but .* no"):
+        run([msg("L1", "user", line=1), msg("L2", "user", line=2)], stored)
+    with pytest.raises(TranscriptError, match=r"t.jsonl:2: message 'L2' is stored"):
+        run([msg("L1", "user", line=1), msg("L3", "user", line=3)], stored)
+    actions, counts = run([msg(f"L{i}", "user", line=i) for i in (1, 2, 3, 4)], stored)
+    assert [a.message.source_id for a in actions] == ["L4"] and counts.messages_present == 3
+
+
+def test_a_file_with_ids_of_its_own_may_leave_a_stored_message_out():
+    """A tree transcript (Claude Code, Pi v2) imports its main line: after a rewind the
+    message stored last is on a branch the file still holds but no longer follows."""
+    stored = StoredSession(
+        messages={"u1": None, "a1": None}, last=StoredMessage(2, "a1", "assistant", 1, b"x")
+    )
+    actions, _ = run([msg("u1", "user"), msg("a2", "assistant")], stored)
+    assert [a.message.source_id for a in actions] == ["a2"]
+
+
+@pytest.mark.parametrize(
+    "source_id,numbered",
+    [
+        ("L1", True),
+        ("L1019", True),
+        ("L12@L13", False),
+        ("Lx", False),
+        ("uuid", False),
+        (None, False),
+    ],
+)
+def test_ids_that_are_line_numbers(source_id, numbered):
+    from ctxtool.transcripts.reconcile import positional
+
+    assert positional(source_id) is numbered

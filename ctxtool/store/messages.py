@@ -43,6 +43,7 @@ from ..transcripts.reconcile import (
     StoredMessage,
     StoredSession,
     fingerprint,
+    positional,
     size_problem,
 )
 from ..transcripts.source import SourceMessage, SourceSession, TranscriptError
@@ -238,7 +239,8 @@ class ImportedSessions:
         """What the store holds of this session, for the reconciler: every source id (from the
         index alone), and the fingerprints of the first CHECKED_MESSAGES messages and the last.
         Fingerprinting every message would read a long session's whole history on every
-        re-import; a different transcript under the same id differs from its first messages."""
+        re-import; a different transcript under the same id differs from its first messages.
+        Where ids are line numbers (``reconcile.positional``), every message is fingerprinted."""
         mine = (M.c.session_id == session_id, M.c.source_id.is_not(None))
         out = StoredSession()
         out.messages = dict.fromkeys(
@@ -253,12 +255,12 @@ class ImportedSessions:
             sa.func.substr(content, 1, PREFIX_BYTES),
             json_as_text(M.c.tool_calls),
         )
-        first = conn.execute(
-            sa.select(*columns).where(*mine).order_by(M.c.id).limit(CHECKED_MESSAGES)
-        )
         last = conn.execute(
             sa.select(*columns).where(*mine).order_by(M.c.id.desc()).limit(1)
         ).first()
+        # Ids that are line numbers: every fingerprint (a shifted line lands on a stored id).
+        checked = None if last is not None and positional(last[1]) else CHECKED_MESSAGES
+        first = conn.execute(sa.select(*columns).where(*mine).order_by(M.c.id).limit(checked))
         for row in [*first, *([last] if last else [])]:
             out.messages[row[1]] = fingerprint(row[2], int(row[3]), bytes(row[4] or b""))
         if last is not None:

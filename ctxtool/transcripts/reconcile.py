@@ -13,13 +13,17 @@ into what must be written:
   (compared on role, byte size and first bytes, for the messages whose fingerprints the store
   read: the first ones of the session and the last), and so is one where a message the store
   holds comes after one it lacks: a continuation only adds at the end, and where ids are line
-  numbers a line inserted or removed shifts the ids of the messages between the ends.
+  numbers a line inserted or removed shifts the ids of the messages between the ends. Where
+  ids are line numbers (:func:`positional`), the store reads the fingerprint of every message
+  (a shift can land every moved message on a stored id, the last one unmoved), and a file
+  that lacks a message the store holds had lines removed: both are refused.
 
 The size limit is :func:`size_problem`, a rule on the bytes a message costs to send.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,6 +43,17 @@ class StoredMessage:
     content_bytes: int
     prefix: bytes = b""  # the first PREFIX_BYTES bytes of its content (UTF-8)
     tool_calls: int = 0
+
+
+# A source id numbered by its line (``fields.UniqueIds``' fallback, where a format has no ids:
+# Pi v1, OpenAI chat, Codex without ids).
+_LINE_ID = re.compile(r"L[0-9]+")
+
+
+def positional(source_id: str | None) -> bool:
+    """Whether a session's ids are line numbers (judged by its last stored message's id): a
+    line inserted or removed above a message gives it another message's id."""
+    return source_id is not None and _LINE_ID.fullmatch(source_id) is not None
 
 
 def fingerprint(role: str, content_bytes: int, prefix: bytes) -> int:
@@ -104,6 +119,9 @@ class Reconciler:
         self.tool_owner: dict[str, str] = {}  # tool result source id -> its call's message
         self.waiting: list[SourceCompaction] = []  # checkpoints keeping "the next message"
         self.first_new: SourceMessage | None = None  # the first message the store lacks
+        last = self.stored.last
+        # Where ids are line numbers, the stored ids the file holds: none may be missing.
+        self.seen: set[str] | None = set() if last and positional(last.source_id) else None
 
     def run(self, records: Iterable[Record]) -> Iterator[Action]:
         for rec in records:
@@ -133,6 +151,8 @@ class Reconciler:
             raise self._moved_records(msg, self.first_new)
         stored = self.stored.messages[msg.source_id]
         self.counts.messages_present += 1
+        if self.seen is not None:
+            self.seen.add(msg.source_id)
         completed = self._compare(msg, stored)
         return ([completed] if completed else []) + out
 
@@ -140,6 +160,25 @@ class Reconciler:
         if self.waiting:
             self.counts.skipped["compaction_without_kept_message"] += len(self.waiting)
             self.waiting.clear()
+        if self.seen is not None and len(self.seen) < len(self.stored.messages):
+            raise self._removed_lines()
+
+    def _removed_lines(self) -> Disagreement:
+        """A file numbered by line that lacks a line the store holds: lines were removed (the
+        ids after them moved onto stored ids, or the file ends before its stored end)."""
+        missing = min(
+            (k for k in self.stored.messages if k not in self.seen),  # type: ignore[operator]
+            key=lambda k: (not positional(k), int(k[1:]) if positional(k) else 0, k),
+        )
+        line = int(missing[1:]) if positional(missing) else None
+        return Disagreement(
+            self.path,
+            line,
+            f"message {missing!r} is stored, but this file no longer has it: it is not a "
+            "continuation of the transcript imported before (records removed"
+            + (f" at or above line {line}" if line is not None else "")
+            + "; refused, not merged: import it as a session of its own)",
+        )
 
     def _pair(self, msg: SourceMessage) -> None:
         if msg.tool_calls:
