@@ -58,6 +58,14 @@ def test_0009_is_refused_below_the_version_that_has_its_features(dialect, old, n
     assert refusal([SHIPPED["0008"]], parse_server_version(dialect, old)) is None
 
 
+def test_tidb_is_refused_0009_which_no_version_of_it_can_run():
+    tidb = parse_server_version("mysql", "8.0.11-TiDB-v7.5.1")
+    line = refusal([SHIPPED["0009"]], tidb)
+    assert line is not None and "INVISIBLE columns (pingcap/tidb#7968)" in line
+    assert "which TiDB does not have" in line
+    assert refusal([SHIPPED["0008"]], tidb) is None
+
+
 def test_the_trigger_is_refused_where_create_trigger_if_not_exists_is_missing_and_on_tidb():
     assert "8.0.29" in refusal([], parse_server_version("mysql", "8.0.28"), trigger=True)
     assert refusal([], parse_server_version("mysql", "8.0.29"), trigger=True) is None

@@ -21,10 +21,11 @@ Version = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Requirement:
-    """What a file needs of a server product, and since which version the product has it."""
+    """What a file needs of a server product, and since which version the product has it
+    (None: no version has it yet)."""
 
     product: str
-    since: Version
+    since: Version | None
     feature: str
 
 
@@ -45,6 +46,7 @@ FILE_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
         Requirement(SQLITE, (3, 31, 0), "generated columns"),
         Requirement(MYSQL, (8, 0, 23), "INVISIBLE columns"),
         Requirement(MARIADB, (10, 3, 3), "INVISIBLE columns"),
+        Requirement(TIDB, None, "INVISIBLE columns (pingcap/tidb#7968)"),
     ),
 }
 
@@ -52,7 +54,7 @@ FILE_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
 TRIGGER_REQUIREMENTS = (
     Requirement(MYSQL, (8, 0, 29), "CREATE TRIGGER IF NOT EXISTS"),
     Requirement(MARIADB, (10, 1, 4), "CREATE TRIGGER IF NOT EXISTS"),
-    Requirement(TIDB, (10**6,), "triggers"),
+    Requirement(TIDB, None, "triggers"),
 )
 
 
@@ -74,7 +76,7 @@ def parse_server_version(dialect_name: str, text: str) -> ServerVersion:
 def unmet(requirements: Sequence[Requirement], server: ServerVersion) -> Requirement | None:
     """The first requirement for this server's product that its version does not meet."""
     for req in requirements:
-        if req.product == server.product and server.version < req.since:
+        if req.product == server.product and (req.since is None or server.version < req.since):
             return req
     return None
 
@@ -87,23 +89,26 @@ def refusal(
         req = unmet(FILE_REQUIREMENTS.get(migration.version, ()), server)
         if req is not None:
             return (
-                f"{migration.filename} needs {req.feature}, which {req.product} has since "
-                f"{_dotted(req.since)}; this server is {server} ({server.text}): nothing applied"
+                f"{migration.filename} needs {req.feature}, {_has(req)}; this server is "
+                f"{server} ({server.text}): nothing applied"
             )
     if trigger:
         req = unmet(TRIGGER_REQUIREMENTS, server)
         if req is not None:
-            if req.product == TIDB:
+            if req.since is None:
                 return (
-                    f"--touch-session-trigger: {server.product} has no triggers; the runtime "
-                    "must touch the session row itself (docs/distributed.md): nothing applied"
+                    f"--touch-session-trigger: {server.product} has no {req.feature}; the "
+                    "runtime must touch the session row itself (docs/distributed.md): nothing "
+                    "applied"
                 )
             return (
-                f"--touch-session-trigger needs {req.feature}, which {req.product} has since "
-                f"{_dotted(req.since)}; this server is {server}: nothing applied"
+                f"--touch-session-trigger needs {req.feature}, {_has(req)}; this server is "
+                f"{server}: nothing applied"
             )
     return None
 
 
-def _dotted(version: Version) -> str:
-    return ".".join(map(str, version))
+def _has(req: Requirement) -> str:
+    if req.since is None:
+        return f"which {req.product} does not have"
+    return f"which {req.product} has since {'.'.join(map(str, req.since))}"
