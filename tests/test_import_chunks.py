@@ -467,3 +467,30 @@ def test_a_bounded_import_that_loses_its_connection_keeps_a_prefix_said_in_its_e
     assert again.error is None
     assert (again.messages_added, again.messages_present) == (50_000 - len(kept), len(kept))
     assert counts(mysql_db) == (1, 50_000, 0)
+
+
+def test_two_bounded_imports_of_one_transcript_at_once_store_it_once(mysql_db, tmp_path):
+    """They interleave their transactions on the session's row; one that finds its next
+    messages stored by the other (a duplicate key) runs its pass again and finds them present.
+    Both succeed, every message is stored once, and what they report adds up."""
+    from ctxtool.db import create_engine
+
+    path = _large_chat(tmp_path / "shared.jsonl", 20_000)
+    results: list = []
+
+    def importing() -> None:
+        engine = create_engine(mysql_db.url)
+        importer = Importer(engine, max_transaction_bytes=100_000)
+        results.extend(importer.import_paths([str(path)]))
+        engine.dispose()
+
+    threads = [threading.Thread(target=importing) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.error for r in results] == [None, None], [r.error for r in results]
+    assert sum(r.messages_added for r in results) == 20_000
+    assert all(r.messages_added + r.messages_present == 20_000 for r in results)
+    assert mysql_db.scalar("SELECT COUNT(DISTINCT source_id) FROM agent_message") == 20_000
+    assert counts(mysql_db) == (1, 20_000, 0)
