@@ -193,3 +193,50 @@ def test_search_and_trace_lines_wrap_to_80_columns(sqlite_db, cli):
     assert traced.exit_code == 0, traced.output
     _fits(traced.stdout)
     assert "appeared in:" in traced.stdout and "now: " in traced.stdout
+
+
+def test_fitting_from_column_statistics_equals_fitting_by_rendering():
+    """fit_table fits a simple table from each column's statistics (terminal.ColumnStats, what
+    context show's streamed table keeps of a million rows) and renders it once: the same text
+    as rendering it at every width tried, optional columns, paths shortened from the left,
+    cells with whitespace at their ends and controls included."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    headers = ["id", "file", "created", "title", "content", "parent"]
+    text = st.text(alphabet=" ab\t\n\x1b…é/", max_size=40)
+    row = st.fixed_dictionaries(
+        {
+            "id": st.none() | st.integers(0, 10**6),
+            "file": text,
+            "created": st.none() | st.sampled_from(["2026-12-03 14:00", " x "]),
+            "title": st.none() | text,
+            "content": text | st.integers(0, 99),
+            "parent": st.none() | st.floats(0, 1000, allow_nan=False),
+        }
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(row, min_size=1, max_size=6),
+        st.none() | st.integers(0, 120),
+        st.sampled_from([[], ["parent"], ["created", "parent"]]),
+        st.integers(8, 20),
+    )
+    def check(rows, width, optional, readable):
+        def fitted(measured):
+            return fit_table(
+                rows,
+                OutputFormat(),
+                headers,
+                width,
+                ["content", "title", "file"],
+                optional,
+                from_left=["file"],
+                readable=readable,
+                measured=measured,
+            )
+
+        assert fitted(True) == fitted(False)
+
+    check()
