@@ -212,3 +212,90 @@ def test_summarizers_do_not_load_detect_secrets():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Each rule as it reads with ``\b`` first; redaction.py writes the boundary as a lookbehind
+# after the rule's literal (found by a fast substring search). They must match the same spans.
+_WORD_BOUNDARY_FIRST = {
+    ("jwt", 0): r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+    ("anthropic-key", 0): r"\bsk-ant-[A-Za-z0-9_-]{20,}",
+    ("openai-key", 0): r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",
+    ("google-api-key", 0): r"\bAIza[0-9A-Za-z_-]{35}\b",
+    ("github-token", 0): r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+    ("aws-key", 0): r"\bAKIA[0-9A-Z]{16}\b",
+    ("slack-token", 0): r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
+    ("openai-key", 1): r"\bsk-[A-Za-z0-9_-]{16,}",
+    ("password", 0): r"(?i)\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password"
+    r"|passwd)\s*[=:]\s*[\"']?([^\s\"',;()]{4,})(?![\w.]*\()",
+    ("bearer-token", 0): r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{16,})",
+}
+_PIECES = [
+    "sk-",
+    "sk-ant-",
+    "sk-proj-",
+    "eyJ",
+    "AIza",
+    "AKIA",
+    "xoxb-",
+    "ghp_",
+    "github_pat_",
+    "api_key",
+    "API-KEY",
+    "access_token",
+    "AUTH-token",
+    "secret",
+    "SeCrEt",
+    "ſecret",
+    "password",
+    "PASSWD",
+    "pass",
+    "bearer ",
+    "Bearer\t",
+    "= ",
+    ": ",
+    "'",
+    '"',
+    "=",
+    "(",
+    ".",
+    "_",
+    "-",
+    " ",
+    "\n",
+    "x",
+    "é",
+    "K",
+    "ABCDEFGHIJKLMNOP",
+    "abcdefghij0123456789",
+    "QRSTUVWXYZ_-",
+    "0",
+    "9",
+    "ä",
+    "İ",
+    "ı",
+]
+
+
+def test_the_rules_written_literal_first_match_as_with_the_boundary_first():
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ctxtool import redaction
+
+    rules = redaction._SPECIFIC + redaction._BUILTIN + redaction._CREDENTIAL_SHAPES
+    pairs = []
+    for (kind, nth), reference in _WORD_BOUNDARY_FIRST.items():
+        fast = [p for k, p, _ in rules if k == kind][nth]
+        pairs.append((re.compile(reference), fast))
+
+    @settings(max_examples=1500, deadline=None)
+    @given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+    def same(text):
+        for reference, fast in pairs:
+            assert [m.span(0) + m.span(m.lastindex or 0) for m in reference.finditer(text)] == [
+                m.span(0) + m.span(m.lastindex or 0) for m in fast.finditer(text)
+            ], (reference.pattern, text)
+
+    same()
