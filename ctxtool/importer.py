@@ -32,8 +32,10 @@ from .transcripts.archives import archive_members, is_archive, is_compressed
 from .transcripts.discover import (
     STDIN,
     CountingStream,
+    HardLinks,
     SourceFile,
     expand_paths,
+    hard_links,
     is_transcript_name,
     member_source_id,
     open_source,
@@ -169,6 +171,7 @@ class Importer:
         self.on_bytes = on_bytes
         self.dialect = dialect_of(engine)
         self.sessions = ImportedSessions(engine)
+        self.links: HardLinks = {}
 
     def import_paths(self, paths: Iterable[str]) -> list[FileResult]:
         """Every file under ``paths``; a file that fails never stops the others."""
@@ -177,6 +180,8 @@ class Importer:
     def import_files(self, files: Iterable[str]) -> list[FileResult]:
         """These files (already expanded), an archive's transcripts one result each."""
         results: list[FileResult] = []
+        files = list(files)
+        self.links = hard_links(files)  # a linked file's names in other folders of this run
         for path in files:
             if is_archive(path):
                 results.extend(self.import_archive(path))
@@ -205,7 +210,7 @@ class Importer:
         line where there is one), with nothing written for the file."""
         shown = "<stdin>" if path == STDIN else printable(path)
         with self._counted_packed(path):
-            return self._import_opened(path, shown, lambda: open_source(path))
+            return self._import_opened(path, shown, lambda: open_source(path, self.links))
 
     def import_archive(self, path: str) -> list[FileResult]:
         """Every transcript in a .tar.gz/.zip (see transcripts.archives), one result each; a

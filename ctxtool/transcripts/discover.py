@@ -90,7 +90,7 @@ class SourceFile:
 
 
 @contextlib.contextmanager
-def open_source(path: str) -> Iterator[SourceFile]:
+def open_source(path: str, links: HardLinks | None = None) -> Iterator[SourceFile]:
     """Open a transcript (see :class:`SourceFile`).
 
     Standard input is spooled to a temporary file, so memory stays flat for any size; binary
@@ -118,11 +118,11 @@ def open_source(path: str) -> Iterator[SourceFile]:
         # Read to its end: a compressed file is no live transcript. Its identity is the file
         # it was compressed from.
         with io.BufferedReader(DecompressedStream(path, printable(path)), READ_BUFFER) as stream:
-            yield SourceFile(stream, None, *source_ids(path, uncompressed_name(path)))
+            yield SourceFile(stream, None, *source_ids(path, uncompressed_name(path), links))
         return
     with open(path, "rb", buffering=READ_BUFFER) as stream:
         size = os.fstat(stream.fileno()).st_size
-        yield SourceFile(stream, size, *source_ids(path))
+        yield SourceFile(stream, size, *source_ids(path, links=links))
 
 
 def _spool(stdin: IO[bytes], spool: IO[bytes]) -> bytes:
@@ -143,24 +143,52 @@ def _spool(stdin: IO[bytes], spool: IO[bytes]) -> bytes:
     return head
 
 
-def source_ids(path: str, named: str | None = None) -> tuple[str, LegacyIds]:
+def source_ids(
+    path: str, named: str | None = None, links: HardLinks | None = None
+) -> tuple[str, LegacyIds]:
     """The fallback source id of the file at ``path`` (see :func:`fallback_source_id`) and the
     id(s) it may have had before, which the store may still hold its session under.
 
     A symlink is the file it points at. A file with several hard links has no one name: it
     is named by its inode, so every name finds the same session. One imported before under a
-    single name, before it was linked, is found through the ids of every name of the inode in
-    its folder (whichever name is imported first), then moved to the inode one.
-    ``named``: the name the file's identity comes from, if not its own (a compressed file's
-    uncompressed name)."""
+    single name, before it was linked, is found through the ids of every name of the inode
+    known here (whichever name is imported first), then moved to the inode one: the names in
+    its folder, and those of the same import run in any folder (``links``, see
+    :func:`hard_links`). A name in another folder that this run does not import cannot be
+    found: the store keeps a hash of the path a session was imported from, nothing of its
+    inode or its content. ``named``: the name the file's identity comes from, if not its own
+    (a compressed file's uncompressed name)."""
     named = named or path
     real = os.path.realpath(path)
     st = os.stat(real)
     if st.st_nlink > 1:
-        names = [fallback_source_id(named)]
-        names += [fallback_source_id(other) for other in _other_names(real, st)]
+        others = _other_names(real, st) + [
+            other
+            for other in (links or {}).get((st.st_dev, st.st_ino), ())
+            if os.path.realpath(other) != real
+        ]
+        names = [fallback_source_id(named)] + [fallback_source_id(other) for other in others]
         return _inode_id(st), tuple(dict.fromkeys(names))
     return fallback_source_id(named), legacy_source_id(os.path.realpath(named))
+
+
+# (device, inode) -> the names an import run has of a file with several hard links.
+HardLinks = dict[tuple[int, int], list[str]]
+
+
+def hard_links(files: Iterable[str]) -> HardLinks:
+    """The names of each hard-linked file among ``files`` (one import run), in any folder: a
+    session imported before under one of them is found through another (see
+    :func:`source_ids`). A stat of each file, none read."""
+    links: HardLinks = {}
+    for path in files:
+        if path == STDIN:
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                links.setdefault((st.st_dev, st.st_ino), []).append(path)
+    return {key: names for key, names in links.items() if len(names) > 1}
 
 
 # The ids a store may hold a file's session under from before: an older ctxtool's (its stem),
