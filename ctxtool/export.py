@@ -428,33 +428,39 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def render_markdown(view: ContextView) -> str:
+    return "\n".join(markdown_lines(view)) + "\n"
+
+
+def markdown_lines(view: ContextView | ContextStream) -> Iterator[str]:
+    """:func:`render_markdown` piece by piece (joined with newlines), from a view or a stream
+    alike: ``context export`` writes a context of any length in the memory of a page."""
     h = view.header()
-    out = [f"# Session {h['session_id']}: {_text(h['title'] or 'untitled')}", ""]
-    out += [f"- **{label}:** {_text(value)}" for label, value in describe_header(view)]
-    for item in view.items:
-        if item.kind == "message" and item is _first_message(view) and _cut_line(view):
-            out += ["", "---", "", f"> ✂ **{_cut_line(view)}**"]
-        out += ["", f"## {_text(item_title(item))}", ""]
+    yield from (f"# Session {h['session_id']}: {_text(h['title'] or 'untitled')}", "")
+    yield from (f"- **{label}:** {_text(value)}" for label, value in describe_header(view))
+    first = True
+    for item in _items(view):
+        if item.kind not in ("system_prompt", "summary") and first:
+            first = False
+            cut = _cut_line(view) if item.kind == "message" else None
+            if cut:
+                yield from ("", "---", "", f"> ✂ **{cut}**")
+        yield from ("", f"## {_text(item_title(item))}", "")
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if item.kind == "summary":
             checkpoint = view.point.checkpoint
             assert checkpoint is not None, "a summary is a checkpoint's"
-            out.append(
-                f"> Summary of checkpoint {checkpoint.id}, written by "
-                f"{_text(checkpoint.summarizer or 'unknown')}:"
-            )
-            out.append("")
+            yield f"> Summary of checkpoint {checkpoint.id}, written by {_text(checkpoint.summarizer or 'unknown')}:"
+            yield ""
         if content:
-            out.append(_fence(_text(content)))
+            yield _fence(_text(content))
         for call in item.openai.get("tool_calls") or ():
             fn = call.get("function") or {}
-            out += [
+            yield from (
                 "",
                 f"**→ call `{_text(fn.get('name'))}`** `{_text(call.get('id'))}`",
                 "",
                 _fence(_text(_pretty(fn.get("arguments"))), "json"),
-            ]
-    return "\n".join(out) + "\n"
+            )
 
 
 def _pretty(arguments: Any) -> str:
@@ -635,7 +641,14 @@ def render_jsonl(view: ContextView) -> str:
     """The OpenAI message list, one message per line: ``ctxtool import --format openai-chat``
     reads it back to the same restored context (system prompt, summary as a user message, tool
     calls all answered)."""
-    return "".join(dumps(item.openai, indent=None) + "\n" for item in view.items)
+    return "".join(jsonl_lines(view))
+
+
+def jsonl_lines(view: ContextView | ContextStream) -> Iterator[str]:
+    """:func:`render_jsonl` line by line (each ends with a newline), from a view or a stream
+    (which counts no tokens for it)."""
+    items = view.items(counted=False) if isinstance(view, ContextStream) else view.items
+    return (dumps(item.openai, indent=None) + "\n" for item in items)
 
 
 def json_lines(view: ContextView | ContextStream) -> Iterator[str]:

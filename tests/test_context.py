@@ -910,11 +910,13 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
 def _shown_whole(view, widths):
     """What `context show` printed when it built the whole view: the reference the streamed
     output must equal (the table at each of ``widths``)."""
-    from ctxtool.export import render_table, render_text
+    from ctxtool.export import render_jsonl, render_markdown, render_table, render_text
     from ctxtool.output import dumps
 
     return {
         **{("table", w): render_table(view, w) for w in widths},
+        "markdown": render_markdown(view),
+        "jsonl": render_jsonl(view),
         "full": render_text(view),
         "json": dumps(view.document()),
         "openai": dumps([i.openai for i in view.items]),
@@ -922,10 +924,19 @@ def _shown_whole(view, widths):
 
 
 def _shown_streamed(stream, widths):
-    from ctxtool.export import json_lines, openai_lines, table_lines, text_lines
+    from ctxtool.export import (
+        json_lines,
+        jsonl_lines,
+        markdown_lines,
+        openai_lines,
+        table_lines,
+        text_lines,
+    )
 
     return {
         **{("table", w): "\n".join(table_lines(stream, w)) for w in widths},
+        "markdown": "\n".join(markdown_lines(stream)) + "\n",
+        "jsonl": "".join(jsonl_lines(stream)),
         "full": "\n".join(text_lines(stream)),
         "json": "".join(json_lines(stream)),
         "openai": "".join(openai_lines(stream)),
@@ -1010,7 +1021,14 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
     and fitted the table by rendering it at every width it tried."""
     import tracemalloc
 
-    from ctxtool.export import json_lines, openai_lines, table_lines, text_lines
+    from ctxtool.export import (
+        json_lines,
+        jsonl_lines,
+        markdown_lines,
+        openai_lines,
+        table_lines,
+        text_lines,
+    )
     from ctxtool.store.reads import SessionHistory
     from ctxtool.tokens import count_text
 
@@ -1024,7 +1042,8 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
     count_text(
         "loaded", stream_context(history).encoding
     )  # the encoding's tables are not the context's
-    for render in (lambda s: table_lines(s, 160), text_lines, json_lines, openai_lines):
+    renders = (lambda s: table_lines(s, 160), text_lines, json_lines, openai_lines)
+    for render in (*renders, markdown_lines, jsonl_lines):
         stream = stream_context(history, page_entries=100)
         written = 0
         tracemalloc.start()
@@ -1111,3 +1130,42 @@ def test_show_wraps_the_system_prompt_and_the_summary_to_the_terminal(db, cli):
     assert item[0].startswith("- ") and all(line.startswith("  ") for line in item[1:]), out
     piped = cli("--db", db.url, "context", "show", "1", "--width", "0").output
     assert summary.strip().splitlines()[1] in piped  # no width: as stored
+
+
+def test_export_writes_markdown_and_jsonl_a_page_at_a_time_and_whole_or_nothing(db, cli, tmp_path):
+    """`context export` of Markdown and JSONL is streamed (the text of the whole view, read a
+    page at a time); a file is written whole or not at all, with the mode a plain write
+    gives."""
+    import os
+
+    from ctxtool.cli.context import write_whole
+    from ctxtool.export import render_jsonl, render_markdown
+    from ctxtool.store.reads import SessionHistory
+
+    sid = _long_session(db, 1200, 3)
+    view = SessionHistory(Store(db.engine), sid).view()
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "s.md"
+    result = cli("--db", db.url, "context", "export", str(sid), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8") == render_markdown(view)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    result = cli("--db", db.url, "context", "export", str(sid), "--format", "jsonl")
+    assert result.stdout == render_jsonl(view)
+
+    def broken():
+        yield "half"
+        raise CtxtoolError("session 1 changed while it was shown")
+
+    with pytest.raises(CtxtoolError):
+        write_whole(str(out), broken())
+    assert out.read_text(encoding="utf-8") == render_markdown(view)  # the old file, whole
+    assert os.listdir(out.parent) == ["s.md"]
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
 from itertools import chain
-from pathlib import Path
 
 import click
 
@@ -12,6 +14,8 @@ from ..export import (
     FORMATS,
     export_format,
     json_lines,
+    jsonl_lines,
+    markdown_lines,
     openai_lines,
     render,
     render_checkpoints,
@@ -33,6 +37,41 @@ from .types import WholeNumber
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
 PIPED_WIDTH = 160
+# Exported a page at a time (the HTML page's contents list, and a redaction, need the whole).
+STREAMED_FORMATS = ("markdown", "jsonl")
+
+
+def _joined(lines: Iterable[str]) -> Iterator[str]:
+    """Lines as pieces of one text (newlines between them)."""
+    for i, line in enumerate(lines):
+        yield ("\n" if i else "") + line
+
+
+def write_whole(path: str, pieces: Iterable[str]) -> int:
+    """Write ``pieces`` to ``path`` through a temporary file beside it, renamed over it at the
+    end: a failure (a disk full, a session deleted while it is read) leaves nothing half
+    written. Returns the bytes written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    size = 0
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=folder, prefix=".ctxtool-", delete=False
+        ) as out:
+            try:
+                for piece in pieces:
+                    out.write(piece)
+                    size += len(piece.encode())
+            except BaseException:
+                out.close()
+                os.unlink(out.name)
+                raise
+        mask = os.umask(0)  # the mode a plain open() gives (a temporary file's is 0600)
+        os.umask(mask)
+        os.chmod(out.name, 0o666 & ~mask)
+        os.replace(out.name, path)
+    except OSError as exc:
+        raise CtxtoolError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return size
 
 
 @main.group()
@@ -224,6 +263,23 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
     """
     fmt = export_format(fmt, path)
     history = _history(app, session)
+    if fmt in STREAMED_FORMATS and not (redact or redact_preview):
+        # Streamed: a page of messages in memory at a time, however long the context.
+        if at is not None and before_first:
+            raise click.UsageError("choose one of --at and --before-first")
+        stream = stream_context(history, at, before_first)
+        if fmt == "jsonl":
+            pieces = jsonl_lines(stream)
+        else:
+            pieces = chain(_joined(markdown_lines(stream)), ["\n"])
+        if path:
+            size = write_whole(path, pieces)
+            click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
+        elif fmt == "jsonl":
+            echo_pieces(pieces)
+        else:
+            page(markdown_lines(stream))
+        return
     view = _view_of(history, at, before_first)
     if redact or redact_preview:
         redactor = Redactor(keep_findings=redact_preview)
@@ -234,11 +290,8 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
             return
     text = render(view, fmt, history.compactions)
     if path:
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise CtxtoolError(f"cannot write {path}: {exc.strerror or exc}") from None
-        click.echo(f"wrote {path} ({fmt}, {len(text.encode())} bytes)", err=True)
+        size = write_whole(path, [text])
+        click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
     elif fmt == "jsonl":
         click.echo(text, nl=False)
     else:
