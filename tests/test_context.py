@@ -945,8 +945,8 @@ def _shown_streamed(stream, widths):
 
 def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(sqlite_db, cli):
     """Every session of the shared transcripts, at every checkpoint and before the first,
-    through pages of 7 entries (results moved across a page, synthetic results, orphans):
-    table (whole, piped, narrow), --full, --json and --openai are the text they were."""
+    through pages of 16 messages (results moved across a page, synthetic results, orphans):
+    table (whole, narrow), --full, --json, --openai, Markdown and JSONL are the text they were."""
     from ctxtool.store.reads import SessionHistory
 
     from .conftest import TRANSCRIPTS
@@ -960,8 +960,11 @@ def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(
             (c.id, False) for c in history.compactions
         ]:
             view = history.view(at, before)
-            stream = stream_context(history, at, before, page_entries=7)
-            widths = (None, 160, 40)
+            stream = stream_context(history, at, before, page_entries=16)
+            widths = (
+                None,
+                40,
+            )  # the fitter at every width: test_streamed_table_fits_as_fit_table_does
             assert _shown_streamed(stream, widths) == _shown_whole(view, widths), (sid, at)
             points += 1
     assert points > 20
