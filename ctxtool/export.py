@@ -163,10 +163,6 @@ def _items(view: ContextView | ContextStream) -> Iterable[ViewItem]:
     return view.items() if isinstance(view, ContextStream) else view.items
 
 
-def _first_message(view: ContextView) -> ViewItem | None:
-    return next((i for i in view.items if i.kind not in ("system_prompt", "summary")), None)
-
-
 def message_rows(view: ContextView) -> list[dict[str, Any]]:
     """One row per message for the table view: whole values, one line each (the CLI fits them
     to the terminal)."""
@@ -516,42 +512,74 @@ def render_html(view: ContextView, checkpoints: Sequence[Compaction] = ()) -> st
     links the summary, the cut and the session's ``checkpoints``; tool calls and results and
     every long message collapse in ``<details>`` (closed); the summary is rendered as
     Markdown (escaped first) and folds too (open)."""
+    return "".join(html_pieces(view, checkpoints))
+
+
+def html_pieces(
+    view: ContextView | ContextStream, checkpoints: Sequence[Compaction] = ()
+) -> Iterator[str]:
+    """:func:`render_html` piece by piece, from a view or a stream alike (the contents list
+    takes what the stream's first pass learned)."""
     h = view.header()
     title = f"Session {h['session_id']}: {h['title'] or 'untitled'}"
     meta = "".join(
         f"<tr><th>{_esc(label)}</th><td>{_esc(value)}</td></tr>"
         for label, value in describe_header(view)
     )
-    body = []
-    for item in view.items:
-        if item.kind == "message" and item is _first_message(view) and _cut_line(view):
-            body.append(f'<div class="cut" id="cut"><span>✂ {_esc(_cut_line(view))}</span></div>')
-        body.append(_html_item(view, item))
-    return (
+    yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
-        f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n'
-        + _html_toc(view, checkpoints)
-        + "\n".join(body)
-        + "\n</main></body></html>\n"
+        f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n' + _html_toc(view, checkpoints)
+    )
+    separator, first = "", True
+    for item in _items(view):
+        if item.kind not in ("system_prompt", "summary") and first:
+            first = False
+            if item.kind == "message" and _cut_line(view):
+                yield f'{separator}<div class="cut" id="cut"><span>✂ {_esc(_cut_line(view))}</span></div>'
+                separator = "\n"
+        yield separator + _html_item(view, item)
+        separator = "\n"
+    yield "\n</main></body></html>\n"
+
+
+def _contents(view: ContextView | ContextStream) -> tuple[bool, bool, int | None, int, int | None]:
+    """What the contents list links: (a summary, any message, the first message's id, how
+    many messages, the id of the one sent last: None for a synthetic result)."""
+    if isinstance(view, ContextStream):
+        first = view.first_pass()
+        count = first.messages_kept + first.synthetic_results
+        return (
+            view.head.summary is not None,
+            count > 0,
+            first.first_id,
+            count,
+            first.last_sent[1],
+        )
+    messages = [i for i in view.items if i.kind != "summary" and i.kind != "system_prompt"]
+    return (
+        any(i.kind == "summary" for i in view.items),
+        bool(messages),
+        messages[0].id if messages else None,
+        len(messages),
+        messages[-1].id if messages else None,
     )
 
 
-def _html_toc(view: ContextView, checkpoints: Sequence[Compaction]) -> str:
+def _html_toc(view: ContextView | ContextStream, checkpoints: Sequence[Compaction]) -> str:
     """Links within the page: the summary, the cut, the messages; then every checkpoint of the
     session, the one shown marked (the others are other pages: ``--at N``)."""
     links = []
-    if any(i.kind == "summary" for i in view.items):
+    has_summary, any_message, first_id, count, last_id = _contents(view)
+    if has_summary:
         links.append('<li><a href="#summary">Summary</a></li>')
-    first = _first_message(view)
-    if first is not None and _cut_line(view):
-        links.append(f'<li><a href="#cut">The cut: kept verbatim from message #{first.id}</a></li>')
-    messages = [i for i in view.items if i.kind != "summary" and i.kind != "system_prompt"]
-    if messages and messages[-1].id is not None:
+    if any_message and _cut_line(view):
+        links.append(f'<li><a href="#cut">The cut: kept verbatim from message #{first_id}</a></li>')
+    if any_message and last_id is not None:
         links.append(
-            f'<li><a href="#m{messages[-1].id}">The newest message (#{messages[-1].id})</a>'
-            f" — {len(messages)} in this context</li>"
+            f'<li><a href="#m{last_id}">The newest message (#{last_id})</a>'
+            f" — {count} in this context</li>"
         )
     shown = view.point.checkpoint
     rows = []
@@ -584,7 +612,7 @@ def _preview(text: str, width: int = 90) -> str:
     return shorten(line, width)
 
 
-def _html_item(view: ContextView, item: ViewItem) -> str:
+def _html_item(view: ContextView | ContextStream, item: ViewItem) -> str:
     role = item.openai.get("role") or ""
     classes = ["msg", role]
     if item.kind == "summary":

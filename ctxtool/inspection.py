@@ -511,6 +511,8 @@ class _FirstPass:
     counts: array[int]  # the head's, then each message's in id order, but the moved results'
     moved_tokens: dict[int, int]  # by id
     synthetic_tokens: int  # of each synthetic result (its text is the same for every one)
+    first_id: int | None  # the first message sent (None: none)
+    last_sent: tuple[bool, int | None]  # see ToolResultPlacement.last_sent
 
 
 class ContextStream:
@@ -553,9 +555,10 @@ class ContextStream:
         head = count_messages(self.head.texts(head_only=True), self.encoding) if counted else []
         counts = array("I", head)
         moved_tokens: dict[int, int] = {}
-        kept, last_id = 0, -1
+        kept, last_id, first_id = 0, -1, None
         for page in self.pages(text=counted):
             scanned = [placement.scan(m.id, m) for m in page]
+            first_id = page[0].id if first_id is None and page else first_id
             kept += len(page)
             last_id = page[-1].id if page else last_id
             if counted:
@@ -584,6 +587,8 @@ class ContextStream:
             counts,
             moved_tokens,
             synthetic_tokens,
+            first_id,
+            placement.last_sent(),
         )
         return self._first
 

@@ -328,12 +328,18 @@ class ToolResultPlacement:
         self._scan = _ResultRun()
         self._names: dict[tuple[Any, str], str | None] = {}  # open calls' tool names
         self._last: Message | None = None
+        self._last_key: Any = _NO_CALLER  # the last message that is not a moved result
+        self._run: tuple[Any, tuple[str, ...]] = (_NO_CALLER, ())  # its calling message
 
     def scan(self, key: Any, m: Message) -> tuple[ContextEntry, str | None]:
         """First pass: the entry ``m`` is (a moved result flagged, in id order rather than
         at its call), with the name of the tool a result answers."""
         kind, caller = self._scan.step(key, m)
         self._last = m
+        if kind != "moved":
+            self._last_key = key
+            if kind != "in_place":
+                self._run = (key, m.call_ids)
         if kind in ("in_place", "moved"):
             call_id = m.tool_call_id or ""
             name = self._names.pop((caller, call_id), None)
@@ -356,6 +362,17 @@ class ToolResultPlacement:
             out.append((synthetic_result(call, call_id), self._names.get((key, call_id))))
         self._names.clear()
         return out
+
+    def last_sent(self) -> tuple[bool, Any]:
+        """After :meth:`finish`: (whether anything is sent, the key of the entry sent last;
+        None for a synthetic result): the last message not moved, or the last result moved
+        up to, or made for, its calling message."""
+        if self._last_key is _NO_CALLER:
+            return False, None
+        key, call_ids = self._run
+        moved, missing = self.moved.get(key, {}), self.unanswered.get(key, ())
+        tail = [moved.get(c) for c in call_ids if c in moved or c in missing]
+        return True, tail[-1] if tail else self._last_key
 
     def entries(
         self,

@@ -907,24 +907,26 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
 # -- context show, streamed (#32: 10,000 tool calls took 8.2 s and 1.8 GB, 1M messages 45 s) --
 
 
-def _shown_whole(view, widths):
+def _shown_whole(view, widths, checkpoints):
     """What `context show` printed when it built the whole view: the reference the streamed
     output must equal (the table at each of ``widths``)."""
-    from ctxtool.export import render_jsonl, render_markdown, render_table, render_text
+    from ctxtool.export import render_html, render_jsonl, render_markdown, render_table, render_text
     from ctxtool.output import dumps
 
     return {
         **{("table", w): render_table(view, w) for w in widths},
         "markdown": render_markdown(view),
         "jsonl": render_jsonl(view),
+        "html": render_html(view, checkpoints),
         "full": render_text(view),
         "json": dumps(view.document()),
         "openai": dumps([i.openai for i in view.items]),
     }
 
 
-def _shown_streamed(stream, widths):
+def _shown_streamed(stream, widths, checkpoints):
     from ctxtool.export import (
+        html_pieces,
         json_lines,
         jsonl_lines,
         markdown_lines,
@@ -937,6 +939,7 @@ def _shown_streamed(stream, widths):
         **{("table", w): "\n".join(table_lines(stream, w)) for w in widths},
         "markdown": "\n".join(markdown_lines(stream)) + "\n",
         "jsonl": "".join(jsonl_lines(stream)),
+        "html": "".join(html_pieces(stream, checkpoints)),
         "full": "\n".join(text_lines(stream)),
         "json": "".join(json_lines(stream)),
         "openai": "".join(openai_lines(stream)),
@@ -965,7 +968,8 @@ def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(
                 None,
                 40,
             )  # the fitter at every width: test_streamed_table_fits_as_fit_table_does
-            assert _shown_streamed(stream, widths) == _shown_whole(view, widths), (sid, at)
+            shown = _shown_streamed(stream, widths, history.compactions)
+            assert shown == _shown_whole(view, widths, history.compactions), (sid, at)
             points += 1
     assert points > 20
 
@@ -1025,6 +1029,7 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
     import tracemalloc
 
     from ctxtool.export import (
+        html_pieces,
         json_lines,
         jsonl_lines,
         markdown_lines,
@@ -1046,7 +1051,7 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
         "loaded", stream_context(history).encoding
     )  # the encoding's tables are not the context's
     renders = (lambda s: table_lines(s, 160), text_lines, json_lines, openai_lines)
-    for render in (*renders, markdown_lines, jsonl_lines):
+    for render in (*renders, markdown_lines, jsonl_lines, html_pieces):
         stream = stream_context(history, page_entries=100)
         written = 0
         tracemalloc.start()
@@ -1135,14 +1140,14 @@ def test_show_wraps_the_system_prompt_and_the_summary_to_the_terminal(db, cli):
     assert summary.strip().splitlines()[1] in piped  # no width: as stored
 
 
-def test_export_writes_markdown_and_jsonl_a_page_at_a_time_and_whole_or_nothing(db, cli, tmp_path):
-    """`context export` of Markdown and JSONL is streamed (the text of the whole view, read a
-    page at a time); a file is written whole or not at all, with the mode a plain write
+def test_export_writes_every_format_a_page_at_a_time_and_whole_or_nothing(db, cli, tmp_path):
+    """`context export` of Markdown, JSONL and HTML is streamed (the text of the whole view,
+    read a page at a time); a file is written whole or not at all, with the mode a plain write
     gives."""
     import os
 
     from ctxtool.cli.context import write_whole
-    from ctxtool.export import render_jsonl, render_markdown
+    from ctxtool.export import render_html, render_jsonl, render_markdown
     from ctxtool.store.reads import SessionHistory
 
     sid = _long_session(db, 1200, 3)
@@ -1155,6 +1160,8 @@ def test_export_writes_markdown_and_jsonl_a_page_at_a_time_and_whole_or_nothing(
     assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
     result = cli("--db", db.url, "context", "export", str(sid), "--format", "jsonl")
     assert result.stdout == render_jsonl(view)
+    result = cli("--db", db.url, "context", "export", str(sid), "--format", "html")
+    assert result.stdout == render_html(view)
 
     def broken():
         yield "half"

@@ -121,3 +121,5 @@ def test_two_passes_place_every_result_as_the_held_rule_did(drawn):
     assert sorted(id(e.message) for e in scanned) == sorted(id(m) for m in history)
     assert len(synthetic) == sum(e.synthetic for e in expected)
     assert sorted(fetched) == sorted(e.message.id for e in expected if e.moved)
+    # What the HTML page's contents name before it is written: the entry sent last.
+    assert placement.last_sent() == (bool(expected), expected[-1].message.id if expected else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from itertools import chain
@@ -13,6 +14,7 @@ from ..errors import CtxtoolError
 from ..export import (
     FORMATS,
     export_format,
+    html_pieces,
     json_lines,
     jsonl_lines,
     markdown_lines,
@@ -37,8 +39,8 @@ from .types import WholeNumber
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
 PIPED_WIDTH = 160
-# Exported a page at a time (the HTML page's contents list, and a redaction, need the whole).
-STREAMED_FORMATS = ("markdown", "jsonl")
+# Exported a page at a time (a redaction needs the whole view).
+STREAMED_FORMATS = ("markdown", "jsonl", "html")
 
 
 def _joined(lines: Iterable[str]) -> Iterator[str]:
@@ -270,15 +272,19 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
         stream = stream_context(history, at, before_first)
         if fmt == "jsonl":
             pieces = jsonl_lines(stream)
+        elif fmt == "html":
+            pieces = html_pieces(stream, history.compactions)
         else:
             pieces = chain(_joined(markdown_lines(stream)), ["\n"])
         if path:
             size = write_whole(path, pieces)
             click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
-        elif fmt == "jsonl":
-            echo_pieces(pieces)
-        else:
+        elif fmt == "markdown":
             page(markdown_lines(stream))
+        elif fmt == "html" and sys.stdout.isatty():
+            page("".join(pieces).rstrip("\n"))  # a person reading a page's source: a pager
+        else:
+            echo_pieces(pieces)
         return
     view = _view_of(history, at, before_first)
     if redact or redact_preview:
