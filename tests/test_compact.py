@@ -259,6 +259,33 @@ def test_compact_all_batch_statuses_and_exit_codes(db, cli):
     assert result.exit_code == 0 and "0 session(s) over threshold" in result.output
 
 
+def test_a_sibling_reaching_a_session_being_read_skips_it_without_reading(db):
+    """The lease is taken before the session is read: a second process that reaches it while
+    the first is still reading and planning gets lease_held from one UPDATE, instead of
+    reading and planning the whole session again (and, before, winning the claim)."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    sibling = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="sibling")
+    seen: list[tuple[str, str]] = []
+
+    def reading(session_id: int, what: str) -> None:
+        if what.startswith("reading") and not seen:
+            outcome = sibling.compact_session(session_id)
+            seen.append((outcome.status, " ".join(outcome.notes)))
+
+    first = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="first", on_phase=reading)
+    assert first.compact_session(1).status == "compacted"
+    assert seen == [("lease_held", seen[0][1])] and "leased by first" in seen[0][1]
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 1
+    assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
+
+
+def test_a_session_that_needs_nothing_gives_back_the_lease_it_took(db):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
+    assert compactor.compact_session(1).status == "below_threshold"
+    assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
+
+
 def test_leases(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")

@@ -134,69 +134,75 @@ class Compactor:
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
             with retry_transaction(self.engine, self.engine.connect) as conn:
-                holder = (
-                    None
-                    if dry_run
-                    else retry_transaction(conn, lambda: leases.holder(conn, session_id))
-                )
-                if holder is not None and holder.owner != self.owner:
-                    # A sibling run (another process found the same batch) has it: not read
-                    # and planned for nothing. The claim still decides when this read is stale.
-                    return replace(
-                        outcome,
-                        status=CompactionStatus.LEASE_HELD,
-                        notes=[f"leased by {holder.owner} until {holder.expires_at}"],
-                        seconds=time.perf_counter() - started,
-                    )
-                phase = partial(self._phase, session_id)
-                for _ in range(SPAN_ATTEMPTS):
-                    phase("reading and counting its context")
-                    session, prep = retry_transaction(
-                        conn,
-                        lambda: self._prepare(
-                            conn, session_id, force, not dry_run, texts=summarize or not dry_run
-                        ),
-                    )
-                    outcome = _planned(outcome, prep)
-                    if prep.status is not None or (dry_run and not summarize):
-                        outcome = replace(outcome, status=prep.status or CompactionStatus.PLANNED)
-                        break
-                    if dry_run:
-                        outcome, row = summarized(
-                            self.summarizer,
+                taken = not dry_run and self._take(conn, session_id)
+                if not dry_run and not taken:
+                    holder = retry_transaction(conn, lambda: leases.holder(conn, session_id))
+                    if holder is not None and holder.owner != self.owner:
+                        # A sibling run (another process found the same batch) has it: not
+                        # read and planned for nothing.
+                        return replace(
                             outcome,
-                            prep,
-                            session.title,
-                            replace(self.gate, keep_text=True),
-                            phase,
+                            status=CompactionStatus.LEASE_HELD,
+                            notes=[f"leased by {holder.owner} until {holder.expires_at}"],
+                            seconds=time.perf_counter() - started,
                         )
-                        if row is not None:
-                            outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
-                        break
-                    refused = self._claim(conn, outcome, prep)
-                    if refused is not None:
-                        outcome = refused
-                        break
-                    try:
-                        outcome, row = summarized(
-                            self.summarizer, outcome, prep, session.title, self.gate, phase
+                try:
+                    phase = partial(self._phase, session_id)
+                    for _ in range(SPAN_ATTEMPTS):
+                        phase("reading and counting its context")
+                        session, prep = retry_transaction(
+                            conn,
+                            lambda: self._prepare(
+                                conn, session_id, force, not dry_run, texts=summarize or not dry_run
+                            ),
                         )
-                        if row is not None:
-                            phase("writing the checkpoint")
-                            outcome = self._written(conn, outcome, prep, row)
-                    finally:
-                        if outcome.compaction_id is None:  # else the append released it
-                            retry_transaction(
-                                conn, lambda: leases.release(conn, session_id, self.owner)
+                        outcome = _planned(outcome, prep)
+                        if prep.status is not None or (dry_run and not summarize):
+                            outcome = replace(
+                                outcome, status=prep.status or CompactionStatus.PLANNED
                             )
-                    if outcome.status is not CompactionStatus.SPAN_CHANGED:
-                        break
-                else:
-                    outcome = replace(
-                        outcome,
-                        status=CompactionStatus.FAILED,
-                        error="messages kept arriving inside the summarized span",
-                    )
+                            break
+                        if dry_run:
+                            outcome, row = summarized(
+                                self.summarizer,
+                                outcome,
+                                prep,
+                                session.title,
+                                replace(self.gate, keep_text=True),
+                                phase,
+                            )
+                            if row is not None:
+                                outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
+                            break
+                        refused = self._claim(conn, outcome, prep)
+                        if refused is not None:
+                            outcome = refused
+                            break
+                        try:
+                            outcome, row = summarized(
+                                self.summarizer, outcome, prep, session.title, self.gate, phase
+                            )
+                            if row is not None:
+                                phase("writing the checkpoint")
+                                outcome = self._written(conn, outcome, prep, row)
+                        finally:
+                            if outcome.compaction_id is None:  # else the append released it
+                                retry_transaction(
+                                    conn, lambda: leases.release(conn, session_id, self.owner)
+                                )
+                        if outcome.status is not CompactionStatus.SPAN_CHANGED:
+                            break
+                    else:
+                        outcome = replace(
+                            outcome,
+                            status=CompactionStatus.FAILED,
+                            error="messages kept arriving inside the summarized span",
+                        )
+                finally:
+                    if taken and outcome.compaction_id is None:  # else the append released it
+                        retry_transaction(
+                            conn, lambda: leases.release(conn, session_id, self.owner)
+                        )
         except InvalidSettings:
             raise  # the settings' fault, not this session's: a usage error, as --all says it
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end a batch
@@ -205,6 +211,12 @@ class Compactor:
             )
             outcome = replace(outcome, status=CompactionStatus.FAILED, error=failure.message)
         return replace(outcome, seconds=time.perf_counter() - started)
+
+    def _take(self, conn: Connection, session_id: int) -> bool:
+        """Take the session's lease before reading it, for as long as one summarizer request
+        may need (the claim after the plan sets the plan's own length)."""
+        seconds = lease_for_plan(self.summarizer, 0, self.lease_seconds)
+        return retry_transaction(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
 
     def _phase(self, session_id: int, what: str) -> None:
         if self.on_phase is not None:

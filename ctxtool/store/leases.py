@@ -31,30 +31,43 @@ def claim(
     """Take the session's lease if it is free, expired or already ours, and check no checkpoint
     was appended since the caller planned. None when taken, else why not: LEASE_HELD (another
     compactor holds it) or LOST_RACE (a checkpoint was appended since the caller read it)."""
-    dialect = dialect_of(conn)
     with conn.begin() as tx:
-        taken = conn.execute(
-            S.update()
-            .where(
-                S.c.session_id == session_id,
-                # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
-                # free, as holder() and the batch read it (it was held forever here).
-                sa.or_(
-                    S.c.lease_owner.is_(None),
-                    S.c.lease_expires_at.is_(None),
-                    S.c.lease_expires_at < dialect.server_now(),
-                    S.c.lease_owner == owner,
-                ),
-            )
-            .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
-        ).rowcount
-        if taken != 1:
+        if not _take(conn, session_id, owner, seconds):
             tx.rollback()
             return CompactionStatus.LEASE_HELD
         if latest_compaction_id(conn, session_id) != parent_id:
             tx.rollback()  # another compactor finished between our read and our claim
             return CompactionStatus.LOST_RACE
     return None
+
+
+def take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
+    """Take the session's lease before reading it, if it is free, expired or already ours: a
+    batch run from several processes then reads and plans each session once, not once per
+    process that reaches it (a sibling's session costs one UPDATE). :func:`claim` still
+    checks the parent after the plan."""
+    with conn.begin():
+        return _take(conn, session_id, owner, seconds)
+
+
+def _take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
+    dialect = dialect_of(conn)
+    taken = conn.execute(
+        S.update()
+        .where(
+            S.c.session_id == session_id,
+            # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
+            # free, as holder() and the batch read it (it was held forever here).
+            sa.or_(
+                S.c.lease_owner.is_(None),
+                S.c.lease_expires_at.is_(None),
+                S.c.lease_expires_at < dialect.server_now(),
+                S.c.lease_owner == owner,
+            ),
+        )
+        .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
+    ).rowcount
+    return taken == 1
 
 
 def release(conn: Connection, session_id: int, owner: str) -> None:
