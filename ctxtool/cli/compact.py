@@ -204,6 +204,13 @@ _LABELS = {
     "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "
     "for extractive].",
 )
+@click.option(
+    "--outage-wait",
+    type=WholeNumber(0, MAX_DURATION_S),
+    metavar="SECONDS",
+    help="How long a database server out of reach (a cluster node restarting, a failover) "
+    "is waited for, with backoff, before the sessions in hand fail [default: 30].",
+)
 @output_options
 @pass_app
 def compact(
@@ -239,6 +246,7 @@ def compact(
         max_summary_tokens=options["max_summary_tokens"],
         min_carry_over=options["min_carry_over"],
         min_quality=options["min_quality"],
+        outage_seconds=options["outage_wait"],
     )
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)

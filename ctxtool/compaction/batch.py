@@ -94,7 +94,9 @@ def find_batch(
     return batch
 
 
-def count_missing(engine: Engine, encoding: str | None = None) -> int:
+def count_missing(
+    engine: Engine, encoding: str | None = None, retry: Callable = retry_transaction
+) -> int:
     """Store the token counts the runtime left out of the sessions' restored suffixes (or that
     were made with another encoding than the one each session needs), so later runs sum the
     stored counts alone; returns how many messages were counted."""
@@ -108,7 +110,7 @@ def count_missing(engine: Engine, encoding: str | None = None) -> int:
 
     for r in uncounted:
         try:
-            retry_transaction(engine, partial(count_session, r.session_id))
+            retry(engine, partial(count_session, r.session_id))
         except SQLAlchemyError as exc:
             # Still contended (a sibling on another node counts the same messages): this
             # session is counted when it is compacted. Anything else ends the run.

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..db import retry_transaction
+from ..db import DEFAULT_POLICY, retry_transaction
 from ..errors import InvalidSettings
 from ..evaluation import DEFAULT_MIN_QUALITY, carry_over, meets_floor
 from ..failures import describe_failure
@@ -85,8 +85,17 @@ class Compactor:
         min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER,
         min_quality: float = DEFAULT_MIN_QUALITY,
         on_phase: Callable[[int, str], None] | None = None,
+        outage_seconds: float | None = None,
     ):
         self.engine = engine
+        # How long a server out of reach (a node restarting) is waited for before a session
+        # fails: db.retry_transaction's backoff, for every transaction of this run.
+        policy = (
+            DEFAULT_POLICY
+            if outage_seconds is None
+            else replace(DEFAULT_POLICY, outage_s=outage_seconds)
+        )
+        self._retry = partial(retry_transaction, policy=policy)
         # Told (session id, what now) as a session moves on: a progress line off a terminal.
         self.on_phase = on_phase
         self.summarizer = summarizer
@@ -133,10 +142,10 @@ class Compactor:
             # (in particular SQLite's write lock) is held while the summarizer works. Each
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
-            with retry_transaction(self.engine, self.engine.connect) as conn:
+            with self._retry(self.engine, self.engine.connect) as conn:
                 taken = not dry_run and self._take(conn, session_id)
                 if not dry_run and not taken:
-                    holder = retry_transaction(conn, lambda: leases.holder(conn, session_id))
+                    holder = self._retry(conn, lambda: leases.holder(conn, session_id))
                     if holder is not None and holder.owner != self.owner:
                         # A sibling run (another process found the same batch) has it: not
                         # read and planned for nothing.
@@ -150,7 +159,7 @@ class Compactor:
                     phase = partial(self._phase, session_id)
                     for _ in range(SPAN_ATTEMPTS):
                         phase("reading and counting its context")
-                        session, prep = retry_transaction(
+                        session, prep = self._retry(
                             conn,
                             lambda: self._prepare(
                                 conn, session_id, force, not dry_run, texts=summarize or not dry_run
@@ -187,7 +196,7 @@ class Compactor:
                                 outcome = self._written(conn, outcome, prep, row)
                         finally:
                             if outcome.compaction_id is None:  # else the append released it
-                                retry_transaction(
+                                self._retry(
                                     conn, lambda: leases.release(conn, session_id, self.owner)
                                 )
                         if outcome.status is not CompactionStatus.SPAN_CHANGED:
@@ -200,9 +209,7 @@ class Compactor:
                         )
                 finally:
                     if taken and outcome.compaction_id is None:  # else the append released it
-                        retry_transaction(
-                            conn, lambda: leases.release(conn, session_id, self.owner)
-                        )
+                        self._retry(conn, lambda: leases.release(conn, session_id, self.owner))
         except InvalidSettings:
             raise  # the settings' fault, not this session's: a usage error, as --all says it
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end a batch
@@ -216,7 +223,7 @@ class Compactor:
         """Take the session's lease before reading it, for as long as one summarizer request
         may need (the claim after the plan sets the plan's own length)."""
         seconds = lease_for_plan(self.summarizer, 0, self.lease_seconds)
-        return retry_transaction(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
+        return self._retry(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
 
     def _phase(self, session_id: int, what: str) -> None:
         if self.on_phase is not None:
@@ -300,7 +307,7 @@ class Compactor:
         """Take the session's lease for as long as the summarizer may need; None when taken,
         else the outcome that says why not (and who holds it)."""
         seconds = lease_for_plan(self.summarizer, prep.summarized_tokens, self.lease_seconds)
-        refused = retry_transaction(
+        refused = self._retry(
             conn,
             lambda: leases.claim(conn, prep.session_id, self.owner, seconds, prep.parent_id),
         )
@@ -315,7 +322,7 @@ class Compactor:
         self, conn: Connection, outcome: CompactionOutcome, prep: Preparation, row: dict[str, Any]
     ) -> CompactionOutcome:
         """Append the checkpoint (the append proves the span and releases the lease)."""
-        result = retry_transaction(
+        result = self._retry(
             conn,
             lambda: append_checkpoint(
                 conn, owner=self.owner, parent_id=prep.parent_id, values=row, span=prep.span()
@@ -340,7 +347,7 @@ class Compactor:
         the missing counts first; a dry run writes nothing (see
         :func:`ctxtool.compaction.batch.find_batch`)."""
         if not dry_run:
-            count_missing(self.engine, self.encoding)
+            count_missing(self.engine, self.encoding, retry=self._retry)
         return find_batch(
             self.engine,
             self.settings,
