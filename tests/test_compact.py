@@ -280,10 +280,18 @@ def test_a_sibling_reaching_a_session_being_read_skips_it_without_reading(db):
 
 
 def test_a_session_that_needs_nothing_gives_back_the_lease_it_took(db):
+    """...and the lease moves no `updated_at` (MySQL's ON UPDATE CURRENT_TIMESTAMP would),
+    neither when nothing is written nor when a checkpoint is: the same on every database."""
     add_session(db, 1, coding_session(2), model="gpt-4o")
+    add_session(db, 2, coding_session(12, tag="b"), model="gpt-4o")
+    before = db.rows("SELECT session_id, updated_at FROM agent_session ORDER BY session_id")
+    time.sleep(0.01)  # so that a write would show in the microseconds
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
     assert compactor.compact_session(1).status == "below_threshold"
-    assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}]
+    assert compactor.compact_session(2).status == "compacted"
+    assert db.rows("SELECT lease_owner FROM agent_session") == [{"lease_owner": None}] * 2
+    after = db.rows("SELECT session_id, updated_at FROM agent_session ORDER BY session_id")
+    assert after == before
 
 
 def test_leases(db):

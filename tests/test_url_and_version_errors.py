@@ -112,6 +112,16 @@ def test_an_empty_db_is_refused_and_a_directory_is_named_as_one(cli, tmp_path, m
     for args in (["--db", "", "compact", "--help"], ["sessions", "list", "--db", "", "--help"]):
         helped = cli(*args, env=env)
         assert helped.exit_code == 0 and helped.output.startswith("Usage: "), helped.output
+    # "--help" as an option's value is no help: the command runs, and the empty --db is
+    # refused, never the default or the environment's database used instead.
+    (tmp_path / "other.db").touch()
+    other = {**env, "CTXTOOL_DATABASE_URL": f"sqlite:///{tmp_path / 'other.db'}"}
+    for args in (
+        ["sessions", "list", "--db", "", "--user", "--help"],
+        ["--db", "", "sessions", "list", "--user", "--help"],
+    ):
+        valued = cli(*args, env=other)
+        assert valued.exit_code == 2 and "--db is empty" in valued.output, valued.output
     (tmp_path / "dir").mkdir()
     for db in ("dir/", "dir", "sqlite:///dir"):
         directory = cli("--db", db, "migrate", "up", env=env)

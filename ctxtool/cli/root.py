@@ -49,9 +49,9 @@ class _Command(click.Command):
         return super().parse_args(ctx, negative_numbers_as_arguments(self, ctx, args))
 
     def invoke(self, ctx):
-        raise_config_error(ctx)
         url = ctx.params.pop("db_url", None)
-        _refuse_empty(ctx, url)
+        _refuse_empty(ctx, url)  # put off if a --help was an option's value: raised just below
+        raise_config_error(ctx)
         if url:
             ctx.find_object(AppContext).use_url(url)
         return super().invoke(ctx)

@@ -65,9 +65,19 @@ def _take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
                 S.c.lease_owner == owner,
             ),
         )
-        .values(lease_owner=owner, lease_expires_at=dialect.server_now_plus(seconds))
+        .values(
+            lease_owner=owner,
+            lease_expires_at=dialect.server_now_plus(seconds),
+            **_KEEP_UPDATED_AT,
+        )
     ).rowcount
     return taken == 1
+
+
+# A lease is no activity of the session: assigned to itself, MySQL's ON UPDATE
+# CURRENT_TIMESTAMP leaves `updated_at` as it is (a compaction that writes nothing, or is
+# refused, must not move it; the row is still written, which is what orders it on Galera).
+_KEEP_UPDATED_AT = {"updated_at": S.c.updated_at}
 
 
 def release(conn: Connection, session_id: int, owner: str) -> None:
@@ -82,7 +92,7 @@ def give_back(conn: Connection, session_id: int, owner: str) -> bool:
         conn.execute(
             S.update()
             .where(S.c.session_id == session_id, S.c.lease_owner == owner)
-            .values(lease_owner=None, lease_expires_at=None)
+            .values(lease_owner=None, lease_expires_at=None, **_KEEP_UPDATED_AT)
         ).rowcount
         == 1
     )
