@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -50,30 +51,63 @@ def _joined(lines: Iterable[str]) -> Iterator[str]:
 
 
 def write_whole(path: str, pieces: Iterable[str]) -> int:
-    """Write ``pieces`` to ``path`` through a temporary file beside it, renamed over it at the
-    end: a failure (a disk full, a session deleted while it is read) leaves nothing half
-    written. Returns the bytes written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    size = 0
+    """Write ``pieces`` to ``path`` as a plain write would (through a symlink, keeping the
+    file's mode), but through a temporary file renamed over it at the end: a failure (a disk
+    full, a session deleted while it is read) leaves the old file whole. A device or a FIFO
+    (``-o /dev/null``) cannot be renamed over: it is written straight into. Returns the bytes
+    written."""
+    target = os.path.realpath(path)
     try:
+        try:
+            existing: os.stat_result | None = os.stat(target)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            with open(target, "w", encoding="utf-8") as stream:
+                return _write_pieces(stream, pieces)
         with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=folder, prefix=".ctxtool-", delete=False
+            "w", encoding="utf-8", dir=os.path.dirname(target), prefix=".ctxtool-", delete=False
         ) as out:
             try:
-                for piece in pieces:
-                    out.write(piece)
-                    size += len(piece.encode())
+                size = _write_pieces(out, pieces)
             except BaseException:
                 out.close()
                 os.unlink(out.name)
                 raise
-        mask = os.umask(0)  # the mode a plain open() gives (a temporary file's is 0600)
-        os.umask(mask)
-        os.chmod(out.name, 0o666 & ~mask)
-        os.replace(out.name, path)
+        try:
+            _take_place_of(out.name, existing)
+            os.replace(out.name, target)
+        except BaseException:
+            os.unlink(out.name)
+            raise
     except OSError as exc:
         raise CtxtoolError(f"cannot write {path}: {exc.strerror or exc}") from None
     return size
+
+
+def _write_pieces(stream, pieces: Iterable[str]) -> int:
+    size = 0
+    for piece in pieces:
+        stream.write(piece)
+        size += len(piece.encode())
+    return size
+
+
+def _take_place_of(temporary: str, existing: os.stat_result | None) -> None:
+    """Give the temporary file what the file it replaces had (its mode, and its owner where
+    we may), or for a new file the mode a plain open() gives (a temporary file's is 0600)."""
+    if existing is None:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)
+        return
+    os.chmod(temporary, stat.S_IMODE(existing.st_mode))
+    mine = os.stat(temporary)
+    if (mine.st_uid, mine.st_gid) != (existing.st_uid, existing.st_gid):
+        try:
+            os.chown(temporary, existing.st_uid, existing.st_gid)
+        except PermissionError:
+            pass  # not ours to give away: the file becomes the writer's, as it would by hand
 
 
 @main.group()
