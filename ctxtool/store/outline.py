@@ -11,12 +11,11 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
-from ..db import dialect_of
 from ..db.schema import agent_message as M
 from ..inspection import PAGE_ENTRIES, ContextPoint, ContextStream
 from ..records import Message
 from ..tokens import encoding_for_model
-from .reads import _MESSAGE_COLUMNS, SessionHistory, connection_for, read_messages
+from .reads import _MESSAGE_COLUMNS, SessionHistory, connection_for, read_messages, span_at
 
 # A message without its text: what decides the order sent and what each entry is.
 _OUTLINE_COLUMNS = [
@@ -65,20 +64,10 @@ class ContextPages:
             columns = _MESSAGE_COLUMNS
         else:  # times only where they decide what the context holds (point.holds)
             columns = _OUTLINE_COLUMNS if point.replaced_by else _OUTLINE_COLUMNS_UNTIMED
-        query = sa.select(*columns).where(M.c.session_id == self.session_id)
-        if point.first_id is not None:
-            query = query.where(M.c.id >= point.first_id)
+        query = span_at(self.engine, self.session_id, point, columns)
         if through is not None:
             query = query.where(M.c.id <= through)
-        nxt = point.replaced_by
-        if nxt is not None and nxt.created_at is not None:
-            # Every row point.holds may keep, in whatever shape a runtime wrote its time
-            # (SQLite compared them as text); a millisecond of slack, as holds decides.
-            written = dialect_of(self.engine).time_compare(
-                M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
-            )
-            query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
-        query = query.order_by(M.c.id).limit(self.size)
+        query = query.limit(self.size)
         last: int | None = None
         while True:
             # A connection a page: a reader held open for a whole pass would keep a writer's

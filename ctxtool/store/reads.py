@@ -427,6 +427,26 @@ class Store:
         return restored_context_tokens(ctx, encoding_for_model(session.model, encoding).name)
 
 
+def span_at(
+    bind: Engine | Connection, session_id: int, point: ContextPoint, columns: list
+) -> sa.Select:
+    """The rows, in id order, that may hold the context at ``point`` (``point.holds`` decides
+    each): one id range from its first id, bounded by the checkpoint that replaced it. The one
+    span query of a view read whole and of one read a page at a time, so they cannot drift."""
+    query = sa.select(*columns).where(M.c.session_id == session_id)
+    if point.first_id is not None:
+        query = query.where(M.c.id >= point.first_id)
+    nxt = point.replaced_by
+    if nxt is not None and nxt.created_at is not None:
+        # Every row point.holds may keep, in whatever shape a runtime wrote its time
+        # (SQLite compared them as text); a millisecond of slack, as holds decides.
+        written = dialect_of(bind).time_compare(
+            M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
+        )
+        query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
+    return query.order_by(M.c.id)
+
+
 class SessionHistory:
     """Reads for looking back at one session: its checkpoints, its context at any of them,
     and what changed between two (the rules are in ``ctxtool.inspection``)."""
@@ -443,22 +463,8 @@ class SessionHistory:
     def messages_at(self, point: ContextPoint) -> list[Message]:
         """The messages of the context at ``point``: one id range, bounded by the next
         checkpoint where there is one (never the history after it)."""
-        return self._read_at(point, _MESSAGE_COLUMNS)
-
-    def _read_at(self, point: ContextPoint, columns: list) -> list[Message]:
-        query = sa.select(*columns).where(M.c.session_id == self.session_id)
-        if point.first_id is not None:
-            query = query.where(M.c.id >= point.first_id)
-        nxt = point.replaced_by
         with connection_for(self.store.engine, None) as c:
-            if nxt is not None and nxt.created_at is not None:
-                # Every row point.holds may keep, in whatever shape a runtime wrote its time
-                # (SQLite compared them as text); a millisecond of slack, as holds decides.
-                written = dialect_of(c).time_compare(
-                    M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
-                )
-                query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
-            rows = read_messages(c, query.order_by(M.c.id))
+            rows = read_messages(c, span_at(c, self.session_id, point, _MESSAGE_COLUMNS))
         return [m for m in rows if point.holds(m)]
 
     def view(
