@@ -434,6 +434,8 @@ class Importer:
                 self.max_row_bytes,
                 self.max_transaction_bytes,
                 commit_chunk if bounded else None,
+                # A refusal (not a continuation after all) must find nothing committed.
+                lambda: reconciler.continuation_proven,
             ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))

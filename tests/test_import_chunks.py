@@ -494,3 +494,62 @@ def test_two_bounded_imports_of_one_transcript_at_once_store_it_once(mysql_db, t
     assert all(r.messages_added + r.messages_present == 20_000 for r in results)
     assert mysql_db.scalar("SELECT COUNT(DISTINCT source_id) FROM agent_message") == 20_000
     assert counts(mysql_db) == (1, 20_000, 0)
+
+
+def _chain(names: list[str]) -> bytes:
+    """A linear Claude Code session whose messages are ``names`` (uuids), TEXT bytes each."""
+    records, parent = [], None
+    for i, name in enumerate(names):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"{name} " + "w" * TEXT
+        message = (
+            {"role": "user", "content": text}
+            if role == "user"
+            else {"id": f"m-{name}", "role": role, "content": [{"type": "text", "text": text}]}
+        )
+        records.append(
+            {
+                "type": role,
+                "uuid": name,
+                "parentUuid": parent,
+                "sessionId": "cc-refused",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": message,
+            }
+        )
+        parent = name
+    return _lines(records)
+
+
+def test_a_file_refused_as_no_continuation_commits_nothing_though_past_the_bound(db, cli, tmp_path):
+    """New messages before the stored ones: the file is found not to continue the session
+    only when a stored message turns up after them, past several bounds' worth. Nothing of it
+    may have been committed by then (the new messages would sit after the stored ones, out of
+    the file's order, and every re-run would be refused with them in place)."""
+    path = tmp_path / "cc.jsonl"
+    write(path, _chain(["A", "B"]))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    before = stored(db)
+    write(path, _chain([f"X{i}" for i in range(12)] + ["A", "B", "C"]))
+    for _ in range(2):  # and again: still refused, still nothing written
+        refused = cli("--db", db.url, "import", "--max-transaction-bytes", BOUND, path)
+        assert refused.exit_code == 1, refused.output
+        assert "is not a continuation" in refused.stderr, refused.stderr
+        assert "are stored (committed before the failure)" not in refused.stderr
+        assert stored(db) == before
+
+
+def test_a_stored_line_missing_from_a_numbered_file_commits_nothing_though_past_the_bound(
+    db, cli, tmp_path
+):
+    """The same for a file numbered by line whose stored line is gone (skipped as invalid
+    here): found only at the file's end, after many bounds' worth of new lines."""
+    path = write(tmp_path / "s.jsonl", chat(10))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    before = stored(db)
+    write(path, chat(40, bad_at=5))
+    args = ("import", "--skip-invalid", "--max-transaction-bytes", BOUND, path)
+    refused = cli("--db", db.url, *args)
+    assert refused.exit_code == 1, refused.output
+    assert "no longer has it" in refused.stderr, refused.stderr
+    assert stored(db) == before

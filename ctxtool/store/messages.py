@@ -366,7 +366,8 @@ class MessageWriter:
     ``next_transaction`` is called, which commits and opens the next transaction with the
     session's row written first. A message larger than the bound goes alone. A checkpoint goes
     in the transaction of the message before it, so it never commits before the messages it
-    refers to.
+    refers to. Nothing commits while ``may_commit`` says no (the file not yet shown to continue
+    the stored session): that transaction grows past the bound instead.
 
     Use as a context manager: the writer thread never outlives the transaction."""
 
@@ -380,6 +381,7 @@ class MessageWriter:
         row_limit: int | None = None,
         transaction_bytes: int | None = None,
         next_transaction: Callable[[], None] | None = None,
+        may_commit: Callable[[], bool] | None = None,
     ):
         self.conn, self.session_id, self.fmt, self.path = conn, session_id, fmt, path
         # `import --max-row-bytes`: the engine's own bound on a row, which the server does not
@@ -388,6 +390,10 @@ class MessageWriter:
         assert transaction_bytes is None or next_transaction is not None
         self.transaction_bytes = transaction_bytes
         self.next_transaction = next_transaction
+        # Whether what is written so far may be committed yet (the importer's answer: only
+        # once the file has shown it continues what the store holds). Until then the
+        # transaction goes on past the bound: a refusal must leave nothing behind.
+        self.may_commit = may_commit or (lambda: True)
         self._transaction_weight = 0  # row bytes written in the current transaction
         # What the transactions before the current one committed (see next_transaction).
         self.committed_messages = self.committed_compactions = 0
@@ -467,7 +473,11 @@ class MessageWriter:
         """Count a message about to be queued against the transaction's bound; past it, what
         is queued before the message commits first (a transaction holds at least one)."""
         assert self.transaction_bytes is not None and self.next_transaction is not None
-        if self._transaction_weight and self._transaction_weight + weight > self.transaction_bytes:
+        if (
+            self._transaction_weight
+            and self._transaction_weight + weight > self.transaction_bytes
+            and self.may_commit()
+        ):
             self.close()  # everything before this message is sent: a prefix of the session
             self.next_transaction()
             self.committed_messages = self.messages_added

@@ -122,6 +122,14 @@ class Reconciler:
         last = self.stored.last
         # Where ids are line numbers, the stored ids the file holds: none may be missing.
         self.seen: set[str] | None = set() if last and positional(last.source_id) else None
+        self.matched: set[str] = set()  # the stored messages the file has shown so far
+
+    @property
+    def continuation_proven(self) -> bool:
+        """Whether every stored message has turned up: after that no record can show the file
+        is not a continuation (a stored message after a new one, a stored line missing), so
+        what is written so far may be committed."""
+        return len(self.matched) >= len(self.stored.messages)
 
     def run(self, records: Iterable[Record]) -> Iterator[Action]:
         for rec in records:
@@ -151,6 +159,7 @@ class Reconciler:
             raise self._moved_records(msg, self.first_new)
         stored = self.stored.messages[msg.source_id]
         self.counts.messages_present += 1
+        self.matched.add(msg.source_id)
         if self.seen is not None:
             self.seen.add(msg.source_id)
         completed = self._compare(msg, stored)
