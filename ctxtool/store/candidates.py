@@ -4,8 +4,8 @@ Two indexed steps. First, every session with its latest checkpoint and its lease
 through idx_compaction_session_id). Then sums over the messages since each cut, computed by the
 server in one walk of idx_message_session_id_tokens (:func:`all_suffix_sums`): the stored
 counts made with the encoding the session needs, the rows without such a count, and how many
-tool calls and tool results there are. So the cost follows the messages since each cut and nothing of them is
-sent back. A session whose calls and results differ in number (some call goes unanswered, or
+tool calls and tool results there are. Nothing of the messages is sent back; the walk passes
+over the entries before each cut too, so its cost is about a ``COUNT(*)`` of the index. A session whose calls and results differ in number (some call goes unanswered, or
 some result answers none: the restored context adds or resends messages that no stored count
 covers) is decided by bounds on those messages' tokens, and measured exactly only when its
 threshold lies between them (``context_size.SuffixTokens``; tests/test_bounds.py). Messages
@@ -140,8 +140,9 @@ def all_suffix_sums(encodings: list[str]) -> sa.Select:
     One walk of the index, about what a bare ``COUNT(*)`` of it costs (1.4x in
     bench_bigstore.py), where the ranges of :func:`~ctxtool.store.reads.suffix_ranges`, 50 to
     500 sessions a query, cost 14x: the server checked each entry against every range term of
-    its query. The messages before a cut are read and skipped on the index, as the walk
-    passes them (they are a small part of a store: what a cut leaves behind)."""
+    its query. The messages before a cut are read and skipped on the index as the walk passes
+    them: in a store compacted many times over they are most of it, and the walk still costs
+    about one ``COUNT(*)`` of the index, where the ranges read only the suffixes."""
     cp = C.alias("cp")
     per_encoding = []
     for i, name in enumerate(encodings):
