@@ -500,8 +500,9 @@ class MessagePages(Protocol):
 @dataclass
 class _FirstPass:
     """What the first pass over a streamed context keeps for the second: where the results
-    recorded away from their call go, and the token counts (4 bytes a message, so none is
-    counted twice)."""
+    recorded away from their call go, the token counts (4 bytes a message, so none is
+    counted twice) and the ids counted (8 bytes a message: the second pass must read the same
+    rows, or a count lands on the wrong one)."""
 
     placement: ToolResultPlacement
     messages_kept: int
@@ -513,6 +514,7 @@ class _FirstPass:
     synthetic_tokens: int  # of each synthetic result (its text is the same for every one)
     first_id: int | None  # the first message sent (None: none)
     last_sent: tuple[bool, int | None]  # see ToolResultPlacement.last_sent
+    ids: array[int]  # every message read, in id order
 
 
 class ContextStream:
@@ -556,8 +558,10 @@ class ContextStream:
         counts = array("I", head)
         moved_tokens: dict[int, int] = {}
         kept, last_id, first_id = 0, -1, None
+        ids = array("q")
         for page in self.pages(text=counted):
             scanned = [placement.scan(m.id, m) for m in page]
+            ids.extend(m.id for m in page)
             first_id = page[0].id if first_id is None and page else first_id
             kept += len(page)
             last_id = page[-1].id if page else last_id
@@ -589,6 +593,7 @@ class ContextStream:
             synthetic_tokens,
             first_id,
             placement.last_sent(),
+            ids,
         )
         return self._first
 
@@ -627,13 +632,22 @@ class ContextStream:
         first = self.first_pass(counted)
         head = head_items(self.head, first.counts if counted else ())
         yield from head
-        read = 0
+        ids = first.ids
 
         def keyed() -> Iterator[tuple[int, Message]]:
-            nonlocal read
+            # The rows counted, or none: a message committed with a lower id since the first
+            # pass (or one deleted) would move every later count onto the wrong row.
+            read = 0
             for page in self.pages(text=True, through=first.last_id):
-                read += len(page)
-                yield from ((m.id, m) for m in page)
+                for m in page:
+                    if read == len(ids) or m.id < ids[read]:
+                        raise self._changed(f"message {m.id} is new")
+                    if m.id != ids[read]:
+                        raise self._changed(f"message {ids[read]} is gone")
+                    read += 1
+                    yield m.id, m
+            if read != len(ids):
+                raise self._changed(f"message {ids[read]} is gone")
 
         maker = ItemMaker()
         position = len(head)
@@ -648,19 +662,16 @@ class ContextStream:
                 n = first.counts[position]
                 position += 1
             yield maker.item(entry, n)
-        if read != first.messages_kept:
-            raise self._changed(None)
 
     def _fetch(self, ids: list[int]) -> Mapping[int, Message]:
         found = self.fetch(ids)
         gone = [i for i in ids if i not in found]
         if gone:
-            raise self._changed(gone[0])
+            raise self._changed(f"message {gone[0]} is gone")
         return found
 
-    def _changed(self, gone: int | None) -> CtxtoolError:
-        # Deleted (sessions delete, purge) between the two passes.
-        what = f"message {gone} is gone" if gone is not None else "messages are gone"
+    def _changed(self, what: str) -> CtxtoolError:
+        # Written or deleted (sessions delete, purge) between the two passes.
         return CtxtoolError(
             f"session {self.session.session_id} changed while it was shown: {what}; show it again"
         )
