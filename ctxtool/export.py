@@ -140,13 +140,9 @@ def text_lines(view: ContextView | ContextStream) -> Iterator[str]:
     """:func:`render_text` line by line (a stored message may span many), from a view or a
     stream alike."""
     yield from (f"{label + ':':19}{_text(value)}" for label, value in describe_header(view))
-    first = True
-    for item in _items(view):
-        if item.kind not in ("system_prompt", "summary") and first:
-            first = False
-            cut = _cut_line(view) if item.kind == "message" else None
-            if cut:
-                yield from ("", f"──── {cut} ────")
+    for item, cut in _items_with_cut(view):
+        if cut:
+            yield from ("", f"──── {cut} ────")
         yield from ("", f"── {_text(item_title(item))} ──")
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if content:
@@ -161,6 +157,21 @@ def text_lines(view: ContextView | ContextStream) -> Iterator[str]:
 
 def _items(view: ContextView | ContextStream) -> Iterable[ViewItem]:
     return view.items() if isinstance(view, ContextStream) else view.items
+
+
+def _items_with_cut(
+    view: ContextView | ContextStream,
+) -> Iterator[tuple[ViewItem, str | None]]:
+    """Each item, with the cut line to show before it: before the first item after the system
+    prompt and the summary, when that is a kept message of a checkpoint (every renderer marks
+    the cut there)."""
+    first = True
+    for item in _items(view):
+        cut = None
+        if first and item.kind not in ("system_prompt", "summary"):
+            first = False
+            cut = _cut_line(view) if item.kind == "message" else None
+        yield item, cut
 
 
 def message_rows(view: ContextView) -> list[dict[str, Any]]:
@@ -433,13 +444,9 @@ def markdown_lines(view: ContextView | ContextStream) -> Iterator[str]:
     h = view.header()
     yield from (f"# Session {h['session_id']}: {_text(h['title'] or 'untitled')}", "")
     yield from (f"- **{label}:** {_text(value)}" for label, value in describe_header(view))
-    first = True
-    for item in _items(view):
-        if item.kind not in ("system_prompt", "summary") and first:
-            first = False
-            cut = _cut_line(view) if item.kind == "message" else None
-            if cut:
-                yield from ("", "---", "", f"> ✂ **{cut}**")
+    for item, cut in _items_with_cut(view):
+        if cut:
+            yield from ("", "---", "", f"> ✂ **{cut}**")
         yield from ("", f"## {_text(item_title(item))}", "")
         content = summary_text(item) if item.kind == "summary" else item.openai.get("content")
         if item.kind == "summary":
@@ -532,13 +539,11 @@ def html_pieces(
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
         f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n' + _html_toc(view, checkpoints)
     )
-    separator, first = "", True
-    for item in _items(view):
-        if item.kind not in ("system_prompt", "summary") and first:
-            first = False
-            if item.kind == "message" and _cut_line(view):
-                yield f'{separator}<div class="cut" id="cut"><span>✂ {_esc(_cut_line(view))}</span></div>'
-                separator = "\n"
+    separator = ""
+    for item, cut in _items_with_cut(view):
+        if cut:
+            yield f'{separator}<div class="cut" id="cut"><span>✂ {_esc(cut)}</span></div>'
+            separator = "\n"
         yield separator + _html_item(view, item)
         separator = "\n"
     yield "\n</main></body></html>\n"
