@@ -794,17 +794,22 @@ def _words(*alternatives: str) -> str:
     return rf"(?=[{''.join(sorted({a[0] for a in alternatives}))}])\b({'|'.join(alternatives)})\b"
 
 
+# The negations both a prohibition and what it forbids are found by (in this order: the first
+# alternative that matches wins).
+_NEGATIONS = (
+    "never",
+    "don'?t",
+    "do not",
+    "must not",
+    "mustn'?t",
+    "should ?n[o']t",
+    "shall not",
+    "no more",
+)
 _PROHIBITION = re.compile(
     r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|"
     + _words(
-        "never",
-        "don'?t",
-        "do not",
-        "must not",
-        "mustn'?t",
-        "should ?n[o']t",
-        "shall not",
-        "no more",
+        *_NEGATIONS,
         r"stop \w+ing",
         r"without \w+ing",
         "you (cannot|can'?t|can not|may not|are not allowed to)",
@@ -842,14 +847,7 @@ _DECISION = re.compile(
 )
 _NEGATION_WORD = re.compile(
     _words(
-        "never",
-        "don'?t",
-        "do not",
-        "must not",
-        "mustn'?t",
-        "should ?n[o']t",
-        "shall not",
-        "no more",
+        *_NEGATIONS,
         "stop",
         "without",
         "avoid",
