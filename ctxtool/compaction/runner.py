@@ -28,7 +28,7 @@ from ..records import Session
 from ..store import Store, leases
 from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
-from ..store.counts import read_suffix, read_tails, span_totals
+from ..store.counts import read_suffix, read_tails, span_token_totals
 from ..tokens import encoding_for_model, get_encoding, token_lengths
 from .batch import Batch, count_missing, find_batch, run_concurrently
 from .fold import fold, frame_tokens
@@ -195,7 +195,8 @@ class Compactor:
                                 phase("writing the checkpoint")
                                 outcome = self._written(conn, outcome, prep, row)
                         finally:
-                            if outcome.compaction_id is None:  # else the append released it
+                            # Taken before the read, the lease is given back once, below.
+                            if not taken and outcome.compaction_id is None:
                                 self._retry(
                                     conn, lambda: leases.release(conn, session_id, self.owner)
                                 )
@@ -289,7 +290,7 @@ class Compactor:
             if plan is not None and not tail.whole:
                 plan = with_earlier(
                     plan,
-                    *span_totals(
+                    *span_token_totals(
                         self.store,
                         conn,
                         session_id,
