@@ -38,6 +38,7 @@ from .reads import (
     json_as_text,
     json_value,
     no_usable_count,
+    span_messages,
     usable_count_sums,
 )
 
@@ -281,7 +282,7 @@ def read_tails(
         page *= 2
 
 
-def span_totals(
+def span_token_totals(
     store: Store,
     conn: Connection,
     session_id: int,
@@ -294,10 +295,8 @@ def span_totals(
     counted now from the rows that have none (read, never written)."""
     tokens, uncounted = usable_count_sums(encoding)
     query = sa.select(sa.func.count(), tokens, uncounted).where(
-        M.c.session_id == session_id, M.c.id < before_id
+        span_messages(session_id, from_id, before_id)
     )
-    if from_id is not None:
-        query = query.where(M.c.id >= from_id)
     n, summed, missing = conn.execute(dialect_of(conn).through_session_index(query, M)).one()
     counted = 0
     if missing:
