@@ -64,8 +64,9 @@ class Dialect:
         return "SELECT 'local'"
 
     def server_version_sql(self) -> str:
-        """SQL giving the server's version text (migrate.server_versions parses it)."""
-        return "SELECT sqlite_version()"
+        """SQL giving the server's version text, its product first where the text does not
+        say it (migrate.server_versions parses it)."""
+        return "SELECT 'SQLite ' || sqlite_version()"
 
     def tables_without_ordered_ids(self, conn: Connection, tables: Sequence[str]) -> list[str]:
         """Those of ``tables`` whose AUTO_INCREMENT ids the server hands out from caches of

@@ -158,7 +158,7 @@ class Migrator:
             with read_connection(self.engine) as own:
                 return self.server_version(own)
         text = str(conn.exec_driver_sql(self.dialect.server_version_sql()).scalar_one())
-        return parse_server_version(self.dialect.name, text)
+        return parse_server_version(text)
 
     def baseline(self, version: str) -> list[Migration]:
         """Record every migration up to ``version`` as already present, without running it.

@@ -2,8 +2,7 @@
 
 Checked before `migrate up` applies anything, so an old server gets one line naming the file,
 what it needs and the version that has it, instead of a syntax error part way through the
-pending files. Pure: the version text is read by the caller (``SELECT VERSION()``,
-``sqlite_version()``).
+pending files. Pure: the version text is read by the caller (``Dialect.server_version_sql``).
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..db.dialects import is_tidb
 from .sql_files import Migration
 
 SQLITE, MYSQL, MARIADB, TIDB = "SQLite", "MySQL", "MariaDB", "TiDB"
@@ -58,25 +58,31 @@ TRIGGER_REQUIREMENTS = (
 )
 
 
-def parse_server_version(dialect_name: str, text: str) -> ServerVersion:
-    """The product and version a server reports: ``sqlite_version()`` on SQLite, else
-    ``VERSION()`` ("10.11.6-MariaDB-0+deb12u1", "8.0.36", "8.0.11-TiDB-v7.5.1")."""
+def parse_server_version(text: str) -> ServerVersion:
+    """The product and version a server reports (``Dialect.server_version_sql``): "SQLite
+    3.40.1", or MySQL's ``VERSION()`` ("10.11.6-MariaDB-0+deb12u1", "8.0.36",
+    "8.0.11-TiDB-v7.5.1"). Text with no version in it gives an empty one, which no
+    requirement is checked against (the server then says what it cannot run)."""
+    if text.startswith(f"{SQLITE} "):
+        return ServerVersion(SQLITE, _numbers(text.removeprefix(f"{SQLITE} ")), text)
     # MariaDB's handshake may prefix "5.5.5-" for old clients; VERSION() does not, but a
     # proxy can pass the handshake's text on.
-    bare = text.removeprefix("5.5.5-")
-    numbers = tuple(int(n) for n in re.findall(r"\d+", bare.split("-", 1)[0])[:3])
-    if dialect_name == "sqlite":
-        return ServerVersion(SQLITE, numbers, text)
-    lowered = text.lower()
-    if "-tidb-" in lowered:
+    numbers = _numbers(text.removeprefix("5.5.5-"))
+    if is_tidb(text):
         return ServerVersion(TIDB, numbers, text)
-    return ServerVersion(MARIADB if "mariadb" in lowered else MYSQL, numbers, text)
+    return ServerVersion(MARIADB if "mariadb" in text.lower() else MYSQL, numbers, text)
+
+
+def _numbers(text: str) -> Version:
+    return tuple(int(n) for n in re.findall(r"\d+", text.split("-", 1)[0])[:3])
 
 
 def unmet(requirements: Sequence[Requirement], server: ServerVersion) -> Requirement | None:
     """The first requirement for this server's product that its version does not meet."""
     for req in requirements:
-        if req.product == server.product and (req.since is None or server.version < req.since):
+        if not server.version or req.product != server.product:
+            continue  # another product's, or a version that could not be read
+        if req.since is None or server.version < req.since:
             return req
     return None
 
