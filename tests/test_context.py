@@ -974,6 +974,29 @@ def test_streamed_context_show_equals_the_whole_view_on_every_shared_transcript(
     assert points > 20
 
 
+def test_a_call_with_more_moved_results_than_a_page_streams_as_the_whole_view(sqlite_db):
+    """One assistant message calling 7 tools, whose results are recorded after the agent's
+    next message (so each is moved up to its call), read through pages of 2: the 7 moved
+    results are fetched a page's worth of ids at a time, and the text is the whole view's."""
+    from ctxtool.store.reads import SessionHistory
+
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        for i in range(7)
+    ]
+    messages = [
+        {"role": "user", "content": "list everything"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "assistant", "content": "waiting for the tools"},
+    ] + [{"role": "tool", "content": f"out {i}", "tool_call_id": f"c{i}"} for i in range(7)]
+    add_session(sqlite_db, 1, messages, model="gpt-4o")
+    history = SessionHistory(Store(sqlite_db.engine), 1)
+    stream = stream_context(history, None, False, page_entries=2)
+    shown = _shown_streamed(stream, (None,), history.compactions)
+    assert shown == _shown_whole(history.view(None, False), (None,), history.compactions)
+    assert "out 6" in shown["full"]
+
+
 def test_streamed_table_fits_as_fit_table_does():
     """The one-pass fitter against terminal.fit_table on cells whose ends hold whitespace
     (they change width when shortened), controls, long and empty cells, at many widths."""

@@ -83,10 +83,12 @@ class ContextPages:
 
     def fetch(self, ids: list[int]) -> dict[int, Message]:
         """This session's messages of the given ids, by id (the results moved up to a call)."""
-        if not ids:
-            return {}
-        query = sa.select(*_MESSAGE_COLUMNS).where(
-            M.c.session_id == self.session_id, M.c.id.in_(ids)
-        )
+        found: dict[int, Message] = {}
         with connection_for(self.engine, None) as c:
-            return {m.id: m for m in read_messages(c, query)}
+            # In lists of a page's length: SQLite takes at most 32,766 parameters a statement.
+            for i in range(0, len(ids), self.size):
+                query = sa.select(*_MESSAGE_COLUMNS).where(
+                    M.c.session_id == self.session_id, M.c.id.in_(ids[i : i + self.size])
+                )
+                found.update((m.id, m) for m in read_messages(c, query))
+        return found
