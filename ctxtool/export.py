@@ -177,7 +177,7 @@ def _items_with_cut(
 def message_rows(view: ContextView) -> list[dict[str, Any]]:
     """One row per message for the table view: whole values, one line each (the CLI fits them
     to the terminal)."""
-    return [message_row(i) for i in view.items if i.kind not in ("system_prompt", "summary")]
+    return [message_row(i) for i in _message_items(view)]
 
 
 def message_row(item: ViewItem) -> dict[str, Any]:
@@ -562,7 +562,7 @@ def _contents(view: ContextView | ContextStream) -> tuple[bool, bool, int | None
             count,
             first.last_sent[1],
         )
-    messages = [i for i in view.items if i.kind != "summary" and i.kind != "system_prompt"]
+    messages = list(_message_items(view))
     return (
         any(i.kind == "summary" for i in view.items),
         bool(messages),

@@ -497,7 +497,7 @@ class MessagePages(Protocol):
     def __call__(self, text: bool, through: int | None = None) -> Iterator[list[Message]]: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _FirstPass:
     """What the first pass over a streamed context keeps for the second: where the results
     recorded away from their call go, the token counts (4 bytes a message, so none is
@@ -583,17 +583,17 @@ class ContextStream:
                 for entry, name in synthetic:
                     observe(_scanned_item(entry, name, synthetic_tokens))
         self._first = _FirstPass(
-            placement,
-            kept,
-            len(synthetic),
-            last_id,
-            counted,
-            counts,
-            moved_tokens,
-            synthetic_tokens,
-            first_id,
-            placement.last_sent(),
-            ids,
+            placement=placement,
+            messages_kept=kept,
+            synthetic_results=len(synthetic),
+            last_id=last_id,
+            counted=counted,
+            counts=counts,
+            moved_tokens=moved_tokens,
+            synthetic_tokens=synthetic_tokens,
+            first_id=first_id,
+            last_sent=placement.last_sent(),
+            ids=ids,
         )
         return self._first
 

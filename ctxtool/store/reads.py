@@ -104,8 +104,6 @@ _MESSAGE_COLUMNS = [
     else M.c[name]
     for name in _MESSAGE_FIELDS
 ]
-# A message without its text (the rest read as NULL): what decides the order a context is sent
-# in and what each entry is, for streaming it (``SessionHistory.stream``).
 _SESSION_COLUMNS = [
     S.c.session_id,
     S.c.user_id,
