@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -41,6 +40,7 @@ from .records import Compaction, Message, Session
 from .redaction import Redactor
 from .store import Store
 from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
+from .whole_file import replacing
 
 MANIFEST = "ctxtool-archive.manifest"  # JSON; not .json, so importing the folder skips it
 ARCHIVE_VERSION = 1
@@ -319,23 +319,14 @@ def read_manifest(archive_dir: Path) -> dict:
 
 @contextlib.contextmanager
 def _replacing(path: Path, discard: bool = False):
-    """Write ``path`` whole or not at all: a temporary file, synced, then renamed over it
-    (``discard``: nowhere; a preview)."""
+    """Write ``path`` whole or not at all (``whole_file.replacing``; ``discard``: nowhere, a
+    preview)."""
     if discard:
         with open(os.devnull, "wb") as stream:
             yield stream
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with replacing(path) as stream:
+        yield stream
 
 
 def _time(value: datetime | None) -> str | None:

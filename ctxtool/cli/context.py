@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
 import click
 
-from ..errors import CtxtoolError
 from ..export import (
     FORMATS,
     export_format,
@@ -32,6 +28,7 @@ from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, table_width, wrap
+from ..whole_file import write_whole
 from .app import pass_app
 from .archive import redact_options
 from .options import json_option, output_options, session_argument
@@ -48,66 +45,6 @@ def _joined(lines: Iterable[str]) -> Iterator[str]:
     """Lines as pieces of one text (newlines between them)."""
     for i, line in enumerate(lines):
         yield ("\n" if i else "") + line
-
-
-def write_whole(path: str, pieces: Iterable[str]) -> int:
-    """Write ``pieces`` to ``path`` as a plain write would (through a symlink, keeping the
-    file's mode), but through a temporary file renamed over it at the end: a failure (a disk
-    full, a session deleted while it is read) leaves the old file whole. A device or a FIFO
-    (``-o /dev/null``) cannot be renamed over: it is written straight into. Returns the bytes
-    written."""
-    target = os.path.realpath(path)
-    try:
-        try:
-            existing: os.stat_result | None = os.stat(target)
-        except FileNotFoundError:
-            existing = None
-        if existing is not None and not stat.S_ISREG(existing.st_mode):
-            with open(target, "w", encoding="utf-8") as stream:
-                return _write_pieces(stream, pieces)
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=os.path.dirname(target), prefix=".ctxtool-", delete=False
-        ) as out:
-            try:
-                size = _write_pieces(out, pieces)
-            except BaseException:
-                out.close()
-                os.unlink(out.name)
-                raise
-        try:
-            _take_place_of(out.name, existing)
-            os.replace(out.name, target)
-        except BaseException:
-            os.unlink(out.name)
-            raise
-    except OSError as exc:
-        raise CtxtoolError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return size
-
-
-def _write_pieces(stream, pieces: Iterable[str]) -> int:
-    size = 0
-    for piece in pieces:
-        stream.write(piece)
-        size += len(piece.encode())
-    return size
-
-
-def _take_place_of(temporary: str, existing: os.stat_result | None) -> None:
-    """Give the temporary file what the file it replaces had (its mode, and its owner where
-    we may), or for a new file the mode a plain open() gives (a temporary file's is 0600)."""
-    if existing is None:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)
-        return
-    os.chmod(temporary, stat.S_IMODE(existing.st_mode))
-    mine = os.stat(temporary)
-    if (mine.st_uid, mine.st_gid) != (existing.st_uid, existing.st_gid):
-        try:
-            os.chown(temporary, existing.st_uid, existing.st_gid)
-        except PermissionError:
-            pass  # not ours to give away: the file becomes the writer's, as it would by hand
 
 
 @main.group()
