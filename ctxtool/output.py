@@ -155,11 +155,22 @@ _VERDICT_COLOURS = {
 }
 
 
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal: False too when it is closed or missing (``>&-`` leaves
+    ``sys.stdout`` None)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
 def colour_enabled() -> bool:
     """Colour only for a person at a terminal: never when piped, with NO_COLOR set, or on a
     dumb terminal."""
     return (
-        sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        is_terminal(sys.stdout)
+        and not os.environ.get("NO_COLOR")
+        and os.environ.get("TERM") != "dumb"
     )
 
 
@@ -243,7 +254,7 @@ class Progress:
 
     @staticmethod
     def on_terminal() -> bool:
-        return sys.stderr.isatty()
+        return is_terminal(sys.stderr)
 
     @classmethod
     def shown(cls) -> bool:

@@ -19,7 +19,16 @@ from typing import Any
 import click
 import tabulate as tabulate_module
 
-from .output import Lines, OutputFormat, _cell, colour_enabled, render_rows, shorten, visible
+from .output import (
+    Lines,
+    OutputFormat,
+    _cell,
+    colour_enabled,
+    is_terminal,
+    render_rows,
+    shorten,
+    visible,
+)
 
 MIN_CELL = 8  # a shortened cell keeps at least this many characters
 READABLE_CELL = 16  # optional columns give way before a shortened cell gets narrower
@@ -30,7 +39,7 @@ def table_width(override: int | None = None, piped: int | None = None) -> int | 
     (``COLUMNS`` when set), else ``piped`` (None: no limit) when the output is not a terminal."""
     if override is not None:
         return override or None
-    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+    if os.environ.get("COLUMNS", "").isdigit() or is_terminal(sys.stdout):
         return shutil.get_terminal_size((100, 24)).columns
     return piped
 
@@ -253,7 +262,7 @@ def page(text: str | Iterable[str]) -> None:
     (``$PAGER``, else less), as is when piped. The text must already be made visible
     (``output.visible``)."""
     lines = (line + "\n" for line in ([text] if isinstance(text, str) else text))
-    if sys.stdout.isatty() and sys.stdin.isatty():
+    if is_terminal(sys.stdout) and is_terminal(sys.stdin):
         os.environ.setdefault("LESS", "FRX")  # quit if one screen, keep colours, no clearing
         click.echo_via_pager(lines)
     else:

@@ -537,14 +537,20 @@ def test_stdout_closed_and_toml_dates_and_times_before_the_first_utc_time(sqlite
     """Found by review: with stdout closed (``>&-``) even --version ended in a traceback; a
     TOML date-time for `since` was refused though --since takes it; a stored or given time that
     falls before year 1 once taken to UTC was 'internal error: OverflowError'."""
-    for args in (["--version"], ["--db", sqlite_db.url, "sessions", "list"]):
-        proc = subprocess.run(
-            ["sh", "-c", 'exec "$0" -m ctxtool "$@" >&-', sys.executable, *args],
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    # With and without COLUMNS: without it the width is asked of the closed stdout (this
+    # test failed as 'NoneType' object has no attribute 'isatty' where COLUMNS was unset).
+    bare = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for env in (bare, {**bare, "COLUMNS": "80"}):
+        for args in (["--version"], ["--db", sqlite_db.url, "sessions", "list"]):
+            proc = subprocess.run(
+                ["sh", "-c", 'exec "$0" -m ctxtool "$@" >&-', sys.executable, *args],
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                env=env,
+            )
+            assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+            assert "internal error" not in proc.stderr and "bug in ctxtool" not in proc.stderr
     add_session(sqlite_db, 1, [{"role": "user", "content": "hello"}], model="gpt-4o")
     config = tmp_path / "dates.toml"
     for value in ("2026-01-01T00:00:00Z", "2026-01-01", "2026-01-01T00:00:00"):

@@ -23,7 +23,7 @@ from ..export import (
     text_lines,
 )
 from ..inspection import ContextView
-from ..output import OutputFormat, dumps, print_rows
+from ..output import OutputFormat, dumps, is_terminal, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor, redact_view
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
@@ -252,7 +252,7 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
             click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
         elif fmt == "markdown":
             page(markdown_lines(stream))
-        elif fmt == "html" and sys.stdout.isatty():
+        elif fmt == "html" and is_terminal(sys.stdout):
             page("".join(pieces).rstrip("\n"))  # a person reading a page's source: a pager
         else:
             echo_pieces(pieces)
