@@ -3,7 +3,8 @@ once per test run by ``scripts/cluster.sh`` in a data directory of its own and s
 
 The first free block of ports from 3311 up is taken, so two test runs on one machine (or a
 person's `scripts/cluster.sh up` on the default ports) do not collide. A cluster that cannot
-start fails the tests that need it; it never skips them.
+start fails the tests that need it; it never skips them. A run killed before it could stop its
+cluster leaves the nodes running: the next run stops them first (:func:`reap_orphans`).
 """
 
 from __future__ import annotations
@@ -138,10 +139,51 @@ def synced(url: str) -> bool:
 
 _running: list[GaleraCluster] = []  # the one cluster of this test run, once started
 _users = [0]
+CLUSTER_PREFIX = "ctxtool-galera-"
+OWNER_FILE = "owner"  # in a cluster's directory: "<pid> <start time>" of the run that owns it
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot), None when there is none:
+    with the pid, it names one process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _owner_line() -> str:
+    return f"{os.getpid()} {_process_start(os.getpid())}"
+
+
+def reap_orphans(tmp: Path) -> list[Path]:
+    """Stop the clusters that test runs started under ``tmp`` and could not stop (pytest killed
+    mid-run): those whose owning process is gone. A live run's cluster, and one a person
+    started with ``scripts/cluster.sh up`` (no owner file), are left alone. The directories
+    of the clusters stopped."""
+    reaped = []
+    for directory in sorted(tmp.glob(CLUSTER_PREFIX + "*")):
+        try:
+            pid, started = (directory / OWNER_FILE).read_text().split()
+        except (OSError, ValueError):
+            continue
+        if _process_start(int(pid)) == started:
+            continue
+        env = dict(os.environ, CTXTOOL_GALERA_DIR=str(directory))
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "down"], env=env, capture_output=True, timeout=120
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        reaped.append(directory)
+    return reaped
 
 
 def _start() -> GaleraCluster:
-    directory = Path(tempfile.mkdtemp(prefix="ctxtool-galera-"))
+    tmp = Path(tempfile.gettempdir())
+    reap_orphans(tmp)
+    directory = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX, dir=tmp))
+    (directory / OWNER_FILE).write_text(_owner_line())
     cluster = GaleraCluster(directory, *_free_port_block())
     try:
         cluster.script("up")
