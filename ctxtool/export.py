@@ -13,7 +13,7 @@ import html
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -733,6 +733,26 @@ def export_format(fmt: str | None, path: str | None) -> str:
         return FORMAT_ALIASES.get(fmt, fmt)
     suffix = Path(path).suffix.lower() if path else ""
     return _EXTENSIONS.get(suffix, "markdown")
+
+
+def export_pieces(
+    view: ContextView | ContextStream, fmt: str, checkpoints: Sequence[Compaction] = ()
+) -> Iterator[str]:
+    """The context in ``fmt`` (markdown, md, html, jsonl) piece by piece: a stream's in the
+    memory of a page, whatever its length. The HTML page lists ``checkpoints`` (the session's)
+    in its contents. Joined, the pieces are :func:`render`'s text."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    if fmt == "html":
+        return html_pieces(view, checkpoints)
+    if fmt == "jsonl":
+        return jsonl_lines(view)
+    return chain(joined_lines(markdown_lines(view)), ["\n"])
+
+
+def joined_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Lines as pieces of one text (newlines between them)."""
+    for i, line in enumerate(lines):
+        yield ("\n" if i else "") + line
 
 
 def render(view: ContextView, fmt: str, checkpoints: Sequence[Compaction] = ()) -> str:

@@ -543,6 +543,8 @@ class ContextStream:
         self.head = RestoredContext(session.session_id, session.system_prompt, point.checkpoint)
         self.pages, self.fetch = pages, fetch
         self._first: _FirstPass | None = None
+        # What each item goes through on its way out (a redaction), after it is counted.
+        self.item_filter: Callable[[ViewItem], ViewItem] | None = None
 
     def first_pass(
         self, counted: bool = True, observe: Callable[[ViewItem], None] | None = None
@@ -615,20 +617,27 @@ class ContextStream:
         )
 
     def head_items(self) -> list[ViewItem]:
-        """The system prompt and the summary, counted."""
-        return head_items(self.head, self.first_pass().counts)
+        """The system prompt and the summary, counted (through ``item_filter``)."""
+        items = head_items(self.head, self.first_pass().counts)
+        return items if self.item_filter is None else [self.item_filter(i) for i in items]
 
     def document_head(self) -> dict[str, Any]:
         """The ``--json`` document but its messages (as :meth:`ContextView.document`)."""
         return {
             **self.header(),
-            "system_prompt": self.head.system_prompt,
-            "summary": self.head.summary,
+            # The session's and the checkpoint's, which a redaction replaces (the head keeps
+            # what was counted).
+            "system_prompt": self.session.system_prompt,
+            "summary": self.point.checkpoint.summary if self.point.checkpoint else None,
         }
 
     def items(self, counted: bool = True) -> Iterator[ViewItem]:
         """Every item of the view, in order (``counted=False``: tokens left at 0, no count):
-        the second pass, after the first if it has not run."""
+        the second pass, after the first if it has not run; each through ``item_filter``."""
+        items = self._items(counted)
+        return items if self.item_filter is None else map(self.item_filter, items)
+
+    def _items(self, counted: bool) -> Iterator[ViewItem]:
         first = self.first_pass(counted)
         head = head_items(self.head, first.counts if counted else ())
         yield from head

@@ -13,6 +13,7 @@ and Google API keys, bearer tokens, e-mail addresses and home directories.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections import Counter
@@ -276,11 +277,24 @@ def _masked(secret: str) -> str:
     return f"{shown}… ({len(secret)} chars)"
 
 
+def redact_stream(stream, redactor: Redactor) -> None:
+    """Redact an exported context read a page at a time (``inspection.ContextStream``) as
+    :func:`redact_view` redacts a whole one: the session's title and prompt and the
+    checkpoint's summary (copies: the history they came from keeps them), then each message
+    as it is read. Its tokens are counted before, as a view's are."""
+    stream.session = redactor.value(copy.deepcopy(stream.session), "session")
+    stream.point = redactor.value(copy.deepcopy(stream.point), "checkpoint")
+    stream.item_filter = lambda item: redactor.value(
+        item, f"message {item.id}" if item.id is not None else item.kind
+    )
+
+
 def redact_view(view, redactor: Redactor) -> None:
     """Redact an exported context (``inspection.ContextView``) in place: its messages (named
-    by id in the findings), the session's title and prompt, the checkpoint's summary."""
+    by id in the findings), the session's title and prompt, the checkpoint's summary (copies:
+    the history the view came from keeps them)."""
     for item in view.items:
         redactor.value(item, f"message {item.id}" if item.id is not None else item.kind)
-    redactor.value(view.session, "session")
-    redactor.value(view.context, "context")
-    redactor.value(view.point, "checkpoint")
+    view.session = redactor.value(copy.deepcopy(view.session), "session")
+    view.context = redactor.value(copy.deepcopy(view.context), "context")
+    view.point = redactor.value(copy.deepcopy(view.point), "checkpoint")

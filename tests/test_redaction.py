@@ -299,3 +299,51 @@ def test_the_rules_written_literal_first_match_as_with_the_boundary_first():
             ], (reference.pattern, text)
 
     same()
+
+
+def test_a_streamed_redaction_writes_what_the_whole_view_redacted_writes(db, cli, tmp_path):
+    """`context export --redact` reads a page at a time (``redact_stream``): each format's
+    text, and what --redact-preview lists, are those of the whole view redacted at once
+    (``redact_view``), with the checkpoint's summary and the session's prompt redacted too;
+    the history the stream came from keeps its texts."""
+    import sqlalchemy as sa
+
+    from ctxtool.export import export_pieces, render
+    from ctxtool.redaction import redact_stream, redact_view
+    from ctxtool.store import Store
+    from ctxtool.store.outline import stream_context
+    from ctxtool.store.reads import SessionHistory
+
+    stored = _secret_session(cli, db, tmp_path)
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO agent_compaction (session_id, summary, first_kept_message_id) "
+                "VALUES (1, :s, :f)"
+            ),
+            {"s": f"Deployed with {AWS}; mail ops@example.com", "f": stored[1]["id"]},
+        )
+    history = SessionHistory(Store(db.engine), "1")
+    for fmt in ("markdown", "jsonl", "html"):
+        whole = Redactor(keep_findings=True)
+        view = history.view(None, False)
+        redact_view(view, whole)
+        streamed = Redactor(keep_findings=True)
+        stream = stream_context(SessionHistory(Store(db.engine), "1"), page_entries=2)
+        redact_stream(stream, streamed)
+        text = "".join(export_pieces(stream, fmt, history.compactions))
+        assert text == render(view, fmt, history.compactions), fmt
+        assert AWS not in text and "[REDACTED:aws-key]" in text
+        assert "/home/alice" not in text and "ops@example.com" not in text
+        ours = {(f.kind, f.where) for f in streamed.findings}
+        theirs = {(f.kind, f.where) for f in whole.findings if f.where != "context"}
+        assert ours == theirs and ("aws-key", "checkpoint") in ours, fmt
+    assert AWS in history.compactions[-1].summary and "alice" in history.session.system_prompt
+
+    preview = cli("--db", db.url, "context", "export", "1", "--redact-preview", "--json")
+    assert preview.exit_code == 0, preview.output
+    found = {(f["kind"], f["where"]) for f in json.loads(preview.stdout)}
+    assert ("aws-key", "checkpoint") in found and ("private-key", "message 3") in found
+    assert AWS not in preview.output
+    misused = cli("--db", db.url, "context", "export", "1", "--json")
+    assert misused.exit_code == 2 and "--redact-preview" in misused.output

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
 from itertools import chain
 
 import click
@@ -11,20 +10,17 @@ import click
 from ..export import (
     FORMATS,
     export_format,
-    html_pieces,
+    export_pieces,
     json_lines,
-    jsonl_lines,
     markdown_lines,
     openai_lines,
-    render,
     render_checkpoints,
     render_diff,
     table_lines,
     text_lines,
 )
-from ..inspection import ContextView
 from ..output import OutputFormat, dumps, is_terminal, print_rows
-from ..redaction import FINDING_COLUMNS, Redactor, redact_view
+from ..redaction import FINDING_COLUMNS, Redactor, redact_stream
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, table_width, wrap
@@ -37,14 +33,6 @@ from .types import WholeNumber
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
 PIPED_WIDTH = 160
-# Exported a page at a time (a redaction needs the whole view).
-STREAMED_FORMATS = ("markdown", "jsonl", "html")
-
-
-def _joined(lines: Iterable[str]) -> Iterator[str]:
-    """Lines as pieces of one text (newlines between them)."""
-    for i, line in enumerate(lines):
-        yield ("\n" if i else "") + line
 
 
 @main.group()
@@ -74,14 +62,9 @@ def _at_options(func):
     )(func)
 
 
-def _view(app, session: str, at: int | None, before_first: bool) -> ContextView:
-    return _view_of(_history(app, session), at, before_first)
-
-
-def _view_of(history: SessionHistory, at: int | None, before_first: bool) -> ContextView:
+def _one_point(at: int | None, before_first: bool) -> None:
     if at is not None and before_first:
         raise click.UsageError("choose one of --at and --before-first")
-    return history.view(at, before_first)
 
 
 @context.command("show")
@@ -123,8 +106,7 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
              ctxtool context show 42 --json | jq '.messages[] | {id, role, token_count}'
     """
     history = _history(app, session)
-    if at is not None and before_first:
-        raise click.UsageError("choose one of --at and --before-first")
+    _one_point(at, before_first)
     # Streamed: a page of messages in memory at a time, however long the context.
     stream = stream_context(history, at, before_first)
     if as_openai:
@@ -224,8 +206,9 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     help="Write to this file instead of standard output.",
 )
 @redact_options
+@output_options
 @pass_app
-def export(app, session, fmt, at, before_first, path, redact, redact_preview):
+def export(app, session, fmt, at, before_first, path, redact, redact_preview, output: OutputFormat):
     """Export a session's restored context (the latest, or --at a checkpoint).
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
@@ -233,43 +216,35 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview):
     \b
     Example: ctxtool context export 42 -o session-42.html
              ctxtool context export 42 --format jsonl | ctxtool import - --format openai-chat
+             ctxtool context export 42 --redact-preview --json
     """
+    if output.machine and not redact_preview:
+        raise click.UsageError(
+            "--json, --nl and --csv list what --redact-preview finds; an export's own format "
+            "is --format"
+        )
     fmt = export_format(fmt, path)
     history = _history(app, session)
-    if fmt in STREAMED_FORMATS and not (redact or redact_preview):
-        # Streamed: a page of messages in memory at a time, however long the context.
-        if at is not None and before_first:
-            raise click.UsageError("choose one of --at and --before-first")
-        stream = stream_context(history, at, before_first)
-        if fmt == "jsonl":
-            pieces = jsonl_lines(stream)
-        elif fmt == "html":
-            pieces = html_pieces(stream, history.compactions)
-        else:
-            pieces = chain(_joined(markdown_lines(stream)), ["\n"])
-        if path:
-            size = write_whole(path, pieces)
-            click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
-        elif fmt == "markdown":
-            page(markdown_lines(stream))
-        elif fmt == "html" and is_terminal(sys.stdout):
-            page("".join(pieces).rstrip("\n"))  # a person reading a page's source: a pager
-        else:
-            echo_pieces(pieces)
-        return
-    view = _view_of(history, at, before_first)
+    _one_point(at, before_first)
+    # Streamed: a page of messages in memory at a time, however long the context (redacted
+    # message by message).
+    stream = stream_context(history, at, before_first)
     if redact or redact_preview:
         redactor = Redactor(keep_findings=redact_preview)
-        redact_view(view, redactor)
+        redact_stream(stream, redactor)
         if redact_preview:
-            rows = [f.as_dict() for f in redactor.findings]
-            print_rows(rows, OutputFormat(), headers=FINDING_COLUMNS)
+            for _ in stream.items(counted=False):  # every text seen once
+                pass
+            rows = [f.as_dict() for f in redactor.findings or ()]
+            print_rows(rows, output, headers=FINDING_COLUMNS)
             return
-    text = render(view, fmt, history.compactions)
     if path:
-        size = write_whole(path, [text])
+        size = write_whole(path, export_pieces(stream, fmt, history.compactions))
         click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
-    elif fmt == "jsonl":
-        click.echo(text, nl=False)
+    elif fmt == "markdown":
+        page(markdown_lines(stream))
+    elif fmt == "html" and is_terminal(sys.stdout):
+        # A person reading a page's source: a pager.
+        page("".join(export_pieces(stream, fmt, history.compactions)).rstrip("\n"))
     else:
-        page(text.rstrip("\n"))
+        echo_pieces(export_pieces(stream, fmt, history.compactions))
