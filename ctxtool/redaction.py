@@ -189,6 +189,9 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int]]:
     return out
 
 
+RECENT_TEXTS = 256
+
+
 class Redactor:
     """Finds and replaces; counts what it replaced, by type, and keeps the findings (for
     --redact-preview) when asked to."""
@@ -201,6 +204,9 @@ class Redactor:
         self.counts: Counter = Counter()
         self.findings: list[Finding] | None = [] if keep_findings else None
         self._listed: set[Finding] = set()
+        # The spans of the texts seen last: an exported message holds its text twice (the
+        # record and the OpenAI message made of it), and finding them is the cost.
+        self._recent: dict[str, list[tuple[int, int, str]]] = {}
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, type) of what to replace, in text order. Where two rules overlap,
@@ -222,7 +228,12 @@ class Redactor:
         if not text:
             return text
         out, last = [], 0
-        for start, stop, kind in self.spans(text):
+        spans = self._recent.get(text)
+        if spans is None:
+            if len(self._recent) >= RECENT_TEXTS:
+                self._recent.clear()
+            spans = self._recent[text] = self.spans(text)
+        for start, stop, kind in spans:
             out.append(text[last:start])
             out.append(f"[REDACTED:{kind}]")
             last = stop

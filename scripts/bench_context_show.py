@@ -113,7 +113,8 @@ def main() -> None:
     parser.add_argument(
         "--outputs",
         default="table,--full,--json,--openai",
-        help="which outputs to run, comma-separated (default: all four)",
+        help="which outputs to run, comma-separated (default: the four of `context show`; "
+        "also export and export-redact: `context export --format jsonl`, with --redact)",
     )
     parser.add_argument(
         "--sessions", default="1,2", help="1: the 10,000 tool calls, 2: the long session"
@@ -144,12 +145,10 @@ def main() -> None:
         bare_s, bare_mb, _ = measured([sys.executable, "-c", BARE_SELECT, str(path), str(sid)], env)
         print(f"{label:<30} {'SELECT':<9} {'':<4} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
         for name in outputs:
-            extra = [] if name == "table" else [name]
+            argv = _command(name, sid)
             sizes = set()
             for code, code_env in codes.items():
-                seconds, mb, size = measured(
-                    [*ctxtool, "context", "show", str(sid), *extra], code_env
-                )
+                seconds, mb, size = measured([*ctxtool, *argv], code_env)
                 sizes.add(size)
                 print(
                     f"{label:<30} {name:<9} {code:<4} {seconds:>8.2f} {mb:>8.0f} "
@@ -158,6 +157,15 @@ def main() -> None:
                 )
             if len(sizes) > 1:
                 print(f"  the outputs differ in size: {sorted(sizes)}")
+
+
+def _command(output: str, session: int) -> list[str]:
+    """The ctxtool arguments of one output: `context show` (table, --full, --json, --openai)
+    or `context export` (export, export-redact)."""
+    if output.startswith("export"):
+        redact = ["--redact"] if output == "export-redact" else []
+        return ["context", "export", str(session), "--format", "jsonl", *redact]
+    return ["context", "show", str(session), *([] if output == "table" else [output])]
 
 
 if __name__ == "__main__":

@@ -347,3 +347,18 @@ def test_a_streamed_redaction_writes_what_the_whole_view_redacted_writes(db, cli
     assert AWS not in preview.output
     misused = cli("--db", db.url, "context", "export", "1", "--json")
     assert misused.exit_code == 2 and "--redact-preview" in misused.output
+
+
+def test_a_text_seen_again_is_counted_and_listed_where_it_stands():
+    """The spans of a recent text are found once (an exported message holds its text twice);
+    each occurrence is still counted, and listed under each place it stands."""
+    redactor = Redactor(keep_findings=True)
+    text = f"key {AWS}"
+    out = [redactor.text(text, where) for where in ("message 1", "message 1", "message 2")]
+    assert out == ["key [REDACTED:aws-key]"] * 3
+    assert redactor.counts == {"aws-key": 3}
+    assert [f.where for f in redactor.findings] == ["message 1", "message 2"]
+    for n in range(600):  # more texts than it remembers: found again, the same way
+        assert redactor.text(f"{n} {AWS}") == f"{n} [REDACTED:aws-key]"
+    assert redactor.text(text, "message 3") == "key [REDACTED:aws-key]"
+    assert redactor.counts == {"aws-key": 604}
