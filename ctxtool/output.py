@@ -125,13 +125,13 @@ def render_rows(
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(keys)
         for r in rows:
-            writer.writerow([_cell(r.get(k), csv_mode=True) for k in keys])
+            writer.writerow([visible_cell(r.get(k), csv_mode=True) for k in keys])
         return buf.getvalue().rstrip("\n")
     if not rows:
         return "(no rows)"
     colour = colour_enabled()
     return tabulate(
-        [[_coloured(k, _cell(r.get(k)), colour) for k in keys] for r in rows],
+        [[_coloured(k, visible_cell(r.get(k)), colour) for k in keys] for r in rows],
         headers=keys,
         tablefmt=output.fmt,
         disable_numparse=True,
@@ -193,7 +193,7 @@ class Lines(str):
     line breaks are layout, shown as they are."""
 
 
-def _cell(value: Any, csv_mode: bool = False) -> Any:
+def visible_cell(value: Any, csv_mode: bool = False) -> Any:
     """A table or CSV cell: stored text made visible (a CSV opened in a terminal, or a table,
     must not carry escape sequences)."""
     if isinstance(value, Lines):

@@ -22,12 +22,12 @@ import tabulate as tabulate_module
 from .output import (
     Lines,
     OutputFormat,
-    _cell,
     colour_enabled,
     is_terminal,
     render_rows,
     shorten,
     visible,
+    visible_cell,
 )
 
 MIN_CELL = 8  # a shortened cell keeps at least this many characters
@@ -108,7 +108,7 @@ class ColumnStats:
 
 def table_cell(value: Any) -> str:
     """A table cell's text before tabulate strips it (as ``output.render_rows`` makes it)."""
-    cell = _cell(value)
+    cell = visible_cell(value)
     return cell if isinstance(cell, str) else str(cell)
 
 
