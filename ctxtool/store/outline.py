@@ -15,7 +15,14 @@ from ..db.schema import agent_message as M
 from ..inspection import PAGE_ENTRIES, ContextPoint, ContextStream
 from ..records import Message
 from ..tokens import encoding_for_model
-from .reads import _MESSAGE_COLUMNS, SessionHistory, connection_for, read_messages, span_at
+from .reads import (
+    _MESSAGE_COLUMNS,
+    SessionHistory,
+    connection_for,
+    keyset_pages,
+    read_messages,
+    span_at,
+)
 
 # A message without its text: what decides the order sent and what each entry is.
 _OUTLINE_COLUMNS = [
@@ -67,19 +74,8 @@ class ContextPages:
         query = span_at(self.engine, self.session_id, point, columns)
         if through is not None:
             query = query.where(M.c.id <= through)
-        query = query.limit(self.size)
-        last: int | None = None
-        while True:
-            # A connection a page: a reader held open for a whole pass would keep a writer's
-            # changes from being checkpointed on SQLite.
-            with connection_for(self.engine, None) as c:
-                rows = read_messages(c, query if last is None else query.where(M.c.id > last))
-            if not rows:
-                return
-            last = rows[-1].id
+        for rows in keyset_pages(self.engine, query, self.size):
             yield [m for m in rows if point.holds(m)]
-            if len(rows) < self.size:
-                return
 
     def fetch(self, ids: list[int]) -> dict[int, Message]:
         """This session's messages of the given ids, by id (the results moved up to a call)."""

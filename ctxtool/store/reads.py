@@ -212,6 +212,27 @@ def compaction_from_row(row) -> Compaction:
     return Compaction(**values)
 
 
+def keyset_pages(
+    engine: Engine, query: sa.Select, size: int, conn: Connection | None = None
+) -> Iterator[list[Message]]:
+    """The messages of ``query`` (ordered by id) a page of ``size`` at a time, each page one
+    query starting after the last id of the one before: flat memory, and no page costs more
+    than the first (an ``OFFSET`` would rescan what it skips). A connection a page unless
+    ``conn``: a reader held open for a whole pass would keep a writer's changes from being
+    checkpointed on SQLite."""
+    query = query.limit(size)
+    last: int | None = None
+    while True:
+        with connection_for(engine, conn) as c:
+            rows = read_messages(c, query if last is None else query.where(M.c.id > last))
+        if not rows:
+            return
+        last = rows[-1].id
+        yield rows
+        if len(rows) < size:
+            return
+
+
 class Store:
     """The context store behind one engine.
 
@@ -384,20 +405,9 @@ class Store:
         self, session_id: int, batch: int = 1000, conn: Connection | None = None
     ) -> Iterator[Message]:
         """The whole history of a session, in id-keyed batches (flat memory)."""
-        after = 0
-        while True:
-            with connection_for(self.engine, conn) as c:
-                records = read_messages(
-                    c,
-                    sa.select(*_MESSAGE_COLUMNS)
-                    .where(M.c.session_id == session_id, M.c.id > after)
-                    .order_by(M.c.id)
-                    .limit(batch),
-                )
-            if not records:
-                return
-            yield from records
-            after = records[-1].id
+        query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == session_id).order_by(M.c.id)
+        for page in keyset_pages(self.engine, query, batch, conn):
+            yield from page
 
     # -- restored context ----------------------------------------------------------------------
 
