@@ -507,57 +507,83 @@ _ERROR_LINES = (
 )
 
 
-def _failures(messages: Sequence[Message]) -> list[Failure]:
+@dataclass(frozen=True)
+class _Run:
+    """One run of a tool or a command: the agent's call with its result, or a shell command
+    the user ran (Pi's ``$ cmd``), which is its own result."""
+
+    index: int  # of its call in the span (of its message, for the user's command)
+    tool: str
+    command: str
+    result: Message
+    failed: bool
+
+
+def is_user_shell_command(m: Message) -> bool:
+    """A command the user ran in the runtime's prompt (Pi's ``$ cmd``), stored with its output
+    as a user message: a run like the agent's, though never a request."""
+    return m.role == "user" and _details(m).get("source_role") == "bashExecution"
+
+
+def _runs(messages: Sequence[Message]) -> list[_Run]:
+    """Every run of the span in the order the results came: the one walk that says what ran
+    and whether it failed (the failures and the commands that succeeded are both read here)."""
     calls = _calls_by_id(messages)
     where = {c["id"]: i for i, m in enumerate(messages) if m.role == "assistant" for c in m.calls()}
-    # Every run: (index of its call, tool, command, result, failed).
-    runs: list[tuple[int, str, str, Message, bool]] = []
+    runs: list[_Run] = []
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in calls:
             call = calls[m.tool_call_id]
             tool = call["function"]["name"] or "?"
             command = _command_of(call)
-            runs.append((where[m.tool_call_id], tool, command, m, _failed(m, tool, command)))
-        elif m.role == "user" and _details(m).get("source_role") == "bashExecution":
-            command = (m.content or "").lstrip("$ ").split("\n", 1)[0].strip()
-            runs.append((i, "bash", command, m, _failed(m, "bash", command)))
+            runs.append(_Run(where[m.tool_call_id], tool, command, m, _failed(m, tool, command)))
+        elif is_user_shell_command(m):
+            # Pi writes "$ {command}\n{output}"; the command is spaced as _command_of spaces it.
+            command = " ".join((m.content or "").removeprefix("$").split("\n", 1)[0].split())
+            runs.append(_Run(i, "bash", command, m, _failed(m, "bash", command)))
+    return runs
+
+
+def _failures(messages: Sequence[Message]) -> list[Failure]:
+    runs = _runs(messages)
     changes = _changes_by_index(messages)
     failures = []
-    for n, (i, tool, command, result, failed) in enumerate(runs):
-        if not failed:
+    for n, run in enumerate(runs):
+        if not run.failed:
             continue
         later = next(
-            (r for r in runs[n + 1 :] if r[2] == command and r[1] == tool and not r[4]), None
+            (
+                r
+                for r in runs[n + 1 :]
+                if r.command == run.command and r.tool == run.tool and not r.failed
+            ),
+            None,
         )
         # What changed between the failure and the run that succeeded (that run excluded).
-        between = tuple(dict.fromkeys(p for j, p in changes if i < j < later[0])) if later else ()
+        between = (
+            tuple(dict.fromkeys(p for j, p in changes if run.index < j < later.index))
+            if later
+            else ()
+        )
         failures.append(
             Failure(
-                result.id,
-                tool,
-                command,
-                _error_line(result.content or ""),
+                run.result.id,
+                run.tool,
+                run.command,
+                _error_line(run.result.content or ""),
                 fixed=later is not None,
-                fixed_by_message_id=later[3].id if later else None,
+                fixed_by_message_id=later.result.id if later else None,
                 changed_between=between,
-                then=_said_after(messages, result),
+                then=_said_after(messages, run.result),
             )
         )
     return failures
 
 
 def succeeded_commands(messages: Sequence[Message]) -> set[str]:
-    """The command lines the span ran that succeeded: a failure an earlier summary carried
-    as open is fixed once one of them is its command."""
-    calls = _calls_by_id(messages)
-    out = set()
-    for m in messages:
-        if m.role == "tool" and m.tool_call_id in calls:
-            call = calls[m.tool_call_id]
-            command = _command_of(call)
-            if not _failed(m, call["function"]["name"] or "?", command):
-                out.add(command)
-    return out
+    """The command lines the span ran that succeeded, the user's own runs among them: a
+    failure an earlier summary carried as open is fixed once one of them is its command."""
+    return {r.command for r in _runs(messages) if not r.failed}
 
 
 def _said_after(messages: Sequence[Message], result: Message) -> str | None:

@@ -6,7 +6,14 @@ import json
 
 from ctxtool.compaction.touched_files import files_touched
 from ctxtool.records import Message
-from ctxtool.signals import UserText, is_request, modified_paths, signals_of, user_text_kind
+from ctxtool.signals import (
+    UserText,
+    is_request,
+    modified_paths,
+    signals_of,
+    succeeded_commands,
+    user_text_kind,
+)
 
 
 class Span:
@@ -219,6 +226,22 @@ def test_failures_fixed_later_and_what_changed_between():
     ]
     assert failures[0].error == "FAILED tests/test_x.py::test_y - AssertionError"
     assert failures[1].error == "npm error missing script: lint"
+
+
+def test_the_user_s_own_shell_commands_are_runs_for_failures_and_successes_alike():
+    """Pi's ``$ cmd`` (a user message of source role bashExecution) is a run like the agent's:
+    the failures and the commands that succeeded are read from the same runs, so a failure
+    an earlier summary carried is retired when the user's rerun passed, as one in the span is."""
+    s = Span()
+    s.call("bash", "FAIL cart.test.ts\nexit code 1", error=True, command="npm  test")
+    s.user("$ npm test\nTests: 12 passed", source_role="bashExecution", exit_code=0)
+    s.user("$ npm run   lint\n3 problems", source_role="bashExecution", exit_code=1)
+    s.call("bash", "ok\nexit code 0", command="git status")
+    [test, lint] = signals_of(s.messages).failures
+    assert (test.command, test.fixed, test.fixed_by_message_id) == ("npm test", True, 3)
+    assert (lint.command, lint.tool, lint.fixed) == ("npm run lint", "bash", False)
+    assert succeeded_commands(s.messages) == {"npm test", "git status"}
+    assert succeeded_commands(s.messages[2:3]) == {"npm test"}  # the user's run alone
 
 
 def test_a_read_whose_text_says_exit_code_1_is_no_failure():

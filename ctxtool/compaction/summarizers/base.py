@@ -10,7 +10,7 @@ from typing import Protocol
 from ...errors import CtxtoolError
 from ...records import Message
 from ...redaction import mask_secrets
-from ...signals import UserText, slash_command, user_text_kind
+from ...signals import UserText, is_user_shell_command, slash_command, user_text_kind
 from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
@@ -108,6 +108,8 @@ def _rendered(m: Message, tool_result_chars: int) -> str:
         return "\n\n".join(lines)
     if m.role == "tool":
         return f"[Tool result]: {head_and_tail(m.content or '', tool_result_chars)}"
+    if is_user_shell_command(m):  # "$ cmd" and its output: what the user ran, and how it went
+        return f"[User ran a shell command]: {head_and_tail(m.content or '', tool_result_chars)}"
     if m.role == "user":
         kind = user_text_kind(m)
         if kind is UserText.COMMAND:

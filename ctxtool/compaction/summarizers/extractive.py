@@ -45,7 +45,10 @@ from .span_notes import (
     LATEST_REQUEST_CHARS,
     REQUEST_CHARS,
     SpanNotes,
+    as_fixed,
     condensed_log,
+    failure_stated,
+    fixed_command,
     masked,
     read_span,
     whole_sentences,
@@ -55,9 +58,6 @@ MAX_READ_FILES = 8
 MAX_MODIFIED_FILES = 120
 MAX_NEW_ERRORS = 10
 MAX_ERRORS = 14  # the section's budget: the span's own failures first, carried ones fill it
-# A failure as the summary states it: "- `command` failed: error … — still open".
-_FAILURE_ITEM = re.compile(r"^[-*]\s+(?P<failed>`[^`]+`(?: \(shortened\))? failed:)")
-_OPEN = " — still open"
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
 _NO_TASK = re.compile(r"^[-*]?\s*(none|no pending tasks|nothing)\b", re.I)
 # What the span supersedes when it has its own: the previous one moves under another heading.
@@ -247,10 +247,9 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
                 continue  # a placeholder, or a task the span's own list states now
             if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and is_done(line):
                 where = DONE
-            failed = _FAILURE_ITEM.match(line) if name == ERRORS else None
-            if failed and line.endswith(_OPEN) and _fixed_in(failed.group("failed"), notes):
-                # a later run of its command succeeded in this span: retired to Done
-                where, line = DONE, line.removesuffix(_OPEN) + " — fixed: a later run succeeded"
+            if name == ERRORS and fixed_command(line, notes.succeeded):
+                # a run of its command succeeded in this span: retired to Done
+                where, line = DONE, as_fixed(line)
             item = _Item(where, line, len(items), protected=where == GOAL, previous=True)
             path = _FILE_ITEM.match(line) if where == FILES_CHANGED else None
             if path:
@@ -259,33 +258,21 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
     return items, foreign
 
 
-def _fixed_in(failed: str, notes: SpanNotes) -> bool:
-    """The span ran the command of a carried failure ("`cmd` failed:") and it succeeded."""
-    return failed.removesuffix(" failed:") in notes.succeeded
-
-
 def _errors_merged(items: list[_Item]) -> list[_Item]:
     """The Errors section of a checkpoint on top of another: the span's own failures first,
     the carried ones after (the same command failing the same way again is said once, as the
     span says it). Carried ones past the section's budget are the first previous items trimmed."""
     own = [i for i in items if i.section == ERRORS and not i.previous]
-    restated = {_stated(i.text) for i in own} - {None}
+    restated = {failure_stated(i.text) for i in own} - {None}
     carried = [
-        i for i in items if i.section == ERRORS and i.previous and _stated(i.text) not in restated
+        i
+        for i in items
+        if i.section == ERRORS and i.previous and failure_stated(i.text) not in restated
     ]
     for i in carried[: max(0, len(carried) - max(0, MAX_ERRORS - len(own)))]:
         i.over_budget = True
     others = [i for i in items if i.section != ERRORS]
     return others + own + carried
-
-
-# A failure's command and error line, without what came of it.
-_STATED = re.compile(r"^[-*]\s+`[^`]+`.*? failed: .*?(?= \(then: | — |$)")
-
-
-def _stated(item: str) -> str | None:
-    found = _STATED.match(item)
-    return found.group(0) if found else None
 
 
 def _listed(line: str, notes: SpanNotes) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...redaction import mask_secrets
 from .base import SummaryRequest, render_conversation, turn_start
+from .span_notes import fixed_since
 
 SYSTEM_PROMPT = (
     "You are a context summarization assistant. You read a conversation between a user and an "
@@ -63,6 +64,7 @@ TURN_PREFIX_FORMAT = """The conversation under <turn-prefix> is the START of the
 - Context for what follows: [what the kept messages need to make sense]"""
 
 _FILES_IN_PROMPT = 60  # newest paths of each list named in the prompt
+_FIXED_IN_PROMPT = 20  # carried failures a run of the span fixed, named in the prompt
 
 
 def build_prompt(request: SummaryRequest) -> str:
@@ -86,6 +88,16 @@ def build_prompt(request: SummaryRequest) -> str:
             "finished tasks to Done, mark errors fixed when a later run succeeded, and drop its "
             "scratchpad (an <analysis> block) and any continuation boilerplate. " + SUMMARY_FORMAT
         )
+        fixed = fixed_since(shown, request.messages)[:_FIXED_IN_PROMPT]
+        if fixed:
+            # Read from the runs themselves: a user's own `$ cmd` reads as context to a model.
+            listed = "\n".join(f"- {c}" for c in fixed)
+            parts.append(
+                f"<fixed-since-previous-summary>\n{listed}\n</fixed-since-previous-summary>\n"
+                "The previous summary lists the failures of these commands as still open; a run "
+                "of each in the new messages (the agent's or the user's) succeeded: mark those "
+                "errors fixed."
+            )
     else:
         parts.append("Summarize the conversation above. " + SUMMARY_FORMAT)
     if prefix is not None:

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...records import Message
+from ...redaction import SUMMARY_PLACEHOLDER
 from ...redaction import mask_secrets as masked  # one place says what a secret is
 from ...signals import Signals, is_request, signals_of, succeeded_commands
 from ..calls import call_arguments, call_name
+from ..sections import ERRORS, canonical_heading, parse_sections
 from ..touched_files import files_touched
 
 LATEST_REQUEST_CHARS = 1500
@@ -49,6 +51,16 @@ _NAMES_SOMETHING = re.compile(
 )
 _QUOTES_A_NAME = re.compile(r"`[^`]+`|\w/[\w.-]")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
+# How a failure ended, as its line in a summary says it ("`cmd` failed: error — still open"):
+# written here, read back from a previous summary by the summarizers.
+STILL_OPEN = " — still open"
+FIXED = " — fixed: a later run succeeded"
+# The end of a failure item carried as open, however its writer dashed it.
+_STILL_OPEN_END = re.compile(r"\s+[—–-]+\s*still open\.?$", re.I)
+# A command as ``shown_command`` shows it, inside an item.
+_SHOWN_COMMAND = re.compile(r"`[^`\n]+`(?: \(shortened\))?")
+# A failure's command and error line, without what came of it.
+_STATED = re.compile(r"^[-*]\s+`[^`]+`.*? failed: .*?(?= \(then: | — |$)")
 
 
 def whole_sentences(text: str, limit: int) -> str:
@@ -86,13 +98,19 @@ def plain(text: str) -> str:
 
 
 def shown_command(command: str, limit: int = COMMAND_CHARS) -> str:
-    """A command as a summary shows it: the script a ``bash -lc`` wrapper ran, in backticks
-    when whole, shortened past ``limit`` with the cut said outside the backticks."""
-    command = _SHELL_WRAPPER.sub("", " ".join(command.split()))
+    """A command as a summary shows it: the script a ``bash -lc`` wrapper ran, its secrets
+    masked, in backticks when whole, shortened past ``limit`` with the cut said outside the
+    backticks. Masked before it is shortened: a secret the cut split would no longer match
+    its pattern. The one form a failure's command is shown and compared in."""
+    command = masked(_SHELL_WRAPPER.sub("", " ".join(command.split())))
     if len(command) <= limit:
         return f"`{command}`"
     cut = command.rfind(" ", 0, limit)
-    return f"`{command[: cut if cut > 0 else limit]}` (shortened)"
+    cut = cut if cut > 0 else limit
+    mask = command.find(SUMMARY_PLACEHOLDER, max(0, cut - len(SUMMARY_PLACEHOLDER) + 1))
+    if 0 <= mask < cut:
+        cut = mask + len(SUMMARY_PLACEHOLDER)  # a mask is shown whole, never cut
+    return f"`{command[:cut]}` (shortened)"
 
 
 @dataclass
@@ -115,7 +133,9 @@ class SpanNotes:
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
-    succeeded: set[str] = field(default_factory=set)  # commands that ran fine, as shown
+    # Commands that ran fine, as ``shown_command`` shows them: a carried failure is matched
+    # on the form the summary wrote.
+    succeeded: set[str] = field(default_factory=set)
 
     @property
     def latest_request(self) -> str | None:
@@ -137,13 +157,53 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         outcomes=outcomes,
         tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
         errors=_errors(signals, messages),
-        succeeded={shown_command(c) for c in succeeded_commands(messages)},
+        succeeded=_succeeded(messages),
         files=_files(signals, messages),
         constraints=list(dict.fromkeys(masked(s.text) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
         delegated=_delegated(messages),
     )
+
+
+def _succeeded(messages: Sequence[Message]) -> set[str]:
+    return {shown_command(c) for c in succeeded_commands(messages)}
+
+
+def fixed_command(item: str, succeeded: set[str]) -> str | None:
+    """The command of a failure item a previous summary carried as still open ("- `cmd`
+    failed: … — still open") that ran fine in the span (``succeeded``, as :func:`shown_command`
+    shows commands); None when the item is no such failure. Compared masked: the summary
+    shows the command masked, the span runs it with its secret."""
+    if not _STILL_OPEN_END.search(item):
+        return None
+    return next((c for c in _SHOWN_COMMAND.findall(masked(item)) if c in succeeded), None)
+
+
+def as_fixed(item: str) -> str:
+    """A failure item carried as still open, now fixed by a later run."""
+    return _STILL_OPEN_END.sub(FIXED, item)
+
+
+def failure_stated(item: str) -> str | None:
+    """A failure item's command and error line, without what came of it (None: no failure)."""
+    found = _STATED.match(item)
+    return found.group(0) if found else None
+
+
+def fixed_since(previous_summary: str | None, messages: Sequence[Message]) -> list[str]:
+    """The commands of the failures ``previous_summary`` lists as still open that a run in
+    ``messages`` (the agent's or the user's) has since fixed, as the summary shows them."""
+    succeeded = _succeeded(messages) if previous_summary else set()
+    if not succeeded:
+        return []
+    found = (
+        fixed_command(item, succeeded)
+        for section in parse_sections(previous_summary)
+        if canonical_heading(section.heading) == ERRORS
+        for item in section.items
+    )
+    return list(dict.fromkeys(c for c in found if c))
 
 
 def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
@@ -229,12 +289,12 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
-            outcome = f"fixed: a later run succeeded{how}"
+            outcome = FIXED + how
         else:
-            outcome = "still open"
+            outcome = STILL_OPEN
         said = _reaction(messages, i) if i is not None else ""
         line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
-        out[(f.command, error)] = masked(f"{line} — {outcome}")
+        out[(f.command, error)] = masked(line + outcome)
     for request in signals.requests:  # an error the user pasted is one too
         i = where.get(request.message_id)
         first = _first_error(request.text)
