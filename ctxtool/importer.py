@@ -3,9 +3,10 @@ with ``max_transaction_bytes``, consecutive ones, each a prefix of the session).
 
 Each file is one session, identified by (source_format, source_id): the transcript's own session
 id, or for a transcript without one its file name and path (see
-:func:`ctxtool.transcripts.discover.fallback_source_id`). Importing it again, or a longer version of
-it, adds only the messages and checkpoints whose source ids are new; a file that disagrees with
-what is stored under its id is refused. This module only orchestrates: reading and parsing are
+:func:`ctxtool.transcripts.discover.fallback_source_id`; the file's inode, recorded with the
+session, finds it under a later name: ``store.transcript_files``). Importing it again, or a
+longer version of it, adds only the messages and checkpoints whose source ids are new; a file
+that disagrees with what is stored under its id is refused. This module only orchestrates: reading and parsing are
 ``ctxtool.transcripts``, the rules ``transcripts.reconcile``, the writes ``store.messages``.
 """
 
@@ -27,12 +28,16 @@ from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
 from .errors import CtxtoolError
 from .failures import describe_failure
 from .store.messages import ImportedSessions, MessageWriter, SessionGone
+from .store.transcript_files import record_file, recorded_file
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
 from .transcripts.archives import archive_members, is_archive, is_compressed
 from .transcripts.discover import (
     STDIN,
     CountingStream,
+    FileIdentity,
     HardLinks,
+    LegacyIds,
+    RecordedFile,
     SourceFile,
     expand_paths,
     hard_links,
@@ -66,6 +71,35 @@ _FILE_FAILURES = (
 
 class _NotTheLegacySession(Exception):
     """The session stored under a file's legacy id holds another transcript."""
+
+
+@dataclass(frozen=True)
+class _SourceIds:
+    """The ids a file's session may be stored under (see ``transcripts.discover``): the one it
+    gets, those it may have had, and whether the store's record of its inode may name one
+    more (``store.transcript_files``). Once the session found under an earlier id turns out
+    to hold another transcript, only the first is left: the file gets a session of its own."""
+
+    fallback: str
+    legacy: LegacyIds
+    by_file: bool = True
+
+    def earlier(
+        self, file: FileIdentity | None, recorded: RecordedFile | None, source_format: str
+    ) -> tuple[str, ...]:
+        """The earlier ids to look for: the legacy ones, then the one recorded of this inode if
+        the file begins as the recorded one did (an inode reused by another file does not)."""
+        legacy = self.legacy
+        ids = (legacy,) if isinstance(legacy, str) else legacy or ()
+        if (
+            self.by_file
+            and file is not None
+            and recorded is not None
+            and recorded.source_format == source_format
+            and file.continues(recorded)
+        ):
+            ids += (recorded.source_id,)
+        return ids
 
 
 @dataclass
@@ -274,7 +308,7 @@ class Importer:
 
     def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
         main = None
-        ids = (source.fallback_id, source.legacy_id)  # see transcripts.discover
+        ids = _SourceIds(source.fallback_id, source.legacy_id)  # see transcripts.discover
         stream = source.stream
         progress = _FileProgress(self.on_bytes)
         passes = 0
@@ -296,7 +330,8 @@ class Importer:
                 )
                 return
             except _NotTheLegacySession:
-                ids = (ids[0], None)  # same stem, another transcript: it gets its own session
+                # same stem, name or inode, another transcript: it gets its own session
+                ids = _SourceIds(ids.fallback, None, by_file=False)
             except (BranchedTranscript, Disagreement) as exc:
                 # A tree with abandoned branches: nothing was written (the transaction rolled
                 # back). Find the main line in a first pass, then import only it. A disagreement
@@ -324,7 +359,7 @@ class Importer:
         self,
         path: str,
         source: SourceFile,
-        ids: tuple[str, str | tuple[str, ...] | None],
+        ids: _SourceIds,
         result: FileResult,
         main: set[str] | None,
         progress: _FileProgress,
@@ -346,7 +381,7 @@ class Importer:
             result.format = transcript.format
             raise BranchedTranscript(None)
         try:
-            self._import_transcript(path, transcript, ids, result)
+            self._import_transcript(path, transcript, ids, source.file, result)
         except TranscriptError as exc:
             if transcript.numbered_by_message:
                 exc.number_as_message()
@@ -356,7 +391,8 @@ class Importer:
         self,
         path: str,
         transcript: Transcript,
-        ids: tuple[str, str | tuple[str, ...] | None],
+        ids: _SourceIds,
+        file: FileIdentity | None,
         result: FileResult,
     ) -> None:
         result.format = transcript.format or None
@@ -371,9 +407,15 @@ class Importer:
             result.skipped["no_messages"] += 1
             return
         own_id = transcript.session.source_id
-        result.source_id = source_key(own_id or ids[0])
+        source_format = transcript.session.source_format
+        result.source_id = source_key(own_id or ids.fallback)
+        # A transcript that names its session needs no file to find it by.
+        file = None if own_id else file
+        recorded = recorded_file(self.engine, file) if file is not None else None
         result.session_id, how = self.sessions.find_or_allocate(
-            transcript.session.source_format, result.source_id, None if own_id else ids[1]
+            source_format,
+            result.source_id,
+            None if own_id else ids.earlier(file, recorded, source_format),
         )
         try:
             self._write(
@@ -382,6 +424,7 @@ class Importer:
                 itertools.chain([first] if first else [], transcript.records),
                 result,
                 how,
+                (file, recorded),
             )
         except BaseException as exc:
             if not (result.messages_added or result.compactions_added):
@@ -392,22 +435,33 @@ class Importer:
             raise
 
     def _write(
-        self, path: str, transcript: Transcript, records, result: FileResult, how: str
+        self,
+        path: str,
+        transcript: Transcript,
+        records,
+        result: FileResult,
+        how: str,
+        file: tuple[FileIdentity | None, RecordedFile | None],
     ) -> None:
-        """Create or lock the session, reconcile every record, write, describe it: one
-        transaction, or (``max_transaction_bytes``) consecutive ones, each a prefix of the
-        session that starts by writing the session's row. A new session's row is part of the
-        first, so a failure before the first commit leaves none. A transaction that changes
-        nothing (a re-import finding every message present) is rolled back: its touch of
-        ``updated_at`` only held the row."""
+        """Create or lock the session, record the file it is read from (``file``: its identity
+        and what the store recorded of its inode), reconcile every record, write, describe it:
+        one transaction, or (``max_transaction_bytes``) consecutive ones, each a prefix of the
+        session that starts by writing the session's row. A new session's row and its file's
+        are part of the first, so a failure before the first commit leaves neither. A
+        transaction that changes nothing (a re-import finding every message present) is
+        rolled back: its touch of ``updated_at`` only held the row."""
         session_id, source_id = result.session_id, result.source_id
         assert session_id is not None and source_id is not None  # allocated by the caller
         src = transcript.session
+        identity, recorded = file
         with self.engine.connect() as conn:
             if how == "new":
                 self.sessions.create(conn, session_id, src.source_format, source_id)
             else:
                 self.sessions.lock(conn, session_id)
+            file_recorded = identity is not None and record_file(
+                conn, identity, recorded, src.source_format, source_id
+            )
             stored = self.sessions.stored(conn, session_id)
             stored_before = len(stored.messages)
             reconciler = Reconciler(path, stored)
@@ -458,6 +512,7 @@ class Importer:
             if (
                 how == "found"
                 and not changed
+                and not file_recorded
                 and writer.messages_added == writer.committed_messages
                 and writer.compactions_added == writer.committed_compactions
                 and not writer.completed

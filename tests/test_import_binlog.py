@@ -154,7 +154,8 @@ def test_an_imports_binlog_replays_through_the_mariadb_client(binlog_server, tmp
         _client(
             sock,
             "pitr",
-            b"SET sql_log_bin = 0; DELETE FROM agent_message; DELETE FROM agent_session;",
+            b"SET sql_log_bin = 0; DELETE FROM agent_message; DELETE FROM agent_session; "
+            b"DELETE FROM ctxtool_transcript_files;",
         )
         replay = subprocess.run(
             [

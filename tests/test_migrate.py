@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.db.schema import STORE_TABLES, counters
+from ctxtool.db.schema import STORE_TABLES, counters, transcript_files
 from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
 
@@ -52,8 +52,13 @@ def test_up_creates_schema_matching_the_core_tables(db):
     for table in STORE_TABLES:
         columns = {c["name"] for c in inspector.get_columns(table.name)}
         assert columns == {c.name for c in table.columns}, table.name
-    columns = {c["name"] for c in inspector.get_columns(counters.name)}
-    assert columns == {c.name for c in counters.columns}
+    for table in (counters, transcript_files):
+        columns = {c["name"] for c in inspector.get_columns(table.name)}
+        assert columns == {c.name for c in table.columns}, table.name
+    assert inspector.get_pk_constraint(transcript_files.name)["constrained_columns"] == [
+        "device",
+        "inode",
+    ]
     indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("agent_message")}
     assert indexes == {
         "idx_message_session_id_tokens": [

@@ -90,6 +90,19 @@ counters = sa.Table(
 )
 SESSION_ID_COUNTER = "agent_session.session_id"
 
+# The file each transcript without a session id of its own was imported from, by inode
+# (migration 0010): a name it is given later, anywhere, finds its session (store.transcript_files).
+transcript_files = sa.Table(
+    "ctxtool_transcript_files",
+    metadata,
+    sa.Column("device", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("inode", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("head_bytes", sa.Integer, nullable=False),
+    sa.Column("head_sha256", sa.String(64), nullable=False),
+    sa.Column("source_format", sa.String(32), nullable=False),
+    sa.Column("source_id", sa.String(191), nullable=False),
+)
+
 # The message columns an importer writes besides session_id (the rest are the id, and counts
 # filled later). The one list: the bulk insert, the importer's rows and the tests take it from
 # here. The session id, the same in every row of an import, is written into its INSERT

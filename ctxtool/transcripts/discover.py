@@ -87,6 +87,64 @@ class SourceFile:
     size: int | None  # None: read to the end
     fallback_id: str
     legacy_id: LegacyIds = None
+    file: FileIdentity | None = None  # None: no file on disk (stdin, an archive's member)
+
+
+# How many of a file's first bytes its identity hashes: a transcript being written only grows,
+# so its beginning stays, and 4 KiB tell two transcripts apart (the reconciler checks the rest).
+HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    """What the store recorded of the file a session was imported from (store.transcript_files):
+    a hash of its first ``head_bytes`` and the session's source format and id."""
+
+    head_bytes: int
+    head_sha256: str
+    source_format: str
+    source_id: str
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """The file on disk a transcript is read from, as the store recalls it when none of the
+    file's names finds its session: a name it was given after its import, in a folder no run
+    saw it in (see :func:`source_ids`). An inode is reused once its file is deleted; the first
+    bytes tell the file that grew from another that took its inode."""
+
+    device: int  # st_dev and st_ino as signed 64-bit (a column's range): see signed_64
+    inode: int
+    head: bytes  # the first HEAD_BYTES of the snapshot imported, or all of it if shorter
+
+    @property
+    def head_sha256(self) -> str:
+        return hashlib.sha256(self.head).hexdigest()
+
+    def record(self, source_format: str, source_id: str) -> RecordedFile:
+        return RecordedFile(len(self.head), self.head_sha256, source_format, source_id)
+
+    def continues(self, recorded: RecordedFile) -> bool:
+        """Whether this file begins with the bytes recorded of the one that had its inode: the
+        same file, grown (or not) since. A file now shorter than that head is another."""
+        size = recorded.head_bytes
+        return (
+            0 < size <= len(self.head)
+            and hashlib.sha256(self.head[:size]).hexdigest() == recorded.head_sha256
+        )
+
+
+def file_identity(fd: int, size: int | None) -> FileIdentity:
+    """The identity of the open file ``fd`` whose first ``size`` bytes (all: None) are read."""
+    st = os.fstat(fd)
+    head = os.pread(fd, HEAD_BYTES if size is None else min(size, HEAD_BYTES), 0)
+    return FileIdentity(signed_64(st.st_dev), signed_64(st.st_ino), head)
+
+
+def signed_64(n: int) -> int:
+    """An unsigned 64-bit device or inode number as a BIGINT holds it (less 2^64 from 2^63 on:
+    NFS and XFS inode numbers may use all 64 bits)."""
+    return n - (1 << 64) if n >= 1 << 63 else n
 
 
 @contextlib.contextmanager
@@ -117,12 +175,16 @@ def open_source(path: str, links: HardLinks | None = None) -> Iterator[SourceFil
     if is_compressed(path):
         # Read to its end: a compressed file is no live transcript. Its identity is the file
         # it was compressed from.
+        with open(path, "rb") as packed:
+            identity = file_identity(packed.fileno(), None)
         with io.BufferedReader(DecompressedStream(path, printable(path)), READ_BUFFER) as stream:
-            yield SourceFile(stream, None, *source_ids(path, uncompressed_name(path), links))
+            ids = source_ids(path, uncompressed_name(path), links)
+            yield SourceFile(stream, None, *ids, file=identity)
         return
     with open(path, "rb", buffering=READ_BUFFER) as stream:
         size = os.fstat(stream.fileno()).st_size
-        yield SourceFile(stream, size, *source_ids(path, links=links))
+        identity = file_identity(stream.fileno(), size)
+        yield SourceFile(stream, size, *source_ids(path, links=links), file=identity)
 
 
 def _spool(stdin: IO[bytes], spool: IO[bytes]) -> bytes:
@@ -154,10 +216,11 @@ def source_ids(
     single name, before it was linked, is found through the ids of every name of the inode
     known here (whichever name is imported first), then moved to the inode one: the names in
     its folder, and those of the same import run in any folder (``links``, see
-    :func:`hard_links`). A name in another folder that this run does not import cannot be
-    found: the store keeps a hash of the path a session was imported from, nothing of its
-    inode or its content. ``named``: the name the file's identity comes from, if not its own
-    (a compressed file's uncompressed name)."""
+    :func:`hard_links`). A name in another folder that this run does not import is found by
+    the file itself: the store records the inode and first bytes of the file each session was
+    imported from (:class:`FileIdentity`, ``store.transcript_files``), which also finds the
+    session of a file renamed, or left with one name of several. ``named``: the name the
+    file's identity comes from, if not its own (a compressed file's uncompressed name)."""
     named = named or path
     real = os.path.realpath(path)
     st = os.stat(real)
@@ -238,7 +301,9 @@ def fallback_source_id(path: str) -> str:
     """The id of a transcript that names no session of its own (OpenAI chat files): its file
     name plus a hash of its absolute real path. Two files of the same name in two folders
     (``run1/task-42.traj``, ``run2/task-42.traj``) are two transcripts; the same file imported
-    again (grown, or through a symlink) is the same one; a moved file is a new one."""
+    again (grown, or through a symlink) is the same one. A moved file has a new id, under
+    which the store's record of its inode finds its session (see :func:`source_ids`); a
+    copy is a new transcript."""
     real = os.path.realpath(path)
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return f"{printable(Path(real).stem)[:100]}@{digest}"
