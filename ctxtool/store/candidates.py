@@ -40,6 +40,7 @@ from ..records import restore_context
 from ..tokens import count_messages, encoding_for_model
 from .reads import (
     Store,
+    calls_answered_next,
     has_chat_role,
     suffix_outlines,
     suffix_ranges,
@@ -224,7 +225,7 @@ def measured(
             not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
         ):
             with read_connection(store.engine) as conn:
-                estimate = exact_context_tokens(store, conn, r.session_id, encoding)
+                estimate = exact_context_tokens(store, conn, r.session_id, encoding, r.suffix)
         yield r, estimate
 
 
@@ -244,13 +245,22 @@ def exact_context_tokens(
     ``summed``: the suffix's sums (:func:`effective_contexts`, made with the encoding the
     session needs). When they are the whole story (every count usable, no tool call or result,
     no role resent), the suffix is not read at all: only the system prompt and the summary are
-    counted. Calls and results equal in number may still not answer each other (a placeholder
-    and a prefix each): those are read."""
+    counted. With tool calls or results, the server is asked whether each call is answered by
+    the message right after it (:func:`~ctxtool.store.reads.calls_answered_next`, a runtime's
+    usual turns): then too the sums are exact, and nothing comes back but two numbers. Only
+    otherwise is the pairing read, row by row."""
     session = store.session(session_id, conn)
     enc = encoding_for_model(session.model, encoding).name
     latest = store.latest_compaction(session_id, conn)
     cut = latest.first_kept_message_id if latest else None
     suffix = summed
+    if (
+        suffix is not None
+        and not (suffix.uncounted or suffix.resent)
+        and suffix.unread_pairing
+        and calls_answered_next(conn, session_id, cut)
+    ):  # only the pairing was unknown, and the server says every call is answered next
+        suffix = SuffixTokens(suffix.tokens)
     if suffix is None or not suffix.known or suffix.unread_pairing:
         ranges = suffix_ranges({session_id: cut})
         outline = next((m for _, m in suffix_outlines(conn, ranges)), [])

@@ -1,0 +1,162 @@
+"""The server's test that every call in a suffix is answered right after it
+(``store.reads.calls_answered_next``): where it says yes, the pairing rule leaves no call
+unanswered and no result without its call, and the summed counts are the exact context
+(hypothesis, on SQLite and MariaDB); on a runtime's usual turns it says yes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxtool.db import read_connection
+from ctxtool.records import pair_tool_calls
+from ctxtool.store import Store
+from ctxtool.store.candidates import exact_context_tokens, summed_context_tokens
+from ctxtool.store.reads import calls_answered_next
+
+_ids = itertools.count(1)
+
+
+def call(call_id) -> str:
+    return json.dumps([{"id": call_id, "type": "function", "function": {"name": "Read"}}])
+
+
+# (role, tool_calls as stored text, tool_call_id): a usual turn is a request, one call and its
+# result right after it, an answer; the rest is what breaks the usual shape.
+USUAL = st.sampled_from(["usual"])
+ODD = st.sampled_from(
+    [
+        "two_calls",  # one message, two calls, both answered after it
+        "answered_late",  # a message between a call and its result
+        "orphan",  # a result of no call
+        "unanswered",  # a call never answered
+        "reused",  # the same id called twice, answered twice
+        "duplicate_key",  # {"id": "a", "id": "b"}: orjson reads b
+        "escaped_key",  # {"id": "a", "\u0069d": "b"}
+        "escaped_id",  # the id written with an escape
+        "number_id",  # {"id": 5} answered by "5"
+        "object",  # tool_calls an object, not an array
+        "upper_role",  # a result stored as "Tool"
+        "other_session",  # another session's row between a call and its result
+        "case",  # a result answering "A" for the call "a"
+        "user_calls",  # a user message with tool_calls
+    ]
+)
+
+
+def rows_of(kind: str, n: int) -> list[tuple[str, str | None, str | None]]:
+    a, b = f"call_{n}", f"call_{n}b"
+    usual = [("user", None, None), ("assistant", call(a), None), ("tool", None, a)]
+    if kind == "usual":
+        return [*usual, ("assistant", None, None)]
+    if kind == "two_calls":
+        two = json.dumps([{"id": a}, {"id": b}])
+        return [("assistant", two, None), ("tool", None, a), ("tool", None, b)]
+    if kind == "answered_late":
+        return [("assistant", call(a), None), ("assistant", None, None), ("tool", None, a)]
+    if kind == "orphan":
+        return [("tool", None, "nobody")]
+    if kind == "unanswered":
+        return [("assistant", call(a), None)]
+    if kind == "reused":
+        return [*usual, ("assistant", call(a), None), ("tool", None, a)]
+    if kind == "duplicate_key":
+        return [("assistant", f'[{{"id": "{a}", "id": "{b}"}}]', None), ("tool", None, a)]
+    if kind == "escaped_key":
+        return [("assistant", f'[{{"id": "{a}", "\\u0069d": "{b}"}}]', None), ("tool", None, a)]
+    if kind == "escaped_id":
+        return [("assistant", f'[{{"id": "call_\\u0041{n}"}}]', None), ("tool", None, f"call_A{n}")]
+    if kind == "number_id":
+        return [("assistant", f'[{{"id": {n}}}]', None), ("tool", None, str(n))]
+    if kind == "object":
+        return [("assistant", json.dumps({"id": a}), None), ("tool", None, a)]
+    if kind == "upper_role":
+        return [("assistant", call(a), None), ("Tool", None, a)]
+    if kind == "other_session":
+        return [("assistant", call(a), None), ("other", None, None), ("tool", None, a)]
+    if kind == "case":
+        return [("assistant", call(f"a{n}"), None), ("tool", None, f"A{n}")]
+    if kind == "user_calls":
+        return [("user", call(a), None), ("tool", None, a)]
+    raise AssertionError(kind)
+
+
+def store_session(db, kinds: list[str]) -> int:
+    """A session of those turns, every message counted with o200k_base (gpt-4o's), written
+    as a runtime writes rows (tool_calls as the text given); "other" rows go to a second
+    session, between the first one's ids."""
+    sid = next(_ids)
+    other = 1_000_000 + sid
+    insert = sa.text(
+        "INSERT INTO agent_message (session_id, role, content, tool_calls, tool_call_id,"
+        " token_count, token_encoding) VALUES (:sid, :role, :content, :calls, :call_id, :n,"
+        " 'o200k_base')"
+    )
+    with db.engine.begin() as conn:
+        for s in (sid, other):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO agent_session (session_id, model, system_prompt)"
+                    " VALUES (:s, 'gpt-4o', 'be brief')"
+                ),
+                {"s": s},
+            )
+        for n, kind in enumerate(kinds):
+            for i, (role, calls, call_id) in enumerate(rows_of(kind, n)):
+                content = f"message {n}.{i} of {kind}"
+                conn.execute(
+                    insert,
+                    {
+                        "sid": other if role == "other" else sid,
+                        "role": "assistant" if role == "other" else role,
+                        "content": content,
+                        "calls": calls,
+                        "call_id": call_id,
+                        # Any count: a stored count is what is sent unless resent.
+                        "n": 7 + len(content) // 3,
+                    },
+                )
+    return sid
+
+
+def pairs_cleanly(db, sid: int) -> bool:
+    """The pairing rule over the stored suffix: no orphan, duplicate or unanswered call."""
+    messages = Store(db.engine).messages(sid)
+    pairing = pair_tool_calls(messages)
+    return not (pairing.orphans or pairing.duplicates or pairing.unanswered)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(kinds=st.lists(st.one_of(USUAL, USUAL, ODD), min_size=1, max_size=6))
+def test_yes_only_where_every_call_is_answered(db, kinds):
+    sid = store_session(db, kinds)
+    with read_connection(db.engine) as conn:
+        yes = calls_answered_next(conn, sid, None)
+    if yes:
+        assert pairs_cleanly(db, sid), kinds
+    if set(kinds) == {"usual"}:
+        assert yes
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(kinds=st.lists(st.one_of(USUAL, USUAL, USUAL, ODD), min_size=1, max_size=6))
+def test_the_summed_measure_is_the_whole_measure(db, kinds):
+    """The dry run's and the candidates' exact figure, from the sums where the server says
+    every call is answered next, else read: what Store.context_tokens measures."""
+    sid = store_session(db, kinds)
+    store = Store(db.engine)
+    with read_connection(db.engine) as conn:
+        assert summed_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+        assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
