@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -26,6 +26,7 @@ from ..failures import INTERRUPTED
 from ..store import Store
 from ..store.candidates import effective_contexts, measured, quiet_messages
 from ..store.counts import read_suffix
+from ..store.leases import LeaseState, newest_checkpoint_id
 from .outcome import CompactionOutcome
 from .plan import CompactionSettings
 from .status import CompactionStatus
@@ -49,6 +50,9 @@ class Batch:
 
     candidates: list[Candidate] = field(default_factory=list)
     leased: list[CompactionOutcome] = field(default_factory=list)
+    # The newest checkpoint's id when the batch was found (0: none): a session with a newer
+    # one was compacted since, by a sibling run (:class:`Claims`).
+    checkpoints_through: int = 0
 
 
 def find_batch(
@@ -64,6 +68,9 @@ def find_batch(
     store = Store(engine)
     with read_connection(engine) as conn:
         rows = effective_contexts(conn, encoding)
+        # Read after the contexts: a checkpoint appended between the two reads costs a visit,
+        # it never hides a session.
+        checkpoints_through = newest_checkpoint_id(conn)
         if older_than is not None and rows:
             # Before anything is measured: a session still being written is not a candidate.
             quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
@@ -74,7 +81,7 @@ def find_batch(
         if force or estimate > settings.threshold(r.model)
     ]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
-    batch = Batch()
+    batch = Batch(checkpoints_through=checkpoints_through)
     for r, estimate in found:
         if r.lease_owner is not None:
             batch.leased.append(
@@ -152,6 +159,163 @@ def run_concurrently(
             if not f.cancelled() and f.exception() is None and id(f.result()) not in seen
         ]
         raise BatchInterrupted(outcomes, finished, sum(f.cancelled() for f in futures)) from None
+    pool.shutdown(wait=True)
+    return sorted(outcomes, key=lambda o: o.session_id)
+
+
+# How many sessions past its claim a process reads the leases of: enough to see past what
+# its siblings took meanwhile (a few processes' workers' worth), a primary-key read.
+LOOKAHEAD = 32
+
+
+class Claims:
+    """A batch's candidates in order, taken a few at a time for a process's free workers
+    (``take``: :func:`ctxtool.store.leases.take_many`, the sessions to take and those to read
+    the leases of, ahead). Several processes find the same batch in the same order; each claim
+    reads who holds the sessions ahead, and the next claim passes over those a sibling holds
+    or has compacted since the batch was found (each reported, never read or tried) instead of
+    taking the batch one session at a time behind the siblings. ``describe`` says a claim's
+    failure (a server gone past the outage wait) as each of its sessions' error."""
+
+    def __init__(
+        self,
+        session_ids: list[int],
+        take: Callable[[list[int], list[int]], dict[int, LeaseState]],
+        owner: str,
+        describe: Callable[[Exception], str],
+        lookahead: int = LOOKAHEAD,
+    ):
+        self._order = session_ids
+        self._next = 0
+        self._seen: dict[int, LeaseState] = {}  # as the last claim read them
+        self._take, self._owner, self._describe = take, owner, describe
+        self._lookahead = lookahead
+        self.tried: list[int] = []  # every session a claim tried to take, won or not
+
+    @property
+    def total(self) -> int:
+        return len(self._order)
+
+    @property
+    def remaining(self) -> int:
+        """Sessions neither taken nor passed over yet."""
+        return len(self._order) - self._next
+
+    def claim(self, want: int) -> tuple[list[int], list[CompactionOutcome]]:
+        """Up to ``want`` sessions whose leases this process now holds, and the outcomes of the
+        sessions passed over on the way (fewer taken only when the batch ran out)."""
+        won: list[int] = []
+        passed: list[CompactionOutcome] = []
+        while len(won) < want and self.remaining:
+            chosen: list[int] = []
+            while len(won) + len(chosen) < want and self.remaining:
+                sid = self._order[self._next]
+                self._next += 1
+                seen = self._seen.pop(sid, None)
+                skipped = _passed_over(sid, seen, self._owner) if seen else None
+                if skipped is None:
+                    chosen.append(sid)
+                else:
+                    passed.append(skipped)
+            if not chosen:
+                break
+            ahead = self._order[self._next : self._next + self._lookahead]
+            self.tried += chosen
+            try:
+                states = self._take(chosen, ahead)
+            except Exception as exc:  # noqa: BLE001 - these sessions' failure, not the batch's
+                error = self._describe(exc)
+                passed += [
+                    CompactionOutcome(s, CompactionStatus.FAILED, error=error) for s in chosen
+                ]
+                break
+            for sid in chosen:
+                state = states.get(sid)
+                if (
+                    state is not None
+                    and state.holder is not None
+                    and state.holder.owner == self._owner
+                ):
+                    won.append(sid)
+                    continue
+                passed.append(
+                    _passed_over(sid, state, self._owner)
+                    or CompactionOutcome(
+                        sid,
+                        CompactionStatus.LEASE_HELD if state else CompactionStatus.FAILED,
+                        error=None if state else f"session {sid} is no longer in the store",
+                        notes=["taken by a sibling run at this run's claim"] if state else [],
+                    )
+                )
+            self._seen.update((sid, states[sid]) for sid in ahead if sid in states)
+        return won, passed
+
+
+def _passed_over(session_id: int, seen: LeaseState | None, owner: str) -> CompactionOutcome | None:
+    """The outcome of a session a claim passes over as read (None: try to take it)."""
+    if seen is None:
+        return None
+    if seen.checkpointed:
+        return CompactionOutcome(
+            session_id,
+            CompactionStatus.LOST_RACE,
+            notes=["compacted by a sibling run since this batch was found"],
+        )
+    if seen.holder is not None and seen.holder.owner != owner:
+        return CompactionOutcome(
+            session_id,
+            CompactionStatus.LEASE_HELD,
+            notes=[f"leased by {seen.holder.owner} until {seen.holder.expires_at}"],
+        )
+    return None
+
+
+def run_claimed(
+    compact: Callable[[int], CompactionOutcome],
+    claims: Claims,
+    workers: int,
+    on_done: Callable[[CompactionOutcome], None] | None = None,
+    release: Callable[[list[int]], None] = lambda _ids: None,
+) -> list[CompactionOutcome]:
+    """:func:`run_concurrently` for a batch other processes may be running too: sessions are
+    claimed (``claims``) only as workers come free, so a process holds no more leases than it
+    has workers and siblings take the rest. Interrupted, every lease taken for a session that
+    was not started is given back (``release``), a claim cut short included."""
+    outcomes: list[CompactionOutcome] = []
+    running: dict[Future[CompactionOutcome], int] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+
+    def report(outcome: CompactionOutcome) -> None:
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+
+    try:
+        while True:
+            if len(running) < workers and claims.remaining:
+                won, passed = claims.claim(workers - len(running))
+                for sid in won:
+                    running[pool.submit(compact, sid)] = sid
+                for outcome in passed:
+                    report(outcome)
+                continue
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                del running[future]
+                report(future.result())
+    except BaseException as exc:
+        pool.shutdown(wait=True, cancel_futures=True)
+        # Every session started has given its lease back by now; the others tried may hold one.
+        reported = {o.session_id for o in outcomes}
+        finished = [f.result() for f in running if not f.cancelled() and f.exception() is None]
+        if held := [s for s in claims.tried if s not in reported]:
+            release(held)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
+        not_started = claims.total - len(outcomes) - len(finished)
+        raise BatchInterrupted(outcomes, finished, not_started) from None
     pool.shutdown(wait=True)
     return sorted(outcomes, key=lambda o: o.session_id)
 

@@ -30,7 +30,7 @@ from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
 from ..store.counts import read_suffix, read_tails, span_token_totals
 from ..tokens import encoding_for_model, get_encoding, token_lengths
-from .batch import Batch, count_missing, find_batch, run_concurrently
+from .batch import Batch, Claims, count_missing, find_batch, run_claimed, run_concurrently
 from .fold import fold, frame_tokens
 from .outcome import CompactionOutcome
 from .plan import CompactionSettings, NeedsEarlier, with_earlier
@@ -125,11 +125,13 @@ class Compactor:
         force: bool = False,
         dry_run: bool = False,
         summarize: bool = False,
+        leased: bool = False,
     ) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
-        nothing (``summarize``: run the summarizer and judge its summary all the same). Never
-        raises for per-session failures: they are reported in the outcome, with the figures
-        of the steps that went through."""
+        nothing (``summarize``: run the summarizer and judge its summary all the same).
+        ``leased``: the caller (a batch's claim) took the session's lease for this compactor,
+        which gives it back when it writes nothing. Never raises for per-session failures:
+        they are reported in the outcome, with the figures of the steps that went through."""
         started = time.perf_counter()
         outcome = CompactionOutcome(
             session_id,
@@ -143,7 +145,7 @@ class Compactor:
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
             with self._retry(self.engine, self.engine.connect) as conn:
-                taken = not dry_run and self._take(conn, session_id)
+                taken = not dry_run and (leased or self._take(conn, session_id))
                 if not dry_run and not taken:
                     holder = self._retry(conn, lambda: leases.holder(conn, session_id))
                     if holder is not None and holder.owner != self.owner:
@@ -214,11 +216,13 @@ class Compactor:
         except InvalidSettings:
             raise  # the settings' fault, not this session's: a usage error, as --all says it
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end a batch
-            failure = describe_failure(
-                exc, secrets=(self.engine.url, getattr(self.summarizer, "base_url", None))
-            )
-            outcome = replace(outcome, status=CompactionStatus.FAILED, error=failure.message)
+            outcome = replace(outcome, status=CompactionStatus.FAILED, error=self._described(exc))
         return replace(outcome, seconds=time.perf_counter() - started)
+
+    def _described(self, exc: Exception) -> str:
+        """A session's failure as its one line, without the store's or the LLM's credentials."""
+        secrets = (self.engine.url, getattr(self.summarizer, "base_url", None))
+        return describe_failure(exc, secrets=secrets).message
 
     def _take(self, conn: Connection, session_id: int) -> bool:
         """Take the session's lease before reading it, for as long as one summarizer request
@@ -369,16 +373,57 @@ class Compactor:
         on_done: Callable[[CompactionOutcome], None] | None = None,
     ) -> list[CompactionOutcome]:
         """Compact the batch's candidates with ``workers`` concurrent calls; outcomes (leased
-        sessions included) by session id."""
-        outcomes = list(batch.leased) + run_concurrently(
-            lambda sid: self.compact_session(
-                sid, force=force, dry_run=dry_run, summarize=summarize
-            ),
-            [c.session_id for c in batch.candidates],
-            workers,
-            on_done,
-        )
-        return sorted(outcomes, key=lambda o: o.session_id)
+        sessions included) by session id. A real run claims them as workers come free
+        (:class:`ctxtool.compaction.batch.Claims`), passing over what sibling processes hold;
+        a dry run takes no lease."""
+        session_ids = [c.session_id for c in batch.candidates]
+        if dry_run:
+            ran = run_concurrently(
+                lambda sid: self.compact_session(
+                    sid, force=force, dry_run=True, summarize=summarize
+                ),
+                session_ids,
+                workers,
+                on_done,
+            )
+        else:
+            claims = Claims(
+                session_ids,
+                partial(self._take_many, batch.checkpoints_through),
+                self.owner,
+                self._described,
+            )
+            ran = run_claimed(
+                lambda sid: self.compact_session(sid, force=force, leased=True),
+                claims,
+                workers,
+                on_done,
+                self._release_many,
+            )
+        return sorted(list(batch.leased) + ran, key=lambda o: o.session_id)
+
+    def _take_many(
+        self, checkpoints_through: int, session_ids: list[int], ahead: list[int]
+    ) -> dict[int, leases.LeaseState]:
+        """A batch's claim (:func:`ctxtool.store.leases.take_many`), each lease as long as one
+        summarizer request may need (the claim after the plan sets the plan's own length)."""
+        seconds = lease_for_plan(self.summarizer, 0, self.lease_seconds)
+        with self._retry(self.engine, self.engine.connect) as conn:
+            return self._retry(
+                conn,
+                lambda: leases.take_many(
+                    conn,
+                    session_ids,
+                    self.owner,
+                    seconds,
+                    checkpoints_through=checkpoints_through,
+                    also=ahead,
+                ),
+            )
+
+    def _release_many(self, session_ids: list[int]) -> None:
+        with self._retry(self.engine, self.engine.connect) as conn:
+            self._retry(conn, lambda: leases.release_many(conn, session_ids, self.owner))
 
     def compact_all(
         self,

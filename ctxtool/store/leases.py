@@ -7,6 +7,7 @@ over. Expiry is on the database server's clock, never a host's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ..compaction.status import CompactionStatus
 from ..db import dialect_of
+from ..db.schema import agent_compaction as C
 from ..db.schema import agent_session as S
 from .reads import latest_compaction_id
 
@@ -51,27 +53,96 @@ def take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
 
 
 def _take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
-    dialect = dialect_of(conn)
     taken = conn.execute(
         S.update()
-        .where(
-            S.c.session_id == session_id,
-            # An owner with no expiry (written by hand, or by a runtime) bounds nothing:
-            # free, as holder() and the batch read it (it was held forever here).
-            sa.or_(
-                S.c.lease_owner.is_(None),
-                S.c.lease_expires_at.is_(None),
-                S.c.lease_expires_at < dialect.server_now(),
-                S.c.lease_owner == owner,
-            ),
-        )
-        .values(
-            lease_owner=owner,
-            lease_expires_at=dialect.server_now_plus(seconds),
-            **_KEEP_UPDATED_AT,
-        )
+        .where(S.c.session_id == session_id, _free_for(conn, owner))
+        .values(_taken_by(conn, owner, seconds))
     ).rowcount
     return taken == 1
+
+
+def _free_for(conn: Connection, owner: str) -> sa.ColumnElement[bool]:
+    """SQL: the session's lease is free, expired or ``owner``'s. An owner with no expiry
+    (written by hand, or by a runtime) bounds nothing: free, as holder() and the batch read it."""
+    return sa.or_(
+        S.c.lease_owner.is_(None),
+        S.c.lease_expires_at.is_(None),
+        S.c.lease_expires_at < dialect_of(conn).server_now(),
+        S.c.lease_owner == owner,
+    )
+
+
+def _taken_by(conn: Connection, owner: str, seconds: int) -> dict:
+    return {
+        "lease_owner": owner,
+        "lease_expires_at": dialect_of(conn).server_now_plus(seconds),
+        **_KEEP_UPDATED_AT,
+    }
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """A session's lease as one read saw it: its live holder (None when free or expired), and
+    whether a checkpoint newer than a batch's last one was appended since (by a sibling)."""
+
+    holder: Lease | None
+    checkpointed: bool
+
+
+def take_many(
+    conn: Connection,
+    session_ids: Sequence[int],
+    owner: str,
+    seconds: int,
+    *,
+    checkpoints_through: int,
+    also: Sequence[int] = (),
+) -> dict[int, LeaseState]:
+    """Take the leases of several sessions of a batch in one conditional UPDATE: those free,
+    expired or ours with no checkpoint above ``checkpoints_through`` (the batch's newest when it
+    was found: a sibling has compacted the others since). Then, in the same transaction, read
+    the leases of those sessions and of ``also`` (the ones the batch reaches next): the caller
+    won those whose holder is ``owner``, and passes over the rest without taking them one at a
+    time. The checkpoint test saves a visit, never decides one: an id from another node that
+    came out lower is read and planned as before (the claim after the plan checks the parent).
+    """
+    states: dict[int, LeaseState] = {}
+    with conn.begin():
+        if session_ids:
+            conn.execute(
+                S.update()
+                .where(
+                    S.c.session_id.in_(session_ids),
+                    _free_for(conn, owner),
+                    ~_checkpointed_since(checkpoints_through),
+                )
+                .values(_taken_by(conn, owner, seconds))
+            )
+        now = dialect_of(conn).server_now()
+        for row in conn.execute(
+            sa.select(
+                S.c.session_id,
+                S.c.lease_owner,
+                S.c.lease_expires_at,
+                sa.case((S.c.lease_expires_at >= now, 1), else_=0).label("live"),
+                sa.case((_checkpointed_since(checkpoints_through), 1), else_=0).label("since"),
+            ).where(S.c.session_id.in_(list(session_ids) + list(also)))
+        ):
+            live = row.lease_owner is not None and bool(row.live)
+            states[row.session_id] = LeaseState(
+                Lease(row.lease_owner, row.lease_expires_at) if live else None, bool(row.since)
+            )
+    return states
+
+
+def newest_checkpoint_id(conn: Connection) -> int:
+    """The store's newest checkpoint id (0: none), what :func:`take_many` compares against."""
+    return int(conn.execute(sa.select(sa.func.max(C.c.id))).scalar() or 0)
+
+
+def _checkpointed_since(checkpoint_id: int) -> sa.Exists:
+    """SQL: the session of agent_session's row has a checkpoint with an id above this one."""
+    return sa.exists().where(C.c.session_id == S.c.session_id, C.c.id > checkpoint_id)
 
 
 # A lease is no activity of the session: assigned to itself, MySQL's ON UPDATE
@@ -84,6 +155,16 @@ def release(conn: Connection, session_id: int, owner: str) -> None:
     """Give the lease back (only if it is still ours)."""
     with conn.begin():
         give_back(conn, session_id, owner)
+
+
+def release_many(conn: Connection, session_ids: Sequence[int], owner: str) -> None:
+    """Give back the leases of sessions a batch took and will not start (interrupted)."""
+    with conn.begin():
+        conn.execute(
+            S.update()
+            .where(S.c.session_id.in_(session_ids), S.c.lease_owner == owner)
+            .values(lease_owner=None, lease_expires_at=None, **_KEEP_UPDATED_AT)
+        )
 
 
 def give_back(conn: Connection, session_id: int, owner: str) -> bool:
