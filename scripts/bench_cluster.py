@@ -9,10 +9,15 @@ removed before each, the processes spread over the URLs in turn (one URL: one se
 process per node). For each layout it prints wall time (process start-up included, as cron
 pays it), sessions/s, the speed-up against the baseline (1 x 1's compactions alone: the sum of
 their own seconds, no start-up) and its share of the ideal P x W, the CPU
-seconds the ctxtool processes and the LLM server spent per session, and the machine's load
-average (``os.getloadavg()``) before and after: on a small machine the ideal is out of reach
-once the processes' CPU per second approaches its cores. Every session must be compacted
-exactly once and every process exit 0.
+seconds the ctxtool processes and the LLM server spent per session, the SQL statements the
+processes sent per compacted session (all of them, and the lease UPDATEs among them: each
+process runs the real entry point, ``ctxtool.cli.main``, with a SQLAlchemy event counting what
+it sends), and the machine's load average (``os.getloadavg()``) before and after: on a small
+machine the ideal is out of reach once the processes' CPU per second approaches its cores.
+What the CPU allows is printed too: the compactions a second the two cores could sustain at
+the CPU a compaction cost (ctxtool's, the LLM server's and the database server's, start-up
+spread over the sessions), against the ideal's rate. Every session must be compacted exactly
+once and every process exit 0.
 
 Examples:
   .venv/bin/python scripts/bench_cluster.py --sessions 400
@@ -40,6 +45,23 @@ from bench_compact import llm_server, setup  # noqa: E402
 LIMITS = ["--context-window", "6000", "--reserve-tokens", "1000", "--keep-recent-tokens", "1500"]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
+# `ctxtool` as cron runs it, counting the statements it sends (on stderr's last line).
+COUNTING_CTXTOOL = """
+import atexit, json, sys
+from collections import Counter
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+sent = Counter()
+@event.listens_for(Engine, "before_cursor_execute")
+def _sent(conn, cursor, statement, parameters, context, executemany):
+    sent["all"] += 1
+    if statement.lstrip().upper().startswith("UPDATE") and "lease_owner" in statement:
+        sent["lease"] += 1
+atexit.register(lambda: print("STATEMENTS " + json.dumps(sent), file=sys.stderr))
+from ctxtool.cli import main
+main(prog_name="ctxtool")
+"""
+
 
 @dataclass(frozen=True)
 class Run:
@@ -53,7 +75,9 @@ class Run:
     session_seconds: float  # the compactions' own time, summed (no start-up, no batch query)
     cpu: float
     llm_cpu: float
+    db_cpu: float  # the database servers' (local mariadbd processes), meanwhile
     load: tuple[float, float]
+    statements: dict[str, int]
 
     @property
     def compacted(self) -> int:
@@ -71,6 +95,30 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def db_server_pids(urls: list[str]) -> list[int]:
+    """The local mariadbd/mysqld processes listening on the URLs' ports (none found: [])."""
+    from sqlalchemy.engine import make_url
+
+    ports = {make_url(u).port or 3306 for u in urls}
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) in ports:
+                    inodes.add(fields[9])
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds}
+        except OSError:
+            continue
+        if any(f"socket:[{inode}]" in links for inode in inodes):
+            pids.append(int(pid))
+    return pids
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -80,6 +128,7 @@ def run(
     urls: list[str],
     base_url: str,
     llm_pid: int,
+    db_pids: list[int],
     processes: int,
     workers: int,
     limit: int | None,
@@ -89,13 +138,14 @@ def run(
     env = dict(os.environ, OPENAI_API_KEY="sk-bench")
     load_before = os.getloadavg()[0]
     cpu_before, llm_before = children_cpu(), process_cpu(llm_pid)
+    db_before = sum(process_cpu(p) for p in db_pids)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "ctxtool",
+                "-c",
+                COUNTING_CTXTOOL,
                 "--db",
                 urls[i % len(urls)],
                 "compact",
@@ -125,6 +175,11 @@ def run(
     if codes != [0] * processes:
         raise SystemExit(f"exit codes {codes}: {[err[-500:] for _, err in outs]}")
     rows = [row for out, _ in outs for row in json.loads(out)]
+    statements: dict[str, int] = {}
+    for _, err in outs:
+        counted = json.loads(err.rsplit("STATEMENTS ", 1)[1])
+        for kind, n in counted.items():
+            statements[kind] = statements.get(kind, 0) + n
     return Run(
         processes,
         workers,
@@ -133,7 +188,9 @@ def run(
         sum(row["seconds"] for row in rows if row["status"] == "compacted"),
         children_cpu() - cpu_before,
         process_cpu(llm_pid) - llm_before,
+        sum(process_cpu(p) for p in db_pids) - db_before,
         (load_before, os.getloadavg()[0]),
+        statements,
     )
 
 
@@ -176,7 +233,8 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = setup(args.url[0], args.sessions)
-    cores = os.cpu_count()
+    cores = os.cpu_count() or 1
+    db_pids = db_server_pids(args.url)
     try:
         with llm_server(args.delay) as (base_url, llm_pid):
             where = f"{len(args.url)} node(s)" if len(args.url) > 1 else "one server"
@@ -190,7 +248,7 @@ def main() -> None:
                 with engine.begin() as conn:
                     conn.exec_driver_sql("DELETE FROM agent_compaction")
                 limit = args.baseline_sessions if baseline is None else None
-                r = run(args.url, base_url, llm_pid, processes, workers, limit)
+                r = run(args.url, base_url, llm_pid, db_pids, processes, workers, limit)
                 expected = limit or args.sessions
                 assert r.compacted == expected, {s: r.statuses.count(s) for s in set(r.statuses)}
                 with engine.connect() as conn:
@@ -210,13 +268,21 @@ def main() -> None:
                 ideal = processes * workers
                 speed_up = r.rate / baseline
                 others = sorted(set(r.statuses) - {"compacted"})
+                # What the cores allow at this CPU a compaction, all three parties' included.
+                per_session = (r.cpu + r.llm_cpu + r.db_cpu) / r.compacted
+                allowed = cores / per_session / baseline
                 print(
                     f"{processes} x {workers:2d}: {r.compacted} sessions in {r.wall:.1f}s, "
                     f"{r.rate:.2f} sessions/s, speed-up {speed_up:.2f}x of ideal {ideal}x "
                     f"({speed_up / ideal:.2f} of ideal); CPU per session: ctxtool "
                     f"{r.cpu / r.compacted * 1000:.1f} ms, LLM server "
-                    f"{r.llm_cpu / r.compacted * 1000:.1f} ms; CPU busy "
-                    f"{(r.cpu + r.llm_cpu) / r.wall / cores:.0%} of {cores} cores; load "
+                    f"{r.llm_cpu / r.compacted * 1000:.1f} ms, database "
+                    f"{r.db_cpu / r.compacted * 1000:.1f} ms"
+                    f"{'' if db_pids else ' (server not found here)'}; the {cores} cores allow "
+                    f"{allowed:.1f}x ({min(allowed, ideal) / ideal:.2f} of ideal); CPU busy "
+                    f"{(r.cpu + r.llm_cpu + r.db_cpu) / r.wall / cores:.0%}; statements per "
+                    f"session {r.statements.get('all', 0) / r.compacted:.1f}, lease UPDATEs "
+                    f"{r.statements.get('lease', 0) / r.compacted:.2f}; load "
                     f"{r.load[0]:.1f} -> {r.load[1]:.1f}"
                     + (
                         f"; also {', '.join(f'{s} {r.statuses.count(s)}' for s in others)}"

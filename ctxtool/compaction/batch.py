@@ -10,6 +10,7 @@ in counts is the explicit :func:`count_missing` step a real run takes first.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
@@ -163,19 +164,20 @@ def run_concurrently(
     return sorted(outcomes, key=lambda o: o.session_id)
 
 
-# How many sessions past its claim a process reads the leases of: enough to see past what
-# its siblings took meanwhile (a few processes' workers' worth), a primary-key read.
+# How many sessions past its claim a worker reads the leases of: enough to see past what the
+# siblings took meanwhile (a few processes' workers' worth), a primary-key read.
 LOOKAHEAD = 32
 
 
 class Claims:
-    """A batch's candidates in order, taken a few at a time for a process's free workers
-    (``take``: :func:`ctxtool.store.leases.take_many`, the sessions to take and those to read
-    the leases of, ahead). Several processes find the same batch in the same order; each claim
-    reads who holds the sessions ahead, and the next claim passes over those a sibling holds
-    or has compacted since the batch was found (each reported, never read or tried) instead of
-    taking the batch one session at a time behind the siblings. ``describe`` says a claim's
-    failure (a server gone past the outage wait) as each of its sessions' error."""
+    """A batch's candidates in order, claimed by a process's workers as each comes free
+    (``take``: :func:`ctxtool.store.leases.take_many`, the sessions to take and those ahead to
+    read the leases of). Several processes find the same batch in the same order; each claim
+    reads who holds the sessions ahead, and later claims pass over those a sibling holds or has
+    compacted since the batch was found (each reported, never tried or read) instead of
+    trying the batch one session at a time behind the siblings. Workers claim in parallel:
+    only picking from the order is under a lock. ``describe`` says a claim's failure (a server
+    gone past the outage wait) as its sessions' error."""
 
     def __init__(
         self,
@@ -187,9 +189,10 @@ class Claims:
     ):
         self._order = session_ids
         self._next = 0
-        self._seen: dict[int, LeaseState] = {}  # as the last claim read them
+        self._seen: dict[int, LeaseState] = {}  # as the latest claim read them
         self._take, self._owner, self._describe = take, owner, describe
         self._lookahead = lookahead
+        self._lock = threading.Lock()
         self.tried: list[int] = []  # every session a claim tried to take, won or not
 
     @property
@@ -198,29 +201,21 @@ class Claims:
 
     @property
     def remaining(self) -> int:
-        """Sessions neither taken nor passed over yet."""
+        """Sessions neither claimed nor passed over yet."""
         return len(self._order) - self._next
 
-    def claim(self, want: int) -> tuple[list[int], list[CompactionOutcome]]:
+    def claim(self, want: int = 1) -> tuple[list[int], list[CompactionOutcome]]:
         """Up to ``want`` sessions whose leases this process now holds, and the outcomes of the
         sessions passed over on the way (fewer taken only when the batch ran out)."""
         won: list[int] = []
         passed: list[CompactionOutcome] = []
-        while len(won) < want and self.remaining:
-            chosen: list[int] = []
-            while len(won) + len(chosen) < want and self.remaining:
-                sid = self._order[self._next]
-                self._next += 1
-                seen = self._seen.pop(sid, None)
-                skipped = _passed_over(sid, seen, self._owner) if seen else None
-                if skipped is None:
-                    chosen.append(sid)
-                else:
-                    passed.append(skipped)
+        while len(won) < want:
+            with self._lock:
+                chosen = self._choose(want - len(won), passed)
+                ahead = self._order[self._next : self._next + self._lookahead]
+                self.tried += chosen
             if not chosen:
                 break
-            ahead = self._order[self._next : self._next + self._lookahead]
-            self.tried += chosen
             try:
                 states = self._take(chosen, ahead)
             except Exception as exc:  # noqa: BLE001 - these sessions' failure, not the batch's
@@ -231,24 +226,41 @@ class Claims:
                 break
             for sid in chosen:
                 state = states.get(sid)
-                if (
-                    state is not None
-                    and state.holder is not None
-                    and state.holder.owner == self._owner
-                ):
+                if state is not None and state.holder and state.holder.owner == self._owner:
                     won.append(sid)
-                    continue
-                passed.append(
-                    _passed_over(sid, state, self._owner)
-                    or CompactionOutcome(
-                        sid,
-                        CompactionStatus.LEASE_HELD if state else CompactionStatus.FAILED,
-                        error=None if state else f"session {sid} is no longer in the store",
-                        notes=["taken by a sibling run at this run's claim"] if state else [],
+                elif state is None:
+                    passed.append(
+                        CompactionOutcome(
+                            sid,
+                            CompactionStatus.FAILED,
+                            error=f"session {sid} is no longer in the store",
+                        )
                     )
-                )
-            self._seen.update((sid, states[sid]) for sid in ahead if sid in states)
+                else:
+                    passed.append(
+                        _passed_over(sid, state, self._owner)
+                        or CompactionOutcome(
+                            sid,
+                            CompactionStatus.LEASE_HELD,
+                            notes=["a sibling run held it at this run's claim"],
+                        )
+                    )
+            with self._lock:
+                self._seen.update((sid, states[sid]) for sid in ahead if sid in states)
         return won, passed
+
+    def _choose(self, want: int, passed: list[CompactionOutcome]) -> list[int]:
+        """The next ``want`` sessions not known to be a sibling's (those go to ``passed``)."""
+        chosen: list[int] = []
+        while len(chosen) < want and self._next < len(self._order):
+            sid = self._order[self._next]
+            self._next += 1
+            skipped = _passed_over(sid, self._seen.pop(sid, None), self._owner)
+            if skipped is None:
+                chosen.append(sid)
+            else:
+                passed.append(skipped)
+        return chosen
 
 
 def _passed_over(session_id: int, seen: LeaseState | None, owner: str) -> CompactionOutcome | None:
@@ -277,40 +289,44 @@ def run_claimed(
     on_done: Callable[[CompactionOutcome], None] | None = None,
     release: Callable[[list[int]], None] = lambda _ids: None,
 ) -> list[CompactionOutcome]:
-    """:func:`run_concurrently` for a batch other processes may be running too: sessions are
-    claimed (``claims``) only as workers come free, so a process holds no more leases than it
-    has workers and siblings take the rest. Interrupted, every lease taken for a session that
-    was not started is given back (``release``), a claim cut short included."""
+    """:func:`run_concurrently` for a batch other processes may be running too: each worker
+    claims its next session (``claims``) when it comes free, so a process holds no more leases
+    than it has workers and siblings take the rest. Interrupted, the workers not started claim
+    nothing; a lease a worker took for a session it did not start is given back (``release``)."""
     outcomes: list[CompactionOutcome] = []
-    running: dict[Future[CompactionOutcome], int] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
+
+    def next_session() -> tuple[list[CompactionOutcome], CompactionOutcome | None]:
+        won, passed = claims.claim(1)
+        return passed, compact(won[0]) if won else None
 
     def report(outcome: CompactionOutcome) -> None:
         outcomes.append(outcome)
         if on_done:
             on_done(outcome)
 
+    running: set[Future] = set()
     try:
         while True:
-            if len(running) < workers and claims.remaining:
-                won, passed = claims.claim(workers - len(running))
-                for sid in won:
-                    running[pool.submit(compact, sid)] = sid
-                for outcome in passed:
-                    report(outcome)
-                continue
+            while len(running) < workers and claims.remaining:
+                running.add(pool.submit(next_session))
             if not running:
                 break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                del running[future]
-                report(future.result())
+                passed, outcome = future.result()
+                for o in passed + ([outcome] if outcome else []):
+                    report(o)
     except BaseException as exc:
         pool.shutdown(wait=True, cancel_futures=True)
-        # Every session started has given its lease back by now; the others tried may hold one.
-        reported = {o.session_id for o in outcomes}
-        finished = [f.result() for f in running if not f.cancelled() and f.exception() is None]
-        if held := [s for s in claims.tried if s not in reported]:
+        finished = [
+            o
+            for f in running
+            if not f.cancelled() and f.exception() is None
+            for o in f.result()[0] + ([f.result()[1]] if f.result()[1] else [])
+        ]
+        ended = {o.session_id for o in outcomes + finished}
+        if held := [s for s in claims.tried if s not in ended]:
             release(held)
         if not isinstance(exc, KeyboardInterrupt):
             raise
