@@ -345,6 +345,12 @@ BOOKKEEPING_TOOLS = frozenset(
 )
 
 
+def is_bookkeeping(call: dict[str, Any]) -> bool:
+    """A call that keeps the agent's books or polls a running command (``BOOKKEEPING_TOOLS``):
+    never the work the agent was doing."""
+    return (call["function"]["name"] or "").lower() in BOOKKEEPING_TOOLS
+
+
 def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     said = next(
         (m for m in reversed(messages) if m.role == "assistant" and (m.content or "").strip()),
@@ -355,7 +361,7 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
         for m in messages
         if m.role == "assistant"
         for c in m.calls()
-        if (c["function"]["name"] or "").lower() not in BOOKKEEPING_TOOLS
+        if not is_bookkeeping(c)
     ]
     acted, call = worked[-1] if worked else (None, None)
     if said is None and acted is None:
@@ -453,7 +459,7 @@ def _tasks(messages: Sequence[Message]) -> list[Task]:
     for m in messages:
         for call in m.calls() if m.role == "assistant" else []:
             name = call["function"]["name"] or ""
-            args = _arguments(call)
+            args = arguments_of(call)
             if name == "TodoWrite" and isinstance(args.get("todos"), list):
                 tasks = {}
                 for n, todo in enumerate(args["todos"], 1):
@@ -586,15 +592,25 @@ def succeeded_commands(messages: Sequence[Message]) -> set[str]:
     return {r.command for r in _runs(messages) if not r.failed}
 
 
-def _said_after(messages: Sequence[Message], result: Message) -> str | None:
-    """The agent's first words after a result (within a few messages): what it made of it."""
-    start = next((i for i, m in enumerate(messages) if m is result), len(messages))
-    for m in messages[start + 1 : start + 8]:
-        if m.role == "assistant" and (m.content or "").strip():
-            return " ".join((m.content or "").split())[:300]
+REACTION_WINDOW = 7  # messages after a failure the agent's reaction is looked for in
+
+
+def reaction_after(messages: Sequence[Message], i: int) -> Message | None:
+    """The agent's first message with words after ``messages[i]`` (a failed result, an error
+    the user pasted), within ``REACTION_WINDOW`` messages and before the next request: what
+    it made of it. The one rule the summary and the evaluator's reference answers both use."""
+    for m in messages[i + 1 : i + 1 + REACTION_WINDOW]:
         if is_request(m):
             return None
+        if m.role == "assistant" and (m.content or "").strip():
+            return m
     return None
+
+
+def _said_after(messages: Sequence[Message], result: Message) -> str | None:
+    start = next((i for i, m in enumerate(messages) if m is result), len(messages))
+    said = reaction_after(messages, start)
+    return " ".join((said.content or "").split())[:300] if said else None
 
 
 def _failed(result: Message, tool: str, command: str = "") -> bool:
@@ -649,17 +665,32 @@ def _unwrap_output(text: str) -> str:
     return re.sub(r"</?tool_use_error>", "", text)
 
 
-def _command_of(call: dict[str, Any]) -> str:
-    """The command line a call ran, or its tool and path for a tool that runs none."""
-    args = _arguments(call)
+def command_run(call: dict[str, Any]) -> str | None:
+    """The command line a call ran (a ``command`` or ``cmd`` argument, Codex's list of words
+    joined), spaced once; None for a call that runs none."""
+    args = arguments_of(call)
     command = args.get("command", args.get("cmd"))
     if isinstance(command, list):
         command = " ".join(str(c) for c in command)
     if isinstance(command, str) and command.strip():
         return " ".join(command.split())
-    name = call["function"]["name"] or "?"
+    return None
+
+
+def path_of(call: dict[str, Any]) -> str | None:
+    """The path a call's arguments name (under any of ``PATH_KEYS``), None when none."""
     paths = _paths_of(call)
-    return f"{name} {paths[0]}" if paths else name
+    return paths[0] if paths else None
+
+
+def _command_of(call: dict[str, Any]) -> str:
+    """The command line a call ran, or its tool and path for a tool that runs none."""
+    command = command_run(call)
+    if command is not None:
+        return command
+    name = call["function"]["name"] or "?"
+    path = path_of(call)
+    return f"{name} {path}" if path else name
 
 
 # -- files ----------------------------------------------------------------------------------------
@@ -689,7 +720,7 @@ PATH_KEYS = ("file_path", "path", "filePath", "notebook_path", "filename", "targ
 
 
 def _paths_of(call: dict[str, Any]) -> list[str]:
-    args = _arguments(call)
+    args = arguments_of(call)
     for key in PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
@@ -700,7 +731,7 @@ def _paths_of(call: dict[str, Any]) -> list[str]:
 def _patch_of(call: dict[str, Any]) -> str | None:
     """The patch text a call applies: an ``apply_patch`` tool's input, Codex's
     ``["apply_patch", patch]`` command, or a patch fed to ``apply_patch`` in a shell line."""
-    args = _arguments(call)
+    args = arguments_of(call)
     for value in _string_values(args):
         if _PATCH_START in value:
             return value
@@ -730,7 +761,7 @@ def modified_paths(call: dict[str, Any]) -> list[str]:
     if name in _EDIT_TOOLS:
         return _paths_of(call)
     if "edit" in name or "editor" in name:
-        command = _arguments(call).get("command")
+        command = arguments_of(call).get("command")
         if command in _EDITOR_COMMANDS:
             return _paths_of(call)
     return []
@@ -773,7 +804,7 @@ _CODE_NAME = re.compile(
 def _identifiers_added(call: dict[str, Any]) -> list[str]:
     """The names a write brings in that the text it replaces did not have: the new text of an
     Edit/MultiEdit/editor call, a Write's content, a patch's added lines."""
-    args = _arguments(call)
+    args = arguments_of(call)
     patch = _patch_of(call)
     if patch is not None:
         lines = patch.splitlines()
@@ -926,8 +957,9 @@ def _is_question(sentence: str) -> bool:
 # -- tool calls -----------------------------------------------------------------------------------
 
 
-def _arguments(call: dict[str, Any]) -> dict[str, Any]:
-    """A call's arguments as an object ({} when they are not a JSON object)."""
+def arguments_of(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments as an object ({} when they are a JSON value of another kind, and
+    ``{"input": text}`` when they are no JSON)."""
     raw = call["function"]["arguments"]
     try:
         value = json.loads(raw) if raw else {}

@@ -30,6 +30,7 @@ from ctxtool.evaluation import carry_over
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
 from ctxtool.records import Message
+from ctxtool.signals import signals_of
 from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS
@@ -556,6 +557,60 @@ def test_the_condensed_log_keeps_each_older_turn_with_its_calls_and_outcomes():
     out = ExtractiveSummarizer(condensed_log=True).summarize(SummaryRequest(None, messages, {}))
     assert turn in out.text and "## Log of earlier turns" in out.text
     assert "## Log of earlier turns" not in summarize(messages)  # measured: off by default
+
+
+def test_current_work_reads_a_call_as_the_signals_do():
+    """One reading of a call for the summary and the evaluator: a path under any key the
+    signals know (``target_file``, ``filePath``), and a poll of a running command (Codex's
+    ``write_stdin``) or a task-list read is bookkeeping, never the work. The summary's copy
+    knew three path keys and four task tools, and listed the poll as the last thing done."""
+    messages = [
+        msg(1, "user", "Fix the build."),
+        call(2, "read_file", {"target_file": "src/app.ts"}, "r1", "Reading the entry point."),
+        result(3, "r1", "export {}"),
+        call(4, "edit", {"filePath": "src/build.ts"}, "e1"),
+        result(5, "e1", "ok"),
+        call(6, "exec_command", {"cmd": ["npm", "run", "build"]}, "x1"),
+        result(7, "x1", "Process running with session ID 3"),
+        call(8, "write_stdin", {"session_id": 3, "chars": ""}, "p1"),
+        result(9, "p1", "built in 2.1s"),
+        call(10, "TaskList", {}, "t1", "The build passes."),
+        result(11, "t1", "#1 Fix the build [completed]"),
+    ]
+    work = section(summarize(messages), "Current work")
+    assert work[-3:] == [
+        "- read_file src/app.ts → ok",
+        "- edit src/build.ts → ok",
+        "- exec_command `npm run build` → ok: Process running with session ID 3",
+    ]
+    [turn] = condensed_log(messages + [msg(12, "user", "Thanks, now the docs.")])
+    assert "read_file src/app.ts ✓; edit src/build.ts ✓; exec_command `npm run build` ✓" in turn
+    assert "write_stdin" not in turn and "TaskList" not in turn
+
+
+def test_what_the_agent_made_of_a_failure_is_found_as_the_evaluator_finds_it():
+    """The summary and the evaluator's reference answer read the agent's reaction to a
+    failure in one window (signals.reaction_after): here it comes six messages on, after the
+    reads it made first; the summary's own copy looked five messages on and missed it."""
+    reads = [
+        {"id": f"r{n}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        for n in (1, 2)
+    ]
+    messages = [
+        msg(1, "user", "Install the dependencies."),
+        call(2, "Bash", {"command": "npm ci"}, "b1"),
+        result(3, "b1", "npm error code EUSAGE: lockfile out of sync\nexit code 1"),
+        msg(4, "assistant", None, tool_calls=reads),
+        result(5, "r1", "{}"),
+        result(6, "r2", "{}"),
+        call(7, "Read", {"file_path": "package-lock.json"}, "r3"),
+        result(8, "r3", "{}"),
+        msg(9, "assistant", "The lockfile is stale; regenerating it with npm install."),
+    ]
+    [failure] = signals_of(messages).failures
+    assert failure.then == "The lockfile is stale; regenerating it with npm install."
+    [error] = section(summarize(messages), "Errors and fixes")
+    assert f"(then: {failure.then})" in error
 
 
 def test_an_error_the_user_pasted_is_an_error_with_what_the_agent_made_of_it():

@@ -9,7 +9,6 @@ sentence, and credentials masked in everything written.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,17 @@ from dataclasses import dataclass, field
 from ...records import Message
 from ...redaction import SUMMARY_PLACEHOLDER
 from ...redaction import mask_secrets as masked  # one place says what a secret is
-from ...signals import Signals, is_request, signals_of, succeeded_commands
+from ...signals import (
+    Signals,
+    arguments_of,
+    command_run,
+    is_bookkeeping,
+    is_request,
+    path_of,
+    reaction_after,
+    signals_of,
+    succeeded_commands,
+)
 from ..calls import call_arguments, call_name
 from ..sections import ERRORS, canonical_heading, parse_sections
 from ..touched_files import files_touched
@@ -41,7 +50,6 @@ _SPECIFIC_ERROR = re.compile(
     re.M,
 )
 RECENT_CALLS = 3
-TASK_TOOLS = ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
@@ -313,12 +321,8 @@ def _first_error(text: str) -> str | None:
 
 def _reaction(messages: Sequence[Message], i: int) -> str:
     """The first thing the agent said after a failure: usually what it makes of it."""
-    for m in messages[i + 1 : i + 6]:
-        if is_request(m):
-            break
-        if m.role == "assistant" and (m.content or "").strip():
-            return plain(whole_sentences(m.content or "", REACTION_CHARS))
-    return ""
+    said = reaction_after(messages, i)
+    return plain(whole_sentences(said.content or "", REACTION_CHARS)) if said else ""
 
 
 def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
@@ -388,7 +392,7 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
         if is_request(m) or len(lines) >= RECENT_CALLS:
             break
         for call in reversed(m.calls() if m.role == "assistant" else []):
-            if call_name(call) in TASK_TOOLS or len(lines) >= RECENT_CALLS:
+            if is_bookkeeping(call) or len(lines) >= RECENT_CALLS:
                 continue
             result = results.get(call["id"])
             outcome = (
@@ -421,28 +425,19 @@ def _quoted(text: str) -> str:
 
 
 def _call_line(call: dict, limit: int = COMMAND_CHARS) -> str:
-    """A call as its tool and its command or path: ``Bash `make test```, ``Edit a.py``; a
-    patch as the files it changes."""
+    """A call as its tool and its command or path, read as the signals read them (``Bash `make
+    test```, ``Edit a.py``); a patch as the files it changes."""
     name = call_name(call)
     patched = files_touched([call])[1]
     if patched and "Begin Patch" in (call_arguments(call) or ""):
         return f"{name} patch {', '.join(patched)}"
-    try:
-        args = json.loads(call_arguments(call) or "{}")
-    except ValueError:
-        args = {}
-    args = args if isinstance(args, dict) else {}
-    command = args.get("command", args.get("cmd"))
-    if isinstance(command, list):
-        command = " ".join(str(c) for c in command)
-    if isinstance(command, str) and command.strip():
+    command = command_run(call)
+    if command is not None:
         return f"{name} {shown_command(command, limit)}"
-    paths = [
-        args[k] for k in ("file_path", "path", "notebook_path") if isinstance(args.get(k), str)
-    ]
-    if paths:
-        return f"{name} {paths[0]}"
-    about = args.get("description")  # a sub-agent's task says what it was sent to do
+    path = path_of(call)
+    if path:
+        return f"{name} {path}"
+    about = arguments_of(call).get("description")  # what a sub-agent was sent to do
     return f"{name} ({whole_sentences(about, limit)})" if isinstance(about, str) else name
 
 
@@ -477,7 +472,7 @@ def condensed_log(messages: Sequence[Message]) -> list[str]:
             first = _SENTENCES.split((m.content or "").strip())[0]
             said.append(plain(whole_sentences(first, LOG_STATEMENT_CHARS)))
         for call in m.calls():
-            if call_name(call) in TASK_TOOLS:
+            if is_bookkeeping(call):
                 continue
             result = results.get(call["id"])
             mark = "✗" if result is not None and result.id in failed else "✓"
