@@ -11,6 +11,7 @@ import pytest
 from ctxtool.compaction.calls import calls_of
 from ctxtool.compaction.fold import fold, frame_tokens
 from ctxtool.compaction.sections import (
+    SECTIONS,
     canonical_heading,
     is_item,
     parse_sections,
@@ -23,6 +24,7 @@ from ctxtool.compaction.summarizers import (
     build_prompt,
 )
 from ctxtool.compaction.summarizers.base import render_message
+from ctxtool.compaction.summarizers.prompt import SUMMARY_FORMAT
 from ctxtool.compaction.summarizers.span_notes import condensed_log
 from ctxtool.compaction.touched_files import files_touched
 from ctxtool.db import create_engine
@@ -394,6 +396,15 @@ def test_the_prompt_has_a_place_for_every_section_the_focus_and_the_split_turn()
     assert "<focus>\nthe database migration\n</focus>" in prompt
     plain = build_prompt(SummaryRequest(None, messages, {}))
     assert "<turn-prefix>" not in plain and "<focus>" not in plain
+
+
+def test_the_headings_the_llm_is_asked_for_are_ctxtool_s_sections():
+    """The prompt writes its format out; each heading in it is one of ``sections``' own, so a
+    summary the LLM wrote is read back section by section (its Errors' still-open failures
+    retired, its Done kept) when the next checkpoint converts it."""
+    asked = re.findall(r"^## (.+)$", SUMMARY_FORMAT, re.M)
+    assert asked and all(canonical_heading(h) == h and h in SECTIONS for h in asked), asked
+    assert [h for h in SECTIONS if h in asked] == asked  # in the order the agent reads them
 
 
 def test_a_turn_a_slash_command_started_is_split_at_the_command():
