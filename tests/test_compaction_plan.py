@@ -212,6 +212,14 @@ def test_files_touched_from_tool_calls():
     read, modified = files_touched(calls)
     assert read == ["/src/a.py"]
     assert modified == ["/src/b.py", "src/c.py"]
+    # A read names its path as the evaluator's probes read it (signals.path_of): stripped, the
+    # first key that holds one, never an empty string.
+    odd = [
+        {"id": "6", "function": {"name": "view", "arguments": '{"path": "  /src/d.py "}'}},
+        {"id": "7", "function": {"name": "read", "arguments": '{"file_path": "", "path": "/e"}'}},
+        {"id": "8", "function": {"name": "grep", "arguments": '{"path": ""}'}},
+    ]
+    assert files_touched(odd) == (["/src/d.py", "/e"], [])
     merged = merge_file_lists(
         {"read_files": ["/src/b.py", "/old.py"], "modified_files": ["/x.py"]}, read, modified
     )

@@ -7,12 +7,11 @@ thousands of files does not drag a megabyte of paths along with every checkpoint
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
-from ..signals import PATH_KEYS, modified_paths
-from .calls import call_arguments, call_name
+from ..signals import arguments_of, modified_paths, path_of
+from .calls import call_name
 
 _READ_TOOLS = re.compile(
     r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
@@ -29,25 +28,16 @@ def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
     modified: dict[str, None] = {}
     for call in tool_calls:
         changed = modified_paths(call)
-        args = _arguments(call_arguments(call))
         if changed:
             modified.update(dict.fromkeys(changed))
         elif _READ_TOOLS.match(call_name(call)) or (
             # An editor tool's ``view`` (SWE-agent's str_replace_editor) reads a file.
-            "editor" in call_name(call).lower() and args.get("command") == "view"
+            "editor" in call_name(call).lower() and arguments_of(call).get("command") == "view"
         ):
-            read.update(
-                dict.fromkeys(str(args[k]) for k in PATH_KEYS if isinstance(args.get(k), str))
-            )
+            path = path_of(call)  # the path the evaluator's probes read the call as naming
+            if path is not None:
+                read[path] = None
     return [p for p in read if p not in modified], list(modified)
-
-
-def _arguments(raw: str) -> dict:
-    try:
-        args = json.loads(raw)
-    except (TypeError, ValueError):
-        return {}
-    return args if isinstance(args, dict) else {}
 
 
 def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]) -> dict:
