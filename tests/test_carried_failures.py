@@ -284,3 +284,18 @@ def test_ctxtool_compact_tells_the_llm_the_user_fixed_it(sqlite_db, cli, tmp_pat
         prompt = llm.requests[0]["messages"][-1]["content"]
     assert "<fixed-since-previous-summary>\n- `npm test`\n</fixed-since-previous-summary>" in prompt
     assert "[User ran a shell command]: $ npm test" in prompt
+
+
+def test_a_long_last_word_is_cut_inside_it_not_before_it():
+    """`curl <a URL longer than the limit>` keeps the start of the URL, not `curl` alone: a
+    command is cut at a space only when that keeps most of it."""
+    from ctxtool.compaction.summarizers.span_notes import COMMAND_CHARS, shown_command
+
+    url = "https://api.example.com/" + "segment/" * 40
+    shown = shown_command(f"curl -sf {url}")
+    assert shown.startswith("`curl -sf https://api.example.com/segment/") and shown.endswith(
+        "` (shortened)"
+    )
+    assert len(shown) == len("`` (shortened)") + COMMAND_CHARS
+    words = " ".join(["word"] * 60)  # many short words: cut at a space
+    assert shown_command(words).removesuffix("` (shortened)").endswith("word")

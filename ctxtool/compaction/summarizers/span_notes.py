@@ -113,8 +113,9 @@ def shown_command(command: str, limit: int = COMMAND_CHARS) -> str:
     command = masked(_SHELL_WRAPPER.sub("", " ".join(command.split())))
     if len(command) <= limit:
         return f"`{command}`"
+    # At a space when that keeps most of it: `curl <a long URL>` is not shortened to `curl`.
     cut = command.rfind(" ", 0, limit)
-    cut = cut if cut > 0 else limit
+    cut = cut if cut >= limit // 2 else limit
     mask = command.find(SUMMARY_PLACEHOLDER, max(0, cut - len(SUMMARY_PLACEHOLDER) + 1))
     if 0 <= mask < cut:
         cut = mask + len(SUMMARY_PLACEHOLDER)  # a mask is shown whole, never cut
