@@ -10,6 +10,7 @@ in counts is the explicit :func:`count_missing` step a real run takes first.
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -170,13 +171,15 @@ LOOKAHEAD = 32
 
 
 class Claims:
-    """A batch's candidates in order, claimed by a process's workers as each comes free
-    (``take``: :func:`ctxtool.store.leases.take_many`, the sessions to take and those ahead to
-    read the leases of). Several processes find the same batch in the same order; each claim
-    reads who holds the sessions ahead, and later claims pass over those a sibling holds or has
-    compacted since the batch was found (each reported, never tried or read) instead of
-    trying the batch one session at a time behind the siblings. Workers claim in parallel:
-    only picking from the order is under a lock. ``describe`` says a claim's failure (a server
+    """A batch's candidates, claimed by a process's workers as each comes free (``take``:
+    :func:`ctxtool.store.leases.take_many`, the sessions to take and those ahead to read the
+    leases of). Several processes find the same batch in the same order. Each claim reads who
+    holds the sessions ahead, and later claims pass over those a sibling holds or has compacted
+    since the batch was found (each reported, never tried or read). Walking the order in step,
+    the processes would still race for the same next session at every claim; a process that
+    loses one goes on from a random place of what it has not visited yet instead, so the
+    processes soon work apart (the first keeps the order, largest overrun first). Workers claim
+    in parallel: only picking is under a lock. ``describe`` says a claim's failure (a server
     gone past the outage wait) as its sessions' error."""
 
     def __init__(
@@ -188,11 +191,14 @@ class Claims:
         lookahead: int = LOOKAHEAD,
     ):
         self._order = session_ids
-        self._next = 0
+        self._visited = bytearray(len(session_ids))
+        self._left = len(session_ids)
+        self._at = 0  # where the next claim starts looking
         self._seen: dict[int, LeaseState] = {}  # as the latest claim read them
         self._take, self._owner, self._describe = take, owner, describe
         self._lookahead = lookahead
         self._lock = threading.Lock()
+        self._random = random.Random(owner)
         self.tried: list[int] = []  # every session a claim tried to take, won or not
 
     @property
@@ -202,7 +208,7 @@ class Claims:
     @property
     def remaining(self) -> int:
         """Sessions neither claimed nor passed over yet."""
-        return len(self._order) - self._next
+        return self._left
 
     def claim(self, want: int = 1) -> tuple[list[int], list[CompactionOutcome]]:
         """Up to ``want`` sessions whose leases this process now holds, and the outcomes of the
@@ -212,7 +218,7 @@ class Claims:
         while len(won) < want:
             with self._lock:
                 chosen = self._choose(want - len(won), passed)
-                ahead = self._order[self._next : self._next + self._lookahead]
+                ahead = [self._order[i] for i in self._unvisited(self._lookahead)]
                 self.tried += chosen
             if not chosen:
                 break
@@ -224,6 +230,7 @@ class Claims:
                     CompactionOutcome(s, CompactionStatus.FAILED, error=error) for s in chosen
                 ]
                 break
+            lost = False
             for sid in chosen:
                 state = states.get(sid)
                 if state is not None and state.holder and state.holder.owner == self._owner:
@@ -237,6 +244,7 @@ class Claims:
                         )
                     )
                 else:
+                    lost = True
                     passed.append(
                         _passed_over(sid, state, self._owner)
                         or CompactionOutcome(
@@ -247,20 +255,37 @@ class Claims:
                     )
             with self._lock:
                 self._seen.update((sid, states[sid]) for sid in ahead if sid in states)
+                if lost and self._left:
+                    self._at = self._random.randrange(len(self._order))
         return won, passed
 
     def _choose(self, want: int, passed: list[CompactionOutcome]) -> list[int]:
         """The next ``want`` sessions not known to be a sibling's (those go to ``passed``)."""
         chosen: list[int] = []
-        while len(chosen) < want and self._next < len(self._order):
-            sid = self._order[self._next]
-            self._next += 1
+        while len(chosen) < want and self._left:
+            (i,) = self._unvisited(1)
+            self._visited[i] = 1
+            self._left -= 1
+            self._at = i + 1
+            sid = self._order[i]
             skipped = _passed_over(sid, self._seen.pop(sid, None), self._owner)
             if skipped is None:
                 chosen.append(sid)
             else:
                 passed.append(skipped)
         return chosen
+
+    def _unvisited(self, n: int) -> list[int]:
+        """The next ``n`` positions not visited yet from where claims look, wrapping around."""
+        found: list[int] = []
+        size = len(self._order)
+        for step in range(size):
+            if len(found) == n:
+                break
+            i = (self._at + step) % size
+            if not self._visited[i]:
+                found.append(i)
+        return found
 
 
 def _passed_over(session_id: int, seen: LeaseState | None, owner: str) -> CompactionOutcome | None:
