@@ -32,13 +32,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
-from .db.schema import agent_compaction as C
 from .db.schema import agent_message as M
 from .db.schema import agent_session as S
 from .errors import CtxtoolError
 from .records import Compaction, Message, Session
 from .redaction import Redactor
 from .store import Store
+from .store.removal import remove_rows
 from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
 from .whole_file import replacing
 
@@ -435,6 +435,5 @@ def _purge_one(engine: Engine, entry: dict, dry_run: bool) -> str:
             )
         if dry_run:
             return "would purge"
-        for table in (C, M, S):
-            conn.execute(table.delete().where(table.c.session_id == session_id))
+        remove_rows(conn, [session_id])
     return "purged"

@@ -309,3 +309,30 @@ def test_a_recorded_file_matches_only_a_file_that_begins_with_its_head():
     assert not grown.continues(RecordedFile(0, hashlib.sha256(b"").hexdigest(), "f", "x"))
     assert grown.record("openai-chat", "x@1") == record(10)
     assert signed_64(2**64 - 1) == -1 and signed_64(2**63 - 1) == 2**63 - 1
+
+
+def test_deleting_or_purging_a_session_takes_its_file_records_with_it(db, cli, tmp_path):
+    """`sessions delete` and `sessions purge` remove the records of the files the sessions
+    were imported from (the table does not grow with sessions long gone), and nothing else's;
+    the file imported again is a new session of its own."""
+    first, second = tmp_path / "a" / "x.jsonl", tmp_path / "a" / "y.jsonl"
+    write(first, message("user", "one"), message("assistant", "two"))
+    write(second, message("user", "three"))
+    [one, two] = imported(cli, db, first, second)
+    assert len(recorded(db)) == 2
+
+    result = cli("--db", db.url, "sessions", "delete", str(one["session_id"]), "--yes")
+    assert result.exit_code == 0, result.output
+    assert [r["source_id"] for r in recorded(db)] == [sessions(db)[0]["source_id"]]
+
+    archive = tmp_path / "archive"
+    result = cli("--db", db.url, "sessions", "archive", "-o", archive)
+    assert result.exit_code == 0, result.output
+    result = cli("--db", db.url, "sessions", "purge", "-a", archive)
+    assert result.exit_code == 0, result.output
+    assert sessions(db) == [] and recorded(db) == []
+
+    [again] = imported(cli, db, first)
+    assert (again["added"], again["present"]) == (2, 0)
+    assert again["session_id"] not in (one["session_id"], two["session_id"])
+    assert len(recorded(db)) == 1
