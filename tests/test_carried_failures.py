@@ -299,3 +299,29 @@ def test_a_long_last_word_is_cut_inside_it_not_before_it():
     assert len(shown) == len("`` (shortened)") + COMMAND_CHARS
     words = " ".join(["word"] * 60)  # many short words: cut at a space
     assert shown_command(words).removesuffix("` (shortened)").endswith("word")
+
+
+def test_only_the_failed_command_retires_a_failure():
+    """A carried failure is fixed by a run of its own command, never by one that its error
+    or the agent's reaction names (review finding: `git status` succeeding marked a pytest
+    failure fixed)."""
+    from ctxtool.compaction.summarizers.span_notes import fixed_command
+
+    item = (
+        "- `pytest t.py` failed: AssertionError in `conftest.py` "
+        "(then: I will check `git status`)" + STILL_OPEN
+    )
+    assert fixed_command(item, {"`git status`", "`conftest.py`"}) is None
+    assert fixed_command(item, {"`pytest t.py`"}) == "`pytest t.py`"
+    first = summarize(
+        None,
+        [
+            msg(1, "user", "Run the tests."),
+            *bash(2, "pytest tests/test_api.py", "FAILED tests/test_api.py::test_x", 1),
+            msg(4, "assistant", "Let me look at `git status` first."),
+        ],
+    )
+    [failure] = items(first, "Errors and fixes")
+    assert "`git status`" in failure and failure.endswith(STILL_OPEN)
+    second = summarize(first, [msg(1, "user", "Go on."), *bash(2, "git status", "clean", 0)])
+    assert failure in items(second, "Errors and fixes"), second

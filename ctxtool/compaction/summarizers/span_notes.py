@@ -182,11 +182,14 @@ def _succeeded(messages: Sequence[Message]) -> set[str]:
 def fixed_command(item: str, succeeded: set[str]) -> str | None:
     """The command of a failure item a previous summary carried as still open ("- `cmd`
     failed: … — still open") that ran fine in the span (``succeeded``, as :func:`shown_command`
-    shows commands); None when the item is no such failure. Compared masked: the summary
-    shows the command masked, the span runs it with its secret."""
+    shows commands); None when the item is no such failure. The command is the item's first
+    one: a command in its error or in what the agent said then ("(then: I check `git status`)")
+    ran fine says nothing of the failure. Compared masked: the summary shows the command
+    masked, the span runs it with its secret."""
     if not _STILL_OPEN_END.search(item):
         return None
-    return next((c for c in _SHOWN_COMMAND.findall(masked(item)) if c in succeeded), None)
+    first = _SHOWN_COMMAND.search(masked(item))
+    return first.group(0) if first is not None and first.group(0) in succeeded else None
 
 
 def as_fixed(item: str) -> str:
