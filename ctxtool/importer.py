@@ -512,12 +512,17 @@ class Importer:
             if (
                 how == "found"
                 and not changed
-                and not file_recorded
                 and writer.messages_added == writer.committed_messages
                 and writer.compactions_added == writer.committed_compactions
                 and not writer.completed
             ):
                 conn.rollback()  # nothing new since the last commit (or at all)
+                if file_recorded:
+                    # The file's record alone: no activity of the session's, so without the
+                    # touch of its updated_at.
+                    assert identity is not None
+                    record_file(conn, identity, recorded, src.source_format, source_id)
+                    conn.commit()
             else:
                 conn.commit()
         counts = reconciler.counts

@@ -233,10 +233,14 @@ def test_a_reimport_writes_the_record_once_and_then_nothing(db, cli, tmp_path):
     imported(cli, db, path)
     with db.engine.begin() as conn:
         conn.exec_driver_sql(f"DELETE FROM {FILES}")
+        # An earlier time than any import's, so that a touch would show.
+        conn.exec_driver_sql("UPDATE agent_session SET updated_at = '2020-01-02 03:04:05'")
+    before = db.rows("SELECT updated_at FROM agent_session")
     [again] = imported(cli, db, path)
     assert (again["added"], again["present"]) == (0, 1)
     assert [r["head_bytes"] for r in recorded(db)] == [path.stat().st_size]
-    before = db.rows("SELECT updated_at FROM agent_session")
+    # Recording the file is no activity of the session (review finding).
+    assert db.rows("SELECT updated_at FROM agent_session") == before
     imported(cli, db, path)
     assert db.rows("SELECT updated_at FROM agent_session") == before
     append(path, message("assistant", "x" * HEAD_BYTES))
