@@ -11,6 +11,8 @@ numbers), not sent from Python. Each session's messages are contiguous in id ord
 
 Then times, beside a full scan of agent_message's counts in the same run (``SELECT COUNT(*),
 SUM(token_count)``, which InnoDB answers from the smallest index that holds them):
+- the sums over every session's suffix alone (``candidates.effective_contexts``, one walk of
+  the message index: what the next two start with);
 - finding `compact --all`'s candidates (``compaction.batch.find_batch``, what the CLI calls);
 - `sessions list --over-window` (``store.list_sessions``, what the CLI calls);
 - `compact SESSION --dry-run` on the 600k-message session (``Compactor.compact_session``).
@@ -36,8 +38,9 @@ from ctxtool.compaction.batch import find_batch
 from ctxtool.compaction.plan import CompactionSettings
 from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
-from ctxtool.db import create_engine
+from ctxtool.db import create_engine, read_connection
 from ctxtool.store import list_sessions
+from ctxtool.store.candidates import effective_contexts
 
 GIANT_ID = 1  # the 600k-message session
 WORDS = (
@@ -295,6 +298,8 @@ def main() -> None:
                     "SELECT COUNT(*), SUM(token_count) FROM agent_message"
                 ).one()
             )
+        with read_connection(engine) as conn:
+            sums, _ = timed(lambda c=conn: effective_contexts(c))
         find, batch = timed(lambda: find_batch(engine, settings, None))
         listing, listed = timed(lambda: list_sessions(engine, limit=50, over_window=settings))
         dry, outcome = timed(lambda: compactor.compact_session(GIANT_ID, dry_run=True))
@@ -304,6 +309,8 @@ def main() -> None:
                     "run": run,
                     "messages": n,
                     "scan_s": round(scan, 3),
+                    "sums_s": round(sums, 3),
+                    "sums_vs_scan": round(sums / scan, 2),
                     "candidates_s": round(find, 3),
                     "candidates": len(batch.candidates),
                     "candidates_vs_scan": round(find / scan, 2),

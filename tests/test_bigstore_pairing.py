@@ -158,5 +158,5 @@ def test_the_summed_measure_is_the_whole_measure(db, kinds):
     sid = store_session(db, kinds)
     store = Store(db.engine)
     with read_connection(db.engine) as conn:
-        assert summed_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+        assert summed_context_tokens(store, conn, sid, None).tokens == store.context_tokens(sid)
         assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)

@@ -177,6 +177,31 @@ def small_pages(monkeypatch):
 def test_a_dry_run_plans_from_the_tail_as_from_the_whole_suffix(
     db, small_pages, history, checkpoint_at, window, keep, force
 ):
+    dry_run_as_whole(db, history, checkpoint_at, window, keep, force)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    history=st.lists(st.tuples(MESSAGE, st.just("o200k_base")), min_size=12, max_size=40),
+    checkpoint_at=st.integers(0, 8),
+    window=st.integers(150, 500),
+    keep=st.integers(0, 200),
+    force=st.booleans(),
+)
+def test_a_counted_store_plans_the_span_before_the_tail_from_its_sums(
+    db, small_pages, history, checkpoint_at, window, keep, force
+):
+    """Counted whole, as `tokens count` leaves a store: the span before the tail is the
+    suffix's sums less the tail's (candidates.SummedContext.before), not a second walk."""
+    dry_run_as_whole(db, history, checkpoint_at, window, keep, force)
+
+
+def dry_run_as_whole(db, history, checkpoint_at, window, keep, force) -> None:
+    """A dry run's outcome and plan are what prepare() over the whole suffix gives."""
     sid = next(_ids)
     ids = add_session(db, sid, [m for m, _ in history], model="gpt-4o", system_prompt="be brief")
     store = Store(db.engine)

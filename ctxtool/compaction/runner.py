@@ -273,9 +273,10 @@ class Compactor:
         session = self.store.session(session_id, conn)
         previous = self.store.latest_compaction(session_id, conn)
         encoding = encoding_for_model(session.model, self.encoding).name
+        summed = summed_context_tokens(self.store, conn, session_id, self.encoding)
         prep = measured(
             session_id,
-            summed_context_tokens(self.store, conn, session_id, self.encoding),
+            summed.tokens,
             previous,
             session.model,
             self.settings,
@@ -292,17 +293,15 @@ class Compactor:
             if isinstance(plan, NeedsEarlier):
                 continue
             if plan is not None and not tail.whole:
-                plan = with_earlier(
-                    plan,
-                    *span_token_totals(
-                        self.store,
-                        conn,
-                        session_id,
-                        previous.first_kept_message_id if previous else None,
-                        tail.messages[0].id,
-                        encoding,
-                    ),
+                earlier = summed.before(tail.messages) or span_token_totals(
+                    self.store,
+                    conn,
+                    session_id,
+                    previous.first_kept_message_id if previous else None,
+                    tail.messages[0].id,
+                    encoding,
                 )
+                plan = with_earlier(plan, *earlier)
             return session, settle(prep, plan, session.system_prompt, tail.messages)
         raise AssertionError("the whole suffix always settles its plan")
 

@@ -14,7 +14,7 @@ without a usable count are ``uncounted``: filling them in is a separate, explici
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,7 +36,7 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from ..records import restore_context
+from ..records import Message, restore_context
 from ..tokens import count_messages, encoding_for_model
 from .reads import (
     Store,
@@ -93,7 +93,11 @@ def effective_contexts(conn: Connection, encoding: str | None = None) -> list[Ef
             ).select_from(S.outerjoin(cp, cp.c.id == _latest_checkpoint_id()))
         )
     }
-    needed = {sid: encoding_for_model(r.model, encoding).name for sid, r in sessions.items()}
+    # One lookup a model, not a session (tiktoken's table raises KeyError for every Claude).
+    by_model = {
+        m: encoding_for_model(m, encoding).name for m in {r.model for r in sessions.values()}
+    }
+    needed = {sid: by_model[r.model] for sid, r in sessions.items()}
     encodings = sorted(set(needed.values()))
     out: list[EffectiveContext] = []
     for row in conn.execute(dialect_of(conn).through_session_index(all_suffix_sums(encodings), M)):
@@ -196,7 +200,12 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
     so the server walks that index and never the rows. For a few sessions; every session's
     at once: :func:`all_suffix_sums`."""
     return (
-        sa.select(M.c.session_id, *usable_count_sums(encoding), *_shape_sums())
+        sa.select(
+            M.c.session_id,
+            *usable_count_sums(encoding),
+            *_shape_sums(),
+            sa.func.count().label("messages"),
+        )
         .where(suffix_ranges(cuts))
         .group_by(M.c.session_id)
     )
@@ -271,9 +280,32 @@ def exact_context_tokens(
     return total_tokens([*count_messages(head, enc), suffix.tokens])
 
 
+@dataclass(frozen=True)
+class SummedContext:
+    """A session's restored context in tokens, exact (``tokens``), and the plain sums of its
+    suffix it came from: messages, the total of their usable stored counts, the rows without
+    one."""
+
+    tokens: int
+    messages: int = 0
+    counted_tokens: int = 0
+    uncounted: int = 0
+
+    def before(self, tail: Sequence[Message]) -> tuple[int, int] | None:
+        """(messages, tokens as the planner counts them) of the suffix before ``tail``, its
+        newest messages read in the same transaction: the sums less the tail's, where every
+        count is usable (the planner counts stored counts; else None, and the span is summed
+        on the index). Spares a dry run a second walk of a 600k-message suffix."""
+        if self.uncounted:
+            return None
+        return self.messages - len(tail), self.counted_tokens - sum(
+            m.token_count or 0 for m in tail
+        )
+
+
 def summed_context_tokens(
     store: Store, conn: Connection, session_id: int, encoding: str | None
-) -> int:
+) -> SummedContext:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures
     it, from its suffix's sums where they tell the whole story (:func:`exact_context_tokens`): a
     dry run measures a 600k-message session without turning its rows into records where it
@@ -284,20 +316,25 @@ def summed_context_tokens(
     cut = latest.first_kept_message_id if latest else None
     query = suffix_sums({session_id: cut}, enc)
     row = conn.execute(dialect_of(conn).through_session_index(query, M)).first()
-    summed = (
-        summed_suffix(
-            row.tokens,
-            row.uncounted,
-            row.calls,
-            row.results,
-            row.longest_result_id,
-            enc,
-            foreign=row.foreign,
+    if row is None:
+        return SummedContext(
+            exact_context_tokens(store, conn, session_id, encoding, SuffixTokens())
         )
-        if row is not None
-        else SuffixTokens()
+    summed = summed_suffix(
+        row.tokens,
+        row.uncounted,
+        row.calls,
+        row.results,
+        row.longest_result_id,
+        enc,
+        foreign=row.foreign,
     )
-    return exact_context_tokens(store, conn, session_id, encoding, summed)
+    return SummedContext(
+        exact_context_tokens(store, conn, session_id, encoding, summed),
+        int(row.messages),
+        int(row.tokens or 0),
+        int(row.uncounted or 0),
+    )
 
 
 def over_threshold(
