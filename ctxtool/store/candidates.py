@@ -290,13 +290,16 @@ class SummedContext:
     messages: int = 0
     counted_tokens: int = 0
     uncounted: int = 0
+    last_message_id: int | None = None
 
     def before(self, tail: Sequence[Message]) -> tuple[int, int] | None:
         """(messages, tokens as the planner counts them) of the suffix before ``tail``, its
-        newest messages read in the same transaction: the sums less the tail's, where every
-        count is usable (the planner counts stored counts; else None, and the span is summed
-        on the index). Spares a dry run a second walk of a 600k-message suffix."""
-        if self.uncounted:
+        newest messages read in the same transaction (one snapshot: REPEATABLE READ, SQLite's
+        WAL): the sums less the tail's, where every count is usable (the planner counts stored
+        counts) and the tail ends where the sums did (under READ COMMITTED a message may have
+        come since). Else None: the span is summed on the index. Spares a dry run a second
+        walk of a 600k-message suffix."""
+        if self.uncounted or not tail or tail[-1].id != self.last_message_id:
             return None
         return self.messages - len(tail), self.counted_tokens - sum(
             m.token_count or 0 for m in tail
@@ -334,6 +337,7 @@ def summed_context_tokens(
         int(row.messages),
         int(row.tokens or 0),
         int(row.uncounted or 0),
+        int(row.last_message_id),
     )
 
 
