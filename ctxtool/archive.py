@@ -36,7 +36,7 @@ from .db.schema import agent_message as M
 from .db.schema import agent_session as S
 from .errors import CtxtoolError
 from .records import Compaction, Message, Session
-from .redaction import Redactor
+from .redaction import Redactor, without_cut_word
 from .store import Store
 from .store.removal import remove_rows
 from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
@@ -283,6 +283,8 @@ def _redact_record(redactor: Redactor, record: dict, session_id: int) -> None:
     where = f"session {session_id}"
     if record["type"] != SESSION:
         where += f" {record['type'].removeprefix('ctxtool_')} {record['id']}"
+    else:
+        record["title"] = without_cut_word(record.get("title"))
     for key, value in record.items():
         if key not in ("type", "id", "source_id", "first_kept_source_id", "source_format"):
             record[key] = redactor.value(value, f"{where} {key}")

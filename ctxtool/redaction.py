@@ -288,12 +288,29 @@ def _masked(secret: str) -> str:
     return f"{shown}… ({len(secret)} chars)"
 
 
+def without_cut_word(text: str | None) -> str | None:
+    """A text cut short with "…" (a session's title, its first request shortened) without the
+    word the cut split: half a secret no longer matches its rule, and its first half would be
+    shown (``alice.secret…`` of an e-mail address)."""
+    if not text or not text.endswith("…") or text[-2:-1].isspace():
+        return text
+    space = max(text.rfind(" "), text.rfind("\n"))
+    return text[: space + 1] + "…" if space >= 0 else "…"
+
+
+def _redacted_session(session, redactor: Redactor):
+    """A copy of ``session`` redacted, its shortened title without the word its cut split."""
+    session = copy.deepcopy(session)
+    object.__setattr__(session, "title", without_cut_word(session.title))
+    return redactor.value(session, "session")
+
+
 def redact_stream(stream, redactor: Redactor) -> None:
     """Redact an exported context read a page at a time (``inspection.ContextStream``) as
     :func:`redact_view` redacts a whole one: the session's title and prompt and the
     checkpoint's summary (copies: the history they came from keeps them), then each message
     as it is read. Its tokens are counted before, as a view's are."""
-    stream.session = redactor.value(copy.deepcopy(stream.session), "session")
+    stream.session = _redacted_session(stream.session, redactor)
     stream.point = redactor.value(copy.deepcopy(stream.point), "checkpoint")
     stream.item_filter = lambda item: redactor.value(
         item, f"message {item.id}" if item.id is not None else item.kind
@@ -306,6 +323,6 @@ def redact_view(view, redactor: Redactor) -> None:
     the history the view came from keeps them)."""
     for item in view.items:
         redactor.value(item, f"message {item.id}" if item.id is not None else item.kind)
-    view.session = redactor.value(copy.deepcopy(view.session), "session")
+    view.session = _redacted_session(view.session, redactor)
     view.context = redactor.value(copy.deepcopy(view.context), "context")
     view.point = redactor.value(copy.deepcopy(view.point), "checkpoint")

@@ -362,3 +362,31 @@ def test_a_text_seen_again_is_counted_and_listed_where_it_stands():
         assert redactor.text(f"{n} {AWS}") == f"{n} [REDACTED:aws-key]"
     assert redactor.text(text, "message 3") == "key [REDACTED:aws-key]"
     assert redactor.counts == {"aws-key": 604}
+
+
+def test_a_shortened_title_loses_the_word_its_cut_split(db, cli, tmp_path):
+    """A session's title is its first request shortened with "…": an address the cut split
+    (``alice.secret…``) matches no rule, so the redacted export and archive drop the split word
+    (review finding: the local part showed in the HTML title and heading)."""
+    from ctxtool.redaction import without_cut_word
+
+    assert without_cut_word("mail it to alice.secret…") == "mail it to …"
+    assert without_cut_word("mail it to …") == "mail it to …"
+    assert without_cut_word("alicesecret…") == "…"
+    assert without_cut_word("whole title") == "whole title"
+    path = tmp_path / "t.jsonl"
+    lead = "please send the weekly report to "
+    lead += "x" * (79 - len("alice.secret") - len(lead) - 1) + " "  # the cut: after "secret"
+    request = lead + "alice.secret@example.org now"
+    path.write_text(json.dumps({"role": "user", "content": request}) + "\n")
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    [title] = [r["title"] for r in db.rows("SELECT title FROM agent_session")]
+    assert title.endswith(" alice.secret…"), title  # the premise: the cut splits the address
+    for fmt in ("html", "markdown", "jsonl"):
+        out = cli("--db", db.url, "context", "export", "1", "--format", fmt, "--redact")
+        assert out.exit_code == 0, out.output
+        assert "alice.secret" not in out.output, fmt
+    archive = tmp_path / "archive"
+    done = cli("--db", db.url, "sessions", "archive", "-o", archive, "--redact")
+    assert done.exit_code == 0, done.output
+    assert not any("alice.secret" in f.read_text() for f in archive.iterdir())
