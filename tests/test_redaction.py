@@ -345,8 +345,9 @@ def test_a_streamed_redaction_writes_what_the_whole_view_redacted_writes(db, cli
     found = {(f["kind"], f["where"]) for f in json.loads(preview.stdout)}
     assert ("aws-key", "checkpoint") in found and ("private-key", "message 3") in found
     assert AWS not in preview.output
-    misused = cli("--db", db.url, "context", "export", "1", "--json")
-    assert misused.exit_code == 2 and "--redact-preview" in misused.output
+    for misuse in (["--json"], ["--fmt", "github"], ["--redact-preview", "-o", "x.md"]):
+        misused = cli("--db", db.url, "context", "export", "1", *misuse)
+        assert misused.exit_code == 2 and "--redact-preview" in misused.output, misuse
 
 
 def test_a_text_seen_again_is_counted_and_listed_where_it_stands():

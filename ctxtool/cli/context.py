@@ -218,11 +218,13 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview, ou
              ctxtool context export 42 --format jsonl | ctxtool import - --format openai-chat
              ctxtool context export 42 --redact-preview --json
     """
-    if output.machine and not redact_preview:
+    if (output.machine or output.fmt != "simple") and not redact_preview:
         raise click.UsageError(
-            "--json, --nl and --csv list what --redact-preview finds; an export's own format "
-            "is --format"
+            "--json, --nl, --csv and --fmt list what --redact-preview finds; an export's own "
+            "format is --format"
         )
+    if redact_preview and path:
+        raise click.UsageError("--redact-preview lists what it finds and writes nothing: no -o")
     fmt = export_format(fmt, path)
     history = _history(app, session)
     _one_point(at, before_first)
