@@ -193,3 +193,30 @@ def test_a_killed_process_holds_no_more_leases_than_its_workers(db):
     held = _held(db)
     assert len(held) == 3 and len({owner for _, owner in held}) == 1, held
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+
+
+def test_a_batch_with_nothing_to_count_walks_the_message_index_once(db, monkeypatch):
+    """The counting step's walk of the effective contexts is the batch's when it counted
+    nothing (before, every real run walked them twice: on a big store, 40 s each)."""
+    from ctxtool.compaction import batch as batch_module
+
+    walks: list[int] = []
+    walk = batch_module.effective_contexts
+
+    def noted(conn, encoding=None):
+        walks.append(1)
+        return walk(conn, encoding)
+
+    _sessions(db, 3)
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE agent_message SET token_count = NULL")
+    monkeypatch.setattr(batch_module, "effective_contexts", noted)
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
+    first = compactor.batch()
+    assert len(walks) == 2  # it counted: the batch is found from a second walk
+    walks.clear()
+    again = compactor.batch()
+    assert len(walks) == 1
+    reads_only = compactor.batch(dry_run=True)
+    assert [c.session_id for c in again.candidates] == [c.session_id for c in first.candidates]
+    assert again.candidates == reads_only.candidates and len(again.candidates) == 3

@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_c
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -26,7 +27,7 @@ from ..db import dialect_of, read_connection, retry_transaction
 from ..errors import CtxtoolError
 from ..failures import INTERRUPTED
 from ..store import Store
-from ..store.candidates import effective_contexts, measured, quiet_messages
+from ..store.candidates import EffectiveContext, effective_contexts, measured, quiet_messages
 from ..store.counts import read_suffix
 from ..store.leases import LeaseState, newest_checkpoint_id
 from .outcome import CompactionOutcome
@@ -65,11 +66,13 @@ def find_batch(
     force: bool = False,
     older_than: int | None = None,
     limit: int | None = None,
+    contexts: list[EffectiveContext] | None = None,
 ) -> Batch:
-    """The sessions over threshold (all with ``force``), largest overrun first. Reads only."""
+    """The sessions over threshold (all with ``force``), largest overrun first. Reads only;
+    ``contexts``: the effective contexts as just read (by :func:`counted_batch`)."""
     store = Store(engine)
     with read_connection(engine) as conn:
-        rows = effective_contexts(conn, encoding)
+        rows = effective_contexts(conn, encoding) if contexts is None else contexts
         # Read after the contexts: a checkpoint appended between the two reads costs a visit,
         # it never hides a session.
         checkpoints_through = newest_checkpoint_id(conn)
@@ -103,14 +106,36 @@ def find_batch(
     return batch
 
 
+def counted_batch(
+    engine: Engine,
+    settings: CompactionSettings,
+    encoding: str | None,
+    retry: Callable = retry_transaction,
+    **find: Any,
+) -> Batch:
+    """:func:`count_missing` then :func:`find_batch` (``find``: its options), walking the
+    message index once, not twice, when nothing needed counting (a store the runtime counts,
+    every run after the first): the batch is found from the counting step's read."""
+    with read_connection(engine) as conn:
+        contexts = effective_contexts(conn, encoding)
+    counted = count_missing(engine, encoding, retry, contexts=contexts)
+    return find_batch(engine, settings, encoding, contexts=None if counted else contexts, **find)
+
+
 def count_missing(
-    engine: Engine, encoding: str | None = None, retry: Callable = retry_transaction
+    engine: Engine,
+    encoding: str | None = None,
+    retry: Callable = retry_transaction,
+    contexts: list[EffectiveContext] | None = None,
 ) -> int:
     """Store the token counts the runtime left out of the sessions' restored suffixes (or that
     were made with another encoding than the one each session needs), so later runs sum the
-    stored counts alone; returns how many messages were counted."""
-    with read_connection(engine) as conn:
-        uncounted = [r for r in effective_contexts(conn, encoding) if r.uncounted]
+    stored counts alone; returns how many messages were counted. ``contexts``: the effective
+    contexts as just read."""
+    if contexts is None:
+        with read_connection(engine) as conn:
+            contexts = effective_contexts(conn, encoding)
+    uncounted = [r for r in contexts if r.uncounted]
     store = Store(engine)
 
     def count_session(session_id: int) -> None:

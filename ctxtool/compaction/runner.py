@@ -30,7 +30,7 @@ from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
 from ..store.counts import read_suffix, read_tails, span_token_totals
 from ..tokens import encoding_for_model, get_encoding, token_lengths
-from .batch import Batch, Claims, count_missing, find_batch, run_claimed, run_concurrently
+from .batch import Batch, Claims, counted_batch, find_batch, run_claimed, run_concurrently
 from .fold import fold, frame_tokens
 from .outcome import CompactionOutcome
 from .plan import CompactionSettings, NeedsEarlier, with_earlier
@@ -350,16 +350,10 @@ class Compactor:
         largest overrun first, and those over it that a live lease holds. A real run stores
         the missing counts first; a dry run writes nothing (see
         :func:`ctxtool.compaction.batch.find_batch`)."""
-        if not dry_run:
-            count_missing(self.engine, self.encoding, retry=self._retry)
-        return find_batch(
-            self.engine,
-            self.settings,
-            self.encoding,
-            force=force,
-            older_than=older_than,
-            limit=limit,
-        )
+        find: dict[str, Any] = {"force": force, "older_than": older_than, "limit": limit}
+        if dry_run:
+            return find_batch(self.engine, self.settings, self.encoding, **find)
+        return counted_batch(self.engine, self.settings, self.encoding, self._retry, **find)
 
     def run_batch(
         self,
