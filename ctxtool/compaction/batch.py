@@ -66,16 +66,20 @@ def find_batch(
     force: bool = False,
     older_than: int | None = None,
     limit: int | None = None,
-    contexts: list[EffectiveContext] | None = None,
+    contexts: tuple[list[EffectiveContext], int] | None = None,
 ) -> Batch:
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only;
-    ``contexts``: the effective contexts as just read (by :func:`counted_batch`)."""
+    ``contexts``: the effective contexts and the newest checkpoint id as just read, in one
+    transaction (by :func:`counted_batch`)."""
     store = Store(engine)
     with read_connection(engine) as conn:
-        rows = effective_contexts(conn, encoding) if contexts is None else contexts
-        # Read after the contexts: a checkpoint appended between the two reads costs a visit,
-        # it never hides a session.
-        checkpoints_through = newest_checkpoint_id(conn)
+        if contexts is None:
+            rows = effective_contexts(conn, encoding)
+            # Read after the contexts: a checkpoint appended between the two reads costs a
+            # visit, it never hides a session.
+            checkpoints_through = newest_checkpoint_id(conn)
+        else:
+            rows, checkpoints_through = contexts
         if older_than is not None and rows:
             # Before anything is measured: a session still being written is not a candidate.
             quiet = quiet_messages(conn, [r.last_message_id for r in rows], older_than)
@@ -118,8 +122,12 @@ def counted_batch(
     every run after the first): the batch is found from the counting step's read."""
     with read_connection(engine) as conn:
         contexts = effective_contexts(conn, encoding)
+        # In the same read: a session a sibling compacts after it is refused at its claim,
+        # not read and planned for nothing (review finding on a later read of this id).
+        checkpoints_through = newest_checkpoint_id(conn)
     counted = count_missing(engine, encoding, retry, contexts=contexts)
-    return find_batch(engine, settings, encoding, contexts=None if counted else contexts, **find)
+    found = None if counted else (contexts, checkpoints_through)
+    return find_batch(engine, settings, encoding, contexts=found, **find)
 
 
 def count_missing(
