@@ -160,3 +160,25 @@ def test_the_summed_measure_is_the_whole_measure(db, kinds):
     with read_connection(db.engine) as conn:
         assert summed_context_tokens(store, conn, sid, None).tokens == store.context_tokens(sid)
         assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+
+
+def test_a_count_made_with_another_spelling_of_the_encoding_is_recounted(db):
+    """MySQL's collations compare ``O200K_BASE`` and ``'o200k_base '`` equal to
+    ``o200k_base``; Python does not, and recounts such a row: the sums must agree (review
+    finding: 14 summed against 214 measured on MariaDB)."""
+    sid = store_session(db, ["usual"])
+    store = Store(db.engine)
+    store.context_tokens(sid)  # nothing stored yet: the baseline
+    for spelling in ("O200K_BASE", "o200k_base "):
+        with db.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE agent_message SET token_count = 3, token_encoding = :e "
+                    "WHERE session_id = :s"
+                ),
+                {"e": spelling, "s": sid},
+            )
+        with read_connection(db.engine) as conn:
+            summed = summed_context_tokens(store, conn, sid, "o200k_base").tokens
+            assert summed == store.context_tokens(sid, "o200k_base"), spelling
+            assert exact_context_tokens(store, conn, sid, "o200k_base") == summed

@@ -79,7 +79,14 @@ STORED_TOKEN_COUNT = sa.case((TRUSTED_COUNT, M.c.token_count), else_=None).label
 def usable_count(encoding) -> sa.ColumnElement[bool]:
     """SQL: the row's stored count is what the model reads under ``encoding`` (a literal or an
     expression): trusted, and made with it. ``context_size.has_usable_count`` in Python."""
-    return sa.and_(TRUSTED_COUNT, M.c.token_encoding == encoding)
+    return sa.and_(TRUSTED_COUNT, _as_bytes(M.c.token_encoding) == _as_bytes(encoding))
+
+
+def _as_bytes(value) -> sa.ColumnElement[Any]:
+    """A text compared as bytes, as Python compares it: MySQL's collations would take
+    ``O200K_BASE`` or ``'o200k_base '`` for ``o200k_base`` (see :func:`has_chat_role`)."""
+    text = value if isinstance(value, sa.ColumnElement) else sa.literal(value, sa.String)
+    return sa.cast(text, sa.LargeBinary)
 
 
 def no_usable_count(encoding) -> sa.ColumnElement[bool]:
@@ -89,7 +96,7 @@ def no_usable_count(encoding) -> sa.ColumnElement[bool]:
         M.c.token_count.is_(None),
         sa.not_(TRUSTED_COUNT),
         M.c.token_encoding.is_(None),
-        M.c.token_encoding != encoding,
+        _as_bytes(M.c.token_encoding) != _as_bytes(encoding),
     )
 
 
