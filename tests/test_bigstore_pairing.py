@@ -182,3 +182,14 @@ def test_a_count_made_with_another_spelling_of_the_encoding_is_recounted(db):
             summed = summed_context_tokens(store, conn, sid, "o200k_base").tokens
             assert summed == store.context_tokens(sid, "o200k_base"), spelling
             assert exact_context_tokens(store, conn, sid, "o200k_base") == summed
+
+
+def test_json_the_servers_read_and_orjson_refuses_is_read_too():
+    """A number past a float's range is JSON to MariaDB's and SQLite's functions; the record
+    reads it too (else the server sees a call the records do not: review finding)."""
+    from ctxtool.store.reads import json_value
+
+    calls = json_value('[{"id": "c1", "score": 1e400, "function": {"name": "f"}}]')
+    assert isinstance(calls, list) and calls[0]["id"] == "c1"
+    assert json_value("not json {") == "not json {"
+    assert json_value("[" * 5000 + "]" * 5000) == "[" * 5000 + "]" * 5000

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -215,7 +216,14 @@ def json_value(text):
         return None
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:  # a runtime wrote something odd: show it, do not fail
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        # What the servers' JSON functions read and orjson refuses: a number out of a float's
+        # range (1e400), nesting deeper than 1,024. Read as the server reads it, or the sums
+        # see a call that the records do not (review finding).
+        return json.loads(text)
+    except (ValueError, RecursionError):  # a runtime wrote something odd: show it, do not fail
         return text
 
 
