@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ..errors import CtxtoolError
+from .errors import error_code
 
 if TYPE_CHECKING:  # the dialect objects hold these locks: they pass themselves in
     from .dialects import Dialect
@@ -59,14 +60,27 @@ def lock_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# MySQL's "Table ... was skipped since its definition is being modified by concurrent DDL
+# statement": a look at a table (the CREATE's check that it exists) while another node's CREATE
+# of it is being applied here (Galera's total order isolation). Gone a moment later.
+CONCURRENT_DDL = 1684
+CONCURRENT_DDL_TRIES = 20
+
+
 def ensure_lock_table(conn: Connection, dialect: Dialect) -> None:
     """Create the lock table if it is not there. Two runs creating it at once through two
-    nodes: the second CREATE fails on the table the first made, which is what it wanted."""
-    try:
-        lock_table.create(conn, checkfirst=True)
-    except SQLAlchemyError as exc:
-        if not dialect.already_applied(exc):
-            raise
+    nodes: the second CREATE fails on the table the first made, which is what it wanted, or
+    its check finds the table being made (looked at again)."""
+    for attempt in range(1, CONCURRENT_DDL_TRIES + 1):
+        try:
+            lock_table.create(conn, checkfirst=True)
+            return
+        except SQLAlchemyError as exc:
+            if dialect.already_applied(exc):
+                return
+            if error_code(exc) != CONCURRENT_DDL or attempt == CONCURRENT_DDL_TRIES:
+                raise
+            time.sleep(0.05 * attempt)
 
 
 @contextlib.contextmanager
