@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 
 import pytest
@@ -17,9 +16,10 @@ from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.store import Store, leases
 
-from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .builders import SETTINGS, add_session, assert_valid_context, coding_session
 from .compacting import compact_with_llm
 from .llm_server import FakeLLM
+from .test_compact import _compact_all_cmd
 from .waiting import wait_until
 
 
@@ -121,26 +121,9 @@ def test_failed_and_rejected_sessions_give_their_leases_back(db, cli, mode):
 
 
 def _compact_all(url: str, base_url: str, workers: int) -> subprocess.Popen:
+    # The later --workers is the one click keeps.
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ctxtool",
-            "--db",
-            url,
-            "compact",
-            "--all",
-            "--workers",
-            str(workers),
-            "--summarizer",
-            "openai",
-            "--base-url",
-            base_url,
-            "--retries",
-            "0",
-            "--json",
-            *LIMITS,
-        ],
+        _compact_all_cmd(url, base_url, "--workers", str(workers), "--retries", "0"),
         env=dict(os.environ, OPENAI_API_KEY="sk-test"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
