@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
@@ -341,7 +342,7 @@ def _passed_over(session_id: int, seen: LeaseState | None, owner: str) -> Compac
 
 
 def run_claimed(
-    compact: Callable[[int], CompactionOutcome],
+    compact: Callable[[int, float], CompactionOutcome],
     claims: Claims,
     workers: int,
     on_done: Callable[[CompactionOutcome], None] | None = None,
@@ -349,14 +350,17 @@ def run_claimed(
 ) -> list[CompactionOutcome]:
     """:func:`run_concurrently` for a batch other processes may be running too: each worker
     claims its next session (``claims``) when it comes free, so a process holds no more leases
-    than it has workers and siblings take the rest. Interrupted, the workers not started claim
-    nothing; a lease a worker took for a session it did not start is given back (``release``)."""
+    than it has workers and siblings take the rest. ``compact`` is given the session and when
+    its lease was taken (``time.monotonic()``, read before the claim: the lease lasts at least
+    that long from then). Interrupted, the workers not started claim nothing; a lease a worker
+    took for a session it did not start is given back (``release``)."""
     outcomes: list[CompactionOutcome] = []
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
 
     def next_session() -> tuple[list[CompactionOutcome], CompactionOutcome | None]:
+        claimed_at = time.monotonic()
         won, passed = claims.claim(1)
-        return passed, compact(won[0]) if won else None
+        return passed, compact(won[0], claimed_at) if won else None
 
     def report(outcome: CompactionOutcome) -> None:
         outcomes.append(outcome)

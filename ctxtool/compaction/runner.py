@@ -49,7 +49,7 @@ from .prepare import (
     quality_figures,
     settle,
 )
-from .settings import lease_for_plan
+from .settings import lease_covers, lease_for_plan
 from .status import CompactionStatus
 from .summarizers import Summarizer
 from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, Summary, SummaryRequest
@@ -125,13 +125,15 @@ class Compactor:
         force: bool = False,
         dry_run: bool = False,
         summarize: bool = False,
-        leased: bool = False,
+        leased_at: float | None = None,
     ) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
         nothing (``summarize``: run the summarizer and judge its summary all the same).
-        ``leased``: the caller (a batch's claim) took the session's lease for this compactor,
-        which gives it back when it writes nothing. Never raises for per-session failures:
-        they are reported in the outcome, with the figures of the steps that went through."""
+        ``leased_at``: the caller (a batch's claim) took the session's lease for this compactor
+        at this ``time.monotonic()`` (read before its take), for as long as one summarizer
+        request may need (:meth:`_lease_before_plan`); this compactor gives it back when it
+        writes nothing. Never raises for per-session failures: they are reported in the
+        outcome, with the figures of the steps that went through."""
         started = time.perf_counter()
         outcome = CompactionOutcome(
             session_id,
@@ -145,7 +147,10 @@ class Compactor:
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
             with self._retry(self.engine, self.engine.connect) as conn:
-                taken = not dry_run and (leased or self._take(conn, session_id))
+                # Since when, and for how long, the lease taken before the read is held.
+                taken_at = time.monotonic() if leased_at is None else leased_at
+                held = self._lease_before_plan()
+                taken = not dry_run and (leased_at is not None or self._take(conn, session_id))
                 if not dry_run and not taken:
                     holder = self._retry(conn, lambda: leases.holder(conn, session_id))
                     if holder is not None and holder.owner != self.owner:
@@ -185,7 +190,16 @@ class Compactor:
                             if row is not None:
                                 outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
                             break
-                        refused = self._claim(conn, outcome, prep)
+                        needed = lease_for_plan(
+                            self.summarizer, prep.summarized_tokens, self.lease_seconds
+                        )
+                        if taken and lease_covers(held, time.monotonic() - taken_at, needed):
+                            # The lease taken before the read covers the plan: the append
+                            # re-checks it and the parent, so taking it again proves nothing.
+                            refused = None
+                        else:
+                            taken_at, held = time.monotonic(), needed  # for a next attempt
+                            refused = self._claim(conn, outcome, prep, needed)
                         if refused is not None:
                             outcome = refused
                             break
@@ -224,10 +238,14 @@ class Compactor:
         secrets = (self.engine.url, getattr(self.summarizer, "base_url", None))
         return describe_failure(exc, secrets=secrets).message
 
+    def _lease_before_plan(self) -> int:
+        """How long a lease taken before the read lasts: as long as one summarizer request may
+        need. A plan that needs longer takes it again for its own length (:func:`lease_covers`)."""
+        return lease_for_plan(self.summarizer, 0, self.lease_seconds)
+
     def _take(self, conn: Connection, session_id: int) -> bool:
-        """Take the session's lease before reading it, for as long as one summarizer request
-        may need (the claim after the plan sets the plan's own length)."""
-        seconds = lease_for_plan(self.summarizer, 0, self.lease_seconds)
+        """Take the session's lease before reading it (:meth:`_lease_before_plan`)."""
+        seconds = self._lease_before_plan()
         return self._retry(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
 
     def _phase(self, session_id: int, what: str) -> None:
@@ -306,11 +324,11 @@ class Compactor:
         raise AssertionError("the whole suffix always settles its plan")
 
     def _claim(
-        self, conn: Connection, outcome: CompactionOutcome, prep: Preparation
+        self, conn: Connection, outcome: CompactionOutcome, prep: Preparation, seconds: int
     ) -> CompactionOutcome | None:
-        """Take the session's lease for as long as the summarizer may need; None when taken,
-        else the outcome that says why not (and who holds it)."""
-        seconds = lease_for_plan(self.summarizer, prep.summarized_tokens, self.lease_seconds)
+        """Take the session's lease for as long as the plan needs (``seconds``) and check its
+        parent is still the newest checkpoint; None when taken, else the outcome that says why
+        not (and who holds it)."""
         refused = self._retry(
             conn,
             lambda: leases.claim(conn, prep.session_id, self.owner, seconds, prep.parent_id),
@@ -387,7 +405,7 @@ class Compactor:
                 self._described,
             )
             ran = run_claimed(
-                lambda sid: self.compact_session(sid, force=force, leased=True),
+                lambda sid, at: self.compact_session(sid, force=force, leased_at=at),
                 claims,
                 workers,
                 on_done,
@@ -398,9 +416,9 @@ class Compactor:
     def _take_many(
         self, checkpoints_through: int, session_ids: list[int], ahead: list[int]
     ) -> dict[int, leases.LeaseState]:
-        """A batch's claim (:func:`ctxtool.store.leases.take_many`), each lease as long as one
-        summarizer request may need (the claim after the plan sets the plan's own length)."""
-        seconds = lease_for_plan(self.summarizer, 0, self.lease_seconds)
+        """A batch's claim (:func:`ctxtool.store.leases.take_many`), each lease taken before
+        the read (:meth:`_lease_before_plan`)."""
+        seconds = self._lease_before_plan()
         with self._retry(self.engine, self.engine.connect) as conn:
             return self._retry(
                 conn,

@@ -65,3 +65,13 @@ def lease_for_plan(
     if bound and summarized_tokens > bound // 2:
         requests = -(-summarized_tokens // (bound // 2)) + 1
     return lease_seconds_for(summarizer.seconds_per_request(), requests, requested)
+
+
+def lease_covers(held: int, elapsed: float, needed: int) -> bool:
+    """Whether a lease taken ``elapsed`` seconds ago (timed from before its take) for ``held``
+    seconds still covers a plan that needs ``needed`` (:func:`lease_for_plan`), so that taking
+    it again after the plan would be a transaction for nothing: what is left must cover the
+    plan's summarizer requests and half the margin, the other half having gone to reading and
+    planning since the take. A plan that folds (more requests), or a read that took longer,
+    takes the lease again for the plan's own length."""
+    return held - elapsed >= needed - LEASE_MARGIN_S / 2

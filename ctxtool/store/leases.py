@@ -46,8 +46,9 @@ def claim(
 def take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
     """Take the session's lease before reading it, if it is free, expired or already ours: a
     batch run from several processes then reads and plans each session once, not once per
-    process that reaches it (a sibling's session costs one UPDATE). :func:`claim` still
-    checks the parent after the plan."""
+    process that reaches it (a sibling's session costs one UPDATE). The checkpoint's append
+    re-checks the lease and the parent; :func:`claim` takes the lease again after the plan only
+    when the plan needs it longer."""
     with conn.begin():
         return _take(conn, session_id, owner, seconds)
 
@@ -104,7 +105,7 @@ def take_many(
     the leases of those sessions and of ``also`` (the ones the batch reaches next): the caller
     won those whose holder is ``owner``, and passes over the rest without taking them one at a
     time. The checkpoint test saves a visit, never decides one: an id from another node that
-    came out lower is read and planned as before (the claim after the plan checks the parent).
+    came out lower is read and planned as before (the append checks the parent).
     """
     states: dict[int, LeaseState] = {}
     with conn.begin():
