@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import replace
+from typing import Any
 
 from ...db import mask_url
 from ...redaction import mask_secrets
@@ -75,8 +77,6 @@ class OpenAISummarizer:
         style: str = "auto",
         instructions: str | None = None,
     ):
-        import openai
-
         self.model = model
         self.max_summary_tokens = max_summary_tokens
         self.style = style
@@ -84,14 +84,27 @@ class OpenAISummarizer:
         self.input_tokens = input_tokens or default_input_tokens(model, max_summary_tokens, style)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.timeout, self.max_retries = timeout, max_retries
-        # The client retries 408/409/429/5xx and connection errors with exponential backoff.
-        self.client = openai.OpenAI(
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            base_url=self.base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-        )
-        self._openai = openai
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The openai client, made at the first request (once, whatever the workers): a run
+        that asks nothing (a dry run, a batch with nothing over threshold) does not import the
+        package, most of a process's start-up (0.9 s of CPU of 2.2). It retries
+        408/409/429/5xx and connection errors with exponential backoff."""
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                )
+            return self._client
 
     def seconds_per_request(self) -> float:
         return self.timeout * (self.max_retries + 1) + 8.0 * self.max_retries  # + backoff
@@ -117,9 +130,11 @@ class OpenAISummarizer:
         return Summary(text, self.name, getattr(response, "model", None) or self.model, notes=notes)
 
     def _create(self, prompt: str, max_tokens: int):
-        openai = self._openai
+        client = self.client
+        import openai  # imported by the client above: its exceptions
+
         try:
-            response = self.client.chat.completions.create(
+            response = client.chat.completions.create(
                 model=self.model,
                 messages=[
                     {"role": "system", "content": SYSTEM_PROMPT},
