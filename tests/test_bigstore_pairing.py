@@ -1,7 +1,8 @@
-"""The server's test that every call in a suffix is answered right after it
+"""The server's test that every call in a suffix is answered by the session's next message
 (``store.reads.calls_answered_next``): where it says yes, the pairing rule leaves no call
 unanswered and no result without its call, and the summed counts are the exact context
-(hypothesis, on SQLite and MariaDB); on a runtime's usual turns it says yes."""
+(hypothesis, on SQLite and MariaDB); on a runtime's usual turns it says yes, whatever the ids
+(a Galera node's every third, two sessions written at once: issue #30)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ ODD = st.sampled_from(
         "number_id",  # {"id": 5} answered by "5"
         "object",  # tool_calls an object, not an array
         "upper_role",  # a result stored as "Tool"
-        "other_session",  # another session's row between a call and its result
+        "other_session",  # another session's row between a call and its result (usual)
         "case",  # a result answering "A" for the call "a"
         "user_calls",  # a user message with tool_calls
     ]
@@ -85,16 +86,43 @@ def rows_of(kind: str, n: int) -> list[tuple[str, str | None, str | None]]:
     raise AssertionError(kind)
 
 
-def store_session(db, kinds: list[str]) -> int:
+def store_session(
+    db,
+    kinds: list[str],
+    gaps: list[int] | None = None,
+    interleaved: bool = False,
+    first_id: int | None = None,
+) -> int:
     """A session of those turns, every message counted with o200k_base (gpt-4o's), written
     as a runtime writes rows (tool_calls as the text given); "other" rows go to a second
-    session, between the first one's ids."""
+    session, between the first one's ids.
+
+    The server numbers the rows, unless ``gaps``: the steps between their ids, in turn (3: a
+    Galera node's), from ``first_id`` (default: clear of every other session's). With
+    ``interleaved`` the second session is written at the same time: a copy of each of the
+    first one's messages right after it."""
     sid = next(_ids)
     other = 1_000_000 + sid
     insert = sa.text(
-        "INSERT INTO agent_message (session_id, role, content, tool_calls, tool_call_id,"
-        " token_count, token_encoding) VALUES (:sid, :role, :content, :calls, :call_id, :n,"
-        " 'o200k_base')"
+        "INSERT INTO agent_message (id, session_id, role, content, tool_calls, tool_call_id,"
+        " token_count, token_encoding) VALUES (:id, :sid, :role, :content, :calls, :call_id,"
+        " :n, 'o200k_base')"
+    )
+    rows = []
+    for n, kind in enumerate(kinds):
+        for i, (role, calls, call_id) in enumerate(rows_of(kind, n)):
+            row = {
+                "sid": other if role == "other" else sid,
+                "role": "assistant" if role == "other" else role,
+                "content": f"message {n}.{i} of {kind}",
+                "calls": calls,
+                "call_id": call_id,
+            }
+            rows += [row, {**row, "sid": other}] if interleaved and role != "other" else [row]
+    ids = (
+        itertools.accumulate(itertools.cycle(gaps), initial=first_id or sid * 1000)
+        if gaps
+        else itertools.repeat(None)
     )
     with db.engine.begin() as conn:
         for s in (sid, other):
@@ -105,21 +133,9 @@ def store_session(db, kinds: list[str]) -> int:
                 ),
                 {"s": s},
             )
-        for n, kind in enumerate(kinds):
-            for i, (role, calls, call_id) in enumerate(rows_of(kind, n)):
-                content = f"message {n}.{i} of {kind}"
-                conn.execute(
-                    insert,
-                    {
-                        "sid": other if role == "other" else sid,
-                        "role": "assistant" if role == "other" else role,
-                        "content": content,
-                        "calls": calls,
-                        "call_id": call_id,
-                        # Any count: a stored count is what is sent unless resent.
-                        "n": 7 + len(content) // 3,
-                    },
-                )
+        for row, id_ in zip(rows, ids):
+            # Any count: a stored count is what is sent unless resent.
+            conn.execute(insert, {**row, "id": id_, "n": 7 + len(row["content"]) // 3})
     return sid
 
 
@@ -142,8 +158,52 @@ def test_yes_only_where_every_call_is_answered(db, kinds):
         yes = calls_answered_next(conn, sid, None)
     if yes:
         assert pairs_cleanly(db, sid), kinds
-    if set(kinds) == {"usual"}:
+    if set(kinds) <= {"usual", "other_session"}:
         assert yes
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kinds=st.lists(st.one_of(USUAL, USUAL, ODD), min_size=1, max_size=6),
+    gaps=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    interleaved=st.booleans(),
+)
+def test_the_next_message_need_not_have_the_next_id(db, kinds, gaps, interleaved):
+    """Issue #30: ids with gaps (a Galera node's, TiDB's) and two sessions written at once.
+    A yes only where the pairing rule pairs everything; the usual turns, in both sessions,
+    are a yes (the fast path) wherever their ids fall."""
+    sid = store_session(db, kinds, gaps, interleaved)
+    with read_connection(db.engine) as conn:
+        answers = {s: calls_answered_next(conn, s, None) for s in (sid, 1_000_000 + sid)}
+    for s, yes in answers.items():
+        if yes:
+            assert pairs_cleanly(db, s), (s, kinds, gaps, interleaved)
+    if set(kinds) <= {"usual", "other_session"}:
+        assert all(answers.values()), (answers, kinds, gaps, interleaved)
+
+
+def test_a_galera_nodes_ids(db):
+    """One node of a three-node Galera cluster (auto_increment_increment=3) writes ids 1, 4,
+    7, ...: its usual turns are answered, from any cut that keeps each result with its call;
+    a call left unanswered, or a result whose call is before the cut, is not."""
+    sid = store_session(db, ["usual"] * 3, gaps=[3], first_id=1)
+    ids = [m.id for m in Store(db.engine).messages(sid)]
+    assert ids == list(range(1, 36, 3))
+    store = Store(db.engine)
+    with read_connection(db.engine) as conn:
+        assert calls_answered_next(conn, sid, None)
+        assert calls_answered_next(conn, sid, ids[4])  # the second turn's request
+        assert calls_answered_next(conn, sid, ids[-1] + 1)  # nothing kept
+        assert not calls_answered_next(conn, sid, ids[6])  # its result, without its call
+        assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+    broken = store_session(db, ["usual", "unanswered", "usual"], gaps=[3], first_id=1000)
+    with read_connection(db.engine) as conn:
+        assert not calls_answered_next(conn, broken, None)
+        assert not pairs_cleanly(db, broken)
 
 
 @settings(

@@ -682,62 +682,61 @@ def suffix_outlines(
 
 def calls_answered_next(conn: Connection, session_id: int, cut: int | None) -> bool:
     """Whether every tool call and result in a session's restored suffix from ``cut`` is a
-    message of one call (its id a string) answered by the result of that id right after it
-    (the next id, same session): the pairing rule (``records.ToolCallPairer``) then pairs each
-    with the other, no call goes unanswered and no result answers nothing, so the suffix's
-    stored counts are exactly what is sent. A runtime's usual turns. Decided by the server in
-    one pass over the suffix's rows (their JSON is in no index): nothing comes back but two
-    numbers, where pairing the 600k-message session in Python read 300k rows or more (pymysql
-    decoding them was most of a dry run's time). False only says: read the pairing."""
+    message of one call (its id a string) answered by the result of that id in the session's
+    next message: the pairing rule (``records.ToolCallPairer``) then pairs each with the
+    other, no call goes unanswered and no result answers nothing, so the suffix's stored counts
+    are exactly what is sent. A runtime's usual turns. The next message, whatever its id: a
+    Galera node hands out every third id, two sessions written at once interleave theirs.
+    Decided by the server (their JSON is in no index): nothing comes back but two numbers,
+    where pairing the 600k-message session in Python read 300k rows or more (pymysql decoding
+    them was most of a dry run's time). False only says: read the pairing."""
     dialect = dialect_of(conn)
     binary = sa.LargeBinary
-    in_suffix = sa.and_(M.c.session_id == session_id, M.c.id >= (cut or 0))
-    first, last = (
-        sa.select(f(M.c.id)).where(in_suffix).scalar_subquery() for f in (sa.func.min, sa.func.max)
-    )
-    bounds = conn.execute(sa.select(first, last)).one()
-    if bounds[0] is None:
-        return True
-    # Calls and results (a superset: MySQL compares roles without case). Both ends of the
-    # suffix are given, so the server may read its rows on the primary key, one range where
-    # a session's rows are contiguous as an import writes them, rather than follow 300k index
-    # entries to their rows one by one (3.9 s against 13.8 s on the 600k session).
-    linked = (
+    # Each message of the suffix with the id of the session's next one, on the index alone:
+    # 2 for a message with calls, 1 for a result (both a superset: MySQL compares roles
+    # without case), 0 for the rest. A correlated "first id above" is planned as a walk of the
+    # session from its start, once per call.
+    steps = dialect.through_session_index(
         sa.select(
             M.c.id,
-            sa.case(
-                (
-                    sa.and_(
-                        sa.cast(M.c.role, binary) == b"assistant",
-                        # One "id" key in the text, none spelt with \u escapes: the server
-                        # reads a duplicate key's first value, orjson (Message) its last.
-                        sa.func.length(M.c.tool_calls)
-                        - sa.func.length(sa.func.replace(M.c.tool_calls, '"id"', ""))
-                        == 4,
-                        sa.func.instr(M.c.tool_calls, "\\u") == 0,
-                    ),
-                    dialect.single_call_id(M.c.tool_calls, M.c.tool_call_count),
-                ),
-                else_=None,
-            ).label("single"),
-        )
-        .where(in_suffix, M.c.id.between(*bounds))
-        .where(sa.or_(M.c.role == "tool", M.c.tool_call_count > 0))
-        .subquery("linked")
+            sa.case((M.c.role == "tool", 1), (M.c.tool_call_count > 0, 2), else_=0).label("kind"),
+            sa.func.lead(M.c.id).over(order_by=M.c.id).label("next_id"),
+        ).where(M.c.session_id == session_id, M.c.id >= (cut or 0)),
+        M,
+    ).subquery("steps")
+    # A call's row and its next message's are read by key for calls only (a NULL key reads
+    # nothing): results and the rest cost nothing beyond their index entry.
+    calls, answer = M.alias("calls"), M.alias("answer")
+    is_call = steps.c.kind == 2
+    single = sa.case(
+        (
+            sa.and_(
+                sa.cast(calls.c.role, binary) == b"assistant",
+                # One "id" key in the text, none spelt with \u escapes: the server reads a
+                # duplicate key's first value, orjson (Message) its last.
+                sa.func.length(calls.c.tool_calls)
+                - sa.func.length(sa.func.replace(calls.c.tool_calls, '"id"', ""))
+                == 4,
+                sa.func.instr(calls.c.tool_calls, "\\u") == 0,
+            ),
+            dialect.single_call_id(calls.c.tool_calls, calls.c.tool_call_count),
+        ),
+        else_=None,
     )
-    answer = M.alias("answer")
     answered = sa.and_(
-        linked.c.single.is_not(None),
+        single.is_not(None),
         answer.c.tool_call_id.is_not(None),
         sa.cast(answer.c.role, binary) == b"tool",
-        sa.cast(answer.c.tool_call_id, binary) == sa.cast(linked.c.single, binary),
+        sa.cast(answer.c.tool_call_id, binary) == sa.cast(single, binary),
     )
     rows, pairs = conn.execute(
-        sa.select(sa.func.count(), sa.func.sum(sa.case((answered, 1), else_=0))).select_from(
-            linked.outerjoin(
-                answer,
-                sa.and_(answer.c.id == linked.c.id + 1, answer.c.session_id == session_id),
+        sa.select(sa.func.count(), sa.func.sum(sa.case((answered, 1), else_=0)))
+        .select_from(
+            steps.outerjoin(calls, calls.c.id == sa.case((is_call, steps.c.id))).outerjoin(
+                answer, answer.c.id == sa.case((is_call, steps.c.next_id))
             )
         )
+        .where(steps.c.kind > 0)
     ).one()
+    # Each pair is a call and a result (2, 1), each result the next message of one call only.
     return int(rows) == 2 * int(pairs or 0)
