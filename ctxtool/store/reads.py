@@ -692,15 +692,14 @@ def calls_answered_next(conn: Connection, session_id: int, cut: int | None) -> b
     them was most of a dry run's time). False only says: read the pairing."""
     dialect = dialect_of(conn)
     binary = sa.LargeBinary
-    # Each message of the suffix with the id of the session's next one, on the index alone:
-    # 2 for a message with calls, 1 for a result (both a superset: MySQL compares roles
-    # without case), 0 for the rest. A correlated "first id above" is planned as a walk of the
-    # session from its start, once per call.
+    # Each message of the suffix, on the index alone: 2 for a message with calls, 1 for a
+    # result (both a superset: MySQL compares roles without case), 0 for the rest; and the id
+    # of the session's next message.
     steps = dialect.through_session_index(
         sa.select(
             M.c.id,
             sa.case((M.c.role == "tool", 1), (M.c.tool_call_count > 0, 2), else_=0).label("kind"),
-            sa.func.lead(M.c.id).over(order_by=M.c.id).label("next_id"),
+            dialect.next_message_id(M, session_id).label("next_id"),
         ).where(M.c.session_id == session_id, M.c.id >= (cut or 0)),
         M,
     ).subquery("steps")
