@@ -722,9 +722,8 @@ def calls_answered_next(conn: Connection, session_id: int, cut: int | None) -> b
         ),
         else_=None,
     )
+    # A NULL on either side compares as no pair: the JSON is read once a call.
     answered = sa.and_(
-        single.is_not(None),
-        answer.c.tool_call_id.is_not(None),
         sa.cast(answer.c.role, binary) == b"tool",
         sa.cast(answer.c.tool_call_id, binary) == sa.cast(single, binary),
     )
