@@ -17,6 +17,11 @@ SUM(token_count)``, which InnoDB answers from the smallest index that holds them
 - `sessions list --over-window` (``store.list_sessions``, what the CLI calls);
 - `compact SESSION --dry-run` on the 600k-message session (``Compactor.compact_session``).
 
+Each run times these twice: first as a store nobody ran `compact --all` on reads them (every
+suffix summed from the messages: one walk of the index), then after a real run's read kept the
+sums (``store.context_sums``; ``keep_s``: that run's read and write) and another 1% of the
+sessions got a turn of four messages since (summed on their ranges, added to what was kept).
+
 Targets: the first two under 10 s, the dry run under 2 s (at 10M messages).
 
 Example: .venv/bin/python scripts/bench_bigstore.py --messages 10000000 --sessions 100000
@@ -34,11 +39,12 @@ import time
 import sqlalchemy as sa
 from benchdb import fresh_database
 
-from ctxtool.compaction.batch import find_batch
+from ctxtool.compaction.batch import counted_batch, find_batch
 from ctxtool.compaction.plan import CompactionSettings
 from ctxtool.compaction.runner import Compactor
 from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
 from ctxtool.db import create_engine, read_connection
+from ctxtool.migrate import Migrator
 from ctxtool.store import list_sessions
 from ctxtool.store.candidates import effective_contexts
 
@@ -79,6 +85,10 @@ def build(url: str, sessions: int, messages: int, giant: int) -> sa.Engine:
             stored = conn.exec_driver_sql("SELECT shape FROM bench_shape").scalar()
         if stored is not None and json.loads(stored) == shape:
             print(f"reusing {sa.engine.make_url(url).database}: {shape}")
+            Migrator(engine).up()  # a store built before a later migration
+            with engine.begin() as conn:  # no sums kept by an earlier run of the benchmark
+                conn.exec_driver_sql("DELETE FROM ctxtool_context_sums")
+                conn.exec_driver_sql(f"DELETE FROM agent_message WHERE id > {messages}")
             return engine
         engine.dispose()
     except sa.exc.SQLAlchemyError:
@@ -292,38 +302,75 @@ def main() -> None:
     settings = CompactionSettings(context_window=args.context_window)
     compactor = Compactor(engine, make_summarizer(SummarizerSettings(kind="extractive")), settings)
     for run in range(1, args.repeat + 1):
-        with engine.connect() as conn:
-            scan, (n, _) = timed(
-                lambda c=conn: c.exec_driver_sql(
-                    "SELECT COUNT(*), SUM(token_count) FROM agent_message"
-                ).one()
+        for kept in (False, True):
+            if kept:  # what a real `compact --all` run's read keeps, then a turn in 1%
+                with engine.begin() as conn:
+                    conn.exec_driver_sql("DELETE FROM ctxtool_context_sums")
+                keep, _ = timed(lambda: counted_batch(engine, settings, None))
+                grow(engine, args.sessions, run)
+            with engine.connect() as conn:
+                scan, (n, _) = timed(
+                    lambda c=conn: c.exec_driver_sql(
+                        "SELECT COUNT(*), SUM(token_count) FROM agent_message"
+                    ).one()
+                )
+            with read_connection(engine) as conn:
+                sums, _ = timed(lambda c=conn: effective_contexts(c))
+            find, batch = timed(lambda: find_batch(engine, settings, None))
+            listing, listed = timed(lambda: list_sessions(engine, limit=50, over_window=settings))
+            dry, outcome = timed(lambda: compactor.compact_session(GIANT_ID, dry_run=True))
+            print(
+                json.dumps(
+                    {
+                        "run": run,
+                        "kept_sums": kept,
+                        **({"keep_s": round(keep, 3)} if kept else {}),
+                        "messages": n,
+                        "scan_s": round(scan, 3),
+                        "sums_s": round(sums, 3),
+                        "sums_vs_scan": round(sums / scan, 2),
+                        "candidates_s": round(find, 3),
+                        "candidates": len(batch.candidates),
+                        "candidates_vs_scan": round(find / scan, 2),
+                        "over_window_list_s": round(listing, 3),
+                        "listed": len(listed),
+                        "over_window_list_vs_scan": round(listing / scan, 2),
+                        "dry_run_s": round(dry, 3),
+                        "dry_run_status": outcome.status.value,
+                        "dry_run_summarised": outcome.summarised_messages,
+                        "dry_run_vs_scan": round(dry / scan, 2),
+                    }
+                ),
+                flush=True,
             )
-        with read_connection(engine) as conn:
-            sums, _ = timed(lambda c=conn: effective_contexts(c))
-        find, batch = timed(lambda: find_batch(engine, settings, None))
-        listing, listed = timed(lambda: list_sessions(engine, limit=50, over_window=settings))
-        dry, outcome = timed(lambda: compactor.compact_session(GIANT_ID, dry_run=True))
-        print(
-            json.dumps(
-                {
-                    "run": run,
-                    "messages": n,
-                    "scan_s": round(scan, 3),
-                    "sums_s": round(sums, 3),
-                    "sums_vs_scan": round(sums / scan, 2),
-                    "candidates_s": round(find, 3),
-                    "candidates": len(batch.candidates),
-                    "candidates_vs_scan": round(find / scan, 2),
-                    "over_window_list_s": round(listing, 3),
-                    "listed": len(listed),
-                    "over_window_list_vs_scan": round(listing / scan, 2),
-                    "dry_run_s": round(dry, 3),
-                    "dry_run_status": outcome.status.value,
-                    "dry_run_summarised": outcome.summarised_messages,
-                    "dry_run_vs_scan": round(dry / scan, 2),
-                }
-            ),
-            flush=True,
+        with engine.begin() as conn:  # the store as built, for the next run
+            conn.exec_driver_sql("DELETE FROM ctxtool_context_sums")
+            conn.exec_driver_sql(f"DELETE FROM agent_message WHERE id > {args.messages}")
+
+
+def grow(engine: sa.Engine, sessions: int, seed: int) -> None:
+    """A counted turn of four messages (request, call, result, answer) in 1% of the sessions,
+    written as a runtime writes them: after every message there is, so summed on their ranges
+    from the sums kept."""
+    rng = random.Random(seed)
+    chosen = rng.sample(range(2, sessions + 1), max(1, sessions // 100))
+    rows = []
+    for sid in chosen:
+        call = f"call_grow_{sid}_{seed}"
+        calls = (
+            f'[{{"id":"{call}","type":"function","function":{{"name":"Read","arguments":"{{}}"}}}}]'
+        )
+        rows += [
+            (sid, "user", "and the tests?", None, None),
+            (sid, "assistant", None, calls, None),
+            (sid, "tool", "4 passed", None, call),
+            (sid, "assistant", "all green", None, None),
+        ]
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO agent_message (session_id, role, content, tool_calls, tool_call_id,"
+            " token_count, token_encoding) VALUES (%s, %s, %s, %s, %s, 12, 'o200k_base')",
+            rows,
         )
 
 

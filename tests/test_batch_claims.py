@@ -184,16 +184,16 @@ def test_a_batch_with_nothing_to_count_walks_the_message_index_once(db, monkeypa
     from ctxtool.compaction import batch as batch_module
 
     walks: list[int] = []
-    walk = batch_module.effective_contexts
+    walk = batch_module.read_effective_contexts
 
-    def noted(conn, encoding=None):
+    def noted(conn, encoding=None, **options):
         walks.append(1)
-        return walk(conn, encoding)
+        return walk(conn, encoding, **options)
 
     _sessions(db, 3)
     with db.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE agent_message SET token_count = NULL")
-    monkeypatch.setattr(batch_module, "effective_contexts", noted)
+    monkeypatch.setattr(batch_module, "read_effective_contexts", noted)
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
     first = compactor.batch()
     assert len(walks) == 2  # it counted: the batch is found from a second walk

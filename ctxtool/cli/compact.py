@@ -116,6 +116,12 @@ _LABELS = {
 )
 @click.option("--force", is_flag=True, help="Compact even below the threshold.")
 @click.option(
+    "--rescan",
+    is_flag=True,
+    help="With --all: sum every session's context from its messages, not from the sums "
+    "earlier runs kept (after a runtime inserted messages without the session-row rule).",
+)
+@click.option(
     "--summarizer",
     "kind",
     default="auto",
@@ -231,6 +237,8 @@ def compact(
         raise click.UsageError("give a SESSION or --all")
     if options["limit"] is not None and not all_sessions:
         raise click.UsageError("--limit goes with --all")
+    if options["rescan"] and not all_sessions:
+        raise click.UsageError("--rescan goes with --all")
     if options["summarize"] and not options["dry_run"]:
         raise click.UsageError("--summarize goes with --dry-run (a real run summarizes anyway)")
     if options["show_summary"] and not options["summarize"]:
@@ -316,6 +324,7 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             older_than=options["older_than"],
             limit=options["limit"],
             dry_run=run["dry_run"],
+            rescan=options["rescan"],
         )
     try:
         with Progress(len(batch.candidates), "compacting") as progress:

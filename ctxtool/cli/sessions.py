@@ -55,6 +55,13 @@ def sessions():
 )
 @window_options
 @click.option(
+    "--rescan",
+    is_flag=True,
+    help="With --over-window or --sort tokens: sum every session's context from its "
+    "messages, not from the sums compact --all kept (after a runtime inserted messages "
+    "without the session-row rule).",
+)
+@click.option(
     "--sort",
     type=click.Choice(SORT_ORDERS),
     default=SORT_ORDERS[0],
@@ -88,6 +95,7 @@ def sessions_list(
     since,
     over_window,
     settings: CompactionSettings,
+    rescan,
     sort,
     limit,
     width,
@@ -115,6 +123,7 @@ def sessions_list(
         since=since,
         over_window=settings if over_window else None,
         sort=sort,
+        rescan=rescan,
     )
     if output.machine:
         print_rows(rows, output)

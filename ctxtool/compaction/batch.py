@@ -27,8 +27,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..db import dialect_of, read_connection, retry_transaction
 from ..errors import CtxtoolError
 from ..failures import INTERRUPTED
-from ..store import Store
-from ..store.candidates import EffectiveContext, effective_contexts, measured, quiet_messages
+from ..store import Store, context_sums
+from ..store.candidates import (
+    EffectiveContext,
+    effective_contexts,
+    measured,
+    quiet_messages,
+    read_effective_contexts,
+)
 from ..store.counts import read_suffix
 from ..store.leases import LeaseState, newest_checkpoint_id
 from .outcome import CompactionOutcome
@@ -68,14 +74,15 @@ def find_batch(
     older_than: int | None = None,
     limit: int | None = None,
     contexts: tuple[list[EffectiveContext], int] | None = None,
+    rescan: bool = False,
 ) -> Batch:
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only;
     ``contexts``: the effective contexts and the newest checkpoint id as just read, in one
-    transaction (by :func:`counted_batch`)."""
+    transaction (by :func:`counted_batch`); ``rescan``: sum every suffix from its messages."""
     store = Store(engine)
     with read_connection(engine) as conn:
         if contexts is None:
-            rows = effective_contexts(conn, encoding)
+            rows = effective_contexts(conn, encoding, rescan=rescan)
             # Read after the contexts: a checkpoint appended between the two reads costs a
             # visit, it never hides a session.
             checkpoints_through = newest_checkpoint_id(conn)
@@ -116,19 +123,32 @@ def counted_batch(
     settings: CompactionSettings,
     encoding: str | None,
     retry: Callable = retry_transaction,
+    *,
+    rescan: bool = False,
     **find: Any,
 ) -> Batch:
-    """:func:`count_missing` then :func:`find_batch` (``find``: its options), walking the
-    message index once, not twice, when nothing needed counting (a store the runtime counts,
-    every run after the first): the batch is found from the counting step's read."""
+    """:func:`count_missing` then :func:`find_batch` (``find``: its options), reading the
+    sessions' sums once, not twice, when nothing needed counting (a store the runtime counts,
+    every run after the first): the batch is found from the counting step's read. The sums it
+    read from messages are kept for the next run (``store.context_sums``); ``rescan``: read
+    every suffix from its messages, whatever was kept."""
     with read_connection(engine) as conn:
-        contexts = effective_contexts(conn, encoding)
+        read = read_effective_contexts(conn, encoding, rescan=rescan)
         # In the same read: a session a sibling compacts after it is refused at its claim,
         # not read and planned for nothing (review finding on a later read of this id).
         checkpoints_through = newest_checkpoint_id(conn)
-    counted = count_missing(engine, encoding, retry, contexts=contexts)
-    found = None if counted else (contexts, checkpoints_through)
-    return find_batch(engine, settings, encoding, contexts=found, **find)
+    # Kept for the next run before anything is counted: a count marks the sums it changes.
+    context_sums.remember(engine, read.to_keep)
+    if count_missing(engine, encoding, retry, contexts=read.contexts):
+        # The counts just stored: read again (the sessions counted are summed on their
+        # ranges, the rest as just kept), and keep what is now whole.
+        with read_connection(engine) as conn:
+            read = read_effective_contexts(conn, encoding)
+            checkpoints_through = newest_checkpoint_id(conn)
+        context_sums.remember(engine, read.to_keep)
+    return find_batch(
+        engine, settings, encoding, contexts=(read.contexts, checkpoints_through), **find
+    )
 
 
 def count_missing(

@@ -363,12 +363,18 @@ class Compactor:
         older_than: int | None = None,
         limit: int | None = None,
         dry_run: bool = False,
+        rescan: bool = False,
     ) -> Batch:
         """What ``compact --all`` works on: the sessions over threshold (all with ``force``),
         largest overrun first, and those over it that a live lease holds. A real run stores
         the missing counts first; a dry run writes nothing (see
         :func:`ctxtool.compaction.batch.find_batch`)."""
-        find: dict[str, Any] = {"force": force, "older_than": older_than, "limit": limit}
+        find: dict[str, Any] = {
+            "force": force,
+            "older_than": older_than,
+            "limit": limit,
+            "rescan": rescan,
+        }
         if dry_run:
             return find_batch(self.engine, self.settings, self.encoding, **find)
         return counted_batch(self.engine, self.settings, self.encoding, self._retry, **find)

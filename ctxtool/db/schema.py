@@ -103,6 +103,25 @@ transcript_files = sa.Table(
     sa.Column("source_id", sa.String(191), nullable=False),
 )
 
+# Each session's restored-suffix sums as `compact --all` last summed them (migration 0011): a
+# cache that spares later runs a walk of the whole message index (store.context_sums).
+context_sums = sa.Table(
+    "ctxtool_context_sums",
+    metadata,
+    sa.Column("session_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("checkpoint_id", sa.BigInteger, nullable=False),
+    sa.Column("token_encoding", sa.String(32), nullable=False),
+    sa.Column("through_message_id", sa.BigInteger, nullable=False),
+    sa.Column("messages", sa.BigInteger, nullable=False),
+    sa.Column("tokens", sa.BigInteger, nullable=False),
+    sa.Column("uncounted", sa.BigInteger, nullable=False),
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("results", sa.BigInteger, nullable=False),
+    sa.Column("foreign_roles", sa.BigInteger, nullable=False),
+    sa.Column("longest_result_id", sa.BigInteger, nullable=False),
+)
+
 # The message columns an importer writes besides session_id (the rest are the id, and counts
 # filled later). The one list: the bulk insert, the importer's rows and the tests take it from
 # here. The session id, the same in every row of an import, is written into its INSERT

@@ -32,6 +32,7 @@ from ..records import (
     restore_context,
 )
 from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
+from . import context_sums
 from .reads import (
     Store,
     has_chat_role,
@@ -177,9 +178,12 @@ def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
 
 
 def store_counts(conn, ids: list[int], counts: list[int], encoding: str) -> None:
-    """Write token counts for many messages in the fewest statements the database allows."""
+    """Write token counts for many messages in the fewest statements the database allows, and
+    mark the kept sums of their sessions (``store.context_sums.forget``) in the same
+    transaction: those sums were made with the counts being replaced."""
     if ids:
         dialect_of(conn).update_token_counts(conn, ids, counts, encoding)
+        context_sums.forget(conn, ids)
 
 
 def count_loaded_messages(conn: Connection, messages: list[Message], encoding: str) -> int:

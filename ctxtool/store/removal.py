@@ -15,6 +15,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.schema import transcript_files as F
 from ..errors import CtxtoolError
+from . import context_sums
 from .reads import per_session
 
 
@@ -79,11 +80,12 @@ def delete_sessions(engine: Engine, session_ids: list[int]) -> list[SessionFootp
 def remove_rows(conn: Connection, session_ids: list[int]) -> None:
     """Delete every row of the sessions, in the caller's transaction: checkpoints, messages,
     the records of the files they were imported from (a later import of such a file is a
-    new session, as it would be without them) and the session rows."""
+    new session, as it would be without them), their kept sums and the session rows."""
     conn.execute(C.delete().where(C.c.session_id.in_(session_ids)))
     conn.execute(M.delete().where(M.c.session_id.in_(session_ids)))
     sources = sa.select(S.c.source_format, S.c.source_id).where(
         S.c.session_id.in_(session_ids), S.c.source_id.is_not(None)
     )
     conn.execute(F.delete().where(sa.tuple_(F.c.source_format, F.c.source_id).in_(sources)))
+    context_sums.drop(conn, session_ids)
     conn.execute(S.delete().where(S.c.session_id.in_(session_ids)))

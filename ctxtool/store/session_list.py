@@ -37,6 +37,7 @@ def list_sessions(
     since: datetime | None = None,
     over_window: CompactionSettings | None = None,
     sort: str = SORT_ORDERS[0],
+    rescan: bool = False,
 ) -> list[dict[str, Any]]:
     """Sessions with their last activity, message and checkpoint counts, for finding one to
     inspect, in ``sort`` order (:data:`SORT_ORDERS`; ties newest id first). Counts and times
@@ -52,6 +53,8 @@ def list_sessions(
     so the listed sessions' ``context_tokens`` count those too, as ``context show`` and
     ``compact`` do (``sort="tokens"`` as well): from the stored counts where they tell the
     whole story, else measured reading the suffix (:func:`~.candidates.exact_context_tokens`).
+    ``rescan``: those sums read from every suffix's messages, not from the sums kept by
+    ``compact --all`` (``store.context_sums``).
     """
     if sort not in SORT_ORDERS:
         raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
@@ -67,13 +70,13 @@ def list_sessions(
         thresholds: dict[int, int] = {}
         summed: dict[int, SuffixTokens] = {}
         if over_window is not None:  # the cron batch's own measure
-            found = over_threshold(engine, over_window)
+            found = over_threshold(engine, over_window, rescan=rescan)
             estimates = {sid: tokens for sid, (tokens, _, _) in found.items()}
             thresholds = {sid: threshold for sid, (_, threshold, _) in found.items()}
             summed = {sid: c.suffix for sid, (_, _, c) in found.items()}
             query = query.where(S.c.session_id.in_(list(found) or [0]))
         elif sort == "tokens":  # the batch's sums, one walk of the message index
-            for c in effective_contexts(conn):
+            for c in effective_contexts(conn, rescan=rescan):
                 estimates[c.session_id] = context_bounds(c.suffix, c.head_bytes)[0]
                 summed[c.session_id] = c.suffix
         if sort == "id" and since is None:  # the newest ids: the index gives them in order

@@ -1,0 +1,305 @@
+"""Each session's restored-suffix sums kept between runs (migration 0011, ``ctxtool_context_sums``).
+
+`compact --all` and `sessions list --over-window` need, for every session, the sums over its
+messages since its cut (``store.candidates``). Summing them walks the whole message index: on
+10M messages that is 10-20 s however it is written. A session's suffix only grows at its end,
+so a run keeps what it summed (:func:`remember`), and the next one adds only what came since:
+one dive of the index per session finds its newest id, and the messages above the row's
+``through_message_id`` are summed on their ranges. A 100k-session store then costs a read of
+100k short rows and 100k dives, not a walk of 10M entries.
+
+A row is a cache, never the truth: it is used only while the session's latest checkpoint and
+the encoding its model needs are those it names, and while its newest message is not below the
+row's (:func:`split`, pure). Anything else and the session is summed from its messages again.
+
+What a row cannot see is a message committed *below* its ``through_message_id`` after it was
+read. Under the session-row rule that ctxtool's importer follows and runtimes are asked to
+follow (``store.session_touch``: every transaction that inserts messages writes the session's
+row first), a session's inserts commit in id order, so any snapshot of its messages is a prefix
+of them and no such message exists; it is the rule a checkpoint's span proof rests on too. A
+runtime that breaks it (two open transactions inserting into one session) can leave a row
+short until the session's next checkpoint; ``--rescan`` sums everything from the messages.
+
+Writers that change stored counts mark the rows of the sessions they count (:func:`forget`),
+in their own transaction; a row is replaced only if it is still the version that was read,
+so a run that summed before such a count cannot put its older sums back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..context_size import SuffixTokens, summed_suffix
+from ..db import dialect_of
+from ..db.schema import agent_message as M
+from ..db.schema import context_sums as T
+
+# A row written by forget(): no run's sums, never current (no session needs encoding "").
+_FORGOTTEN = ""
+# Rows written a transaction: short transactions, so a sibling on another node that races for
+# the same rows loses one chunk (its later run writes them), not the whole remember().
+_ROWS_PER_TRANSACTION = 500
+
+
+@dataclass(frozen=True)
+class SuffixSums:
+    """The server's sums over messages of one session (a restored suffix, or the part of it
+    written since a row was kept): how many, their usable stored counts and the rows without
+    one under the session's encoding, tool calls, tool results, messages of no chat role, the
+    UTF-8 bytes of the longest result's call id, and the newest id summed. Additive: the sums
+    of a suffix are those of its older part :meth:`then` its newer part."""
+
+    messages: int = 0
+    tokens: int = 0
+    uncounted: int = 0
+    calls: int = 0
+    results: int = 0
+    foreign: int = 0
+    longest_result_id: int = 0
+    last_message_id: int = 0
+
+    @classmethod
+    def of_row(cls, row, tokens: str = "tokens", uncounted: str = "uncounted") -> SuffixSums:
+        """From a row of ``candidates.all_suffix_sums`` or ``suffix_sums`` (NULL sums are 0)."""
+        values = row._mapping
+        return cls(
+            int(values["messages"] or 0),
+            int(values[tokens] or 0),
+            int(values[uncounted] or 0),
+            int(values["calls"] or 0),
+            int(values["results"] or 0),
+            int(values["foreign"] or 0),
+            int(values["longest_result_id"] or 0),
+            int(values["last_message_id"] or 0),
+        )
+
+    def then(self, later: SuffixSums) -> SuffixSums:
+        """These sums followed by those of the session's messages after them."""
+        if not later.messages:
+            return self
+        return SuffixSums(
+            self.messages + later.messages,
+            self.tokens + later.tokens,
+            self.uncounted + later.uncounted,
+            self.calls + later.calls,
+            self.results + later.results,
+            self.foreign + later.foreign,
+            max(self.longest_result_id, later.longest_result_id),
+            max(self.last_message_id, later.last_message_id),
+        )
+
+    def suffix_tokens(self, encoding: str) -> SuffixTokens:
+        """What the sums say of the suffix's tokens (``context_size.summed_suffix``)."""
+        return summed_suffix(
+            self.tokens,
+            self.uncounted,
+            self.calls,
+            self.results,
+            self.longest_result_id,
+            encoding,
+            foreign=self.foreign,
+        )
+
+
+@dataclass(frozen=True)
+class KeptSums:
+    """A row of the table: a session's suffix sums from checkpoint ``checkpoint_id``'s cut (0:
+    no checkpoint), counts under ``encoding``, through ``sums.last_message_id``."""
+
+    session_id: int
+    version: int
+    checkpoint_id: int
+    encoding: str
+    sums: SuffixSums
+
+
+@dataclass(frozen=True)
+class SessionNow:
+    """What one read of the store says of a session: its latest checkpoint (0: none) and that
+    checkpoint's cut (None: none), the encoding its model needs, its newest message id (None:
+    it has no message)."""
+
+    session_id: int
+    checkpoint_id: int
+    cut: int | None
+    encoding: str
+    last_message_id: int | None
+
+
+@dataclass
+class Split:
+    """Which sessions a run can take from the table (:func:`split`): ``current`` as kept,
+    ``grown`` kept but with messages after its row (sum from the id after it), ``stale``
+    summed from its cut again (no row, another checkpoint or encoding, or a row past the
+    session's newest message)."""
+
+    current: dict[int, KeptSums]
+    grown: dict[int, KeptSums]
+    stale: list[SessionNow]
+
+    def mostly_stale(self, sessions: int) -> bool:
+        """Whether summing the stale sessions one range each would cost more than one walk of
+        the whole index: the server checks each entry a range query reads against its terms,
+        so ranges pay off only for a small part of the store (a first run, or one after a
+        recount of everything, walks instead)."""
+        return len(self.stale) > max(1_000, sessions // 20)
+
+
+def split(sessions: Iterable[SessionNow], kept: Mapping[int, KeptSums]) -> Split:
+    """Sort the sessions that have messages by what their kept sums are worth now (pure: the
+    rule of the module's docstring)."""
+    out = Split({}, {}, [])
+    for s in sessions:
+        if s.last_message_id is None:
+            continue  # nothing to sum: no effective context
+        row = kept.get(s.session_id)
+        if (
+            row is None
+            or row.checkpoint_id != s.checkpoint_id
+            or row.encoding != s.encoding
+            or s.last_message_id < row.sums.last_message_id
+        ):
+            out.stale.append(s)
+        elif s.last_message_id > row.sums.last_message_id:
+            out.grown[s.session_id] = row
+        else:
+            out.current[s.session_id] = row
+    return out
+
+
+def kept_sums(conn: Connection) -> dict[int, KeptSums]:
+    """Every kept row, by session (a forgotten one included: :func:`split` never takes it)."""
+    return {
+        int(r.session_id): KeptSums(
+            int(r.session_id),
+            int(r.version),
+            int(r.checkpoint_id),
+            r.token_encoding,
+            SuffixSums(
+                int(r.messages),
+                int(r.tokens),
+                int(r.uncounted),
+                int(r.calls),
+                int(r.results),
+                int(r.foreign_roles),
+                int(r.longest_result_id),
+                int(r.through_message_id),
+            ),
+        )
+        for r in conn.execute(sa.select(T))
+    }
+
+
+@dataclass(frozen=True)
+class SumsToKeep:
+    """Sums a run read, to keep: ``read_version`` is the version of the row it read (None: it
+    read none), which the row must still have for it to be replaced."""
+
+    session_id: int
+    checkpoint_id: int
+    encoding: str
+    sums: SuffixSums
+    read_version: int | None
+
+
+def remember(engine: Engine, rows: Sequence[SumsToKeep]) -> int:
+    """Keep the given sums, each only where its row is still as the run read it (or still
+    absent); how many were written. A chunk that meets a sibling writing the same rows (a
+    certification conflict on a cluster, a lock wait) is left to a later run: this is a
+    cache, and nothing waits for it."""
+    written = 0
+    for i in range(0, len(rows), _ROWS_PER_TRANSACTION):
+        chunk = rows[i : i + _ROWS_PER_TRANSACTION]
+        try:
+            with engine.begin() as conn:
+                written += _write(conn, chunk)
+        except SQLAlchemyError as exc:
+            if dialect_of(engine).transient(exc) is None:
+                raise
+    return written
+
+
+def _write(conn: Connection, rows: Sequence[SumsToKeep]) -> int:
+    new = [r for r in rows if r.read_version is None]
+    old = [r for r in rows if r.read_version is not None]
+    written = 0
+    if new:
+        # Absent when read: inserted unless a row arrived since (a forget(), or a sibling).
+        insert = T.insert().prefix_with("IGNORE", dialect="mysql")
+        insert = insert.prefix_with("OR IGNORE", dialect="sqlite")
+        written += conn.execute(insert, [_values(r, 1) for r in new]).rowcount
+    if old:
+        update = (
+            T.update()
+            .where(
+                T.c.session_id == sa.bindparam("b_session_id"),
+                T.c.version == sa.bindparam("b_version"),
+            )
+            .values({k: sa.bindparam(k) for k in _values(old[0], 0) if k != "session_id"})
+        )
+        params = [
+            {
+                **{k: v for k, v in _values(r, r.read_version + 1).items() if k != "session_id"},
+                "b_session_id": r.session_id,
+                "b_version": r.read_version,
+            }
+            for r in old
+            if r.read_version is not None
+        ]
+        written += conn.execute(update, params).rowcount
+    return max(written, 0)
+
+
+def _values(r: SumsToKeep, version: int) -> dict:
+    s = r.sums
+    return {
+        "session_id": r.session_id,
+        "version": version,
+        "checkpoint_id": r.checkpoint_id,
+        "token_encoding": r.encoding,
+        "through_message_id": s.last_message_id,
+        "messages": s.messages,
+        "tokens": s.tokens,
+        "uncounted": s.uncounted,
+        "calls": s.calls,
+        "results": s.results,
+        "foreign_roles": s.foreign,
+        "longest_result_id": s.longest_result_id,
+    }
+
+
+def forget(conn: Connection, message_ids: Sequence[int]) -> None:
+    """In the caller's transaction (one that writes the stored counts of these messages): mark
+    the kept sums of their sessions as no run's, a new version, so a run that read them before
+    cannot write its sums back; an absent row is written marked, for the same reason."""
+    if not message_ids:
+        return
+    # The sessions first, then the rows by key: MariaDB runs an UPDATE's IN (subquery) once
+    # for each row of the table (6 s a batch on 100k kept rows).
+    sessions = (
+        conn.execute(sa.select(M.c.session_id).where(M.c.id.in_(list(message_ids))).distinct())
+        .scalars()
+        .all()
+    )
+    if not sessions:
+        return
+    conn.execute(
+        T.update()
+        .where(T.c.session_id.in_(sessions))
+        .values(version=T.c.version + 1, token_encoding=_FORGOTTEN)
+    )
+    marked = SumsToKeep(0, -1, _FORGOTTEN, SuffixSums(last_message_id=-1), None)
+    forgotten = {k: v for k, v in _values(marked, 1).items() if k != "session_id"}
+    insert = T.insert().prefix_with("IGNORE", dialect="mysql")
+    insert = insert.prefix_with("OR IGNORE", dialect="sqlite")
+    conn.execute(insert, [{"session_id": sid, **forgotten} for sid in sessions])
+
+
+def drop(conn: Connection, session_ids: Sequence[int]) -> None:
+    """Delete the kept sums of sessions being removed, in the caller's transaction."""
+    conn.execute(T.delete().where(T.c.session_id.in_(list(session_ids))))

@@ -1,0 +1,289 @@
+"""Sums kept between runs (#30, ``store.context_sums``, migration 0011): whatever happens to a
+store between two runs (messages appended, checkpoints written, counts made or remade with
+another encoding, sessions deleted, a run's write racing a recount), the effective contexts
+read from the kept sums are exactly those read from every message (``rescan``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sqlalchemy as sa
+
+from ctxtool.db import read_connection
+from ctxtool.db.schema import agent_compaction, agent_message, context_sums
+from ctxtool.store.candidates import effective_contexts, read_effective_contexts
+from ctxtool.store.context_sums import (
+    KeptSums,
+    SessionNow,
+    SuffixSums,
+    remember,
+    split,
+)
+from ctxtool.store.counts import count_tokens
+from ctxtool.store.removal import delete_sessions
+from ctxtool.tokens import MessageText, count_messages
+
+from .builders import add_session
+
+
+def kept(checkpoint: int = 0, encoding: str = "o200k_base", through: int = 10) -> KeptSums:
+    return KeptSums(1, 3, checkpoint, encoding, SuffixSums(5, 50, 0, 1, 1, 0, 4, through))
+
+
+def now(checkpoint: int = 0, encoding: str = "o200k_base", newest: int | None = 10) -> SessionNow:
+    return SessionNow(1, checkpoint, None, encoding, newest)
+
+
+def test_a_kept_row_counts_only_while_its_checkpoint_encoding_and_messages_hold():
+    row = {1: kept()}
+    assert split([now()], row).current == row
+    assert split([now(newest=12)], row).grown == row  # messages since: sum the rest
+    for changed in (now(checkpoint=7), now(encoding="cl100k_base"), now(newest=9)):
+        parts = split([changed], row)
+        assert parts.stale == [changed] and not parts.current and not parts.grown
+    assert split([now()], {}).stale == [now()]  # never kept
+    empty = split([now(newest=None)], row)  # no message at all: nothing to sum
+    assert not (empty.stale or empty.current or empty.grown)
+
+
+def test_sums_add_up_a_suffix_from_its_parts():
+    older = SuffixSums(3, 30, 1, 2, 1, 0, 9, 20)
+    newer = SuffixSums(2, 15, 0, 0, 1, 1, 4, 25)
+    assert older.then(newer) == SuffixSums(5, 45, 1, 2, 2, 1, 9, 25)
+    assert older.then(SuffixSums()) == older
+
+
+def test_a_walk_is_cheaper_than_ranges_once_most_sessions_are_stale():
+    parts = split([SessionNow(i, 0, None, "o200k_base", 5) for i in range(2000)], {})
+    assert parts.mostly_stale(2000)
+    assert not split([now()], {}).mostly_stale(100_000)
+
+
+def _turn(rng: random.Random, tag: str) -> list[dict]:
+    call = f"call_{tag}"
+    kind = rng.random()
+    if kind < 0.5:
+        return [
+            {"role": "user", "content": f"do {tag} " * rng.randint(1, 5)},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": call, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": call, "content": "ok " * rng.randint(1, 9)},
+            {"role": "assistant", "content": f"done {tag}"},
+        ]
+    if kind < 0.7:  # an orphan result, a role of no chat role
+        return [
+            {"role": "tool", "tool_call_id": f"gone_{tag}", "content": "late"},
+            {"role": "critic", "content": "hmm"},
+        ]
+    return [{"role": "user", "content": f"just {tag}"}]
+
+
+def _count_some(db, rng: random.Random, session_id: int) -> None:
+    """As a runtime that counts some messages itself: honest counts under a random encoding."""
+    with db.engine.begin() as conn:
+        rows = conn.execute(
+            sa.select(agent_message.c.id, agent_message.c.role, agent_message.c.content).where(
+                agent_message.c.session_id == session_id, agent_message.c.token_count.is_(None)
+            )
+        ).all()
+        for r in rows:
+            if rng.random() < 0.7:
+                encoding = rng.choice(["o200k_base", "o200k_base", "cl100k_base"])
+                (n,) = count_messages([MessageText(r.role, r.content, None, None)], encoding)
+                conn.execute(
+                    agent_message.update()
+                    .where(agent_message.c.id == r.id)
+                    .values(token_count=n, token_encoding=encoding)
+                )
+
+
+def _checkpoint(db, rng: random.Random, session_id: int) -> None:
+    with db.engine.begin() as conn:
+        ids = (
+            conn.execute(
+                sa.select(agent_message.c.id)
+                .where(agent_message.c.session_id == session_id)
+                .order_by(agent_message.c.id)
+            )
+            .scalars()
+            .all()
+        )
+        parent = conn.execute(
+            sa.select(sa.func.max(agent_compaction.c.id)).where(
+                agent_compaction.c.session_id == session_id
+            )
+        ).scalar()
+        # Any cut, the newest message's id + 1 too (everything summarized: an empty suffix).
+        cut = rng.choice([*ids, ids[-1] + 1]) if ids else 1
+        conn.execute(
+            agent_compaction.insert().values(
+                session_id=session_id,
+                summary="earlier: " + "x" * rng.randint(0, 40),
+                first_kept_message_id=cut,
+                parent_compaction_id=parent or 0,
+            )
+        )
+
+
+def _append(db, rng: random.Random, session_id: int, tag: str) -> None:
+    with db.engine.begin() as conn:
+        for m in _turn(rng, tag):
+            conn.execute(agent_message.insert().values(session_id=session_id, **m))
+
+
+def _same(db) -> None:
+    with read_connection(db.engine) as conn:
+        from_kept = read_effective_contexts(conn)
+        from_messages = effective_contexts(conn, rescan=True)
+    assert not from_kept.walked
+    assert from_kept.contexts == from_messages
+
+
+def _keep(db) -> int:
+    with read_connection(db.engine) as conn:
+        read = read_effective_contexts(conn)
+    return remember(db.engine, read.to_keep)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kept_sums_read_what_the_messages_say_whatever_happens_between_runs(db, seed):
+    rng = random.Random(seed)
+    models = ["gpt-4o", "gpt-4", "claude-sonnet-4-5", None]
+    sessions = []
+    for sid in range(1, 9):
+        messages = [m for t in range(rng.randint(0, 4)) for m in _turn(rng, f"{sid}.{t}")]
+        add_session(db, sid, messages, model=rng.choice(models), system_prompt="be brief")
+        sessions.append(sid)
+        if rng.random() < 0.7:
+            count_tokens(db.engine, session_id=sid)
+    assert _keep(db) > 0
+    _same(db)
+    for step in range(40):
+        sid = rng.choice(sessions)
+        action = rng.choice(["append", "append", "count", "checkpoint", "recount", "keep"])
+        if action == "append":
+            _append(db, rng, sid, f"{sid}.s{step}")
+        elif action == "count":
+            _count_some(db, rng, sid)
+        elif action == "checkpoint":
+            _checkpoint(db, rng, sid)
+        elif action == "recount":  # `tokens count`, for a session or all, any encoding
+            count_tokens(
+                db.engine,
+                session_id=rng.choice([sid, None]),
+                encoding=rng.choice([None, "cl100k_base", "o200k_base"]),
+                recount=rng.random() < 0.5,
+            )
+        else:
+            _keep(db)
+        _same(db)
+        if rng.random() < 0.5:
+            _keep(db)
+            _same(db)
+    delete_sessions(db.engine, [sessions[0]])
+    _same(db)
+    assert not db.scalar(
+        "SELECT COUNT(*) FROM ctxtool_context_sums WHERE session_id = :s", s=sessions[0]
+    )
+
+
+def test_a_run_that_read_before_a_recount_does_not_keep_its_sums(db):
+    """The race: a run reads the sums, `tokens count` recounts the session with another
+    encoding and commits, then the run writes what it read. Its write must not land, or later
+    runs read counts that are no longer stored."""
+    add_session(db, 1, [m for t in range(3) for m in _turn(random.Random(t), str(t))], "gpt-4o")
+    count_tokens(db.engine)
+    _keep(db)
+    _append(db, random.Random(9), 1, "later")
+    count_tokens(db.engine)
+    with read_connection(db.engine) as conn:
+        read = read_effective_contexts(conn)  # sees the new messages: it would keep new sums
+    assert [r.session_id for r in read.to_keep] == [1]
+    count_tokens(db.engine, encoding="cl100k_base", recount=True)
+    assert remember(db.engine, read.to_keep) == 0
+    _same(db)
+    # A run that never saw a row: the recount wrote one marked as no run's, which it keeps.
+    add_session(db, 2, _turn(random.Random(3), "x"), "gpt-4o")
+    count_tokens(db.engine, session_id=2)
+    with db.engine.begin() as conn:
+        conn.execute(context_sums.delete().where(context_sums.c.session_id == 2))
+    with read_connection(db.engine) as conn:
+        read = read_effective_contexts(conn)
+    count_tokens(db.engine, session_id=2, encoding="cl100k_base", recount=True)
+    assert remember(db.engine, [r for r in read.to_keep if r.session_id == 2]) == 0
+    _same(db)
+
+
+def test_compact_all_keeps_the_sums_and_lists_agree_with_a_rescan(db, cli):
+    for sid in range(1, 4):
+        add_session(
+            db, sid, [m for t in range(30) for m in _turn(random.Random(t), f"{sid}.{t}")], "gpt-4o"
+        )
+    run = cli("--db", db.url, "compact", "--all", "--context-window", "2048", "--json")
+    assert run.exit_code in (0, 4), run.output
+    assert db.scalar("SELECT COUNT(*) FROM ctxtool_context_sums") == 3
+    _append(db, random.Random(5), 2, "after")
+    listed = [
+        cli(
+            "--db",
+            db.url,
+            "sessions",
+            "list",
+            "--over-window",
+            "--context-window",
+            "1024",
+            "--json",
+            *extra,
+        )
+        for extra in ((), ("--rescan",))
+    ]
+    assert listed[0].exit_code == 0, listed[0].output
+    assert listed[0].output == listed[1].output
+    assert '"session_id": 2' in listed[0].output  # over 1024 with what was appended
+    wrong = cli("--db", db.url, "compact", "1", "--rescan")
+    assert wrong.exit_code == 2 and "--rescan goes with --all" in wrong.output
+
+
+def test_a_store_upgraded_to_0011_starts_with_no_kept_sums(empty_db):
+    empty_db.migrate(to="0010")
+    add_session(empty_db, 1, _turn(random.Random(1), "a"), "gpt-4o")
+    empty_db.migrate()
+    assert empty_db.scalar("SELECT COUNT(*) FROM ctxtool_context_sums") == 0
+    with read_connection(empty_db.engine) as conn:
+        read = read_effective_contexts(conn)
+    assert [c.session_id for c in read.contexts] == [1] and read.ranges == 1
+
+
+def test_a_run_after_one_that_kept_its_sums_reads_only_what_came_since(mysql_db):
+    """The point of keeping them: the next read dives once into each session's end and reads
+    the entries written since, where a walk reads every entry of the message index (InnoDB's
+    own counter of index entries read, for this connection)."""
+    for sid in range(1, 6):
+        add_session(
+            mysql_db, sid, [m for t in range(20) for m in _turn(random.Random(t), f"{sid}.{t}")]
+        )
+    count_tokens(mysql_db.engine)
+    assert _keep(mysql_db) == 5
+    _append(mysql_db, random.Random(1), 3, "since")
+    messages = mysql_db.scalar("SELECT COUNT(*) FROM agent_message")
+    with mysql_db.engine.connect() as conn:
+
+        def entries_read() -> int:
+            return int(
+                conn.execute(sa.text("SHOW SESSION STATUS LIKE 'Handler_read_next'")).first()[1]
+            )
+
+        before = entries_read()
+        read = read_effective_contexts(conn)
+        kept_read = entries_read() - before
+        before = entries_read()
+        walked = read_effective_contexts(conn, rescan=True)
+        walk_read = entries_read() - before
+    assert read.grown == 1 and read.ranges == 0 and read.contexts == walked.contexts
+    assert walk_read >= messages > 5 * kept_read, (walk_read, kept_read)
