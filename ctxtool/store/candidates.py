@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -108,24 +108,28 @@ def read_effective_contexts(
     (``store.context_sums``); where too many sessions have none, from one walk of the whole
     message index (:func:`all_suffix_sums`). One read transaction: every figure is of one
     snapshot (REPEATABLE READ, SQLite's WAL)."""
-    now = dialect_of(conn).server_now()
+    dialect = dialect_of(conn)
+    now = dialect.server_now()
     cp = C.alias("cp")
     live = sa.and_(S.c.lease_owner.is_not(None), S.c.lease_expires_at >= now)
-    sessions = {
-        r.session_id: r
-        for r in conn.execute(
-            sa.select(
-                S.c.session_id,
-                S.c.model,
-                cp.c.id.label("checkpoint_id"),
-                cp.c.first_kept_message_id,
-                sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
-                sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
-                (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"),
-                _newest_message_id(dialect_of(conn)).label("newest_id"),
-            ).select_from(S.outerjoin(cp, cp.c.id == _latest_checkpoint_id()))
+    query = sa.select(
+        S.c.session_id,
+        S.c.model,
+        cp.c.id.label("checkpoint_id"),
+        cp.c.first_kept_message_id,
+        sa.case((live, S.c.lease_owner), else_=None).label("lease_owner"),
+        sa.case((live, S.c.lease_expires_at), else_=None).label("lease_expires_at"),
+        (text_bytes(S.c.system_prompt) + text_bytes(cp.c.summary)).label("head_bytes"),
+        _newest_message_id(dialect).label("newest_id"),
+        *context_sums.KEPT_COLUMNS,
+    ).select_from(
+        S.outerjoin(cp, cp.c.id == _latest_checkpoint_id()).outerjoin(
+            context_sums.T, context_sums.T.c.session_id == S.c.session_id
         )
-    }
+    )
+    # The driver's own tuples: 100k sessions in one read (SQLAlchemy's rows cost seconds).
+    rows = dialect.plain_rows(conn, query)
+    sessions = {int(r[0]): _SessionRow(*r[:8]) for r in rows}
     # One lookup a model, not a session (tiktoken's table raises KeyError for every Claude).
     by_model = {
         m: encoding_for_model(m, encoding).name for m in {r.model for r in sessions.values()}
@@ -141,7 +145,15 @@ def read_effective_contexts(
         )
         for sid, r in sessions.items()
     ]
-    kept = {} if rescan else context_sums.kept_sums(conn)
+    kept = (
+        {}
+        if rescan
+        else {
+            int(r[0]): row
+            for r in rows
+            if (row := context_sums.kept_from(int(r[0]), r[8:])) is not None
+        }
+    )
     parts = context_sums.split(now_seen, kept)
     with_messages = len(parts.current) + len(parts.grown) + len(parts.stale)
     read = ContextsRead([], [], walked=rescan or parts.mostly_stale(with_messages))
@@ -205,6 +217,17 @@ def read_effective_contexts(
         )
     read.contexts.sort(key=lambda c: c.session_id)
     return read
+
+
+class _SessionRow(NamedTuple):
+    session_id: int
+    model: str | None
+    checkpoint_id: int | None
+    first_kept_message_id: int | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    head_bytes: int | None
+    newest_id: int | None
 
 
 def _newest_message_id(dialect: Dialect) -> sa.ScalarSelect:
