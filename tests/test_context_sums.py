@@ -6,18 +6,25 @@ read from the kept sums are exactly those read from every message (``rescan``)."
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
 
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_compaction, agent_message, context_sums
-from ctxtool.store.candidates import effective_contexts, read_effective_contexts
+from ctxtool.store import Store
+from ctxtool.store.candidates import (
+    effective_contexts,
+    exact_context_tokens,
+    read_effective_contexts,
+)
 from ctxtool.store.context_sums import (
     KeptSums,
     SessionNow,
     SuffixSums,
     remember,
+    remember_pairing,
     split,
 )
 from ctxtool.store.counts import count_tokens
@@ -131,6 +138,15 @@ def _checkpoint(db, rng: random.Random, session_id: int) -> None:
         )
 
 
+def _call(call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def _insert(db, session_id: int, message: dict) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(agent_message.insert().values(session_id=session_id, **message))
+
+
 def _append(db, rng: random.Random, session_id: int, tag: str) -> None:
     with db.engine.begin() as conn:
         for m in _turn(rng, tag):
@@ -138,17 +154,33 @@ def _append(db, rng: random.Random, session_id: int, tag: str) -> None:
 
 
 def _same(db) -> None:
+    """The kept read equals a rescan, and each context measured with what was kept (its
+    pairing proof among it) is exactly what the restored context costs."""
+    store = Store(db.engine)
     with read_connection(db.engine) as conn:
         from_kept = read_effective_contexts(conn)
         from_messages = effective_contexts(conn, rescan=True)
-    assert not from_kept.walked
-    assert from_kept.contexts == from_messages
+        assert not from_kept.walked
+        assert [replace(c, paired_through=None) for c in from_kept.contexts] == from_messages
+        for c in from_kept.contexts:
+            measured = exact_context_tokens(store, conn, c.session_id, None, c.suffix, context=c)
+            assert measured == store.context_tokens(c.session_id, conn=conn), c
 
 
 def _keep(db) -> int:
+    """A real run's keeping: the sums, then the pairing proofs of what it measured."""
+    store = Store(db.engine)
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
-    return remember(db.engine, read.to_keep)
+    written = remember(db.engine, read.to_keep)
+    proofs: dict[int, tuple[int, int]] = {}
+    with read_connection(db.engine) as conn:
+        for c in read.contexts:
+            exact_context_tokens(
+                store, conn, c.session_id, None, c.suffix, context=c, proofs=proofs
+            )
+    remember_pairing(db.engine, proofs)
+    return written
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -164,11 +196,21 @@ def test_kept_sums_read_what_the_messages_say_whatever_happens_between_runs(db, 
             count_tokens(db.engine, session_id=sid)
     assert _keep(db) > 0
     _same(db)
+    open_calls: dict[int, list[str]] = {}
     for step in range(40):
         sid = rng.choice(sessions)
-        action = rng.choice(["append", "append", "count", "checkpoint", "recount", "keep"])
+        action = rng.choice(
+            ["append", "append", "count", "checkpoint", "recount", "keep", "open", "close"]
+        )
         if action == "append":
             _append(db, rng, sid, f"{sid}.s{step}")
+        elif action == "open":  # a turn in flight: its call is answered by a later append
+            call = f"open_{sid}_{step}"
+            open_calls.setdefault(sid, []).append(call)
+            _insert(db, sid, {"role": "assistant", "tool_calls": [_call(call)]})
+        elif action == "close" and open_calls.get(sid):
+            call = open_calls[sid].pop(0)
+            _insert(db, sid, {"role": "tool", "tool_call_id": call, "content": "late ok"})
         elif action == "count":
             _count_some(db, rng, sid)
         elif action == "checkpoint":
@@ -287,3 +329,48 @@ def test_a_run_after_one_that_kept_its_sums_reads_only_what_came_since(mysql_db)
         walk_read = entries_read() - before
     assert read.grown == 1 and read.ranges == 0 and read.contexts == walked.contexts
     assert walk_read >= messages > 5 * kept_read, (walk_read, kept_read)
+
+
+def test_a_kept_pairing_proof_spares_the_next_measure_its_pass_over_the_rows(db, monkeypatch):
+    """`calls_answered_next` reads every row of the suffix (5-8 s on 600k messages): once it
+    proved a session's pairing, the next measure asks nothing, and after a new turn it asks
+    only about the new messages."""
+    from ctxtool.store import candidates
+
+    asked: list[int | None] = []
+    real = candidates.calls_answered_next
+
+    def noted(conn, session_id, start):
+        asked.append(start)
+        return real(conn, session_id, start)
+
+    monkeypatch.setattr(candidates, "calls_answered_next", noted)
+    add_session(db, 1, [m for t in range(5) for m in _clean_turn(f"t{t}")], "gpt-4o")
+    count_tokens(db.engine)
+    _keep(db)
+    assert asked == [None]  # proved from the start of the history (no checkpoint)
+    store = Store(db.engine)
+
+    def measure() -> int:
+        with read_connection(db.engine) as conn:
+            (c,) = effective_contexts(conn)
+            return exact_context_tokens(store, conn, 1, None, c.suffix, context=c)
+
+    asked.clear()
+    assert measure() == store.context_tokens(1) and asked == []
+    proved_through = db.scalar("SELECT paired_through FROM ctxtool_context_sums")
+    assert proved_through == db.scalar("SELECT MAX(id) FROM agent_message")
+    for m in _clean_turn("later"):
+        _insert(db, 1, m)
+    count_tokens(db.engine)
+    assert measure() == store.context_tokens(1) and asked == [proved_through + 1]
+
+
+def _clean_turn(tag: str) -> list[dict]:
+    call = f"call_{tag}"
+    return [
+        {"role": "user", "content": f"do {tag}"},
+        {"role": "assistant", "content": None, "tool_calls": [_call(call)]},
+        {"role": "tool", "tool_call_id": call, "content": "ok"},
+        {"role": "assistant", "content": f"done {tag}"},
+    ]

@@ -75,10 +75,12 @@ def find_batch(
     limit: int | None = None,
     contexts: tuple[list[EffectiveContext], int] | None = None,
     rescan: bool = False,
+    proofs: dict[int, tuple[int, int]] | None = None,
 ) -> Batch:
     """The sessions over threshold (all with ``force``), largest overrun first. Reads only;
     ``contexts``: the effective contexts and the newest checkpoint id as just read, in one
-    transaction (by :func:`counted_batch`); ``rescan``: sum every suffix from its messages."""
+    transaction (by :func:`counted_batch`); ``rescan``: sum every suffix from its messages;
+    ``proofs``: collects the pairings the server proved (``candidates.exact_context_tokens``)."""
     store = Store(engine)
     with read_connection(engine) as conn:
         if contexts is None:
@@ -94,7 +96,7 @@ def find_batch(
             rows = [r for r in rows if r.last_message_id in quiet]
     found = [
         (r, estimate)
-        for r, estimate in measured(store, rows, settings, encoding, force)
+        for r, estimate in measured(store, rows, settings, encoding, force, proofs)
         if force or estimate > settings.threshold(r.model)
     ]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))
@@ -146,9 +148,19 @@ def counted_batch(
             read = read_effective_contexts(conn, encoding)
             checkpoints_through = newest_checkpoint_id(conn)
         context_sums.remember(engine, read.to_keep)
-    return find_batch(
-        engine, settings, encoding, contexts=(read.contexts, checkpoints_through), **find
+    proofs: dict[int, tuple[int, int]] = {}
+    batch = find_batch(
+        engine,
+        settings,
+        encoding,
+        contexts=(read.contexts, checkpoints_through),
+        proofs=proofs,
+        **find,
     )
+    # The sessions between their bounds are measured on every run: what the server proved of
+    # their pairing is kept, and the next run asks only about what came since.
+    context_sums.remember_pairing(engine, proofs)
+    return batch
 
 
 def count_missing(

@@ -120,6 +120,7 @@ context_sums = sa.Table(
     sa.Column("results", sa.BigInteger, nullable=False),
     sa.Column("foreign_roles", sa.BigInteger, nullable=False),
     sa.Column("longest_result_id", sa.BigInteger, nullable=False),
+    sa.Column("paired_through", sa.BigInteger, nullable=True),
 )
 
 # The message columns an importer writes besides session_id (the rest are the id, and counts

@@ -66,6 +66,10 @@ class EffectiveContext:
     # stored summary_tokens is not trusted: a runtime may write 0, or a count of its own). A
     # byte-level BPE token is at least one byte, so this bounds their tokens.
     head_bytes: int = 0
+    checkpoint_id: int = 0  # the latest checkpoint (its cut), 0 without one
+    # The newest id through which the server proved every call of the suffix answered by the
+    # message after it (store.context_sums): the sums are exact without asking again.
+    paired_through: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -176,6 +180,13 @@ def read_effective_contexts(
             continue
         sums = summed.get(s.session_id)
         kept_row = kept.get(s.session_id)
+        # A proof of the pairing from this cut stays true whatever came since (or was
+        # recounted); another checkpoint moved the cut.
+        paired = (
+            kept_row.paired_through
+            if kept_row is not None and kept_row.checkpoint_id == s.checkpoint_id
+            else None
+        )
         if sums is None and s.cut:  # an empty suffix: kept as summed up to the cut
             sums = context_sums.SuffixSums(last_message_id=s.cut - 1)
         # Only sums whose every message has its count: a runtime that stores a message first
@@ -198,6 +209,7 @@ def read_effective_contexts(
                     s.encoding,
                     sums,
                     kept_row.version if kept_row is not None else None,
+                    paired,
                 )
             )
         if sums is None or not sums.messages:
@@ -213,6 +225,8 @@ def read_effective_contexts(
                 r.lease_owner,
                 r.lease_expires_at,
                 int(r.head_bytes or 0),
+                s.checkpoint_id,
+                paired,
             )
         )
     read.contexts.sort(key=lambda c: c.session_id)
@@ -369,6 +383,7 @@ def measured(
     settings: CompactionSettings,
     encoding: str | None,
     force: bool = False,
+    proofs: dict[int, tuple[int, int]] | None = None,
 ) -> Iterator[tuple[EffectiveContext, int]]:
     """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
     memory) only where the sum cannot decide: counts it cannot trust (none, made with another
@@ -378,7 +393,7 @@ def measured(
     whatever its size, so only counts the sum cannot trust are measured. Sessions whose calls
     and results differ in number are decided by those bounds like the rest: measuring each
     one read its whole suffix, row by row (2,000 such sessions, in-flight or interrupted
-    turns, took minutes on 10M messages)."""
+    turns, took minutes on 10M messages). ``proofs``: see :func:`exact_context_tokens`."""
     for r in rows:
         estimate = context_bounds(r.suffix, r.head_bytes)[0]
         untrusted = bool(r.suffix.uncounted or r.suffix.resent)
@@ -386,7 +401,9 @@ def measured(
             not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
         ):
             with read_connection(store.engine) as conn:
-                estimate = exact_context_tokens(store, conn, r.session_id, encoding, r.suffix)
+                estimate = exact_context_tokens(
+                    store, conn, r.session_id, encoding, r.suffix, context=r, proofs=proofs
+                )
         yield r, estimate
 
 
@@ -396,6 +413,9 @@ def exact_context_tokens(
     session_id: int,
     encoding: str | None,
     summed: SuffixTokens | None = None,
+    *,
+    context: EffectiveContext | None = None,
+    proofs: dict[int, tuple[int, int]] | None = None,
 ) -> int:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures it,
     reading the suffix without its text when the stored counts are what is sent (each counted
@@ -409,17 +429,25 @@ def exact_context_tokens(
     counted. With tool calls or results, the server is asked whether each call is answered by
     the message right after it (:func:`~ctxtool.store.reads.calls_answered_next`, a runtime's
     usual turns): then too the sums are exact, and nothing comes back but two numbers. Only
-    otherwise is the pairing read, row by row."""
+    otherwise is the pairing read, row by row.
+
+    ``context``: the read the sums came from (:func:`read_effective_contexts`): its checkpoint
+    (sums of an earlier cut are not used: a checkpoint was appended since), its newest message
+    and the pairing kept proved (``paired_through``: only what came after is asked about).
+    ``proofs`` collects {session: (checkpoint id, newest id)} for each pairing the server
+    proved here, for ``context_sums.remember_pairing``."""
     session = store.session(session_id, conn)
     enc = encoding_for_model(session.model, encoding).name
     latest = store.latest_compaction(session_id, conn)
     cut = latest.first_kept_message_id if latest else None
     suffix = summed
+    if context is not None and context.checkpoint_id != (latest.id if latest else 0):
+        suffix = None  # summed from the cut before a checkpoint appended since the read
     if (
         suffix is not None
         and not (suffix.uncounted or suffix.resent)
         and suffix.unread_pairing
-        and calls_answered_next(conn, session_id, cut)
+        and _pairing_proved(conn, session_id, cut, suffix, context, proofs)
     ):  # only the pairing was unknown, and the server says every call is answered next
         suffix = SuffixTokens(suffix.tokens)
     if suffix is None or not suffix.known or suffix.unread_pairing:
@@ -430,6 +458,29 @@ def exact_context_tokens(
         return store.context_tokens(session_id, encoding, conn)
     head = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
     return total_tokens([*count_messages(head, enc), suffix.tokens])
+
+
+def _pairing_proved(
+    conn: Connection,
+    session_id: int,
+    cut: int | None,
+    suffix: SuffixTokens,
+    context: EffectiveContext | None,
+    proofs: dict[int, tuple[int, int]] | None,
+) -> bool:
+    """Whether every call of the suffix is answered by the message after it: as kept (a proof
+    up to its newest message), else asked of the server from where the kept proof ends (a
+    proved part ends with no call open: its last call's answer is inside it), else from the
+    cut. Calls and results must be as many: a call open at the end of the sums is no pair."""
+    kept = context.paired_through if context is not None and not suffix.unpaired else None
+    if kept is not None and context is not None and kept >= context.last_message_id:
+        return True
+    start = kept + 1 if kept is not None else cut
+    if not calls_answered_next(conn, session_id, start):
+        return False
+    if proofs is not None and context is not None and not suffix.unpaired:
+        proofs[session_id] = (context.checkpoint_id, context.last_message_id)
+    return True
 
 
 @dataclass(frozen=True)

@@ -109,13 +109,15 @@ class SuffixSums:
 @dataclass(frozen=True)
 class KeptSums:
     """A row of the table: a session's suffix sums from checkpoint ``checkpoint_id``'s cut (0:
-    no checkpoint), counts under ``encoding``, through ``sums.last_message_id``."""
+    no checkpoint), counts under ``encoding``, through ``sums.last_message_id``;
+    ``paired_through``: the newest id through which its calls were proved answered next."""
 
     session_id: int
     version: int
     checkpoint_id: int
     encoding: str
     sums: SuffixSums
+    paired_through: int | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ KEPT_COLUMNS = (
     T.c.foreign_roles,
     T.c.longest_result_id,
     T.c.through_message_id,
+    T.c.paired_through,
 )
 
 
@@ -193,9 +196,14 @@ def kept_from(session_id: int, values: Sequence) -> KeptSums | None:
     """The row of :data:`KEPT_COLUMNS` ``values`` (an outer join's: all NULL when none)."""
     if values[0] is None:
         return None
-    version, checkpoint_id, encoding, *sums = values
+    version, checkpoint_id, encoding, *sums, paired = values
     return KeptSums(
-        session_id, int(version), int(checkpoint_id), encoding, SuffixSums(*map(int, sums))
+        session_id,
+        int(version),
+        int(checkpoint_id),
+        encoding,
+        SuffixSums(*map(int, sums)),
+        None if paired is None else int(paired),
     )
 
 
@@ -215,6 +223,7 @@ class SumsToKeep:
     encoding: str
     sums: SuffixSums
     read_version: int | None
+    paired_through: int | None = None
 
 
 def remember(engine: Engine, rows: Sequence[SumsToKeep]) -> int:
@@ -280,7 +289,36 @@ def _values(r: SumsToKeep, version: int) -> dict:
         "results": s.results,
         "foreign_roles": s.foreign,
         "longest_result_id": s.longest_result_id,
+        "paired_through": r.paired_through,
     }
+
+
+def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> None:
+    """Note that the server proved each session's calls answered next from its cut through a
+    message (``proved``: {session: (checkpoint id, message id)}), on the rows still kept for
+    that checkpoint. A proof of the suffix up to a message stays true whatever is added after
+    it or recounted, until the next checkpoint moves the cut. Best effort, as :func:`remember`."""
+    through: sa.BindParameter[int] = sa.bindparam("b_through", type_=sa.BigInteger)
+    update = (
+        T.update()
+        .where(
+            T.c.session_id == sa.bindparam("b_session_id"),
+            T.c.checkpoint_id == sa.bindparam("b_checkpoint_id"),
+            sa.or_(T.c.paired_through.is_(None), T.c.paired_through < through),
+        )
+        .values(paired_through=through)
+    )
+    params = [
+        {"b_session_id": sid, "b_checkpoint_id": cp, "b_through": last}
+        for sid, (cp, last) in sorted(proved.items())
+    ]
+    for i in range(0, len(params), _ROWS_PER_TRANSACTION):
+        try:
+            with engine.begin() as conn:
+                conn.execute(update, params[i : i + _ROWS_PER_TRANSACTION])
+        except SQLAlchemyError as exc:
+            if dialect_of(engine).transient(exc) is None:
+                raise
 
 
 def forget(conn: Connection, message_ids: Sequence[int]) -> None:

@@ -9,13 +9,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..compaction.plan import CompactionSettings
-from ..context_size import SuffixTokens, context_bounds
+from ..context_size import context_bounds
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from .candidates import effective_contexts, exact_context_tokens, over_threshold
+from .candidates import (
+    EffectiveContext,
+    effective_contexts,
+    exact_context_tokens,
+    over_threshold,
+)
 from .reads import Store, per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
@@ -68,17 +73,17 @@ def list_sessions(
     with read_connection(engine) as conn:
         estimates: dict[int, int] = {}
         thresholds: dict[int, int] = {}
-        summed: dict[int, SuffixTokens] = {}
+        summed: dict[int, EffectiveContext] = {}
         if over_window is not None:  # the cron batch's own measure
             found = over_threshold(engine, over_window, rescan=rescan)
             estimates = {sid: tokens for sid, (tokens, _, _) in found.items()}
             thresholds = {sid: threshold for sid, (_, threshold, _) in found.items()}
-            summed = {sid: c.suffix for sid, (_, _, c) in found.items()}
+            summed = {sid: c for sid, (_, _, c) in found.items()}
             query = query.where(S.c.session_id.in_(list(found) or [0]))
         elif sort == "tokens":  # the batch's sums, one walk of the message index
             for c in effective_contexts(conn, rescan=rescan):
                 estimates[c.session_id] = context_bounds(c.suffix, c.head_bytes)[0]
-                summed[c.session_id] = c.suffix
+                summed[c.session_id] = c
         if sort == "id" and since is None:  # the newest ids: the index gives them in order
             sessions = conn.execute(query.limit(limit)).all()
         else:
@@ -92,7 +97,15 @@ def list_sessions(
         if over_window is not None or sort == "tokens":  # each restored context, whole
             store = Store(engine)
             exact = {
-                sid: exact_context_tokens(store, conn, sid, None, summed.get(sid)) for sid in ids
+                sid: exact_context_tokens(
+                    store,
+                    conn,
+                    sid,
+                    None,
+                    summed[sid].suffix if sid in summed else None,
+                    context=summed.get(sid),
+                )
+                for sid in ids
             }
     rows = []
     for s in sessions:

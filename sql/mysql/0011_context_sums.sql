@@ -6,7 +6,10 @@
 -- only while the session's latest checkpoint and the encoding it needs are those it names;
 -- anything else, or no row, and the session is summed from its messages as before. version
 -- goes up at every write: a row is replaced only if it is still the one that was read (a
--- `tokens count` that recounted the session in between marks it, and wins).
+-- `tokens count` that recounted the session in between marks it, and wins). paired_through:
+-- the newest message id through which the server proved every tool call of the suffix answered
+-- by the message after it (store.reads.calls_answered_next), so the sums are exact without
+-- reading the rows again; NULL: not proved.
 CREATE TABLE IF NOT EXISTS ctxtool_context_sums (
     session_id         BIGINT      NOT NULL,
     version            BIGINT      NOT NULL,
@@ -20,5 +23,6 @@ CREATE TABLE IF NOT EXISTS ctxtool_context_sums (
     results            BIGINT      NOT NULL,
     foreign_roles      BIGINT      NOT NULL,
     longest_result_id  BIGINT      NOT NULL,
+    paired_through     BIGINT      NULL,
     PRIMARY KEY (session_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin;

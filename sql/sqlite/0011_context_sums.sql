@@ -12,5 +12,6 @@ CREATE TABLE IF NOT EXISTS ctxtool_context_sums (
     calls              INTEGER NOT NULL,
     results            INTEGER NOT NULL,
     foreign_roles      INTEGER NOT NULL,
-    longest_result_id  INTEGER NOT NULL
+    longest_result_id  INTEGER NOT NULL,
+    paired_through     INTEGER NULL
 );
