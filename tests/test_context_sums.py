@@ -374,3 +374,70 @@ def _clean_turn(tag: str) -> list[dict]:
         {"role": "tool", "tool_call_id": call, "content": "ok"},
         {"role": "assistant", "content": f"done {tag}"},
     ]
+
+
+def test_a_reimport_that_completes_a_message_is_read_again(db, cli, tmp_path):
+    """Review finding: a re-import that completes a message it stored half-streamed rewrites
+    it (its tool calls, its count back to none) without a new id; the kept row must not stay
+    current, or the session is never found over its window."""
+    import json
+
+    def record(uuid, parent, kind, content):
+        message = {"role": kind, "content": content}
+        if kind == "assistant":
+            message = {"id": "msg-1", "role": "assistant", "model": "gpt-4o", "content": content}
+        return {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": parent,
+            "sessionId": "s1",
+            "isSidechain": False,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": message,
+        }
+
+    records = [
+        record("u1", None, "user", "list the files"),
+        record("a1", "u1", "assistant", [{"type": "text", "text": "Let me look."}]),
+        record(
+            "a2",
+            "a1",
+            "assistant",
+            [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Bash",
+                    "input": {"command": "ls -la /some/dir " * 300},
+                }
+            ],
+        ),
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records[:2]))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    window = ("--context-window", "1024")
+    assert cli("--db", db.url, "compact", "--all", *window, "--json").exit_code == 0
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    listed = [
+        cli("--db", db.url, "sessions", "list", "--over-window", *window, "--json", *extra)
+        for extra in ((), ("--rescan",))
+    ]
+    assert '"session_id": 1' in listed[1].output
+    assert listed[0].output == listed[1].output
+
+
+def test_a_rescan_replaces_a_kept_row_it_finds_wrong(db):
+    """`compact --all --rescan` is the way out after the session-row rule was broken: what it
+    reads from the messages replaces the rows kept, not only that one read."""
+    from ctxtool.compaction.batch import counted_batch
+    from ctxtool.compaction.plan import CompactionSettings
+
+    add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
+    count_tokens(db.engine)
+    _keep(db)
+    with db.engine.begin() as conn:  # as a message committed below the row would leave it
+        conn.execute(context_sums.update().values(tokens=context_sums.c.tokens - 7))
+    counted_batch(db.engine, CompactionSettings(), None, rescan=True)
+    _same(db)

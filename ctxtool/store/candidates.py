@@ -149,15 +149,13 @@ def read_effective_contexts(
         )
         for sid, r in sessions.items()
     ]
-    kept = (
-        {}
-        if rescan
-        else {
-            int(r[0]): row
-            for r in rows
-            if (row := context_sums.kept_from(int(r[0]), r[8:])) is not None
-        }
-    )
+    known = {
+        int(r[0]): row
+        for r in rows
+        if (row := context_sums.kept_from(int(r[0]), r[8:])) is not None
+    }
+    # A rescan uses no kept sums, but replaces them (their versions are what it writes over).
+    kept = {} if rescan else known
     parts = context_sums.split(now_seen, kept)
     with_messages = len(parts.current) + len(parts.grown) + len(parts.stale)
     read = ContextsRead([], [], walked=rescan or parts.mostly_stale(with_messages))
@@ -179,12 +177,12 @@ def read_effective_contexts(
         if s.last_message_id is None:
             continue
         sums = summed.get(s.session_id)
-        kept_row = kept.get(s.session_id)
+        kept_row = known.get(s.session_id)
         # A proof of the pairing from this cut stays true whatever came since (or was
         # recounted); another checkpoint moved the cut.
         paired = (
             kept_row.paired_through
-            if kept_row is not None and kept_row.checkpoint_id == s.checkpoint_id
+            if not rescan and kept_row is not None and kept_row.checkpoint_id == s.checkpoint_id
             else None
         )
         if sums is None and s.cut:  # an empty suffix: kept as summed up to the cut

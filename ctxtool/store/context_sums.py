@@ -321,8 +321,9 @@ def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> N
                 raise
 
 
-def forget(conn: Connection, message_ids: Sequence[int]) -> None:
-    """In the caller's transaction (one that writes the stored counts of these messages): mark
+def forget(conn: Connection, message_ids: Sequence[int], *, rewritten: bool = False) -> None:
+    """In the caller's transaction (one that writes the stored counts of these messages, or
+    rewrites them: an import completing a message it stored half-streamed): mark
     the kept sums of their sessions as no run's, a new version, so a run that read them before
     cannot write its sums back; an absent row is written marked, for the same reason."""
     if not message_ids:
@@ -339,7 +340,12 @@ def forget(conn: Connection, message_ids: Sequence[int]) -> None:
     conn.execute(
         T.update()
         .where(T.c.session_id.in_(sessions))
-        .values(version=T.c.version + 1, token_encoding=_FORGOTTEN)
+        .values(
+            version=T.c.version + 1,
+            token_encoding=_FORGOTTEN,
+            # A count changes no pairing; a rewritten message may.
+            **({"paired_through": None} if rewritten else {}),
+        )
     )
     marked = SumsToKeep(0, -1, _FORGOTTEN, SuffixSums(last_message_id=-1), None)
     forgotten = {k: v for k, v in _values(marked, 1).items() if k != "session_id"}

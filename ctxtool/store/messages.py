@@ -47,6 +47,7 @@ from ..transcripts.reconcile import (
     size_problem,
 )
 from ..transcripts.source import SourceMessage, SourceSession, TranscriptError
+from . import context_sums
 from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 from .session_touch import touch_session
 
@@ -565,6 +566,10 @@ class MessageWriter:
         completions: list[tuple[int, tuple]],
         checkpoints: list[NewCheckpoint],
     ) -> None:
+        if completions:  # rewritten messages: sums kept of them no longer hold
+            context_sums.forget(
+                self.conn, [stored_id for stored_id, _ in completions], rewritten=True
+            )
         for stored_id, row in completions:
             self.completed += 1
             self.conn.execute(
