@@ -133,7 +133,7 @@ def read_effective_contexts(
     )
     # The driver's own tuples: 100k sessions in one read (SQLAlchemy's rows cost seconds).
     rows = dialect.plain_rows(conn, query)
-    sessions = {int(r[0]): _SessionRow(*r[:8]) for r in rows}
+    sessions = {int(r[0]): _SessionRow(*r[:_KEPT_AT]) for r in rows}
     # One lookup a model, not a session (tiktoken's table raises KeyError for every Claude).
     by_model = {
         m: encoding_for_model(m, encoding).name for m in {r.model for r in sessions.values()}
@@ -152,7 +152,7 @@ def read_effective_contexts(
     known = {
         int(r[0]): row
         for r in rows
-        if (row := context_sums.kept_from(int(r[0]), r[8:])) is not None
+        if (row := context_sums.kept_from(int(r[0]), r[_KEPT_AT:])) is not None
     }
     # A rescan uses no kept sums, but replaces them (their versions are what it writes over).
     kept = {} if rescan else known
@@ -240,6 +240,10 @@ class _SessionRow(NamedTuple):
     lease_expires_at: datetime | None
     head_bytes: int | None
     newest_id: int | None
+
+
+# Where the kept row's columns begin in a row of read_effective_contexts' query.
+_KEPT_AT = len(_SessionRow._fields)
 
 
 def _newest_message_id(dialect: Dialect) -> sa.ScalarSelect:

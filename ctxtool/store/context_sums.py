@@ -27,7 +27,7 @@ so a run that summed before such a count cannot put its older sums back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -207,12 +207,6 @@ def kept_from(session_id: int, values: Sequence) -> KeptSums | None:
     )
 
 
-def kept_sums(conn: Connection) -> dict[int, KeptSums]:
-    """Every kept row, by session (a forgotten one included: :func:`split` never takes it)."""
-    rows = conn.execute(sa.select(T.c.session_id, *KEPT_COLUMNS))
-    return {int(r[0]): row for r in rows if (row := kept_from(int(r[0]), r[1:])) is not None}
-
-
 @dataclass(frozen=True)
 class SumsToKeep:
     """Sums a run read, to keep: ``read_version`` is the version of the row it read (None: it
@@ -231,16 +225,20 @@ def remember(engine: Engine, rows: Sequence[SumsToKeep]) -> int:
     absent); how many were written. A chunk that meets a sibling writing the same rows (a
     certification conflict on a cluster, a lock wait) is left to a later run: this is a
     cache, and nothing waits for it."""
-    written = 0
-    for i in range(0, len(rows), _ROWS_PER_TRANSACTION):
-        chunk = rows[i : i + _ROWS_PER_TRANSACTION]
+    return sum(_in_chunks(engine, rows, _write))
+
+
+def _in_chunks(engine: Engine, items: Sequence, write: Callable[[Connection, Sequence], int]):
+    """``write`` each chunk of ``items`` in a transaction of its own, yielding what each
+    returns; a chunk a sibling contends (a transient error) is skipped: nothing waits for a
+    cache, a later run writes it."""
+    for i in range(0, len(items), _ROWS_PER_TRANSACTION):
         try:
             with engine.begin() as conn:
-                written += _write(conn, chunk)
+                yield write(conn, items[i : i + _ROWS_PER_TRANSACTION])
         except SQLAlchemyError as exc:
             if dialect_of(engine).transient(exc) is None:
                 raise
-    return written
 
 
 def _write(conn: Connection, rows: Sequence[SumsToKeep]) -> int:
@@ -293,11 +291,12 @@ def _values(r: SumsToKeep, version: int) -> dict:
     }
 
 
-def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> None:
+def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> int:
     """Note that the server proved each session's calls answered next from its cut through a
     message (``proved``: {session: (checkpoint id, message id)}), on the rows still kept for
     that checkpoint. A proof of the suffix up to a message stays true whatever is added after
-    it or recounted, until the next checkpoint moves the cut. Best effort, as :func:`remember`."""
+    it or recounted, until the next checkpoint moves the cut. Best effort, as :func:`remember`;
+    how many rows took a proof."""
     through: sa.BindParameter[int] = sa.bindparam("b_through", type_=sa.BigInteger)
     update = (
         T.update()
@@ -312,13 +311,7 @@ def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> N
         {"b_session_id": sid, "b_checkpoint_id": cp, "b_through": last}
         for sid, (cp, last) in sorted(proved.items())
     ]
-    for i in range(0, len(params), _ROWS_PER_TRANSACTION):
-        try:
-            with engine.begin() as conn:
-                conn.execute(update, params[i : i + _ROWS_PER_TRANSACTION])
-        except SQLAlchemyError as exc:
-            if dialect_of(engine).transient(exc) is None:
-                raise
+    return sum(_in_chunks(engine, params, lambda conn, chunk: conn.execute(update, chunk).rowcount))
 
 
 def forget(conn: Connection, message_ids: Sequence[int], *, rewritten: bool = False) -> None:
