@@ -112,6 +112,8 @@ def sessions_list(
              ctxtool sessions list --model claude --since 7d --sort last-activity
              ctxtool sessions list --over-window --sort tokens --limit 10
     """
+    if rescan and not (over_window or sort == "tokens"):
+        raise click.UsageError("--rescan goes with --over-window or --sort tokens")
     rows = list_sessions(
         app.checked_engine(),
         user_id,
