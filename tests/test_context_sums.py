@@ -579,3 +579,35 @@ def test_sessions_list_rescan_needs_what_it_rescans(db, cli):
     for extra in (("--over-window",), ("--sort", "tokens")):
         run = cli("--db", db.url, "sessions", "list", "--rescan", *extra, "--json")
         assert run.exit_code == 0, run.output
+
+
+def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
+    """A run proves a session's pairing, then an import completes a message it stored
+    half-streamed (its tool calls rewritten, the row marked) before the run keeps the proof:
+    the proof is of messages no longer as the server read them, and must not be kept."""
+    from ctxtool.store.context_sums import forget
+
+    add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
+    count_tokens(db.engine)
+    store = Store(db.engine)
+    with read_connection(db.engine) as conn:
+        read = read_effective_contexts(conn)
+    assert remember(db.engine, read.to_keep) == 1
+    proofs: dict[int, tuple[int, int]] = {}
+    with read_connection(db.engine) as conn:
+        (c,) = read.contexts
+        exact_context_tokens(store, conn, 1, None, c.suffix, context=c, proofs=proofs)
+    assert proofs == {1: (0, c.last_message_id)}
+    last = db.scalar("SELECT MAX(id) FROM agent_message")
+    with db.engine.begin() as conn:  # as the import's completion does, in its transaction
+        forget(conn, [last], rewritten=True)
+        conn.execute(
+            agent_message.update()
+            .where(agent_message.c.id == last)
+            .values(tool_calls=[_call("late")], token_count=None, token_encoding=None)
+        )
+    assert remember_pairing(db.engine, proofs) == 0
+    assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
+    count_tokens(db.engine)
+    _keep(db)
+    _same(db)

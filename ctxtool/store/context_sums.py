@@ -306,7 +306,9 @@ def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> i
     """Note that the server proved each session's calls answered next from its cut through a
     message (``proved``: {session: (checkpoint id, message id)}), on the rows still kept for
     that checkpoint. A proof of the suffix up to a message stays true whatever is added after
-    it or recounted, until the next checkpoint moves the cut. Best effort, as :func:`remember`;
+    it or recounted, until the next checkpoint moves the cut, or a message of it is rewritten:
+    a row marked since (:func:`forget`, :func:`drop`) takes none, since the proof may be of
+    messages that are no longer as the server read them. Best effort, as :func:`remember`;
     how many rows took a proof."""
     through: sa.BindParameter[int] = sa.bindparam("b_through", type_=sa.BigInteger)
     update = (
@@ -314,6 +316,7 @@ def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> i
         .where(
             T.c.session_id == sa.bindparam("b_session_id"),
             T.c.checkpoint_id == sa.bindparam("b_checkpoint_id"),
+            T.c.token_encoding != _FORGOTTEN,
             sa.or_(T.c.paired_through.is_(None), T.c.paired_through < through),
         )
         .values(paired_through=through)
