@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -255,3 +256,92 @@ def test_json_the_servers_read_and_orjson_refuses_is_read_too():
     assert isinstance(calls, list) and calls[0]["id"] == "c1"
     assert json_value("not json {") == "not json {"
     assert json_value("[" * 5000 + "]" * 5000) == "[" * 5000 + "]" * 5000
+
+
+# Text a runtime may have stored as tool_calls: JSON of every shape near one call, and (SQLite
+# does not check the column) text that is not JSON.
+_ID = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["call_1", "Ä", "a\\u0041", "x" * 191, "y" * 192, "é" * 191, "tab\there"]),
+)
+_CALL = st.one_of(
+    st.builds(lambda i: {"id": i, "type": "function"}, _ID),
+    st.builds(lambda i: {"id": i}, st.one_of(st.integers(), st.none(), st.booleans())),
+    st.just({"type": "function"}),
+    st.just({"function": {"id": "inner"}}),
+)
+_TOOL_CALLS = st.one_of(
+    st.builds(lambda calls: json.dumps(calls, ensure_ascii=False), st.lists(_CALL, max_size=3)),
+    st.builds(lambda calls: json.dumps(calls), st.lists(_CALL, max_size=2)),  # \u escapes
+    st.builds(lambda i: json.dumps({"id": i}), _ID),  # an object, not an array
+    st.builds(lambda a, b: f'[{{"id": {json.dumps(a)}, "id": {json.dumps(b)}}}]', _ID, _ID),
+    st.builds(lambda i: f'[{{"id": {json.dumps(i)}, "args": "\\"id\\""}}]', _ID),
+    st.sampled_from(['[{"id": "a"}', "not json", '[{"id": "a"}] ', '  [{"id":"b"}]']),
+)
+
+
+# The shapes where the server's reading and the records' part: each must be NULL or agree.
+_EDGES = [
+    '[{"id": "a", "id": "b"}]',  # the server reads a duplicate key's first value, orjson its last
+    '[{"id": "a", "\\u0069d": "b"}]',  # the key spelt with an escape
+    '[{"id": "call_\\u0041"}]',  # the id with an escape
+    '[{"id": "%s"}]' % ("y" * 192),  # longer than the column
+    '[{"id": "%s"}]' % ("é" * 191),  # as long as the column, in characters
+    '[{"id": 5}]',
+    '[{"id": null}]',
+    '{"id": "a"}',
+    '[{"id": "a"}, {"id": "b"}]',
+    '[{"function": {"id": "inner"}}]',
+    '[{"id": "a", "args": "\\"id\\""}]',
+    '[["id"]]',
+    "[]",
+]
+
+
+@pytest.mark.parametrize("tool_calls", _EDGES)
+def test_the_indexed_call_id_at_the_edges(db, tool_calls):
+    """0012's ``call_id`` where the server's JSON and orjson read a text apart."""
+    check_indexed_call_id(db, "assistant", tool_calls)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    role=st.sampled_from(["assistant", "assistant", "Assistant", "assistant ", "user", "tool"]),
+    tool_calls=_TOOL_CALLS,
+)
+def test_the_indexed_call_id_is_the_records_one_call_or_null(db, role, tool_calls):
+    """0012's ``call_id``, what the pairing proof reads instead of the JSON: where it is not
+    NULL, it is the one call id ``Message.call_ids`` reads from the same row; and no text a
+    runtime may store makes its INSERT fail (a longer id than the column holds, text that is
+    not JSON where the server does not check it)."""
+    check_indexed_call_id(db, role, tool_calls)
+
+
+def check_indexed_call_id(db, role: str, tool_calls: str) -> None:
+    """A row of ``tool_calls`` written as a runtime writes it: its ``call_id`` NULL or the
+    one id of ``Message.call_ids``."""
+    if db.kind != "sqlite":
+        try:
+            json.loads(tool_calls)
+        except ValueError:
+            return  # MariaDB's JSON column refuses it (its CHECK), whatever 0012 adds
+    sid = next(_ids)
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO agent_session (session_id) VALUES (:s)"), {"s": sid})
+        conn.execute(
+            sa.text(
+                "INSERT INTO agent_message (session_id, role, content, tool_calls)"
+                " VALUES (:s, :role, 'x', :calls)"
+            ),
+            {"s": sid, "role": role, "calls": tool_calls},
+        )
+        indexed = conn.execute(
+            sa.text("SELECT call_id FROM agent_message WHERE session_id = :s"), {"s": sid}
+        ).scalar_one()
+    (message,) = Store(db.engine).messages(sid)
+    if indexed is not None:
+        assert message.call_ids == (indexed,), (role, tool_calls)

@@ -70,6 +70,7 @@ def test_up_creates_schema_matching_the_core_tables(db):
             "tool_call_count",
             "tool_call_id",
         ],
+        "idx_message_call_id": ["session_id", "id", "call_id"],
         "uq_message_source": ["session_id", "source_id"],
     }
     states = Migrator(db.engine).status()

@@ -53,10 +53,15 @@ class Dialect:
         """One connection holding the migration lock for a whole run."""
         raise NotImplementedError
 
-    def through_session_index(self, query: sa.Select, table: sa.Table) -> sa.Select:
+    def through_session_index(self, query: sa.Select, table: sa.FromClause) -> sa.Select:
         """``query`` over ``table`` (agent_message) read through idx_message_session_id_tokens
         (session_id, id, token_count, token_encoding): the ranges of ``suffix_ranges``, a walk
         in session order, whatever else it reads of the rows."""
+        return self.through_index(query, table, "idx_message_session_id_tokens")
+
+    def through_index(self, query: sa.Select, table: sa.FromClause, index: str) -> sa.Select:
+        """``query`` with ``table`` read through the index named ``index`` (SQLite chooses
+        well by itself)."""
         return query
 
     def server_identity_sql(self) -> str:
@@ -89,13 +94,6 @@ class Dialect:
 
     def max_statement_bytes(self, conn: Connection) -> int:
         """The largest statement the server accepts, in bytes."""
-        raise NotImplementedError
-
-    def single_call_id(self, tool_calls, tool_call_count) -> sa.ColumnElement:
-        """SQL: the id of the one call in a ``tool_calls`` array of exactly one object whose id
-        is a JSON string, as text; NULL for anything else: the ``Message.call_ids`` of an
-        assistant message wherever it is not NULL, but for an object with the key twice (read
-        here as its first value, by orjson as its last: the caller rules those out)."""
         raise NotImplementedError
 
     def next_message_id(self, table: sa.Table, session_id: int) -> sa.ColumnElement:
@@ -420,7 +418,10 @@ class MySQL(Dialect):
         # planned as one primary-key range from the lowest cut to the end of the table, read
         # once for every 500 sessions (measured: 26 s against 11.6 s through the index, for
         # the sums of compact --all over 1M messages in 1,100 sessions).
-        return query.with_hint(table, "FORCE INDEX (idx_message_session_id_tokens)")
+        return super().through_session_index(query, table)
+
+    def through_index(self, query, table, index):
+        return query.with_hint(table, f"FORCE INDEX ({index})")
 
     @contextlib.contextmanager
     def migration_lock(self, engine: Engine) -> Iterator[Connection]:
@@ -475,24 +476,6 @@ class MySQL(Dialect):
 
     def message_inserts(self, conn, table, columns, fixed=None):
         return _MySQLBulkInsert(conn, table, columns, self.max_statement_bytes(conn), fixed=fixed)
-
-    def single_call_id(self, tool_calls, tool_call_count):
-        # JSON parsing is what costs here (five JSON functions a row took 11 s for 150k calls):
-        # tool_call_count (in the index) says one entry, the first character that it is an
-        # array, one json_extract that the id is a string (a JSON string's text starts with
-        # a quote; MySQL would read "$[0]" of an object as the object itself).
-        first = sa.func.json_extract(tool_calls, "$[0].id")
-        return sa.case(
-            (
-                sa.and_(
-                    tool_call_count == 1,
-                    sa.func.left(tool_calls, 1) == "[",
-                    sa.func.left(first, 1) == '"',
-                ),
-                sa.func.json_unquote(first),
-            ),
-            else_=None,
-        )
 
     def next_message_id(self, table, session_id):
         # MySQL and MariaDB plan the first id above a correlated one as a walk of the session's
@@ -584,27 +567,6 @@ class SQLite(Dialect):
     name = "sqlite"
     transactional_ddl = True
     MAX_STATEMENT_BYTES = 1_000_000_000  # SQLITE_MAX_LENGTH
-
-    def single_call_id(self, tool_calls, tool_call_count):
-        # Nested: SQLite's json functions fail on text that is not JSON, and AND may evaluate
-        # either side first. json_valid is RFC 8259 only, as orjson reads it.
-        return sa.case(
-            (
-                sa.func.json_valid(tool_calls) == 1,
-                sa.case(
-                    (
-                        sa.and_(
-                            sa.func.json_type(tool_calls) == "array",
-                            sa.func.json_array_length(tool_calls) == 1,
-                            sa.func.json_type(tool_calls, "$[0].id") == "text",
-                        ),
-                        sa.func.json_extract(tool_calls, "$[0].id"),
-                    ),
-                    else_=None,
-                ),
-            ),
-            else_=None,
-        )
 
     def server_now(self):
         return sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now')")

@@ -58,6 +58,15 @@ agent_message = sa.Table(
     sa.Column(
         "tool_call_count", sa.Integer, sa.Computed("JSON_LENGTH(tool_calls)", persisted=False)
     ),
+    # The id of an assistant message's one tool call, where the server and Message read it
+    # alike, else NULL; computed by the server and never stored (0012): the pairing proof
+    # (store.reads.calls_answered_next) reads idx_message_session_id_tokens alone.
+    # The guards that make it NULL are in sql/*/0012_call_id_index.sql.
+    sa.Column(
+        "call_id",
+        sa.String(191),
+        sa.Computed("JSON_UNQUOTE(JSON_EXTRACT(tool_calls, '$[0].id'))", persisted=False),
+    ),
 )
 
 agent_compaction = sa.Table(
