@@ -13,11 +13,12 @@ import sqlalchemy as sa
 
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_compaction, agent_message, context_sums
-from ctxtool.store import Store
+from ctxtool.store import Store, list_sessions
 from ctxtool.store.candidates import (
     effective_contexts,
     exact_context_tokens,
     read_effective_contexts,
+    summed_context_tokens,
 )
 from ctxtool.store.context_sums import (
     KeptSums,
@@ -26,6 +27,7 @@ from ctxtool.store.context_sums import (
     remember,
     remember_pairing,
     split,
+    versions_after,
 )
 from ctxtool.store.counts import count_tokens
 from ctxtool.store.removal import delete_sessions
@@ -193,6 +195,14 @@ def _same(db) -> None:
         for c in from_kept.contexts:
             measured = exact_context_tokens(store, conn, c.session_id, None, c.suffix, context=c)
             assert measured == store.context_tokens(c.session_id, conn=conn), c
+        # A dry run's measure, from the session's kept row and what came since.
+        by_id = {c.session_id: c for c in from_messages}
+        for sid in store.session_ids(conn):
+            summed = summed_context_tokens(store, conn, sid, None)
+            assert summed.tokens == store.context_tokens(sid, conn=conn), sid
+            assert summed.last_message_id == (
+                by_id[sid].last_message_id if sid in by_id else None
+            ), sid
 
 
 def _keep(db) -> int:
@@ -207,7 +217,7 @@ def _keep(db) -> int:
             exact_context_tokens(
                 store, conn, c.session_id, None, c.suffix, context=c, proofs=proofs
             )
-    remember_pairing(db.engine, proofs)
+    remember_pairing(db.engine, proofs, versions_after(read.versions, read.to_keep))
     return written
 
 
@@ -579,6 +589,8 @@ def test_sessions_list_rescan_needs_what_it_rescans(db, cli):
     for extra in (("--over-window",), ("--sort", "tokens")):
         run = cli("--db", db.url, "sessions", "list", "--rescan", *extra, "--json")
         assert run.exit_code == 0, run.output
+    with pytest.raises(ValueError, match="rescan"):  # the library says so too
+        list_sessions(db.engine, rescan=True, sort="messages")
 
 
 def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
@@ -606,7 +618,16 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
             .where(agent_message.c.id == last)
             .values(tool_calls=[_call("late")], token_count=None, token_encoding=None)
         )
-    assert remember_pairing(db.engine, proofs) == 0
+    versions = versions_after(read.versions, read.to_keep)
+    assert remember_pairing(db.engine, proofs, versions) == 0
+    assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
+    # Nor once another run has kept the session's sums again since (the row unmarked, with
+    # the same checkpoint): a reviewer's finding on the marked-row check alone.
+    count_tokens(db.engine)
+    with read_connection(db.engine) as conn:
+        again = read_effective_contexts(conn)
+    assert remember(db.engine, again.to_keep) == 1
+    assert remember_pairing(db.engine, proofs, versions) == 0
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
     count_tokens(db.engine)
     _keep(db)

@@ -159,7 +159,10 @@ def counted_batch(
     )
     # The sessions between their bounds are measured on every run: what the server proved of
     # their pairing is kept, and the next run asks only about what came since.
-    context_sums.remember_pairing(engine, proofs)
+    # Only on rows nobody wrote since this run read (and kept) them.
+    context_sums.remember_pairing(
+        engine, proofs, context_sums.versions_after(read.versions, read.to_keep)
+    )
     return batch
 
 

@@ -16,6 +16,7 @@ nothing falls between two checkpoints.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -55,6 +56,13 @@ def context_window_for(model: str | None, override: int | None = None) -> int:
     """The model's context window: the override, else the longest matching prefix, else 128k."""
     if override:
         return override
+    return _model_window(model)
+
+
+@functools.lru_cache(maxsize=4096)
+def _model_window(model: str | None) -> int:
+    """Once a model name: `compact --all` asks for every session's threshold, twice (100k
+    sessions: 1-2 s of prefix matching, for a few distinct names)."""
     name = (model or "").rsplit("/", 1)[-1].lower()
     best = max((p for p in CONTEXT_WINDOWS if name.startswith(p)), key=len, default=None)
     return CONTEXT_WINDOWS[best] if best else DEFAULT_CONTEXT_WINDOW

@@ -302,19 +302,33 @@ def _values(r: SumsToKeep, version: int) -> dict:
     }
 
 
-def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> int:
+def versions_after(seen: Mapping[int, int], kept: Sequence[SumsToKeep]) -> dict[int, int]:
+    """The version each session's row has once ``kept`` is remembered, if nobody else wrote
+    it: ``seen`` ({session: version}: the rows a read saw), a kept row's next version (1: a
+    row inserted). Pure; what :func:`remember_pairing` matches."""
+    out = dict(seen)
+    for r in kept:
+        out[r.session_id] = 1 if r.read_version is None else r.read_version + 1
+    return out
+
+
+def remember_pairing(
+    engine: Engine, proved: Mapping[int, tuple[int, int]], versions: Mapping[int, int]
+) -> int:
     """Note that the server proved each session's calls answered next from its cut through a
     message (``proved``: {session: (checkpoint id, message id)}), on the rows still kept for
     that checkpoint. A proof of the suffix up to a message stays true whatever is added after
     it or recounted, until the next checkpoint moves the cut, or a message of it is rewritten:
-    a row marked since (:func:`forget`, :func:`drop`) takes none, since the proof may be of
-    messages that are no longer as the server read them. Best effort, as :func:`remember`;
-    how many rows took a proof."""
+    a row written since the run read it (``versions``: as :func:`versions_after` gives them)
+    takes none, since it may have been marked (:func:`forget`, :func:`drop`) by a rewrite of
+    messages the proof read as they were before, and written again by another run since.
+    Best effort, as :func:`remember`; how many rows took a proof."""
     through: sa.BindParameter[int] = sa.bindparam("b_through", type_=sa.BigInteger)
     update = (
         T.update()
         .where(
             T.c.session_id == sa.bindparam("b_session_id"),
+            T.c.version == sa.bindparam("b_version"),
             T.c.checkpoint_id == sa.bindparam("b_checkpoint_id"),
             T.c.token_encoding != _FORGOTTEN,
             sa.or_(T.c.paired_through.is_(None), T.c.paired_through < through),
@@ -322,8 +336,14 @@ def remember_pairing(engine: Engine, proved: Mapping[int, tuple[int, int]]) -> i
         .values(paired_through=through)
     )
     params = [
-        {"b_session_id": sid, "b_checkpoint_id": cp, "b_through": last}
+        {
+            "b_session_id": sid,
+            "b_version": versions[sid],
+            "b_checkpoint_id": cp,
+            "b_through": last,
+        }
         for sid, (cp, last) in sorted(proved.items())
+        if sid in versions
     ]
     return sum(_in_chunks(engine, params, lambda conn, chunk: conn.execute(update, chunk).rowcount))
 

@@ -63,6 +63,8 @@ def list_sessions(
     """
     if sort not in SORT_ORDERS:
         raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
+    if rescan and over_window is None and sort != "tokens":
+        raise ValueError("rescan sums what over_window or sort='tokens' reads: give one")
     query = _sessions_query(
         user_id=user_id,
         project_id=project_id,
