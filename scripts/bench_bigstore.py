@@ -209,17 +209,18 @@ def restore(engine: sa.Engine, sessions: int, messages: int) -> None:
         )
 
 
-def insert_cost(url: str, rounds: int) -> None:
-    """What 0009's wider index costs a runtime's inserts: the same rows (turns with tool calls)
-    into a store migrated to 0008 and one migrated to 0009, autocommitted one by one and 500 a
-    commit, rounds interleaved; per-row milliseconds, medians."""
+def insert_cost(url: str, rounds: int, versions: tuple[str, str] = ("0011", "0012")) -> None:
+    """What a migration's indexes cost a runtime's inserts (0009's wider index, 0012's call
+    ids): the same rows (turns with tool calls) into a store migrated to the version before
+    and one migrated to the version, autocommitted one by one and 500 a commit, rounds
+    interleaved; per-row milliseconds, medians."""
     import statistics
 
     from ctxtool.migrate import Migrator
 
     parsed = sa.engine.make_url(url)
     engines = {}
-    for version in ("0008", "0009"):
+    for version in versions:
         name = f"{parsed.database}_ins{version}"
         server = sa.create_engine(parsed.set(database=""), isolation_level="AUTOCOMMIT")
         with server.connect() as conn:
@@ -265,10 +266,10 @@ def insert_cost(url: str, rounds: int) -> None:
             finally:
                 raw.close()
     for kind in ("single", "batched"):
-        before, after = (statistics.median(times[v][kind]) for v in ("0008", "0009"))
+        before, after = (statistics.median(times[v][kind]) for v in versions)
         print(
-            f"insert cost, {kind}: 0008 {before:.3f} ms/row, 0009 {after:.3f} ms/row, "
-            f"ratio {after / before:.2f}"
+            f"insert cost, {kind}: {versions[0]} {before:.3f} ms/row, {versions[1]} "
+            f"{after:.3f} ms/row, ratio {after / before:.2f}"
         )
     for engine in engines.values():
         with engine.connect() as conn:
@@ -297,11 +298,21 @@ def main() -> None:
     )
     parser.add_argument("--drop", action="store_true", help="drop the database and exit")
     parser.add_argument(
-        "--insert-cost", type=int, metavar="ROUNDS", help="time inserts before/after 0009, exit"
+        "--insert-cost",
+        type=int,
+        metavar="ROUNDS",
+        help="time inserts before/after a migration, exit",
+    )
+    parser.add_argument(
+        "--insert-versions",
+        default="0011,0012",
+        metavar="BEFORE,AFTER",
+        help="the two versions --insert-cost compares (0008,0009 for 0009's index)",
     )
     args = parser.parse_args()
     if args.insert_cost:
-        insert_cost(args.url, args.insert_cost)
+        before, after = args.insert_versions.split(",")
+        insert_cost(args.url, args.insert_cost, (before, after))
         return
     if args.drop:
         parsed = sa.engine.make_url(args.url)

@@ -119,3 +119,20 @@ def test_up_refuses_before_applying_anything_on_a_server_older_than_a_file_needs
     # Without that requirement the same run applies everything.
     monkeypatch.delitem(sv.FILE_REQUIREMENTS, "0003")
     assert cli("--db", empty_db.url, "migrate", "up").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("dialect", "old", "new"),
+    [
+        ("sqlite", "SQLite 3.30.1", "SQLite 3.31.0"),
+        ("mysql", "8.0.22", "8.0.23"),
+        ("mysql", "8.0.11-TiDB-v7.5.1", None),
+    ],
+)
+def test_0012_needs_what_0009_needs(dialect, old, new):
+    """A store upgraded past 0009 by hand (or a server downgraded) is still refused 0012's
+    generated INVISIBLE column with a line that names it, not a server error."""
+    line = refusal([SHIPPED["0012"]], parse_server_version(old))
+    assert line is not None and line.startswith("0012_call_id_index.sql needs ")
+    if new is not None:
+        assert refusal([SHIPPED["0012"]], parse_server_version(new)) is None

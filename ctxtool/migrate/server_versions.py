@@ -49,6 +49,8 @@ FILE_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
         Requirement(TIDB, None, "INVISIBLE columns (pingcap/tidb#7968)"),
     ),
 }
+# 0012's call_id: a generated, INVISIBLE column as 0009's.
+FILE_REQUIREMENTS["0012"] = FILE_REQUIREMENTS["0009"]
 
 # `migrate up --touch-session-trigger`: CREATE TRIGGER IF NOT EXISTS; TiDB has no triggers.
 TRIGGER_REQUIREMENTS = (
