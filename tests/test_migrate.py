@@ -583,3 +583,34 @@ def test_the_computed_call_count_is_invisible_to_a_runtimes_bare_insert(mysql_db
         )
         count = conn.exec_driver_sql("SELECT tool_call_count FROM agent_message").scalar()
     assert count == 1
+
+
+@pytest.mark.parametrize("charset", ["utf8mb3", "latin1"])
+def test_0012_on_a_runtime_table_of_another_charset(mysql_empty_db, cli, charset):
+    """A runtime's tables made in another charset, adopted (baseline 0001) and upgraded: 0012's
+    column is utf8mb4 whatever the table's, so its ALTER runs (latin1 failed on a mix of
+    collations) and a runtime's INSERT of a call id the table's charset could hold before
+    still goes in (a 4-byte character in a utf8mb3 table failed with 1366). Review finding."""
+    collation = {"utf8mb3": "utf8mb3_general_ci", "latin1": "latin1_swedish_ci"}[charset]
+    seed = load_migrations("mysql")[0]
+    with mysql_empty_db.engine.begin() as conn:
+        for statement in seed.statements():
+            conn.exec_driver_sql(
+                statement.replace("utf8mb4_unicode_ci", collation).replace("utf8mb4", charset)
+            )
+    assert (
+        cli("--db", mysql_empty_db.url, "migrate", "baseline", "--version", "0001").exit_code == 0
+    )
+    result = cli("--db", mysql_empty_db.url, "migrate", "up")
+    assert result.exit_code == 0, result.output
+    call_id = "call_😀" if charset == "utf8mb3" else "call_é"
+    with mysql_empty_db.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO agent_session (session_id) VALUES (1)")
+        conn.execute(
+            sa.text(
+                "INSERT INTO agent_message (session_id, role, content, tool_calls)"
+                " VALUES (1, 'assistant', 'x', :calls)"
+            ),
+            {"calls": json.dumps([{"id": call_id}], ensure_ascii=False)},
+        )
+        assert conn.exec_driver_sql("SELECT call_id FROM agent_message").scalar() == call_id
