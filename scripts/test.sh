@@ -86,4 +86,8 @@ if ! mysql_up 2>/dev/null; then
     mysql_up
 fi
 
-exec .venv/bin/python -m pytest "$@"
+# In 4 processes (pytest-xdist): most tests wait on subprocesses, servers and sleeps, so 4
+# beat 2 even on 2 cores. --dist loadgroup with tests/conftest.py's groups keeps all the Galera
+# tests (one cluster) and each module of a module-scoped fixture in one process. A later -n
+# given to this script wins (-n 0: one process).
+exec .venv/bin/python -m pytest -n "${CTXTOOL_TEST_PROCESSES:-4}" --dist loadgroup "$@"

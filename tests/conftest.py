@@ -8,8 +8,12 @@ An unreachable server fails the tests; it never skips them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,146 @@ def _mysql_database_url(name: str) -> str:
     )
 
 
+# -- one test run spread over processes (pytest-xdist: scripts/test.sh's -n) ---------------
+#
+# Each process gets its own databases (the pid is in their names), SQLite files and LLM
+# servers. What the processes share is handled here: the terminal's size they inherit, the
+# server's global state (below, with the fixtures), and what is costly to start, which one
+# process starts once for the tests that need it (the groups).
+
+ALONE_ON_THE_SERVER = "alone_on_the_server"
+_TERMINAL_ENV = ("COLUMNS", "LINES")
+_GROUPS = "ctxtool_groups"  # workerinput: the directory the workers write their groups in
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller, for each worker: what it has of the terminal's size, and
+    where the worker writes the groups it collected."""
+    node.workerinput["ctxtool_terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
+    config = node.config
+    if not hasattr(config, "_ctxtool_groups"):
+        config._ctxtool_groups = tempfile.mkdtemp(prefix="ctxtool-xdist-groups-")
+    node.workerinput[_GROUPS] = config._ctxtool_groups
+
+
+def pytest_configure(config):
+    # A pytest-xdist worker comes up with COLUMNS=80 and LINES=24 exported (pytest imports
+    # readline early, and GNU readline writes them in a worker): the commands would then fit
+    # their tables in 80 columns where a run of one process has no width. A worker takes the
+    # controller's values.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        for key, value in workerinput.get("ctxtool_terminal_env", {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    config.addinivalue_line(
+        "markers",
+        f"{ALONE_ON_THE_SERVER}: sets a global server variable or reads server-wide counters"
+        " (Prepared_stmt_count, Com_stmt_prepare); runs while no other test of the run does",
+    )
+
+
+def pytest_unconfigure(config):
+    groups = getattr(config, "_ctxtool_groups", None)
+    if groups is not None:
+        shutil.rmtree(groups, ignore_errors=True)
+
+
+def _group(item) -> str | None:
+    """The tests that must run in one process: all the Galera tests (one 3-node cluster for
+    the run, not one per process), and a module's tests that share a module-scoped fixture (a
+    private server, a corpus built once); None for a test that can run anywhere."""
+    if item.get_closest_marker("galera") is not None:
+        return "galera"
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures is not None and any(
+        d.scope in ("module", "class", "package")
+        for defs in fixtures.name2fixturedefs.values()
+        for d in defs
+    ):
+        return item.module.__name__
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """A worker tells the controller its groups (pytest-xdist's own xdist_group marker does
+    not group under pytest 9.2, whose node ids it can no longer rename): a file of node id ->
+    group, written whole before the collection is reported, so before the controller
+    schedules."""
+    directory = getattr(config, "workerinput", {}).get(_GROUPS)
+    if directory is None:
+        return
+    groups = {item.nodeid: group for item in items if (group := _group(item)) is not None}
+    worker = config.workerinput["workerid"]
+    partial = Path(directory) / f"{worker}.partial"
+    partial.write_text(json.dumps(groups))
+    partial.rename(Path(directory) / f"{worker}.json")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups the workers wrote: a group goes whole to one
+    worker, every other test is a unit of its own (the largest units go first)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Groups(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                written = sorted(Path(config._ctxtool_groups).glob("*.json"))
+                self.groups = json.loads(written[0].read_text()) if written else {}
+            group = self.groups.get(nodeid)
+            return f"group {group}" if group is not None else nodeid
+
+    return Groups(config, log)
+
+
+@contextlib.contextmanager
+def _locked(path: Path, how: int):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, how)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def run_files(tmp_path_factory) -> Path:
+    """A directory every process of this test run sees (pytest-xdist's workers share the
+    parent of their base temp directories); a run of one process has its own."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.getbasetemp().parent
+    return tmp_path_factory.getbasetemp()
+
+
+@pytest.fixture(autouse=True)
+def _server_turn(request, run_files):
+    """A test marked ``alone_on_the_server`` runs while no other test does: every test holds
+    a shared lock, that one an exclusive one (a turnstile first, so a waiting exclusive test
+    is not starved by shared ones that keep coming). In a run of one process, a no-op."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    alone = request.node.get_closest_marker(ALONE_ON_THE_SERVER) is not None
+    turnstile, turn = run_files / "server-turnstile.lock", run_files / "server-turn.lock"
+    if alone:
+        with _locked(turnstile, fcntl.LOCK_EX), _locked(turn, fcntl.LOCK_EX):
+            yield
+        return
+    with _locked(turnstile, fcntl.LOCK_EX):
+        pass
+    with _locked(turn, fcntl.LOCK_SH):
+        yield
+
+
 # MySQL 8's default SQL mode. MariaDB's default is laxer (no ONLY_FULL_GROUP_BY): running the
 # suite under MySQL's rules catches SQL that MariaDB would accept and MySQL 8 would refuse.
 MYSQL8_SQL_MODE = (
@@ -49,18 +193,32 @@ MYSQL8_SQL_MODE = (
 
 
 @pytest.fixture(scope="session")
-def mysql8_sql_mode():
+def mysql8_sql_mode(run_files):
     """Every MySQL test runs under MySQL 8's rules. Requested by the MySQL fixtures only, so the
-    pure tests run with no server at all."""
+    pure tests run with no server at all.
+
+    The mode is the server's: with the suite spread over processes (pytest-xdist), the first
+    process to need it keeps the server's own mode and sets MySQL 8's, the last one to finish
+    puts the server's back (a count in a file shared by the run's processes) -- never one
+    process's restore under another's running tests."""
     server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
-    with server.connect() as conn:
-        previous = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
-        conn.exec_driver_sql(f"SET GLOBAL sql_mode = '{MYSQL8_SQL_MODE}'")
+    state = run_files / "sql_mode.json"
+    with _locked(run_files / "sql_mode.lock", fcntl.LOCK_EX):
+        users, previous = json.loads(state.read_text()) if state.exists() else (0, None)
+        if users == 0:
+            with server.connect() as conn:
+                previous = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
+                conn.exec_driver_sql(f"SET GLOBAL sql_mode = '{MYSQL8_SQL_MODE}'")
+        state.write_text(json.dumps([users + 1, previous]))
     try:
         yield
     finally:
-        with server.connect() as conn:
-            conn.exec_driver_sql("SET GLOBAL sql_mode = %s", (previous,))
+        with _locked(run_files / "sql_mode.lock", fcntl.LOCK_EX):
+            users, previous = json.loads(state.read_text())
+            if users == 1:
+                with server.connect() as conn:
+                    conn.exec_driver_sql("SET GLOBAL sql_mode = %s", (previous,))
+            state.write_text(json.dumps([users - 1, previous]))
         server.dispose()
 
 
@@ -104,7 +262,9 @@ def _mysql_database():
 
 # What a table-by-table copy would miss: a migration that makes one must extend the copy.
 _NOT_COPIED = {
-    "trigger": "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = %s",
+    # SHOW TRIGGERS, not information_schema.triggers: the latter waits (minutes) behind any
+    # DROP DATABASE on the server that waits for a metadata lock, another client's included.
+    "trigger": "SHOW TRIGGERS FROM `{name}`",
     # A view, a sequence, a system-versioned table: anything but a plain table.
     "table": "SELECT CONCAT(table_name, ' (', table_type, ')') FROM information_schema.tables"
     " WHERE table_schema = %s AND table_type <> 'BASE TABLE'",
@@ -154,7 +314,11 @@ class MigratedTables:
             missed = [
                 f"{kind} {found}"
                 for kind, sql in _NOT_COPIED.items()
-                for found in conn.exec_driver_sql(sql, (name,)).scalars()
+                for found in (
+                    conn.exec_driver_sql(sql.format(name=name))
+                    if "{name}" in sql
+                    else conn.exec_driver_sql(sql, (name,))
+                ).scalars()
             ]
         if not self.creates or not self.copies or missed:
             raise RuntimeError(

@@ -307,6 +307,7 @@ def _chat(path, texts):
     return path
 
 
+@pytest.mark.alone_on_the_server
 def test_an_import_closes_its_prepared_statements(mysql_db, tmp_path):
     """A pooled connection outlives the import, and the server counts prepared statements
     against one global limit: none is left behind, after an import that worked or failed."""
@@ -329,6 +330,7 @@ def test_an_import_closes_its_prepared_statements(mysql_db, tmp_path):
     assert _prepared_statements(mysql_db.engine) == before
 
 
+@pytest.mark.alone_on_the_server
 def test_a_server_that_cannot_prepare_gets_text(mysql_db, tmp_path):
     """At its max_prepared_stmt_count the server refuses to prepare: the import goes on with
     text INSERTs, every message stored once and exactly."""
@@ -578,6 +580,7 @@ def _global_status(engine, name: str) -> int:
         return int(conn.exec_driver_sql(f"SHOW GLOBAL STATUS LIKE '{name}'").first()[1])
 
 
+@pytest.mark.alone_on_the_server
 def test_an_import_of_varied_messages_prepares_few_statements(mysql_db, tmp_path):
     """Messages of every size cut batches at every row count; executions of a power of two of
     rows keep the server's statements to a handful an import (each about 4 MB on MariaDB)."""
@@ -586,7 +589,8 @@ def test_an_import_of_varied_messages_prepares_few_statements(mysql_db, tmp_path
     rng = random.Random(7)
     texts = ["w" * rng.randint(100, 5000) for _ in range(6000)]
     path = _chat(tmp_path / "varied.jsonl", texts)
-    # Server-wide counters: the suite runs alone on its server (no other client prepares).
+    # Server-wide counters: the suite runs alone on its server (no other client prepares),
+    # and this test alone in the suite (the mark).
     before, held = (
         _global_status(mysql_db.engine, "Com_stmt_prepare"),
         _prepared_statements(mysql_db.engine),

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from tests.conftest import MYSQL_SERVER_URL
 
 SECRET = "s3cr3tPw"
-USER = "ctxcfg_user"
+# A user is the server's, not a database's: one a test process, as the database is.
+USER = f"ctxcfg_user_{os.getpid()}"
 
 
 @pytest.fixture
