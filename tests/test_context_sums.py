@@ -632,3 +632,30 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
     count_tokens(db.engine)
     _keep(db)
     _same(db)
+
+
+def test_an_open_call_answered_after_the_read_is_measured_as_one_of_the_two_states(db):
+    """Found by review: sums read with a call open at their end (calls and results not as
+    many), measured later on a connection of its own (as ``measured()`` does) after the
+    call's answer was committed. The server then proved every call answered, and the figure
+    was the read's sums without the open call's placeholder: 68 tokens, where the context was
+    81 at the read and 223 after the answer. An open call in the sums now asks for no proof."""
+    turns = [m for t in range(2) for m in _clean_turn(f"t{t}")]
+    add_session(db, 1, [*turns, {"role": "assistant", "tool_calls": [_call("open")]}], "gpt-4o")
+    count_tokens(db.engine)
+    store = Store(db.engine)
+    with read_connection(db.engine) as conn:
+        (context,) = read_effective_contexts(conn).contexts
+    assert context.suffix.unpaired == 1
+    at_read = store.context_tokens(1)
+    _insert(db, 1, {"role": "tool", "tool_call_id": "open", "content": "a long answer " * 50})
+    count_tokens(db.engine)
+    now = store.context_tokens(1)
+    assert now > at_read
+    proofs: dict[int, tuple[int, int]] = {}
+    with read_connection(db.engine) as conn:
+        got = exact_context_tokens(
+            store, conn, 1, None, context.suffix, context=context, proofs=proofs
+        )
+    assert got in (at_read, now), (got, at_read, now)
+    assert proofs == {}

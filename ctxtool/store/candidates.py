@@ -479,14 +479,19 @@ def _pairing_proved(
     """Whether every call of the suffix is answered by the message after it: as kept (a proof
     up to its newest message), else asked of the server from where the kept proof ends (a
     proved part ends with no call open: its last call's answer is inside it), else from the
-    cut. Calls and results must be as many: a call open at the end of the sums is no pair."""
-    kept = context.paired_through if context is not None and not suffix.unpaired else None
+    cut. Calls and results must be as many: a call open at the end of the sums is no pair,
+    and no proof is asked for then: the server reads the session as it is now, and a proof
+    that the call's answer (committed since the sums were read) follows it would make the
+    sums without it a figure the context never had (found by review)."""
+    if suffix.unpaired:
+        return False
+    kept = context.paired_through if context is not None else None
     if kept is not None and context is not None and kept >= context.last_message_id:
         return True
     start = kept + 1 if kept is not None else cut
     if not calls_answered_next(conn, session_id, start):
         return False
-    if proofs is not None and context is not None and not suffix.unpaired:
+    if proofs is not None and context is not None:
         proofs[session_id] = (context.checkpoint_id, context.last_message_id)
     return True
 
