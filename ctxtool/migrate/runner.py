@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..db import dialect_of, read_connection
 from ..db.schema import HISTORY_TABLE, STORE_TABLES, agent_compaction, agent_message
 from ..errors import CtxtoolError, SchemaNotCurrent
-from ..store.session_touch import create_trigger
+from ..store.session_touch import create_trigger, earlier_trigger_note
 from . import history as hist
 from .apply import apply_file
 from .server_versions import ServerVersion, parse_server_version, refusal
@@ -69,11 +69,13 @@ class Migrator:
 
     def status(self, conn: Connection | None = None) -> list[MigrationState]:
         """Every known version with its state, in version order; on TiDB, the file that
-        creates the tables says which of them hand out ids that may not follow write order."""
+        creates the tables says which of them hand out ids that may not follow write order,
+        and an earlier release's session trigger (AFTER INSERT) is named there too."""
         if conn is None:
             with read_connection(self.engine) as own:
                 return self.status(own)
-        states = migration_states(self.migrations, self.history(conn))
+        history = self.history(conn)
+        states = migration_states(self.migrations, history)
         unordered = self.dialect.tables_without_ordered_ids(conn, ORDERED_ID_TABLES)
         if unordered:
             states = with_note(
@@ -83,6 +85,8 @@ class Migrator:
                 "per-server caches and a message written later can get a lower id (restored "
                 "out of order); TiDB sets it only at CREATE TABLE: see docs/distributed.md",
             )
+        if history and (note := earlier_trigger_note(conn)):
+            states = with_note(states, SEED_VERSION, note)
         return states
 
     def runtime_tables_without_history(self) -> bool:
