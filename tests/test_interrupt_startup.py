@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -41,3 +42,36 @@ def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(entry, tmp_path):
         assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode, err)
         assert len(err.strip().splitlines()) == 1, (delay, err)
     assert interrupted >= 2  # the signals came while the modules loaded
+
+
+# Runs ctxtool with dataclasses.dataclass failing at its first use, as Python 3.11 fails when
+# Ctrl-C lands in a class being made: a RuntimeError whose cause is the KeyboardInterrupt
+# (WRAPPED=1), or a plain RuntimeError, which is no interrupt (WRAPPED=0).
+_FAILING_DATACLASS = """
+import dataclasses, os, runpy, sys
+def failing(*args, **kwargs):
+    if os.environ["WRAPPED"] == "1":
+        raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+    raise RuntimeError("a bug at import")
+dataclasses.dataclass = failing
+sys.argv = ["ctxtool", "--version"]
+runpy.run_module("ctxtool", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_ctrl_c_wrapped_by_python_while_modules_load_is_still_one_line(wrapped):
+    """Seen once in a parallel run: Ctrl-C landing in a class being made reached the CLI as
+    a RuntimeError caused by the KeyboardInterrupt, and printed a traceback. It is the
+    interrupt's one line and 130 now; an error at import that is no interrupt stays what it
+    is (a traceback, exit 1: a bug, not hidden)."""
+    env = {**os.environ, "WRAPPED": "1" if wrapped else "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_DATACLASS], env=env, capture_output=True, text=True
+    )
+    if wrapped:
+        assert done.returncode == 130, done.stderr
+        assert done.stderr == "Error: interrupted\n"
+    else:
+        assert done.returncode == 1
+        assert "RuntimeError: a bug at import" in done.stderr

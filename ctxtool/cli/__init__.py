@@ -26,9 +26,16 @@ try:
         validate,
     )
     from .root import main
-except KeyboardInterrupt:
+except BaseException as exc:
     # Ctrl-C in the second the modules take to load: the line and exit code it has later
-    # (ctxtool.failures), not a traceback through the import machinery.
+    # (ctxtool.failures), not a traceback through the import machinery. Python may wrap it:
+    # landing in a class being made, it is the cause of a RuntimeError ("Error calling
+    # __set_name__", seen once in a parallel test run).
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, KeyboardInterrupt):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        raise
     sys.stderr.write("Error: interrupted\n")
     raise SystemExit(130) from None
 
