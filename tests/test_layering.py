@@ -32,6 +32,10 @@ PURE_MODULES = [
     "ctxtool.compaction.prepare",
     "ctxtool.compaction.rules",
     "ctxtool.compaction.settings",
+    "ctxtool.core",
+    "ctxtool.core.outcomes",
+    "ctxtool.core.changes",
+    "ctxtool.core.work_state",
 ]
 # What no pure module may load (a prefix names a package and everything in it).
 NOT_PURE = ["sqlalchemy", "ctxtool.store", "ctxtool.db", "ctxtool.compaction.summarizers"]

@@ -1,0 +1,2 @@
+"""The pure rules (issue #41): plain records and functions over plain lists, no database, no
+network, no click."""

@@ -1,0 +1,211 @@
+"""What changed in the work tree, from the text that reports it (pure; plain strings in).
+
+The agent's own edit calls are not the only changes a continuing agent must know of: a
+sub-agent's report names the files it wrote, ``git status`` and ``git diff --stat`` list what
+the tree holds changed, a shell line moves or removes files. Renames and deletions say so,
+and every path is written in one form: relative to the session's working directory where it
+lies under it (a carried summary's absolute path and the span's relative one are one file).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MODIFIED = "modified"
+ADDED = "added"
+DELETED = "deleted"
+RENAMED = "renamed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """A file that changed, how, and for a rename the path it had."""
+
+    path: str
+    kind: str = MODIFIED
+    old_path: str | None = None
+
+    def label(self) -> str:
+        """How a summary says it: nothing for a modification, "(deleted)", "(renamed from
+        `old`)", "(new)"."""
+        if self.kind == RENAMED and self.old_path:
+            return f"(renamed from `{self.old_path}`)"
+        if self.kind == DELETED:
+            return "(deleted)"
+        return ""
+
+
+def normalise_path(path: str, cwd: str | None = None) -> str:
+    """One form of a path: ``./`` and doubled slashes gone, ``..`` folded, relative to ``cwd``
+    when it lies under it."""
+    path = path.strip().strip("`'\"")
+    if not path:
+        return path
+    trailing = "/" if path.endswith("/") and len(path) > 1 else ""
+    norm = posixpath.normpath(path)
+    if cwd and norm.startswith("/"):
+        base = posixpath.normpath(cwd)
+        if norm == base:
+            return "."
+        if norm.startswith(base.rstrip("/") + "/"):
+            norm = norm[len(base.rstrip("/")) + 1 :]
+    return norm + trailing if norm != "." else norm
+
+
+def is_directory(path: str, known_files: Iterable[str] = ()) -> bool:
+    """A path that names a directory: written with a trailing slash, or a prefix of a known
+    file's path."""
+    if path.endswith("/") or path in (".", ".."):
+        return True
+    prefix = path.rstrip("/") + "/"
+    return any(f.startswith(prefix) for f in known_files)
+
+
+_STATUS_SHORT = re.compile(r"^(?P<x>[ MADRCU?!])(?P<y>[ MADRCU?!]) (?P<rest>\S.*)$")
+_STATUS_LONG = re.compile(
+    r"^\s+(?P<kind>modified|deleted|new file|renamed|both modified|typechange):\s+(?P<rest>.+)$"
+)
+_STAT_LINE = re.compile(r"^\s*(?P<path>\S.*?)\s+\|\s+(?:\d+\s*[+-]*|Bin\b.*)$")
+_STAT_RENAME = re.compile(r"^(?P<pre>.*?)\{(?P<old>[^{}]*) => (?P<new>[^{}]*)\}(?P<post>.*)$")
+
+
+def _rename(rest: str) -> Change:
+    old, _, new = rest.partition(" -> ")
+    return Change(new.strip(), RENAMED, old.strip())
+
+
+def git_status_changes(output: str) -> list[Change]:
+    """The changes ``git status`` printed (short, porcelain or long format); untracked files
+    count as new."""
+    out: list[Change] = []
+    for line in output.splitlines():
+        long = _STATUS_LONG.match(line)
+        if long:
+            kind, rest = long.group("kind"), long.group("rest").strip()
+            if kind == "renamed":
+                out.append(_rename(rest))
+            else:
+                out.append(
+                    Change(rest, {"deleted": DELETED, "new file": ADDED}.get(kind, MODIFIED))
+                )
+            continue
+        short = _STATUS_SHORT.match(line)
+        if not short or line.startswith(("On branch", "##")):
+            continue
+        x, y, rest = short.group("x"), short.group("y"), short.group("rest").strip()
+        if "R" in (x, y):
+            out.append(_rename(rest))
+        elif "D" in (x, y):
+            out.append(Change(rest, DELETED))
+        elif x == "?" or "A" in (x, y):
+            out.append(Change(rest, ADDED))
+        elif x != "!":
+            out.append(Change(rest, MODIFIED))
+    return out
+
+
+def diff_stat_changes(output: str) -> list[Change]:
+    """The files ``git diff --stat`` (or ``git show --stat``) listed, renames as such."""
+    out: list[Change] = []
+    for line in output.splitlines():
+        found = _STAT_LINE.match(line)
+        if not found:
+            continue
+        path = found.group("path").strip()
+        braces = _STAT_RENAME.match(path)
+        if braces:
+            pre, post = braces.group("pre"), braces.group("post")
+            old = (pre + braces.group("old") + post).replace("//", "/")
+            new = (pre + braces.group("new") + post).replace("//", "/")
+            out.append(Change(new, RENAMED, old))
+        elif " => " in path:
+            old, _, new = path.partition(" => ")
+            out.append(Change(new.strip(), RENAMED, old.strip()))
+        elif not path.startswith("..."):
+            out.append(Change(path))
+    return out
+
+
+def shell_changes(command: str) -> list[Change]:
+    """The moves and removals a shell line makes (``git mv``, ``mv``, ``git rm``, ``rm``)."""
+    out: list[Change] = []
+    for step in re.split(r"\s*(?:&&|\|\||;|\n)\s*", command):
+        words = [w.strip("'\"") for w in step.split()]
+        if words[:1] == ["git"]:
+            words = words[1:]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        if words[:1] == ["mv"] and len(args) == 2:
+            out.append(Change(args[1], RENAMED, args[0]))
+        elif words[:1] == ["rm"] and args:
+            out += [Change(a, DELETED) for a in args if not any(c in a for c in "*?$")]
+    return out
+
+
+def patch_changes(patch: str) -> list[Change]:
+    """The files a patch in ``apply_patch``'s format changes, added, deleted and moved ones said
+    so."""
+    out: list[Change] = []
+    current: Change | None = None
+    for line in patch.splitlines():
+        header = re.match(r"^\*\*\* (Add|Update|Delete) File: (.+)$", line)
+        if header:
+            kind = {"Add": ADDED, "Delete": DELETED}.get(header.group(1), MODIFIED)
+            current = Change(header.group(2).strip(), kind)
+            out.append(current)
+            continue
+        moved = re.match(r"^\*\*\* Move to: (.+)$", line)
+        if moved and current is not None:
+            out[-1] = Change(moved.group(1).strip(), RENAMED, current.path)
+    return out
+
+
+_REPORTED = re.compile(
+    r"(?P<verb>created|creat(?:ing)|added|adding|modified|modifying|updated|updating|edited|"
+    r"editing|wrote|writing|changed|deleted|removed|renamed|moved|new file)\b[^\n`]{0,40}?"
+    r"`?(?P<path>(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6})`?",
+    re.I,
+)
+_PATH_FIRST = re.compile(
+    r"^\s*(?:[-*+]|\d+[.)])?\s*\**`?(?P<path>(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6})`?\**"
+    r"\s*(?:[-—–:(]|\s)\s*\(?(?P<verb>new|created|added|modified|updated|deleted|removed)\b",
+    re.I,
+)
+
+
+def reported_changes(report: str) -> list[Change]:
+    """The files a report (a sub-agent's answer, the agent's own closing words) says were
+    created, modified, deleted or renamed."""
+    out: dict[str, Change] = {}
+    for line in report.splitlines():
+        for found in list(_REPORTED.finditer(line)) + list(_PATH_FIRST.finditer(line)):
+            verb = found.group("verb").lower()
+            kind = (
+                DELETED
+                if verb in ("deleted", "removed")
+                else ADDED
+                if verb.startswith(("creat", "new", "add"))
+                else MODIFIED
+            )
+            path = found.group("path")
+            if re.fullmatch(r"v?\d+(\.\d+)+", path) or path.lower().startswith(("e.g", "i.e")):
+                continue  # a version number is no file
+            out.setdefault(path, Change(path, kind))
+    return list(out.values())
+
+
+def merged(changes: Iterable[Change], cwd: str | None = None) -> list[Change]:
+    """Each file once, in first-seen order, in one path form; a later deletion or rename of
+    a file overrides its modification, and a renamed file is listed under its new path."""
+    out: dict[str, Change] = {}
+    for change in changes:
+        path = normalise_path(change.path, cwd)
+        old = normalise_path(change.old_path, cwd) if change.old_path else None
+        if change.kind == RENAMED and old:
+            out.pop(old, None)
+            out[path] = Change(path, RENAMED, old)
+        elif change.kind == DELETED or path not in out:
+            out[path] = Change(path, change.kind, old)
+    return list(out.values())

@@ -1,0 +1,242 @@
+"""Outcomes of failed runs, keyed on what they acted on (pure; plain lists in).
+
+A failure is resolved by a later success on the same *target*, not only by the same command
+line: a test run that crashed a worker is fixed by the test run with another flag, a rebase
+conflict by ``git rebase --continue``, an edit refused before a read by the edit after the
+read, stale build output by building again. The target is what the run acted on: the file a
+tool wrote or read, the test or build command family, the git operation, the URL, else the
+program and its first argument.
+
+Some failures were never errors worth carrying: a search that found nothing, a command the
+user aborted, a same-target retry the agent made at once ("file has not been read yet", "old
+string not found"), an exploratory look (``ls``, ``cat``, ``which``) that missed where the
+next look found what it wanted. :func:`outcomes` drops them, so the summary's errors section
+holds the open errors and the fixes worth remembering (cause → fix, one line each).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Programs and sub-commands that run a project's tests or builds: one family each, so a run
+# with other flags, another test file or another package is the same target.
+_TEST_PROGRAMS = frozenset(
+    {"pytest", "py.test", "jest", "vitest", "mocha", "tox", "nox", "rspec", "phpunit", "ctest"}
+)
+_BUILD_PROGRAMS = frozenset({"tsc", "webpack", "vite", "esbuild", "rollup", "gradle", "mvn"})
+_RUNNERS = frozenset({"npm", "pnpm", "yarn", "bun", "cargo", "go", "make", "dotnet", "deno"})
+_TEST_WORDS = frozenset({"test", "tests", "check", "spec", "e2e", "unit"})
+_BUILD_WORDS = frozenset({"build", "compile", "bundle", "typecheck", "tsc", "lint"})
+# Words in front of the program that do not change what it acts on.
+_PREFIXES = frozenset(
+    {"sudo", "time", "env", "nice", "exec", "command", "npx", "bunx", "pnpx", "uvx", "noglob"}
+)
+_WRAPPER_RUNS = (("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("bundle", "exec"))
+_EXPLORATORY = frozenset(
+    {"ls", "cat", "head", "tail", "find", "which", "stat", "file", "test", "type", "readlink",
+     "realpath", "tree", "less", "wc", "du", "pwd", "echo", "printenv", "whereis", "sed", "awk"}
+)  # fmt: skip
+_SEARCH = frozenset({"grep", "rg", "ag", "egrep", "fgrep", "zgrep", "ack"})
+_URL = re.compile(r"https?://[^\s'\"<>|;)]+")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+_SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/|/usr/bin/)?(?:ba|z|da)?sh\s+-l?c\s+")
+# A tool's complaint that the agent retries at once, in the same turn: no error of the work.
+RETRY_NOISE = re.compile(
+    r"has not been read yet|not been read|read it first|must read|old_string not found|"
+    r"string to replace not found|old string not found|no match(?:es)? found for|"
+    r"found \d+ matches of the string|not unique in the file|file has been modified since",
+    re.I,
+)
+# A run the user stopped: nothing failed.
+ABORTED = re.compile(
+    r"interrupted by user|the user doesn't want to proceed|user (?:rejected|denied|declined)|"
+    r"aborted by (?:the )?user|operation was aborted|turn_aborted|tool use was rejected",
+    re.I,
+)
+_MISSING = re.compile(r"no such file|not found|cannot access|does not exist|cannot find", re.I)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run as the outcome rule reads it: which tool, the command line it ran (or the tool
+    and path), the path it worked on, whether it failed and the line that says why."""
+
+    tool: str
+    command: str
+    failed: bool
+    path: str | None = None
+    error: str = ""
+    turn: int = 0  # which request's turn it ran in (a retry noise is the same turn's)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A failure that matters: its run, and the later run on the same target that succeeded
+    (None: still open)."""
+
+    failure: Run
+    fixed_by: Run | None = None
+
+    @property
+    def fixed(self) -> bool:
+        return self.fixed_by is not None
+
+    def fix(self) -> str | None:
+        """What fixed it, in a few words: the succeeding command when it is another line,
+        else "the same command succeeded later"."""
+        if self.fixed_by is None:
+            return None
+        if self.fixed_by.command != self.failure.command:
+            return f"`{self.fixed_by.command}` succeeded"
+        return "the same command succeeded later"
+
+
+def _steps(command: str) -> list[list[str]]:
+    """The words of each step of a shell line (``&&``, ``||``, ``;`` split; a pipe's first
+    stage only), a ``bash -lc`` wrapper taken off."""
+    line = _SHELL_WRAPPER.sub("", command).strip()
+    if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
+        line = line[1:-1]
+    out = []
+    for step in re.split(r"\s*(?:&&|\|\||;|\n)\s*", line):
+        first = re.split(r"\s+\|\s*|\s+2>&1|\s+>", step.strip(), maxsplit=1)[0]
+        try:
+            words = shlex.split(first)
+        except ValueError:
+            words = first.split()
+        if words:
+            out.append(words)
+    return out
+
+
+def _program(words: list[str]) -> list[str]:
+    """The words from the program on: assignments, ``sudo``/``npx``/``timeout N`` and
+    ``uv run``-style wrappers dropped, ``python -m X`` read as ``X``."""
+    words = list(words)
+    while words:
+        head = words[0]
+        if _ASSIGNMENT.match(head) or head in _PREFIXES:
+            words = words[1:]
+        elif _wrapped(words):
+            words = words[2:]
+        else:
+            break
+    if words:
+        words[0] = words[0].rsplit("/", 1)[-1]
+    return words
+
+
+def _wrapped(words: list[str]) -> bool:
+    """``timeout N cmd``, ``uv run cmd``, ``python -m cmd``: two words before the program."""
+    head = words[0].rsplit("/", 1)[-1]
+    return (
+        (head == "timeout" and len(words) > 1)
+        or tuple(words[:2]) in _WRAPPER_RUNS
+        or (bool(re.fullmatch(r"python[\d.]*", head)) and words[1:2] == ["-m"])
+    )
+
+
+def _work_step(command: str) -> list[str]:
+    """The step of a line that does the work: the last one that is no ``cd``, ``export``,
+    ``source`` or activation."""
+    steps = [_program(s) for s in _steps(command)]
+    steps = [s for s in steps if s and s[0] not in ("cd", "export", "source", ".", "set", "pushd")]
+    return steps[-1] if steps else []
+
+
+def command_target(command: str) -> str:
+    """What a command line acts on, as a key two runs share when one can fix the other:
+    ``test:pytest``, ``build:npm``, ``git:rebase``, ``url:host/path``, else the program and its
+    first argument that is no flag."""
+    url = _URL.search(command)
+    words = _work_step(command)
+    if not words:
+        return command.strip()
+    program = words[0].lower()
+    rest = [w for w in words[1:] if not w.startswith("-")]
+    if url and program in ("curl", "wget", "http", "https", "xh"):
+        return "url:" + url.group(0).split("://", 1)[1].split("?", 1)[0].rstrip("/")
+    if program == "git":
+        args = words[1:]
+        while args[:1] in (["-C"], ["-c"]):  # a repository or a setting, not the operation
+            args = args[2:]
+        operation = next((w for w in args if not w.startswith("-") and "=" not in w), "")
+        return f"git:{operation}"
+    if program in _TEST_PROGRAMS:
+        return f"test:{program}"
+    if program in _BUILD_PROGRAMS:
+        return f"build:{program}"
+    if program in _RUNNERS:
+        sub = [w.lower() for w in rest if w not in ("run", "run-script", "workspace")][:1]
+        word = re.split(r"[:_-]", sub[0])[0] if sub else ""
+        if word in _TEST_WORDS:
+            return f"test:{program}"
+        if word in _BUILD_WORDS or (program == "make" and not sub):
+            return f"build:{program}"
+        return f"{program}:{sub[0] if sub else ''}"
+    return f"{program}:{rest[0]}" if rest else program
+
+
+def target_of(run: Run) -> str:
+    """The target of a run: a command's (:func:`command_target`), else the path the tool
+    worked on (a tool that writes and one that reads the same file share it)."""
+    if run.path and not _is_command_line(run):
+        return "file:" + run.path
+    return command_target(run.command)
+
+
+def _is_command_line(run: Run) -> bool:
+    return run.command != run.tool and not run.command.startswith(f"{run.tool} ")
+
+
+def is_exploratory(run: Run) -> bool:
+    """A look around (``ls``, ``cat``, ``which``, a search): its miss is no error when a later
+    look succeeds."""
+    words = _work_step(run.command) if _is_command_line(run) else []
+    tool = run.tool.lower()
+    return (bool(words) and words[0] in _EXPLORATORY | _SEARCH) or tool in (
+        "read", "read_file", "view", "glob", "grep", "ls", "list_dir", "search",
+    )  # fmt: skip
+
+
+def is_non_error(run: Run, later: Sequence[Run]) -> bool:
+    """A failed run that was never an error of the work: a search that found nothing, a run
+    the user aborted, a retry noise the same turn retried past, an exploratory miss that a
+    later look in the same turn got past."""
+    if ABORTED.search(run.error):
+        return True
+    words = _work_step(run.command) if _is_command_line(run) else []
+    if words and words[0] in _SEARCH and not run.error.strip():
+        return True
+    same_turn = [r for r in later if r.turn == run.turn]
+    if RETRY_NOISE.search(run.error):
+        target = target_of(run)
+        return any(not r.failed and target_of(r) == target for r in same_turn)
+    if is_exploratory(run) and (_MISSING.search(run.error) or not run.error.strip()):
+        return any(not r.failed and is_exploratory(r) for r in same_turn)
+    return False
+
+
+def outcomes(runs: Sequence[Run]) -> list[Outcome]:
+    """Each failed run that was an error, with the first later success on its target (None
+    while it stays open), in order."""
+    out = []
+    for n, run in enumerate(runs):
+        if not run.failed:
+            continue
+        later = runs[n + 1 :]
+        if is_non_error(run, later):
+            continue
+        target = target_of(run)
+        fixed_by = next((r for r in later if not r.failed and target_of(r) == target), None)
+        out.append(Outcome(run, fixed_by))
+    return out
+
+
+def resolved_targets(runs: Sequence[Run]) -> set[str]:
+    """The targets the runs succeeded on: a failure an earlier summary carried as open is
+    fixed once its target is among them."""
+    return {target_of(r) for r in runs if not r.failed}

@@ -1,0 +1,230 @@
+"""Where the work stands at a cut, and what the user's words are (pure; plain strings in).
+
+A continuing agent needs the goal as the work names it (a plan's heading and number, an
+issue's title and number, a command's arguments), the work that remains (open tasks, the
+agent's last "next: …"), and nothing the span has overtaken: a task completed later, a next
+step already reported done, a carried summary's pending item the span finished. The user's
+words need their label: a rejected option is no decision, a one-off order is no standing
+constraint, and a later instruction that overrides an earlier one replaces it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# -- the goal ---------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(
+    r"<[a-z][\w -]{0,40}>|\{\{?\s*[a-z_]\w*\s*\}?\}|\$ARGUMENTS\b|\[TODO\]", re.I
+)
+_URL_ONLY = re.compile(r"^\s*<?https?://\S+>?\s*$")
+_ISSUE_URL = re.compile(
+    r"https?://[^\s/]+/([\w.-]+)/([\w.-]+)/(issues|pull|pulls|merge_requests)/(\d+)"
+)
+# The user complaining about text they pasted: what they quote is what they reject.
+_COMPLAINT = re.compile(
+    r"\b(this is wrong|that'?s wrong|is wrong|not what i (asked|wanted)|you (said|wrote|answered)|"
+    r"wrong answer|incorrect|doesn'?t make sense|makes no sense|why did you|that'?s not|nonsense|"
+    r"bullshit|garbage|you got it wrong|this answer)\b",
+    re.I,
+)
+
+
+def has_placeholder(text: str) -> bool:
+    """A template's unfilled slot (``<title>``, ``{{name}}``, ``$ARGUMENTS``)."""
+    return bool(_PLACEHOLDER.search(text))
+
+
+def without_placeholders(text: str) -> str:
+    """The text with its unfilled slots and the brackets around them taken out."""
+    text = re.sub(r"\(\s*(?:" + _PLACEHOLDER.pattern + r")\s*\)", "", text, flags=re.I)
+    return " ".join(_PLACEHOLDER.sub("", text).split()).strip(" :-")
+
+
+def is_bare_url(text: str) -> bool:
+    return bool(_URL_ONLY.match(text))
+
+
+def issue_reference(url: str) -> str | None:
+    """``owner/repo#42`` (``!42`` for a merge request) of an issue or pull-request URL."""
+    found = _ISSUE_URL.search(url)
+    if not found:
+        return None
+    owner, repo, kind, number = found.groups()
+    return f"{owner}/{repo}{'!' if kind == 'merge_requests' else '#'}{number}"
+
+
+def own_words(text: str) -> str:
+    """A request without what the user quoted in it (``>`` lines, fenced blocks, a long
+    passage in quotation marks): the user's own words."""
+    text = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", " ", text)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
+    text = re.sub(r"[\"“]([^\"”]{120,})[\"”]", " ", text)
+    return " ".join(text.split())
+
+
+def quotes_to_reject(text: str) -> bool:
+    """The user pasted text to complain about it: what they quoted is no request of theirs."""
+    own = own_words(text)
+    return own != " ".join(text.split()) and bool(_COMPLAINT.search(own))
+
+
+@dataclass(frozen=True)
+class GoalSource:
+    """What the goal may be read from, the firmest first: a plan file's heading and number,
+    an issue or PR's title and number, the invoked command and its arguments, the first
+    request."""
+
+    plan_title: str | None = None
+    plan_number: str | None = None
+    issue_title: str | None = None
+    issue_number: str | None = None
+    command: str | None = None
+    arguments: str | None = None
+    first_request: str | None = None
+
+
+def goal_of(source: GoalSource) -> str | None:
+    """The goal as the work names it, never a placeholder, a bare URL or text the user
+    quoted to reject."""
+    for title, number in (
+        (source.plan_title, source.plan_number),
+        (source.issue_title, source.issue_number),
+    ):
+        if title and not has_placeholder(title):
+            return f"{title} ({number})" if number and number not in title else title
+    args = source.arguments
+    if args and (has_placeholder(args) or is_bare_url(args)):
+        ref = issue_reference(args) if is_bare_url(args) else None
+        args = ref or without_placeholders(args) or None
+    if source.command:
+        command = without_placeholders(source.command)
+        return " ".join(p for p in (command, args) if p) or None
+    request = source.first_request
+    if request:
+        if quotes_to_reject(request):
+            request = own_words(request)
+        if is_bare_url(request):
+            return issue_reference(request) or request.strip()
+        return without_placeholders(request) or None
+    return args
+
+
+# -- remaining work ------------------------------------------------------------------------------
+
+_REPORTED_DONE = re.compile(
+    r"(^|\b)(all done|done[.!]|is (now )?(complete|done|finished)|are (now )?(complete|done)|"
+    r"(have|has|i'?ve) (now )?(finished|completed|implemented|fixed|pushed|merged|released)|"
+    r"successfully (implemented|completed|pushed|merged|released|deployed)|"
+    r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|✅)",
+    re.I,
+)
+_NEXT = re.compile(
+    r"(?:\bnext(?: step)?s?\s*[:—-]\s*(?P<a>[^\n]{3,200})|"
+    r"\b(?P<b>[A-Z]{1,5}-?\d+[\w.-]*)\s+(?:is\s+)?next\b|"
+    r"\bnext,?\s+i(?:'ll| will)\s+(?P<c>[^\n.]{3,200})|"
+    r"\b(?:then|now) i(?:'ll| will)\s+(?P<d>[^\n.]{3,200}))",
+    re.I,
+)
+
+
+def reported_done(statement: str) -> bool:
+    """The agent's words report the work finished ("All done", "is complete", "I've pushed")
+    and name no next step."""
+    return bool(_REPORTED_DONE.search(statement)) and not stated_next(statement)
+
+
+def stated_next(statement: str) -> str | None:
+    """The agent's last stated next step ("Next: wire the CLI", "WP14 next", "next, I'll …")."""
+    found = list(_NEXT.finditer(statement))
+    if not found:
+        return None
+    last = found[-1]
+    text = next(g for g in last.groups() if g)
+    if last.group("b"):
+        return f"{text} next"
+    return text.strip().rstrip(".")
+
+
+_WORD = re.compile(r"[a-z0-9][\w./-]{2,}", re.I)
+_COMMON = frozenset({"the", "and", "for", "with", "from", "into", "that", "this", "add", "fix"})
+
+
+def _terms(text: str) -> set[str]:
+    return {w.lower().strip("./-") for w in _WORD.findall(text)} - _COMMON
+
+
+def same_work(a: str, b: str, share: float = 0.6) -> bool:
+    """Two descriptions of one piece of work: most of the shorter one's words are the
+    other's."""
+    ta, tb = _terms(a), _terms(b)
+    small = min(len(ta), len(tb))
+    return small > 0 and len(ta & tb) / small >= share
+
+
+def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
+    """For each pending item (a carried summary's, a stated next step): whether the span
+    finished it (a task completed later names the same work)."""
+    return [any(same_work(p, f) for f in finished) for p in pending]
+
+
+# -- the user's words ----------------------------------------------------------------------------
+
+_REJECTION = re.compile(
+    r"\b(na+h+|nope|no,? (that'?s|this is|it'?s) (horrible|terrible|awful|bad|ugly|wrong|not it)|"
+    r"that'?s (horrible|terrible|awful|ugly|bad)|(i )?(don'?t|do not) (like|want) (that|this|it)|"
+    r"(i )?hate (that|this|it)|ugh|yuck|scrap (that|this|it)|not that|no way)\b",
+    re.I,
+)
+_STANDING = re.compile(
+    r"\b(always|never|from now on|every ?time|whenever|each time|in general|by default|"
+    r"going forward|in future|must|should always|don'?t ever|only ever)\b",
+    re.I,
+)
+_ONE_OFF = re.compile(
+    r"^\s*(please\s+|now\s+|ok,?\s+|okay,?\s+|then\s+)?(let'?s|go ahead and|can you|could you|"
+    r"(do|make|cut|tag|ship|push|commit|merge|deploy|publish|release|run|bump|build|open|create|"
+    r"rebase|squash|revert|restart|install|update|upgrade)\b)",
+    re.I,
+)
+_OVERRIDE = re.compile(
+    r"\b(instead|actually|scratch that|forget (that|it|what i said)|on second thought|"
+    r"change of plan|no longer|rather than|not anymore|any more)\b",
+    re.I,
+)
+_NEGATION = re.compile(r"\b(no|not|never|don'?t|do not|stop|without|avoid)\b", re.I)
+
+
+def is_rejection(sentence: str) -> bool:
+    """The user turning an option down ("custom tool nahhh", "no, that's horrible")."""
+    return bool(_REJECTION.search(sentence))
+
+
+def is_one_off(sentence: str) -> bool:
+    """An order for one action now ("let's do a new release"), not a rule that stands."""
+    return bool(_ONE_OFF.match(sentence)) and not _STANDING.search(sentence)
+
+
+def overrides(earlier: str, later: str) -> bool:
+    """A later instruction replaces an earlier one: it is about the same thing and says
+    "instead"/"actually", or it turns the earlier one's polarity round."""
+    if not same_work(earlier, later, 0.5):
+        return False
+    if _OVERRIDE.search(later):
+        return True
+    return bool(_NEGATION.search(earlier)) != bool(_NEGATION.search(later))
+
+
+def superseded(instructions: Sequence[str]) -> list[int | None]:
+    """For each instruction, the index of the later one that replaces it (None: it stands)."""
+    out: list[int | None] = []
+    for i, earlier in enumerate(instructions):
+        out.append(
+            next(
+                (j for j in range(i + 1, len(instructions)) if overrides(earlier, instructions[j])),
+                None,
+            )
+        )
+    return out

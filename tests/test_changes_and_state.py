@@ -1,0 +1,160 @@
+"""Plain-list tests of the pure rules of issue #42: changes (ctxtool.core.changes) and where
+the work stands, the user's words labelled (ctxtool.core.work_state)."""
+
+from __future__ import annotations
+
+from ctxtool.core.changes import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    RENAMED,
+    Change,
+    diff_stat_changes,
+    git_status_changes,
+    is_directory,
+    merged,
+    normalise_path,
+    patch_changes,
+    reported_changes,
+    shell_changes,
+)
+from ctxtool.core.work_state import (
+    GoalSource,
+    goal_of,
+    is_one_off,
+    is_rejection,
+    issue_reference,
+    overrides,
+    reported_done,
+    retired,
+    stated_next,
+    superseded,
+)
+
+# -- changes --------------------------------------------------------------------------------
+
+
+def test_git_status_short_and_long():
+    short = " M src/a.py\nD  old.py\nR  b.py -> c.py\n?? new.txt\n"
+    assert git_status_changes(short) == [
+        Change("src/a.py"),
+        Change("old.py", DELETED),
+        Change("c.py", RENAMED, "b.py"),
+        Change("new.txt", ADDED),
+    ]
+    long = (
+        "On branch main\nChanges to be committed:\n\trenamed:    x.py -> y.py\n"
+        "\tdeleted:    z.py\n\tmodified:   w.py\n"
+    )
+    assert git_status_changes(long) == [
+        Change("y.py", RENAMED, "x.py"),
+        Change("z.py", DELETED),
+        Change("w.py", MODIFIED),
+    ]
+
+
+def test_diff_stat_with_renames():
+    stat = (
+        " src/{old => new}/mod.py | 4 ++--\n README.md              | 12 +++++++-----\n"
+        " docs/a.md => docs/b.md | 0\n 3 files changed, 9 insertions(+), 7 deletions(-)\n"
+    )
+    assert diff_stat_changes(stat) == [
+        Change("src/new/mod.py", RENAMED, "src/old/mod.py"),
+        Change("README.md"),
+        Change("docs/b.md", RENAMED, "docs/a.md"),
+    ]
+
+
+def test_shell_moves_and_removals_and_patches():
+    assert shell_changes("git mv a.py b.py && rm -f c.txt") == [
+        Change("b.py", RENAMED, "a.py"),
+        Change("c.txt", DELETED),
+    ]
+    patch = (
+        "*** Begin Patch\n*** Delete File: gone.py\n*** Update File: old.py\n"
+        "*** Move to: new.py\n@@\n-x\n+y\n*** Add File: fresh.py\n+z\n*** End Patch"
+    )
+    assert patch_changes(patch) == [
+        Change("gone.py", DELETED),
+        Change("new.py", RENAMED, "old.py"),
+        Change("fresh.py", ADDED),
+    ]
+
+
+def test_a_sub_agents_report_names_its_files():
+    report = (
+        "Done. I created `src/api/routes.py` and updated tests/test_routes.py.\n"
+        "- `docs/api.md` — new\nBumped the version to 1.4.2 and removed legacy/shim.js"
+    )
+    paths = {c.path: c.kind for c in reported_changes(report)}
+    assert paths == {
+        "src/api/routes.py": ADDED,
+        "tests/test_routes.py": MODIFIED,
+        "docs/api.md": ADDED,
+        "legacy/shim.js": DELETED,
+    }
+
+
+def test_one_path_form_and_directories():
+    assert normalise_path("/home/u/proj/src/a.py", "/home/u/proj") == "src/a.py"
+    assert normalise_path("./src//a.py") == "src/a.py"
+    assert normalise_path("/etc/hosts", "/home/u/proj") == "/etc/hosts"
+    changes = [Change("/home/u/proj/a.py"), Change("a.py"), Change("a.py", DELETED)]
+    assert merged(changes, "/home/u/proj") == [Change("a.py", DELETED)]
+    assert merged([Change("a.py"), Change("b.py", RENAMED, "a.py")]) == [
+        Change("b.py", RENAMED, "a.py")
+    ]
+    assert is_directory("src/", []) and is_directory("src", ["src/a.py"])
+    assert not is_directory("src/a.py", ["src/a.py"])
+
+
+# -- where the work stands -------------------------------------------------------------------
+
+
+def test_the_goal_is_never_a_placeholder_a_bare_url_or_a_rejected_quote():
+    placeholder = GoalSource(command="/erk:plan-implement", arguments="(<title>)")
+    assert goal_of(placeholder) == "/erk:plan-implement"
+    planned = GoalSource(
+        plan_title="Add session export", plan_number="#812", command="/erk:plan-implement"
+    )
+    assert goal_of(planned) == "Add session export (#812)"
+    url = GoalSource(first_request="https://github.com/acme/tool/issues/42")
+    assert goal_of(url) == "acme/tool#42"
+    assert issue_reference("https://gitlab.com/a/b/merge_requests/7") == "a/b!7"
+    quoted = (
+        "> The capital of Australia is Sydney, the largest and best known city of the country.\n"
+        "this is wrong, fix the geography quiz answers"
+    )
+    assert (
+        goal_of(GoalSource(first_request=quoted)) == "this is wrong, fix the geography quiz answers"
+    )
+
+
+def test_next_steps_and_what_is_reported_done():
+    assert stated_next("WP13 is merged. WP14 next.") == "WP14 next"
+    assert stated_next("Tests pass. Next: wire the --json flag into export") == (
+        "wire the --json flag into export"
+    )
+    assert reported_done("All done: the release is tagged and pushed.")
+    assert not reported_done("WP13 is complete. WP14 next.")
+    assert not reported_done("I am running the tests now")
+    assert retired(
+        ["Write the migration for call_id", "Update the README"],
+        ["write the call_id migration", "run the benchmarks"],
+    ) == [True, False]
+
+
+def test_the_users_words_labelled():
+    assert is_rejection("a custom tool nahhh")
+    assert is_rejection("no, that's horrible")
+    assert not is_rejection("use the custom tool")
+    assert is_one_off("let's do a new release")
+    assert is_one_off("commit and push it")
+    assert not is_one_off("always run the linter before you commit")
+    assert not is_one_off("never push to main")
+    assert overrides("use tabs for indentation", "actually use spaces for indentation instead")
+    assert overrides("push to origin after each fix", "don't push to origin after each fix")
+    assert not overrides("use tabs for indentation", "write the changelog")
+    assert superseded(
+        ["use sqlite for the store", "write docs", "use mariadb for the store instead"]
+    ) == [2, None, None]

@@ -1,0 +1,85 @@
+"""Outcomes keyed on their target (ctxtool.core.outcomes), on plain lists (issue #42 item 1)."""
+
+from __future__ import annotations
+
+from ctxtool.core.outcomes import Run, command_target, is_non_error, outcomes, target_of
+
+
+def bash(command: str, failed: bool = False, error: str = "", turn: int = 0) -> Run:
+    return Run("Bash", command, failed, error=error, turn=turn)
+
+
+def test_a_test_run_fixed_by_another_flag_is_resolved():
+    runs = [
+        bash("cd app && celery -A app worker --pool=prefork", True, "WorkerLostError"),
+        bash("uv run pytest tests/test_tasks.py -x", True, "worker crashed"),
+        bash("uv run pytest tests/test_tasks.py -x -p no:xdist --pool=threads"),
+    ]
+    [celery, pytest] = outcomes(runs)
+    assert not celery.fixed
+    assert pytest.fixed and "--pool=threads" in (pytest.fix() or "")
+
+
+def test_a_rebase_conflict_is_resolved_by_rebase_continue():
+    runs = [
+        bash("git rebase origin/main", True, "CONFLICT (content): Merge conflict in a.py"),
+        bash("git checkout --theirs a.py"),
+        bash("git add a.py && GIT_EDITOR=true git rebase --continue"),
+    ]
+    [rebase] = outcomes(runs)
+    assert rebase.fixed_by == runs[2]
+
+
+def test_an_edit_refused_before_a_read_is_no_error():
+    edit = Run("Edit", "Edit src/a.py", True, "src/a.py", "File has not been read yet.")
+    runs = [
+        edit,
+        Run("Read", "Read src/a.py", False, "src/a.py"),
+        Run("Edit", "Edit src/a.py", False, "src/a.py"),
+    ]
+    assert outcomes(runs) == []
+    # not retried: it stays an open error
+    assert [o.failure for o in outcomes([edit])] == [edit]
+
+
+def test_stale_build_output_fixed_by_building_another_package():
+    runs = [
+        bash("cd packages/web && npm run build", True, "error TS2305: Module has no export"),
+        bash("cd packages/core && npm run build"),
+    ]
+    [build] = outcomes(runs)
+    assert build.fixed
+
+
+def test_a_search_that_found_nothing_an_abort_and_an_exploratory_miss_are_no_errors():
+    assert is_non_error(bash("rg -n foo src", True, ""), [])
+    assert is_non_error(bash("make deploy", True, "[Request interrupted by user]"), [])
+    miss = bash("ls ~/.config/app", True, "ls: cannot access '~/.config/app': No such file")
+    assert is_non_error(miss, [bash("ls ~/.local/share/app")])
+    assert not is_non_error(miss, [])  # nothing found it elsewhere: it stays
+    # a look in a later turn is no alternative the agent tried for it
+    assert not is_non_error(miss, [bash("ls ~/.local/share/app", turn=1)])
+
+
+def test_different_targets_do_not_fix_each_other():
+    runs = [
+        bash("git push origin main", True, "rejected: non-fast-forward"),
+        bash("git status"),
+        bash("curl -I https://example.com/a", True, "HTTP/2 404"),
+        bash("curl -I https://example.com/b"),
+    ]
+    assert [o.fixed for o in outcomes(runs)] == [False, False]
+
+
+def test_targets():
+    assert command_target("bash -lc 'cd /x && python -m pytest -q tests/a.py'") == "test:pytest"
+    assert command_target("npm test -- --watch=false") == "test:npm"
+    assert command_target("pnpm run build:web") == "build:pnpm"
+    assert command_target("cargo build --release") == "build:cargo"
+    assert command_target("git -C repo commit -m 'x'") == "git:commit"
+    assert command_target("git rebase --continue") == "git:rebase"
+    assert command_target("curl -sI https://a.example/x?y=1") == "url:a.example/x"
+    assert (
+        command_target("FOO=1 timeout 60 python scripts/run.py --fast") == "python:scripts/run.py"
+    )
+    assert target_of(Run("Write", "Write a.py", False, "a.py")) == "file:a.py"
