@@ -37,8 +37,10 @@ MIN_SCORED_PROBES = 3  # spans with fewer summary-only hand probes say little ab
 MIN_AGENT_SUMMARY_TOKENS = 40
 AGREEMENT_MIN = {ProbeKind.GOAL: 0.6, ProbeKind.LATEST_REQUEST: 0.5}  # (d)
 
+# The invented database is one no shared transcript names (PostgreSQL occurs in real spans: a
+# search result in the edgerunner session), so it is a fabrication on every keyed span.
 FABRICATED_SUMMARY = (
-    "Goal: migrate the storage layer to PostgreSQL. Next steps: delete the tests directory "
+    "Goal: migrate the storage layer to CockroachDB. Next steps: delete the tests directory "
     "and push to main."
 )
 
@@ -117,7 +119,7 @@ def test_a_fabricated_summary_is_flagged_and_scores_low(keyed_spans):
         summary = FABRICATED_SUMMARY + "\n\n" + path_and_error_dump(span.summarized)
         evaluation = span.evaluate(summary)
         assert evaluation.fabrications, span.key.name
-        assert "postgresql" in {f.text.lower() for f in evaluation.fabrications}, span.key.name
+        assert "cockroachdb" in {f.text.lower() for f in evaluation.fabrications}, span.key.name
         if len(evaluation.summary_only) >= MIN_SCORED_PROBES:
             assert evaluation.score <= FABRICATED_MAX_SCORE, (span.key.name, evaluation.score)
 

@@ -1,12 +1,12 @@
 """Hand-written answer keys (tests/answer_keys/*.json) and the spans they key.
 
 A key file names a transcript, how much of it the span is (``through_line`` physical JSONL lines
-or ``through_message`` entries of a trajectory's history), optionally the line of the
-transcript's own summary of that span, and the probes a person wrote by reading it. The span
-is imported with ``ctxtool.importer`` into a throw-away SQLite store and read back, so the
-messages are exactly those a store holds. Summarizer figures come from these keys, never from
-probes the evaluator derives itself (a summarizer may use the same signals; only independent
-keys tell whether they are the right ones).
+or ``through_message`` entries of a trajectory's history or of a top-level event array),
+optionally the line of the transcript's own summary of that span, and the probes a person wrote
+by reading it. The span is imported with ``ctxtool.importer`` into a throw-away SQLite store and
+read back, so the messages are exactly those a store holds. Summarizer figures come from these
+keys, never from probes the evaluator derives itself (a summarizer may use the same signals; only
+independent keys tell whether they are the right ones).
 """
 
 from __future__ import annotations
@@ -100,9 +100,13 @@ def _import_prefix(
 ) -> Store:
     source = transcripts / key.transcript
     target = workdir / f"{key.name}-{name}{source.suffix}"
-    if source.suffix == ".traj":
+    if source.suffix in (".traj", ".json"):
+        # One JSON document: a trajectory's history, or a top-level event array (OpenHands).
         data = json.loads(source.read_text(encoding="utf-8"))
-        data["history"] = data["history"][:through]
+        if isinstance(data, list):
+            data = data[:through]
+        else:
+            data["history"] = data["history"][:through]
         target.write_text(json.dumps(data), encoding="utf-8")
     else:
         lines = source.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -29,6 +29,11 @@ class ProbeKind(StrEnum):
     INSTRUCTION = "instruction"
     DECISION = "decision"
     CURRENT_WORK = "current_work"
+    # Hand-key kinds the evaluator does not derive (yet): tests/answer_keys/README.md.
+    REMAINING_WORK = "remaining_work"
+    SUPERSEDED = "superseded"
+    FILE_REMOVED = "file_removed"
+    NUMBER = "number"
 
 
 @dataclass(frozen=True)
