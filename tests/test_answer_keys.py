@@ -164,6 +164,15 @@ def test_every_indexed_transcript_has_a_key_and_no_key_names_another():
     assert keyed == indexed_transcripts()
 
 
+def test_the_holdout_keys_span_several_transcripts_and_name_indexed_ones():
+    """The held-out set is large enough to give its own figure, and keys only shared transcripts."""
+    keyed = [load(path)["transcript"] for path in HOLDOUT_FILES]
+    assert len(HOLDOUT_FILES) >= 8
+    assert len(set(keyed)) >= 6
+    assert set(keyed) <= indexed_transcripts()
+    assert (ANSWER_KEYS / "holdout" / "README.md").is_file()
+
+
 def test_key_is_well_formed(key_file):
     key = load(key_file)
     assert set(key) <= KEY_FIELDS, set(key) - KEY_FIELDS
