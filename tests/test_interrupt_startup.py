@@ -46,12 +46,17 @@ def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(entry, tmp_path):
 
 # Runs ctxtool with dataclasses.dataclass failing at its first use, as Python 3.11 fails when
 # Ctrl-C lands in a class being made: a RuntimeError whose cause is the KeyboardInterrupt
-# (WRAPPED=1), or a plain RuntimeError, which is no interrupt (WRAPPED=0).
+# (WRAPPED=1), or a plain RuntimeError, which is no interrupt (WRAPPED=0), also one whose
+# chain of contexts loops (WRAPPED=cycle).
 _FAILING_DATACLASS = """
 import dataclasses, os, runpy, sys
 def failing(*args, **kwargs):
     if os.environ["WRAPPED"] == "1":
         raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+    if os.environ["WRAPPED"] == "cycle":  # each the other's context: a chain that loops
+        first, second = RuntimeError("a bug at import"), ValueError("its context")
+        first.__context__, second.__context__ = second, first
+        raise first
     raise RuntimeError("a bug at import")
 dataclasses.dataclass = failing
 sys.argv = ["ctxtool", "--version"]
@@ -75,3 +80,19 @@ def test_ctrl_c_wrapped_by_python_while_modules_load_is_still_one_line(wrapped):
     else:
         assert done.returncode == 1
         assert "RuntimeError: a bug at import" in done.stderr
+
+
+def test_an_error_at_import_whose_causes_loop_is_not_walked_forever():
+    """The import guard follows an error's causes and contexts to find a Ctrl-C: a chain that
+    loops (two exceptions each the other's context) ended that walk never (the process spun
+    until killed). It is walked once: no interrupt in it, so the error propagates as a bug."""
+    env = {**os.environ, "WRAPPED": "cycle"}
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_DATACLASS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "RuntimeError: a bug at import" in done.stderr

@@ -31,9 +31,14 @@ except BaseException as exc:
     # (ctxtool.failures), not a traceback through the import machinery. Python may wrap it:
     # landing in a class being made, it is the cause of a RuntimeError ("Error calling
     # __set_name__", seen once in a parallel test run).
+    # The chain may loop (an exception set as its own context's context): each one once.
     cause: BaseException | None = exc
+    seen: set[int] = set()
     while cause is not None and not isinstance(cause, KeyboardInterrupt):
+        seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
+        if cause is not None and id(cause) in seen:
+            cause = None
     if cause is None:
         raise
     sys.stderr.write("Error: interrupted\n")
