@@ -36,8 +36,27 @@ _counter = itertools.count()
 os.environ.setdefault("CTXTOOL_PROGRESS_INTERVAL", "0")
 
 
-def _mysql_database_url(name: str) -> str:
+# MySQL 8's default SQL mode. MariaDB's default is laxer (no ONLY_FULL_GROUP_BY): running the
+# suite under MySQL's rules catches SQL that MariaDB would accept and MySQL 8 would refuse.
+MYSQL8_SQL_MODE = (
+    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+)
+
+
+def with_mysql8_mode(url: str) -> str:
+    """``url`` whose every connection runs under MySQL 8's mode (PyMySQL's ``sql_mode``
+    argument, which ctxtool's URLs take): set per connection, so a test changes no server-wide
+    setting, and the CLI's processes a test starts with the URL get it too."""
     return (
+        sa.engine.make_url(url)
+        .update_query_dict({"sql_mode": MYSQL8_SQL_MODE})
+        .render_as_string(hide_password=False)
+    )
+
+
+def _mysql_database_url(name: str) -> str:
+    return with_mysql8_mode(
         sa.engine.make_url(MYSQL_SERVER_URL)
         .set(database=name)
         .render_as_string(hide_password=False)
@@ -184,44 +203,6 @@ def _server_turn(request, run_files):
         yield
 
 
-# MySQL 8's default SQL mode. MariaDB's default is laxer (no ONLY_FULL_GROUP_BY): running the
-# suite under MySQL's rules catches SQL that MariaDB would accept and MySQL 8 would refuse.
-MYSQL8_SQL_MODE = (
-    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
-    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
-)
-
-
-@pytest.fixture(scope="session")
-def mysql8_sql_mode(run_files):
-    """Every MySQL test runs under MySQL 8's rules. Requested by the MySQL fixtures only, so the
-    pure tests run with no server at all.
-
-    The mode is the server's: with the suite spread over processes (pytest-xdist), the first
-    process to need it keeps the server's own mode and sets MySQL 8's, the last one to finish
-    puts the server's back (a count in a file shared by the run's processes) -- never one
-    process's restore under another's running tests."""
-    server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
-    state = run_files / "sql_mode.json"
-    with _locked(run_files / "sql_mode.lock", fcntl.LOCK_EX):
-        users, previous = json.loads(state.read_text()) if state.exists() else (0, None)
-        if users == 0:
-            with server.connect() as conn:
-                previous = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
-                conn.exec_driver_sql(f"SET GLOBAL sql_mode = '{MYSQL8_SQL_MODE}'")
-        state.write_text(json.dumps([users + 1, previous]))
-    try:
-        yield
-    finally:
-        with _locked(run_files / "sql_mode.lock", fcntl.LOCK_EX):
-            users, previous = json.loads(state.read_text())
-            if users == 1:
-                with server.connect() as conn:
-                    conn.exec_driver_sql("SET GLOBAL sql_mode = %s", (previous,))
-            state.write_text(json.dumps([users - 1, previous]))
-        server.dispose()
-
-
 class Database:
     """A throw-away database: its URL (for the CLI) and an engine (for the library)."""
 
@@ -343,7 +324,7 @@ class MigratedTables:
 
 
 @pytest.fixture(scope="session")
-def mysql_migrated_tables(mysql8_sql_mode):
+def mysql_migrated_tables():
     """:class:`MigratedTables` of a database `migrate up` ran in once for the test run."""
     with _mysql_database() as template:
         tables = MigratedTables(template.migrate())
@@ -361,7 +342,6 @@ def empty_db(request, tmp_path):
         yield db
         db.engine.dispose()
         return
-    request.getfixturevalue("mysql8_sql_mode")
     with _mysql_database() as db:
         yield db
 
@@ -376,7 +356,7 @@ def sqlite_db(tmp_path):
 
 
 @pytest.fixture
-def mysql_empty_db(mysql8_sql_mode):
+def mysql_empty_db():
     """An empty MariaDB/MySQL database, for what only a server has (non-transactional DDL,
     InnoDB locking between two real connections)."""
     with _mysql_database() as db:

@@ -26,7 +26,7 @@ def bench(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_bigstore_benchmark_builds_once_and_measures(mysql8_sql_mode):
+def test_bigstore_benchmark_builds_once_and_measures():
     url = _mysql_database_url(f"ctxtool_big_test_{os.getpid()}")
     size = ["--url", url, "--messages", "6000", "--sessions", "80", "--giant", "1200"]
     size += ["--context-window", "20000"]

@@ -972,7 +972,11 @@ def test_an_import_waiting_too_long_on_its_session_says_why_and_writes_nothing(m
     path = write(tmp_path / "a.jsonl", chat("one"))
     [first] = Importer(mysql_db.engine).import_paths([str(path)])
     write(path, chat("one", "two"))
-    impatient = create_engine(mysql_db.url + "?init_command=SET%20innodb_lock_wait_timeout%3D1")
+    impatient = create_engine(
+        sa.engine.make_url(mysql_db.url)
+        .update_query_dict({"init_command": "SET innodb_lock_wait_timeout=1"})
+        .render_as_string(hide_password=False)
+    )
     with mysql_db.engine.connect() as other:  # the other import, still writing the session
         other.execute(
             sa.text("SELECT session_id FROM agent_session WHERE session_id = :s FOR UPDATE"),

@@ -614,3 +614,27 @@ def test_0012_on_a_runtime_table_of_another_charset(mysql_empty_db, cli, charset
             {"calls": json.dumps([{"id": call_id}], ensure_ascii=False)},
         )
         assert conn.exec_driver_sql("SELECT call_id FROM agent_message").scalar() == call_id
+
+
+def test_mysql_tests_run_under_mysql8_mode_per_connection(mysql_db, run_files):
+    """Every MySQL test runs under MySQL 8's SQL mode, set on each connection by the URL the
+    fixtures give (the library's engine, a connection of the CLI's process), never on the
+    server: the fixtures set the server's global mode before, and a count in a state file put
+    it back, which a killed worker or two runs sharing the server left changed."""
+    from ctxtool.db import create_engine as ctx_engine
+
+    from .conftest import MYSQL8_SQL_MODE
+
+    for engine in (mysql_db.engine, ctx_engine(mysql_db.url)):
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() == MYSQL8_SQL_MODE
+    script = (
+        "import sys; from ctxtool.db import create_engine; "
+        "c = create_engine(sys.argv[1]).connect(); "
+        "print(c.exec_driver_sql('SELECT @@SESSION.sql_mode').scalar())"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, mysql_db.url], capture_output=True, text=True, check=True
+    )
+    assert child.stdout.strip() == MYSQL8_SQL_MODE
+    assert not list(run_files.glob("sql_mode*"))  # no server-wide state to count or put back

@@ -17,7 +17,7 @@ USER = f"ctxcfg_user_{os.getpid()}"
 
 
 @pytest.fixture
-def server_user(mysql8_sql_mode):
+def server_user():
     """A user with a password who may create databases named ctxcfg_*; a fresh name for one."""
     name = f"ctxcfg_{os.getpid()}"
     server = sa.create_engine(MYSQL_SERVER_URL, isolation_level="AUTOCOMMIT")
