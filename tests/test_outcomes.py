@@ -83,3 +83,14 @@ def test_targets():
         command_target("FOO=1 timeout 60 python scripts/run.py --fast") == "python:scripts/run.py"
     )
     assert target_of(Run("Write", "Write a.py", False, "a.py")) == "file:a.py"
+
+
+def test_a_patch_retried_on_its_file_and_a_search_exit_code_are_no_errors():
+    patch = "apply_patch *** Begin Patch *** Update File: render.py @@ -a +b *** End Patch"
+    failed = Run("shell", patch, True, "render.py", "error: Failed to find expected lines")
+    again = Run("shell", patch.replace("-a", "-c"), False, "render.py")
+    assert target_of(failed) == "file:render.py"
+    assert outcomes([failed, again]) == []
+    grep = bash('grep -A 5 "a\\|b" src/x.ts', True, "Command exited with code 1")
+    assert outcomes([grep]) == []
+    assert outcomes([bash("sleep 5", True, "Command aborted")]) == []

@@ -40,6 +40,7 @@ _EXPLORATORY = frozenset(
      "realpath", "tree", "less", "wc", "du", "pwd", "echo", "printenv", "whereis", "sed", "awk"}
 )  # fmt: skip
 _SEARCH = frozenset({"grep", "rg", "ag", "egrep", "fgrep", "zgrep", "ack"})
+_PATCH = re.compile(r"^\s*apply_patch\b|\*\*\* Begin Patch")
 _URL = re.compile(r"https?://[^\s'\"<>|;)]+")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
 _SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/|/usr/bin/)?(?:ba|z|da)?sh\s+-l?c\s+")
@@ -47,15 +48,19 @@ _SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/|/usr/bin/)?(?:ba|z|da)?sh\s+-l?c\s+")
 RETRY_NOISE = re.compile(
     r"has not been read yet|not been read|read it first|must read|old_string not found|"
     r"string to replace not found|old string not found|no match(?:es)? found for|"
-    r"found \d+ matches of the string|not unique in the file|file has been modified since",
+    r"found \d+ matches of the string|not unique in the file|file has been modified since|"
+    r"could not find the exact text|failed to find expected lines|invalid hunk|"
+    r"expected update hunk",
     re.I,
 )
 # A run the user stopped: nothing failed.
 ABORTED = re.compile(
     r"interrupted by user|the user doesn't want to proceed|user (?:rejected|denied|declined)|"
-    r"aborted by (?:the )?user|operation was aborted|turn_aborted|tool use was rejected",
+    r"aborted by (?:the )?user|operation was aborted|turn_aborted|tool use was rejected|"
+    r"^\s*command aborted",
     re.I,
 )
+_EXIT_ONE = re.compile(r"^\s*(command )?exit(ed)?( with)? (code|status) 1\.?\s*$", re.I)
 _MISSING = re.compile(r"no such file|not found|cannot access|does not exist|cannot find", re.I)
 
 
@@ -182,8 +187,9 @@ def command_target(command: str) -> str:
 
 def target_of(run: Run) -> str:
     """The target of a run: a command's (:func:`command_target`), else the path the tool
-    worked on (a tool that writes and one that reads the same file share it)."""
-    if run.path and not _is_command_line(run):
+    worked on (a tool that writes and one that reads the same file share it; a patch, however
+    it is applied, works on its first file)."""
+    if run.path and (not _is_command_line(run) or _PATCH.search(run.command)):
         return "file:" + run.path
     return command_target(run.command)
 
@@ -209,7 +215,7 @@ def is_non_error(run: Run, later: Sequence[Run]) -> bool:
     if ABORTED.search(run.error):
         return True
     words = _work_step(run.command) if _is_command_line(run) else []
-    if words and words[0] in _SEARCH and not run.error.strip():
+    if words and words[0] in _SEARCH and (not run.error.strip() or _EXIT_ONE.search(run.error)):
         return True
     same_turn = [r for r in later if r.turn == run.turn]
     if RETRY_NOISE.search(run.error):

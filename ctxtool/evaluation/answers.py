@@ -15,8 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..compaction.sections import (
+    CURRENT_WORK,
+    ERRORS,
+    NEXT_STEP,
+    OPEN_TASKS,
+    canonical_heading,
+    parse_sections,
+)
 from ..records import Message
-from .probes import Probe
+from .probes import OPEN_STATE, PENDING_STATE, Probe
 
 SUMMARY = "summary"
 _NEGATION = re.compile(
@@ -91,6 +99,36 @@ def _negated_at(text: str, start: int) -> bool:
     return bool(_NEGATION.search(before))
 
 
+# A ``none_of`` phrase may state the state it contradicts: ``open: X`` is contradicted by a
+# summary line that names X and calls it open (an error fixed since), ``pending: X`` by X listed
+# among the open tasks or as the next step (a task finished since). Plain phrases are
+# contradicted anywhere in the summary.
+_CALLED_OPEN = re.compile(
+    r"still open|unresolved|not (yet )?fixed|remains? open|open error|still fail"
+)
+_PENDING_MARK = re.compile(r"\[ \]|\[in progress\]|\bpending\b|\bin progress\b")
+_PENDING_SECTIONS = (OPEN_TASKS, NEXT_STEP, CURRENT_WORK)
+
+
+def _stated_lines(summary: str) -> tuple[list[str], list[str]]:
+    """(every normalised line of a summary, the lines it lists as pending work: the items of
+    its open tasks, next step and current work sections, and lines marked pending elsewhere
+    but in its errors)."""
+    lines: list[str] = []
+    pending: list[str] = []
+    for section in parse_sections(summary):
+        heading = canonical_heading(section.heading)
+        for item in section.items:
+            for line in item.splitlines():
+                text = normalise(line)
+                lines.append(text)
+                if heading in _PENDING_SECTIONS or (
+                    heading != ERRORS and _PENDING_MARK.search(text) and "[x]" not in text
+                ):
+                    pending.append(text)
+    return lines, pending
+
+
 class ContextText:
     """A restored context prepared once for many probes: the summary and each kept message,
     normalised."""
@@ -98,6 +136,21 @@ class ContextText:
     def __init__(self, summary: str | None, kept: Sequence[Message] = ()):
         self.summary = normalise(summary or "")
         self.kept = [(m.id, normalise(message_text(m))) for m in kept]
+        self.lines, self.pending = _stated_lines(summary or "")
+
+    def states(self, phrase: str) -> bool:
+        """The summary states a ``none_of`` phrase (an ``open:``/``pending:`` one in that
+        state, see ``OPEN_STATE``)."""
+        text = normalise(phrase)
+        if text.startswith(OPEN_STATE):
+            alt = text.removeprefix(OPEN_STATE).strip()
+            return bool(alt) and any(
+                alt in line and _CALLED_OPEN.search(line) for line in self.lines
+            )
+        if text.startswith(PENDING_STATE):
+            alt = text.removeprefix(PENDING_STATE).strip()
+            return bool(alt) and any(alt in line for line in self.pending)
+        return bool(text) and text in self.summary
 
     def places(self, group: tuple[str, ...], negated: bool) -> list[str]:
         """Where a group is found: ``summary`` and/or ``message <id>`` (the first kept one)."""
@@ -150,7 +203,7 @@ def answer(probe: Probe, context: ContextText) -> Verdict:
     missing = tuple(g for g, places in zip(probe.all_of, found, strict=True) if not places)
     in_summary = all(SUMMARY in places for places in found)
     in_kept = all(any(p != SUMMARY for p in places) for places in found)
-    contradicted = tuple(n for n in probe.none_of if normalise(n) in context.summary)
+    contradicted = tuple(n for n in probe.none_of if context.states(n))
     where: list[str] = []
     if in_summary:
         where = [SUMMARY]

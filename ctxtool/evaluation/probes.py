@@ -101,6 +101,12 @@ def probe_from_dict(data: dict[str, Any]) -> Probe:
 # -- probes derived from the span's signals --------------------------------------------------------
 
 MAX_PROBES_PER_KIND = 10
+# How a summary says a failure was fixed (any one of them).
+FIX_WORDS = ("fixed", "resolved", "succeeded", "passes", "passed", "passing", "works", "→", "->")
+# ``none_of`` phrases that name a state (``answers.ContextText.states``): a fixed failure's
+# command called open, a finished task listed as still to do.
+OPEN_STATE = "open:"
+PENDING_STATE = "pending:"
 # Files are asked about more: a session changes dozens, each a thing the next agent may touch
 # again (the score averages per kind, so they still do not outvote the goal).
 MAX_FILE_PROBES = 25
@@ -290,11 +296,12 @@ def derive_probes(
         answer: str,
         groups: list[tuple[str, ...]],
         negated: bool = False,
+        none_of: tuple[str, ...] = (),
     ) -> None:
         groups = list(dict.fromkeys(g for g in groups if g))
         if groups:
             probe_id = kind.value if n == 0 else f"{kind.value}_{n}"
-            probes.append(Probe(probe_id, kind, question, answer, tuple(groups), (), negated))
+            probes.append(Probe(probe_id, kind, question, answer, tuple(groups), none_of, negated))
 
     if s.goal and not continued:
         g = s.goal
@@ -323,12 +330,27 @@ def derive_probes(
         if f.changed_between:
             outcome += f" after changes to {', '.join(f.changed_between[:5])}"
         then = f"; then: {f.then}" if f.then else ""
+        command = _command_key(f.tool, f.command)
         add(
             ProbeKind.ERROR_FIX,
             n,
             f"What went wrong when running `{f.command[:120]}`, and was it fixed?",
             f"`{f.command[:200]}` failed: {f.error} ({outcome}){then}",
-            _command_key(f.tool, f.command) + key_terms(f.error, 1, prose=False),
+            # A fixed failure's answer says it was fixed, and never calls it open.
+            command + key_terms(f.error, 1, prose=False) + ([FIX_WORDS] if f.fixed else []),
+            none_of=tuple(OPEN_STATE + alt for g in command for alt in g) if f.fixed else (),
+        )
+    finished = [t for t in s.tasks if t.status in ("completed", "done")]
+    for n, task in enumerate(finished[:MAX_PROBES_PER_KIND], len(s.open_tasks) + 1):
+        terms = key_terms(task.content, 2)
+        add(
+            ProbeKind.OPEN_TASKS,
+            n,
+            f"Is this task still to do: {task.content[:200]}?",
+            f"No: {task.content} was completed.",
+            terms,
+            # the whole description: a term alone may name another task still open
+            none_of=(PENDING_STATE + " ".join(task.content.split()),),
         )
     for n, change in enumerate(s.files_changed[:MAX_FILE_PROBES], 1):
         base = change.path.rstrip("/").rsplit("/", 1)[-1]

@@ -1,0 +1,105 @@
+"""eval's derived probes check the state of the work (issue #42 item 6): a summary that calls a
+fixed error open, lists a finished task as pending or leaves out the fix scores lower than the
+correct summary of the same span."""
+
+from __future__ import annotations
+
+import json
+
+from ctxtool.evaluation import ContextText, answer, evaluate, probe_from_dict
+
+from .test_signals import Span
+
+
+def fixed_span() -> Span:
+    s = Span()
+    s.user("Make the cart total round to cents; tests in tests/test_cart.py must pass")
+    todos = [
+        {"content": "Fix rounding in cart_total", "status": "in_progress", "activeForm": "x"},
+        {"content": "Add a regression test for rounding", "status": "pending", "activeForm": "y"},
+    ]
+    s.call("TodoWrite", "ok", todos=todos)
+    s.call(
+        "Bash",
+        "FAILED tests/test_cart.py::test_total - AssertionError: 10.005 != 10.01\nexit code: 1",
+        command="pytest tests/test_cart.py",
+    )
+    s.call("Edit", "ok", file_path="src/cart.py", old_string="a", new_string="b")
+    s.call("Bash", "3 passed\nexit code: 0", command="pytest tests/test_cart.py")
+    done = [dict(t, status="completed") for t in todos]
+    s.call("TodoWrite", "ok", todos=done)
+    s.add("assistant", "Both tasks are done: cart_total rounds with Decimal and the test passes.")
+    return s
+
+
+CORRECT = """## Goal
+Make the cart total round to cents (tests/test_cart.py must pass).
+
+## Errors and fixes
+- `pytest tests/test_cart.py` failed: AssertionError: 10.005 != 10.01 — fixed: a later run succeeded after changing src/cart.py
+
+## Files changed and why
+- `src/cart.py` — cart_total rounds with Decimal
+
+## Done
+- [x] Fix rounding in cart_total
+- [x] Add a regression test for rounding
+"""
+FIXED_CALLED_OPEN = CORRECT.replace(
+    "— fixed: a later run succeeded after changing src/cart.py", "— still open"
+)
+STALE_TASK = CORRECT.replace(
+    "## Done\n- [x] Fix rounding in cart_total\n",
+    "## Open tasks\n- [in progress] Fix rounding in cart_total\n\n## Done\n",
+)
+MISSING_FIX = CORRECT.replace(
+    " — fixed: a later run succeeded after changing src/cart.py", " (then: I look at cart_total)"
+)
+
+
+def score(summary: str) -> float:
+    result = evaluate(fixed_span().messages, summary)
+    assert result.score is not None
+    return result.score
+
+
+def test_the_correct_summary_holds_every_state_probe():
+    assert score(CORRECT) == 1.0
+
+
+def test_a_fixed_error_called_open_scores_lower():
+    assert score(FIXED_CALLED_OPEN) < score(CORRECT)
+
+
+def test_a_finished_task_listed_as_pending_scores_lower():
+    assert score(STALE_TASK) < score(CORRECT)
+
+
+def test_a_missing_fix_scores_lower():
+    assert score(MISSING_FIX) < score(CORRECT)
+
+
+def test_state_phrases_of_a_key():
+    """``open:``/``pending:`` in a key's ``none_of`` are contradicted only in that state: the
+    command named on a line that calls it open, the task listed among the open ones."""
+    fixed = probe_from_dict(
+        {"id": "e", "kind": "error_fix", "all_of": [["npm test"]], "none_of": ["open: npm test"]}
+    )
+    assert answer(fixed, ContextText("- `npm test` failed: x — fixed by --runInBand")).held
+    assert not answer(fixed, ContextText("- `npm test` failed: x — still open")).held
+    task = probe_from_dict(
+        {"id": "t", "kind": "open_tasks", "all_of": [["release"]], "none_of": ["pending: release"]}
+    )
+    assert answer(task, ContextText("## Done\n- [x] release 1.2")).held
+    assert not answer(task, ContextText("## Open tasks\n- release 1.2")).held
+    assert not answer(task, ContextText("## Plan\n- [ ] release 1.2")).held
+
+
+def test_the_derived_probes_of_a_finished_task_and_a_fixed_error_name_their_state():
+    from ctxtool.evaluation import derive_probes
+
+    probes = derive_probes(fixed_span().messages)
+    error = next(p for p in probes if p.kind.value == "error_fix")
+    assert any(n.startswith("open:") for n in error.none_of)
+    done = [p for p in probes if p.kind.value == "open_tasks"]
+    assert json.dumps([p.none_of for p in done]).count("pending:") == 2
