@@ -27,6 +27,10 @@ import summary_sections  # noqa: E402
 from ctxtool.evaluation.keys import agreement, keyed_span, load_key  # noqa: E402
 
 PAGE = ROOT / "docs" / "quality.md"
+# Keys kept from the summarizer's author: only their aggregate is ever printed (never a probe
+# id, a question or a span's row), so the gap between them and the tuning keys stays a measure.
+HOLDOUT = summary_sections.KEYS / "holdout"
+WINDOWS = (16_000, 8_000)
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -57,6 +61,56 @@ def agreement_markdown(transcripts: Path, workdir: Path) -> str:
     return "\n".join(out)
 
 
+def _aggregate(rows: list[dict], window: int) -> dict:
+    """The figures of ``rows`` at ``window`` (the rows' own figures are at the first window)."""
+    at = [r if window == WINDOWS[0] else {**r, **r["by_window"][window]} for r in rows]
+    held = sum(r["held"] for r in at)
+    total = sum(r["summary_only"] for r in at)
+    return {
+        "spans": len(at),
+        "held": held,
+        "total": total,
+        "fabrications": sum(
+            r["fabrications"] if isinstance(r["fabrications"], int) else len(r["fabrications"])
+            for r in at
+        ),
+        "fixed_called_open": sum(r["state"]["fixed_called_open"] for r in at),
+        "finished_pending": sum(r["state"]["finished_pending"] for r in at),
+        "tokens": sum(r["summary_tokens"] for r in at) // max(1, len(at)),
+    }
+
+
+def windows_markdown(tuning: list[dict], holdout: list[dict]) -> str:
+    """The headline: the tuning keys and the held-out keys (aggregates only) at each window,
+    and the summaries' size against the runtimes' own summaries of the same spans."""
+    out = [
+        "| keys | window | summary-only probes held | fabrications | fixed errors called open "
+        "| finished tasks listed as pending | mean summary tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, rows in (("tuning", tuning), ("holdout", holdout)):
+        for window in WINDOWS:
+            a = _aggregate(rows, window)
+            share = f"{a['held'] / a['total']:.0%}" if a["total"] else "–"
+            out.append(
+                f"| {name} ({a['spans']} spans) | {window // 1000}k "
+                f"(budget {summary_sections.window_budget(window)}) "
+                f"| {share} ({a['held']}/{a['total']}) | {a['fabrications']} "
+                f"| {a['fixed_called_open']} | {a['finished_pending']} | {a['tokens']} |"
+            )
+    own = [r for r in tuning + holdout if r.get("agent_summary")]
+    if own:
+        ours = sum(r["summary_tokens"] for r in own) // len(own)
+        theirs = sum(r["agent_summary"]["tokens"] for r in own) // len(own)
+        small = sum(r["by_window"][WINDOWS[1]]["summary_tokens"] for r in own) // len(own)
+        out.append(
+            f"\nOn the {len(own)} spans (both key sets) whose runtime wrote its own summary: "
+            f"ctxtool's summary {ours} tokens at 16k and {small} at 8k on average, the "
+            f"runtime's {theirs}."
+        )
+    return "\n".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("transcripts", type=Path, help="the shared transcripts directory")
@@ -64,11 +118,19 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         (Path(workdir) / "keys").mkdir()
-        rows = summary_sections.measure(args.transcripts, Path(workdir) / "keys")
+        budget = summary_sections.window_budget(WINDOWS[0])
+        rows = summary_sections.measure(
+            args.transcripts, Path(workdir) / "keys", budget, windows=WINDOWS[1:]
+        )
+        (Path(workdir) / "holdout").mkdir()
+        held_out = summary_sections.measure(
+            args.transcripts, Path(workdir) / "holdout", budget, keys=HOLDOUT, windows=WINDOWS[1:]
+        )
         runs = retention_table.compact_twice(args.transcripts, Path(workdir))
         agreed = agreement_markdown(args.transcripts, Path(workdir) / "agreement")
     page = PAGE.read_text()
     fresh = page_with(summary_sections.markdown(rows), page)
+    fresh = page_with(windows_markdown(rows, held_out), fresh, "windows")
     fresh = page_with(retention_table.gate_markdown(runs), fresh, "gate")
     fresh = page_with(agreed, fresh, "agreement")
     if args.check:

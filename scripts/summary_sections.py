@@ -26,15 +26,43 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctxtool.compaction.calls import calls_of  # noqa: E402
+from ctxtool.compaction.plan import CompactionSettings  # noqa: E402
+from ctxtool.compaction.prepare import summary_budget  # noqa: E402
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest  # noqa: E402
 from ctxtool.compaction.touched_files import files_touched  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
+from ctxtool.evaluation import derive_probes, evaluate  # noqa: E402
 from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key  # noqa: E402
+from ctxtool.evaluation.probes import OPEN_STATE, PENDING_STATE  # noqa: E402
 from ctxtool.records import Compaction, Message  # noqa: E402
 from ctxtool.store import Store  # noqa: E402
 
 KEYS = ROOT / "tests" / "answer_keys"
 BUDGET = 4096
+RESERVE = 2_000  # the reserve a new user's settings keep (scripts/retention_table.py)
+
+
+def window_budget(window: int) -> int:
+    """The summary budget a compaction at ``window`` tokens gives (the default
+    --max-summary-tokens, capped at a quarter of the threshold): 3,500 at 16k, 1,500 at 8k."""
+    threshold = CompactionSettings(context_window=window, reserve_tokens=RESERVE).threshold(None)
+    return summary_budget(threshold, BUDGET)
+
+
+def state_faults(span: KeyedSpan, summary: str) -> dict[str, int]:
+    """How often the summary misstates where the work stands: fixed errors it calls open and
+    finished tasks it lists as pending, by the hand keys' state phrases and the probes eval
+    derives from the span's task list and runs (their ``open:``/``pending:`` none_of)."""
+    probes = list(span.key.probes) + derive_probes(span.summarized)
+    verdicts = evaluate(span.summarized, summary, span.kept, probes=probes).verdicts
+    out = {"fixed_called_open": 0, "finished_pending": 0}
+    for v in verdicts:
+        for phrase in v.contradicted:
+            if phrase.lower().startswith(OPEN_STATE):
+                out["fixed_called_open"] += 1
+            elif phrase.lower().startswith(PENDING_STATE):
+                out["finished_pending"] += 1
+    return out
 
 
 def summary_of(
@@ -54,13 +82,21 @@ def summary_of(
 
 
 def measure(
-    transcripts: Path, workdir: Path, max_tokens: int = BUDGET, log: bool = False
+    transcripts: Path,
+    workdir: Path,
+    max_tokens: int = BUDGET,
+    log: bool = False,
+    keys: Path = KEYS,
+    windows: tuple[int, ...] = (),
 ) -> list[dict]:
+    """A row per key file of ``keys``: the summary at ``max_tokens`` scored on the key, and
+    for each of ``windows`` the score at that window's budget (``by_window``)."""
     rows = []
-    for path in sorted(KEYS.glob("*.json")):
+    for path in sorted(keys.glob("*.json")):
         key = load_key(path)
         span = keyed_span(key, transcripts, workdir)
-        summary = summary_of(span, _held(workdir / f"{key.name}-span.db"), max_tokens, log)
+        held = _held(workdir / f"{key.name}-span.db")
+        summary = summary_of(span, held, max_tokens, log)
         evaluation = span.evaluate(summary)
         row = {
             "key": key.name,
@@ -73,7 +109,20 @@ def measure(
             "boilerplate": evaluation.boilerplate,
             "sections": {s.heading: s.tokens for s in evaluation.sections},
             "summary": summary,
+            "state": state_faults(span, summary),
+            "by_window": {},
         }
+        for window in windows:
+            small = summary_of(span, held, window_budget(window), log)
+            scored = span.evaluate(small)
+            row["by_window"][window] = {
+                "score": scored.score,
+                "held": sum(v.held for v in scored.summary_only),
+                "summary_only": len(scored.summary_only),
+                "fabrications": len(scored.fabrications),
+                "summary_tokens": scored.summary_tokens,
+                "state": state_faults(span, small),
+            }
         if span.checkpoint is not None:
             own = span.evaluate(span.checkpoint.summary)
             row["agent_summary"] = {"score": own.score, "tokens": own.summary_tokens}
@@ -96,17 +145,20 @@ def _pct(value) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
+    windows = sorted({w for r in rows for w in r.get("by_window", {})}, reverse=True)
     out = [
-        "| span | summary tokens | score | held | fabrications | boilerplate | missed "
-        "| agent's own summary |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| span | summary tokens | score | held | "
+        + "".join(f"score at {w // 1000}k | " for w in windows)
+        + "fabrications | boilerplate | missed | agent's own summary |",
+        "| --- | --- | --- | --- | " + "--- | " * len(windows) + "--- | --- | --- | --- |",
     ]
     for r in rows:
         own = r.get("agent_summary")
         own_text = f"{_pct(own['score'])} ({own['tokens']} tokens)" if own else "–"
+        small = "".join(f"{_pct(r['by_window'][w]['score'])} | " for w in windows)
         out.append(
             f"| {r['key']} | {r['summary_tokens']} | {_pct(r['score'])} "
-            f"| {r['held']}/{r['summary_only']} | {len(r['fabrications'])} "
+            f"| {r['held']}/{r['summary_only']} | {small}{len(r['fabrications'])} "
             f"| {len(r['boilerplate'])} | {', '.join(r['missed']) or '–'} "
             f"| {own_text} |"
         )
