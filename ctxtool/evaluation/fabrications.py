@@ -95,10 +95,14 @@ class Fabrication:
 
 def stated_items(summary: str) -> list[Fabrication]:
     """The checkable things a summary states: paths, commands, error names, identifiers."""
-    text = _URL.sub(" ", summary or "")
+    # Commands are read with their URLs (``curl -sS http://host/a && curl -sS http://host/b``
+    # without them is a line the history never held); paths and names without (a URL's path
+    # is no file of the project).
+    quoted = summary or ""
+    text = _URL.sub(" ", quoted)
     items: list[Fabrication] = []
-    commands = [c for c in _CODE_SPAN.findall(text) if _is_command(c)]
-    commands += [c for c in _SHELL_LINE.findall(text) if _is_command(c)]
+    commands = [c for c in _CODE_SPAN.findall(quoted) if _is_command(c)]
+    commands += [c for c in _SHELL_LINE.findall(quoted) if _is_command(c)]
     items += [Fabrication("command", c.strip()) for c in commands]
     for match in _PATH.findall(text):
         path = match.rstrip(".")
@@ -131,6 +135,12 @@ class SourceText:
     def __init__(self, messages: Iterable[Message], extra: Iterable[str | None] = ()):
         parts = [message_text(m) for m in messages] + [e or "" for e in extra]
         self.text = normalise("\n".join(parts))
+        # A call a runtime recorded as code (Codex's ``tools.exec_command({"cmd": …})``) holds
+        # its command JSON-escaped: ``printf '\\n'`` for the ``printf '\n'`` it ran.
+        self.unescaped = self.text.replace("\\\\", "\\").replace('\\"', '"')
+
+    def _has_command(self, step: str) -> bool:
+        return any(_command_found(text, step.strip()) for text in (self.text, self.unescaped))
 
     def contains(self, item: Fabrication) -> bool:
         text = normalise(item.text)
@@ -140,17 +150,23 @@ class SourceText:
             base = text.rstrip("/").rsplit("/", 1)[-1]
             return len(base) >= 3 and base in self.text
         if item.kind == "command":
-            # A summary may clip a command ("git commit -m … […]") or drop its flags.
+            # A summary may clip a command ("git commit -m … […]"), drop its flags, or quote
+            # a line of several steps: each step is then looked for on its own.
             clipped = re.split(r"\s*(?:\[…\]|…|\.\.\.)", text, maxsplit=1)[0]
-            words = text.split()
-            bare = [w for w in words if not w.startswith("-")]
-            return any(
-                part and part in self.text
-                for part in (clipped, " ".join(words[:3]), " ".join(bare[:3]))
-            )
+            steps = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", clipped) if s.strip()]
+            whole = clipped in self.text or clipped in self.unescaped
+            return whole or all(self._has_command(s) for s in steps or [text])
         if item.kind == "identifier" and text.endswith("()"):
             return text[:-2].rsplit(".", 1)[-1] in self.text
         return False
+
+
+def _command_found(source: str, text: str) -> bool:
+    """A command's step is in the source whole, by its first three words, or by its first
+    three words that are no flag."""
+    words = text.split()
+    bare = [w for w in words if not w.startswith("-")]
+    return any(part and part in source for part in (text, " ".join(words[:3]), " ".join(bare[:3])))
 
 
 def fabrications(
