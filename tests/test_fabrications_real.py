@@ -46,3 +46,18 @@ def test_an_invented_command_beside_it_still_is(edgerunner):
     assert [f.text for f in fabrications(summary, edgerunner)] == [
         "curl -sS http://127.0.0.1:8080/api/ready && cargo publish --dry-run"
     ]
+
+
+def test_a_tool_call_shown_as_its_tool_and_path_is_no_fabrication(tmp_path):
+    """Pi's kimchi session: a ``grep`` tool call on a path the summary shows as
+    ``grep <path>`` (the call's tool and path, no command line)."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'k.db'}")
+    Migrator(engine).up()
+    Importer(engine, fmt="pi").import_paths([str(TRANSCRIPTS / "pi" / "kimchi-dev-session.jsonl")])
+    store = Store(engine)
+    [session_id] = store.session_ids()
+    path = "/Users/ibar/castai/src/kimchi-dev/node_modules/@mariozechner/pi-agent-core"
+    summary = f"- `grep {path}` failed: Path not found"
+    assert fabrications(summary, store.messages(session_id)) == []
+    assert fabrications(f"- `grep {path}/missing.ts`", store.messages(session_id)) != []
+    engine.dispose()

@@ -133,7 +133,13 @@ class SourceText:
     """What a summary may state: the span, the previous summary, the kept messages."""
 
     def __init__(self, messages: Iterable[Message], extra: Iterable[str | None] = ()):
+        messages = list(messages)
         parts = [message_text(m) for m in messages] + [e or "" for e in extra]
+        # A summary names a tool's call as the tool and its path ("`grep /src/x`"), as the
+        # summarizer shows a call that runs no command.
+        self.tools = {
+            (c["function"]["name"] or "").lower() for m in messages for c in m.calls()
+        } - {""}
         self.text = normalise("\n".join(parts))
         # A call a runtime recorded as code (Codex's ``tools.exec_command({"cmd": …})``) holds
         # its command JSON-escaped: ``printf '\\n'`` for the ``printf '\n'`` it ran.
@@ -155,6 +161,9 @@ class SourceText:
             clipped = re.split(r"\s*(?:\[…\]|…|\.\.\.)", text, maxsplit=1)[0]
             steps = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", clipped) if s.strip()]
             whole = clipped in self.text or clipped in self.unescaped
+            tool, _, path = clipped.partition(" ")
+            if tool in self.tools and path and " " not in path.strip() and path in self.text:
+                return True
             return whole or all(self._has_command(s) for s in steps or [text])
         if item.kind == "identifier" and text.endswith("()"):
             return text[:-2].rsplit(".", 1)[-1] in self.text
