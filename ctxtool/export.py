@@ -17,6 +17,8 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+from .chart import SVG_CSS, html_figure
+from .core.context_chart import ContextChart
 from .inspection import (
     CheckpointDiff,
     ContextStream,
@@ -514,16 +516,22 @@ def _esc(value: Any) -> str:
     return html.escape(_text(value), quote=True)
 
 
-def render_html(view: ContextView, checkpoints: Sequence[Compaction] = ()) -> str:
+def render_html(
+    view: ContextView, checkpoints: Sequence[Compaction] = (), chart: ContextChart | None = None
+) -> str:
     """A single page with no external resource: inline CSS, no script. A table of contents
     links the summary, the cut and the session's ``checkpoints``; tool calls and results and
     every long message collapse in ``<details>`` (closed); the summary is rendered as
-    Markdown (escaped first) and folds too (open)."""
-    return "".join(html_pieces(view, checkpoints))
+    Markdown (escaped first) and folds too (open). With ``chart`` (the session's), an inline
+    SVG of its context size over time stands above the messages (``ctxtool.chart``), each
+    checkpoint's mark linked to its entry in the contents."""
+    return "".join(html_pieces(view, checkpoints, chart))
 
 
 def html_pieces(
-    view: ContextView | ContextStream, checkpoints: Sequence[Compaction] = ()
+    view: ContextView | ContextStream,
+    checkpoints: Sequence[Compaction] = (),
+    chart: ContextChart | None = None,
 ) -> Iterator[str]:
     """:func:`render_html` piece by piece, from a view or a stream alike (the contents list
     takes what the stream's first pass learned)."""
@@ -536,9 +544,12 @@ def html_pieces(
     yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body><main>"
-        f'<h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n' + _html_toc(view, checkpoints)
+        f"<title>{_esc(title)}</title><style>{_CSS}{SVG_CSS if chart else ''}</style></head>\n"
+        f'<body><main><h1>{_esc(title)}</h1><table class="meta">{meta}</table>\n'
+        + _html_toc(view, checkpoints)
     )
+    if chart is not None:
+        yield _chart_figure(view, chart)
     separator = ""
     for item, cut in _items_with_cut(view):
         if cut:
@@ -547,6 +558,17 @@ def html_pieces(
         yield separator + _html_item(view, item)
         separator = "\n"
     yield "\n</main></body></html>\n"
+
+
+def _chart_figure(view: ContextView | ContextStream, chart: ContextChart) -> str:
+    """The chart's figure, each checkpoint linked to its entry in the contents (the one shown,
+    to its summary), the span of the context shown marked."""
+    cp, replaced = view.point.checkpoint, view.point.replaced_by
+    links = {d.checkpoint_id: f"#checkpoint-{d.checkpoint_id}" for d in chart.drops}
+    if cp is not None:
+        links[cp.id] = "#summary"
+    shown = cp.id if cp is not None else None
+    return html_figure(chart, links, shown, before_first=cp is None and replaced is not None)
 
 
 def _contents(view: ContextView | ContextStream) -> tuple[bool, bool, int | None, int, int | None]:
@@ -596,9 +618,9 @@ def _html_toc(view: ContextView | ContextStream, checkpoints: Sequence[Compactio
         )
         here = shown is not None and cp.id == shown.id
         rows.append(
-            f'<li class="here"><a href="#summary">{text}</a> (shown)</li>'
+            f'<li class="here" id="checkpoint-{cp.id}"><a href="#summary">{text}</a> (shown)</li>'
             if here
-            else f"<li>{text} (<code>--at {cp.id}</code>)</li>"
+            else f'<li id="checkpoint-{cp.id}">{text} (<code>--at {cp.id}</code>)</li>'
         )
     checkpoints_part = f"<div>Checkpoints</div><ol>{''.join(rows)}</ol>" if rows else ""
     return (
@@ -736,14 +758,18 @@ def export_format(fmt: str | None, path: str | None) -> str:
 
 
 def export_pieces(
-    view: ContextView | ContextStream, fmt: str, checkpoints: Sequence[Compaction] = ()
+    view: ContextView | ContextStream,
+    fmt: str,
+    checkpoints: Sequence[Compaction] = (),
+    chart: ContextChart | None = None,
 ) -> Iterator[str]:
     """The context in ``fmt`` (markdown, md, html, jsonl) piece by piece: a stream's in the
     memory of a page, whatever its length. The HTML page lists ``checkpoints`` (the session's)
-    in its contents. Joined, the pieces are :func:`render`'s text."""
+    in its contents and draws ``chart`` above the messages. Joined, the pieces are
+    :func:`render`'s text."""
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt == "html":
-        return html_pieces(view, checkpoints)
+        return html_pieces(view, checkpoints, chart)
     if fmt == "jsonl":
         return jsonl_lines(view)
     return chain(joined_lines(markdown_lines(view)), ["\n"])
@@ -755,9 +781,15 @@ def joined_lines(lines: Iterable[str]) -> Iterator[str]:
         yield ("\n" if i else "") + line
 
 
-def render(view: ContextView, fmt: str, checkpoints: Sequence[Compaction] = ()) -> str:
-    """The view in ``fmt``; the HTML page lists ``checkpoints`` (the session's) in its contents."""
+def render(
+    view: ContextView,
+    fmt: str,
+    checkpoints: Sequence[Compaction] = (),
+    chart: ContextChart | None = None,
+) -> str:
+    """The view in ``fmt``; the HTML page lists ``checkpoints`` (the session's) in its contents
+    and draws ``chart`` above the messages."""
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt == "html":
-        return render_html(view, checkpoints)
+        return render_html(view, checkpoints, chart)
     return {"markdown": render_markdown, "jsonl": render_jsonl}[fmt](view)

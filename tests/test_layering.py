@@ -36,6 +36,7 @@ PURE_MODULES = [
     "ctxtool.core.outcomes",
     "ctxtool.core.changes",
     "ctxtool.core.work_state",
+    "ctxtool.core.context_chart",
 ]
 # What no pure module may load (a prefix names a package and everything in it).
 NOT_PURE = ["sqlalchemy", "ctxtool.store", "ctxtool.db", "ctxtool.compaction.summarizers"]

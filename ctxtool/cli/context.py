@@ -7,6 +7,9 @@ from itertools import chain
 
 import click
 
+from ..chart import text_chart, unicode_allowed
+from ..compaction.plan import CompactionSettings, context_window_for
+from ..core.context_chart import ContextChart
 from ..export import (
     FORMATS,
     export_format,
@@ -21,13 +24,14 @@ from ..export import (
 )
 from ..output import OutputFormat, dumps, is_terminal, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor, redact_stream
+from ..store.chart import session_chart
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, table_width, wrap
 from ..whole_file import write_whole
 from .app import pass_app
 from .archive import redact_options
-from .options import json_option, output_options, session_argument
+from .options import json_option, output_options, session_argument, window_options
 from .root import main
 from .types import WholeNumber
 
@@ -65,6 +69,13 @@ def _at_options(func):
 def _one_point(at: int | None, before_first: bool) -> None:
     if at is not None and before_first:
         raise click.UsageError("choose one of --at and --before-first")
+
+
+def _chart(history: SessionHistory, settings: CompactionSettings) -> ContextChart:
+    """The session's chart against its model's window and threshold (or the options')."""
+    model = history.session.model
+    window = context_window_for(model, settings.context_window)
+    return session_chart(history, window, settings.threshold(model))
 
 
 @context.command("show")
@@ -128,9 +139,18 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
     is_flag=True,
     help="Under the table, each checkpoint's quality figures and the probes it missed.",
 )
+@click.option(
+    "--chart",
+    "chart",
+    is_flag=True,
+    help="Under the table, the context's size at each message as block characters fitted to "
+    "the terminal, each checkpoint marked, with the window and the compaction threshold "
+    "(plain characters when the output is not UTF-8 or NO_COLOR is set).",
+)
+@window_options
 @output_options
 @pass_app
-def checkpoints(app, session, details, output: OutputFormat):
+def checkpoints(app, session, details, chart, settings, output: OutputFormat):
     """Every checkpoint of a session in order: parent, time, summarizer and model, cut,
     messages summarized, tokens before / after, summary tokens, and the quality gate's
     figures (the probe score, fabrications and missed probes, as `ctxtool eval` measures).
@@ -140,7 +160,10 @@ def checkpoints(app, session, details, output: OutputFormat):
     \b
     Example: ctxtool context checkpoints a5c478e1
              ctxtool context checkpoints a5c478e1 --details
+             ctxtool context checkpoints a5c478e1 --chart
     """
+    if chart and output.machine:
+        raise click.UsageError("--chart draws for a person: not with --json, --nl, --csv")
     history = _history(app, session)
     rows = history.checkpoint_rows()
     if output.machine:
@@ -152,6 +175,9 @@ def checkpoints(app, session, details, output: OutputFormat):
         missed = f"; missed: {', '.join(row['missed'])}" if row["missed"] else ""
         line = f"checkpoint {row['checkpoint_id']}: {row['quality'] or 'no figures'}{missed}"
         click.echo(wrap(line, width, "  "))
+    if chart:
+        lines = text_chart(_chart(history, settings), width or 80, unicode_allowed(sys.stdout))
+        click.echo("\n" + "\n".join(lines))
 
 
 @context.command("diff")
@@ -205,10 +231,30 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     type=click.Path(dir_okay=False, writable=True),
     help="Write to this file instead of standard output.",
 )
+@click.option(
+    "--chart/--no-chart",
+    "chart",
+    default=None,
+    help="The HTML page's chart of the context's size at each message, with every checkpoint, "
+    "the window and the threshold [default: drawn in --format html].",
+)
+@window_options
 @redact_options
 @output_options
 @pass_app
-def export(app, session, fmt, at, before_first, path, redact, redact_preview, output: OutputFormat):
+def export(
+    app,
+    session,
+    fmt,
+    at,
+    before_first,
+    path,
+    chart,
+    settings,
+    redact,
+    redact_preview,
+    output: OutputFormat,
+):
     """Export a session's restored context (the latest, or --at a checkpoint).
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
@@ -226,6 +272,8 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview, ou
     if redact_preview and path:
         raise click.UsageError("--redact-preview lists what it finds and writes nothing: no -o")
     fmt = export_format(fmt, path)
+    if chart and fmt != "html":
+        raise click.UsageError("the chart is drawn in the HTML export: --format html")
     history = _history(app, session)
     _one_point(at, before_first)
     # Streamed: a page of messages in memory at a time, however long the context (redacted
@@ -240,13 +288,15 @@ def export(app, session, fmt, at, before_first, path, redact, redact_preview, ou
             rows = [f.as_dict() for f in redactor.findings or ()]
             print_rows(rows, output, headers=FINDING_COLUMNS)
             return
+    drawn = _chart(history, settings) if fmt == "html" and chart is not False else None
+    pieces = export_pieces(stream, fmt, history.compactions, drawn)
     if path:
-        size = write_whole(path, export_pieces(stream, fmt, history.compactions))
+        size = write_whole(path, pieces)
         click.echo(f"wrote {path} ({fmt}, {size} bytes)", err=True)
     elif fmt == "markdown":
         page(markdown_lines(stream))
     elif fmt == "html" and is_terminal(sys.stdout):
         # A person reading a page's source: a pager.
-        page("".join(export_pieces(stream, fmt, history.compactions)).rstrip("\n"))
+        page("".join(pieces).rstrip("\n"))
     else:
-        echo_pieces(export_pieces(stream, fmt, history.compactions))
+        echo_pieces(pieces)

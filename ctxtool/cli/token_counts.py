@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from ..chart import histogram_lines, unicode_allowed
+from ..compaction.plan import CompactionSettings, context_window_for
+from ..core.context_chart import window_histogram
 from ..errors import CtxtoolError
 from ..failures import INTERRUPTED
 from ..output import OutputFormat, Progress, print_document, print_rows
@@ -13,7 +18,13 @@ from ..store.reports import token_report
 from ..terminal import fit_table, table_width
 from ..tokens import get_encoding
 from .app import pass_app
-from .options import encoding_option, json_option, output_options, session_argument
+from .options import (
+    encoding_option,
+    json_option,
+    output_options,
+    session_argument,
+    window_options,
+)
 from .root import main
 from .types import WholeNumber
 
@@ -86,16 +97,27 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
 @tokens.command("report")
 @session_argument(required=False, old_option=True)
 @encoding_option
+@click.option(
+    "--chart",
+    is_flag=True,
+    help="Under the table, a histogram of the sessions by their restored context's share of "
+    "their window: how many sit near the compaction threshold, how many are over it.",
+)
+@window_options
 @output_options
 @pass_app
-def report_cmd(app, session, encoding, output: OutputFormat):
+def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     """Per session: messages, full-history tokens, effective (restored) tokens, summary tokens,
     compression ratio, and the context size the provider reported, where the transcript had it.
 
     SESSION (its id, source id or a unique prefix) reports one session; default: all.
 
+    \b
     Example: ctxtool tokens report 42 --json
+             ctxtool tokens report --chart --context-window 200000
     """
+    if chart and output.machine:
+        raise click.UsageError("--chart draws for a person: not with --json, --nl, --csv")
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
     rows = token_report(engine, session_id, encoding)
@@ -115,6 +137,37 @@ def report_cmd(app, session, encoding, output: OutputFormat):
     )
     if rows:
         click.echo("(context: the restored context's tokens; ratio: history / context)")
+    if chart:
+        click.echo("\n" + "\n".join(window_chart(rows, settings, table_width(None) or 80)))
+
+
+# Below the threshold by at most this share of the window: "near" it.
+NEAR_THRESHOLD = 0.1
+
+
+def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> list[str]:
+    """The report's histogram: each session's context as a share of its model's window (or
+    the --context-window), and how many are near the threshold, over it, over the window."""
+    shares, over_window, over, near = [], 0, 0, 0
+    threshold_shares = set()
+    for r in rows:
+        window = context_window_for(r["model"], settings.context_window)
+        threshold = settings.threshold(r["model"])
+        tokens = r["effective_tokens"]
+        shares.append(tokens / window)
+        threshold_shares.add(threshold / window)
+        over_window += tokens > window
+        over += tokens > threshold
+        near += threshold - NEAR_THRESHOLD * window < tokens <= threshold
+    common = threshold_shares.pop() if len(threshold_shares) == 1 else None
+    lines = ["sessions by restored context, as a share of their window:"]
+    lines += histogram_lines(window_histogram(shares), common, width, unicode_allowed(sys.stdout))
+    lines.append(
+        f"{len(rows)} session(s): {near} near the threshold (within "
+        f"{NEAR_THRESHOLD:.0%} of the window below it), {over} over it, {over_window} over "
+        "the window"
+    )
+    return lines
 
 
 # The report's columns at 80 characters, with short labels; --json has every field.

@@ -1,0 +1,211 @@
+"""A session's restored-context size over time: the points of its chart, from plain lists.
+
+At each message the agent was sent the system prompt, the summary of the latest checkpoint
+written by then and the messages from that checkpoint's cut up to this one: the size grows
+message by message and drops at each checkpoint to its summary plus the messages it kept. The
+sizes are sums of the stored counts (a message without a usable count adds its estimate, or
+nothing, and is counted in :attr:`ContextChart.uncounted`), with the head counted as sent and the reply
+priming, as :func:`ctxtool.context_size.restored_context_tokens` measures a context whose
+tool calls are all answered. No I/O: the store reads the lists (``store.chart``), the export
+and the terminal draw the result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import accumulate
+
+from ..context_size import total_tokens
+
+
+@dataclass(frozen=True)
+class ChartCheckpoint:
+    """What the chart needs of one checkpoint. ``head_tokens``: the system prompt and its
+    summary as sent (each message's framing included). ``messages_through``: the newest message
+    id stored when it was written, where it was recorded (ctxtool's own); else its time and the
+    messages' times place it. ``tokens_before`` / ``tokens_after``: the figures it recorded."""
+
+    id: int
+    first_kept_message_id: int
+    head_tokens: int
+    created_at: datetime | None = None
+    messages_through: int | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@dataclass(frozen=True)
+class ChartDrop:
+    """One checkpoint on the chart: written after the first ``index`` messages, it took the
+    context from ``before`` to ``after`` tokens (by the stored counts); ``recorded_*`` are the
+    figures the checkpoint itself stored (a runtime's, counted its own way), None if none."""
+
+    checkpoint_id: int
+    index: int
+    before: int
+    after: int
+    created_at: datetime | None
+    recorded_before: int | None
+    recorded_after: int | None
+
+
+@dataclass(frozen=True)
+class ContextChart:
+    """The chart of one session: ``sizes[i]`` is the restored context's tokens when message
+    ``ids[i]`` had just been written, under the checkpoint ``drops[in_force[i]]`` (-1: before
+    the first); ``times[i]`` its time. ``window`` and ``threshold``: the model's context window
+    and the compaction threshold, None when unknown."""
+
+    ids: list[int]
+    times: list[datetime | None]
+    sizes: list[int]
+    in_force: list[int]
+    drops: list[ChartDrop]
+    window: int | None = None
+    threshold: int | None = None
+    uncounted: int = 0
+
+    @property
+    def peak(self) -> int:
+        return max(self.sizes, default=0)
+
+    def span(self, checkpoint_id: int | None) -> tuple[int, int]:
+        """Message indices ``[start, end)`` while checkpoint ``checkpoint_id`` was the latest
+        (None: before the first checkpoint)."""
+        if checkpoint_id is None:
+            return 0, self.drops[0].index if self.drops else len(self.sizes)
+        for k, drop in enumerate(self.drops):
+            if drop.checkpoint_id == checkpoint_id:
+                end = self.drops[k + 1].index if k + 1 < len(self.drops) else len(self.sizes)
+                return drop.index, end
+        raise KeyError(checkpoint_id)
+
+
+def context_chart(
+    ids: Sequence[int],
+    counts: Sequence[int | None],
+    times: Sequence[datetime | None],
+    checkpoints: Sequence[ChartCheckpoint],
+    system_tokens: int,
+    window: int | None = None,
+    threshold: int | None = None,
+    estimates: Sequence[int | None] | None = None,
+) -> ContextChart:
+    """The chart of a session whose messages are ``ids`` (ascending) with their stored
+    ``counts`` (None: no usable count) and ``times``, and whose ``checkpoints`` are in id
+    order. ``system_tokens``: the system prompt as sent (0 without one), the head before the
+    first checkpoint. ``estimates``: what a message without a count is taken to cost (from
+    its length), else nothing."""
+    n = len(ids)
+    sized = (
+        counts
+        if estimates is None
+        else [c if c is not None else e for c, e in zip(counts, estimates)]
+    )
+    prefix = [0, *accumulate(c or 0 for c in sized)]  # prefix[i]: tokens of messages < i
+    sizes: list[int] = []
+    in_force: list[int] = []
+    drops: list[ChartDrop] = []
+    start, head, cut = 0, system_tokens, 0  # the context in force: its head and its cut index
+    for k, cp in enumerate(checkpoints):
+        cp_cut = bisect_left(ids, cp.first_kept_message_id)
+        at = max(start, written_after(ids, times, cp, cp_cut))
+        for i in range(start, at):
+            sizes.append(total_tokens([head, prefix[i + 1] - prefix[cut]]))
+            in_force.append(k - 1)
+        before = sizes[at - 1] if at > start else _at_start(drops, head)
+        head, cut, start = cp.head_tokens, min(cp_cut, at), at
+        after = total_tokens([head, prefix[at] - prefix[cut]])
+        drops.append(
+            ChartDrop(cp.id, at, before, after, cp.created_at, cp.tokens_before, cp.tokens_after)
+        )
+    for i in range(start, n):
+        sizes.append(total_tokens([head, prefix[i + 1] - prefix[cut]]))
+        in_force.append(len(checkpoints) - 1)
+    uncounted = sum(1 for c in counts if c is None)
+    return ContextChart(
+        list(ids), list(times), sizes, in_force, drops, window, threshold, uncounted
+    )
+
+
+def _at_start(drops: list[ChartDrop], head: int) -> int:
+    """The size just before a checkpoint written before any message of its span: the previous
+    checkpoint's after, or the bare head."""
+    return drops[-1].after if drops else total_tokens([head])
+
+
+def written_after(
+    ids: Sequence[int], times: Sequence[datetime | None], cp: ChartCheckpoint, cut: int
+) -> int:
+    """How many of the messages were stored when ``cp`` was written: every one before its cut,
+    then those up to the newest it recorded, or else those not written after its time (a
+    message or a checkpoint without a time counts as before, as ``inspection.ContextPoint``
+    decides what a context holds)."""
+    if cp.messages_through is not None:
+        return max(cut, bisect_left(ids, cp.messages_through + 1))
+    if cp.created_at is None:
+        return len(ids)
+    for i in range(cut, len(ids)):
+        t = times[i]
+        if t is not None and t > cp.created_at:
+            return i
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a drawn chart: messages ``[start, end)``, the size after the first and
+    the last of them, and the least and the most between."""
+
+    start: int
+    end: int
+    first: int
+    last: int
+    low: int
+    high: int
+
+
+def columns(chart: ContextChart, width: int) -> list[Column]:
+    """The chart's sizes in at most ``width`` columns of consecutive messages (one message a
+    column when they fit): what a column of a picture shows, drops included."""
+    n = len(chart.sizes)
+    if n == 0 or width < 1:
+        return []
+    count = min(n, width)
+    out = []
+    for c in range(count):
+        start, end = c * n // count, (c + 1) * n // count
+        values = chart.sizes[start:end]
+        out.append(Column(start, end, values[0], values[-1], min(values), max(values)))
+    return out
+
+
+def column_of(index: int, n: int, count: int) -> int:
+    """The column (of ``count`` over ``n`` messages, as :func:`columns` splits them) that
+    holds message ``index``; ``n`` itself falls in the last."""
+    if n == 0:
+        return 0
+    return min(count - 1, index * count // n)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A bar of the store's histogram: sessions whose context is ``low`` to ``high`` (a share
+    of their window; None: no upper bound) and how many there are."""
+
+    low: float
+    high: float | None
+    sessions: int
+
+
+def window_histogram(shares: Sequence[float], step: float = 0.1) -> list[Bucket]:
+    """Sessions by their restored context as a share of their window, in bars of ``step``
+    from 0 to the window, then one bar for every session over it."""
+    bars = round(1 / step)
+    counts = [0] * (bars + 1)
+    for share in shares:
+        counts[bars if share > 1 else min(bars - 1, int(share * bars + 1e-9))] += 1
+    return [Bucket(i * step, (i + 1) * step if i < bars else None, n) for i, n in enumerate(counts)]
