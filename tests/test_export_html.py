@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .builders import add_session, coding_session
-from .test_inspect_cli import WINDOW, add_messages, run
+from .test_inspect_cli import WINDOW, add_messages, compacted_twice, run
 
 PROBE = """<script>
 const d = [...document.querySelectorAll('section:not(.summary) details')];
@@ -210,3 +210,90 @@ def test_the_output_extension_picks_the_format(compacted, cli, tmp_path):
     forced = tmp_path / "b.html"
     run(cli, db, "context", "export", "1", "--format", "markdown", "-o", forced)
     assert forced.read_text().startswith("# Session 1")  # --format wins over the extension
+
+
+CHART_PROBE = """<script>
+const svg = document.querySelector('figure.chart svg');
+const box = e => e.getBoundingClientRect();
+const r = {svgWidth: box(svg).width, svgHeight: box(svg).height};
+r.marks = [...svg.querySelectorAll('a.checkpoint')].map(a => ({
+  id: +a.dataset.checkpoint, before: +a.dataset.before, after: +a.dataset.after,
+  href: a.getAttribute('href'), target: document.querySelector(a.getAttribute('href')) !== null,
+  height: box(a).height, title: a.querySelector('title').textContent}));
+const line = cls => { const l = svg.querySelector('line.' + cls);
+  return l === null ? null : {width: box(l).width, y: +l.getAttribute('y1')}; };
+r.threshold = line('threshold');
+r.window = line('window');
+r.series = box(svg.querySelector('polyline.series')).width;
+r.shown = [...svg.querySelectorAll('rect.shown')].map(x => x.textContent);
+r.above = box(svg).bottom <= box(document.querySelector('section')).top;
+r.resources = performance.getEntriesByType('resource').length;
+r.scripts = document.querySelectorAll('script').length;
+document.body.setAttribute('data-probe', JSON.stringify(r));
+</script>"""
+CHART_WINDOW = ["--context-window", "6000", "--reserve-tokens", "1000"]
+
+
+def chart_of(tmp_path: Path, text: str) -> dict:
+    """What the browser drew of the page's chart: its marks, lines and the span shown."""
+    r = probe_page(tmp_path, text, CHART_PROBE)
+    assert r["resources"] == 0 and r["scripts"] == 1, r  # nothing fetched, the probe's script
+    assert r["svgWidth"] > 800 and r["svgHeight"] > 200 and r["series"] > 0.8 * r["svgWidth"]
+    assert r["above"], "the chart stands above the messages"
+    assert all(m["target"] and m["height"] > 5 for m in r["marks"]), r["marks"]
+    return r
+
+
+def test_the_chart_of_a_runtimes_checkpoints_in_a_browser(db, cli, tmp_path):
+    """A real pi transcript with three checkpoints of its own: a mark for each (before ->
+    after, the figures the runtime recorded in its title), linked to its entry in the page,
+    and the threshold line; --at marks the span it shows."""
+    from .conftest import TRANSCRIPTS
+
+    run(cli, db, "import", TRANSCRIPTS / "pi/openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl")
+    run(cli, db, "tokens", "count", "--all")
+    cps = db.rows("SELECT id, tokens_before FROM agent_compaction ORDER BY id")
+    assert len(cps) == 3
+    page = tmp_path / "pi.html"
+    run(cli, db, "context", "export", "1", "-o", page)
+    r = chart_of(tmp_path, page.read_text())
+    assert [m["id"] for m in r["marks"]] == [c["id"] for c in cps]
+    assert [m["href"] for m in r["marks"]] == [
+        f"#checkpoint-{cps[0]['id']}",
+        f"#checkpoint-{cps[1]['id']}",
+        "#summary",  # the latest, shown: its summary
+    ]
+    for mark, cp in zip(r["marks"], cps):
+        assert mark["before"] > mark["after"] > 0
+        assert f"recorded {cp['tokens_before']:,} → ?" in mark["title"]
+    # deepseek-chat: the default 128k window, the threshold 16,384 below it.
+    assert r["threshold"]["width"] > 0.8 * r["svgWidth"] and r["window"] is not None
+    assert r["threshold"]["y"] > r["window"]["y"]
+    assert r["shown"] == ["shown: the latest"]
+    screenshot(tmp_path, page, "/tmp/ctxtool-export-chart-screenshot.png")
+
+    at = tmp_path / "at.html"
+    run(cli, db, "context", "export", "1", "--at", cps[0]["id"], "-o", at)
+    r = chart_of(tmp_path, at.read_text())
+    assert r["shown"] == [f"shown: --at {cps[0]['id']}"] and len(r["marks"]) == 3
+
+
+def test_the_chart_of_a_session_ctxtool_compacted_twice_in_a_browser(db, cli, tmp_path):
+    """Two checkpoints of ctxtool's: each mark's before is the size ctxtool recorded when it
+    compacted (the same measure), the threshold line sits at 5000 of a 6000-token window."""
+    cps, _ = compacted_twice(db, cli)
+    run(cli, db, "tokens", "count", "1")
+    recorded = db.rows("SELECT id, tokens_before FROM agent_compaction ORDER BY id")
+    page = tmp_path / "twice.html"
+    run(cli, db, "context", "export", "1", "-o", page, *CHART_WINDOW)
+    r = chart_of(tmp_path, page.read_text())
+    assert [(m["id"], m["before"]) for m in r["marks"]] == [
+        (c["id"], c["tokens_before"]) for c in recorded
+    ]
+    assert r["threshold"] is not None and r["window"] is not None
+    # The plot runs from y=250 (0 tokens) up: 5000 is 5/6 of the way to 6000.
+    zero = 250
+    assert abs((zero - r["threshold"]["y"]) / (zero - r["window"]["y"]) - 5 / 6) < 0.01
+    screenshot(tmp_path, page, "/tmp/ctxtool-export-chart-twice-screenshot.png")
+    plain = run(cli, db, "context", "export", "1", "--format", "html", "--no-chart").output
+    assert "<svg" not in plain and "figure" not in plain

@@ -15,7 +15,7 @@ from ..output import OutputFormat, Progress, print_document, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
-from ..terminal import fit_table, table_width
+from ..terminal import fit_table, table_width, wrap
 from ..tokens import get_encoding
 from .app import pass_app
 from .options import (
@@ -163,9 +163,12 @@ def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> 
     lines = ["sessions by restored context, as a share of their window:"]
     lines += histogram_lines(window_histogram(shares), common, width, unicode_allowed(sys.stdout))
     lines.append(
-        f"{len(rows)} session(s): {near} near the threshold (within "
-        f"{NEAR_THRESHOLD:.0%} of the window below it), {over} over it, {over_window} over "
-        "the window"
+        wrap(
+            f"{len(rows)} session(s): {near} near the threshold (within "
+            f"{NEAR_THRESHOLD:.0%} of the window below it), {over} over it, {over_window} "
+            "over the window",
+            width,
+        )
     )
     return lines
 

@@ -1,0 +1,113 @@
+"""`context checkpoints --chart` and `tokens report --chart` through the real entry point
+(``python -m ctxtool``, so the output's encoding is the process's own), at 80 columns, in
+block characters and in plain ones, on MariaDB and SQLite."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from .builders import add_session, coding_session
+from .test_inspect_cli import PROJECT, compacted_twice, run
+
+CHART_WINDOW = ["--context-window", "6000", "--reserve-tokens", "1000"]
+
+
+def ctxtool(db, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``python -m ctxtool ARGS`` at 80 columns, piped, with ``env`` added."""
+    full = {
+        **os.environ,
+        "PYTHONPATH": str(PROJECT),
+        "CTXTOOL_DATABASE_URL": db.url,
+        "COLUMNS": "80",
+        **env,
+    }
+    full.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
+    return subprocess.run(
+        [sys.executable, "-m", "ctxtool", *args],
+        env=full,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def chart_part(stdout: bytes, encoding: str = "utf-8") -> list[str]:
+    """The lines after the checkpoint table (and the blank line between them)."""
+    lines = stdout.decode(encoding).splitlines()
+    return lines[lines.index("") + 1 :]
+
+
+def test_the_checkpoint_chart_fits_80_columns_in_blocks_and_in_plain_characters(db, cli):
+    cps, _ = compacted_twice(db, cli)
+    run(cli, db, "tokens", "count", "1")
+    utf8 = ctxtool(
+        db, "context", "checkpoints", "1", "--chart", *CHART_WINDOW, PYTHONIOENCODING="utf-8"
+    )
+    assert utf8.returncode == 0, utf8.stderr
+    lines = chart_part(utf8.stdout)
+    assert all(len(line) <= 80 for line in utf8.stdout.decode().splitlines())
+    text = "\n".join(lines)
+    assert "█" in text and "═" in text and "╌" in text and "└" in text
+    assert "window 6,000" in text and "threshold 5,000" in text
+    marks = next(
+        line
+        for line in lines
+        if line.strip() in ("1 2", "12") or set(line.strip()) <= {"1", "2", " "} and line.strip()
+    )
+    assert marks.count("1") == 1 and marks.count("2") == 1  # one mark a checkpoint
+    for cp in cps:  # the legend names each, with its tokens before and after
+        assert f"#{cp['id']} " in text
+
+    for env in ({"NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}, {"PYTHONIOENCODING": "ascii"}):
+        plain = ctxtool(db, "context", "checkpoints", "1", "--chart", *CHART_WINDOW, **env)
+        assert plain.returncode == 0, plain.stderr
+        plain_lines = chart_part(plain.stdout, "ascii")
+        assert all(line.isascii() and len(line) <= 80 for line in plain_lines), env
+        assert "#" in "".join(plain_lines) and "threshold 5,000" in "\n".join(plain_lines)
+        # The same picture: the same rows, in other characters.
+        assert len(plain_lines) == len(lines)
+
+
+def test_chart_options_refuse_what_they_cannot_draw(db, cli):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    for args in (
+        ("context", "checkpoints", "1", "--chart", "--json"),
+        ("tokens", "report", "--chart", "--csv"),
+        ("context", "export", "1", "--chart", "--format", "jsonl"),
+    ):
+        result = run(cli, db, *args, code=2)
+        assert result.output.strip().splitlines()[-1].startswith("Error:"), args
+
+
+def test_the_report_histogram_counts_sessions_near_and_over_the_threshold(db, cli):
+    # Contexts of about 0.6k, 1.7k, 4.5k, 5.6k and 6.2k tokens against a 6000-token window
+    # whose threshold is 5000: one near the threshold, two over it, one over the window.
+    for sid, turns in ((1, 1), (2, 3), (3, 8), (4, 10), (5, 11)):
+        add_session(db, sid, coding_session(turns), model="gpt-4o")
+    run(cli, db, "tokens", "count", "--all")
+    rows = {r["session_id"]: r["effective_tokens"] for r in _report(cli, db)}
+    near = sum(4400 < t <= 5000 for t in rows.values())
+    over = sum(t > 5000 for t in rows.values())
+    over_window = sum(t > 6000 for t in rows.values())
+    assert (near, over, over_window) == (1, 2, 1), rows
+    result = ctxtool(db, "tokens", "report", "--chart", *CHART_WINDOW, PYTHONIOENCODING="utf-8")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode()
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert (
+        f"5 session(s): {near} near the threshold (within 10% of the window below it), "
+        f"{over} over it, {over_window} over the window"
+    ) in " ".join(out.split())
+    bars = out[out.index("sessions by restored context") :].splitlines()[1:12]
+    assert len(bars) == 11 and "threshold in here" in bars[8] and "over the window" in bars[10]
+    assert sum(int(re.match(r"\s*(over 100%|\S+) (\d+)", b).group(2)) for b in bars) == 5
+    ascii_out = ctxtool(db, "tokens", "report", "--chart", *CHART_WINDOW, NO_COLOR="1")
+    assert ascii_out.stdout.decode().isascii()
+
+
+def _report(cli, db) -> list[dict]:
+    import json
+
+    return json.loads(run(cli, db, "tokens", "report", "--json", *CHART_WINDOW).output)
