@@ -68,7 +68,7 @@ def drop_time(chart: ContextChart, drop: ChartDrop) -> datetime | None:
     it."""
     if drop.created_at is not None:
         return drop.created_at
-    return chart.times[drop.index - 1] if drop.index else None
+    return chart.time(drop.index - 1) if drop.index else None
 
 
 # -- SVG (the HTML export) -------------------------------------------------------------------
@@ -255,9 +255,9 @@ def _time_labels(chart: ContextChart, x, count: int) -> list[str]:
     n = len(chart.sizes)
     if not n:
         return []
-    wanted = [(0.0, chart.times[0], "start")]
+    wanted = [(0.0, chart.time(0), "start")]
     wanted += [(float(d.index), drop_time(chart, d), "middle") for d in chart.drops]
-    last = (float(n), chart.times[-1], "end")
+    last = (float(n), chart.time(n - 1), "end")
     out, placed = [], [x(n) - _LABEL_GAP]  # the last label's room is kept
     for pos, t, anchor in [*wanted, last]:
         px = x(pos)
@@ -371,7 +371,7 @@ def text_chart(chart: ContextChart, width: int, unicode: bool = True) -> list[st
     corner, rule = ("└", "─") if unicode else ("+", "-")
     lines.append(f"{'0':>{label_w}}{corner}{rule * len(cols)}")
     lines.append((" " * (label_w + 1) + "".join(marks)).rstrip())
-    first, last = _time(chart.times[0]), _time(chart.times[-1])
+    first, last = _time(chart.time(0)), _time(chart.time(n - 1))
     gap = max(1, len(cols) - len(first) - len(last))
     lines.append(" " * (label_w + 1) + first + " " * gap + last)
     lines += _legend(chart, width, unicode)

@@ -59,12 +59,15 @@ def test_a_runtimes_checkpoints_are_placed_by_their_times(db, cli, transcript):
     chart = session_chart(history)
     assert chart.drops and chart.uncounted == 0
     assert [d.checkpoint_id for d in chart.drops] == [c.id for c in history.compactions]
+    messages = store.messages(1)
+    assert [m.id for m in messages] == chart.ids
     for k, cp in enumerate(history.compactions):
         drop = chart.drops[k]
-        before_it = chart.times[drop.index - 1]
+        before_it = messages[drop.index - 1].created_at
+        assert chart.time(drop.index - 1) == before_it  # read for the drawing
         assert before_it is None or before_it <= cp.created_at  # written by then
-        if drop.index < len(chart.times):  # the next message came after it
-            assert chart.times[drop.index] > cp.created_at
+        if drop.index < len(messages):  # the next message came after it
+            assert messages[drop.index].created_at > cp.created_at
         # The context at that checkpoint, as `context show --at` counts it, until the next
         # one replaced it, is the chart's size just before the next drop (tool calls all
         # answered there; a synthetic result is counted by the view alone).

@@ -13,7 +13,7 @@ and the terminal draw the result.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate
@@ -56,11 +56,12 @@ class ChartDrop:
 class ContextChart:
     """The chart of one session: ``sizes[i]`` is the restored context's tokens when message
     ``ids[i]`` had just been written, under the checkpoint ``drops[in_force[i]]`` (-1: before
-    the first); ``times[i]`` its time. ``window`` and ``threshold``: the model's context window
-    and the compaction threshold, None when unknown."""
+    the first); ``times`` the messages' times by index, those known (the store reads the ones
+    a drawing shows: the ends, and before each checkpoint). ``window`` and ``threshold``: the
+    model's context window and the compaction threshold, None when unknown."""
 
     ids: list[int]
-    times: list[datetime | None]
+    times: Mapping[int, datetime | None]
     sizes: list[int]
     in_force: list[int]
     drops: list[ChartDrop]
@@ -71,6 +72,17 @@ class ContextChart:
     @property
     def peak(self) -> int:
         return max(self.sizes, default=0)
+
+    def time(self, index: int) -> datetime | None:
+        """Message ``index``'s time, None when it has none or it was not read."""
+        return self.times.get(index)
+
+    def shown_indices(self) -> list[int]:
+        """The messages whose times a drawing shows: the first, the last, and the last before
+        each checkpoint."""
+        n = len(self.sizes)
+        wanted = {0, n - 1} | {d.index - 1 for d in self.drops if d.index}
+        return sorted(i for i in wanted if 0 <= i < n)
 
     def span(self, checkpoint_id: int | None) -> tuple[int, int]:
         """Message indices ``[start, end)`` while checkpoint ``checkpoint_id`` was the latest
@@ -87,48 +99,52 @@ class ContextChart:
 def context_chart(
     ids: Sequence[int],
     counts: Sequence[int | None],
-    times: Sequence[datetime | None],
+    times: Sequence[datetime | None] | Mapping[int, datetime | None],
     checkpoints: Sequence[ChartCheckpoint],
     system_tokens: int,
     window: int | None = None,
     threshold: int | None = None,
-    estimates: Sequence[int | None] | None = None,
+    estimates: Sequence[float | None] | None = None,
 ) -> ContextChart:
     """The chart of a session whose messages are ``ids`` (ascending) with their stored
     ``counts`` (None: no usable count) and ``times``, and whose ``checkpoints`` are in id
-    order. ``system_tokens``: the system prompt as sent (0 without one), the head before the
-    first checkpoint. ``estimates``: what a message without a count is taken to cost (from
+    order (``times``: every message's, or by index those known: a checkpoint that recorded
+    its newest message needs none). ``system_tokens``: the system prompt as sent (0 without
+    one), the head before the first checkpoint. ``estimates``: what a message without a count is taken to cost (from
     its length), else nothing."""
     n = len(ids)
-    sized = (
-        counts
-        if estimates is None
-        else [c if c is not None else e for c, e in zip(counts, estimates)]
-    )
-    prefix = [0, *accumulate(c or 0 for c in sized)]  # prefix[i]: tokens of messages < i
+    known = times if isinstance(times, Mapping) else dict(enumerate(times))
+    uncounted = n - sum(1 for c in counts if c is not None)
+    if uncounted and estimates is not None:
+        sized: Sequence[float | None] = [
+            c if c is not None else e for c, e in zip(counts, estimates)
+        ]
+    else:
+        sized = counts
+    prefix = [0, *accumulate(int(c or 0) for c in sized)]  # prefix[i]: tokens of messages < i
     sizes: list[int] = []
     in_force: list[int] = []
     drops: list[ChartDrop] = []
     start, head, cut = 0, system_tokens, 0  # the context in force: its head and its cut index
+
+    def grow(until: int, k: int) -> None:
+        """The sizes of messages ``start..until-1`` under the context in force."""
+        base = total_tokens([head]) - prefix[cut]
+        sizes.extend([base + p for p in prefix[start + 1 : until + 1]])
+        in_force.extend([k] * (until - start))
+
     for k, cp in enumerate(checkpoints):
         cp_cut = bisect_left(ids, cp.first_kept_message_id)
-        at = max(start, written_after(ids, times, cp, cp_cut))
-        for i in range(start, at):
-            sizes.append(total_tokens([head, prefix[i + 1] - prefix[cut]]))
-            in_force.append(k - 1)
+        at = max(start, written_after(ids, known, cp, cp_cut))
+        grow(at, k - 1)
         before = sizes[at - 1] if at > start else _at_start(drops, head)
         head, cut, start = cp.head_tokens, min(cp_cut, at), at
         after = total_tokens([head, prefix[at] - prefix[cut]])
         drops.append(
             ChartDrop(cp.id, at, before, after, cp.created_at, cp.tokens_before, cp.tokens_after)
         )
-    for i in range(start, n):
-        sizes.append(total_tokens([head, prefix[i + 1] - prefix[cut]]))
-        in_force.append(len(checkpoints) - 1)
-    uncounted = sum(1 for c in counts if c is None)
-    return ContextChart(
-        list(ids), list(times), sizes, in_force, drops, window, threshold, uncounted
-    )
+    grow(n, len(checkpoints) - 1)
+    return ContextChart(list(ids), known, sizes, in_force, drops, window, threshold, uncounted)
 
 
 def _at_start(drops: list[ChartDrop], head: int) -> int:
@@ -138,7 +154,7 @@ def _at_start(drops: list[ChartDrop], head: int) -> int:
 
 
 def written_after(
-    ids: Sequence[int], times: Sequence[datetime | None], cp: ChartCheckpoint, cut: int
+    ids: Sequence[int], times: Mapping[int, datetime | None], cp: ChartCheckpoint, cut: int
 ) -> int:
     """How many of the messages were stored when ``cp`` was written: every one before its cut,
     then those up to the newest it recorded, or else those not written after its time (a
@@ -149,7 +165,7 @@ def written_after(
     if cp.created_at is None:
         return len(ids)
     for i in range(cut, len(ids)):
-        t = times[i]
+        t = times.get(i)
         if t is not None and t > cp.created_at:
             return i
     return len(ids)

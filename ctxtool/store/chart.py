@@ -4,23 +4,24 @@ checkpoints with their summaries counted as sent (the rule is ``core.context_cha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from ..core.context_chart import ChartCheckpoint, ContextChart, context_chart
 from ..db import dialect_of
 from ..db.schema import agent_message as M
-from ..db.stored_time import parse_stored_time
 from ..inspection import messages_through
 from ..records import Compaction, RestoredContext
 from ..tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
 from .reads import (
-    STORED_TOKEN_COUNT,
+    MAX_MESSAGE_TOKENS,
     SessionHistory,
     connection_for,
     json_as_text,
+    no_usable_count,
     text_bytes,
-    usable_count,
 )
 
 # What a message without a stored count is taken to cost: its UTF-8 bytes over this (English
@@ -35,38 +36,87 @@ def session_chart(
     encoding: str | None = None,
 ) -> ContextChart:
     """The :class:`~ctxtool.core.context_chart.ContextChart` of ``history``'s session: one
-    read of its messages' ids, times and stored counts (no text), the head of each checkpoint
-    counted as sent. A message without a usable count is estimated from its length in SQL
-    (:data:`BYTES_PER_TOKEN`), never counted here."""
+    read of its messages' ids and stored counts (no text, no time), where each checkpoint
+    was written (one indexed look-up each), the head of each checkpoint counted as sent, then
+    the times of the few messages the drawing shows. A message without a usable count is
+    estimated from its length in SQL (:data:`BYTES_PER_TOKEN`), never counted here."""
     session = history.session
     name = encoding_for_model(session.model, encoding).name
-    usable = usable_count(name)
-    count = sa.case((usable, STORED_TOKEN_COUNT.element), else_=None)
-    length = text_bytes(M.c.content) + text_bytes(json_as_text(M.c.tool_calls))
-    estimate = sa.case((usable, None), else_=length / BYTES_PER_TOKEN + TOKENS_PER_MESSAGE)
-    query = (
-        sa.select(M.c.id, count, M.c.created_at, estimate)
-        .where(M.c.session_id == history.session_id)
-        .order_by(M.c.id)
-    )
+    mine = M.c.session_id == history.session_id
     with connection_for(history.store.engine, None) as conn:
-        rows = dialect_of(conn).plain_rows(conn, query)
-    ids = [r[0] for r in rows]
-    counts = [r[1] for r in rows]
-    times = [parse_stored_time(r[2]) if isinstance(r[2], str) else r[2] for r in rows]
-    estimates = [None if r[3] is None else int(r[3]) for r in rows]
-    system = session.system_prompt
-    head = RestoredContext(history.session_id, system, None).texts(head_only=True)
-    return context_chart(
-        ids,
-        counts,
-        times,
-        chart_checkpoints(history.session_id, system, history.compactions, name),
-        sum(count_messages(head, name)),
-        window,
-        threshold,
-        estimates,
+        # Plain columns, the driver's rows (SQLAlchemy's row objects, or a CASE per row in
+        # SQL, cost more than the read): whether a count is usable is decided here.
+        query = sa.select(M.c.id, M.c.token_count, M.c.token_encoding).where(mine)
+        result = conn.execute(query.order_by(M.c.id))
+        try:
+            rows = result.cursor.fetchall()
+        finally:
+            result.close()
+        ids = [r[0] for r in rows]
+        counts = [
+            n if enc == name and n is not None and 1 <= n <= MAX_MESSAGE_TOKENS else None
+            for _, n, enc in rows
+        ]
+        estimates = _estimates(conn, history.session_id, ids, name) if None in counts else None
+        checkpoints = [
+            _placed(conn, history.session_id, cp)
+            for cp in chart_checkpoints(
+                history.session_id, session.system_prompt, history.compactions, name
+            )
+        ]
+        head = RestoredContext(history.session_id, session.system_prompt, None)
+        chart = context_chart(
+            ids,
+            counts,
+            {},
+            checkpoints,
+            sum(count_messages(head.texts(head_only=True), name)),
+            window,
+            threshold,
+            estimates,
+        )
+        shown = {ids[i]: i for i in chart.shown_indices()}
+        timed = conn.execute(sa.select(M.c.id, M.c.created_at).where(mine, M.c.id.in_(shown)))
+        times = {shown[r[0]]: r[1] for r in timed}
+    return replace(chart, times=times)
+
+
+def _estimates(
+    conn: Connection, session_id: int, ids: list[int], encoding: str
+) -> list[float | None]:
+    """What each message without a usable count is taken to cost: its UTF-8 bytes over
+    :data:`BYTES_PER_TOKEN`, in SQL (the text is not read), plus a message's framing."""
+    length = text_bytes(M.c.content) + text_bytes(json_as_text(M.c.tool_calls))
+    rows = conn.execute(
+        sa.select(M.c.id, length).where(M.c.session_id == session_id, no_usable_count(encoding))
     )
+    by_id = {r[0]: r[1] / BYTES_PER_TOKEN + TOKENS_PER_MESSAGE for r in rows}
+    return [by_id.get(i) for i in ids]
+
+
+def _placed(conn: Connection, session_id: int, cp: ChartCheckpoint) -> ChartCheckpoint:
+    """``cp`` with the newest message stored when it was written, where it recorded none but
+    has a time: the message before the first one after its cut written after its time (as
+    ``core.context_chart.written_after`` decides from the times, here without reading them)."""
+    if cp.messages_through is not None or cp.created_at is None:
+        return cp
+    later = sa.not_(
+        dialect_of(conn).time_compare(M.c.created_at, "<=", cp.created_at, no_time=True)
+    )
+    first_after = conn.execute(
+        sa.select(M.c.id)
+        .where(M.c.session_id == session_id, M.c.id >= cp.first_kept_message_id, later)
+        .order_by(M.c.id)
+        .limit(1)
+    ).scalar()
+    if first_after is None:
+        first_after = 1 + (
+            conn.execute(
+                sa.select(sa.func.max(M.c.id)).where(M.c.session_id == session_id)
+            ).scalar()
+            or 0
+        )
+    return replace(cp, messages_through=int(first_after) - 1)
 
 
 def chart_checkpoints(
