@@ -225,7 +225,57 @@ def _chat(n: str) -> list[dict]:
     ]
 
 
-BASES = {"claude-code": _claude, "codex": _codex, "pi": _pi, "openai-chat": _chat}
+def _openhands(n: str) -> list[dict]:
+    response = {
+        "id": f"chatcmpl-{n}",
+        "model": "claude-3-5-sonnet",
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": "listing",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "execute_bash", "arguments": '{"command":"ls"}'},
+                        }
+                    ],
+                }
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+    }
+    metadata = {"function_name": "execute_bash", "tool_call_id": "c1"}
+    return [
+        {"id": 0, "source": "environment", "observation": "agent_state_changed", "extras": {}},
+        {"id": 1, "source": "user", "action": "message", "args": {"content": f"task {n}"}},
+        {
+            "id": 2,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": "ls", "thought": "listing"},
+            "tool_call_metadata": {**metadata, "model_response": response},
+        },
+        {
+            "id": 3,
+            "source": "agent",
+            "observation": "run",
+            "content": "a.py",
+            "extras": {"metadata": {"prefix": "", "suffix": "\n[exit code 0]"}},
+            "tool_call_metadata": metadata,
+        },
+        {"id": 4, "source": "agent", "action": "finish", "args": {"thought": "done"}},
+    ]
+
+
+BASES = {
+    "claude-code": _claude,
+    "codex": _codex,
+    "pi": _pi,
+    "openai-chat": _chat,
+    "openhands": _openhands,
+}
 
 
 def _poke(rng: random.Random, rec: dict) -> tuple:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ctxtool.transcripts import (
@@ -47,7 +49,7 @@ def cc(uuid, parent, kind, content, **extra):
 
 
 def test_registry_names_every_format_once():
-    assert FORMATS == ("claude-code", "codex", "pi", "openai-chat", "ctxtool-archive")
+    assert FORMATS == ("claude-code", "codex", "pi", "openai-chat", "openhands", "ctxtool-archive")
     assert all(PARSERS[f].name == f for f in FORMATS)
 
 
@@ -430,6 +432,144 @@ def test_openai_chat_system_prompt_calls_and_legacy_function_pair():
     assert t.skipped == {"role:robot": 1}
 
 
+# -- OpenHands -----------------------------------------------------------------------------------
+
+
+def oh_response(response_id, text, *calls, model="claude-3-5-sonnet"):
+    """An OpenAI chat completion as OpenHands keeps it in ``tool_call_metadata``."""
+    tool_calls = [
+        {"id": c, "type": "function", "function": {"name": n, "arguments": a}} for c, n, a in calls
+    ]
+    message = {"role": "assistant", "content": text, "tool_calls": tool_calls or None}
+    return {
+        "id": response_id,
+        "model": model,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 60},
+        },
+    }
+
+
+def oh_action(event_id, action, call_id=None, response=None, **args):
+    event = {"id": event_id, "source": "agent", "action": action, "args": args}
+    if call_id:
+        event["tool_call_metadata"] = {
+            "function_name": "execute_bash",
+            "tool_call_id": call_id,
+            "model_response": response,
+        }
+    return event
+
+
+def oh_observation(event_id, kind, call_id, content, **extras):
+    return {
+        "id": event_id,
+        "source": "agent",
+        "observation": kind,
+        "content": content,
+        "extras": extras,
+        "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": call_id},
+    }
+
+
+def test_openhands_a_response_calling_two_tools_is_one_message_answered_by_its_observations():
+    both = oh_response(
+        "chatcmpl-1",
+        "Two commands:",
+        ("c1", "execute_bash", '{"command":"ls"}'),
+        ("c2", "execute_bash", '{"command":"pwd"}'),
+    )
+    out, t = records(
+        "openhands",
+        {"id": 0, "source": "environment", "observation": "agent_state_changed", "content": ""},
+        {"id": 1, "source": "agent", "action": "system", "args": {"content": "You are OpenHands."}},
+        {"id": 2, "source": "user", "action": "message", "args": {"content": "list the files"}},
+        oh_action(3, "run", "c1", both, command="ls", thought="Two commands:"),
+        oh_action(4, "run", "c2", both, command="pwd", thought="Two commands:"),
+        oh_observation(5, "run", "c1", "a.py", metadata={"prefix": "", "suffix": "\n[exit 0]"}),
+        oh_observation(6, "error", "c2", "no such directory"),
+        oh_observation(7, "run", "c9", "an answer to a call nobody made"),
+        {"id": 8, "source": "agent", "action": "message", "args": {"content": "a.py is there"}},
+        oh_action(9, "finish", "c3", oh_response("chatcmpl-2", "Done."), thought="All listed."),
+    )
+    assert t.session.system_prompt == "You are OpenHands."
+    assert t.session.title == "list the files"
+    assert t.session.model == "claude-3-5-sonnet"
+    assert [(m.source_id, m.role) for m in out] == [
+        ("2", "user"),
+        ("3", "assistant"),
+        ("5", "tool"),
+        ("6", "tool"),
+        ("8", "assistant"),
+        ("9", "assistant"),
+    ]
+    call = out[1]
+    assert call.content == "Two commands:"
+    assert [c["id"] for c in call.tool_calls] == ["c1", "c2"]
+    assert call.tool_calls[1]["function"] == {
+        "name": "execute_bash",
+        "arguments": '{"command":"pwd"}',
+    }
+    # prompt_tokens holds the 60 cached ones: 40 were read uncached.
+    assert call.details["usage"]["input_tokens"] == 40
+    assert call.details["usage"]["context_tokens"] == 100
+    assert (out[2].tool_call_id, out[2].content, out[2].name) == (
+        "c1",
+        "a.py\n[exit 0]",
+        "execute_bash",
+    )
+    assert (out[3].tool_call_id, out[3].details) == ("c2", {"is_error": True})
+    # The finish call is never answered: OpenHands sends the model its text alone.
+    assert (out[5].content, out[5].tool_calls) == ("All listed.\nDone.", None)
+    assert t.skipped == {
+        "observation:agent_state_changed": 1,
+        "system": 1,
+        "same_response": 1,
+        "observation_without_call": 1,
+    }
+
+
+def test_openhands_an_action_without_its_model_response_is_the_call_the_metadata_names():
+    out, _ = records(
+        "openhands",
+        {"id": 1, "source": "user", "action": "message", "message": "hi", "args": {}},
+        oh_action(2, "run", "c1", None, command="ls", thought="Listing.", blocking=False),
+        oh_observation(3, "run", "c1", "a.py"),
+    )
+    assert out[0].content == "hi"
+    assert out[1].content == "Listing."
+    assert out[1].tool_calls == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "execute_bash", "arguments": '{"command":"ls"}'},
+        }
+    ]
+    assert out[2].tool_call_id == "c1"
+
+
+def test_an_openhands_trajectory_is_detected_as_a_document_and_as_json_lines(tmp_path):
+    from ctxtool.transcripts.lines import read_transcript
+
+    events = [
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "hi"}},
+        {"id": 2, "source": "agent", "action": "message", "args": {"content": "hello"}},
+    ]
+    document = json.dumps(events, indent=2).encode()
+    jsonl = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    for raw in (document, jsonl):
+        t = read_transcript("t.json", raw.splitlines(keepends=True), None)
+        assert t.format == "openhands"
+        assert [(m.role, m.content) for m in t.records] == [("user", "hi"), ("assistant", "hello")]
+    # Read as OpenAI messages, the events are refused (they have no role), not imported empty.
+    with pytest.raises(TranscriptError, match="use --format openhands"):
+        read_transcript("t.json", document.splitlines(keepends=True), "openai-chat")
+
+
 # -- every format: hostile records are file:line errors, or skipped -------------------------------
 
 HOSTILE = {
@@ -453,6 +593,14 @@ HOSTILE = {
         {"role": "user", "content": "x", "name": "n" * 500},
         {"role": "tool", "tool_call_ids": [["nested"]], "content": "x"},
     ],
+    "openhands": [
+        {"id": 2, "source": "robot", "action": "message", "args": {"content": "x"}},
+        oh_action(2, "run", ["a", "list"], oh_response("r", "x")),
+        oh_action(2, "run", "c1", {"id": "r", "choices": []}),
+        oh_action(2, "run", "c1", oh_response("r", "x", (None, "execute_bash", "{}"))),
+        oh_observation(2, "run", "c1", {"an": "object"}),
+        {"id": 2, "source": "agent", "action": "message", "args": "not an object"},
+    ],
 }
 
 
@@ -463,6 +611,7 @@ def test_a_record_that_does_not_fit_its_format_is_a_file_line_error_or_skipped(f
         "codex": codex("response_item", type="message", role="user", content="fine"),
         "pi": pi("g1", None, "user", "fine"),
         "openai-chat": {"role": "user", "content": "fine"},
+        "openhands": {"id": 1, "source": "user", "action": "message", "args": {"content": "fine"}},
     }[fmt]
     with pytest.raises(TranscriptError) as caught:
         records(fmt, good, bad)

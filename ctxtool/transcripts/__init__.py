@@ -1,6 +1,6 @@
 """Agent transcript formats, each parsed into one normalised stream of records.
 
-One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``), each a
+One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``, ``openhands``), each a
 :class:`~.walk.FormatParser` with one method per record kind; :data:`FORMATS` is the one registry.
 ``files`` finds and opens transcripts, ``reading`` checks their lines and detects their format;
 ``reconcile`` holds the pure import rules. Nothing
@@ -15,6 +15,7 @@ from .claude_code import ClaudeCodeParser
 from .codex import CodexParser
 from .ctxtool_archive import CtxtoolArchiveParser
 from .openai_chat import OpenAIChatParser
+from .openhands import OpenHandsParser
 from .pi import PiParser
 from .source import (
     BranchedTranscript,
@@ -31,7 +32,14 @@ from .walk import FormatParser, main_line_ids, parse
 
 PARSERS: dict[str, type[FormatParser]] = {
     p.name: p
-    for p in (ClaudeCodeParser, CodexParser, PiParser, OpenAIChatParser, CtxtoolArchiveParser)
+    for p in (
+        ClaudeCodeParser,
+        CodexParser,
+        PiParser,
+        OpenAIChatParser,
+        OpenHandsParser,
+        CtxtoolArchiveParser,
+    )
 }
 FORMATS = tuple(PARSERS)
 

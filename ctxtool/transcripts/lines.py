@@ -4,8 +4,8 @@ format.
 Layouts, told apart from the bytes and reported (never guessed silently): JSON Lines (one record
 a line, CRLF or LF, a UTF-8 byte order mark dropped); JSON values concatenated on a line
 (``{...}{...}``, as two writers appending at once leave them) or spread over lines
-(pretty-printed records); and one JSON document (an array of messages, or an object holding
-them in ``messages`` or ``history``). Each record keeps the number of the line it starts on, so
+(pretty-printed records); and one JSON document (an array of messages or of OpenHands events,
+or an object holding them in ``messages`` or ``history``). Each record keeps the number of the line it starts on, so
 the ids of formats that number their records by line never depend on the layout or on what was
 skipped. A record is checked to be a JSON object a database can store (valid UTF-8 and
 Unicode, no NaN, not nested past what the parser copes with); a file whose records mostly do
@@ -411,8 +411,9 @@ def main_line_of(path: str, stream: Iterable[bytes], fmt: str, skip_invalid: boo
 
 
 def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_invalid):
-    """One JSON document (an OpenAI message list): its messages are numbered by their place in
-    it (their fallback source ids are ``L<n>``), and errors name them as messages."""
+    """One JSON document (an OpenAI message list, an OpenHands trajectory): its records are
+    numbered by their place in it (their fallback source ids are ``L<n>``), and errors name
+    them as messages. A document none of whose first records fits the format is refused."""
     reader.layout.name = "document"
     for item in values:
         if type(item) is Broken and item.incomplete:
@@ -422,7 +423,7 @@ def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_i
         )
     doc = first.obj
     fmt = fmt or detect_format(doc, path)
-    if fmt != "openai-chat":
+    if fmt not in ("openai-chat", "openhands"):
         raise TranscriptError(
             path, None, f"a single JSON document cannot be a {fmt} transcript (JSONL expected)"
         )
@@ -432,6 +433,9 @@ def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_i
         else next((doc[k] for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
     )
     assert messages is not None, "a document holds its message list (_is_document)"
+    samples = [m for m in messages[:_PEEK_RECORDS] if isinstance(m, dict)]
+    if samples and not any(PARSERS[fmt].fits(s) for s in samples):
+        check_fit(path, fmt, samples)  # none fits (an OpenHands trajectory as openai-chat)
     parser = PARSERS[fmt]()
     parser.skipped = reader.skipped
     lines = []
@@ -456,6 +460,13 @@ def detect_format(first: dict | list, path: str, samples: Sequence[dict] = ()) -
     """Name the format of a transcript from its first JSON record (or whole-file JSON value);
     when that one does not tell (a file without its header), the format most of ``samples``
     fit."""
+    if (
+        isinstance(first, list)
+        and first
+        and isinstance(first[0], dict)
+        and PARSERS["openhands"].fits(first[0])
+    ):
+        return "openhands"  # a trajectory: an array of events
     if isinstance(first, list) or (
         isinstance(first, dict)
         and (isinstance(first.get("history"), list) or isinstance(first.get("messages"), list))
@@ -485,6 +496,8 @@ def detect_format(first: dict | list, path: str, samples: Sequence[dict] = ()) -
         or ("uuid" in first and kind in ("user", "assistant", "system"))
     ):
         return "claude-code"
+    if "source" in first and ("action" in first or "observation" in first):
+        return "openhands"
     if "role" in first:
         return "openai-chat"
     scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}

@@ -63,19 +63,7 @@ class OpenAIChatParser(FormatParser):
 
     def _calls(self, msg: dict, number: int) -> list[dict] | None:
         if isinstance(msg.get("tool_calls"), list):
-            calls = []
-            for c in msg["tool_calls"]:
-                if not isinstance(c, dict):
-                    continue
-                fn = f.obj(c, "function") or {}
-                calls.append(
-                    f.tool_call(
-                        f.required(f.identifier(c, "id"), "'id'"),
-                        f.required(f.name(fn, "name"), "function 'name'"),
-                        fn.get("arguments"),
-                    )
-                )
-            return calls or None
+            return chat_tool_calls(msg["tool_calls"])
         if isinstance(msg.get("function_call"), dict):
             # The legacy (2023) shape: one function_call, answered by a role "function" message.
             fn = msg["function_call"]
@@ -98,3 +86,21 @@ class OpenAIChatParser(FormatParser):
         return call_id
 
     handlers = {"message": _message}
+
+
+def chat_tool_calls(tool_calls: list) -> list[dict] | None:
+    """The ``tool_calls`` of a Chat Completions assistant message, each checked (an id and a
+    function name, which an API requires); entries that are not objects are left out."""
+    calls = []
+    for c in tool_calls:
+        if not isinstance(c, dict):
+            continue
+        fn = f.obj(c, "function") or {}
+        calls.append(
+            f.tool_call(
+                f.required(f.identifier(c, "id"), "'id'"),
+                f.required(f.name(fn, "name"), "function 'name'"),
+                fn.get("arguments"),
+            )
+        )
+    return calls or None
