@@ -36,7 +36,9 @@ def rows(tmp_path_factory):
 
 
 def test_every_transcript_imports_and_compacts(rows):
-    assert len(rows) == len([p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj")])
+    assert len(rows) == len(
+        [p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj", ".json")]
+    )
     for r in rows:
         assert "run1" in r, r
         assert r["run1"].status in ("compacted", "over_window", "rejected"), r["transcript"]
@@ -117,3 +119,41 @@ def test_one_long_turn_is_cut_inside_near_its_target(cli, tmp_path):
     verdicts = evaluate(messages[:cut], checkpoint.summary, messages[cut:], probes=key.probes)
     assert [v.probe.id for v in verdicts.verdicts if not v.held] == []
     assert not verdicts.fabrications
+
+
+def test_paradocs_giant_results_fit_once_compacted_at_its_model_s_window(db, cli):
+    """Issue 45 item 11: paradocs-session.jsonl (Pi, 1.4 MB in 93 lines, tool results of up to
+    119,245 characters) was reported to stay over_window at a 128k window after compaction.
+    Checked: it does not, and that is right. At deepseek's 128k (threshold 111,616) its
+    163,318 tokens compact to 46,334: the cut lands where the third request starts (line 68),
+    so that turn stays verbatim, 26 messages and 45,432 tokens, 26,814 of them its `ask`
+    result (line 72); the two other giant results (lines 6 and 59, before the cut) are
+    summarized. over_window is for a restored context that cannot fit because what must stay
+    verbatim is larger than the threshold, which is not the case here."""
+    path = TRANSCRIPTS / "pi" / "paradocs-session.jsonl"
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    third_request, its_ask_result = entries[67], entries[71]
+    assert third_request["message"]["role"] == "user"
+    assert its_ask_result["message"]["toolName"] == "ask"
+    assert cli("--db", db.url, "import", path).exit_code == 0
+    ran = cli("--db", db.url, "compact", "1", "--summarizer", "extractive", "--json")
+    assert ran.exit_code == 0, ran.output
+    out = json.loads(ran.output[ran.output.index("{") :])
+    assert out["threshold"] == 111_616 < out["tokens_before"]
+    assert out["status"] == "compacted" and out["tokens_after"] <= out["threshold"], out
+    assert not out["split_turn"]
+    kept = {
+        r["source_id"]: r["token_count"]
+        for r in db.rows(
+            "SELECT source_id, token_count FROM agent_message WHERE id >= :i",
+            i=out["first_kept_message_id"],
+        )
+    }
+    first_kept = db.scalar(
+        "SELECT source_id FROM agent_message WHERE id = :i", i=out["first_kept_message_id"]
+    )
+    assert first_kept == third_request["id"]
+    assert kept[its_ask_result["id"]] > 20_000  # the giant result of the kept turn, verbatim
+    assert entries[58]["id"] not in kept and entries[5]["id"] not in kept
+    checked = cli("--db", db.url, "validate", "1", "--json")
+    assert checked.exit_code == 0, checked.output

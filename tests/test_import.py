@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from ctxtool.compaction import CompactionSettings
 from ctxtool.importer import Importer
 from ctxtool.store import Store, validate
 
 from .builders import run_on_a_terminal
 from .conftest import TRANSCRIPTS
 
-ALL_FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj"))
+ALL_FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj", ".json"))
 # Checkpoints the agents made, per file (from the INDEX notes and the files themselves).
 EXPECTED_COMPACTIONS = {
     "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl": 1,
@@ -21,7 +22,14 @@ EXPECTED_COMPACTIONS = {
     "agent-sessions-codex-small.jsonl": 6,
     "before-compaction.jsonl": 2,
     "agent-sessions-pi-small.jsonl": 2,
+    # Three compaction entries (lines 173, 181 and 415), each keeping from the entry before it.
+    "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl": 3,
 }
+# Files an agent ran past the window ctxtool takes for their model, and never compacted:
+# validate says so (over_window) until ctxtool compacts them (test_compaction_transcripts).
+# paradocs-session.jsonl: deepseek-v4-flash-free (128k in ctxtool's table), no compaction
+# entry, and Pi's usage at its last turn reads 181,440 prompt tokens (64 + 181,376 cached).
+OVER_WINDOW_AS_IMPORTED = {"paradocs-session.jsonl"}
 
 
 def _import(db, *paths, fmt=None, skip_invalid=False):
@@ -60,6 +68,70 @@ def test_real_transcripts_import_idempotently(db, path):
     ctx = store.restored_context(first.session_id)
     assert ctx.to_openai()
     issues, _ = validate(db.engine, first.session_id)
+    errors = [i.rule for i in issues if i.severity == "error"]
+    assert errors == (["over_window"] if path.name in OVER_WINDOW_AS_IMPORTED else []), issues
+
+
+def test_paradocs_arrives_over_its_window_by_the_file_s_own_usage(db):
+    """The one over_window expected on import, read from the file: the prompt Pi's provider
+    last reported is over the threshold ctxtool takes for the model, and ctxtool's own count
+    of the restored context is too."""
+    path = TRANSCRIPTS / "pi" / "paradocs-session.jsonl"
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert not [e for e in entries if e["type"] == "compaction"]
+    usages = [
+        e["message"]["usage"]
+        for e in entries
+        if e["type"] == "message" and e["message"]["role"] == "assistant"
+    ]
+    reported = max(u["input"] + u["cacheRead"] for u in usages)
+    threshold = CompactionSettings().threshold("deepseek-v4-flash-free")
+    assert reported == 181_440 and threshold == 111_616
+    [res] = _import(db, path)
+    assert Store(db.engine).context_tokens(res.session_id) > threshold
+    issues, _ = validate(db.engine, res.session_id)
+    assert [i.rule for i in issues if i.severity == "error"] == ["over_window"]
+
+
+def test_an_openhands_trajectory_is_read_as_a_conversation(db):
+    """OpenHands-basic_gui_mode.json, an array of 18 events, imported 0 messages (19 skipped):
+    now the user's request, each model response with its tool call, the observation answering
+    it and the agent's last reply, in event order; every call answered; the restored context
+    is a valid Chat Completions request. The expectations are read from the events."""
+    from .test_inspect_cli import chat_completions_errors
+
+    path = TRANSCRIPTS / "openai-chat" / "OpenHands-basic_gui_mode.json"
+    events = json.loads(path.read_text(encoding="utf-8"))
+    expected, responses = [], set()
+    for e in events:
+        meta = e.get("tool_call_metadata")
+        if e.get("action") == "message":
+            expected.append(({"user": "user", "agent": "assistant"}[e["source"]], None))
+        elif "action" in e and meta and meta["model_response"]["id"] not in responses:
+            responses.add(meta["model_response"]["id"])
+            [choice] = meta["model_response"]["choices"]
+            calls = tuple(c["id"] for c in choice["message"]["tool_calls"])
+            expected.append(("assistant", calls))
+        elif "observation" in e and meta:
+            expected.append(("tool", meta["tool_call_id"]))
+    assert len(expected) == 10  # 1 request, 4 calls, 4 results, 1 reply
+    [res] = _import(db, path)
+    assert res.error is None, res.error
+    assert (res.format, res.layout) == ("openhands", "document")
+    store = Store(db.engine)
+    messages = store.messages(res.session_id)
+    assert [
+        (m.role, tuple(c["id"] for c in m.tool_calls) if m.tool_calls else m.tool_call_id)
+        for m in messages
+    ] == expected
+    assert messages[0].content == events[4]["args"]["content"]
+    # What the agent was shown of `mkdir`: no output, then the runtime's exit-code line.
+    mkdir = events[8]
+    assert messages[2].content == mkdir["content"] + mkdir["extras"]["metadata"]["suffix"]
+    assert messages[-1].content == events[15]["args"]["content"]
+    assert_tool_pairs_valid(store, res.session_id)
+    assert chat_completions_errors(store.restored_context(res.session_id).to_openai()) == []
+    issues, _ = validate(db.engine, res.session_id)
     assert [i for i in issues if i.severity == "error"] == []
 
 

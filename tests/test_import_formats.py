@@ -95,5 +95,7 @@ def test_titles_of_imported_sessions_come_from_the_first_real_request(sqlite_db,
         "read packages/coding-agent/docs/theme.md in full"
     )
     assert titles["ses_stage0_small"] == "Stage0 small fixture"  # its custom-title record
+    # Pi (paradocs): the first request opens with the heading "## Research Plan"
+    assert titles["019f6dc0-804c-7dde-9ec1-e78ed4f4a0af"] == "Research Plan"
     assert all(titles.values())
     assert not any(t.startswith(("#", "<", "/mode")) for t in titles.values())

@@ -471,7 +471,7 @@ def real_sessions(tmp_path_factory):
     its imported checkpoints)."""
     engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('real') / 'ctx.db'}")
     Migrator(engine).up()
-    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj"))
+    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".traj", ".json"))
     store = Store(engine)
     out = []
     for path, imported in zip(files, Importer(engine).import_paths([str(p) for p in files])):
@@ -697,3 +697,22 @@ def test_the_summary_and_the_gate_share_one_reading_of_scratchpads_and_notes():
     )
     assert summary_items(summary) == ["Ship the release."]
     assert carry_over(summary, "## Goal\nShip the release.").share == 1.0
+
+
+@pytest.mark.parametrize(
+    "request_text,goal",
+    [
+        (
+            "## Research Plan\n**Question**: when should SaaS be built with sqlite?",
+            "Research Plan **Question**: when should SaaS be built with sqlite?",
+        ),
+        ("Fix the login:", '"Fix the login:"'),
+    ],
+)
+def test_a_request_that_reads_as_a_heading_stays_the_goal_s_item(request_text, goal):
+    """paradocs-session.jsonl (Pi) opens each request with "## Research Plan", then the
+    question: written as the Goal's first line, the request started a section of its own and
+    left the Goal without an item (the IndexError of the test above)."""
+    out = summarize([msg(1, "user", request_text), msg(2, "assistant", "On it.")])
+    assert section(out, "Goal") == [goal]
+    assert "Research Plan" not in [s.heading for s in parse_sections(out)]

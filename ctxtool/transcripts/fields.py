@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -243,8 +244,14 @@ class UniqueIds:
         return base
 
 
+_HEADING_MARKS = re.compile(r"^#{1,6}(\s+|$)")
+
+
 def first_line_title(text: str | None, limit: int = 80) -> str | None:
+    """The first line of ``text`` as a title, without the marks of a Markdown heading (a Pi
+    request that opens with ``## Research Plan`` is titled "Research Plan")."""
     if not text or not text.strip():
         return None
     line = text.strip().splitlines()[0]
+    line = _HEADING_MARKS.sub("", line) if line[0] == "#" else line
     return (line[: limit - 1] + "…") if len(line) > limit else (line or None)

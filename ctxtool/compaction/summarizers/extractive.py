@@ -36,6 +36,7 @@ from ..sections import (
     SECTIONS,
     TOOL_USAGE,
     canonical_heading,
+    heading_of,
     is_done,
     is_item,
     parse_sections,
@@ -158,7 +159,7 @@ class ExtractiveSummarizer:
         goal = None if carried_goal else notes.goal
         if not carried_goal:
             shown = whole_sentences(goal or request.title or "(not stated)", LATEST_REQUEST_CHARS)
-            add(GOAL, shown, protected=True)
+            add(GOAL, _not_a_heading(shown), protected=True)
         earlier, latest = notes.requests[:-1], notes.latest_request
         for text, outcome in zip(earlier, notes.outcomes):
             if text != goal:  # the first request, when it is the goal, is said there
@@ -388,3 +389,14 @@ def _section(heading: str, kept: list[_Item]) -> list[str]:
     if not lines:
         return []
     return ["", f"## {heading}"] + lines
+
+
+def _not_a_heading(line: str) -> str:
+    """The goal, written as the first line of its section, as an item: a request that opens
+    with a Markdown heading (``## Research Plan``, then the question) would otherwise start a
+    section of its own and leave the Goal section empty. The heading's marks go, its words
+    stay; a line that still reads as a heading (``Fix the login:``) is quoted."""
+    if heading_of(line) is None:
+        return line
+    bare = line.lstrip("#").strip()
+    return bare if bare and heading_of(bare) is None else f'"{line}"'
