@@ -203,6 +203,30 @@ def id_order_issues(
     ]
 
 
+def kept_sums_issues(
+    session_id: int, through: int, kept_messages: int, suffix: Sequence[Message]
+) -> list[Issue]:
+    """The sums a `compact --all` kept for the session's current cut (store.context_sums)
+    count ``kept_messages`` messages through id ``through``; the restored suffix has more
+    there: a message committed below the row after a run read it (ids out of commit order: a
+    runtime's inserts with neither the session-row statement nor the triggers). The batch and
+    the listings read the context short by it until the session's next message."""
+    there = [m for m in suffix if m.id is not None and m.id <= through]
+    if len(there) <= kept_messages:
+        return []
+    return [
+        Issue(
+            session_id,
+            WARNING,
+            "kept_sums_short",
+            f"the sums `compact --all` kept count {kept_messages} message(s) through message "
+            f"{through}, the session has {len(there)} there: a message was committed below "
+            "one committed before it (ids out of commit order; docs/distributed.md, the "
+            "runtime's contract); `compact --all --rescan` sums it again",
+        )
+    ]
+
+
 def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int]) -> list[Issue]:
     """A message stored inside the range a checkpoint summarized that the checkpoint did not
     summarize (committed late by a writer whose id was below the cut): it is in neither the

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from ..db import create_database as create_database_if_missing
-from ..db import mask_url, resolve_url
+from ..db import mask_url, read_connection, resolve_url
 from ..db.dialects import dialect_of_url
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
-from ..store.session_touch import TRIGGER_NAME, trigger_statement
+from ..store.session_touch import TRIGGER_NAME, drop_statements, trigger_statements
 from ..terminal import clip, fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
@@ -136,8 +136,13 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
       ctxtool migrate up --touch-session-trigger
     """
     if dry_run:
+        drops: list[str] = []
         try:
-            pending = _migrator(app).up(to=to, dry_run=True)
+            migrator = _migrator(app)
+            pending = migrator.up(to=to, dry_run=True)
+            if touch_session_trigger:
+                with read_connection(migrator.engine) as conn:
+                    drops = drop_statements(conn)
         except MissingDatabase:  # a dry run never creates the file: every file would run
             pending = [
                 m
@@ -162,9 +167,10 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
             for m in pending
         )
         if touch_session_trigger:
-            trigger = trigger_statement(dialect_of_url(app.url))
-            doc["trigger"] = trigger
-            human += f"\n-- {TRIGGER_NAME}\n{trigger};"
+            creates = trigger_statements(dialect_of_url(app.url))
+            doc["trigger"] = creates[0]
+            doc["triggers"] = creates + drops
+            human += f"\n-- {TRIGGER_NAME}\n" + "".join(st + ";\n\n" for st in creates + drops)
         print_document(doc, output, human.rstrip("\n") or "schema is up to date; nothing to apply")
         return
     created = create_database_if_missing(app.url) if create_database else False

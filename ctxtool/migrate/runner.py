@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..db import dialect_of, read_connection
 from ..db.schema import HISTORY_TABLE, STORE_TABLES, agent_compaction, agent_message
 from ..errors import CtxtoolError, SchemaNotCurrent
-from ..store.session_touch import create_trigger, earlier_trigger_note
+from ..store.session_touch import create_trigger, trigger_notes
 from . import history as hist
 from .apply import apply_file
 from .server_versions import ServerVersion, parse_server_version, refusal
@@ -87,7 +87,7 @@ class Migrator:
                 "per-server caches and a message written later can get a lower id (restored "
                 "out of order); TiDB sets it only at CREATE TABLE: see docs/distributed.md",
             )
-        if history and (note := earlier_trigger_note(conn)):
+        for note in trigger_notes(conn) if history else []:
             states = with_note(states, SEED_VERSION, note)
         return states
 

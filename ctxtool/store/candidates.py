@@ -170,13 +170,24 @@ def read_effective_contexts(
         summed = _walked_sums(conn, needed)
     else:
         summed = {sid: row.sums for sid, row in parts.current.items()}
-        fresh = _ranged_sums(conn, {s.session_id: (s.cut, s.encoding) for s in parts.stale})
+        cuts = {s.session_id: s.cut for s in now_seen}
+        again = context_sums.summed_again(parts.grown)
+        fresh = _ranged_sums(
+            conn,
+            {s.session_id: (s.cut, s.encoding) for s in parts.stale}
+            | {sid: (cuts[sid], parts.grown[sid].encoding) for sid in again},
+        )
         later = _ranged_sums(
             conn,
-            {sid: (row.sums.last_message_id + 1, row.encoding) for sid, row in parts.grown.items()},
+            {
+                sid: (row.sums.last_message_id + 1, row.encoding)
+                for sid, row in parts.grown.items()
+                if sid not in again
+            },
         )
         for sid, row in parts.grown.items():
-            summed[sid] = row.sums.then(later.get(sid, context_sums.SuffixSums()))
+            if sid not in again:
+                summed[sid] = row.sums.then(later.get(sid, context_sums.SuffixSums()))
         summed.update(fresh)
         read.ranges, read.grown = len(parts.stale), len(parts.grown)
     for s in now_seen:
@@ -580,7 +591,12 @@ def _session_sums(
     kept = None if values is None else context_sums.kept_from(session_id, values)
     now = context_sums.SessionNow(session_id, checkpoint_id, cut, encoding, int(newest))
     parts = context_sums.split([now], {} if kept is None else {session_id: kept})
-    if kept is not None and not parts.stale and not kept.sums.uncounted:
+    if (
+        kept is not None
+        and not parts.stale
+        and not kept.sums.uncounted
+        and not context_sums.summed_again(parts.grown)
+    ):
         sums = kept.sums
         if session_id in parts.grown:
             later = _ranged_sums(conn, {session_id: (sums.last_message_id + 1, encoding)})

@@ -20,12 +20,14 @@ from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from ..db.schema import context_sums as T
 from ..errors import CtxtoolError
 from ..records import Compaction, Message
 from ..tokens import encoding_for_model
 from ..validation import (
     Issue,
     MessageRef,
+    kept_sums_issues,
     missing_session_issues,
     past_context_issues,
     span_issues,
@@ -128,6 +130,14 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
     cuts = {sid: cps[-1].first_kept_message_id if cps else None for sid, cps in compactions.items()}
     suffixes: dict[int, list[Message]] = {sid: [] for sid in chunk}
     suffixes.update(suffix_outlines(conn, suffix_ranges(cuts), every_tool_calls=True))
+    kept = {
+        r.session_id: r
+        for r in conn.execute(
+            sa.select(
+                T.c.session_id, T.c.checkpoint_id, T.c.through_message_id, T.c.messages
+            ).where(T.c.session_id.in_(chunk), T.c.token_encoding != "")
+        )
+    }
     spans = _span_ids(conn, compactions)
     earlier = _earlier_contexts(conn, compactions)
     issues: list[Issue] = []
@@ -143,6 +153,11 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
                 and i.message_id is not None
             }
             issues.extend(past_context_issues(sid, cps, earlier[sid] + suffixes[sid], named))
+        sums_row = kept.get(sid)
+        if sums_row is not None and sums_row.checkpoint_id == (cps[-1].id if cps else 0):
+            issues.extend(
+                kept_sums_issues(sid, sums_row.through_message_id, sums_row.messages, suffixes[sid])
+            )
         for cp in cps:
             if cp.id in spans:
                 issues.extend(span_issues(sid, cp, spans[cp.id]))

@@ -15,10 +15,15 @@ row's (:func:`split`, pure). Anything else and the session is summed from its me
 What a row cannot see is a message committed *below* its ``through_message_id`` after it was
 read. Under the session-row rule that ctxtool's importer follows and runtimes are asked to
 follow (``store.session_touch``: every transaction that inserts messages writes the session's
-row first), a session's inserts commit in id order, so any snapshot of its messages is a prefix
-of them and no such message exists; it is the rule a checkpoint's span proof rests on too. A
-runtime that breaks it (two open transactions inserting into one session) can leave a row
-short until the session's next checkpoint; ``--rescan`` sums everything from the messages.
+row first, or the triggers do it for them), a session's inserts commit in id order, so any
+snapshot of its messages is a prefix of them and no such message exists; it is the rule a
+checkpoint's span proof rests on too. A runtime that breaks it (two open transactions
+inserting into one session with neither the statement nor the triggers) can leave a row short
+of such a message. The row then heals when the session grows: a grown session whose row holds
+at most :data:`SUMMED_AGAIN_UP_TO` messages is summed from its cut again (a range of the index
+no longer than that), not from the row on (:func:`summed_again`); a longer suffix is over any
+threshold and compacted, and the checkpoint replaces the row. `validate` names a row short of
+its messages (``kept_sums_short``); ``--rescan`` sums everything from the messages.
 
 Writers that change stored counts mark the rows of the sessions they count (:func:`forget`),
 in their own transaction; a row is replaced only if it is still the version that was read,
@@ -41,6 +46,9 @@ from ..db import dialect_of
 from ..db.schema import agent_message as M
 from ..db.schema import context_sums as T
 
+# A grown session whose kept row holds at most this many messages is summed from its cut again
+# (summed_again): what a runtime committed below the row since it was written is then counted.
+SUMMED_AGAIN_UP_TO = 10_000
 # A row written by forget(): no run's sums, never current (no session needs encoding "").
 _FORGOTTEN = ""
 # Rows written a transaction: short transactions, so a sibling on another node that races for
@@ -183,6 +191,14 @@ def split(sessions: Iterable[SessionNow], kept: Mapping[int, KeptSums]) -> Split
         else:
             out.current[s.session_id] = row
     return out
+
+
+def summed_again(grown: Mapping[int, KeptSums]) -> set[int]:
+    """Of the grown sessions (:func:`split`), those to sum from their cut again rather than
+    from their row on (pure): rows of at most :data:`SUMMED_AGAIN_UP_TO` messages. A message a
+    runtime committed below the row after it was read (ids out of commit order) is then
+    counted at the session's next message, not never."""
+    return {sid for sid, row in grown.items() if row.sums.messages <= SUMMED_AGAIN_UP_TO}
 
 
 # A kept row's columns after its session id, in the order :func:`kept_from` reads them: a read

@@ -16,14 +16,32 @@ ctxtool's importer does this in every transaction. A runtime does it with
 cannot be changed, through the trigger ``ctxtool migrate up --touch-session-trigger`` installs
 (not on TiDB, which has no triggers). See docs/distributed.md.
 
-The trigger runs BEFORE INSERT: MySQL and MariaDB give the row its AUTO_INCREMENT id after
-the BEFORE triggers, so the insert waits for the session's row before it has an id. An AFTER
-trigger (ctxtool's first, ``agent_message_touches_session``) waited with its id already given:
-a runtime's insert in flight could get an id below a later one that committed first, and a
-kept sum written meanwhile (store.context_sums) stayed short of it (found by review).
+The trigger runs BEFORE INSERT: MySQL and MariaDB give a single-row INSERT's row its
+AUTO_INCREMENT id after the BEFORE triggers, so the insert waits for the session's row before it
+has an id. An AFTER trigger (ctxtool's first, ``agent_message_touches_session``) waited with its
+id already given: a runtime's insert in flight could get an id below a later one that committed
+first, and a kept sum written meanwhile (store.context_sums) stayed short of it (found by review).
+
+That holds for the first row of a statement only. A multi-row INSERT is given every row's id
+when its first row is written (``innodb_autoinc_lock_mode`` 1 and 2 alike): a later row of
+another session waits for that session's row with its id already given, as under the AFTER
+trigger (``VALUES (2, ...), (1, ...)`` against two inserts into session 1: found by an
+adversarial run, on one server and on Galera). On MySQL and MariaDB a second trigger,
+:data:`ORDER_TRIGGER_NAME`, runs AFTER INSERT, once the row holds its session's row: it refuses
+the statement (``SQLSTATE 45000``, error 1644) when a message of the session with a higher id is
+already committed, so the runtime runs it again, with new ids above (on Galera the same
+statement through another node is refused by certification, 1213). A locking read, so it sees
+what committed while the insert waited whatever the transaction's snapshot; it holds the gap
+after the session's newest message until the transaction ends (the first message of a session
+created meanwhile waits for it). The rule for a runtime: a message's id above every committed
+message of its session, which one INSERT per session, or the session's row written first
+(:data:`RUNTIME_STATEMENT`), gives.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
@@ -36,8 +54,15 @@ from ..db.schema import agent_session as S
 RUNTIME_STATEMENT = "UPDATE agent_session SET updated_at = UTC_TIMESTAMP(6) WHERE session_id = ?"
 
 TRIGGER_NAME = "agent_message_touches_session_first"
+# MySQL and MariaDB: refuses a row whose id is below one its session already committed.
+ORDER_TRIGGER_NAME = "agent_message_keeps_session_order"
 # Triggers of earlier ctxtool releases, replaced by TRIGGER_NAME: the AFTER INSERT one.
 EARLIER_TRIGGER_NAMES = ("agent_message_touches_session",)
+# What SIGNAL says when ORDER_TRIGGER_NAME refuses a row (MESSAGE_TEXT: at most 128 characters).
+ORDER_REFUSAL = (
+    "ctxtool: a message id below one its session committed meanwhile (a multi-row INSERT "
+    "spanning sessions?); run it again"
+)
 
 
 def touch_session(conn: Connection, session_id: int) -> bool:
@@ -61,39 +86,167 @@ def trigger_statement(dialect: Dialect) -> str:
     )
 
 
-def create_trigger(conn: Connection) -> None:
-    """Create the trigger (a no-op when it exists), then drop an earlier release's, in the
-    caller's transaction if any (on MySQL each statement commits by itself): the new one is in
-    place before the old one goes, so no insert passes untouched meanwhile (both, for an
-    instant, write the row twice)."""
-    conn.exec_driver_sql(trigger_statement(dialect_of(conn)))
-    for name in earlier_triggers(conn):
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-
-
-def earlier_triggers(conn: Connection) -> list[str]:
-    """The triggers of :data:`EARLIER_TRIGGER_NAMES` this database has (SHOW TRIGGERS, not
-    information_schema.triggers, which waits behind any DROP DATABASE waiting for a lock)."""
-    if dialect_of(conn).name == "sqlite":
-        names = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-    else:
-        names = conn.exec_driver_sql("SHOW TRIGGERS")
-    return [str(row[0]) for row in names if str(row[0]) in EARLIER_TRIGGER_NAMES]
-
-
-def earlier_trigger_note(conn: Connection) -> str | None:
-    """What `migrate status` says of an earlier release's trigger still in place, or None."""
-    found = earlier_triggers(conn)
-    if not found:
-        return None
+def order_trigger_statement() -> str:
+    """MySQL and MariaDB: the CREATE TRIGGER that refuses a message row given an id before it
+    held its session's row (a later row of a multi-row INSERT), once a higher id of its
+    session is committed. LOCK IN SHARE MODE: a trigger may read its own table, not lock it
+    FOR UPDATE (1442)."""
     return (
-        f"trigger {', '.join(found)} runs AFTER INSERT: a runtime's message gets its id before "
-        "it waits for its session's row, so ids may commit out of order and a kept sum can miss "
-        f"one; `migrate up --touch-session-trigger` replaces it with {TRIGGER_NAME} (BEFORE INSERT)"
+        f"CREATE TRIGGER IF NOT EXISTS {ORDER_TRIGGER_NAME} AFTER INSERT ON agent_message "
+        "FOR EACH ROW BEGIN IF EXISTS (SELECT 1 FROM agent_message "
+        "WHERE session_id = NEW.session_id AND id > NEW.id LIMIT 1 LOCK IN SHARE MODE) "
+        f"THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{ORDER_REFUSAL}'; END IF; END"
     )
 
 
+def trigger_statements(dialect: Dialect) -> list[str]:
+    """Every CREATE TRIGGER of ``migrate up --touch-session-trigger`` on this database: the
+    touch, and on MySQL and MariaDB the order check (SQLite has one writer at a time: a row's
+    id is given with the database locked)."""
+    statements = [trigger_statement(dialect)]
+    if dialect.name != "sqlite":
+        statements.append(order_trigger_statement())
+    return statements
+
+
+def create_trigger(conn: Connection) -> None:
+    """Create the triggers (a no-op for those that exist), then drop an earlier release's, in
+    the caller's transaction if any (on MySQL each statement commits by itself): the new one is
+    in place before the old one goes, so no insert passes untouched meanwhile (both, for an
+    instant, write the row twice)."""
+    for statement in trigger_statements(dialect_of(conn)):
+        conn.exec_driver_sql(statement)
+    for drop in drop_statements(conn):
+        conn.exec_driver_sql(drop)
+
+
+def drop_statements(conn: Connection) -> list[str]:
+    """The DROP TRIGGERs :func:`create_trigger` runs after its CREATEs (the dry run prints
+    them)."""
+    return [f"DROP TRIGGER IF EXISTS {name}" for name in earlier_triggers(conn)]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A trigger as the database lists it: name, table, timing (BEFORE, AFTER), event, body."""
+
+    name: str
+    table: str
+    timing: str
+    event: str
+    statement: str
+
+
+def triggers(conn: Connection) -> list[Trigger]:
+    """The triggers on agent_message this user can see (SHOW TRIGGERS, not
+    information_schema.triggers, which waits behind any DROP DATABASE waiting for a lock).
+    Without the TRIGGER privilege MySQL lists none, MariaDB each with an empty body."""
+    if dialect_of(conn).name == "sqlite":
+        found = []
+        for name, table, sql in conn.exec_driver_sql(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"
+        ):
+            head = _SQLITE_HEAD.search(str(sql or ""))
+            if head is None:
+                continue
+            body = str(sql)[head.end() :]
+            found.append(Trigger(str(name), str(table), head["timing"].upper(), "INSERT", body))
+    else:
+        rows = conn.exec_driver_sql("SHOW TRIGGERS LIKE 'agent_message'").mappings()
+        found = [
+            Trigger(
+                str(r["Trigger"]),
+                str(r["Table"]),
+                str(r["Timing"]).upper(),
+                str(r["Event"]).upper(),
+                str(r["Statement"] or ""),  # MariaDB: NULL without the TRIGGER privilege
+            )
+            for r in rows
+        ]
+    return [t for t in found if t.table == "agent_message"]
+
+
+# SQLite keeps a trigger's CREATE as written: its timing and event, then FOR EACH ROW and body.
+_SQLITE_HEAD = re.compile(
+    r"\b(?P<timing>BEFORE|AFTER|INSTEAD\s+OF)\s+INSERT\s+ON\s+[\"`\[]?agent_message[\"`\]]?"
+    r"\s+(FOR\s+EACH\s+ROW\s+)?",
+    re.IGNORECASE,
+)
+# The body of ctxtool's earlier trigger, whatever its server time (UTC_TIMESTAMP(6),
+# CURRENT_TIMESTAMP, SQLite's strftime) and spacing.
+_EARLIER_BODY = re.compile(
+    r"begin update agent_session set updated_at = [^;]+ where session_id = new\.session_id;? end",
+)
+
+
+def is_earlier_trigger(trigger: Trigger) -> bool:
+    """Whether this is an earlier release's trigger (pure): its name, on agent_message, AFTER
+    INSERT, with that release's body. A runtime's own trigger of the same name (another timing
+    or body) is not ctxtool's: named by nothing, dropped by nothing."""
+    body = " ".join(trigger.statement.split()).lower()
+    return (
+        trigger.name in EARLIER_TRIGGER_NAMES
+        and trigger.table == "agent_message"
+        and trigger.timing == "AFTER"
+        and trigger.event == "INSERT"
+        and _EARLIER_BODY.fullmatch(body) is not None
+    )
+
+
+def earlier_triggers(conn: Connection) -> list[str]:
+    """The names of the earlier releases' triggers this database has (:func:`is_earlier_trigger`)."""
+    return [t.name for t in triggers(conn) if is_earlier_trigger(t)]
+
+
+def trigger_notes(conn: Connection) -> list[str]:
+    """What `migrate status` says of the session triggers: an earlier release's still in place;
+    the touch without the order check (a store that ran `--touch-session-trigger` before it
+    existed); and a user who cannot read triggers (no TRIGGER privilege)."""
+    notes = []
+    found = triggers(conn)
+    earlier = [t.name for t in found if is_earlier_trigger(t)]
+    names = {t.name for t in found}
+    if earlier:
+        notes.append(
+            f"trigger {', '.join(earlier)} runs AFTER INSERT: a runtime's message gets its id "
+            "before it waits for its session's row, so ids may commit out of order and a kept "
+            f"sum can miss one; `migrate up --touch-session-trigger` replaces it with "
+            f"{TRIGGER_NAME} (BEFORE INSERT)"
+        )
+    dialect = dialect_of(conn)
+    if dialect.name == "sqlite":
+        return notes
+    if TRIGGER_NAME in names and ORDER_TRIGGER_NAME not in names:
+        notes.append(
+            f"trigger {TRIGGER_NAME} is in place without {ORDER_TRIGGER_NAME}: a multi-row "
+            "INSERT spanning sessions can commit ids out of order; `migrate up "
+            "--touch-session-trigger` adds it"
+        )
+    if not has_trigger_privilege(conn):
+        notes.append(
+            "this user lacks the TRIGGER privilege on agent_message, without which SHOW "
+            "TRIGGERS lists none (MySQL) or none's body (MariaDB): whether ctxtool's session "
+            "triggers (or an earlier release's) are in place cannot be read here"
+        )
+    return notes
+
+
+def has_trigger_privilege(conn: Connection) -> bool:
+    """MySQL, MariaDB: whether the connection's user holds the TRIGGER privilege on
+    agent_message (granted globally, on this database by name or pattern, or on the table), as
+    information_schema lists the user's own grants."""
+    sql = (
+        "SELECT 1 FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'TRIGGER' "
+        "UNION ALL SELECT 1 FROM information_schema.SCHEMA_PRIVILEGES "
+        "WHERE PRIVILEGE_TYPE = 'TRIGGER' AND DATABASE() LIKE TABLE_SCHEMA "
+        "UNION ALL SELECT 1 FROM information_schema.TABLE_PRIVILEGES "
+        "WHERE PRIVILEGE_TYPE = 'TRIGGER' AND TABLE_SCHEMA = DATABASE() "
+        "AND TABLE_NAME = 'agent_message' LIMIT 1"
+    )
+    return conn.exec_driver_sql(sql).first() is not None
+
+
 def install_trigger(conn: Connection) -> None:
-    """Create the trigger (a no-op when it exists) in a transaction of its own."""
+    """Create the triggers (a no-op for those that exist) in a transaction of its own."""
     with conn.begin():
         create_trigger(conn)
