@@ -1,10 +1,16 @@
 """A session's lease is taken once, before the read, when that lease covers the plan: the
 checkpoint's append re-checks the lease and the parent, so a second take after the plan was a
 transaction for nothing. A plan that needs the lease longer (it folds, or the read took long)
-still takes it again, and a compactor whose lease was taken over is still refused at append."""
+still takes it again, and a compactor whose lease was taken over is still refused at append.
+A lease as written is short and renewed by a heartbeat while the work runs: a killed holder's
+lapses within half a minute."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -13,11 +19,13 @@ import pytest
 from sqlalchemy import event
 
 from ctxtool.compaction.runner import Compactor
-from ctxtool.compaction.settings import LEASE_MARGIN_S, lease_covers, lease_for_plan
+from ctxtool.compaction.settings import LEASE_MARGIN_S, lease_covers
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.store import Store, leases
 
-from .builders import SETTINGS, add_session, assert_valid_context, coding_session
+from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
+from .llm_server import FakeLLM
+from .waiting import wait_until
 
 
 @contextmanager
@@ -94,7 +102,7 @@ def test_one_session_takes_its_lease_once_and_it_lasts_the_summary(db):
         assert compactor.compact_session(1).status == "compacted"
     assert sent["lease"] == 2, sent
     [left] = watching.lease_left
-    assert lease_for_plan(watching, 0) - 5 <= left <= lease_for_plan(watching, 0) + 1
+    assert leases.LEASE_BEAT_S - 5 <= left <= leases.LEASE_BEAT_S + 1  # short: renewed
 
 
 def test_a_plan_that_folds_takes_the_lease_again_for_its_length(db):
@@ -106,9 +114,9 @@ def test_a_plan_that_folds_takes_the_lease_again_for_its_length(db):
     with _statements(db.engine) as sent:
         outcome = compactor.compact_session(1)
     assert outcome.summarizer_requests > 1, outcome
-    one_request = lease_for_plan(watching, 0)
     assert sent["lease"] == 3, sent  # the take, the take for the plan's length, the release
-    assert min(watching.lease_left) > one_request + 60
+    # As written, each is short: the heartbeat renews it while the folds run.
+    assert max(watching.lease_left) <= leases.LEASE_BEAT_S + 1
 
 
 def test_a_lease_taken_long_before_the_plan_is_taken_again(db):
@@ -163,3 +171,92 @@ def test_a_lease_taken_over_during_the_summary_is_refused_at_append(db):
 )
 def test_lease_covers(held, elapsed, needed, covers):
     assert lease_covers(held, elapsed, needed) is covers
+
+
+def _lease_left(db, session_id: int) -> float | None:
+    """Seconds the session's lease still lasts on the server's clock (None: no holder)."""
+    return db.scalar(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), lease_expires_at) / 1e6 "
+        "FROM agent_session WHERE session_id = :s AND lease_owner IS NOT NULL",
+        s=session_id,
+    )
+
+
+def test_a_killed_holder_s_lease_lapses_within_half_a_minute(mysql_db):
+    """Found by an adversarial run on Galera: a `compact --all` cut off from its node past the
+    outage wait exits 4 and cannot give its leases back; they were sized for the whole summary
+    (LLM timeout x attempts + 60 s), so reruns through other nodes reported `lease_held` for
+    about 11.5 minutes. A lease is written for LEASE_BEAT_S now and renewed every BEAT_EVERY_S
+    while the LLM call runs: a holder killed with kill -9 in the middle of it leaves the
+    session free within half a minute, and a rerun compacts it. Fails before: the first lease
+    lasted 5+ minutes."""
+    db = mysql_db
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM(delay=300) as llm:  # the LLM call outlasts the test
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxtool",
+                "--db",
+                db.url,
+                "compact",
+                "--all",
+                "--summarizer",
+                "openai",
+                "--base-url",
+                llm.base_url,
+                *LIMITS,
+            ],
+            env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_until(lambda: llm.requests, "the holder's LLM call", timeout=120)
+            first = _lease_left(db, 1)
+            assert first is not None and first <= leases.LEASE_BEAT_S + 1, first
+            # Renewed while the call runs: still held past the first lease's end.
+            time.sleep(first + 2)
+            renewed = _lease_left(db, 1)
+            assert renewed is not None and renewed > 0, renewed
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(30)
+            killed_at = time.monotonic()
+            wait_until(
+                lambda: _lease_left(db, 1) is None or _lease_left(db, 1) < 0,
+                "the dead holder's lease to lapse",
+                timeout=leases.LEASE_BEAT_S + 15,
+            )
+            lapsed_after = time.monotonic() - killed_at
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait(30)
+    assert lapsed_after <= leases.LEASE_BEAT_S + 2, lapsed_after
+    rerun = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="rerun")
+    assert rerun.compact_session(1).status == "compacted"
+
+
+def test_the_heartbeat_renews_only_the_leases_still_its_owner_s(db):
+    """A beat renews the sessions held and not dropped, and only where the lease is still the
+    owner's: one taken over (it ran out meanwhile) stays the taker's."""
+    for sid in (1, 2, 3):
+        add_session(db, sid, coding_session(2, tag=str(sid)), model="gpt-4o")
+    with db.engine.connect() as conn:
+        for sid in (1, 2, 3):
+            assert leases.take(conn, sid, "me", 1)
+        with conn.begin():
+            conn.exec_driver_sql(
+                "UPDATE agent_session SET lease_owner = 'other' WHERE session_id = 3"
+            )
+    beat = leases.Heartbeat(db.engine, "me", seconds=600, every=0.05)
+    beat.hold([1, 2, 3])
+    beat.drop([2])
+    wait_until(lambda: beat.beats >= 2, "two beats", timeout=30)
+    beat.drop([1, 3])
+    with db.engine.connect() as conn:
+        assert leases.holder(conn, 1) is not None and leases.holder(conn, 1).owner == "me"
+        time.sleep(1.5)
+        assert leases.holder(conn, 2) is None  # dropped: its one second ran out
+        assert leases.holder(conn, 3) is None or leases.holder(conn, 3).owner == "other"

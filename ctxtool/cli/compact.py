@@ -208,7 +208,8 @@ _LABELS = {
     type=WholeNumber(10, MAX_DURATION_S),
     help="Hold each claimed session at least this long, up to ten years [default: "
     "sized from the summarizer: LLM timeout x attempts per request + 60 s; 2 minutes "
-    "for extractive].",
+    "for extractive]. Written for 30 s at a time and renewed every 10 s while the work "
+    "runs: a killed run's sessions are free again within 30 s.",
 )
 @click.option(
     "--outage-wait",

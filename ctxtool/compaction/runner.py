@@ -115,6 +115,8 @@ class Compactor:
         self.max_summary_tokens = budget
         self.gate = Gate(min_quality, min_carry_over or None)
         self.store = Store(engine)
+        # Renews the leases this compactor holds while it works on them (store.leases).
+        self.heartbeat = leases.Heartbeat(engine, self.owner)
 
     # -- one session -----------------------------------------------------------------------------
 
@@ -228,9 +230,11 @@ class Compactor:
                     if taken and outcome.compaction_id is None:  # else the append released it
                         self._retry(conn, lambda: leases.release(conn, session_id, self.owner))
         except InvalidSettings:
+            self.heartbeat.drop([session_id])
             raise  # the settings' fault, not this session's: a usage error, as --all says it
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end a batch
             outcome = replace(outcome, status=CompactionStatus.FAILED, error=self._described(exc))
+        self.heartbeat.drop([session_id])
         return replace(outcome, seconds=time.perf_counter() - started)
 
     def _described(self, exc: Exception) -> str:
@@ -245,8 +249,11 @@ class Compactor:
 
     def _take(self, conn: Connection, session_id: int) -> bool:
         """Take the session's lease before reading it (:meth:`_lease_before_plan`)."""
-        seconds = self._lease_before_plan()
-        return self._retry(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
+        seconds = leases.written_seconds(self._lease_before_plan())
+        taken = self._retry(conn, lambda: leases.take(conn, session_id, self.owner, seconds))
+        if taken:
+            self.heartbeat.hold([session_id])
+        return taken
 
     def _phase(self, session_id: int, what: str) -> None:
         if self.on_phase is not None:
@@ -329,11 +336,13 @@ class Compactor:
         """Take the session's lease for as long as the plan needs (``seconds``) and check its
         parent is still the newest checkpoint; None when taken, else the outcome that says why
         not (and who holds it)."""
+        written = leases.written_seconds(seconds)
         refused = self._retry(
             conn,
-            lambda: leases.claim(conn, prep.session_id, self.owner, seconds, prep.parent_id),
+            lambda: leases.claim(conn, prep.session_id, self.owner, written, prep.parent_id),
         )
         if refused is None:
+            self.heartbeat.hold([prep.session_id])
             return None
         held = refused is CompactionStatus.LEASE_HELD
         holder = leases.holder(conn, prep.session_id) if held else None
@@ -424,9 +433,9 @@ class Compactor:
     ) -> dict[int, leases.LeaseState]:
         """A batch's claim (:func:`ctxtool.store.leases.take_many`), each lease taken before
         the read (:meth:`_lease_before_plan`)."""
-        seconds = self._lease_before_plan()
+        seconds = leases.written_seconds(self._lease_before_plan())
         with self._retry(self.engine, self.engine.connect) as conn:
-            return self._retry(
+            states = self._retry(
                 conn,
                 lambda: leases.take_many(
                     conn,
@@ -437,8 +446,17 @@ class Compactor:
                     also=ahead,
                 ),
             )
+        self.heartbeat.hold(
+            [
+                sid
+                for sid, state in states.items()
+                if state.holder is not None and state.holder.owner == self.owner
+            ]
+        )
+        return states
 
     def _release_many(self, session_ids: list[int]) -> None:
+        self.heartbeat.drop(session_ids)
         with self._retry(self.engine, self.engine.connect) as conn:
             self._retry(conn, lambda: leases.release_many(conn, session_ids, self.owner))
 

@@ -3,16 +3,26 @@
 A lease is taken by a conditional UPDATE whose affected-row count says who won, so it holds on
 engines where ``FOR UPDATE SKIP LOCKED`` does not lock (TiDB); an expired lease is simply taken
 over. Expiry is on the database server's clock, never a host's.
+
+A lease as written is short (:data:`LEASE_BEAT_S`) and renewed while its holder works
+(:class:`Heartbeat`, every :data:`BEAT_EVERY_S`): a holder killed, or cut off from the server
+(a node down past the outage wait), stops renewing, and its sessions are free again within
+:data:`LEASE_BEAT_S`, where a lease sized for the whole summary (LLM timeout x attempts + 60 s)
+kept them about 11.5 minutes. How long the work may take is the compactor's own reckoning
+(``compaction.settings``); the checkpoint's append refuses a holder whose lease was taken over.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..compaction.status import CompactionStatus
 from ..db import dialect_of
@@ -190,3 +200,87 @@ def holder(conn: Connection, session_id: int) -> Lease | None:
         )
     ).first()
     return Lease(row.lease_owner, row.lease_expires_at) if row else None
+
+
+# A lease as written, and how often a holder's heartbeat renews it: two beats may be missed (a
+# busy machine, a lost race for the row) before it lapses.
+LEASE_BEAT_S = 30
+BEAT_EVERY_S = 10
+
+
+def written_seconds(seconds: int) -> int:
+    """How long a lease a holder needs for ``seconds`` is written for: no longer than
+    :data:`LEASE_BEAT_S` (its :class:`Heartbeat` renews it while the work runs)."""
+    return min(seconds, LEASE_BEAT_S)
+
+
+class Heartbeat:
+    """Renews the leases one owner holds while its work runs: every ``every`` seconds, one
+    conditional UPDATE of the sessions :meth:`hold` named and :meth:`drop` has not, each only
+    where the lease is still the owner's (one taken over stays the taker's). A thread of its
+    own, on an engine of its own (a pool the workers do not wait on), started at the first
+    hold and ended when nothing is held. A renewal that fails (the server out of reach, a lost
+    race for the row) is tried again at the next beat; the lease lapses once ``seconds`` pass
+    without one."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        owner: str,
+        seconds: int = LEASE_BEAT_S,
+        every: float = BEAT_EVERY_S,
+    ):
+        self.engine, self.owner, self.seconds, self.every = engine, owner, seconds, every
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._own: Engine | None = None
+        self.beats = 0  # renewals sent (what a test watches)
+
+    def hold(self, session_ids: Sequence[int]) -> None:
+        """Renew these sessions' leases from now on, until :meth:`drop`."""
+        if not session_ids:
+            return
+        with self._lock:
+            self._held.update(session_ids)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"lease-heartbeat-{self.owner}", daemon=True
+                )
+                self._thread.start()
+
+    def drop(self, session_ids: Sequence[int]) -> None:
+        """Stop renewing these sessions' leases (given back, or no longer ours)."""
+        with self._lock:
+            self._held.difference_update(session_ids)
+            if not self._held:
+                self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.every)
+            self._wake.clear()
+            with self._lock:
+                held = sorted(self._held)
+                if not held:
+                    self._thread = None
+                    return
+            with contextlib.suppress(SQLAlchemyError):
+                self._renew(held)
+
+    def _renew(self, session_ids: list[int]) -> None:
+        if self._own is None:
+            from ..db import create_engine
+
+            self._own = create_engine(self.engine.url.render_as_string(hide_password=False))
+        with self._own.begin() as conn:
+            conn.execute(
+                S.update()
+                .where(S.c.session_id.in_(session_ids), S.c.lease_owner == self.owner)
+                .values(
+                    lease_expires_at=dialect_of(conn).server_now_plus(self.seconds),
+                    **_KEEP_UPDATED_AT,
+                )
+            )
+        self.beats += 1
