@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from ctxtool.db import read_connection
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts, summed_context_tokens
+from ctxtool.store.context_sums import SUMMED_AGAIN_EVERY
 from ctxtool.store.counts import count_tokens
 from ctxtool.store.session_touch import (
     EARLIER_TRIGGER_NAMES,
@@ -234,9 +235,9 @@ def test_sums_kept_past_a_message_in_flight_are_found_and_heal_when_the_session_
 ):
     """A runtime with neither the session-row statement nor the triggers: A's bare insert
     into session 1 gets its id, B's later one commits first, a run keeps the sums through B's,
-    then A commits below them. `validate` names the row short (kept_sums_short); the next
-    message into the session sums it from its cut again (before: short of A's 500 tokens
-    until the session's next checkpoint, or --rescan)."""
+    then A commits below them. `validate` names the row short (kept_sums_short); within
+    SUMMED_AGAIN_EVERY runs that find the session grown, one sums it from its cut again
+    (before: short of A's 500 tokens until the session's next checkpoint, or --rescan)."""
     db = mysql_db
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
     count_tokens(db.engine)
@@ -254,15 +255,21 @@ def test_sums_kept_past_a_message_in_flight_are_found_and_heal_when_the_session_
         b.close()
     checked = cli("--db", db.url, "validate", "--json")
     assert "kept_sums_short" in checked.output, checked.output
-    with db.engine.begin() as conn:
-        conn.exec_driver_sql(INSERT, ("c next", 7))
     store = Store(db.engine)
+    for grown in range(1, SUMMED_AGAIN_EVERY + 1):  # a run finds the session grown each time
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(INSERT, (f"next {grown}", 7))
+        with read_connection(db.engine) as conn:
+            dry = summed_context_tokens(store, conn, 1, None).tokens
+            real = store.context_tokens(1, conn=conn)
+        if dry == real:
+            break
+        _keep(db)
+    else:
+        raise AssertionError(f"still short after {SUMMED_AGAIN_EVERY} runs: {dry} < {real}")
     with read_connection(db.engine) as conn:
-        dry = summed_context_tokens(store, conn, 1, None).tokens
         kept = [c.tokens for c in effective_contexts(conn)]
         rescanned = [c.tokens for c in effective_contexts(conn, rescan=True)]
-        real = store.context_tokens(1, conn=conn)
-    assert dry == real, (dry, real)
     assert kept == rescanned
     _keep(db)
     checked = cli("--db", db.url, "validate", "--json")

@@ -19,10 +19,11 @@ row first, or the triggers do it for them), a session's inserts commit in id ord
 snapshot of its messages is a prefix of them and no such message exists; it is the rule a
 checkpoint's span proof rests on too. A runtime that breaks it (two open transactions
 inserting into one session with neither the statement nor the triggers) can leave a row short
-of such a message. The row then heals when the session grows: a grown session whose row holds
-at most :data:`SUMMED_AGAIN_UP_TO` messages is summed from its cut again (a range of the index
-no longer than that), not from the row on (:func:`summed_again`); a longer suffix is over any
-threshold and compacted, and the checkpoint replaces the row. `validate` names a row short of
+of such a message. The row then heals as the session grows: at every
+:data:`SUMMED_AGAIN_EVERY`-th version of its row, a grown session whose row holds at most
+:data:`SUMMED_AGAIN_UP_TO` messages is summed from its cut again, not from the row on
+(:func:`summed_again`; the other runs still read only what came since); a longer suffix is
+over any threshold and compacted, and the checkpoint replaces the row. `validate` names a row short of
 its messages (``kept_sums_short``); ``--rescan`` sums everything from the messages.
 
 Writers that change stored counts mark the rows of the sessions they count (:func:`forget`),
@@ -46,9 +47,11 @@ from ..db import dialect_of
 from ..db.schema import agent_message as M
 from ..db.schema import context_sums as T
 
-# A grown session whose kept row holds at most this many messages is summed from its cut again
-# (summed_again): what a runtime committed below the row since it was written is then counted.
+# A grown session whose kept row holds at most this many messages, at every SUMMED_AGAIN_EVERY-th
+# version of its row, is summed from its cut again (summed_again): what a runtime committed
+# below the row since it was written is then counted.
 SUMMED_AGAIN_UP_TO = 10_000
+SUMMED_AGAIN_EVERY = 8
 # A row written by forget(): no run's sums, never current (no session needs encoding "").
 _FORGOTTEN = ""
 # Rows written a transaction: short transactions, so a sibling on another node that races for
@@ -195,10 +198,16 @@ def split(sessions: Iterable[SessionNow], kept: Mapping[int, KeptSums]) -> Split
 
 def summed_again(grown: Mapping[int, KeptSums]) -> set[int]:
     """Of the grown sessions (:func:`split`), those to sum from their cut again rather than
-    from their row on (pure): rows of at most :data:`SUMMED_AGAIN_UP_TO` messages. A message a
-    runtime committed below the row after it was read (ids out of commit order) is then
-    counted at the session's next message, not never."""
-    return {sid for sid, row in grown.items() if row.sums.messages <= SUMMED_AGAIN_UP_TO}
+    from their row on (pure): rows of at most :data:`SUMMED_AGAIN_UP_TO` messages, at every
+    :data:`SUMMED_AGAIN_EVERY`-th version (a grown session's row is written again by each run
+    that reads it). A message a runtime committed below the row after it was read (ids out of
+    commit order) is then counted within that many runs that find the session grown, not
+    never; the other runs read only the entries written since."""
+    return {
+        sid
+        for sid, row in grown.items()
+        if row.sums.messages <= SUMMED_AGAIN_UP_TO and row.version % SUMMED_AGAIN_EVERY == 0
+    }
 
 
 # A kept row's columns after its session id, in the order :func:`kept_from` reads them: a read
