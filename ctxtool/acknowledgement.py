@@ -56,3 +56,12 @@ def batch_failures(
     """The outcomes that fail a batch: not ok, and not an acknowledged over-window session."""
     marked = set(acknowledged)
     return [o for o in outcomes if not o.ok and not excused(o, marked)]
+
+
+def way_out(session_ids: Sequence[int]) -> str:
+    """What an over-window error line ends with: the command that acknowledges the sessions
+    once an operator has looked at them (the first three named)."""
+    ids = list(dict.fromkeys(session_ids))
+    commands = "; ".join(f"ctxtool sessions mark {i} --over-window-ok" for i in ids[:3])
+    more = f" (and {len(ids) - 3} more)" if len(ids) > 3 else ""
+    return f"once looked at, acknowledge {'it' if len(ids) == 1 else 'them'}: {commands}{more}"

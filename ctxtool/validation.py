@@ -12,16 +12,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .compaction.plan import CompactionSettings
-from .compaction.rules import deleted_from_span, over_window, unsummarized_messages
+from .compaction.rules import deleted_from_span, unsummarized_messages
 from .inspection import ContextPoint
 from .quality import quality_warning
 from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
 
-ERROR, WARNING = "error", "warning"
+# An error is what the store got wrong (exit 1); a warning is a state to act on (a session
+# waiting for compaction); a note is a state an operator acknowledged.
+ERROR, WARNING, NOTE = "error", "warning", "note"
 
 
 @dataclass(frozen=True)
@@ -265,13 +267,62 @@ def span_issues(session_id: int, checkpoint: Compaction, range_ids: Sequence[int
     ]
 
 
+@dataclass(frozen=True)
+class Threshold:
+    """The threshold a restored context is checked against, and where it comes from."""
+
+    tokens: int
+    source: str
+
+
+def checked_threshold(
+    model: str | None, settings: CompactionSettings, latest: Compaction | None, given: bool
+) -> Threshold:
+    """What `compact` used, unless the caller ``given`` a window or reserve: the threshold the
+    latest checkpoint was cut for (recorded in its details), else the model's window less the
+    reserve. A store compacted with ``--context-window 32000`` is checked against that window,
+    not the model's 200k one."""
+    recorded = (latest.details or {}).get("threshold") if latest is not None else None
+    if not given and isinstance(recorded, int) and not isinstance(recorded, bool):
+        assert latest is not None
+        return Threshold(recorded, f"the one checkpoint {latest.id} was cut for")
+    threshold = settings.threshold(model)
+    return Threshold(threshold, f"window {threshold + settings.reserve(model)}")
+
+
 def window_issue(
-    session_id: int, context_tokens: int, model: str | None, settings: CompactionSettings
+    session_id: int,
+    context_tokens: int,
+    threshold: Threshold,
+    latest: Compaction | None = None,
+    acknowledged: datetime | None = None,
 ) -> list[Issue]:
-    """A restored context over its threshold (``context_tokens``: its exact size): the agent
-    cannot carry on from it."""
-    problem = over_window(context_tokens, model, settings)
-    return [Issue(session_id, ERROR, "over_window", problem)] if problem else []
+    """A restored context over its threshold (``context_tokens``: its exact size). No
+    inconsistency of the store: a warning while it waits for compaction (or when no safe cut
+    fits it, with the way out), a note once an operator acknowledged it."""
+    if context_tokens <= threshold.tokens:
+        return []
+    problem = (
+        f"restored context of {context_tokens} tokens is over its threshold of "
+        f"{threshold.tokens} tokens ({threshold.source})"
+    )
+    mark = f"`ctxtool sessions mark {session_id} --over-window-ok`"
+    if acknowledged is not None:
+        return [
+            Issue(
+                session_id,
+                NOTE,
+                "over_window",
+                f"{problem}; acknowledged {acknowledged:%Y-%m-%d %H:%M} ({mark})",
+            )
+        ]
+    stuck = latest is not None and "over_window" in (latest.details or {})
+    way_out = (
+        f"no safe cut fits it: once looked at, {mark}"
+        if stuck
+        else f"waiting for compaction (`ctxtool compact {session_id}`)"
+    )
+    return [Issue(session_id, WARNING, "over_window", f"{problem}; {way_out}")]
 
 
 def malformed_tool_calls(tool_calls: object) -> str | None:

@@ -755,7 +755,7 @@ def test_the_window_options_mean_the_same_in_every_command(db, cli):
         == []
     )
     checked = cli("--db", db.url, "validate", "1", "--json", *window)
-    assert checked.exit_code == 1
+    assert checked.exit_code == 0  # over its window, waiting for compaction: a warning
     assert [i["rule"] for i in json.loads(checked.stdout)] == ["over_window"]
     assert "threshold of 5000 tokens" in json.loads(checked.stdout)[0]["message"]
     for args in (

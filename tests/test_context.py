@@ -272,9 +272,10 @@ def test_validate_reports_a_restored_context_over_its_window(db, cli):
             "500",
             "--json",
         )
-        assert result.exit_code == 1
+        assert result.exit_code == 0  # waiting for compaction: a warning
         [issue] = json.loads(result.stdout)
         assert issue["rule"] == "over_window" and "threshold of 3500" in issue["message"]
+        assert issue["severity"] == "warning"
         found.append(issue)
         if db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0:
             assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0

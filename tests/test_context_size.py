@@ -192,7 +192,7 @@ def test_validate_measures_messages_nobody_counted_yet(db, cli):
     found = []
     for _ in range(2):
         result = cli("--db", db.url, "validate", *window, "--json")
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 0, result.output  # warnings: waiting for compaction
         found.append(json.loads(result.stdout))
         assert (
             db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 0

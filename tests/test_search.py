@@ -229,10 +229,12 @@ def test_search_cli(forgetful, cli):
     )
     assert {h["id"] for h in out if h["kind"] == "message"} == {ids[0], ids[3], ids[4]}
     assert all(h["lost_at"] == cps[1] for h in out)
-    assert (
-        cli("--db", db.url, "search", "nobody said this").output
-        == "nothing says nobody said this\n"
-    )
+    # No hit exits 1, as grep does, with nothing on stdout (scripts test for it).
+    nothing = cli("--db", db.url, "search", "nobody said this")
+    assert (nothing.exit_code, nothing.stdout) == (1, "")
+    assert nothing.stderr == "nothing says nobody said this\n"
+    nothing_json = cli("--db", db.url, "search", "nobody said this", "--json")
+    assert (nothing_json.exit_code, json.loads(nothing_json.stdout)) == (1, [])
     bad = cli("--db", db.url, "search", "(unclosed", "--regex")
     assert bad.exit_code == 2 and "is not a regular expression" in bad.output
     missing = cli("--db", db.url, "search", "x", "--session", "999")
@@ -254,8 +256,9 @@ def test_context_trace_cli(forgetful, cli):
     assert [m["id"] for m in doc["appeared_in"]] == [ids[0], ids[3], ids[4]]
     none = cli("--db", db.url, "context", "trace", "8", "pastel")
     assert (
-        none.exit_code == 0 and "no message and no summary of this session says it" in none.output
+        none.exit_code == 1 and "no message and no summary of this session says it" in none.output
     )
+    assert cli("--db", db.url, "context", "trace", "8", "pastel", "--json").exit_code == 1
 
 
 def test_create_index_is_for_mysql_only(sqlite_db, cli):

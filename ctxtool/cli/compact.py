@@ -9,7 +9,7 @@ from datetime import datetime
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..acknowledgement import acknowledged_at, batch_failures, excused
+from ..acknowledgement import acknowledged_at, batch_failures, excused, way_out
 from ..compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
     CompactionOutcome,
@@ -300,7 +300,10 @@ def _one(outcome, output: OutputFormat, show_summary: bool = False) -> None:
     if show_summary and not output.json:
         _print_summaries([outcome])
     if not outcome.ok:
-        raise CtxtoolError(outcome.message())
+        over = outcome.status == CompactionStatus.OVER_WINDOW
+        raise CtxtoolError(
+            outcome.message() + (f"; {way_out([outcome.session_id])}" if over else "")
+        )
 
 
 def _acknowledged(compactor: Compactor, outcomes: list[CompactionOutcome]) -> dict[int, datetime]:
@@ -362,10 +365,12 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             else "failed or stay over their window"
         )
         more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        stuck = [o.session_id for o in failed if o.status == CompactionStatus.OVER_WINDOW]
         raise PartialFailure(
             f"{len(failed)} of {len(outcomes)} session(s) {what}: "
             + "; ".join(o.message() for o in failed[:3])
             + more
+            + (f"; {way_out(stuck)}" if stuck else "")
         )
 
 

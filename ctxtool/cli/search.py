@@ -97,7 +97,8 @@ def search_command(
     restored context today: kept verbatim, summarized and still held by the latest summary,
     or summarized and lost (at which checkpoint).
 
-    The match is case-insensitive and runs on the server; only hits come back.
+    The match is case-insensitive and runs on the server; only hits come back. No hit exits
+    1, as grep does.
 
     \b
     Example: ctxtool search "Light theme"
@@ -133,12 +134,18 @@ def search_command(
     )
     if output.json:
         click.echo(dumps([h.as_dict() for h in hits]))
-        return
+    elif not hits:
+        click.echo(f"nothing says {visible(text)!s}", err=True)
+    else:
+        width = table_width(None)
+        page("\n".join("\n".join(_hit_lines(h, width)) for h in hits))
     if not hits:
-        click.echo(f"nothing says {visible(text)!s}")
-        return
-    width = table_width(None)
-    page("\n".join("\n".join(_hit_lines(h, width)) for h in hits))
+        _nothing_found()
+
+
+def _nothing_found() -> None:
+    """No hit exits 1, as grep does: a script tests for it."""
+    raise click.exceptions.Exit(1)
 
 
 def trace_lines(found: SessionTrace, width: int | None = None) -> list[str]:
@@ -178,7 +185,8 @@ def _trace_lines(found: SessionTrace) -> list[str]:
 def trace_command(app, session, text, regex, output: OutputFormat):
     """Trace a fact through a session's checkpoints: the message(s) where it appeared, then
     every checkpoint since, saying whether its summary or its kept messages still hold it. The
-    first checkpoint that dropped it is why the agent forgot.
+    first checkpoint that dropped it is why the agent forgot. Exits 1 when no message and no
+    summary of the session says it, as grep does.
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 
@@ -189,5 +197,7 @@ def trace_command(app, session, text, regex, output: OutputFormat):
     found = trace_session(app.checked_engine(), session, _text_match(text, regex))
     if output.json:
         click.echo(dumps(found.as_dict()))
-        return
-    page("\n".join(trace_lines(found, table_width(None))))
+    else:
+        page("\n".join(trace_lines(found, table_width(None))))
+    if not found.trace.message_ids and not found.trace.summary_ids:
+        _nothing_found()

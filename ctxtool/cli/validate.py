@@ -10,8 +10,8 @@ from ..compaction.plan import CompactionSettings
 from ..errors import CtxtoolError
 from ..output import OutputFormat, Progress, print_rows
 from ..store import Store, validate
-from ..terminal import fit_table, table_width
-from ..validation import ERROR
+from ..terminal import fit_table, table_width, wrap
+from ..validation import ERROR, NOTE, WARNING
 from .app import pass_app
 from .options import output_options, session_argument, window_options
 from .root import main
@@ -20,7 +20,9 @@ from .root import main
 @main.command("validate")
 @session_argument(required=False, old_option=True)
 @window_options
-@click.option("--errors-only", is_flag=True, help="Show only the errors (not the warnings).")
+@click.option(
+    "--errors-only", is_flag=True, help="Show only the errors (not the warnings and notes)."
+)
 @click.option(
     "--rule",
     "rules",
@@ -37,8 +39,14 @@ def validate_cmd(
     tool result, checkpoints form one chain, no message inside a summarized range was left out
     of its summary, restored contexts are valid for an API and fit their window.
 
-    Exits 1 when any error is found (warnings alone exit 0: a summary that kept little of what
-    it replaced, a call still waiting for its result).
+    Exits 1 when any error is found: what the store got wrong. Warnings alone exit 0 (a
+    session waiting for compaction, a summary that kept little of what it replaced, a call
+    still waiting for its result), and so do notes (a session over its window that an
+    operator acknowledged with `sessions mark N --over-window-ok`).
+
+    Each context is checked against the threshold its latest checkpoint was cut for (what
+    `compact` used), else its model's window; --context-window / --reserve-tokens check
+    against those instead.
 
     SESSION (its id, source id or a unique prefix) checks one session; default: all.
 
@@ -82,22 +90,28 @@ def validate_cmd(
         )
     errors = [i for i in issues if i.severity == ERROR]
     if not output.machine:
-        # Per rule, errors first: 65 unanswered_tool_call warnings must not bury one error.
-        totals = Counter((i.severity != ERROR, i.rule, i.severity) for i in issues)
-        for (_, rule, severity), n in sorted(totals.items()):
-            click.echo(f"  {rule}: {n} {severity}{'s' * (n > 1)}", err=True)
-        # over_window is measured against this: a run of `compact --context-window N` is
-        # only checked against N when validate is given it too.
-        window = (
-            f"window: {settings.context_window} tokens"
-            if settings.context_window is not None
-            else "over_window checked against each session model's window; "
-            "--context-window N checks the one compact was given"
-        )
-        click.echo(
-            f"{checked} session(s) checked: {len(errors)} error(s), "
-            f"{len(issues) - len(errors)} warning(s) ({window})",
-            err=True,
-        )
+        _print_totals(issues, checked, settings)
     if errors:
         raise CtxtoolError(f"{len(errors)} consistency error(s) found")
+
+
+def _print_totals(issues: list, checked: int, settings: CompactionSettings) -> None:
+    """Per rule, errors first (65 unanswered_tool_call warnings must not bury one error), then
+    one sentence, wrapped to the terminal: how many of each, and which window was checked."""
+    order = {ERROR: 0, WARNING: 1, NOTE: 2}
+    totals = Counter((order[i.severity], i.rule, i.severity) for i in issues)
+    for (_, rule, severity), n in sorted(totals.items()):
+        click.echo(f"  {rule}: {n} {severity}{'s' * (n > 1)}", err=True)
+    counts = Counter(i.severity for i in issues)
+    window = (
+        f"window: {settings.context_window} tokens"
+        if settings.context_window is not None
+        else "each context against the threshold compact cut it for, else its model's "
+        "window; --context-window N overrides"
+    )
+    notes = f", {counts[NOTE]} note(s)" if counts[NOTE] else ""
+    sentence = (
+        f"{checked} session(s) checked: {counts[ERROR]} error(s), "
+        f"{counts[WARNING]} warning(s){notes} ({window})"
+    )
+    click.echo(wrap(sentence, table_width(None), "  "), err=True)

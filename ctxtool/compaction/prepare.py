@@ -381,6 +381,8 @@ def checkpoint_values(
         "summarised_to_message_id": prep.plan.summarized_ids[-1],
         "summarised_id_sum": span.id_sum,
         "encoding": prep.encoding,
+        # What the cut was made for: `validate` checks the context against it later.
+        "threshold": prep.threshold,
         "quality": quality,
     }
     if prep.plan.over_window:

@@ -27,6 +27,7 @@ from ..tokens import encoding_for_model
 from ..validation import (
     Issue,
     MessageRef,
+    checked_threshold,
     kept_sums_issues,
     missing_session_issues,
     past_context_issues,
@@ -58,9 +59,12 @@ def validate(
 ) -> tuple[list[Issue], int]:
     """Check the consistency rules for one session or all of them; (issues, sessions checked).
 
-    ``settings`` gives the window each restored context must fit (default: each model's
-    window less the default reserve). ``on_checked(n, total)`` follows the progress."""
+    ``settings`` gives the window each restored context must fit; with neither a window nor a
+    reserve in it, each session is checked against the threshold its latest checkpoint was cut
+    for, else its model's window less the default reserve. ``on_checked(n, total)`` follows
+    the progress."""
     settings = settings or CompactionSettings()
+    given = settings.context_window is not None or settings.reserve_tokens is not None
     store = Store(engine)
     issues: list[Issue] = []
     with read_connection(engine) as conn:
@@ -77,7 +81,9 @@ def validate(
         else:
             ids = store.session_ids(conn)
         for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
-            issues.extend(_check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings))
+            issues.extend(
+                _check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings, given)
+            )
             if on_checked is not None:
                 on_checked(len(ids[i : i + SESSIONS_PER_RANGE_QUERY]), len(ids))
         if session_id is None:
@@ -102,12 +108,17 @@ def _checkpoints_without_session(conn: Connection, session_id: int | None = None
     return [issue for sid, cps in orphaned.items() for issue in missing_session_issues(sid, cps)]
 
 
-def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSettings) -> list[Issue]:
+def _check_chunk(
+    conn: Connection, chunk: list[int], settings: CompactionSettings, given: bool
+) -> list[Issue]:
     sessions = {
         r.session_id: r
         for r in conn.execute(
             sa.select(
-                S.c.session_id, S.c.model, text_bytes(S.c.system_prompt).label("prompt_bytes")
+                S.c.session_id,
+                S.c.model,
+                S.c.over_window_ok_at,
+                text_bytes(S.c.system_prompt).label("prompt_bytes"),
             ).where(S.c.session_id.in_(chunk))
         )
     }
@@ -162,12 +173,13 @@ def _check_chunk(conn: Connection, chunk: list[int], settings: CompactionSetting
             if cp.id in spans:
                 issues.extend(span_issues(sid, cp, spans[cp.id]))
         session = sessions.get(sid)
-        model = session.model if session else None
-        tokens = _tokens_unless_fitting(
-            conn, session, cps[-1] if cps else None, suffixes[sid], settings.threshold(model)
-        )
+        if session is None:
+            continue
+        latest = cps[-1] if cps else None
+        threshold = checked_threshold(session.model, settings, latest, given)
+        tokens = _tokens_unless_fitting(conn, session, latest, suffixes[sid], threshold.tokens)
         if tokens is not None:
-            issues.extend(window_issue(sid, tokens, model, settings))
+            issues.extend(window_issue(sid, tokens, threshold, latest, session.over_window_ok_at))
     return issues
 
 
@@ -178,8 +190,6 @@ def _tokens_unless_fitting(
     its system prompt and summary already show that it fits under ``threshold``. Any other
     context (counts that cannot be trusted: none yet, another encoding; or one that may be
     over) is measured exactly, in memory: validate writes nothing."""
-    if session is None:
-        return None
     counted = suffix_tokens(suffix, encoding_for_model(session.model).name)
     head_bytes = int(session.prompt_bytes) + (
         len(latest.summary.encode()) if latest is not None and latest.summary else 0
