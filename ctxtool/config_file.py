@@ -20,6 +20,14 @@ from typing import Any
 
 from .errors import CtxtoolError
 
+# The database URL's own settings, by precedence after --db (the command line's start-up reads
+# these names without loading the database layer).
+URL_ENV = "CTXTOOL_DATABASE_URL"
+# Read after URL_ENV: the name twelve-factor tools and dbmate use for the same thing.
+GENERIC_URL_ENV = "DATABASE_URL"
+URL_ENVS = (URL_ENV, GENERIC_URL_ENV)
+DEFAULT_URL = "sqlite:///ctxtool.db"
+
 CONFIG_ENV = "CTXTOOL_CONFIG"
 LOCAL_NAME = "ctxtool.toml"
 

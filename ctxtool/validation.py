@@ -282,12 +282,18 @@ def checked_threshold(
     latest checkpoint was cut for (recorded in its details), else the model's window less the
     reserve. A store compacted with ``--context-window 32000`` is checked against that window,
     not the model's 200k one."""
-    recorded = (latest.details or {}).get("threshold") if latest is not None else None
+    recorded = _details(latest).get("threshold")
     if not given and isinstance(recorded, int) and not isinstance(recorded, bool):
         assert latest is not None
         return Threshold(recorded, f"the one checkpoint {latest.id} was cut for")
     threshold = settings.threshold(model)
     return Threshold(threshold, f"window {threshold + settings.reserve(model)}")
+
+
+def _details(checkpoint: Compaction | None) -> dict[str, Any]:
+    """A checkpoint's details when they are an object (a runtime may have written anything)."""
+    details = checkpoint.details if checkpoint is not None else None
+    return details if isinstance(details, dict) else {}
 
 
 def window_issue(
@@ -316,7 +322,7 @@ def window_issue(
                 f"{problem}; acknowledged {acknowledged:%Y-%m-%d %H:%M} ({mark})",
             )
         ]
-    stuck = latest is not None and "over_window" in (latest.details or {})
+    stuck = "over_window" in _details(latest)
     way_out = (
         f"no safe cut fits it: once looked at, {mark}"
         if stuck

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 from sqlalchemy.engine import Engine
 
@@ -9,6 +11,7 @@ from ..config_file import Config
 from ..db import URL_ENV, create_engine
 from ..errors import CtxtoolError, SchemaNotCurrent
 from ..migrate import Migrator
+from .root import ROOT_SETTINGS
 
 
 class AppContext:
@@ -63,4 +66,21 @@ class AppContext:
         return engine
 
 
-pass_app = click.make_pass_decorator(AppContext)
+def app_context(ctx: click.Context) -> AppContext:
+    """The AppContext of this run, made on the root context the first time a command asks for
+    it (the root stores only its settings: a --help or `completion` loads no engine)."""
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = AppContext(*root.meta[ROOT_SETTINGS])
+        root.call_on_close(root.obj.close)  # however the command ends: done, failed, interrupted
+    return root.obj
+
+
+def pass_app(func):
+    """Hand a command its AppContext as the first argument."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(app_context(click.get_current_context()), *args, **kwargs)
+
+    return wrapper

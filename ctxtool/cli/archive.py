@@ -11,7 +11,7 @@ from ..output import OutputFormat, Progress, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor
 from .app import pass_app
 from .options import complete_session, output_options
-from .sessions import sessions
+from .root import sessions
 
 
 def redact_options(command):

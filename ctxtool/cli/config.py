@@ -1,4 +1,4 @@
-"""`ctxtool config` and `ctxtool completion`: what is in force, and shell completion."""
+"""`ctxtool config`: the settings in force and where each came from."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import os
 
 import click
 from click.core import ParameterSource
-from click.shell_completion import get_completion_class
 
 from ..config_file import CONFIG_ENV, LOCAL_NAME
 from ..db import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url
 from ..output import OutputFormat, print_rows
 from ..terminal import fit_table, table_width
+from .app import app_context
 from .config_defaults import WINDOW_TABLE, default_map_for, setting_key, with_shared_window
 from .options import output_options
 from .root import main
@@ -42,7 +42,7 @@ def config_cmd(ctx, output: OutputFormat):
     Example: ctxtool --config ./ctxtool.toml config
     """
     root = ctx.find_root()
-    app = ctx.obj
+    app = app_context(ctx)
     config = app.config
     url_source = _SOURCES.get(root.get_parameter_source("url"), "default")
     if app.url is None:
@@ -134,17 +134,3 @@ def _shown(param: click.Option, value):
     if isinstance(value, str) and ("url" in param.name or "://" in value or "@" in value):
         return mask_url(value)
     return value
-
-
-@main.command("completion")
-@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion_cmd(shell):
-    """Print the shell completion script for SHELL.
-
-    \b
-    Examples:
-      eval "$(ctxtool completion bash)"          # in ~/.bashrc
-      ctxtool completion fish > ~/.config/fish/completions/ctxtool.fish
-    """
-    cls = get_completion_class(shell)
-    click.echo(cls(main, {}, "ctxtool", "_CTXTOOL_COMPLETE").source())

@@ -10,7 +10,7 @@ import click
 
 from ..config_file import load_config
 from ..errors import CtxtoolError
-from ..output import visible
+from ..escapes import visible
 
 
 class SettingError(CtxtoolError):

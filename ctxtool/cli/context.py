@@ -32,19 +32,11 @@ from ..whole_file import write_whole
 from .app import pass_app
 from .archive import redact_options
 from .options import json_option, output_options, session_argument, window_options
-from .root import main
+from .root import context
 from .types import WholeNumber
 
 # A message table written to a pipe or file keeps lines this long (--width 0: whole).
 PIPED_WIDTH = 160
-
-
-@main.group()
-def context():
-    """Inspect the restored (effective) context of a session, now or at any checkpoint.
-
-    Example: ctxtool context show fe5e1c67 --full
-    """
 
 
 def _history(app, session: str) -> SessionHistory:

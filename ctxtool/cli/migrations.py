@@ -14,19 +14,11 @@ from ..store.session_touch import TRIGGER_NAME, drop_statements, trigger_stateme
 from ..terminal import clip, fit_table, table_width
 from .app import pass_app
 from .options import json_option, output_options
-from .root import main
+from .root import migrate
 
 
 def _migrator(app, create: bool = False) -> Migrator:
     return Migrator(app.engine(create=create))
-
-
-@main.group()
-def migrate():
-    """Create and upgrade the store's schema from the versioned sql/ files.
-
-    Example: ctxtool migrate up
-    """
 
 
 @migrate.command()

@@ -20,9 +20,8 @@ from ..search import (
 from ..terminal import page, table_width, wrap
 from ..trace import TextMatch
 from .app import pass_app
-from .context import context
 from .options import json_option, session_argument
-from .root import main
+from .root import context, main
 from .types import SinceType, WholeNumber
 
 ROLES = ("system", "user", "assistant", "tool", SUMMARY_ROLE)
@@ -185,8 +184,9 @@ def _trace_lines(found: SessionTrace) -> list[str]:
 def trace_command(app, session, text, regex, output: OutputFormat):
     """Trace a fact through a session's checkpoints: the message(s) where it appeared, then
     every checkpoint since, saying whether its summary or its kept messages still hold it. The
-    first checkpoint that dropped it is why the agent forgot. Exits 1 when no message and no
-    summary of the session says it, as grep does.
+    first checkpoint that dropped it is why the agent forgot.
+
+    Exits 1 when no message and no summary of the session says it, as grep does.
 
     SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
 

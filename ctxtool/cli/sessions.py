@@ -15,16 +15,8 @@ from ..terminal import fit_table, table_width
 from ..transcripts import FORMATS
 from .app import pass_app
 from .options import complete_session, output_options, session_argument, window_options
-from .root import main
+from .root import sessions
 from .types import SinceType, WholeNumber
-
-
-@main.group()
-def sessions():
-    """Find sessions to inspect.
-
-    Example: ctxtool sessions list --search "failing test" --limit 20
-    """
 
 
 @sessions.command("list")

@@ -25,16 +25,8 @@ from .options import (
     session_argument,
     window_options,
 )
-from .root import main
+from .root import tokens
 from .types import WholeNumber
-
-
-@main.group()
-def tokens():
-    """Exact token counts per message (tiktoken, offline).
-
-    Example: ctxtool tokens count --all && ctxtool tokens report
-    """
 
 
 @tokens.command("count")

@@ -15,13 +15,10 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from ..config_file import DEFAULT_URL as DEFAULT_URL
+from ..config_file import URL_ENV as URL_ENV
+from ..config_file import URL_ENVS
 from ..errors import CtxtoolError
-
-DEFAULT_URL = "sqlite:///ctxtool.db"
-URL_ENV = "CTXTOOL_DATABASE_URL"
-# Read after URL_ENV: the name twelve-factor tools and dbmate use for the same thing.
-GENERIC_URL_ENV = "DATABASE_URL"
-URL_ENVS = (URL_ENV, GENERIC_URL_ENV)
 
 # What people type, and the driver ctxtool ships for it.
 _DRIVER_ALIASES = {
