@@ -31,8 +31,7 @@ def default_map_for(command: click.Command, table: dict, where: str = "") -> dic
     out: dict = {}
     for key, value in table.items():
         name = f"{where}.{key}" if where else key
-        subcommands = command.commands if isinstance(command, click.Group) else {}
-        sub = subcommands.get(key) or subcommands.get(key.replace("_", "-"))
+        sub = _subcommand(command, key)
         if sub is not None and sub.name is not None:
             if not isinstance(value, dict):
                 raise SettingError(f"[{name}] must be a table of {key}'s options", where, key)
@@ -54,6 +53,22 @@ WINDOW_SETTINGS = ("context_window", "reserve_tokens")
 WINDOW_TABLE = "compact"
 
 
+def _names(command: click.Command) -> list[str]:
+    """The names of a group's commands, without loading their modules (see cli.root)."""
+    if not isinstance(command, click.Group):
+        return []
+    return list(command.list_commands(click.Context(command)))
+
+
+def _subcommand(command: click.Command, key: str) -> click.Command | None:
+    """The command a table names (its module loaded: its options are what the table sets)."""
+    for name in (key, key.replace("_", "-")):
+        if name in _names(command):
+            assert isinstance(command, click.Group)
+            return command.get_command(click.Context(command), name)
+    return None
+
+
 def with_shared_window(group: click.Group, default_map: dict) -> dict:
     """``default_map`` with [compact]'s window settings given to every other command that
     takes them and does not set them itself."""
@@ -63,15 +78,19 @@ def with_shared_window(group: click.Group, default_map: dict) -> dict:
 
 
 def _share(group: click.Group, table: dict, shared: dict, top: bool = False) -> dict:
+    """Every command's table gets the shared settings (a command without the options ignores
+    them: click reads a default only for a parameter it has), so no command's module is
+    loaded to ask which take them."""
     out = dict(table)
-    for name, command in group.commands.items():
+    for name in _names(group):
         if top and name == WINDOW_TABLE:
             continue
+        command = group.commands.get(name)
         if isinstance(command, click.Group):
             sub = _share(command, table.get(name, {}), shared)
             if sub:
                 out[name] = sub
-        elif any(p.name == WINDOW_SETTINGS[0] for p in command.params):
+        else:
             out[name] = {**shared, **table.get(name, {})}
     return out
 
@@ -97,7 +116,7 @@ def option_for_key(command: click.Command, key: str) -> click.Option | None:
 
 def _unknown(command: click.Command, key: str, name: str, where: str) -> str:
     """ "no such option", with the nearest key the table can hold (difflib), if any is near."""
-    subcommands = list(command.commands) if isinstance(command, click.Group) else []
+    subcommands = _names(command)
     options = [
         setting_key(p)
         for p in command.params
