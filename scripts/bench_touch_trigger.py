@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark what the touch-session trigger costs a message INSERT (docs/distributed.md).
+"""Benchmark what the session triggers cost a message INSERT (docs/distributed.md).
 
 In a throw-away database with the full schema, times N single-row insert transactions and one
-R-row INSERT into one session, without and with `agent_message_touches_session` (the trigger
-`ctxtool migrate up --touch-session-trigger` creates), alternating runs, and prints each with
-its ratio to the run without the trigger just before it.
+R-row INSERT into one session, without and with the triggers `ctxtool migrate up
+--touch-session-trigger` creates (the touch, and on MySQL/MariaDB the order check), alternating
+runs, and prints each with its ratio to the run without them just before it.
 
 Example: .venv/bin/python scripts/bench_touch_trigger.py --url mysql+pymysql://root@127.0.0.1/bench_trigger
 """
@@ -24,7 +24,11 @@ sys.path.insert(0, ROOT)
 
 from benchdb import fresh_database  # noqa: E402
 
-from ctxtool.store.session_touch import TRIGGER_NAME, install_trigger  # noqa: E402
+from ctxtool.store.session_touch import (  # noqa: E402
+    ORDER_TRIGGER_NAME,
+    TRIGGER_NAME,
+    install_trigger,
+)
 
 INSERT = "INSERT INTO agent_message (session_id, role, content) VALUES "
 
@@ -58,16 +62,17 @@ def main() -> None:
     ratios: list[tuple[float, float]] = []
     for _ in range(args.rounds):
         with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {TRIGGER_NAME}")
+            for name in (TRIGGER_NAME, ORDER_TRIGGER_NAME):
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
         plain = timed(engine, args.singles, args.rows, text)
         with engine.connect() as conn:
             install_trigger(conn)
         touched = timed(engine, args.singles, args.rows, text)
         ratios.append((touched[0] / plain[0], touched[1] / plain[1]))
         print(
-            f"single-row transaction: {plain[0] * 1e3:.2f} ms, with the trigger "
+            f"single-row transaction: {plain[0] * 1e3:.2f} ms, with the triggers "
             f"{touched[0] * 1e3:.2f} ms ({touched[0] / plain[0]:.2f}x); "
-            f"one {args.rows}-row INSERT: {plain[1] * 1e3:.0f} ms, with the trigger "
+            f"one {args.rows}-row INSERT: {plain[1] * 1e3:.0f} ms, with the triggers "
             f"{touched[1] * 1e3:.0f} ms ({touched[1] / plain[1]:.2f}x)"
         )
     print(
