@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs ctxtool with its test dependencies into
-# .venv, Debian's chromium and mariadb-client when they are missing, checks the code (ruff's
-# lint and format, the generated command reference, the figures of docs/quality.md, mypy),
-# makes sure MariaDB answers on 127.0.0.1:3306 (starting it if needed), and runs pytest
-# against both MariaDB and a SQLite file. Extra arguments go to pytest.
+# .venv, Debian's chromium and mariadb-client when they are missing, the llama.cpp server of the
+# real-model tests (scripts/local-llm.sh), checks the code (ruff's lint and format, the
+# generated command reference, the figures of docs/quality.md, mypy), makes sure MariaDB
+# answers on 127.0.0.1:3306 (starting it if needed), and runs pytest against both MariaDB and a
+# SQLite file. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,11 @@ if [ ! -r /usr/lib/galera/libgalera_smm.so ] || ! command -v rsync >/dev/null 2>
     apt-get install -y -qq galera-4 rsync >/dev/null 2>&1 \
         || { apt-get update -qq && apt-get install -y -qq galera-4 rsync >/dev/null; }
 fi
+
+# The tests marked real_llm run the LLM summarizer against a real server: llama.cpp (through
+# llama-cpp-python) with SmolLM2-135M-Instruct, in a venv of its own (scripts/local-llm.sh).
+# The first install compiles llama.cpp (about ten minutes); pip's wheel cache keeps the build.
+scripts/local-llm.sh install
 
 # The habits that keep the code as it is written: checked before the tests, each failing the
 # run on its own (they take seconds; the tests take minutes).

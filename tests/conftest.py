@@ -113,10 +113,12 @@ def pytest_unconfigure(config):
 
 def _group(item) -> str | None:
     """The tests that must run in one process: all the Galera tests (one 3-node cluster for
-    the run, not one per process), and a module's tests that share a module-scoped fixture (a
+    the run, not one per process), all the real-model tests (one llama.cpp server), and a module's tests that share a module-scoped fixture (a
     private server, a corpus built once); None for a test that can run anywhere."""
     if item.get_closest_marker("galera") is not None:
         return "galera"
+    if item.get_closest_marker("real_llm") is not None:
+        return "real_llm"  # one llama.cpp server for the run (tests/real_llm.py)
     fixtures = getattr(item, "_fixtureinfo", None)
     if fixtures is not None and any(
         d.scope in ("module", "class", "package")

@@ -81,12 +81,31 @@ def faithful_summary(body: dict) -> str:
 
 
 class FakeLLM:
-    """Start with ``with FakeLLM() as llm:``; point clients at ``llm.base_url``."""
+    """Start with ``with FakeLLM() as llm:``; point clients at ``llm.base_url``.
+
+    ``window``: the model's context window, counted as the real servers count (o200k times
+    ``tokenizer_ratio``, plus ``max_tokens``); past it the answer is the 400 ``error_style``
+    gives: ``llama-cpp-python`` and ``vllm`` ("maximum context length is N"), ``llama.cpp``
+    ("exceeds the available context size (N tokens)", with ``n_ctx``), ``openai`` (the
+    ``context_length_exceeded`` code). ``models`` and ``props`` are what GET /v1/models and
+    GET /props answer besides the model's id (``max_model_len``; ``n_ctx``, ``total_slots``).
+    ``most_at_once`` records the most requests it had in hand at once."""
 
     def __init__(self, delay: float = 0.0):
         self.delay = delay
         self.failures: deque[int] = deque()  # statuses to answer before succeeding
-        self.mode = "ok"  # ok | garbage | no_choices | empty | long | hang | length
+        # ok | garbage | no_choices | empty | long | hang | length | length_once
+        self.mode = "ok"
+        self.retry_after: dict[str, str] = {"retry-after-ms": "5"}  # with each failure
+        self.window: int | None = None
+        self.tokenizer_ratio = 1.0
+        self.error_style = "llama-cpp-python"
+        self.models: dict = {}
+        self.props: dict | None = None
+        self.in_hand = 0
+        self.most_at_once = 0
+        self.slots: int | None = None  # answer this many at once, queue the rest (llama.cpp)
+        self._slots: threading.Semaphore | None = None
         self.summary_text: object = faithful_summary  # a text, or a function of the request
         self.requests: list[dict] = []
         self.prompt_tokens: list[int] = []
@@ -123,7 +142,32 @@ class FakeLLM:
                 # and the client's delayed ACK add ~40 ms to every answer.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    item = {"id": "smollm2", "object": "model", "owned_by": "me", **llm.models}
+                    return self._send(200, {"object": "list", "data": [item]})
+                if self.path.rstrip("/") == "/props" and llm.props is not None:
+                    return self._send(200, llm.props)
+                return self._send(404, {"error": {"message": "not found"}})
+
             def do_POST(self):
+                with llm.lock:
+                    llm.in_hand += 1
+                    llm.most_at_once = max(llm.most_at_once, llm.in_hand)
+                    if llm.slots and llm._slots is None:
+                        llm._slots = threading.Semaphore(llm.slots)
+                    slots = llm._slots
+                try:
+                    if slots is None:
+                        self._post()
+                    else:
+                        with slots:
+                            self._post()
+                finally:
+                    with llm.lock:
+                        llm.in_hand -= 1
+
+            def _post(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 prompt = sum(
@@ -134,6 +178,14 @@ class FakeLLM:
                     llm.prompt_tokens.append(prompt)
                     status = llm.failures.popleft() if llm.failures else 200
                     mode = llm.mode
+                    if mode == "length_once":
+                        llm.mode = "ok"
+                counted = int(prompt * llm.tokenizer_ratio) + 12
+                asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+                if llm.window is not None and counted + asked > llm.window:
+                    return self._send(
+                        400, window_error(llm.error_style, llm.window, counted, asked)
+                    )
                 refused = rejection(body)
                 if refused:
                     return self._send(
@@ -153,7 +205,7 @@ class FakeLLM:
                     return self._send(
                         status,
                         {"error": {"message": f"scripted {status}", "type": "server_error"}},
-                        {"retry-after-ms": "5"},
+                        llm.retry_after,
                     )
                 if mode == "hang":
                     time.sleep(30)
@@ -173,7 +225,7 @@ class FakeLLM:
                 text = {"empty": "", "long": "word " * 50_000}.get(mode, llm.summary_text)
                 if callable(text):
                     text = text(body)
-                finish = "length" if mode == "length" else "stop"
+                finish = "length" if mode in ("length", "length_once") else "stop"
                 cap = body.get("max_completion_tokens")
                 model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
                 if (
@@ -196,7 +248,11 @@ class FakeLLM:
                                 "message": {"role": "assistant", "content": text},
                             }
                         ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "usage": {
+                            "prompt_tokens": counted,
+                            "completion_tokens": _tokens(text),
+                            "total_tokens": counted + _tokens(text),
+                        },
                     },
                 )
 
@@ -216,6 +272,42 @@ class FakeLLM:
                     pass
 
         return Handler
+
+
+def window_error(style: str, window: int, prompt: int, asked: int) -> dict:
+    """The 400 body a real server gives for a request past its window."""
+    if style == "llama.cpp":
+        return {
+            "error": {
+                "code": 400,
+                "message": f"request ({prompt} tokens) exceeds the available context size "
+                f"({window} tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+    if style == "vllm":
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+    code = "context_length_exceeded"
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+        "Please reduce the length of the messages or completion."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": code,
+        }
+    }
 
 
 def _tokens(text: str) -> int:

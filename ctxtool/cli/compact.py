@@ -24,9 +24,11 @@ from ..compaction.summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
+    FALLBACKS,
     KINDS,
     MAX_REQUEST_TIMEOUT_S,
     SummarizerSettings,
+    make_fallback,
     make_summarizer,
 )
 from ..compaction.summarizers.openai import REQUEST_STYLES
@@ -187,6 +189,15 @@ _LABELS = {
     "[default: the summary model's window less the answer and the instructions].",
 )
 @click.option(
+    "--fallback",
+    default="none",
+    show_default=True,
+    type=click.Choice(FALLBACKS),
+    help="When the LLM fails or its summary is rejected: extractive = write the extractive "
+    "summary instead (the checkpoint records the LLM's failure; the report names the "
+    "sessions and why); none = the session stays as it was.",
+)
+@click.option(
     "--request-style",
     default="auto",
     show_default=True,
@@ -245,6 +256,9 @@ def compact(
     if options["show_summary"] and not options["summarize"]:
         raise click.UsageError("--show-summary goes with --dry-run --summarize")
     summarizer = make_summarizer(_summarizer_settings(options))
+    learn_window = getattr(summarizer, "learn_window", None)
+    if learn_window is not None and (options["summarize"] or not options["dry_run"]):
+        learn_window()  # the server's window and slots, before the budgets are sized
     engine = app.checked_engine(pool_size=options["workers"] + 2, max_overflow=options["workers"])
     compactor = Compactor(
         engine,
@@ -256,6 +270,7 @@ def compact(
         min_carry_over=options["min_carry_over"],
         min_quality=options["min_quality"],
         outage_seconds=options["outage_wait"],
+        fallback=make_fallback(options["fallback"], summarizer),
     )
     if not output.machine:
         click.echo(f"summarizer: {summarizer.describe()}", err=True)
@@ -332,6 +347,9 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         )
     try:
         with Progress(len(batch.candidates), "compacting") as progress:
+            # Sessions in a server's queue (a llama.cpp server's few slots) are the batch's
+            # phase: "waiting for the server (3 queued)"; the other steps are each session's.
+            compactor.on_phase = lambda _sid, _what: progress.phase(_queued(compactor.summarizer))
             outcomes = compactor.run_batch(
                 batch, workers=options["workers"], on_done=lambda _o: progress.update(1), **run
             )
@@ -352,6 +370,11 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
         for o in outcomes:
             for note in o.notes if o.status == CompactionStatus.LEASE_HELD else ():
                 echo_text(wrap(f"session {o.session_id}: {note}", width, "  "), err=True)
+            if o.fell_back is not None:
+                line = f"session {o.session_id}: fell back to {o.summarizer}: {o.fell_back}"
+                echo_text(wrap(line, width, "  "), err=True)
+        for note in _window_notes(outcomes):
+            echo_text(wrap(f"note: {note}", width, "  "), err=True)
             if excused(o, acknowledged):
                 echo_text(f"session {o.session_id}: over its window, acknowledged", err=True)
     failed = batch_failures(outcomes, acknowledged)
@@ -372,6 +395,22 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             + more
             + (f"; {way_out(stuck)}" if stuck else "")
         )
+
+
+def _queued(summarizer) -> str | None:
+    queued = getattr(summarizer, "queued", 0)
+    return f"waiting for the server ({queued} queued)" if queued else None
+
+
+def _window_notes(outcomes: list[CompactionOutcome]) -> list[str]:
+    """What the run learned of the summary model's window, said once (the first session to
+    meet it carries the note; the checkpoints' details carry the figures)."""
+    said: list[str] = []
+    for o in outcomes:
+        for note in o.notes:
+            if "summary model's window" in note and note not in said:
+                said.append(note)
+    return said
 
 
 def _print_table(

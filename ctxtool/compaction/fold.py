@@ -14,11 +14,18 @@ from dataclasses import replace
 
 from ..records import Message
 from ..tokens import get_encoding
-from .summarizers.base import Summary, SummaryRequest, render_message, turn_start
+from .summarizers.base import (
+    ContextWindowExceeded,
+    Summary,
+    SummaryRequest,
+    render_message,
+    turn_start,
+)
 from .summarizers.prompt import SYSTEM_PROMPT, build_prompt
 
 SAFETY = 0.97  # token counts of joined pieces are not exactly additive
 MIN_CHUNK_TOKENS = 512
+MIN_ANSWER_BUDGET = 256  # as prepare's MIN_SUMMARY_BUDGET: the least a summary is given
 
 
 def chunk_transcript(
@@ -148,34 +155,105 @@ def fold(
     request: SummaryRequest,
     input_tokens: int | None,
     estimated_tokens: int | None = None,
+    bound: Callable[[], int | None] | None = None,
 ) -> Summary:
     """Summarize ``request`` in one call when it fits ``input_tokens``, else chunk by chunk.
 
     ``estimated_tokens`` (the span's stored counts) skips rendering and counting the span when
     it is far below the bound: the rendered span is never larger than its counts by more than
-    the labels, and tool results are clipped."""
+    the labels, and tool results are clipped.
+
+    ``bound`` gives the summarizer's input bound as it stands: when a request did not fit the
+    model's window (:class:`ContextWindowExceeded`) and the summarizer learned a smaller
+    bound from it, the messages not yet summarized are folded again inside it, onto the
+    summary the chunks before made (kept, not asked again). A request (a chunk) a server
+    failed part-way is retried by the client on its own; what failed for good ends the fold."""
     if input_tokens is None:
         return summarize(request)
     if estimated_tokens is not None and _surely_fits(request, input_tokens, estimated_tokens):
-        return summarize(request)
-    request, clipped = _bounded_previous(request, previous_summary_limit(request, input_tokens))
-    notes = (clipped,) if clipped else ()
-    budget = chunk_budget(request, input_tokens)
-    chunks = _chunks(request.messages, budget, request.encoding)
-    if len(chunks) <= 1:
-        members, pieces = chunks[0] if chunks else (list(request.messages), [])
-        whole = summarize(_rendered(request, members, pieces, request.split_turn))
-        return replace(whole, notes=whole.notes + notes)
-    summary: Summary | None = None
+        try:
+            return summarize(request)
+        except ContextWindowExceeded as exc:
+            input_tokens = _smaller_bound(exc, input_tokens, bound)
+            request = _within(request, input_tokens)
+            return _folded(summarize, request, input_tokens, bound, [_refolded(input_tokens)])
+    return _folded(summarize, request, input_tokens, bound, [])
+
+
+def _refolded(input_tokens: int) -> str:
+    return (
+        "a request did not fit the summary model's window: the rest of the span was folded "
+        f"again in requests of at most {input_tokens} tokens"
+    )
+
+
+def _folded(
+    summarize: Callable[[SummaryRequest], Summary],
+    request: SummaryRequest,
+    input_tokens: int,
+    bound: Callable[[], int | None] | None,
+    notes: list[str],
+) -> Summary:
+    remaining = list(request.messages)
     previous = request.previous_summary
-    for i, (members, pieces) in enumerate(chunks):
-        last = i == len(chunks) - 1
-        chunk = _rendered(request, members, pieces, request.split_turn and last)
-        summary = summarize(replace(chunk, previous_summary=previous))
-        previous = summary.text
+    summary: Summary | None = None
+    requests = chunk_count = 0
+    while True:
+        current = replace(request, messages=remaining, previous_summary=previous)
+        current, clipped = _bounded_previous(current, previous_summary_limit(current, input_tokens))
+        if clipped:
+            notes.append(clipped)
+        chunks = _chunks(current.messages, chunk_budget(current, input_tokens), request.encoding)
+        try:
+            if len(chunks) <= 1 and summary is None:
+                members, pieces = chunks[0] if chunks else (list(current.messages), [])
+                summary = summarize(_rendered(current, members, pieces, request.split_turn))
+                requests += summary.requests
+                chunk_count = 1
+                break
+            for i, (members, pieces) in enumerate(chunks):
+                last = i == len(chunks) - 1
+                chunk = _rendered(current, members, pieces, request.split_turn and last)
+                summary = summarize(replace(chunk, previous_summary=current.previous_summary))
+                requests += summary.requests
+                chunk_count += 1
+                notes.extend(n for n in summary.notes if n not in notes)
+                # Kept: a later chunk's failure refolds from here, not from the start.
+                current = replace(current, previous_summary=summary.text)
+                previous = summary.text
+                end = next(j for j, m in enumerate(remaining) if m is members[-1])
+                remaining = remaining[end + 1 :]
+            break
+        except ContextWindowExceeded as exc:
+            input_tokens = _smaller_bound(exc, input_tokens, bound)
+            request = _within(request, input_tokens)
+            notes.append(_refolded(input_tokens))
     assert summary is not None
+    if chunk_count > 1:
+        notes.append(f"summarized in {chunk_count} chunks of at most {input_tokens} tokens")
+    notes.extend(n for n in summary.notes if n not in notes)
+    return replace(summary, requests=requests, notes=tuple(notes))
+
+
+def _smaller_bound(
+    exc: ContextWindowExceeded, input_tokens: int, bound: Callable[[], int | None] | None
+) -> int:
+    """The bound the summarizer learned from ``exc``, when smaller than the one that failed;
+    else ``exc`` itself (its message names what to set)."""
+    learned = bound() if bound is not None else None
+    if learned is None or learned >= input_tokens:
+        raise exc
+    return learned
+
+
+def _within(request: SummaryRequest, input_tokens: int) -> SummaryRequest:
+    """``request`` with an answer budget that leaves a chunk room within ``input_tokens``: a
+    third of it at most, as the compactor sizes it for a bound known from the start."""
+    budget = max(MIN_ANSWER_BUDGET, input_tokens // 3)
+    if request.max_tokens <= budget:
+        return request
     return replace(
-        summary,
-        requests=len(chunks),
-        notes=notes + (f"summarized in {len(chunks)} chunks of at most {input_tokens} tokens",),
+        request,
+        max_tokens=budget,
+        max_tokens_source="a third of the summary model's input bound, learned from its window",
     )

@@ -36,6 +36,8 @@ class CompactionOutcome:
     summarizer_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     summary: str | None = None  # the summary's text, kept by a dry run for --show-summary
+    # Why the LLM's summary was not the one written (--fallback extractive), or None.
+    fell_back: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -52,7 +52,13 @@ from .prepare import (
 from .settings import lease_covers, lease_for_plan
 from .status import CompactionStatus
 from .summarizers import Summarizer
-from .summarizers.base import DEFAULT_MAX_SUMMARY_TOKENS, Summary, SummaryRequest
+from .summarizers.base import (
+    DEFAULT_MAX_SUMMARY_TOKENS,
+    SummarizerError,
+    Summary,
+    SummaryRequest,
+    reporting,
+)
 from .summarizers.prompt import unanswered_question
 
 SPAN_ATTEMPTS = 3  # a message committed late inside the summarized span: plan again
@@ -86,6 +92,7 @@ class Compactor:
         min_quality: float = DEFAULT_MIN_QUALITY,
         on_phase: Callable[[int, str], None] | None = None,
         outage_seconds: float | None = None,
+        fallback: Summarizer | None = None,
     ):
         self.engine = engine
         # How long a server out of reach (a node restarting) is waited for before a session
@@ -108,12 +115,24 @@ class Compactor:
             or getattr(summarizer, "max_summary_tokens", None)
             or DEFAULT_MAX_SUMMARY_TOKENS
         )
+        source = "--max-summary-tokens: raise it"
         if summarizer.input_tokens:
             # A summary must fit the next compaction's request beside a chunk of conversation,
             # or that one would have to clip it.
-            budget = min(budget, max(MIN_SUMMARY_BUDGET, summarizer.input_tokens // 3))
+            third = max(MIN_SUMMARY_BUDGET, summarizer.input_tokens // 3)
+            if third < budget:
+                budget, source = (
+                    third,
+                    (
+                        f"a third of the summarizer's input bound of {summarizer.input_tokens} "
+                        "tokens, so the summary fits the next compaction's request: raise "
+                        "--summary-input-tokens (within the model's window)"
+                    ),
+                )
         self.max_summary_tokens = budget
-        self.gate = Gate(min_quality, min_carry_over or None)
+        self.gate = Gate(min_quality, min_carry_over or None, budget_source=source)
+        # Writes the extractive summary when the LLM fails or its summary is refused.
+        self.fallback = fallback
         self.store = Store(engine)
         # Renews the leases this compactor holds while it works on them (store.leases).
         self.heartbeat = leases.Heartbeat(engine, self.owner)
@@ -188,6 +207,7 @@ class Compactor:
                                 session.title,
                                 replace(self.gate, keep_text=True),
                                 phase,
+                                self.fallback,
                             )
                             if row is not None:
                                 outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
@@ -207,7 +227,13 @@ class Compactor:
                             break
                         try:
                             outcome, row = summarized(
-                                self.summarizer, outcome, prep, session.title, self.gate, phase
+                                self.summarizer,
+                                outcome,
+                                prep,
+                                session.title,
+                                self.gate,
+                                phase,
+                                self.fallback,
                             )
                             if row is not None:
                                 phase("writing the checkpoint")
@@ -491,13 +517,42 @@ def summarized(
     title: str | None,
     gate: Gate,
     phase: Callable[[str], None] = lambda _what: None,
+    fallback: Summarizer | None = None,
 ) -> tuple[CompactionOutcome, dict[str, Any] | None]:
     """Ask the summarizer (folding a span larger than its input bound) and judge the
     answer: the outcome with the summary's figures, and the checkpoint row to write (None,
     the outcome REJECTED and why, when refused). An answer the gate refuses is sent back
-    once, with the missed probes and the dropped items, to a summarizer that revises."""
+    once, with the missed probes and the dropped items, to a summarizer that revises.
+    ``fallback`` (``--fallback extractive``): when the summarizer fails or its summary is
+    refused, the fallback's summary is judged and written instead, the failure in the
+    checkpoint's details and the outcome's ``fell_back``."""
     started = time.perf_counter()
-    summary, judged = ask(summarizer, prep, title, gate, phase)
+    fell_back, tried = None, None
+    try:
+        summary, judged = ask(summarizer, prep, title, gate, phase)
+    except SummarizerError as exc:
+        if fallback is None:
+            raise
+        fell_back = f"{summarizer.name} failed: {exc}"
+    else:
+        if judged.refusal is not None and fallback is not None:
+            fell_back = f"{summarizer.name}'s summary was rejected: {judged.refusal}"
+            tried = summary
+    if fell_back is not None and fallback is not None:
+        phase(f"summarizing ({fallback.name}, the fallback)")
+        summary, judged = ask(fallback, prep, title, gate, phase)
+        failure: dict[str, Any] = {"summarizer": summarizer.describe(), "reason": fell_back}
+        if tried is not None:  # what the LLM's attempt came to (its requests, a revision)
+            failure.update(requests=tried.requests, notes=list(tried.notes))
+        summary = replace(
+            summary,
+            notes=(tried.notes if tried else ())
+            + summary.notes
+            + (f"fell back to {fallback.name}: {fell_back}",),
+            details={**(summary.details or {}), "fallback_from": failure},
+        )
+    if summary.details:
+        judged.row["details"].update(summary.details)
     figures = judged.row["details"]["quality"]
     outcome = replace(
         outcome,
@@ -513,6 +568,7 @@ def summarized(
         fabrications=len(figures["fabrications"]),
         carry_over=figures["carry_over"],
         summary=summary.text if gate.keep_text else None,
+        fell_back=fell_back,
     )
     if judged.refusal is not None:
         return replace(outcome, status=CompactionStatus.REJECTED), None
@@ -527,6 +583,8 @@ class Gate:
     min_quality: float = DEFAULT_MIN_QUALITY
     min_carry_over: float | None = DEFAULT_MIN_CARRY_OVER
     keep_text: bool = False
+    # What set the summary's budget, for a message about an answer cut at it.
+    budget_source: str = "--max-summary-tokens: raise it"
 
 
 @dataclass(frozen=True)
@@ -549,12 +607,17 @@ def ask(
     request = summary_request(prep, title, gate)
     waiting = f"waiting for {summarizer.model}" if summarizer.model else summarizer.name
     phase(f"summarizing ({waiting})")
-    summary = fold(
-        summarizer.summarize,
-        request,
-        summarizer.input_tokens,
-        estimated_tokens=prep.summarized_tokens,
-    )
+    learn_window = getattr(summarizer, "learn_window", None)
+    if learn_window is not None:
+        learn_window()  # once a run: the server's window bounds the requests from the first
+    with reporting(phase):
+        summary = fold(
+            summarizer.summarize,
+            request,
+            summarizer.input_tokens,
+            estimated_tokens=prep.summarized_tokens,
+            bound=lambda: summarizer.input_tokens,
+        )
     phase("checking the summary (quality gate)")
     judged = judge_summary(prep, summary, gate)
     listed = judged.questions + judged.missing
@@ -570,11 +633,14 @@ def ask(
         missing=fitting[len(judged.questions) :],
     )
     phase(f"revising the summary ({waiting})")
-    revised = summarizer.summarize(revision)
+    with reporting(phase):
+        revised = summarizer.summarize(revision)
     summary = replace(
         revised,
-        requests=summary.requests + 1,
-        notes=summary.notes + (f"revised once: the first answer missed {len(listed)} items",),
+        requests=summary.requests + revised.requests,
+        notes=summary.notes
+        + revised.notes
+        + (f"revised once: the first answer missed {len(listed)} items",),
     )
     phase("checking the revised summary (quality gate)")
     return summary, judge_summary(prep, summary, gate)
@@ -594,6 +660,10 @@ def summary_request(
         title=title,
         encoding=prep.encoding,
         min_carry_over=carry_over_floor(prep, gate.min_carry_over),
+        max_tokens_source=gate.budget_source
+        if prep.summary_budget < max(MIN_SUMMARY_BUDGET, prep.threshold // 4)
+        else f"a quarter of the session's threshold of {prep.threshold} tokens "
+        "(a larger --context-window or a smaller --reserve-tokens raises it)",
     )
 
 

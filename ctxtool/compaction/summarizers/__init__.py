@@ -28,6 +28,7 @@ from .prompt import build_prompt
 
 DEFAULT_SUMMARY_MODEL = "gpt-4o-mini"
 KINDS = ("auto", "openai", "extractive")
+FALLBACKS = ("none", "extractive")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,12 +94,23 @@ def make_summarizer(settings: SummarizerSettings = SummarizerSettings()) -> Summ
     )
 
 
+def make_fallback(kind: str, summarizer: Summarizer) -> Summarizer | None:
+    """The summarizer whose summary is written when ``summarizer``'s fails or is refused
+    (``--fallback``): extractive, or None (also when ``summarizer`` is extractive already)."""
+    if kind not in FALLBACKS:
+        raise CtxtoolError(f"unknown fallback {kind!r}: use " + " or ".join(FALLBACKS))
+    if kind == "none" or summarizer.name == "extractive":
+        return None
+    return ExtractiveSummarizer()
+
+
 __all__ = [
     "DEFAULT_MAX_SUMMARY_TOKENS",
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT_S",
     "KINDS",
     "MAX_REQUEST_TIMEOUT_S",
+    "FALLBACKS",
     "ExtractiveSummarizer",
     "OpenAISummarizer",
     "Summarizer",
@@ -108,6 +120,7 @@ __all__ = [
     "SummaryRequest",
     "build_prompt",
     "endpoint_configured",
+    "make_fallback",
     "make_summarizer",
     "render_conversation",
     "request_parameters",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +31,7 @@ class Summary:
     model: str | None = None
     requests: int = 1  # calls made (chunked folding makes several)
     notes: tuple[str, ...] = ()
+    details: dict | None = None  # for the checkpoint's details (the window requests fit)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class SummaryRequest:
     questions: tuple[str, ...] = ()  # the questions the draft failed to answer
     instructions: str | None = None  # the operator's focus (``--instructions``)
     turn_prefix: str | None = None  # the split turn's prefix rendered, ``transcript`` the rest
+    # What set ``max_tokens``, for a message about a cut answer: the setting to raise.
+    max_tokens_source: str = "--max-summary-tokens"
 
 
 class Summarizer(Protocol):
@@ -90,6 +95,38 @@ class Summarizer(Protocol):
 
 class SummarizerError(CtxtoolError):
     """The summarizer failed or answered with something unusable; nothing is written."""
+
+
+class ContextWindowExceeded(SummarizerError):
+    """A request did not fit the summary model's window. ``window``: the window the server
+    stated (None when it did not say); the summarizer has learned it, so a fold can carry on
+    inside it with what is already summarized."""
+
+    def __init__(self, message: str, window: int | None = None):
+        super().__init__(message)
+        self.window = window
+
+
+_reporter = threading.local()
+
+
+@contextmanager
+def reporting(phase: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, a summarizer tells ``phase`` what it waits for (a server's queue) on
+    this thread: workers share one summarizer, each its own session's progress line."""
+    before = getattr(_reporter, "phase", None)
+    _reporter.phase = phase
+    try:
+        yield
+    finally:
+        _reporter.phase = before
+
+
+def report(what: str) -> None:
+    """Tell this thread's progress line ``what`` (nothing when no one listens)."""
+    phase = getattr(_reporter, "phase", None)
+    if phase is not None:
+        phase(what)
 
 
 def render_message(m: Message, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:

@@ -5,26 +5,41 @@ Request parameters follow the model family: OpenAI's reasoning models (o1/o3/o4,
 ``max_tokens`` and any ``temperature`` but the default, and spend completion tokens on
 reasoning, so they get ``max_completion_tokens`` with headroom; chat models and compatible
 servers (vLLM, Ollama, llama.cpp) get ``max_tokens`` and ``temperature=0``.
+
+The model's window is learned, not assumed: ``--summary-input-tokens`` when given, else what a
+compatible server says of itself (vLLM's ``max_model_len`` in /v1/models, llama.cpp's ``n_ctx``
+in /props), else what its context-length error states; the model table only for OpenAI's own
+API. A server's tokenizer is not o200k: requests keep a margin, corrected from the
+``usage.prompt_tokens`` each answer reports. A server with a few slots (llama.cpp) gets no
+more requests at once than it has slots: the others wait here, where no timeout runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 from ...db import mask_url
 from ...redaction import mask_secrets
+from ...tokens import get_encoding
 from ..plan import context_window_for
 from .base import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
+    ContextWindowExceeded,
     SummarizerError,
     Summary,
     SummaryRequest,
+    report,
 )
 from .prompt import SYSTEM_PROMPT, build_prompt
 
@@ -34,6 +49,25 @@ REQUEST_STYLES = ("auto", "chat", "reasoning")
 # What the openai client retries besides 5xx and connection errors (its _should_retry).
 _RETRIED_STATUSES = (408, 409, 429)
 _REASONING = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
+# A compatible server's tokenizer against o200k, until an answer's usage says: SmolLM2's
+# counts code and prose at up to a fifth more tokens than o200k does.
+TOKENIZER_MARGIN = 1.25
+USAGE_SLACK = 1.05  # above the largest ratio the answers reported
+PROBE_TIMEOUT_S = 5.0
+MIN_ANSWER_TOKENS = 256
+MIN_INPUT_OPTION = 2048  # the least --summary-input-tokens takes
+# The window a server states in its context-length error: OpenAI and vLLM ("This model's
+# maximum context length is 8192 tokens"), llama-cpp-python (the same words), llama.cpp's
+# server ("exceeds the available context size (8192 tokens)").
+_WINDOW_IN_ERROR = (
+    re.compile(r"maximum context length is (\d+)"),
+    re.compile(r"available context size \((\d+) tokens?\)"),
+    re.compile(r"context window of (\d+)"),
+)
+_CONTEXT_ERROR = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|exceed_context_size|context size",
+    re.I,
+)
 
 
 def request_style(model: str, style: str = "auto") -> str:
@@ -76,24 +110,124 @@ class OpenAISummarizer:
         input_tokens: int | None = None,
         style: str = "auto",
         instructions: str | None = None,
+        slots: int | None = None,
     ):
         self.model = model
         self.max_summary_tokens = max_summary_tokens
         self.style = style
         self.instructions = instructions
-        self.input_tokens = input_tokens or default_input_tokens(model, max_summary_tokens, style)
+        self.requested_input_tokens = input_tokens  # --summary-input-tokens or the config
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.timeout, self.max_retries = timeout, max_retries
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._client: Any = None
         self._client_lock = threading.Lock()
+        # The window: None until the server stated it (its own figure, or its error's).
+        self.window: int | None = None
+        self.window_source: str | None = None
+        self._probed = False
+        self._ratio = TOKENIZER_MARGIN if self.base_url else 1.0
+        self._largest_ratio = 0.0
+        self._announced = False
+        # Requests at once: the server's slots (llama.cpp), else as many as the workers.
+        self.slots = slots
+        self._slots: threading.BoundedSemaphore | None = None
+        self._queued = 0
+        self._lock = threading.Lock()
+        # What the server answered so far: requests, its usage, the seconds they took.
+        self.totals = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+
+    # -- the window ----------------------------------------------------------------------------
+
+    @property
+    def input_tokens(self) -> int:
+        """Prompt tokens (o200k) one request may carry: the operator's figure, else the
+        window less the answer and the prompt frame, over the tokenizer margin; never more
+        than a window the server stated allows."""
+        derived = None
+        if self.window is not None:
+            room = self.window - self.answer_cap() - PROMPT_OVERHEAD_TOKENS
+            derived = max(MIN_ANSWER_TOKENS * 2, int(room / self._ratio))
+        if self.requested_input_tokens:
+            return min(self.requested_input_tokens, derived or self.requested_input_tokens)
+        if derived is not None:
+            return derived
+        return default_input_tokens(self.model, self.max_summary_tokens, self.style)
+
+    def answer_cap(self) -> int:
+        """The most an answer may take: --max-summary-tokens, and at most a quarter of a
+        window the server stated (an 8k model given 4k of answer has 3k left to read)."""
+        if self.window is None:
+            return self.max_summary_tokens
+        return max(MIN_ANSWER_TOKENS, min(self.max_summary_tokens, self.window // 4))
+
+    def learn_window(self) -> None:
+        """Ask a compatible server its window and slots, once (a few seconds at most; a
+        server that does not say leaves the model table's figure, and its context-length
+        error teaches the window later). Not OpenAI's API, whose models the table knows. A
+        stated window also bounds an operator's --summary-input-tokens that would not fit it."""
+        with self._lock:
+            if self._probed:
+                return
+            self._probed = True
+        if not self.base_url:
+            return
+        found = _probe(self.base_url, self._api_key, self.model)
+        if found.slots and self.slots is None:
+            self.slots = found.slots
+        if found.window:
+            self._learn(found.window, found.source)
+
+    def _learn(self, window: int, source: str) -> None:
+        with self._lock:
+            if self.window is not None and self.window <= window:
+                return
+            self.window, self.window_source = window, source
+
+    def window_details(self) -> dict | None:
+        """What a checkpoint's details record of the window its requests were sized to."""
+        if self.window is None:
+            return None
+        return {
+            "tokens": self.window,
+            "source": self.window_source,
+            "input_tokens": self.input_tokens,
+            "answer_tokens": self.answer_cap(),
+            "tokenizer_ratio": round(self._ratio, 3),
+        }
+
+    def window_note(self) -> str | None:
+        """The learned window, said once a run (the first session that met it)."""
+        with self._lock:
+            if self.window is None or self._announced:
+                return None
+            self._announced = True
+        return (
+            f"the summary model's window is {self.window} tokens ({self.window_source}); "
+            f"requests carry at most {self.input_tokens} tokens of prompt "
+            f"(--summary-input-tokens sets it)"
+        )
+
+    def _observe(self, prompt_o200k: int, response: Any = None, counted: Any = None) -> None:
+        """Correct the tokenizer margin from what the server counted for this prompt (its
+        answer's usage, or its context-length error's figure)."""
+        if response is not None:
+            counted = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+        if not self.base_url or not isinstance(counted, int) or prompt_o200k < 200:
+            return
+        with self._lock:
+            self._largest_ratio = max(self._largest_ratio, counted / prompt_o200k)
+            self._ratio = max(1.0, self._largest_ratio * USAGE_SLACK)
+
+    # -- requests ------------------------------------------------------------------------------
 
     @property
     def client(self) -> Any:
         """The openai client, made at the first request (once, whatever the workers): a run
         that asks nothing (a dry run, a batch with nothing over threshold) does not import the
         package, most of a process's start-up (0.9 s of CPU of 2.2). It retries
-        408/409/429/5xx and connection errors with exponential backoff."""
+        408/409/429/5xx and connection errors with exponential backoff, after the server's
+        Retry-After when it gives one."""
         with self._client_lock:
             if self._client is None:
                 import openai
@@ -110,26 +244,137 @@ class OpenAISummarizer:
         return self.timeout * (self.max_retries + 1) + 8.0 * self.max_retries  # + backoff
 
     def summarize(self, request: SummaryRequest) -> Summary:
-        max_tokens = min(request.max_tokens, self.max_summary_tokens)
+        """One summary. An answer cut at its cap is asked for once more, shorter; cut again,
+        it is refused, naming the setting that set the cap."""
+        self.learn_window()
         if self.instructions and not request.instructions:
             request = replace(request, instructions=self.instructions)
-        response = self._create(build_prompt(request), max_tokens)
+        max_tokens, why = self._cap(request)
+        prompt = build_prompt(request)
+        response, max_tokens = self._ask(prompt, max_tokens, request.encoding)
+        text, finish = self._answer(response)
+        notes: tuple[str, ...] = ()
+        requests = 1
+        if finish == "length":
+            shorter = max(64, max_tokens * 2 // 3)
+            report(f"asking {self.model} for a shorter summary (the first was cut)")
+            again = (
+                f"{prompt}\n\nBe brief: an earlier answer ran past {max_tokens} tokens and was "
+                f"cut off. Write the whole summary in at most {shorter} tokens, every section "
+                "condensed."
+            )
+            response, _ = self._ask(again, max_tokens, request.encoding)
+            text, finish = self._answer(response)
+            requests = 2
+            if finish == "length":
+                raise SummarizerError(
+                    f"summary was cut at max_tokens={max_tokens} twice, the second time "
+                    f"asked for at most {shorter} tokens ({self._where()}); the cap is {why}"
+                )
+            notes = (f"the first answer was cut at {max_tokens} tokens; a shorter one was asked",)
+        # Never a secret in what is written, whatever the model copied (a previous summary).
+        text, unicode_notes = _valid_unicode(mask_secrets(text.strip()))
+        learned = self.window_note()
+        details = self.window_details()
+        return Summary(
+            text,
+            self.name,
+            getattr(response, "model", None) or self.model,
+            requests=requests,
+            notes=notes + unicode_notes + ((learned,) if learned else ()),
+            details={"summary_window": details} if details else None,
+        )
+
+    def _cap(self, request: SummaryRequest) -> tuple[int, str]:
+        """The answer's cap, and what set it (the setting a cut answer's message names)."""
+        cap = self.answer_cap()
+        if request.max_tokens <= cap:
+            return request.max_tokens, request.max_tokens_source
+        if self.window is not None and cap < self.max_summary_tokens:
+            return cap, (
+                f"a quarter of the summary model's window of {self.window} tokens "
+                "(a model with a larger window, or a server started with a larger one)"
+            )
+        return cap, "--max-summary-tokens: raise it"
+
+    def _ask(self, prompt: str, max_tokens: int, encoding: str) -> tuple[Any, int]:
+        """The response, and the cap it was asked with: within a window the server stated,
+        the answer gets what the prompt leaves (never less than a small summary), and a prompt
+        that cannot fit is not sent."""
+        enc = get_encoding(encoding)
+        counted = len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(prompt))
+        if self.window is not None:
+            prompt_tokens = int(counted * self._ratio) + 16  # the chat template's markers
+            left = self.window - prompt_tokens
+            if left < min(max_tokens, MIN_ANSWER_TOKENS):
+                advice = (
+                    f"set --summary-input-tokens below {self.input_tokens}"
+                    if self.input_tokens > MIN_INPUT_OPTION
+                    else "the window cannot hold the prompt's instructions and a summary: use "
+                    "a model or a server with a larger window, or --fallback extractive"
+                )
+                raise ContextWindowExceeded(
+                    f"a request of about {prompt_tokens} tokens leaves no room for the answer "
+                    f"in the summary model's window of {self.window} tokens ({self._where()}); "
+                    + advice,
+                    self.window,
+                )
+            max_tokens = min(max_tokens, left)
+        with self._slot():
+            started = time.perf_counter()
+            response = self._create(prompt, max_tokens, counted)
+            seconds = time.perf_counter() - started
+        self._observe(counted, response)
+        usage = getattr(response, "usage", None)
+        with self._lock:
+            self.totals["requests"] += 1
+            self.totals["seconds"] += seconds
+            for key in ("prompt_tokens", "completion_tokens"):
+                value = getattr(usage, key, None)
+                self.totals[key] += value if isinstance(value, int) else 0
+        return response, max_tokens
+
+    def _answer(self, response: Any) -> tuple[str, str | None]:
         choices = response.choices
         if not choices or not getattr(choices[0], "message", None):
             raise SummarizerError(f"summarizer response has no message ({self._where()})")
         text = choices[0].message.content
-        if not isinstance(text, str) or not text.strip():
+        finish = getattr(choices[0], "finish_reason", None)
+        if finish != "length" and (not isinstance(text, str) or not text.strip()):
             raise SummarizerError(f"summarizer returned an empty summary ({self._where()})")
-        if getattr(choices[0], "finish_reason", None) == "length":
-            raise SummarizerError(
-                f"summary was cut at max_tokens={max_tokens} "
-                f"({self._where()}); raise --max-summary-tokens"
-            )
-        # Never a secret in what is written, whatever the model copied (a previous summary).
-        text, notes = _valid_unicode(mask_secrets(text.strip()))
-        return Summary(text, self.name, getattr(response, "model", None) or self.model, notes=notes)
+        return text or "", finish
 
-    def _create(self, prompt: str, max_tokens: int):
+    @property
+    def queued(self) -> int:
+        """Requests waiting for one of the server's slots now."""
+        return self._queued
+
+    @contextmanager
+    def _slot(self) -> Iterator[None]:
+        """One of the server's slots: a request past them waits here, its timeout not yet
+        running, and the progress line says how many wait."""
+        with self._lock:
+            if self._slots is None and self.slots:
+                self._slots = threading.BoundedSemaphore(self.slots)
+            slots = self._slots
+        if slots is None:
+            yield
+            return
+        if not slots.acquire(blocking=False):
+            with self._lock:
+                self._queued += 1
+                queued = self._queued
+            report(f"waiting for the server ({queued} queued)")
+            slots.acquire()
+            with self._lock:
+                self._queued -= 1
+            report(f"summarizing (waiting for {self.model})")
+        try:
+            yield
+        finally:
+            slots.release()
+
+    def _create(self, prompt: str, max_tokens: int, counted: int = 0):
         client = self.client
         import openai  # imported by the client above: its exceptions
 
@@ -146,12 +391,24 @@ class OpenAISummarizer:
             raise SummarizerError(f"summarizer timed out ({self._where()})") from None
         except openai.APIStatusError as exc:
             status, n = exc.status_code, self.max_retries
+            message = str(exc.message)
+            window = _window_in_error(status, message, exc.body)
+            if window is not False:
+                self._observe(counted, counted=_prompt_in_error(message, exc.body))
+                if window:
+                    self._learn(window, "stated by the server's context-length error")
+                what = f"{window} tokens" if window else "a window it did not state"
+                raise ContextWindowExceeded(
+                    f"the request did not fit the summary model's window of {what} "
+                    f"({self._where()}); set --summary-input-tokens "
+                    f"{'to at most ' + str(self.input_tokens) if window else 'lower'}",
+                    window or None,
+                ) from None
             # Only what the client retries was asked again: 401 or 400 is the first answer.
             retried = n and (status in _RETRIED_STATUSES or status >= 500)
             after = f" after {n} {'retry' if n == 1 else 'retries'}" if retried else ""
             raise SummarizerError(
-                f"summarizer answered HTTP {status}{after} "
-                f"({self._where()}): {_clip(str(exc.message))}"
+                f"summarizer answered HTTP {status}{after} ({self._where()}): {_clip(message)}"
             ) from None
         except openai.APIConnectionError as exc:
             raise SummarizerError(f"cannot reach the summarizer ({self._where()}): {exc}") from None
@@ -168,11 +425,103 @@ class OpenAISummarizer:
         return response
 
     def describe(self) -> str:
-        """Which summarizer runs where, for reports (credentials in the URL masked)."""
-        return f"openai ({self._where()})"
+        """Which summarizer runs where, for reports (credentials in the URL masked), and the
+        window its requests are sized to when the server stated it."""
+        window = f", window {self.window} tokens" if self.window else ""
+        return f"openai ({self._where()}{window})"
 
     def _where(self) -> str:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
+
+
+class Probed:
+    """What a server said of itself: its window (and where), its slots."""
+
+    def __init__(self, window: int | None = None, source: str = "", slots: int | None = None):
+        self.window, self.source, self.slots = window, source, slots
+
+
+def _probe(base_url: str, api_key: str, model: str) -> Probed:
+    """The window and slots a compatible server states: vLLM's ``max_model_len`` (and
+    others' ``context_length``) in /v1/models, llama.cpp's ``n_ctx`` and ``total_slots`` in
+    /props. Nothing when it does not answer within a few seconds: the window is then learned
+    from its first context-length error."""
+    root = base_url.rstrip("/")
+    found = Probed()
+    models = _get_json(root + "/models", api_key)
+    listed = models.get("data") if isinstance(models, dict) else None
+    listed = listed if isinstance(listed, list) else []
+    for item in listed:
+        if not isinstance(item, dict) or (item.get("id") != model and len(listed) > 1):
+            continue
+        for key in ("max_model_len", "context_length", "context_window", "n_ctx"):
+            value = item.get(key)
+            if isinstance(value, int) and value > 0:
+                found.window, found.source = value, f"the server's /v1/models {key}"
+        if item.get("owned_by") == "me" and item.get("permissions") == []:
+            # llama-cpp-python's server (its /v1/models says no more): one request at a time,
+            # the others held behind a lock while their timeouts run.
+            found.slots = 1
+    props = _get_json(re.sub(r"/v1$", "", root) + "/props", api_key)
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings") or {}
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        n_ctx = n_ctx or props.get("n_ctx")
+        if isinstance(n_ctx, int) and n_ctx > 0 and found.window is None:
+            found.window, found.source = n_ctx, "the server's /props n_ctx"
+        slots = props.get("total_slots")
+        if isinstance(slots, int) and slots > 0:
+            found.slots = slots
+    return found
+
+
+def _get_json(url: str, api_key: str) -> Any:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as answer:  # noqa: S310
+            return json.loads(answer.read(1_000_000))
+    except (OSError, ValueError):
+        return None
+
+
+_PROMPT_IN_ERROR = (
+    re.compile(r"\((\d+) in the messages"),  # vLLM, llama-cpp-python
+    re.compile(r"\((\d+) in your prompt"),
+    re.compile(r"request \((\d+) tokens\) exceeds"),  # llama.cpp
+)
+
+
+def _prompt_in_error(message: str, body: Any) -> int | None:
+    """The prompt tokens a context-length error says the server counted."""
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    counted = error.get("n_prompt_tokens") if isinstance(error, dict) else None
+    if isinstance(counted, int):
+        return counted
+    for pattern in _PROMPT_IN_ERROR:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _window_in_error(status: int, message: str, body: Any) -> int | None | bool:
+    """The window a context-length error states (None: such an error that states none);
+    False when the error is of another kind."""
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    error = error if isinstance(error, dict) else {}
+    code = str(error.get("code") or "") + " " + str(error.get("type") or "")
+    if status not in (400, 413, 422) or not (
+        _CONTEXT_ERROR.search(code) or _CONTEXT_ERROR.search(message)
+    ):
+        return False
+    n_ctx = error.get("n_ctx")
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        return n_ctx
+    for pattern in _WINDOW_IN_ERROR:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def _valid_unicode(text: str) -> tuple[str, tuple[str, ...]]:

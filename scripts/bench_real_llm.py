@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Benchmark the LLM summarizer against a real OpenAI-compatible server (issue #43).
+
+For each span size, one session whose summarized span holds about that many o200k tokens is
+compacted (``--force``) in a throw-away SQLite store through Compactor and the real ``openai``
+client. Prints, per size: the outcome, wall seconds, the seconds the server took (the requests'
+own time), ctxtool's share of the wall time (reading, planning, counting, the quality gate,
+the checkpoint), the requests (a fold makes several), the prompt and completion tokens the
+server counted, and the window it learned. Before that, the server's prompt and generation
+rates: a ~2,000-token prompt asked for one token, then a short prompt asked for 128.
+
+Example (the local llama.cpp server with SmolLM2-135M):
+    eval "$(scripts/local-llm.sh up)"
+    .venv/bin/python scripts/bench_real_llm.py --base-url "$OPENAI_BASE_URL" --model smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ctxtool.compaction import CompactionSettings  # noqa: E402
+from ctxtool.compaction.runner import Compactor  # noqa: E402
+from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
+from ctxtool.db import create_engine  # noqa: E402
+from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
+from ctxtool.migrate import Migrator  # noqa: E402
+from ctxtool.tokens import count_text  # noqa: E402
+
+
+def turn(t: int) -> list[dict]:
+    """One turn of a coding session: a request, a file read, its content, a reply (~450
+    o200k tokens)."""
+    body = "\n".join(f"line {i}: value = compute({i})  # step {t}.{i}" for i in range(30))
+    return [
+        {
+            "role": "user",
+            "content": f"Turn {t}: fix the failing test in src/mod{t}.py; "
+            f"keep the public API of mod{t} unchanged.",
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"c{t}",
+                    "type": "function",
+                    "function": {
+                        "name": "read",
+                        "arguments": json.dumps({"path": f"src/mod{t}.py"}),
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": f"c{t}", "content": body},
+        {"role": "assistant", "content": f"Fixed src/mod{t}.py: compute() divided by zero."},
+    ]
+
+
+def session_of(tokens: int) -> list[dict]:
+    messages: list[dict] = []
+    t = 0
+    while sum(count_text(m["content"] or "", "o200k_base") for m in messages) < tokens:
+        messages += turn(t)
+        t += 1
+    return messages + turn(t)  # the newest turn is kept verbatim
+
+
+def rates(base_url: str, model: str) -> tuple[float, float]:
+    """(prompt tokens/s, completion tokens/s) as the server counts them."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=600, max_retries=0)
+    prompt = " ".join(f"word{i} is the {i}th item of the list." for i in range(200))
+    started = time.perf_counter()
+    first = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=1, temperature=0
+    )
+    prompt_rate = first.usage.prompt_tokens / (time.perf_counter() - started)
+    started = time.perf_counter()
+    second = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Count from 1 to 200, one number a line."}],
+        max_tokens=128,
+        temperature=0,
+    )
+    seconds = time.perf_counter() - started - second.usage.prompt_tokens / prompt_rate
+    return prompt_rate, second.usage.completion_tokens / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--spans", type=int, nargs="+", default=[1000, 2000, 4000, 8000, 16000])
+    parser.add_argument("--max-summary-tokens", type=int, default=256)
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+
+    prompt_rate, completion_rate = rates(args.base_url, args.model)
+    print(f"server: {prompt_rate:.0f} prompt tokens/s, {completion_rate:.1f} completion tokens/s")
+    print(
+        "| span (o200k tokens) | status | seconds | server seconds | ctxtool share | requests "
+        "| prompt / completion tokens | window learned |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    summarizer = OpenAISummarizer(
+        args.model,
+        args.base_url,
+        timeout=args.timeout,
+        max_retries=2,
+        max_summary_tokens=args.max_summary_tokens,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = create_engine(f"sqlite:///{tmp}/bench.db")
+        Migrator(engine).up()
+        for sid, size in enumerate(args.spans, start=1):
+            with engine.begin() as conn:
+                conn.execute(agent_session.insert().values(session_id=sid, model="gpt-4o"))
+                for m in session_of(size):
+                    conn.execute(agent_message.insert().values(session_id=sid, **m))
+            settings = CompactionSettings(
+                context_window=size * 2 + 8000, reserve_tokens=2000, keep_recent_tokens=400
+            )
+            before = dict(summarizer.totals)
+            compactor = Compactor(
+                engine, summarizer, settings, max_summary_tokens=args.max_summary_tokens
+            )
+            outcome = compactor.compact_session(sid, force=True)
+            used = {k: summarizer.totals[k] - before[k] for k in before}
+            share = (outcome.seconds - used["seconds"]) / outcome.seconds
+            window = (
+                f"{summarizer.window} ({summarizer.window_source})" if summarizer.window else "-"
+            )
+            status = outcome.status.value + (f": {outcome.error}" if outcome.error else "")
+            print(
+                f"| {size:,} | {status[:90]} | {outcome.seconds:.1f} | {used['seconds']:.1f} "
+                f"| {share:.1%} | {used['requests']} "
+                f"| {used['prompt_tokens']:,} / {used['completion_tokens']:,} | {window} |",
+                flush=True,
+            )
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""A real OpenAI-compatible server for the tests marked ``real_llm``: llama.cpp (through
+llama-cpp-python's server) with SmolLM2-135M-Instruct, started once per test run by
+``scripts/local-llm.sh`` on a free port with a pid file of its own, and stopped after.
+
+The script installs the server into a venv of its own when it is missing (pip's wheel cache
+keeps the llama.cpp build). A server that cannot start fails the tests that need it; it never
+skips them. Every test marked ``real_llm`` runs in one process (tests/conftest.py's groups),
+so a run starts one server.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "local-llm.sh"
+INSTALL_TIMEOUT_S = 3600  # the first build of llama.cpp, on a slow machine
+# The tests' window: small, so a span past it is a few thousand tokens, and the 400 that
+# teaches it is met before the model reads anything (it reads ~15 tokens a second on a
+# loaded 2-core machine).
+N_CTX = 2048
+
+
+@dataclass
+class LocalLLM:
+    base_url: str
+    model: str
+    window: int
+    started_in: float  # seconds `local-llm.sh up` took (install included)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def real_llm(tmp_path_factory) -> Iterator[LocalLLM]:
+    """The running server: its base URL and model name."""
+    env = dict(
+        os.environ,
+        CTXTOOL_LLM_DIR=str(tmp_path_factory.mktemp("local-llm")),
+        CTXTOOL_LLM_PORT=str(_free_port()),
+        CTXTOOL_LLM_CTX=str(N_CTX),
+    )
+    started = time.monotonic()
+    up = subprocess.run(
+        [str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+    )
+    if up.returncode != 0:
+        pytest.fail(f"scripts/local-llm.sh up failed ({up.returncode}): {up.stderr[-2000:]}")
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in up.stdout.splitlines()
+        if line.startswith("export ")
+    )
+    try:
+        yield LocalLLM(
+            exported["OPENAI_BASE_URL"],
+            exported["CTXTOOL_SUMMARY_MODEL"],
+            N_CTX,
+            time.monotonic() - started,
+        )
+    finally:
+        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=60)

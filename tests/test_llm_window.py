@@ -1,0 +1,134 @@
+"""The summary model's window learned from the server (issue #43), against the stand-in server
+tests/llm_server.py speaking as vLLM, llama.cpp, llama-cpp-python and OpenAI do: from what the
+server says of itself, else from its context-length error, with the span folded again inside
+it; the tokenizer margin corrected from what the server counted. Through `ctxtool compact`, the
+real ``openai`` client over HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxtool.store import Store
+
+from .builders import add_session, coding_session
+from .llm_server import FakeLLM
+
+# A span of about 20k o200k tokens, compacted whatever its threshold (--force).
+WIDE = ["--context-window", "60000", "--reserve-tokens", "4000", "--keep-recent-tokens", "1500"]
+
+
+def compact(cli, db, llm: FakeLLM, *args: str):
+    return cli(
+        "--db",
+        db.url,
+        "compact",
+        "1",
+        "--force",
+        "--summarizer",
+        "openai",
+        "--model",
+        "smollm2",
+        "--base-url",
+        llm.base_url,
+        "--retries",
+        "0",
+        *WIDE,
+        *args,
+    )
+
+
+def assert_within(llm: FakeLLM, window: int) -> None:
+    """Every request the server took fitted its window as it counts (no 400 was needed)."""
+    for body, prompt in zip(llm.requests, llm.prompt_tokens):
+        assert int(prompt * llm.tokenizer_ratio) + 12 + body["max_tokens"] <= window
+
+
+def test_the_window_vllm_states_in_its_models_list_bounds_every_request(db, cli):
+    """vLLM's /v1/models gives max_model_len: a 20k-token span against an 8k model is folded
+    in requests that fit it, with the answer capped to a quarter of it, never a 400; the
+    checkpoint records the window and where it came from, the output says it once."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.error_style, llm.tokenizer_ratio = 8192, "vllm", 1.2
+        llm.models = {"max_model_len": 8192}
+        result = compact(cli, db, llm)
+        assert result.exit_code == 0, result.output
+        assert len(llm.requests) > 2
+        assert_within(llm, 8192)
+        assert all(body["max_tokens"] <= 2048 for body in llm.requests)
+    details = Store(db.engine).latest_compaction(1).details["summary_window"]
+    assert details["tokens"] == 8192 and "max_model_len" in details["source"]
+    assert result.output.count("the summary model's window is 8192 tokens") == 1
+    assert "window 8192 tokens" in result.output  # the summarizer line
+
+
+def test_the_window_llama_cpp_states_in_props_bounds_every_request(db, cli):
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.error_style = 8192, "llama.cpp"
+        llm.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1}
+        result = compact(cli, db, llm)
+        assert result.exit_code == 0, result.output
+        assert_within(llm, 8192)
+    details = Store(db.engine).latest_compaction(1).details["summary_window"]
+    assert details["source"] == "the server's /props n_ctx"
+
+
+@pytest.mark.parametrize("style", ["llama-cpp-python", "llama.cpp", "vllm", "openai"])
+def test_the_window_a_context_length_error_states_is_learned_and_the_span_folded(db, cli, style):
+    """A server that says nothing of its window: the first request (sized to the model table's
+    128k) meets its 400, the window it states is learned, and the span is folded again inside
+    it; the run writes the checkpoint and says what it learned once."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.error_style = 8192, style
+        result = compact(cli, db, llm, "--json")
+        assert result.exit_code == 0, result.output
+        answered = llm.requests[1:]
+        assert len(answered) > 2
+    out = json.loads(result.stdout)
+    assert out["status"] == "compacted"
+    assert any("stated by the server's context-length error" in n for n in out["notes"])
+    assert any("folded again" in n for n in out["notes"])
+    details = Store(db.engine).latest_compaction(1).details["summary_window"]
+    assert details["tokens"] == 8192 and details["source"].startswith("stated by")
+
+
+def test_a_server_tokenizer_counting_more_than_the_margin_is_corrected(db, cli):
+    """The server counts 1.6 tokens for each o200k token, past the 1.25 margin: its
+    context-length error says how many it counted, the margin follows, and the fold fits."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.tokenizer_ratio = 8192, 1.6
+        llm.models = {"max_model_len": 8192}
+        result = compact(cli, db, llm)
+        assert result.exit_code == 0, result.output
+    details = Store(db.engine).latest_compaction(1).details["summary_window"]
+    assert details["tokenizer_ratio"] >= 1.6
+
+
+def test_a_window_too_small_for_any_request_is_one_line_saying_what_to_do(db, cli):
+    """A model whose window cannot hold the prompt's frame and a summary: one line naming
+    a larger window or the fallback, never the server's 400 nor a traceback; nothing written."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window = 1200
+        llm.models = {"max_model_len": 1200}
+        result = compact(cli, db, llm)
+    assert result.exit_code == 1
+    assert "window of 1200 tokens" in result.output and "larger window" in result.output
+    assert "HTTP 400" not in result.output and "Traceback" not in result.output
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
+
+
+def test_an_operator_bound_past_the_stated_window_is_held_to_it(db, cli):
+    """--summary-input-tokens 16000 against an 8k server: the server's figure wins."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window = 8192
+        llm.models = {"max_model_len": 8192}
+        result = compact(cli, db, llm, "--summary-input-tokens", "16000")
+        assert result.exit_code == 0, result.output
+        assert_within(llm, 8192)
