@@ -113,7 +113,10 @@ def _import_prefix(
         target.write_text("".join(lines[:through]), encoding="utf-8")
     engine = create_engine(f"sqlite:///{workdir / f'{key.name}-{name}.db'}")
     Migrator(engine).up()
-    [result] = Importer(engine, fmt=key.format).import_paths([str(target)])
+    # The key names the shared folder (a family); one JSON document in openai-chat/ may be an
+    # OpenAI message list or an OpenHands event array, which the importer tells apart itself.
+    fmt = None if source.suffix in (".traj", ".json") else key.format
+    [result] = Importer(engine, fmt=fmt).import_paths([str(target)])
     if result.error:
         raise CtxtoolError(f"{key.name}: {result.error}")
     return Store(engine)
