@@ -43,13 +43,9 @@ def _time(t: datetime | None) -> str:
 
 
 def scale_top(chart: ContextChart) -> int:
-    """The y axis's top: the peak and the threshold with room above them, the window too
-    unless it is far above both (a 1M-token window would flatten a 100k-token session); the
-    legend says where it is when it is left out."""
-    top = max(chart.peak, chart.threshold or 0, 1)
-    if chart.window and chart.window <= top * 1.25:
-        top = max(top, chart.window)
-    return int(top * 1.08) + 1
+    """The y axis's top: the peak, the window and the threshold, with room above them (the
+    threshold is at least three quarters of the window, so both are always drawn)."""
+    return int(max(chart.peak, chart.threshold or 0, chart.window or 0, 1) * 1.08) + 1
 
 
 def drop_text(drop: ChartDrop) -> str:
@@ -283,8 +279,6 @@ def chart_caption(chart: ContextChart) -> str:
     if chart.threshold is not None:
         parts.append(f"compaction threshold {chart.threshold:,}")
     text = ", ".join(parts) + ". From the stored token counts."
-    if chart.window is not None and chart.window > scale_top(chart):
-        text += " The window is above the chart."
     if chart.uncounted:
         text += (
             f" {chart.uncounted:,} message(s) have no stored count: estimated from their "
@@ -336,7 +330,7 @@ def text_chart(chart: ContextChart, width: int, unicode: bool = True) -> list[st
     n = len(chart.sizes)
     if n == 0:
         return ["no messages: nothing to chart"]
-    cols = columns(chart, plot_w)
+    cols = columns(chart, plot_w, stretch=True)
     top = scale_top(chart)
     levels = _EIGHTHS if unicode else _ASCII_EIGHTHS
     window_row = _row_of(chart.window, top) if chart.window else None
@@ -393,8 +387,7 @@ def _legend(chart: ContextChart, width: int, unicode: bool) -> list[str]:
     block, win, thr, arrow = ("█", "═", "╌", "→") if unicode else ("#", "=", "-", "->")
     parts = [f"{block} context tokens at each message, peak {chart.peak:,}"]
     if chart.window is not None:
-        where = " (above the chart)" if chart.window > scale_top(chart) else ""
-        parts.append(f"{win} window {chart.window:,}{where}")
+        parts.append(f"{win} window {chart.window:,}")
     if chart.threshold is not None:
         parts.append(f"{thr} threshold {chart.threshold:,}")
     entries = [

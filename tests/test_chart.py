@@ -129,3 +129,20 @@ def test_the_svg_has_a_mark_per_checkpoint_the_lines_and_the_shown_span():
     assert 'class="shown"' in svg and "shown: --at 4" in svg
     assert "11,000" in svg  # the recorded figure, in the mark's title
     assert "<script" not in svg and "url(" not in svg
+
+
+def test_a_short_session_fills_the_width_each_message_over_several_columns():
+    cp = ChartCheckpoint(1, 8, head_tokens=50, messages_through=12)
+    chart = context_chart(list(range(1, 21)), [100] * 20, {}, [cp], 10, 4000, 3000)
+    cols = columns(chart, 70, stretch=True)
+    assert len(cols) == 70 and all(c.end - c.start == 1 for c in cols)
+    assert cols[0].start == 0 and cols[-1].start == 19
+    lines = text_chart(chart, 80)
+    bottom = next(line for line in lines if line.startswith("        0"))
+    assert len(bottom) == 80
+    marks = lines[lines.index(bottom) + 1]
+    # Under the first column of message 13, the first written after the checkpoint.
+    assert marks.index("1") - 10 == column_of(12, 20, 70) == next(
+        i for i, c in enumerate(cols) if c.start == 12
+    )
+    assert "no time" in lines[lines.index(bottom) + 2]  # no times read: said so

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate
+from typing import cast
 
 from ..context_size import total_tokens
 
@@ -114,14 +115,13 @@ def context_chart(
     its length), else nothing."""
     n = len(ids)
     known = times if isinstance(times, Mapping) else dict(enumerate(times))
-    uncounted = n - sum(1 for c in counts if c is not None)
-    if uncounted and estimates is not None:
-        sized: Sequence[float | None] = [
-            c if c is not None else e for c, e in zip(counts, estimates)
-        ]
+    uncounted = list(counts).count(None)
+    if not uncounted:  # every message counted: summed at C speed
+        prefix = [0, *accumulate(cast(Sequence[int], counts))]
     else:
-        sized = counts
-    prefix = [0, *accumulate(int(c or 0) for c in sized)]  # prefix[i]: tokens of messages < i
+        filled = counts if estimates is None else map(_or, counts, estimates)
+        prefix = [0, *accumulate(int(c or 0) for c in filled)]
+    # prefix[i]: the tokens of the messages before i
     sizes: list[int] = []
     in_force: list[int] = []
     drops: list[ChartDrop] = []
@@ -145,6 +145,10 @@ def context_chart(
         )
     grow(n, len(checkpoints) - 1)
     return ContextChart(list(ids), known, sizes, in_force, drops, window, threshold, uncounted)
+
+
+def _or(count: int | None, estimate: float | None) -> float | None:
+    return estimate if count is None else count
 
 
 def _at_start(drops: list[ChartDrop], head: int) -> int:
@@ -184,26 +188,30 @@ class Column:
     high: int
 
 
-def columns(chart: ContextChart, width: int) -> list[Column]:
+def columns(chart: ContextChart, width: int, stretch: bool = False) -> list[Column]:
     """The chart's sizes in at most ``width`` columns of consecutive messages (one message a
-    column when they fit): what a column of a picture shows, drops included."""
+    column when they fit; with ``stretch``, exactly ``width``, a message over several):
+    what a column of a picture shows, drops included."""
     n = len(chart.sizes)
     if n == 0 or width < 1:
         return []
-    count = min(n, width)
+    count = width if stretch else min(n, width)
     out = []
     for c in range(count):
-        start, end = c * n // count, (c + 1) * n // count
+        start = c * n // count
+        end = max(start + 1, (c + 1) * n // count)
         values = chart.sizes[start:end]
         out.append(Column(start, end, values[0], values[-1], min(values), max(values)))
     return out
 
 
 def column_of(index: int, n: int, count: int) -> int:
-    """The column (of ``count`` over ``n`` messages, as :func:`columns` splits them) that
-    holds message ``index``; ``n`` itself falls in the last."""
+    """The column (of ``count`` over ``n`` messages, as :func:`columns` splits them) where
+    message ``index`` starts; ``n`` itself falls in the last."""
     if n == 0:
         return 0
+    if count >= n:  # a message over one or more columns: its first
+        return min(count - 1, -(-index * count // n))
     return min(count - 1, index * count // n)
 
 

@@ -16,12 +16,12 @@ from ..inspection import messages_through
 from ..records import Compaction, RestoredContext
 from ..tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
 from .reads import (
-    MAX_MESSAGE_TOKENS,
     SessionHistory,
     connection_for,
     json_as_text,
     no_usable_count,
     text_bytes,
+    usable_count,
 )
 
 # What a message without a stored count is taken to cost: its UTF-8 bytes over this (English
@@ -44,20 +44,20 @@ def session_chart(
     name = encoding_for_model(session.model, encoding).name
     mine = M.c.session_id == history.session_id
     with connection_for(history.store.engine, None) as conn:
-        # Plain columns, the driver's rows (SQLAlchemy's row objects, or a CASE per row in
-        # SQL, cost more than the read): whether a count is usable is decided here.
-        query = sa.select(M.c.id, M.c.token_count, M.c.token_encoding).where(mine)
-        result = conn.execute(query.order_by(M.c.id))
+        # Most sessions are counted throughout: then the counts are read as stored, two
+        # integers a row, the driver's rows as they are (SQLAlchemy's row objects, or a
+        # CASE and an encoding a row, cost more than the read).
+        unusable = conn.execute(
+            sa.select(sa.func.count()).where(mine, no_usable_count(name))
+        ).scalar()
+        count = sa.case((usable_count(name), M.c.token_count)) if unusable else M.c.token_count
+        result = conn.execute(sa.select(M.c.id, count).where(mine).order_by(M.c.id))
         try:
             rows = result.cursor.fetchall()
         finally:
             result.close()
-        ids = [r[0] for r in rows]
-        counts = [
-            n if enc == name and n is not None and 1 <= n <= MAX_MESSAGE_TOKENS else None
-            for _, n, enc in rows
-        ]
-        estimates = _estimates(conn, history.session_id, ids, name) if None in counts else None
+        ids, counts = zip(*rows) if rows else ((), ())
+        estimates = _estimates(conn, history.session_id, ids, name) if unusable else None
         checkpoints = [
             _placed(conn, history.session_id, cp)
             for cp in chart_checkpoints(
@@ -82,7 +82,7 @@ def session_chart(
 
 
 def _estimates(
-    conn: Connection, session_id: int, ids: list[int], encoding: str
+    conn: Connection, session_id: int, ids: Sequence[int], encoding: str
 ) -> list[float | None]:
     """What each message without a usable count is taken to cost: its UTF-8 bytes over
     :data:`BYTES_PER_TOKEN`, in SQL (the text is not read), plus a message's framing."""
