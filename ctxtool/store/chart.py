@@ -56,7 +56,7 @@ def session_chart(
             rows = result.cursor.fetchall()
         finally:
             result.close()
-        ids, counts = zip(*rows) if rows else ((), ())
+        ids, counts = [r[0] for r in rows], [r[1] for r in rows]
         estimates = _estimates(conn, history.session_id, ids, name) if unusable else None
         checkpoints = [
             _placed(conn, history.session_id, cp)
