@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -193,16 +194,16 @@ def main() -> None:
             [sys.executable, "-c", BARE_SELECT, str(path), str(sid)], env
         )
         print(f"{label:<30} {'SELECT':<9} {'':<4} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
-        best: dict[str, float] = {}
-        best_cpu: dict[str, float] = {}
+        walls: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         for _ in range(args.repeat):
             for name in outputs:
                 argv = _command(name, sid)
                 sizes = set()
                 for code, code_env in codes.items():
                     seconds, mb, size, cpu = measured([*ctxtool, *argv], code_env)
-                    best[name] = min(best.get(name, seconds), seconds)
-                    best_cpu[name] = min(best_cpu.get(name, cpu), cpu)
+                    walls.setdefault(name, []).append(seconds)
+                    cpus.setdefault(name, []).append(cpu)
                     sizes.add(size)
                     print(
                         f"{label:<30} {name:<9} {code:<4} {seconds:>8.2f} {mb:>8.0f} "
@@ -212,12 +213,13 @@ def main() -> None:
                 if len(sizes) > 1 and not args.chart:
                     print(f"  the outputs differ in size: {sorted(sizes)}")
         if args.chart:
-            ratio = best["export-html"] / best["export-html-no-chart"]
-            cpu_ratio = best_cpu["export-html"] / best_cpu["export-html-no-chart"]
-            print(
-                f"{label}: with the chart / without, best of {args.repeat}: {ratio:.3f}x "
-                f"wall, {cpu_ratio:.3f}x CPU"
-            )
+            for how, pick in (("best", min), ("median", statistics.median)):
+                wall = pick(walls["export-html"]) / pick(walls["export-html-no-chart"])
+                cpu = pick(cpus["export-html"]) / pick(cpus["export-html-no-chart"])
+                print(
+                    f"{label}: with the chart / without, {how} of {args.repeat}: "
+                    f"{wall:.3f}x wall, {cpu:.3f}x CPU"
+                )
 
 
 def _command(output: str, session: int) -> list[str]:
