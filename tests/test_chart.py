@@ -142,7 +142,9 @@ def test_a_short_session_fills_the_width_each_message_over_several_columns():
     assert len(bottom) == 80
     marks = lines[lines.index(bottom) + 1]
     # Under the first column of message 13, the first written after the checkpoint.
-    assert marks.index("1") - 10 == column_of(12, 20, 70) == next(
-        i for i, c in enumerate(cols) if c.start == 12
+    assert (
+        marks.index("1") - 10
+        == column_of(12, 20, 70)
+        == next(i for i, c in enumerate(cols) if c.start == 12)
     )
     assert "no time" in lines[lines.index(bottom) + 2]  # no times read: said so
