@@ -17,7 +17,6 @@ Example (the local llama.cpp server with SmolLM2-135M):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench_compact import session_messages  # noqa: E402
 
 from ctxtool.compaction import CompactionSettings  # noqa: E402
 from ctxtool.compaction.runner import Compactor  # noqa: E402
@@ -35,42 +36,15 @@ from ctxtool.migrate import Migrator  # noqa: E402
 from ctxtool.tokens import count_text  # noqa: E402
 
 
-def turn(t: int) -> list[dict]:
-    """One turn of a coding session: a request, a file read, its content, a reply (~450
-    o200k tokens)."""
-    body = "\n".join(f"line {i}: value = compute({i})  # step {t}.{i}" for i in range(30))
-    return [
-        {
-            "role": "user",
-            "content": f"Turn {t}: fix the failing test in src/mod{t}.py; "
-            f"keep the public API of mod{t} unchanged.",
-        },
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": f"c{t}",
-                    "type": "function",
-                    "function": {
-                        "name": "read",
-                        "arguments": json.dumps({"path": f"src/mod{t}.py"}),
-                    },
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": f"c{t}", "content": body},
-        {"role": "assistant", "content": f"Fixed src/mod{t}.py: compute() divided by zero."},
-    ]
-
-
 def session_of(tokens: int) -> list[dict]:
-    messages: list[dict] = []
-    t = 0
-    while sum(count_text(m["content"] or "", "o200k_base") for m in messages) < tokens:
-        messages += turn(t)
-        t += 1
-    return messages + turn(t)  # the newest turn is kept verbatim
+    """A coding session (bench_compact's turns: a request, a file read, its content, a reply)
+    of about ``tokens`` o200k tokens, and one turn more that stays verbatim."""
+    turns = 1
+    while (
+        sum(count_text(m["content"] or "", "o200k_base") for m in session_messages(turns)) < tokens
+    ):
+        turns += 1
+    return session_messages(turns + 1)
 
 
 def rates(base_url: str, model: str) -> tuple[float, float]:

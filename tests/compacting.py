@@ -32,3 +32,21 @@ def compact_with_llm(cli, db: Database, llm: FakeLLM, *args: str, env: dict | No
         *args,
         env=env,
     )
+
+
+def compact_at(cli, db: Database, base_url: str, model: str, *args: str, env: dict | None = None):
+    """``ctxtool --db URL compact`` with the openai summarizer on ``model`` at ``base_url`` (a
+    stand-in server speaking as another, or the real one of tests/real_llm.py); ARGS last."""
+    return cli(
+        "--db",
+        db.url,
+        "compact",
+        "--summarizer",
+        "openai",
+        "--model",
+        model,
+        "--base-url",
+        base_url,
+        *args,
+        env=env,
+    )

@@ -15,7 +15,7 @@ from pathlib import Path
 from ctxtool.store import Store
 
 from .builders import LIMITS, add_session, coding_session
-from .compacting import compact_with_llm
+from .compacting import compact_at, compact_with_llm
 from .llm_server import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,19 +115,14 @@ def test_workers_queue_for_a_servers_few_slots_instead_of_timing_out(db, cli):
     with FakeLLM(delay=0.6) as llm:
         llm.props = {"total_slots": 2, "default_generation_settings": {"n_ctx": 32768}}
         llm.slots = 2
-        result = cli(
-            "--db",
-            db.url,
-            "compact",
+        result = compact_at(
+            cli,
+            db,
+            llm.base_url,
+            "smollm2",
             "--all",
             "--workers",
             "8",
-            "--summarizer",
-            "openai",
-            "--model",
-            "smollm2",
-            "--base-url",
-            llm.base_url,
             "--retries",
             "0",
             "--timeout",

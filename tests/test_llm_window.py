@@ -13,6 +13,7 @@ import pytest
 from ctxtool.store import Store
 
 from .builders import add_session, coding_session
+from .compacting import compact_at
 from .llm_server import FakeLLM
 
 # A span of about 20k o200k tokens, compacted whatever its threshold (--force).
@@ -20,22 +21,8 @@ WIDE = ["--context-window", "60000", "--reserve-tokens", "4000", "--keep-recent-
 
 
 def compact(cli, db, llm: FakeLLM, *args: str):
-    return cli(
-        "--db",
-        db.url,
-        "compact",
-        "1",
-        "--force",
-        "--summarizer",
-        "openai",
-        "--model",
-        "smollm2",
-        "--base-url",
-        llm.base_url,
-        "--retries",
-        "0",
-        *WIDE,
-        *args,
+    return compact_at(
+        cli, db, llm.base_url, "smollm2", "1", "--force", "--retries", "0", *WIDE, *args
     )
 
 

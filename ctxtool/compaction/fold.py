@@ -255,5 +255,6 @@ def _within(request: SummaryRequest, input_tokens: int) -> SummaryRequest:
     return replace(
         request,
         max_tokens=budget,
-        max_tokens_source="a third of the summary model's input bound, learned from its window",
+        max_tokens_source=f"a third of the {input_tokens}-token input bound the summary "
+        "model's window allows (a model, or a server started, with a larger window raises it)",
     )

@@ -544,6 +544,9 @@ def summarized(
         failure: dict[str, Any] = {"summarizer": summarizer.describe(), "reason": fell_back}
         if tried is not None:  # what the LLM's attempt came to (its requests, a revision)
             failure.update(requests=tried.requests, notes=list(tried.notes))
+        window = getattr(summarizer, "window_details", lambda: None)()
+        if window is not None:  # the window the LLM's requests were sized to
+            failure["summary_window"] = window
         summary = replace(
             summary,
             notes=(tried.notes if tried else ())

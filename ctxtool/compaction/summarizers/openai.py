@@ -493,31 +493,35 @@ _PROMPT_IN_ERROR = (
 
 def _prompt_in_error(message: str, body: Any) -> int | None:
     """The prompt tokens a context-length error says the server counted."""
-    error = body.get("error", body) if isinstance(body, dict) else {}
-    counted = error.get("n_prompt_tokens") if isinstance(error, dict) else None
-    if isinstance(counted, int):
-        return counted
-    for pattern in _PROMPT_IN_ERROR:
-        found = pattern.search(message)
-        if found:
-            return int(found.group(1))
-    return None
+    return _figure_in_error(_error_of(body), "n_prompt_tokens", message, _PROMPT_IN_ERROR)
 
 
 def _window_in_error(status: int, message: str, body: Any) -> int | None | bool:
     """The window a context-length error states (None: such an error that states none);
     False when the error is of another kind."""
-    error = body.get("error", body) if isinstance(body, dict) else {}
-    error = error if isinstance(error, dict) else {}
+    error = _error_of(body)
     code = str(error.get("code") or "") + " " + str(error.get("type") or "")
     if status not in (400, 413, 422) or not (
         _CONTEXT_ERROR.search(code) or _CONTEXT_ERROR.search(message)
     ):
         return False
-    n_ctx = error.get("n_ctx")
-    if isinstance(n_ctx, int) and n_ctx > 0:
-        return n_ctx
-    for pattern in _WINDOW_IN_ERROR:
+    return _figure_in_error(error, "n_ctx", message, _WINDOW_IN_ERROR)
+
+
+def _error_of(body: Any) -> dict:
+    """The error object of an error answer (OpenAI's and llama.cpp's nest it, vLLM's not)."""
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    return error if isinstance(error, dict) else {}
+
+
+def _figure_in_error(
+    error: dict, key: str, message: str, patterns: tuple[re.Pattern, ...]
+) -> int | None:
+    """A figure an error answer gives as a field (llama.cpp's), else in its words."""
+    value = error.get(key)
+    if isinstance(value, int) and value > 0:
+        return value
+    for pattern in patterns:
         found = pattern.search(message)
         if found:
             return int(found.group(1))
