@@ -68,8 +68,9 @@ def test_real_transcripts_import_idempotently(db, path):
     ctx = store.restored_context(first.session_id)
     assert ctx.to_openai()
     issues, _ = validate(db.engine, first.session_id)
-    errors = [i.rule for i in issues if i.severity == "error"]
-    assert errors == (["over_window"] if path.name in OVER_WINDOW_AS_IMPORTED else []), issues
+    assert [i.rule for i in issues if i.severity == "error"] == [], issues
+    waiting = [i.rule for i in issues if i.rule == "over_window"]
+    assert waiting == (["over_window"] if path.name in OVER_WINDOW_AS_IMPORTED else []), issues
 
 
 def test_paradocs_arrives_over_its_window_by_the_file_s_own_usage(db):
@@ -90,7 +91,8 @@ def test_paradocs_arrives_over_its_window_by_the_file_s_own_usage(db):
     [res] = _import(db, path)
     assert Store(db.engine).context_tokens(res.session_id) > threshold
     issues, _ = validate(db.engine, res.session_id)
-    assert [i.rule for i in issues if i.severity == "error"] == ["over_window"]
+    # waiting for compaction: a warning of validate's deploy gate (#44), not a store error
+    assert [(i.rule, i.severity) for i in issues] == [("over_window", "warning")]
 
 
 def test_an_openhands_trajectory_is_read_as_a_conversation(db):
