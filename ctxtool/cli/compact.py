@@ -245,7 +245,9 @@ def compact(
       ctxtool compact --all --workers 8 --older-than 10m
       ctxtool compact --all --dry-run --summarize --summarizer openai --model gpt-5-mini
     """
-    if (session is None) == (not all_sessions):
+    if session is not None and all_sessions:
+        raise click.UsageError(f"give a SESSION or --all, not both (SESSION {session} and --all)")
+    if session is None and not all_sessions:
         raise click.UsageError("give a SESSION or --all")
     if options["limit"] is not None and not all_sessions:
         raise click.UsageError("--limit goes with --all")
@@ -272,15 +274,16 @@ def compact(
         outage_seconds=options["outage_wait"],
         fallback=make_fallback(options["fallback"], summarizer),
     )
-    if not output.machine:
-        click.echo(f"summarizer: {summarizer.describe()}", err=True)
     run = {
         "force": options["force"],
         "dry_run": options["dry_run"],
         "summarize": options["summarize"],
     }
-    if session is not None:
-        session_id = Store(engine).resolve_session(session)  # id, source id or unique prefix
+    # The session is found before anything is said about the run: `compact 999` is its error.
+    session_id = Store(engine).resolve_session(session) if session is not None else None
+    if not output.machine:
+        click.echo(f"summarizer: {summarizer.describe()}", err=True)
+    if session_id is not None:
         # Off a terminal a line every few seconds says which step it is in (the LLM's answer
         # can take minutes); on one, nothing until the report.
         with Progress(None, f"compacting session {session_id}", bar=False) as progress:

@@ -32,7 +32,7 @@ _LABELS = {
 
 
 @main.command("import")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option(
     "--format",
     "fmt",

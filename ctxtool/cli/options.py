@@ -16,7 +16,7 @@ from ..db import create_engine
 from ..errors import InvalidSettings
 from ..output import OutputFormat, visible
 from ..tokens import SHIPPED_VOCABULARIES
-from .types import EncodingName, WholeNumber
+from .types import EncodingName, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
 
@@ -67,13 +67,13 @@ def window_options(func):
 
     @click.option(
         "--context-window",
-        type=WholeNumber(1024),
+        type=TokenCount(1024),
         metavar="TOKENS",
-        help="The context window to assume instead of each session model's.",
+        help="The context window to assume instead of each session model's (e.g. 32000 or 32k).",
     )
     @click.option(
         "--reserve-tokens",
-        type=WholeNumber(0),
+        type=TokenCount(0),
         metavar="TOKENS",
         help="Room kept free for the model's answer: the compaction threshold is the window "
         f"less this [default: {DEFAULT_RESERVE_TOKENS}, at most a quarter of the window].",

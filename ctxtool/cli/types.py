@@ -51,6 +51,21 @@ class WholeNumber(click.IntRange):
             self.min, self.max = low, high
 
 
+class TokenCount(WholeNumber):
+    """A number of tokens, also as people write a window: ``4k`` (4,000), ``128k``, ``1m``
+    (1,000,000), as providers state their windows in thousands."""
+
+    _SUFFIXES = {"k": 1_000, "m": 1_000_000}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value[-1:].lower() in self._SUFFIXES:
+            number = value[:-1].strip()
+            if not number.isdigit():
+                self.fail(f"{value!r} is not a number of tokens (e.g. 4000 or 4k)", param, ctx)
+            value = int(number) * self._SUFFIXES[value[-1].lower()]
+        return super().convert(value, param, ctx)
+
+
 class FiniteNumber(click.FloatRange):
     """A finite decimal within the range (``--timeout``, ``--min-carry-over``): ``nan`` and
     ``inf`` are refused, as is ``1e400``, which is ``inf`` once read."""

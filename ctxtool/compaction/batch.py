@@ -433,6 +433,10 @@ def run_claimed(
     return sorted(outcomes, key=lambda o: o.session_id)
 
 
+def _running(n: int) -> str:
+    return "the one running was" if n == 1 else f"the {n} running were"
+
+
 class BatchInterrupted(CtxtoolError):
     """Ctrl-C during a batch, saying what it came to: the sessions done before it, those that
     were running and were let finish, and how many were never started."""
@@ -444,7 +448,7 @@ class BatchInterrupted(CtxtoolError):
     ):
         self.done, self.finished, self.not_started = done, finished, not_started
         running = (
-            f"; the {len(finished)} running were let finish: {_by_status(finished)}"
+            f"; {_running(len(finished))} allowed to finish: {_by_status(finished)}"
             if finished
             else ""
         )
