@@ -10,6 +10,7 @@ from ctxtool.cli.imports import import_cmd as import_command
 from ctxtool.compaction.batch import BatchInterrupted
 from ctxtool.compaction.outcome import CompactionOutcome
 from ctxtool.compaction.status import CompactionStatus
+from ctxtool.db.schema import agent_session
 
 from .builders import add_session, coding_session
 
@@ -50,3 +51,48 @@ def test_import_paths_complete_as_files(tmp_path):
     [param] = [p for p in import_command.params if p.name == "paths"]
     completions = param.shell_complete(ctx, str(tmp_path / "sess"))
     assert [c.type for c in completions] == ["file"]
+
+
+def test_sessions_list_says_when_it_stopped_at_the_limit(db, cli):
+    for sid in range(1, 4):
+        add_session(db, sid, [{"role": "user", "content": f"hi {sid}"}])
+    cut = cli("--db", db.url, "sessions", "list", "--limit", "2")
+    assert cut.exit_code == 0
+    assert "2 shown, more match: the first 2 in --sort id order (--limit 4 shows more)" in (
+        cut.stderr
+    )
+    whole = cli("--db", db.url, "sessions", "list", "--limit", "3")
+    assert "more match" not in whole.stderr
+    assert (
+        len(json.loads(cli("--db", db.url, "sessions", "list", "--limit", "2", "--json").stdout))
+        == 2
+    )
+
+
+def test_at_80_columns_the_tables_keep_what_people_read(db, cli, monkeypatch):
+    """sessions list gives up the mostly-empty acknowledgement column before titles and
+    sources shorten further; config keeps the database URL whole (wrapped)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    title = "The checkout total is off by a few cents for orders with a discount code"
+    for sid in range(1, 4):
+        add_session(db, sid, [{"role": "user", "content": "hi"}], model="claude-sonnet-4-5")
+    with db.engine.begin() as conn:
+        conn.execute(agent_session.update().values(title=title, source_id="pi:019f6dc0-804c-7dde"))
+    assert cli("--db", db.url, "sessions", "mark", "3", "--over-window-ok").exit_code == 0
+    listed = cli("--db", db.url, "sessions", "list")
+    table = listed.stdout.splitlines()
+    assert "over window" not in table[0]
+    assert "over their window, acknowledged (sessions mark): 3" in listed.stderr
+    assert all(len(line) <= 80 for line in table)
+    url = "mysql+pymysql://root:secret@127.0.0.1:3306/a_rather_long_database_name"
+    shown = cli("--db", url, "config").stdout
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    lines = shown.splitlines()
+    start, end = lines[0].index("value"), lines[0].index("source")
+    first = next(i for i, line in enumerate(lines) if line.startswith("database.url"))
+    value = lines[first][start:end].strip()
+    for line in lines[first + 1 :]:
+        if not line.startswith(" "):
+            break
+        value += line[start:end].strip()
+    assert value == "mysql+pymysql://root:***@127.0.0.1:3306/a_rather_long_database_name"

@@ -60,6 +60,7 @@ def config_cmd(ctx, output: OutputFormat):
             "source": url_source if url_source != "environment" else f"environment {url_env}",
         },
     ]
+    _load_every_command(main)  # every command's options are what this shows
     defaults = config.option_defaults() if config else {}
     tables: dict[str, dict] = {n: {} for n in _CONFIGURED_COMMANDS if n in main.commands}
     written = default_map_for(main, defaults)
@@ -84,7 +85,20 @@ def config_cmd(ctx, output: OutputFormat):
         print_rows(rows, output)
         return
     headers = ["setting", "value", "source"]
-    click.echo(fit_table(rows, output, headers, table_width(), ["value", "source"]))
+    # The value is what people run this for: wrapped whole (a URL too), where the source
+    # is shortened.
+    click.echo(
+        fit_table(rows, output, headers, table_width(), ["value", "source"], wrapped=["value"])
+    )
+
+
+def _load_every_command(group: click.Group) -> None:
+    """Load each command's module (the root loads one when it runs, see cli.root)."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            _load_every_command(command)
 
 
 def _command_tables(group: click.Group, default_map: dict, where: str = "") -> dict[str, dict]:

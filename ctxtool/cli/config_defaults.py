@@ -78,9 +78,9 @@ def with_shared_window(group: click.Group, default_map: dict) -> dict:
 
 
 def _share(group: click.Group, table: dict, shared: dict, top: bool = False) -> dict:
-    """Every command's table gets the shared settings (a command without the options ignores
-    them: click reads a default only for a parameter it has), so no command's module is
-    loaded to ask which take them."""
+    """Every command's table that takes the window options gets the shared settings; a command
+    not loaded yet gets them too (a command without the options ignores them: click reads a
+    default only for a parameter it has), so no module is loaded to ask."""
     out = dict(table)
     for name in _names(group):
         if top and name == WINDOW_TABLE:
@@ -90,7 +90,7 @@ def _share(group: click.Group, table: dict, shared: dict, top: bool = False) -> 
             sub = _share(command, table.get(name, {}), shared)
             if sub:
                 out[name] = sub
-        else:
+        elif command is None or any(p.name == WINDOW_SETTINGS[0] for p in command.params):
             out[name] = {**shared, **table.get(name, {})}
     return out
 

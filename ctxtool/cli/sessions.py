@@ -106,12 +106,13 @@ def sessions_list(
     """
     if rescan and not (over_window or sort == "tokens"):
         raise click.UsageError("--rescan goes with --over-window or --sort tokens")
+    # One more than asked: whether the list stopped at --limit is said, not left to guess.
     rows = list_sessions(
         app.checked_engine(),
         user_id,
         project_id,
         source_format,
-        limit,
+        limit + 1,
         search=search,
         model=model,
         since=since,
@@ -119,9 +120,21 @@ def sessions_list(
         sort=sort,
         rescan=rescan,
     )
+    more = len(rows) > limit
+    rows = rows[:limit]
     if output.machine:
         print_rows(rows, output)
         return
+    _print_session_table(rows, over_window, sort, since, width, output)
+    if more:
+        click.echo(
+            f"{limit} shown, more match: the first {limit} in --sort {sort} order "
+            f"(--limit {limit * 2} shows more)",
+            err=True,
+        )
+
+
+def _print_session_table(rows, over_window, sort, since, width, output: OutputFormat) -> None:
     # Short labels and whole-second times keep the table narrow; --json has the full names.
     labels = {
         "session_id": "id",
@@ -140,7 +153,11 @@ def sessions_list(
         del labels["threshold"]
         if sort != "tokens":
             del labels["context_tokens"]
-    if not any(r["over_window_ok_at"] for r in rows):  # shown when a session is marked
+    fit = table_width(width)
+    marked = [r["session_id"] for r in rows if r["over_window_ok_at"]]
+    # A column for the few sessions marked (mostly empty) only where the table has room;
+    # in a terminal's width a line under the table names them instead.
+    if not marked or fit is not None:
         del labels["over_window_ok_at"]
     table = [
         {
@@ -160,7 +177,7 @@ def sessions_list(
             table,
             output,
             labels.values(),
-            table_width(width),
+            fit,
             ["title", "source", "model"],
             # The column the rows are sorted or filtered by stays; titles shorten instead.
             optional=[
@@ -170,6 +187,9 @@ def sessions_list(
             ],
         )
     )
+    if marked and fit is not None:
+        shown = ", ".join(map(str, marked))
+        click.echo(f"over their window, acknowledged (sessions mark): {shown}", err=True)
 
 
 @sessions.command("mark")
