@@ -19,6 +19,7 @@ from typing import Any
 
 from .chart import SVG_CSS, html_figure
 from .core.context_chart import ContextChart
+from .errors import InvalidSettings
 from .inspection import (
     CheckpointDiff,
     ContextStream,
@@ -750,10 +751,18 @@ FORMAT_ALIASES = {"md": "markdown"}
 
 def export_format(fmt: str | None, path: str | None) -> str:
     """The format of an export: --format when given (``md`` is markdown), else the one the
-    output file's extension names, else markdown."""
+    output file's extension names, else (no extension, or standard output) markdown. An
+    extension that names no format (``out.pdf``) is refused: writing Markdown into it would
+    be a file its name lies about."""
     if fmt:
         return FORMAT_ALIASES.get(fmt, fmt)
     suffix = Path(path).suffix.lower() if path else ""
+    if suffix and suffix not in _EXTENSIONS:
+        known = ", ".join(sorted(_EXTENSIONS))
+        raise InvalidSettings(
+            f"{path}: {suffix} names no export format ({known}); give --format to write "
+            "one into it anyway"
+        )
     return _EXTENSIONS.get(suffix, "markdown")
 
 

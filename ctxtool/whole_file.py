@@ -31,8 +31,16 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         with open(target, "wb") as stream:
             yield stream
         return
-    name = os.path.basename(target)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{name}.", suffix=".part")
+    name, folder = os.path.basename(target), os.path.dirname(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+    except OSError as exc:
+        # Said as what failed: the target itself may exist and be writable (/proc/version).
+        raise CtxtoolError(
+            f"cannot write {path}: no temporary file can be made in {folder} "
+            f"({exc.strerror or exc}); the file is written beside its target, then renamed "
+            "over it"
+        ) from None
     try:
         with os.fdopen(fd, "wb") as stream:
             yield stream

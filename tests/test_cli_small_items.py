@@ -96,3 +96,20 @@ def test_at_80_columns_the_tables_keep_what_people_read(db, cli, monkeypatch):
             break
         value += line[start:end].strip()
     assert value == "mysql+pymysql://root:***@127.0.0.1:3306/a_rather_long_database_name"
+
+
+def test_an_export_to_an_extension_that_names_no_format_is_refused(db, cli, tmp_path):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    target = tmp_path / "out.pdf"
+    refused = cli("--db", db.url, "context", "export", "1", "-o", target)
+    assert refused.exit_code == 2 and not target.exists()
+    assert ".pdf names no export format" in refused.stderr and "--format" in refused.stderr
+    given = cli("--db", db.url, "context", "export", "1", "-o", target, "--format", "md")
+    assert given.exit_code == 0 and target.read_text().startswith("# Session 1")
+
+
+def test_an_export_where_no_temporary_file_can_be_made_says_so(db, cli):
+    add_session(db, 1, coding_session(2), model="gpt-4o")
+    failed = cli("--db", db.url, "context", "export", "1", "-o", "/proc/version", "--format", "md")
+    assert failed.exit_code == 1
+    assert "cannot write /proc/version: no temporary file can be made in /proc" in failed.stderr
