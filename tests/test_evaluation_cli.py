@@ -77,7 +77,9 @@ def test_eval_prints_every_probe_with_its_verdict_and_where_it_was_found(db, cli
     assert rows["goal"][1:4] == ["yes", "summary", "yes"]
     assert rows["current_work"][1:4] == ["yes", "summary", "yes"]
     # The instruction is restated in a kept message: found there, not scored.
-    assert rows["instruction_1"][1:5] == ["yes", "message", str(ids[6]), "kept"]
+    assert rows["instruction_1"][1:7] == ["yes", "message", str(ids[6]), "no,", "kept", "verbatim"]
+    header = out.splitlines()[3]
+    assert "in score" in header and "looked for" in header  # columns read without the docs
     assert "Summary tokens by section: Goal" in out
 
     latest = cli("--db", db.url, "eval", "1")
@@ -97,6 +99,12 @@ def test_eval_json_and_the_library_agree(db, cli):
     assert doc["fabrications"] == [{"kind": "identifier", "text": "PostgreSQL"}]
     assert {v["id"] for v in doc["verdicts"]} >= {"goal", "latest_request", "instruction_1"}
     assert doc["section_tokens"]["Goal"] > 0
+    # The probes as rows, as every command that prints rows offers them.
+    rows = [
+        json.loads(line) for line in cli("--db", db.url, "eval", "1", "--nl").stdout.splitlines()
+    ]
+    assert {r["probe"] for r in rows} == {v["id"] for v in doc["verdicts"]}
+    assert cli("--db", db.url, "eval", "1", "--csv").stdout.startswith("probe,held,where,in score")
 
 
 def test_eval_of_a_session_without_checkpoints_or_a_wrong_one_is_one_line(db, cli):

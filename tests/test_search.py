@@ -233,6 +233,12 @@ def test_search_cli(forgetful, cli):
     nothing = cli("--db", db.url, "search", "nobody said this")
     assert (nothing.exit_code, nothing.stdout) == (1, "")
     assert nothing.stderr == "nothing says nobody said this\n"
+    rows = cli("--db", db.url, "search", "light theme", "--session", "7", "--csv").stdout
+    assert rows.splitlines()[0] == "session_id,kind,id,role,created_at,snippet,where"
+    assert len(rows.splitlines()) == 1 + len(out)
+    nl = cli("--db", db.url, "search", "light theme", "--session", "7", "--nl").stdout
+    assert [json.loads(line)["id"] for line in nl.splitlines()] == [h["id"] for h in out]
+    assert "session_id" in cli("--db", db.url, "search", "light theme", "--fmt", "github").stdout
     nothing_json = cli("--db", db.url, "search", "nobody said this", "--json")
     assert (nothing_json.exit_code, json.loads(nothing_json.stdout)) == (1, [])
     bad = cli("--db", db.url, "search", "(unclosed", "--regex")

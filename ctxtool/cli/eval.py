@@ -7,11 +7,11 @@ import click
 from ..compaction.summarizers import endpoint_configured
 from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
-from ..output import OutputFormat, Progress, print_document, shorten
+from ..output import OutputFormat, Progress, dumps, print_rows, shorten
 from ..store.reads import Store
 from ..terminal import fit_table, table_width, wrap
 from .app import pass_app
-from .options import json_option, session_argument
+from .options import output_options, session_argument
 from .root import main
 from .types import WholeNumber
 
@@ -41,7 +41,7 @@ KEY_WIDTH = 60  # characters of a probe's key shown in the table
     help="The judge's OpenAI-compatible endpoint [env OPENAI_BASE_URL]. The key comes from "
     "OPENAI_API_KEY.",
 )
-@json_option
+@output_options
 @pass_app
 def eval_command(app, session, at, judge_model, base_url, output: OutputFormat):
     """Ask a checkpoint the questions a continuing agent has, and say which its restored
@@ -74,10 +74,35 @@ def eval_command(app, session, at, judge_model, base_url, output: OutputFormat):
     else:
         with Progress(None, "judging probes") as progress:
             result = evaluate_checkpoint(store, session, at, judge, lambda _: progress.update(1))
-    print_document(result.as_dict(), output, render(result, table_width(None)))
+    if output.json:  # the whole evaluation, one document (its score, its probes)
+        click.echo(dumps(result.as_dict()))
+    elif output.machine:  # --nl / --csv: a row a probe
+        print_rows(probe_rows(result), output)
+    else:
+        click.echo(render(result, table_width(None), output))
 
 
-def render(result: CheckpointEvaluation, width: int | None = None) -> str:
+def probe_rows(result: CheckpointEvaluation) -> list[dict]:
+    """A row a probe: whether the restored context holds its answer, where, whether it counts
+    in the score (only the probes the summary alone can answer do), and what was looked for:
+    any of the spellings a/b, and every group joined by +."""
+    judged = {j.probe.id: j for j in result.judged}
+    return [
+        {
+            "probe": v.probe.id,
+            "held": "yes" if v.held else "NO",
+            "where": ", ".join(v.where) or "-",
+            "in score": "yes" if v.summary_only else "no, kept verbatim",
+            **({"judge": _judged(judged.get(v.probe.id))} if judged else {}),
+            "looked for": shorten(" + ".join(" / ".join(g) for g in v.probe.all_of), KEY_WIDTH),
+        }
+        for v in result.evaluation.verdicts
+    ]
+
+
+def render(
+    result: CheckpointEvaluation, width: int | None = None, output: OutputFormat | None = None
+) -> str:
     """The evaluation as text: one header line, the probes, fabrications, section costs, fitted
     to ``width`` (None: lines whole)."""
     e = result.evaluation
@@ -95,19 +120,12 @@ def render(result: CheckpointEvaluation, width: int | None = None) -> str:
     if result.judged:
         correct = sum(j.correct for j in result.judged)
         lines.append(f"judge: {correct}/{len(result.judged)} of those answered correctly")
-    judged = {j.probe.id: j for j in result.judged}
-    rows = [
-        {
-            "probe": v.probe.id,
-            "held": "yes" if v.held else "NO",
-            "where": ", ".join(v.where) or "-",
-            "scored": "yes" if v.summary_only else "kept",
-            **({"judge": _judged(judged.get(v.probe.id))} if judged else {}),
-            "key": shorten(" & ".join(" | ".join(g) for g in v.probe.all_of), KEY_WIDTH),
-        }
-        for v in e.verdicts
-    ]
-    table = fit_table(rows, OutputFormat(), list(rows[0]), width, ["key"]) if rows else None
+    rows = probe_rows(result)
+    table = (
+        fit_table(rows, output or OutputFormat(), list(rows[0]), width, ["looked for"])
+        if rows
+        else None
+    )
     after = (
         [
             "Fabrications (stated by the summary, found nowhere in the history):",

@@ -6,7 +6,7 @@ import re
 
 import click
 
-from ..output import OutputFormat, dumps, visible
+from ..output import OutputFormat, dumps, print_rows, visible
 from ..search import (
     FULLTEXT_INDEXES,
     SUMMARY_ROLE,
@@ -17,10 +17,10 @@ from ..search import (
     search,
     trace_session,
 )
-from ..terminal import page, table_width, wrap
+from ..terminal import fit_table, page, table_width, wrap
 from ..trace import TextMatch
 from .app import pass_app
-from .options import json_option, session_argument
+from .options import json_option, output_options, session_argument
 from .root import context, main
 from .types import SinceType, WholeNumber
 
@@ -86,7 +86,7 @@ def _hit_lines(hit: SearchHit, width: int | None = None) -> list[str]:
     "the runtime's inserts wait while they build and pay for them afterwards, see "
     "docs/search.md), then search with them.",
 )
-@json_option
+@output_options
 @pass_app
 def search_command(
     app, text, session, role, since, regex, limit, create_index, output: OutputFormat
@@ -131,8 +131,11 @@ def search_command(
     hits = search(
         engine, _text_match(text, regex), session=session, role=role, since=since, limit=limit
     )
-    if output.json:
-        click.echo(dumps([h.as_dict() for h in hits]))
+    if output.machine:
+        # CSV has the flat columns; JSON keeps every value (the checkpoints on the way too).
+        print_rows([h.as_dict() for h in hits], output, _HIT_COLUMNS if output.csv else None)
+    elif output.fmt != "simple":  # a table style asked for: one row a hit
+        _hit_table(hits, output)
     elif not hits:
         click.echo(f"nothing says {visible(text)!s}", err=True)
     else:
@@ -145,6 +148,16 @@ def search_command(
 def _nothing_found() -> None:
     """No hit exits 1, as grep does: a script tests for it."""
     raise click.exceptions.Exit(1)
+
+
+# A hit's columns (--csv's header even when nothing is found); --json/--nl add the
+# checkpoints each hit went through.
+_HIT_COLUMNS = ["session_id", "kind", "id", "role", "created_at", "snippet", "where"]
+
+
+def _hit_table(hits: list[SearchHit], output: OutputFormat) -> None:
+    rows = [{k: h.as_dict()[k] for k in _HIT_COLUMNS} for h in hits]
+    click.echo(fit_table(rows, output, _HIT_COLUMNS, table_width(None), ["snippet", "where"]))
 
 
 def trace_lines(found: SessionTrace, width: int | None = None) -> list[str]:
