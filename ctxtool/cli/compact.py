@@ -376,10 +376,10 @@ def _all(compactor: Compactor, run: dict, options: dict, output: OutputFormat) -
             if o.fell_back is not None:
                 line = f"session {o.session_id}: fell back to {o.summarizer}: {o.fell_back}"
                 echo_text(wrap(line, width, "  "), err=True)
-        for note in _window_notes(outcomes):
-            echo_text(wrap(f"note: {note}", width, "  "), err=True)
             if excused(o, acknowledged):
                 echo_text(f"session {o.session_id}: over its window, acknowledged", err=True)
+        for note in _window_notes(outcomes):
+            echo_text(wrap(f"note: {note}", width, "  "), err=True)
     failed = batch_failures(outcomes, acknowledged)
     if failed:
         over = sum(o.status == CompactionStatus.OVER_WINDOW for o in failed)
