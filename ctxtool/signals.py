@@ -20,6 +20,17 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from .core.outcomes import Run, outcomes, resolved_targets
+from .core.work_state import (
+    is_bare_url,
+    is_one_off,
+    is_rejection,
+    issue_reference,
+    own_words,
+    quotes_to_reject,
+    superseded,
+    without_placeholders,
+)
 from .records import Message
 
 
@@ -216,6 +227,8 @@ class Failure:
     fixed_by_message_id: int | None = None
     changed_between: tuple[str, ...] = ()  # files modified between the failure and the fix
     then: str | None = None  # what the agent said next (its diagnosis, or the fix it made)
+    fixed_by: str | None = None  # the command that fixed it, when it is another line
+    retry: bool = False  # a tool's complaint retried past at once (``core.outcomes``)
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,7 @@ class Statement:
     prohibition: bool = False
     request: str = ""  # the whole request it was said in (a decision may answer a question)
     forbidden: str | None = None  # of a prohibition: what it forbids ("editing files")
+    replaces: str | None = None  # an earlier instruction this one overrides
 
 
 @dataclass(frozen=True)
@@ -278,19 +292,22 @@ def signals_of(messages: Sequence[Message]) -> Signals:
     requests = [r for r in _requests(messages) if r.text]
     instructions, decisions = [], []
     for r in requests:
-        for sentence in _sentences(r.text):
-            if _is_question(sentence):
-                continue
+        for sentence in _sentences(own_words(r.text) if quotes_to_reject(r.text) else r.text):
+            if _is_question(sentence) or is_rejection(sentence):
+                continue  # a rejected option is no decision
             if _USER_WILL.match(sentence):
                 # "i will make sure the jsonl upstream is fine": what the user decided to do.
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
-            elif (no := _PROHIBITION.search(sentence)) or _RULE.search(sentence):
+            elif (no := _PROHIBITION.search(sentence)) or (
+                _RULE.search(sentence) and not is_one_off(sentence)  # an order for once
+            ):
                 forbidden = _forbidden(sentence[no.start() :]) if no else None
                 instructions.append(
                     Statement(sentence, r.message_id, bool(no), r.text, forbidden or None)
                 )
             elif _DECISION.search(sentence):
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
+    instructions = _replacing(instructions)
     goal = _goal(messages, requests)
     latest = requests[-1] if requests else None
     if latest is None and goal is not None:
@@ -311,6 +328,19 @@ def signals_of(messages: Sequence[Message]) -> Signals:
         decisions=decisions,
         current_work=_current_work(messages),
     )
+
+
+def _replacing(instructions: list[Statement]) -> list[Statement]:
+    """The instructions that stand: one a later one overrides is left out, and the later one
+    says what it replaces."""
+    later = superseded([st.text for st in instructions])
+    out = []
+    for n, st in enumerate(instructions):
+        if later[n] is not None:
+            continue
+        replaced = [instructions[i].text for i, j in enumerate(later) if j == n]
+        out.append(replace(st, replaces=replaced[-1]) if replaced else st)
+    return out
 
 
 def _requests(messages: Sequence[Message]) -> list[Request]:
@@ -405,6 +435,9 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
         if kind is UserText.COMMAND:
             text = m.content or ""
             name, args = command_parts(text) or ("", None)  # a COMMAND text names one
+            if args and is_bare_url(args):
+                args = issue_reference(args) or args
+            args = without_placeholders(args) if args else None  # never `(<title>)`
             title = _title_after(messages[i + 1 :])
             purpose = _expansion_purpose(messages[i + 1 : i + 3])
             shown = " ".join(p for p in (name, args, f"({title})" if title else None) if p)
@@ -414,7 +447,10 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
     if not requests:
         return None
     first = requests[0]
-    return Goal(first.text, message_id=first.message_id)
+    text = own_words(first.text) if quotes_to_reject(first.text) else first.text
+    if is_bare_url(text):
+        text = issue_reference(text) or text.strip()
+    return Goal(without_placeholders(text) or text, message_id=first.message_id)
 
 
 def _expansion_purpose(messages: Sequence[Message]) -> str | None:
@@ -550,21 +586,40 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
     return runs
 
 
+def runs_of(messages: Sequence[Message]) -> list[Run]:
+    """The span's runs as the outcome rule reads them (``core.outcomes``): tool, command line,
+    the path it worked on, failed or not, its error line and the request's turn it ran in."""
+    calls = _calls_by_id(messages)
+    turns = _turns(messages)
+    out = []
+    for run in _runs(messages):
+        call = calls.get(run.result.tool_call_id or "")
+        path = (path_of(call) or next(iter(modified_paths(call)), None)) if call else None
+        error = _error_line(run.result.content or "") if run.failed else ""
+        out.append(Run(run.tool, run.command, run.failed, path, error, turns[run.index]))
+    return out
+
+
+def _turns(messages: Sequence[Message]) -> list[int]:
+    """For each index of the span, how many requests came before it (its turn)."""
+    out, turn = [], 0
+    for m in messages:
+        turn += is_request(m)
+        out.append(turn)
+    return out
+
+
 def _failures(messages: Sequence[Message]) -> list[Failure]:
+    """Each failure that was an error, fixed when a later run succeeded on its target (the
+    file, the test or build family, the git operation, the URL: ``core.outcomes``)."""
     runs = _runs(messages)
+    plain = runs_of(messages)
     changes = _changes_by_index(messages)
+    where = {id(r): n for n, r in enumerate(plain)}
     failures = []
-    for n, run in enumerate(runs):
-        if not run.failed:
-            continue
-        later = next(
-            (
-                r
-                for r in runs[n + 1 :]
-                if r.command == run.command and r.tool == run.tool and not r.failed
-            ),
-            None,
-        )
+    for outcome in outcomes(plain):
+        run = runs[where[id(outcome.failure)]]
+        later = runs[where[id(outcome.fixed_by)]] if outcome.fixed_by is not None else None
         # What changed between the failure and the run that succeeded (that run excluded).
         between = (
             tuple(dict.fromkeys(p for j, p in changes if run.index < j < later.index))
@@ -576,11 +631,13 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
                 run.result.id,
                 run.tool,
                 run.command,
-                _error_line(run.result.content or ""),
+                outcome.failure.error,
                 fixed=later is not None,
                 fixed_by_message_id=later.result.id if later else None,
                 changed_between=between,
                 then=_said_after(messages, run.result),
+                fixed_by=later.command if later and later.command != run.command else None,
+                retry=outcome.retry,
             )
         )
     return failures
@@ -590,6 +647,12 @@ def succeeded_commands(messages: Sequence[Message]) -> set[str]:
     """The command lines the span ran that succeeded, the user's own runs among them: a
     failure an earlier summary carried as open is fixed once one of them is its command."""
     return {r.command for r in _runs(messages) if not r.failed}
+
+
+def succeeded_targets(messages: Sequence[Message]) -> set[str]:
+    """What the span's successful runs acted on (``core.outcomes.target_of``): a carried
+    failure of the same target is fixed."""
+    return resolved_targets(runs_of(messages))
 
 
 REACTION_WINDOW = 7  # messages after a failure the agent's reaction is looked for in

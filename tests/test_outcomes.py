@@ -30,16 +30,18 @@ def test_a_rebase_conflict_is_resolved_by_rebase_continue():
     assert rebase.fixed_by == runs[2]
 
 
-def test_an_edit_refused_before_a_read_is_no_error():
+def test_an_edit_refused_before_a_read_is_a_resolved_retry():
     edit = Run("Edit", "Edit src/a.py", True, "src/a.py", "File has not been read yet.")
     runs = [
         edit,
         Run("Read", "Read src/a.py", False, "src/a.py"),
         Run("Edit", "Edit src/a.py", False, "src/a.py"),
     ]
-    assert outcomes(runs) == []
+    [retried] = outcomes(runs)
+    assert retried.retry and retried.fixed_by == runs[1]
     # not retried: it stays an open error
-    assert [o.failure for o in outcomes([edit])] == [edit]
+    [open_one] = outcomes([edit])
+    assert not open_one.fixed and not open_one.retry
 
 
 def test_stale_build_output_fixed_by_building_another_package():
@@ -85,12 +87,12 @@ def test_targets():
     assert target_of(Run("Write", "Write a.py", False, "a.py")) == "file:a.py"
 
 
-def test_a_patch_retried_on_its_file_and_a_search_exit_code_are_no_errors():
+def test_a_patch_retried_on_its_file_is_a_retry_a_search_exit_code_no_error():
     patch = "apply_patch *** Begin Patch *** Update File: render.py @@ -a +b *** End Patch"
     failed = Run("shell", patch, True, "render.py", "error: Failed to find expected lines")
     again = Run("shell", patch.replace("-a", "-c"), False, "render.py")
     assert target_of(failed) == "file:render.py"
-    assert outcomes([failed, again]) == []
+    assert [(o.retry, o.fixed_by) for o in outcomes([failed, again])] == [(True, again)]
     grep = bash('grep -A 5 "a\\|b" src/x.ts', True, "Command exited with code 1")
     assert outcomes([grep]) == []
     assert outcomes([bash("sleep 5", True, "Command aborted")]) == []

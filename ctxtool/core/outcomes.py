@@ -8,10 +8,12 @@ tool wrote or read, the test or build command family, the git operation, the URL
 program and its first argument.
 
 Some failures were never errors worth carrying: a search that found nothing, a command the
-user aborted, a same-target retry the agent made at once ("file has not been read yet", "old
-string not found"), an exploratory look (``ls``, ``cat``, ``which``) that missed where the
-next look found what it wanted. :func:`outcomes` drops them, so the summary's errors section
-holds the open errors and the fixes worth remembering (cause → fix, one line each).
+user aborted, an exploratory look (``ls``, ``cat``, ``which``) that missed where the next look
+found what it wanted. :func:`outcomes` drops them. A same-target retry the agent made at once
+("file has not been read yet", "old string not found", a patch's hunk not found) is kept as a
+resolved retry: one line for all of its kind says what the agent learnt, and it is the first
+thing cut. The summary's errors section then holds the open errors and the fixes worth
+remembering (cause → fix).
 """
 
 from __future__ import annotations
@@ -61,7 +63,6 @@ ABORTED = re.compile(
     re.I,
 )
 _EXIT_ONE = re.compile(r"^\s*(command )?exit(ed)?( with)? (code|status) 1\.?\s*$", re.I)
-_MISSING = re.compile(r"no such file|not found|cannot access|does not exist|cannot find", re.I)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class Outcome:
 
     failure: Run
     fixed_by: Run | None = None
+    # A tool's complaint the agent retried past at once (``RETRY_NOISE``): a fix worth one
+    # line for all its kind, the first thing cut when the summary is short of room.
+    retry: bool = False
 
     @property
     def fixed(self) -> bool:
@@ -218,10 +222,7 @@ def is_non_error(run: Run, later: Sequence[Run]) -> bool:
     if words and words[0] in _SEARCH and (not run.error.strip() or _EXIT_ONE.search(run.error)):
         return True
     same_turn = [r for r in later if r.turn == run.turn]
-    if RETRY_NOISE.search(run.error):
-        target = target_of(run)
-        return any(not r.failed and target_of(r) == target for r in same_turn)
-    if is_exploratory(run) and (_MISSING.search(run.error) or not run.error.strip()):
+    if is_exploratory(run) and not RETRY_NOISE.search(run.error):
         return any(not r.failed and is_exploratory(r) for r in same_turn)
     return False
 
@@ -238,7 +239,8 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
             continue
         target = target_of(run)
         fixed_by = next((r for r in later if not r.failed and target_of(r) == target), None)
-        out.append(Outcome(run, fixed_by))
+        retry = bool(RETRY_NOISE.search(run.error)) and fixed_by is not None
+        out.append(Outcome(run, fixed_by, retry and fixed_by.turn == run.turn))
     return out
 
 

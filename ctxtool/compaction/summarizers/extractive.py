@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...core.work_state import retired
 from ...evaluation import carry_over
 from ...tokens import get_encoding, token_lengths
 from ..sections import (
@@ -81,6 +82,7 @@ class _Item:
     previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
     fallback: str | None = None  # what stays when the item is trimmed (a changed file's path)
     over_budget: bool = False  # a carried failure past its section's budget: trimmed first
+    resolved: bool = False  # a fixed failure of the span: the first thing trimmed
 
 
 class ExtractiveSummarizer:
@@ -187,6 +189,7 @@ class ExtractiveSummarizer:
             add(ERRORS, f"- (and {more} earlier distinct errors in this span)")
         for error in notes.errors[-MAX_NEW_ERRORS:]:
             add(ERRORS, "- " + error)
+            items[-1].resolved = error in notes.resolved
         for path, why in notes.files.items():
             if why:
                 add(FILES_CHANGED, f"- `{path}` — {why}")
@@ -207,13 +210,19 @@ class ExtractiveSummarizer:
 
 
 def _next_step(notes: SpanNotes) -> str | None:
-    """Taken only from the latest explicit request (and the task under way for it)."""
+    """From the latest explicit request, the task under way for it, and the agent's last
+    words: its stated next step ("WP14 next") is the next step; a request it reported done is
+    not to be continued."""
     if not notes.latest_request:
         return None
     first = whole_sentences(notes.latest_request, 100)  # quoted whole under Latest request
     doing = [t.text for t in notes.tasks or () if t.status == "in_progress"]
     if doing:
         return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"
+    if notes.stated_next:
+        return f"As the agent said last: {whole_sentences(notes.stated_next, 200)}"
+    if notes.reported_done:
+        return f"The agent reported the latest request done ({first}); wait for the next request"
     if notes.tasks and all(t.status == "completed" for t in notes.tasks):
         return f"Every task of the list is done; confirm the latest request is met: {first}"
     return f"Continue the latest request: {first}"
@@ -246,9 +255,11 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
             where = name
             if name == OPEN_TASKS and (_NO_TASK.match(line) or _listed(line, notes)):
                 continue  # a placeholder, or a task the span's own list states now
-            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and is_done(line):
-                where = DONE
-            if name == ERRORS and fixed_command(line, notes.succeeded):
+            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and (
+                is_done(line) or _finished_in_span(line, notes)
+            ):
+                where = DONE  # marked done, or a task the span completed since
+            if name == ERRORS and fixed_command(line, notes.succeeded, notes.targets):
                 # a run of its command succeeded in this span: retired to Done
                 where, line = DONE, as_fixed(line)
             item = _Item(where, line, len(items), protected=where == GOAL, previous=True)
@@ -274,6 +285,12 @@ def _errors_merged(items: list[_Item]) -> list[_Item]:
         i.over_budget = True
     others = [i for i in items if i.section != ERRORS]
     return others + own + carried
+
+
+def _finished_in_span(line: str, notes: SpanNotes) -> bool:
+    """A carried pending item that names the same work as a task the span completed."""
+    finished = [t.text for t in notes.tasks or () if t.status == "completed"]
+    return any(retired([line], finished))
 
 
 def _listed(line: str, notes: SpanNotes) -> bool:
@@ -315,20 +332,51 @@ def _dedupe(items: list[_Item]) -> list[_Item]:
 
 
 def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
-    """Which items go first when over budget: read paths, then the oldest items. With a
+    """Which items go first when over budget (issue #42's order): resolved failures, read
+    paths, the quote of the agent's last words, the reasons of changed files (their paths
+    stay), then the oldest items; the user's constraints, decisions and requests last. With a
     carry-over floor, only ``allowed`` of the previous summary's items go before this span's
     own (oldest first), and the rest of them last."""
     by_age = sorted((i for i in items if not i.protected), key=lambda i: i.age)
-    if allowed is None:
-        return by_age
+    resolved = [i for i in by_age if i.resolved]
     read = [i for i in by_age if i.section == READ]
-    previous = [i for i in by_age if i.previous and i.section != READ and "\n" not in i.text]
+    quotes = [i for i in by_age if _is_quote(i)]
+    reasons = [i for i in by_age if i.fallback and not i.previous]
+    said = [i for i in by_age if _users_words(i)]
+    early = {id(i) for i in resolved + read + quotes + reasons + said}
+    if allowed is None:
+        rest = [i for i in by_age if id(i) not in early]
+        return resolved + read + quotes + reasons + rest + said
+    previous = [i for i in by_age if i.previous and "\n" not in i.text and id(i) not in early]
     previous = [i for i in previous if i.over_budget] + [i for i in previous if not i.over_budget]
-    blocks = [i for i in by_age if i.previous and "\n" in i.text]  # each line is an item
-    own = [i for i in by_age if not i.previous and i.section != READ and i.section != ERRORS]
+    blocks = [i for i in by_age if i.previous and "\n" in i.text and id(i) not in early]
+    own = [i for i in by_age if not i.previous and i.section != ERRORS and id(i) not in early]
     # the span's own failures go last: what failed since the last checkpoint is news
-    errors = [i for i in by_age if not i.previous and i.section == ERRORS]
-    return read + previous[:allowed] + own + previous[allowed:] + blocks + errors
+    errors = [i for i in by_age if not i.previous and i.section == ERRORS and id(i) not in early]
+    return (
+        resolved
+        + read
+        + quotes
+        + reasons
+        + previous[:allowed]
+        + own
+        + previous[allowed:]
+        + blocks
+        + errors
+        + said
+    )
+
+
+def _is_quote(item: _Item) -> bool:
+    """The span's quote of the agent's last words (the kept messages often go on from it)."""
+    return item.section == CURRENT_WORK and not item.previous and item.text.startswith(">")
+
+
+def _users_words(item: _Item) -> bool:
+    """The user's constraints, decisions and requests of the span: the last items cut."""
+    if item.previous or item.section not in (CONSTRAINTS, DECISIONS, EARLIER_REQUESTS):
+        return False
+    return not item.text.lstrip().startswith(("→", "- (the goal) →"))
 
 
 def _fit(

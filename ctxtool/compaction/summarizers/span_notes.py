@@ -13,11 +13,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...core.outcomes import command_target
+from ...core.work_state import reported_done, stated_next
 from ...records import Message
 from ...redaction import SUMMARY_PLACEHOLDER
 from ...redaction import mask_secrets as masked  # one place says what a secret is
 from ...signals import (
     Signals,
+    Statement,
     arguments_of,
     command_run,
     is_bookkeeping,
@@ -26,6 +29,7 @@ from ...signals import (
     reaction_after,
     signals_of,
     succeeded_commands,
+    succeeded_targets,
 )
 from ..calls import call_arguments, call_name
 from ..sections import ERRORS, canonical_heading, parse_sections
@@ -63,6 +67,8 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
 # written here, read back from a previous summary by the summarizers.
 STILL_OPEN = " — still open"
 FIXED = " — fixed: a later run succeeded"
+# A failure item's end that says it was fixed.
+_FIXED_END = re.compile(r" — fixed: .*$")
 # The end of a failure item carried as open, however its writer dashed it.
 _STILL_OPEN_END = re.compile(r"\s+[—–-]+\s*still open\.?$", re.I)
 # A command as ``shown_command`` shows it, inside an item.
@@ -137,14 +143,20 @@ class SpanNotes:
     outcomes: list[str] = field(default_factory=list)  # what each request's turn reported
     tasks: list[Task] | None = None  # None: no task list in the span
     errors: list[str] = field(default_factory=list)
+    resolved: set[str] = field(default_factory=set)  # the errors that are fixed: cut first
     files: dict[str, str] = field(default_factory=dict)  # path -> why ("" when unstated)
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
+    stated_next: str | None = None  # the agent's last "next: …" (``core.work_state``)
+    reported_done: bool = False  # the agent's last words report the work finished
     # Commands that ran fine, as ``shown_command`` shows them: a carried failure is matched
     # on the form the summary wrote.
     succeeded: set[str] = field(default_factory=set)
+    # What the span's successful runs acted on (``core.outcomes``): a carried failure of the
+    # same target is fixed though its command line differs.
+    targets: set[str] = field(default_factory=set)
 
     @property
     def latest_request(self) -> str | None:
@@ -165,31 +177,60 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         requests=requests,
         outcomes=outcomes,
         tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
-        errors=_errors(signals, messages),
+        errors=(errors := _errors(signals, messages)),
+        resolved={e for e in errors if _FIXED_END.search(e)},
         succeeded=_succeeded(messages),
+        targets=succeeded_targets(messages),
         files=_files(signals, messages),
-        constraints=list(dict.fromkeys(masked(s.text) for s in signals.instructions)),
+        constraints=list(dict.fromkeys(masked(_standing(s)) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
         delegated=_delegated(messages),
+        stated_next=masked(stated_next(last))
+        if (last := _last_words(messages)) and stated_next(last)
+        else None,
+        reported_done=reported_done(_last_words(messages)),
     )
+
+
+def _standing(statement: Statement) -> str:
+    """An instruction as it stands: one that overrides an earlier one says so."""
+    if not statement.replaces:
+        return statement.text
+    return f"{statement.text} (replaces the earlier: {whole_sentences(statement.replaces, 120)})"
+
+
+def _last_words(messages: Sequence[Message]) -> str:
+    """The agent's last words, when nothing the user asked came after them."""
+    for m in reversed(messages):
+        if is_request(m):
+            return ""
+        if m.role == "assistant" and (m.content or "").strip():
+            return m.content or ""
+    return ""
 
 
 def _succeeded(messages: Sequence[Message]) -> set[str]:
     return {shown_command(c) for c in succeeded_commands(messages)}
 
 
-def fixed_command(item: str, succeeded: set[str]) -> str | None:
+def fixed_command(item: str, succeeded: set[str], targets: set[str] | None = None) -> str | None:
     """The command of a failure item a previous summary carried as still open ("- `cmd`
     failed: … — still open") that ran fine in the span (``succeeded``, as :func:`shown_command`
     shows commands); None when the item is no such failure. The command is the item's first
     one: a command in its error or in what the agent said then ("(then: I check `git status`)")
     ran fine says nothing of the failure. Compared masked: the summary shows the command
-    masked, the span runs it with its secret."""
+    masked, the span runs it with its secret. ``targets``: what the span's successful runs
+    acted on; a failure of one of them is fixed though its line differs."""
     if not _STILL_OPEN_END.search(item):
         return None
     first = _SHOWN_COMMAND.search(masked(item))
-    return first.group(0) if first is not None and first.group(0) in succeeded else None
+    if first is None:
+        return None
+    if first.group(0) in succeeded:
+        return first.group(0)
+    line = first.group(0).split("`")[1]
+    return first.group(0) if targets and command_target(line) in targets else None
 
 
 def as_fixed(item: str) -> str:
@@ -209,8 +250,9 @@ def fixed_since(previous_summary: str | None, messages: Sequence[Message]) -> li
     succeeded = _succeeded(messages) if previous_summary else set()
     if not succeeded:
         return []
+    targets = succeeded_targets(messages)
     found = (
-        fixed_command(item, succeeded)
+        fixed_command(item, succeeded, targets)
         for section in parse_sections(previous_summary)
         if canonical_heading(section.heading) == ERRORS
         for item in section.items
@@ -293,15 +335,23 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     later run of the same command fixed it (and what changed in between) or it is still open."""
     where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}  # None: no message
     out: dict[tuple[str, str], str] = {}
+    retries: dict[tuple[str, str], list[str]] = {}
     for f in signals.failures:
         if not f.error:
             continue  # a search that found nothing (grep's exit 1) says no error
+        if f.retry:  # one line for all of its kind: what the agent learnt
+            patch = "Begin Patch" in f.command or f.command.startswith("apply_patch")
+            kind = ("apply_patch" if patch else call_tool(f.tool), _error_kind(f.error))
+            retries.setdefault(kind, []).append(_target_shown(f.tool, f.command))
+            continue
         i = where.get(f.message_id)
         first = _first_error(messages[i].content or "") if i is not None else None
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
-            outcome = FIXED + how
+            # cause -> fix: the command that fixed it when it is another line
+            fix = f" — fixed: {shown_command(f.fixed_by)} succeeded" if f.fixed_by else FIXED
+            outcome = fix + how
         else:
             outcome = STILL_OPEN
         said = _reaction(messages, i) if i is not None else ""
@@ -314,7 +364,34 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             said = _reaction(messages, i)
             line = f"the user reported: {first}" + (f" (then: {said})" if said else "")
             out[("", first)] = masked(line)
+    for (tool, error), targets in retries.items():
+        named = ", ".join(dict.fromkeys(targets))
+        count = f" ({len(targets)} times)" if len(targets) > 1 else ""
+        out[(tool, error)] = masked(
+            f"{tool} refused{count}: {error} (on {named}) — fixed: retried at once, it succeeded"
+        )
     return list(out.values())
+
+
+def call_tool(tool: str) -> str:
+    return tool if tool[:1].isupper() else tool.capitalize()
+
+
+def _error_kind(error: str) -> str:
+    """A retry's complaint without the path it names: the same for every file it hit."""
+    first = error.split(" | ")[0]
+    first = re.sub(r"\s*(in|at|:)?\s*/?(?:[\w.@~+-]+/)+[\w.@+-]+", "", first)
+    first = re.split(r"\s*[\[,\"']", first, maxsplit=1)[0]  # the quoted text it missed
+    return whole_sentences(first, 100)
+
+
+def _target_shown(tool: str, command: str) -> str:
+    """What a retried call worked on: the file's base name, else the command shown."""
+    rest = command[len(tool) :].strip() if command.startswith(tool) else command
+    if "Begin Patch" in rest:
+        found = re.search(r"\*\*\* (?:Add|Update|Delete) File: (\S+)", rest)
+        rest = found.group(1) if found else "a patch"
+    return rest.rstrip("/").rsplit("/", 1)[-1] if " " not in rest.strip() else rest[:80]
 
 
 def _first_error(text: str) -> str | None:
