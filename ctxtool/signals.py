@@ -20,6 +20,17 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from .core.changes import (
+    DELETED,
+    MODIFIED,
+    RENAMED,
+    Change,
+    diff_stat_changes,
+    git_status_changes,
+    patch_changes,
+    reported_changes,
+    shell_changes,
+)
 from .core.outcomes import Run, outcomes, resolved_targets
 from .core.work_state import (
     is_bare_url,
@@ -241,6 +252,8 @@ class FileChange:
     request: str | None
     said: str | None = None  # what the agent said before its first edit of the file
     added: tuple[str, ...] = ()  # identifiers its edits brought in (functions, flags, names)
+    kind: str = MODIFIED  # or added, deleted, renamed (``core.changes``)
+    old_path: str | None = None  # of a renamed file
 
 
 @dataclass(frozen=True)
@@ -836,6 +849,7 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
     said: str | None = None
     changes: dict[str, FileChange] = {}
     added: dict[str, dict[str, None]] = {}
+    last_edit: dict[str, int] = {}
     for m in messages:
         if is_request(m):
             latest, said = request_text(m.content or ""), None
@@ -853,7 +867,74 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
                     path, FileChange(path, call["function"]["name"] or "?", m.id, latest, said)
                 )
                 added.setdefault(path, {}).update(dict.fromkeys(brought))
+                last_edit[path] = m.id or 0
+    for path, change in _reported_changes(messages, results).items():
+        old = changes.get(path)
+        if old is not None and last_edit.get(path, 0) > (change.message_id or 0):
+            continue  # written again after it was removed: it is there, modified
+        if old is None:
+            changes[path] = FileChange(
+                path,
+                change.tool,
+                change.message_id,
+                None,
+                kind=change.kind,
+                old_path=change.old_path,
+            )
+            added.setdefault(path, {})
+        elif change.kind in (DELETED, RENAMED):
+            changes[path] = replace(old, kind=change.kind, old_path=change.old_path)
+        if change.kind == RENAMED and change.old_path in changes:
+            changes.pop(change.old_path)  # listed under its new path, "renamed from" the old
     return [replace(c, added=tuple(list(added[c.path])[:MAX_ADDED])) for c in changes.values()]
+
+
+# Commands whose output lists the work tree's changes.
+_GIT_STATUS = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+status\b")
+_GIT_STAT = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+(?:diff|show|log)\b[^|;&]*--stat\b")
+_SUB_AGENTS = frozenset({"task", "agent", "taskoutput"})
+MAX_LISTED_CHANGES = 40
+
+
+def _reported_changes(
+    messages: Sequence[Message], results: dict[str, Message]
+) -> dict[str, FileChange]:
+    """Changes the span shows beyond the agent's own edit calls: a patch's deletions and
+    moves, a shell line's ``mv``/``rm``, what ``git status`` and ``git diff --stat`` listed,
+    and the files a sub-agent's report names (``core.changes``)."""
+    out: dict[str, FileChange] = {}
+
+    def add(change: Change, tool: str, message_id: int | None) -> None:
+        if change.kind in (DELETED, RENAMED) or change.path not in out:
+            out[change.path] = FileChange(
+                change.path, tool, message_id, None, kind=change.kind, old_path=change.old_path
+            )
+
+    for m in messages:
+        for call in m.calls() if m.role == "assistant" else []:
+            result = results.get(call["id"])
+            name = call["function"]["name"] or "?"
+            if result is None or _failed(result, name):
+                continue
+            patch = _patch_of(call)
+            found: list[Change] = []
+            if patch is not None:
+                found = [c for c in patch_changes(patch) if c.kind in (DELETED, RENAMED)]
+            elif (command := command_run(call)) is not None:
+                output = _unwrap_output(result.content or "")
+                found = shell_changes(command)
+                listed = []
+                if _GIT_STATUS.search(command):
+                    listed += git_status_changes(output)
+                if _GIT_STAT.search(command):
+                    listed += diff_stat_changes(output)
+                # a tree with hundreds of changes (a vendored directory) is no list to carry
+                found += listed if len(listed) <= MAX_LISTED_CHANGES else []
+            elif name.lower() in _SUB_AGENTS:
+                found = reported_changes(result.content or "")
+            for change in found:
+                add(change, name, m.id)
+    return out
 
 
 MAX_ADDED = 24

@@ -272,10 +272,16 @@ def test_files_changed_with_the_request_they_served():
         new_str="b",
     )
     changes = signals_of(s.messages).files_changed
-    assert [(c.path, c.request) for c in changes] == [
-        ("/repo/README.md", "add a README for the viewer"),
-        ("/repo/native_viewer.js", "rename native_viewer to codex_log_viewer"),
-        ("/repo/codex_log_viewer.js", "rename native_viewer to codex_log_viewer"),
+    # A moved file is listed once, under its new path, as renamed (issue #42: it was listed
+    # twice as changed, the old path among them, without saying so).
+    assert [(c.path, c.request, c.kind, c.old_path) for c in changes] == [
+        ("/repo/README.md", "add a README for the viewer", "modified", None),
+        (
+            "/repo/codex_log_viewer.js",
+            "rename native_viewer to codex_log_viewer",
+            "renamed",
+            "/repo/native_viewer.js",
+        ),
     ]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...core.changes import is_directory, normalise_path
 from ...core.work_state import retired
 from ...evaluation import carry_over
 from ...tokens import get_encoding, token_lengths
@@ -109,12 +110,17 @@ class ExtractiveSummarizer:
         items, foreign_order = _previous(request.previous_summary, notes)
         items += self._new_items(request, notes, items, age=len(items))
         items = _errors_merged(items)
-        read = list(request.files.get("read_files") or [])
+        modified = list(request.files.get("modified_files") or [])
+        read = [
+            p
+            for p in request.files.get("read_files") or []
+            if not is_directory(p, modified) and not _listed_path(p, modified)
+        ]
         shown = read[-MAX_READ_FILES:]
         items += [_Item(READ, path, i - len(shown) - len(items)) for i, path in enumerate(shown)]
         items += _unlisted_files(request.files, items)
         left_out = len(read) - len(shown) + int(request.files.get("read_files_omitted") or 0)
-        items = _dedupe(items)
+        items = _one_path_form(_dedupe(items))
         floor = request.min_carry_over if request.previous_summary else None
         # How many of the previous summary's items may go before this span's own: as many as
         # the floor allows, fewer while the result still holds less than the floor.
@@ -191,11 +197,12 @@ class ExtractiveSummarizer:
             add(ERRORS, "- " + error)
             items[-1].resolved = error in notes.resolved
         for path, why in notes.files.items():
+            shown = f"`{path}` {notes.labels[path]}" if path in notes.labels else f"`{path}`"
             if why:
-                add(FILES_CHANGED, f"- `{path}` — {why}")
-                items[-1].fallback = f"- `{path}`"
+                add(FILES_CHANGED, f"- {shown} — {why}")
+                items[-1].fallback = f"- {shown}"
             else:
-                add(FILES_CHANGED, f"- `{path}`", protected=True)
+                add(FILES_CHANGED, f"- {shown}", protected=True)
         for text in notes.constraints:
             add(CONSTRAINTS, "- " + text)
         for text in notes.decisions:
@@ -303,7 +310,12 @@ def _unlisted_files(files: dict, items: list[_Item]) -> list[_Item]:
     """Modified files (the checkpoint's accumulated list) no item names yet: listed plainly,
     the newest ``MAX_MODIFIED_FILES``, with the number left out said. Never trimmed."""
     named = "\n".join(i.fallback or i.text for i in items if i.protected or i.fallback)
-    paths = [p for p in files.get("modified_files") or [] if p not in named]
+    listed = [m.group(1) for i in items if (m := _FILE_ITEM.match(i.fallback or i.text))]
+    paths = [
+        p
+        for p in files.get("modified_files") or []
+        if p not in named and not _listed_path(p, listed)
+    ]
     left_out = max(0, len(paths) - MAX_MODIFIED_FILES) + int(
         files.get("modified_files_omitted") or 0
     )
@@ -311,6 +323,49 @@ def _unlisted_files(files: dict, items: list[_Item]) -> list[_Item]:
     if left_out:
         out.append(_Item(FILES_CHANGED, f"- (and {left_out} more)", 0, protected=True))
     return out
+
+
+def _listed_path(path: str, listed: list[str]) -> bool:
+    """``path`` is one of ``listed`` in another form: absolute where the other is relative to
+    the session's directory, or the reverse (a carried summary used the other form)."""
+    norm = normalise_path(path)
+    for other in listed:
+        o = normalise_path(other)
+        if o == norm:
+            continue
+        if norm.startswith("/") and not o.startswith("/") and norm.endswith("/" + o):
+            return True
+        if o.startswith("/") and not norm.startswith("/") and o.endswith("/" + norm):
+            return True
+    return False
+
+
+def _one_path_form(items: list[_Item]) -> list[_Item]:
+    """A changed file listed twice, once relative and once absolute (a carried summary used
+    the other form), is listed once: the item that says why it changed is kept."""
+    files = [
+        (i, m.group(1))
+        for i in items
+        if i.section == FILES_CHANGED
+        if (m := _FILE_ITEM.match(i.text))
+    ]
+    drop: set[int] = set()
+    for item, path in files:
+        twins = [
+            (j, p)
+            for j, p in files
+            if j is not item and id(j) not in drop and _listed_path(path, [p])
+        ]
+        if twins and id(item) not in drop:
+            keep = max(
+                [(item, path)] + twins, key=lambda ip: (len(ip[0].text), not ip[1].startswith("/"))
+            )
+            for j, _ in [(item, path)] + twins:
+                if j is not keep[0]:
+                    drop.add(id(j))
+                    keep[0].protected = keep[0].protected or j.protected
+                    keep[0].previous = keep[0].previous or j.previous
+    return [i for i in items if id(i) not in drop]
 
 
 def _dedupe(items: list[_Item]) -> list[_Item]:
@@ -360,10 +415,10 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
         + reasons
         + previous[:allowed]
         + own
+        + said  # the previous summary's items past the floor's allowance go after them
         + previous[allowed:]
         + blocks
         + errors
-        + said
     )
 
 
@@ -417,8 +472,10 @@ def _fit(
     others = [h for h in dict.fromkeys(i.section for i in kept) if h not in SECTIONS]
     for heading in [h for h in others if h not in foreign and h != READ] + foreign:
         out += _section(heading, kept)
-    if read or more:
+    if read:
         out += ["", f"## {FILES_READ}", ", ".join(read) + (f" (and {more} more)" if more else "")]
+    elif more:  # none left to list: the count alone, never "(and 13 more)" after nothing
+        out += ["", f"## {FILES_READ}", f"({more} files read; the checkpoint's details list them)"]
     return "\n".join(out).strip(), len(dropped) - read_trimmed
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...core.changes import Change
 from ...core.outcomes import command_target
 from ...core.work_state import reported_done, stated_next
 from ...records import Message
@@ -145,6 +146,7 @@ class SpanNotes:
     errors: list[str] = field(default_factory=list)
     resolved: set[str] = field(default_factory=set)  # the errors that are fixed: cut first
     files: dict[str, str] = field(default_factory=dict)  # path -> why ("" when unstated)
+    labels: dict[str, str] = field(default_factory=dict)  # path -> "(deleted)", "(renamed from …)"
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
@@ -182,6 +184,11 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         succeeded=_succeeded(messages),
         targets=succeeded_targets(messages),
         files=_files(signals, messages),
+        labels={
+            c.path: label
+            for c in signals.files_changed
+            if (label := Change(c.path, c.kind, c.old_path).label())
+        },
         constraints=list(dict.fromkeys(masked(_standing(s)) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
