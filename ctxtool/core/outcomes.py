@@ -239,8 +239,12 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
             continue
         target = target_of(run)
         fixed_by = next((r for r in later if not r.failed and target_of(r) == target), None)
-        retry = bool(RETRY_NOISE.search(run.error)) and fixed_by is not None
-        out.append(Outcome(run, fixed_by, retry and fixed_by.turn == run.turn))
+        retry = (
+            fixed_by is not None
+            and fixed_by.turn == run.turn
+            and bool(RETRY_NOISE.search(run.error))
+        )
+        out.append(Outcome(run, fixed_by, retry))
     return out
 
 

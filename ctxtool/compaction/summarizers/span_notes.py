@@ -193,9 +193,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
         delegated=_delegated(messages),
-        stated_next=masked(stated_next(last))
-        if (last := _last_words(messages)) and stated_next(last)
-        else None,
+        stated_next=masked(said) if (said := stated_next(_last_words(messages))) else None,
         reported_done=reported_done(_last_words(messages)),
     )
 
