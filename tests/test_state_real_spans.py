@@ -1,0 +1,112 @@
+"""Issue #42's rules on real shared transcript spans (the tuning keys' spans): outcomes keyed
+on their target, where the work stands, what changed, the user's words labelled, the rendering
+faults. Each rule also has a plain-list test (tests/test_outcomes.py,
+tests/test_changes_and_state.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxtool.compaction.calls import calls_of
+from ctxtool.compaction.sections import parse_sections
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
+from ctxtool.compaction.touched_files import files_touched
+from ctxtool.evaluation.keys import keyed_span, load_key
+from ctxtool.signals import signals_of
+
+from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).parent / "answer_keys"
+
+
+@pytest.fixture(scope="module")
+def spans(tmp_path_factory):
+    cache = {}
+
+    def span(name: str):
+        if name not in cache:
+            key = load_key(KEYS / f"{name}.json")
+            cache[name] = keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+        return cache[name]
+
+    return span
+
+
+def summary(messages, previous=None, budget=3500) -> str:
+    read, modified = files_touched(calls_of(messages))
+    files = {"read_files": read, "modified_files": modified}
+    request = SummaryRequest(previous, messages, files, max_tokens=budget, min_carry_over=0.9)
+    return ExtractiveSummarizer().summarize(request).text
+
+
+def section(text: str, heading: str) -> list[str]:
+    return [i for s in parse_sections(text) if s.heading == heading for i in s.items]
+
+
+def test_an_edit_refused_before_a_read_is_one_resolved_line(spans):
+    """The erk session: three Edits refused with "File has not been read yet", each done after
+    a Read. They were three open errors; now one line saying they were fixed."""
+    messages = spans("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--mid-implementation")
+    failures = signals_of(messages.summarized).failures
+    refused = [f for f in failures if "has not been read" in f.error]
+    assert len(refused) == 3 and all(f.fixed and f.retry for f in refused)
+    errors = section(summary(messages.summarized), "Errors and fixes")
+    [line] = [e for e in errors if "has not been read" in e]
+    assert "(3 times)" in line and "fixed" in line and "still open" not in line
+
+
+def test_a_type_check_fixed_by_the_same_family_is_not_open(spans):
+    """Pi's refactoring session: ``npm run check`` failed, the agent edited, the check passed."""
+    messages = spans("pi--before-compaction--first-compaction").summarized
+    checks = [f for f in signals_of(messages).failures if "npm run check" in f.command]
+    assert checks and all(f.fixed for f in checks)
+    assert not [e for e in section(summary(messages), "Errors and fixes") if "still open" in e]
+
+
+def test_a_deleted_file_says_so(spans):
+    """The Codex viewer session deleted viewer.toml (the TOML configuration dropped)."""
+    messages = spans("codex--20260213134203_redacted_current_codex_session_jsonl_export")
+    changed = section(summary(messages.summarized), "Files changed and why")
+    assert any("viewer.toml` (deleted)" in line for line in changed)
+
+
+def test_a_rejected_option_is_no_decision(spans):
+    """Pi: "no, that's horrible." turns the agent's layout down; the user's own layout after
+    it is what was decided."""
+    messages = spans("pi--before-compaction--second-compaction").summarized
+    decisions = [d.text for d in signals_of(messages).decisions]
+    assert not any("horrible" in d for d in decisions)
+    assert any("core/tools" in d for d in decisions)
+
+
+def test_the_next_step_after_a_request_reported_done(spans):
+    """Pi's theme session ends with the agent reporting the latest request done: the next step
+    is no "continue the latest request"."""
+    messages = spans("pi--large-session").summarized
+    [step] = section(summary(messages), "Next step")[:1]
+    assert not step.startswith("Continue the latest request")
+
+
+def test_files_read_are_never_an_empty_list_with_a_count(spans):
+    messages = spans("codex--codex_log_viewer-example").summarized
+    read, modified = files_touched(calls_of(messages))
+    files = {"read_files": [], "modified_files": modified, "read_files_omitted": 13}
+    request = SummaryRequest(None, messages, files, max_tokens=3500)
+    text = ExtractiveSummarizer().summarize(request).text
+    listed = section(text, "Files read")
+    assert listed[0] == "(13 files read; the checkpoint's details list them)"
+
+
+def test_a_changed_file_in_two_path_forms_is_listed_once(spans):
+    """A carried summary named a file relative to the session's directory, the span's own
+    edits name it absolute: one item."""
+    messages = spans("pi--before-compaction--first-compaction").summarized
+    absolute = next(
+        c.path for c in signals_of(messages).files_changed if c.path.startswith("/Users/")
+    )
+    relative = absolute.split("/pi-mono/", 1)[1]
+    previous = f"## Files changed and why\n- `{relative}` — carried"
+    changed = section(summary(messages, previous), "Files changed and why")
+    assert len([line for line in changed if relative in line]) == 1
