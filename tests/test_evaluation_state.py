@@ -103,3 +103,12 @@ def test_the_derived_probes_of_a_finished_task_and_a_fixed_error_name_their_stat
     assert any(n.startswith("open:") for n in error.none_of)
     done = [p for p in probes if p.kind.value == "open_tasks"]
     assert json.dumps([p.none_of for p in done]).count("pending:") == 2
+
+
+def test_the_llm_prompt_states_the_same_state_rules():
+    from ctxtool.compaction.summarizers.base import SummaryRequest
+    from ctxtool.compaction.summarizers.prompt import build_prompt
+
+    prompt = build_prompt(SummaryRequest(None, fixed_span().messages, {}))
+    for rule in ("same target", "cause → fix", "placeholder", "(renamed from", "rejected option"):
+        assert rule in prompt, rule
