@@ -33,6 +33,7 @@ from .core.changes import (
 )
 from .core.outcomes import Run, outcomes, resolved_targets
 from .core.work_state import (
+    has_placeholder,
     is_bare_url,
     is_one_off,
     is_rejection,
@@ -450,7 +451,8 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
             name, args = command_parts(text) or ("", None)  # a COMMAND text names one
             if args and is_bare_url(args):
                 args = issue_reference(args) or args
-            args = without_placeholders(args) if args else None  # never `(<title>)`
+            if args and has_placeholder(args):
+                args = without_placeholders(args) or None  # never `(<title>)`
             title = _title_after(messages[i + 1 :])
             purpose = _expansion_purpose(messages[i + 1 : i + 3])
             shown = " ".join(p for p in (name, args, f"({title})" if title else None) if p)
@@ -463,7 +465,9 @@ def _goal(messages: Sequence[Message], requests: list[Request]) -> Goal | None:
     text = own_words(first.text) if quotes_to_reject(first.text) else first.text
     if is_bare_url(text):
         text = issue_reference(text) or text.strip()
-    return Goal(without_placeholders(text) or text, message_id=first.message_id)
+    if has_placeholder(text):
+        text = without_placeholders(text) or text
+    return Goal(text, message_id=first.message_id)
 
 
 def _expansion_purpose(messages: Sequence[Message]) -> str | None:

@@ -158,3 +158,17 @@ def test_the_users_words_labelled():
     assert superseded(
         ["use sqlite for the store", "write docs", "use mariadb for the store instead"]
     ) == [2, None, None]
+
+
+def test_the_signals_goal_drops_a_placeholder_and_names_an_issue_url():
+    from ctxtool.records import Message
+    from ctxtool.signals import signals_of
+
+    command = (
+        "<command-message>erk:plan-implement</command-message>\n"
+        "<command-name>/erk:plan-implement</command-name>\n<command-args>(<title>)</command-args>"
+    )
+    goal = signals_of([Message(1, 1, "user", command)]).goal
+    assert goal is not None and "<title>" not in goal.text and goal.arguments is None
+    url = signals_of([Message(1, 1, "user", "https://github.com/acme/tool/issues/42")]).goal
+    assert url is not None and url.text == "acme/tool#42"
