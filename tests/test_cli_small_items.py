@@ -113,3 +113,10 @@ def test_an_export_where_no_temporary_file_can_be_made_says_so(db, cli):
     failed = cli("--db", db.url, "context", "export", "1", "-o", "/proc/version", "--format", "md")
     assert failed.exit_code == 1
     assert "cannot write /proc/version: no temporary file can be made in /proc" in failed.stderr
+
+
+def test_migrate_status_says_why_0007_is_absent(db, cli):
+    status = cli("--db", db.url, "migrate", "status")
+    assert status.exit_code == 0
+    assert "0007: no migration of this number was ever shipped" in " ".join(status.stderr.split())
+    assert "0007" not in status.stdout

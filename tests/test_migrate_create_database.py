@@ -103,3 +103,21 @@ def test_a_database_the_user_may_not_create_names_the_create_privilege(server_us
     forbidden = url.rsplit("/", 1)[0] + "/notallowed_ctxcfg"
     result = cli("--db", forbidden, "migrate", "up", "--create-database")
     assert result.exit_code == 1 and "CREATE privilege" in result.output, result.output
+
+
+def test_a_dry_run_prints_the_create_and_every_file(server_user, cli):
+    """`migrate up --dry-run --create-database` on a missing database recommended the flag it
+    was given; it prints the CREATE and the DDL now (as alembic's --sql), creating nothing."""
+    url, name, server = server_user
+    shown = cli("--db", url, "migrate", "up", "--dry-run", "--create-database")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(
+        f"-- the database\nCREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4;\n"
+    )
+    assert "-- 0001_seed_tables.sql" in shown.stdout and "CREATE TABLE" in shown.stdout
+    doc = json.loads(
+        cli("--db", url, "migrate", "up", "--dry-run", "--create-database", "--json").stdout
+    )
+    assert doc["create_database"].startswith("CREATE DATABASE") and doc["pending"]
+    assert not _exists(server, name)
+    assert SECRET not in shown.output

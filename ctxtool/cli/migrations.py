@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..db import create_database as create_database_if_missing
 from ..db import mask_url, read_connection, resolve_url
 from ..db.dialects import dialect_of_url
+from ..db.engine import database_to_create
 from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
 from ..store.session_touch import TRIGGER_NAME, drop_statements, trigger_statements
-from ..terminal import clip, fit_table, table_width
+from ..terminal import clip, fit_table, table_width, wrap
 from .app import pass_app
 from .options import json_option, output_options
 from .root import migrate
@@ -50,6 +53,12 @@ def status(app, output: OutputFormat):
         label = "database: "
         click.echo(label + clip(where, width - len(label) if width else None, from_left=True))
         click.echo(_status_table(rows, output))
+        for version in skipped_versions([s.version for s in states]):
+            line = (
+                f"{version}: no migration of this number was ever shipped (the numbering skips "
+                "it); nothing is missing"
+            )
+            click.echo(wrap(line, width, "  "), err=True)
     bad = [s for s in states if not s.ok]
     if bad:
         hint = ""
@@ -63,6 +72,15 @@ def status(app, output: OutputFormat):
             + ", ".join(f"{s.version} {s.state}" for s in bad)
             + hint
         )
+
+
+def skipped_versions(versions: list[str]) -> list[str]:
+    """The numbers between the first and the last version that no migration has (0007)."""
+    numbers = sorted(int(v) for v in versions if v.isdigit())
+    if not numbers:
+        return []
+    width = len(versions[0])
+    return [f"{n:0{width}d}" for n in range(numbers[0], numbers[-1]) if n not in set(numbers)]
 
 
 # Short labels and times to the minute keep the table within 80 columns; --json has it all,
@@ -129,7 +147,11 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
     """
     if dry_run:
         drops: list[str] = []
+        # The database --create-database would create: its CREATE, then every file.
+        create = database_to_create(app.url) if create_database else None
         try:
+            if create is not None:
+                raise MissingDatabase(create, Path())
             migrator = _migrator(app)
             pending = migrator.up(to=to, dry_run=True)
             if touch_session_trigger:
@@ -153,7 +175,9 @@ def up(app, to, dry_run, create_database, touch_session_trigger, output: OutputF
                 for m in pending
             ],
         }
-        human = "\n".join(
+        if create is not None:
+            doc["create_database"] = create
+        human = (f"-- the database\n{create};\n\n" if create else "") + "\n".join(
             f"-- {m.filename} (checksum {m.checksum[:12]})\n"
             + "".join(st + ";\n\n" for st in m.statements())
             for m in pending

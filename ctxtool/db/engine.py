@@ -76,10 +76,20 @@ def create_database(url: str | None = None) -> bool:
     --create-database``, as dbmate's ``up``), in utf8mb4; True when it was created. A SQLite
     file needs nothing: ``migrate up`` creates it.
     """
+    return _database_to_create(url, create=True) is not None
+
+
+def database_to_create(url: str | None = None) -> str | None:
+    """The CREATE DATABASE statement ``create_database`` would run (``migrate up --dry-run
+    --create-database``), or None when the database exists or is no MySQL/MariaDB one."""
+    return _database_to_create(url, create=False)
+
+
+def _database_to_create(url: str | None, create: bool) -> str | None:
     raw = resolve_url(url)
     parsed = parse_url(raw)
     if parsed.get_backend_name() not in ("mysql", "mariadb"):
-        return False
+        return None
     name = str(parsed.database)
     # The same connection settings (TLS, init_command, time zone), to the server alone.
     server = create_engine(raw, connect_args={"database": None}, poolclass=sa.pool.NullPool)
@@ -90,14 +100,15 @@ def create_database(url: str | None = None) -> bool:
                 {"name": name},
             ).first()
             if exists:
-                return False
+                return None
             quoted = server.dialect.identifier_preparer.quote_identifier(name)
             collation = parsed.query.get("collation")  # checked by parse_url: utf8mb4_<name>
-            conn.exec_driver_sql(
-                f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4"
-                + (f" COLLATE {collation}" if collation else "")
+            statement = f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4" + (
+                f" COLLATE {collation}" if collation else ""
             )
-            return True
+            if create:
+                conn.exec_driver_sql(statement)
+            return statement
     finally:
         server.dispose()
 
