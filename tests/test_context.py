@@ -1171,7 +1171,9 @@ def test_export_writes_every_format_a_page_at_a_time_and_whole_or_nothing(db, cl
     import os
 
     from ctxtool.cli.context import write_whole
+    from ctxtool.compaction.plan import CompactionSettings
     from ctxtool.export import render_html, render_jsonl, render_markdown
+    from ctxtool.store.chart import session_chart
     from ctxtool.store.reads import SessionHistory
 
     sid = _long_session(db, 1200, 3)
@@ -1185,7 +1187,11 @@ def test_export_writes_every_format_a_page_at_a_time_and_whole_or_nothing(db, cl
     result = cli("--db", db.url, "context", "export", str(sid), "--format", "jsonl")
     assert result.stdout == render_jsonl(view)
     result = cli("--db", db.url, "context", "export", str(sid), "--format", "html")
-    assert result.stdout == render_html(view)
+    history = SessionHistory(Store(db.engine), sid)
+    chart = session_chart(history, 128_000, CompactionSettings().threshold("gpt-4o"))
+    assert result.stdout == render_html(view, history.compactions, chart)  # the chart on top
+    result = cli("--db", db.url, "context", "export", str(sid), "--format", "html", "--no-chart")
+    assert result.stdout == render_html(view, history.compactions)
 
     def broken():
         yield "half"
