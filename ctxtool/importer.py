@@ -73,6 +73,17 @@ class _NotTheLegacySession(Exception):
     """The session stored under a file's legacy id holds another transcript."""
 
 
+@dataclass
+class _Reservation:
+    """A new session's id, taken from the counter (committed at once) by a pass that then
+    wrote nothing: a tree read as linear that turned out branched, before its main line is
+    found, or a file that failed. The next pass of the same file, or the next new session of
+    the same import, uses it, so no id is handed out and dropped (the first session of a
+    fresh store is session 1). A pass that lost a race drops it: the id may be what it lost."""
+
+    session_id: int | None = None
+
+
 @dataclass(frozen=True)
 class _SourceIds:
     """The ids a file's session may be stored under (see ``transcripts.discover``): the one it
@@ -206,6 +217,7 @@ class Importer:
         self.dialect = dialect_of(engine)
         self.sessions = ImportedSessions(engine)
         self.links: HardLinks = {}
+        self._spare_id: int | None = None  # a new session id taken and never committed
 
     def import_paths(self, paths: Iterable[str]) -> list[FileResult]:
         """Every file under ``paths``; a file that fails never stops the others."""
@@ -307,6 +319,19 @@ class Importer:
         result.error, result.failure = text, failure
 
     def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
+        # A new id an earlier file took and never committed comes first (see _Reservation).
+        reservation, self._spare_id = _Reservation(self._spare_id), None
+        try:
+            self._import_settled(path, source, result, reservation)
+        finally:
+            if reservation.session_id not in (None, result.session_id):
+                # Taken and never committed (the file failed, or found its session after
+                # all): the next new session of this import takes it.
+                self._spare_id = reservation.session_id
+
+    def _import_settled(
+        self, path: str, source: SourceFile, result: FileResult, reservation: _Reservation
+    ) -> None:
         main = None
         ids = _SourceIds(source.fallback_id, source.legacy_id)  # see transcripts.discover
         stream = source.stream
@@ -321,13 +346,17 @@ class Importer:
                 progress.rewind()
                 result.reset_counts()
             passes += 1
-            self._import_pass(path, source, ids, result, main, progress)
+            self._import_pass(path, source, ids, result, main, progress, reservation)
+
+        def lost_race(exc: Exception) -> bool:
+            if not self._lost_race(exc):
+                return False
+            reservation.session_id = None  # the id may be what was lost
+            return True
 
         for _ in range(_REREADS):
             try:
-                retry_transaction(
-                    self.engine, one_pass, policy=self.retry, lost_race=self._lost_race
-                )
+                retry_transaction(self.engine, one_pass, policy=self.retry, lost_race=lost_race)
                 return
             except _NotTheLegacySession:
                 # same stem, name or inode, another transcript: it gets its own session
@@ -363,6 +392,7 @@ class Importer:
         result: FileResult,
         main: set[str] | None,
         progress: _FileProgress,
+        reservation: _Reservation,
     ) -> None:
         # Counting bytes costs a call for every line: only for a caller that shows them.
         on_bytes = progress.advance if self.on_bytes else None
@@ -381,7 +411,7 @@ class Importer:
             result.format = transcript.format
             raise BranchedTranscript(None)
         try:
-            self._import_transcript(path, transcript, ids, source.file, result)
+            self._import_transcript(path, transcript, ids, source.file, result, reservation)
         except TranscriptError as exc:
             if transcript.numbered_by_message:
                 exc.number_as_message()
@@ -394,6 +424,7 @@ class Importer:
         ids: _SourceIds,
         file: FileIdentity | None,
         result: FileResult,
+        reservation: _Reservation,
     ) -> None:
         result.format = transcript.format or None
         first = next(transcript.records, None)  # headers are read by now: the source id is known
@@ -416,7 +447,10 @@ class Importer:
             source_format,
             result.source_id,
             None if own_id else ids.earlier(file, recorded, source_format),
+            reservation.session_id,
         )
+        if how == "new":
+            reservation.session_id = result.session_id
         try:
             self._write(
                 path,

@@ -959,3 +959,72 @@ def test_progress_counts_compressed_input_in_the_bytes_its_total_counts(db, tmp_
     assert [r.error for r in results] == [None, None, None]
     assert sum(r.messages_added for r in results) == 600
     assert sum(counted) == file_sizes(files) < 2 * len(text)
+
+
+def test_the_first_session_of_a_fresh_store_is_session_1(db, cli, tmp_path):
+    """Issue 45 item 8: apanloco's file starts with a progress line whose parent is null, so
+    read as linear it turns out branched and is read again along its main line. The first
+    pass had taken session id 1 from the counter and dropped it: a fresh store's first session
+    was 2, and a newcomer's `context show 1` failed. A file that fails after taking its id
+    leaves that id to the next new session too."""
+    path = TRANSCRIPTS / "claude-code" / "apanloco-random-session.jsonl"
+    out = json.loads(cli("--db", db.url, "import", path, "--json").stdout)
+    rows = out["files"] if isinstance(out, dict) else out
+    assert [r["session_id"] for r in rows] == [1]
+    assert cli("--db", db.url, "context", "show", "1").exit_code == 0
+    bad, good = tmp_path / "bad.jsonl", tmp_path / "good.jsonl"
+    user = {"role": "user", "content": "hi"}
+    bad.write_bytes(_jsonl([user, {"role": "tool", "tool_call_id": ["a"], "content": "x"}]))
+    good.write_bytes(_jsonl([user, {"role": "assistant", "content": "hello"}]))
+    out = json.loads(cli("--db", db.url, "import", bad, good, "--json").stdout)
+    rows = out["files"] if isinstance(out, dict) else out
+    assert rows[0]["error"] and rows[0]["session_id"] is None
+    assert rows[1]["session_id"] == 2
+    assert db.scalar("SELECT MAX(session_id) FROM agent_session") == 2
+
+
+def _codex_lines(*texts: str) -> list[dict]:
+    meta = {"type": "session_meta", "payload": {"id": "cx-glued", "cwd": "/w"}}
+    return [meta] + [
+        {
+            "timestamp": "2026-01-01T00:00:00Z",
+            "type": "response_item",
+            "payload": {"type": "message", "role": role, "content": text},
+        }
+        for role, text in zip(("user", "assistant", "user"), texts)
+    ]
+
+
+@pytest.mark.parametrize(
+    "fmt,separator",
+    [("openai-chat", ""), ("openai-chat", "\r"), ("codex", "\r"), ("codex", "")],
+    ids=["chat-glued", "chat-cr", "codex-cr", "codex-glued"],
+)
+def test_three_records_on_one_line_each_get_an_id_of_their_own(db, tmp_path, fmt, separator):
+    """Issue 45 item 14: three records glued on one line (two writers appending at once), or
+    CR-only line ends, are all numbered by that line; the third got the second's id
+    (``L1@L1``), and the import failed after 7-8 s of retries on the store's unique key
+    ('Duplicate entry ... uq_message_source'), for every later import of a live file too.
+    Each record now has an id of its own, and importing the file again adds nothing."""
+    if fmt == "openai-chat":
+        records = [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "three"},
+        ]
+    else:
+        records = _codex_lines("one", "two", "three")
+    path = tmp_path / "glued.jsonl"
+    path.write_text(separator.join(json.dumps(r) for r in records) + (separator or "\n"))
+    [first] = _import(db, path)
+    assert first.error is None, first.error
+    assert first.messages_added == 3
+    ids = [r["source_id"] for r in db.rows("SELECT source_id FROM agent_message ORDER BY id")]
+    assert len(set(ids)) == 3, ids
+    assert [r["content"] for r in db.rows("SELECT content FROM agent_message ORDER BY id")] == [
+        "one",
+        "two",
+        "three",
+    ]
+    [again] = _import(db, path)
+    assert (again.error, again.messages_added, again.messages_present) == (None, 0, 3)

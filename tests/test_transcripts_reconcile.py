@@ -210,3 +210,16 @@ def test_ids_that_are_line_numbers(source_id, numbered):
     from ctxtool.transcripts.reconcile import positional
 
     assert positional(source_id) is numbered
+
+
+def test_two_messages_of_one_file_under_one_id_are_a_format_error_at_once():
+    """Issue 45 item 14: the store's unique key refused the second one as if another import
+    had written it, and the import was tried again for 7-8 s before failing with a database
+    error. The file's own fault is said before anything is written, naming both lines."""
+    from ctxtool.transcripts.reconcile import DuplicateRecord
+
+    rec = Reconciler("t.jsonl")
+    assert rec.step(msg("L1", "user", line=1))
+    with pytest.raises(DuplicateRecord, match=r"^t\.jsonl:3: message id 'L1' is taken already"):
+        rec.step(msg("L1", "assistant", line=3))
+    assert issubclass(DuplicateRecord, TranscriptError)

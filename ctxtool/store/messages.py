@@ -136,11 +136,17 @@ class ImportedSessions:
         self.engine = engine
 
     def find_or_allocate(
-        self, source_format: str, source_id: str, legacy_id: str | tuple[str, ...] | None = None
+        self,
+        source_format: str,
+        source_id: str,
+        legacy_id: str | tuple[str, ...] | None = None,
+        reserved: int | None = None,
     ) -> tuple[int, str]:
         """The session id for this source and how it was found: "found", "legacy" (stored under
         ``legacy_id``, or one of them, see ``transcripts.discover.source_ids``) or "new" (an id
-        no session has had: the caller's transaction inserts the row with :meth:`create`)."""
+        no session has had: the caller's transaction inserts the row with :meth:`create`).
+        ``reserved``: a new id this import took before and never used, taken again instead of
+        another one."""
         with self.engine.begin() as conn:
             existing = conn.execute(
                 sa.select(S.c.session_id).where(
@@ -163,7 +169,7 @@ class ImportedSessions:
                 ).scalar()
                 if legacy is not None:
                     return int(legacy), "legacy"
-            return self._allocate(conn), "new"
+            return (reserved if reserved is not None else self._allocate(conn)), "new"
 
     @staticmethod
     def _allocate(conn: Connection) -> int:

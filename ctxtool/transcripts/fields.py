@@ -229,7 +229,10 @@ def source_key(value: str) -> str:
 
 
 class UniqueIds:
-    """Source ids, made unique within a file: a repeated id gets its line number appended."""
+    """Source ids, made unique within a file: a repeated id gets its line number appended, and
+    where that is taken too (three records glued on one line, or line ends a reader does not
+    split at, all numbered by that line) the count of the id so far: ``L1``, ``L1@L1``,
+    ``L1@L1:3``."""
 
     def __init__(self):
         self.seen: set[str] = set()
@@ -239,7 +242,11 @@ class UniqueIds:
         if base[-1] == " ":
             base = source_key(base)
         if base in self.seen:
-            base = f"{base}@L{line}"
+            repeated, n = f"{base}@L{line}", 2
+            while repeated in self.seen:
+                n += 1
+                repeated = f"{base}@L{line}:{n}"
+            base = repeated
         self.seen.add(base)
         return base
 

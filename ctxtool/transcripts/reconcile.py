@@ -78,6 +78,12 @@ class Disagreement(TranscriptError):
     """The file's message differs from the stored one under the same source id."""
 
 
+class DuplicateRecord(TranscriptError):
+    """Two messages of one file under one source id: the file's own fault, found before
+    anything is written (the store's unique key would refuse it as if another import had
+    written the message first, and the import would be tried again, in vain)."""
+
+
 @dataclass(slots=True)
 class NewMessage:
     message: SourceMessage
@@ -123,6 +129,7 @@ class Reconciler:
         # Where ids are line numbers, the stored ids the file holds: none may be missing.
         self.seen: set[str] | None = set() if last and positional(last.source_id) else None
         self.matched: set[str] = set()  # the stored messages the file has shown so far
+        self.lines: dict[str, int] = {}  # source id -> the line of the file's message with it
 
     @property
     def continuation_proven(self) -> bool:
@@ -140,6 +147,17 @@ class Reconciler:
         if isinstance(rec, SourceCompaction):
             return self._checkpoint(rec)
         msg = rec
+        first_line = self.lines.get(msg.source_id)
+        if first_line is None:
+            self.lines[msg.source_id] = msg.line
+        else:
+            raise DuplicateRecord(
+                self.path,
+                msg.line,
+                f"message id {msg.source_id!r} is taken already by the message of line "
+                f"{first_line}: a transcript names each message once (refused as it is, "
+                "nothing written)",
+            )
         if msg.tool_calls or msg.role == "tool":
             self._pair(msg)
         if not self.waiting and msg.source_id not in self.stored.messages:
