@@ -7,7 +7,7 @@ client. Prints, per size: the outcome, wall seconds, the seconds the server took
 own time), ctxtool's share of the wall time (reading, planning, counting, the quality gate,
 the checkpoint), the requests (a fold makes several), the prompt and completion tokens the
 server counted, and the window it learned. Before that, the server's prompt and generation
-rates: a ~2,000-token prompt asked for one token, then a short prompt asked for 128.
+rates: a ~600-token prompt asked for one token, then the same prompt asked for 128.
 
 Example (the local llama.cpp server with SmolLM2-135M):
     eval "$(scripts/local-llm.sh up)"
@@ -48,25 +48,26 @@ def session_of(tokens: int) -> list[dict]:
 
 
 def rates(base_url: str, model: str) -> tuple[float, float]:
-    """(prompt tokens/s, completion tokens/s) as the server counts them."""
+    """(prompt tokens/s, completion tokens/s) as the server counts them: a ~600-token prompt
+    asked for one token, then the same prompt asked for 128 (llama.cpp keeps the prompt's
+    cache, so the second request's time is the generation's)."""
     import openai
 
-    client = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=600, max_retries=0)
-    prompt = " ".join(f"word{i} is the {i}th item of the list." for i in range(200))
-    started = time.perf_counter()
-    first = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=1, temperature=0
-    )
-    prompt_rate = first.usage.prompt_tokens / (time.perf_counter() - started)
-    started = time.perf_counter()
-    second = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "user", "content": "Count from 1 to 200, one number a line."}],
-        max_tokens=128,
-        temperature=0,
-    )
-    seconds = time.perf_counter() - started - second.usage.prompt_tokens / prompt_rate
-    return prompt_rate, second.usage.completion_tokens / seconds
+    client = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=900, max_retries=0)
+    prompt = " ".join(f"word{i} is the {i}th item of the list." for i in range(40))
+    prompt += "\nWrite a long story about these words."
+    timings = []
+    for max_tokens in (1, 128):
+        started = time.perf_counter()
+        answer = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=max_tokens,
+            temperature=0,
+        )
+        timings.append((time.perf_counter() - started, answer.usage))
+    (prompt_s, first), (generation_s, second) = timings
+    return first.prompt_tokens / prompt_s, second.completion_tokens / generation_s
 
 
 def main() -> None:
