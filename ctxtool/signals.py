@@ -68,7 +68,8 @@ _INJECTED_START = re.compile(
     r"\[Request interrupted|This session is being continued from a previous conversation|"
     r"The conversation history before this point was compacted|"
     r"The conversation came back from another branch|"
-    r"Please continue the conversation from where we left)",
+    r"Please continue the conversation from where we left|"
+    r"Continue the conversation from where it left off|<skill\b[^>]*>)",
     re.I,
 )
 # A slash command typed into a runtime's prompt ("/mode", "/model gpt-5"): it drives the UI,
@@ -78,12 +79,13 @@ _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.S)
 # Blocks inside a typed message that are not the user's words.
 _INJECTED_BLOCK = re.compile(
-    r"<(system-reminder|environment_context|user_instructions)>.*?</\1>", re.S | re.I
+    r"<(system-reminder|environment_context|user_instructions|skill)\b[^>]*>.*?</\1>", re.S | re.I
 )
 # Continuation boilerplate: Claude Code's notices around a carried summary.
 BOILERPLATE = re.compile(
     r"(This session is being continued from a previous conversation[^\n]*|"
     r"Please continue the conversation from where we left it off[^\n]*|"
+    r"Continue the conversation from where it left off[^\n]*|"
     r"The conversation history before this point was compacted[^\n]*|"
     r"The conversation is summarized below:?|"
     r"If you need specific details from before compaction[^\n]*|"

@@ -172,3 +172,29 @@ def test_the_signals_goal_drops_a_placeholder_and_names_an_issue_url():
     assert goal is not None and "<title>" not in goal.text and goal.arguments is None
     url = signals_of([Message(1, 1, "user", "https://github.com/acme/tool/issues/42")]).goal
     assert url is not None and url.text == "acme/tool#42"
+
+
+def test_a_skill_injection_and_claude_codes_continuation_notice_are_no_requests():
+    """Issue #42: a ``<skill name=…>`` injection was quoted as the latest request, and "Continue
+    the conversation from where it left off …" was copied from an earlier compaction record."""
+    from ctxtool.compaction.sections import without_scaffolding
+    from ctxtool.evaluation.boilerplate import boilerplate_in
+    from ctxtool.records import Message
+    from ctxtool.signals import UserText, signals_of, user_text_kind
+
+    notice = (
+        "Continue the conversation from where it left off without asking the user any further "
+        "questions. Continue with the last task that you were asked to work on."
+    )
+    skill = '<skill name="pdf">\nUse pdfplumber to read the file.\n</skill>'
+    messages = [
+        Message(1, 1, "user", "convert report.pdf to markdown"),
+        Message(2, 1, "user", skill),
+        Message(3, 1, "user", notice),
+    ]
+    assert user_text_kind(messages[1]) is UserText.CONTEXT
+    assert user_text_kind(messages[2]) is UserText.CONTEXT
+    latest = signals_of(messages).latest_request
+    assert latest is not None and latest.text == "convert report.pdf to markdown"
+    assert "Continue the conversation" not in without_scaffolding(f"## Goal\nx\n{notice}")
+    assert boilerplate_in(f"- {notice}") and boilerplate_in(f"> {skill}")
