@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CtxtoolError
+from .core.errors import CtxtoolError
 
 # The database URL's own settings, by precedence after --db (the command line's start-up reads
 # these names without loading the database layer).

@@ -1,4 +1,4 @@
-"""Renderings of a :class:`~ctxtool.inspection.ContextView`: plain text, Markdown, HTML, JSONL.
+"""Renderings of a :class:`~ctxtool.core.inspection.ContextView`: plain text, Markdown, HTML, JSONL.
 
 Pure functions from a view to a string, so `context show --full`, `context export` and library
 callers print the same thing. Stored text in the human renderings (text, Markdown, HTML) goes
@@ -17,10 +17,10 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
-from .chart import SVG_CSS, html_figure
+from .chart_drawings import SVG_CSS, html_figure
 from .core.context_chart import ContextChart
-from .errors import InvalidSettings
-from .inspection import (
+from .core.errors import InvalidSettings
+from .core.inspection import (
     CheckpointDiff,
     ContextStream,
     ContextView,
@@ -28,9 +28,9 @@ from .inspection import (
     side_by_side,
     summary_text,
 )
+from .core.records import NO_CALL_ID, Compaction
 from .markdown_to_html import markdown_to_html
 from .output import OutputFormat, dumps, render_rows, shorten, visible
-from .records import NO_CALL_ID, Compaction
 from .terminal import MIN_CELL, ColumnStats, fit_columns, fit_table, table_cell, table_line, wrap
 
 FORMATS = ("markdown", "md", "html", "jsonl")
@@ -98,7 +98,7 @@ def describe_header(view: ContextView | ContextStream) -> list[tuple[str, str]]:
 
 
 def header_pairs(h: dict[str, Any]) -> list[tuple[str, str]]:
-    """A view's header (:func:`~ctxtool.inspection.context_header`) as (label, value) pairs."""
+    """A view's header (:func:`~ctxtool.core.inspection.context_header`) as (label, value) pairs."""
     pairs = [
         ("session", f"{h['session_id']}" + (f" ({h['source']})" if h["source"] else "")),
         ("title", h["title"] or "-"),
@@ -524,7 +524,7 @@ def render_html(
     links the summary, the cut and the session's ``checkpoints``; tool calls and results and
     every long message collapse in ``<details>`` (closed); the summary is rendered as
     Markdown (escaped first) and folds too (open). With ``chart`` (the session's), an inline
-    SVG of its context size over time stands above the messages (``ctxtool.chart``), each
+    SVG of its context size over time stands above the messages (``ctxtool.chart_drawings``), each
     checkpoint's mark linked to its entry in the contents."""
     return "".join(html_pieces(view, checkpoints, chart))
 

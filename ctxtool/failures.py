@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from .core.errors import CtxtoolError
 from .db import describe_db_error, scrub
-from .errors import CtxtoolError
 
 INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
 DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of one line

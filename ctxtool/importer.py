@@ -7,7 +7,7 @@ id, or for a transcript without one its file name and path (see
 session, finds it under a later name: ``store.transcript_files``). Importing it again, or a
 longer version of it, adds only the messages and checkpoints whose source ids are new; a file
 that disagrees with what is stored under its id is refused. This module only orchestrates: reading and parsing are
-``ctxtool.transcripts``, the rules ``transcripts.reconcile``, the writes ``store.messages``.
+``ctxtool.transcripts``, the rules ``core.import_rules``, the writes ``store.import_writes``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from functools import partial
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
+from .core.errors import CtxtoolError
+from .core.import_rules import Disagreement, Reconciler
 from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
-from .errors import CtxtoolError
 from .failures import describe_failure
-from .store.messages import ImportedSessions, MessageWriter, SessionGone
+from .store.import_writes import ImportedSessions, MessageWriter, SessionGone
 from .store.transcript_files import record_file, recorded_file
 from .transcripts import PARSERS, BranchedTranscript, Transcript, TranscriptError
-from .transcripts.archives import archive_members, is_archive, is_compressed
+from .transcripts.compressed import archive_members, is_archive, is_compressed
 from .transcripts.discover import (
     STDIN,
     CountingStream,
@@ -48,7 +49,6 @@ from .transcripts.discover import (
 )
 from .transcripts.fields import source_key
 from .transcripts.lines import main_line_of, read_transcript
-from .transcripts.reconcile import Disagreement, Reconciler
 
 # Reads of one file that change what is read (the legacy id was another transcript's, the tree
 # has abandoned branches): each happens at most once.
@@ -259,7 +259,7 @@ class Importer:
             return self._import_opened(path, shown, lambda: open_source(path, self.links))
 
     def import_archive(self, path: str) -> list[FileResult]:
-        """Every transcript in a .tar.gz/.zip (see transcripts.archives), one result each; a
+        """Every transcript in a .tar.gz/.zip (see transcripts.compressed), one result each; a
         refused member is its own failure, an archive that breaks off one more."""
         with self._counted_packed(path):
             return self._import_archive(path)
@@ -269,7 +269,7 @@ class Importer:
         results: list[FileResult] = []
         try:
             for member in archive_members(path, shown, is_transcript_name):
-                if member.stream is None:  # refused (see transcripts.archives)
+                if member.stream is None:  # refused (see transcripts.compressed)
                     refused = FileResult(member.shown)
                     assert member.error is not None
                     self._failed(member.shown, member.error, refused)

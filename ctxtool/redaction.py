@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CtxtoolError
+from .core.errors import CtxtoolError
 
 # detect-secrets plugin -> placeholder type; "group 1" where its regex captures the secret
 # inside what it matches (the password of a URL, a key after its name).

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from .errors import CtxtoolError
+from .core.errors import CtxtoolError
 
 
 @contextlib.contextmanager

@@ -42,9 +42,9 @@ import sqlalchemy as sa
 from benchdb import fresh_database
 
 from ctxtool.compaction.batch import counted_batch, find_batch
-from ctxtool.compaction.plan import CompactionSettings
-from ctxtool.compaction.runner import Compactor
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
+from ctxtool.core.plan import CompactionSettings
 from ctxtool.db import create_engine, read_connection
 from ctxtool.migrate import Migrator
 from ctxtool.store import list_sessions

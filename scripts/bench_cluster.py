@@ -60,7 +60,7 @@ def process_env(**extra: str) -> dict[str, str]:
 
 def warm_bytecode() -> None:
     subprocess.run(
-        [sys.executable, "-c", "import ctxtool.cli, ctxtool.compaction.runner, openai"],
+        [sys.executable, "-c", "import ctxtool.cli, ctxtool.compaction.compactor, openai"],
         check=True,
         env=process_env(),
     )

@@ -31,9 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from benchdb import fresh_database  # noqa: E402
 
-from ctxtool.compaction import CompactionSettings  # noqa: E402
-from ctxtool.compaction.runner import Compactor  # noqa: E402
+from ctxtool.compaction.compactor import Compactor  # noqa: E402
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
+from ctxtool.core.plan import CompactionSettings  # noqa: E402
 from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.store.counts import count_tokens  # noqa: E402
 

@@ -198,10 +198,10 @@ def ceiling_mysql(engine, path: str, expected: int) -> float:
     so no import can beat it. Sent in line, as a writer thread would, nothing else running."""
     from datetime import datetime
 
+    from ctxtool.core.import_rules import NewMessage, Reconciler, StoredSession
     from ctxtool.db.schema import agent_message
-    from ctxtool.store.messages import BATCH_ROWS, MessageWriter
+    from ctxtool.store.import_writes import BATCH_ROWS, MessageWriter
     from ctxtool.transcripts.lines import read_transcript
-    from ctxtool.transcripts.reconcile import NewMessage, Reconciler, StoredSession
 
     with engine.begin() as conn:
         conn.exec_driver_sql(

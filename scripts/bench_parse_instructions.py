@@ -28,11 +28,11 @@ def run_stage(path: str, stage: str) -> None:
     """The parsing thread's work on ``path`` up to ``stage``."""
     import orjson
 
+    from ctxtool.core.import_rules import NewMessage, Reconciler, StoredSession
     from ctxtool.db.prepared import pack_rows
-    from ctxtool.store.messages import MessageWriter
+    from ctxtool.store.import_writes import MessageWriter
     from ctxtool.transcripts.discover import CountingStream
     from ctxtool.transcripts.lines import read_transcript
-    from ctxtool.transcripts.reconcile import NewMessage, Reconciler, StoredSession
 
     with open(path, "rb") as f:
         if stage in ("read", "decode"):

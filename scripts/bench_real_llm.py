@@ -27,13 +27,13 @@ sys.path.insert(0, ROOT)
 
 from bench_compact import session_messages  # noqa: E402
 
-from ctxtool.compaction import CompactionSettings  # noqa: E402
-from ctxtool.compaction.runner import Compactor  # noqa: E402
+from ctxtool.compaction.compactor import Compactor  # noqa: E402
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
+from ctxtool.core.plan import CompactionSettings  # noqa: E402
+from ctxtool.core.tokens import count_text  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
 from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.migrate import Migrator  # noqa: E402
-from ctxtool.tokens import count_text  # noqa: E402
 
 
 def session_of(tokens: int) -> list[dict]:

@@ -6,7 +6,7 @@ The store holds sessions of 1,000 messages (user requests, assistant replies, to
 tool results of a coding agent, words drawn from a fixed vocabulary) and a few needles: a rare
 phrase said early in the history (a search must look through nearly everything to find it), a
 word that is everywhere (the newest --limit hits end the search at once), and a phrase no message
-holds. Each search is timed through the library (``ctxtool.search.search``, what the command
+holds. Each search is timed through the library (``ctxtool.store.search.search``, what the command
 runs), the median of several runs. The inserts are timed as a runtime writes: one message per
 autocommitted INSERT, and batches of 500 in one transaction, before and after the index.
 
@@ -24,8 +24,8 @@ import time
 import sqlalchemy as sa
 from benchdb import fresh_database, settle
 
-from ctxtool.search import create_fulltext_index, search
-from ctxtool.trace import TextMatch
+from ctxtool.core.trace import TextMatch
+from ctxtool.store.search import create_fulltext_index, search
 
 PER_SESSION = 1_000
 WORDS = [

@@ -5,7 +5,7 @@ Generates a corpus of N messages in a throw-away MariaDB database, then measures
   baseline  encoding.encode_batch(texts) over the texts already in memory
   ctxtool   count_tokens(engine, recount=True): read from MariaDB, encode, write counts back
   issue #13 encoding.encode_ordinary_batch(texts, num_threads=2) (target: ctxtool >= 0.9x)
-  ceiling   ctxtool.tokens.token_lengths(texts) in memory: the counting without the database
+  ceiling   ctxtool.core.tokens.token_lengths(texts) in memory: the counting without the database
 and prints messages/s and MB/s for each and the ratios.
 
 Example: .venv/bin/python scripts/bench_tokens.py --messages 200000
@@ -22,9 +22,9 @@ import benchdb
 import sqlalchemy as sa
 from benchdb import fresh_database
 
+from ctxtool.core.tokens import TOKENS_PER_MESSAGE, get_encoding, token_lengths
 from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.store.counts import count_tokens
-from ctxtool.tokens import TOKENS_PER_MESSAGE, get_encoding, token_lengths
 
 WORDS = [
     "the",

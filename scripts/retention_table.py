@@ -25,16 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxtool.compaction import CompactionSettings  # noqa: E402
-from ctxtool.compaction.runner import Compactor  # noqa: E402
-from ctxtool.compaction.sections import parse_sections  # noqa: E402
+from ctxtool.compaction.compactor import Compactor  # noqa: E402
 from ctxtool.compaction.summarizers import ExtractiveSummarizer  # noqa: E402
+from ctxtool.core.plan import CompactionSettings  # noqa: E402
+from ctxtool.core.sections import parse_sections  # noqa: E402
+from ctxtool.core.tokens import count_text  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
 from ctxtool.db.schema import agent_message  # noqa: E402
 from ctxtool.importer import Importer  # noqa: E402
 from ctxtool.migrate import Migrator  # noqa: E402
 from ctxtool.store import Store  # noqa: E402
-from ctxtool.tokens import count_text  # noqa: E402
 
 SETTINGS = CompactionSettings(context_window=16_000, reserve_tokens=2_000, keep_recent_tokens=4_000)
 

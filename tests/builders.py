@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from ctxtool.compaction.plan import CompactionSettings
+from ctxtool.core.plan import CompactionSettings
 from ctxtool.store import Store
 
 if TYPE_CHECKING:

@@ -311,7 +311,7 @@ def window_error(style: str, window: int, prompt: int, asked: int) -> dict:
 
 
 def _tokens(text: str) -> int:
-    from ctxtool.tokens import count_text
+    from ctxtool.core.tokens import count_text
 
     return count_text(text, "o200k_base")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.archive import MANIFEST, archive_sessions, parse_age, purge_sessions, select_sessions
-from ctxtool.errors import CtxtoolError
+from ctxtool.core.errors import CtxtoolError
+from ctxtool.retention import MANIFEST, archive_sessions, parse_age, purge_sessions, select_sessions
 from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS
@@ -181,7 +181,7 @@ def test_a_purge_killed_midway_deletes_nothing_the_archive_lacks(db, tmp_path):
     left = Store(db.engine).session_ids()
     assert 0 < 150 - len(left) < 150 and 76 in left
     # Every session left is whole (no half-deleted one), and what went is in the archive.
-    from ctxtool.archive import Checksum, session_records
+    from ctxtool.retention import Checksum, session_records
 
     for sid in left:
         records = session_records(Store(db.engine), sid)

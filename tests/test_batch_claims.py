@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ctxtool.compaction.runner import Compactor
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.store import Store, leases
 

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxtool.core.records import pair_tool_calls
 from ctxtool.db import read_connection
-from ctxtool.records import pair_tool_calls
 from ctxtool.store import Store
 from ctxtool.store.candidates import exact_context_tokens, summed_context_tokens
 from ctxtool.store.reads import calls_answered_next

@@ -34,7 +34,7 @@ def test_suffix_sums_read_the_index_alone(db):
 def test_call_ids_are_the_ids_of_the_calls_as_sent():
     """Message.call_ids reads the ids straight from the column (planning a 600k-message session
     asked for them a million times); they are exactly those of Message.calls()."""
-    from ctxtool.records import Message
+    from ctxtool.core.records import Message
 
     odd = [
         None,
@@ -123,8 +123,8 @@ def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db,
     """A dry run reads the text of user messages (where turns start), of roles resent as user
     messages and of uncounted messages only: on the shared transcripts, counted, at four
     window sizes, the plan is the one every text gives (cut, sizes, split turn, notes, error)."""
-    from ctxtool.compaction.plan import CompactionSettings
-    from ctxtool.compaction.prepare import prepare
+    from ctxtool.core.plan import CompactionSettings
+    from ctxtool.core.prepare import prepare
     from ctxtool.db import read_connection
     from ctxtool.store import Store
     from ctxtool.store.counts import count_tokens, read_suffix

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction.outcome import CompactionOutcome
-from ctxtool.compaction.plan import (
+from ctxtool.compaction.compactor import Compactor, _planned
+from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
+from ctxtool.core.compaction_outcome import CompactionOutcome
+from ctxtool.core.plan import (
     NEEDS_EARLIER,
     CompactionPlan,
     CompactionSettings,
@@ -20,15 +22,13 @@ from ctxtool.compaction.plan import (
     plan_tail,
     with_earlier,
 )
-from ctxtool.compaction.prepare import prepare
-from ctxtool.compaction.runner import Compactor, _planned
-from ctxtool.compaction.status import CompactionStatus
-from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
+from ctxtool.core.prepare import prepare
+from ctxtool.core.status import CompactionStatus
+from ctxtool.core.tokens import count_messages
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.store import Store, counts
 from ctxtool.store.counts import read_suffix
-from ctxtool.tokens import count_messages
 
 from .builders import add_session
 

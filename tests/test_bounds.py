@@ -9,13 +9,13 @@ import itertools
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction.plan import CompactionSettings
-from ctxtool.context_size import context_bounds
+from ctxtool.core.context_size import context_bounds
+from ctxtool.core.plan import CompactionSettings
+from ctxtool.core.tokens import count_messages
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_message
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts, measured
-from ctxtool.tokens import count_messages
 
 from .builders import add_session
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctxtool.compaction.sections import parse_sections
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.compaction.summarizers.base import SummaryRequest
 from ctxtool.compaction.summarizers.prompt import build_prompt
 from ctxtool.compaction.summarizers.span_notes import FIXED, STILL_OPEN, read_span
+from ctxtool.core.records import Message
+from ctxtool.core.sections import parse_sections
 from ctxtool.db import create_engine
-from ctxtool.records import Message
 from ctxtool.store import Store
 
 from .builders import LIMITS

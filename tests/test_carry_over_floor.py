@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxtool.compaction.prepare import scaled_floor
+from ctxtool.core.prepare import scaled_floor
 
 from .conftest import TRANSCRIPTS
 

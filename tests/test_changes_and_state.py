@@ -161,8 +161,8 @@ def test_the_users_words_labelled():
 
 
 def test_the_signals_goal_drops_a_placeholder_and_names_an_issue_url():
-    from ctxtool.records import Message
-    from ctxtool.signals import signals_of
+    from ctxtool.core.records import Message
+    from ctxtool.core.span_facts import signals_of
 
     command = (
         "<command-message>erk:plan-implement</command-message>\n"
@@ -177,10 +177,10 @@ def test_the_signals_goal_drops_a_placeholder_and_names_an_issue_url():
 def test_a_skill_injection_and_claude_codes_continuation_notice_are_no_requests():
     """Issue #42: a ``<skill name=…>`` injection was quoted as the latest request, and "Continue
     the conversation from where it left off …" was copied from an earlier compaction record."""
-    from ctxtool.compaction.sections import without_scaffolding
-    from ctxtool.evaluation.boilerplate import boilerplate_in
-    from ctxtool.records import Message
-    from ctxtool.signals import UserText, signals_of, user_text_kind
+    from ctxtool.core.evaluator.boilerplate import boilerplate_in
+    from ctxtool.core.records import Message
+    from ctxtool.core.sections import without_scaffolding
+    from ctxtool.core.span_facts import UserText, signals_of, user_text_kind
 
     notice = (
         "Continue the conversation from where it left off without asking the user any further "

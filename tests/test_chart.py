@@ -1,12 +1,12 @@
 """The chart of a session's context size (``core.context_chart``) and its drawings
-(``ctxtool.chart``), from plain lists: no database, no server."""
+(``ctxtool.chart_drawings``), from plain lists: no database, no server."""
 
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
 
-from ctxtool.chart import histogram_lines, render_svg, text_chart
+from ctxtool.chart_drawings import histogram_lines, render_svg, text_chart
 from ctxtool.core.context_chart import (
     ChartCheckpoint,
     column_of,
@@ -14,7 +14,7 @@ from ctxtool.core.context_chart import (
     context_chart,
     window_histogram,
 )
-from ctxtool.tokens import REPLY_PRIMING_TOKENS as P
+from ctxtool.core.tokens import REPLY_PRIMING_TOKENS as P
 
 T0 = datetime(2026, 11, 2, 10, 0)
 

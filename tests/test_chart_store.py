@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.context_size import synthetic_result_tokens
+from ctxtool.core.context_size import synthetic_result_tokens
 from ctxtool.store import Store
 from ctxtool.store.chart import session_chart
 from ctxtool.store.reads import SessionHistory

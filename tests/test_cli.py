@@ -809,7 +809,7 @@ def test_the_command_line_imports_plainly():
     package = Path(ctxtool.__file__).parent
     files = sorted((package / "cli").glob("*.py")) + [
         package / name
-        for name in ("failures.py", "errors.py", "output.py", "terminal.py", "config_file.py")
+        for name in ("failures.py", "core/errors.py", "output.py", "terminal.py", "config_file.py")
     ]
     nested = []
     for path in files:

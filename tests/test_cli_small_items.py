@@ -8,8 +8,8 @@ import click
 
 from ctxtool.cli.imports import import_cmd as import_command
 from ctxtool.compaction.batch import BatchInterrupted
-from ctxtool.compaction.outcome import CompactionOutcome
-from ctxtool.compaction.status import CompactionStatus
+from ctxtool.core.compaction_outcome import CompactionOutcome
+from ctxtool.core.status import CompactionStatus
 from ctxtool.db.schema import agent_session
 
 from .builders import add_session, coding_session

@@ -14,10 +14,10 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.compaction.runner import Compactor
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxtool.core.records import SUMMARY_PREFIX
 from ctxtool.db.schema import agent_compaction, agent_message
-from ctxtool.records import SUMMARY_PREFIX
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts
 from ctxtool.store.counts import count_tokens
@@ -632,7 +632,7 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     the batch must still find a session whose prompt carries it over the threshold, however
     large the prompt, and must not measure a session its byte bounds already decide."""
     from ctxtool.compaction.batch import find_batch
-    from ctxtool.compaction.plan import CompactionSettings
+    from ctxtool.core.plan import CompactionSettings
 
     settings = CompactionSettings(context_window=65_536, reserve_tokens=8_192)  # 57,344
     messages = [

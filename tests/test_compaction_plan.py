@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction.plan import (
+from ctxtool.core.errors import CtxtoolError, InvalidSettings
+from ctxtool.core.plan import (
     CompactionSettings,
     PlanMessage,
     context_window_for,
@@ -15,10 +16,9 @@ from ctxtool.compaction.plan import (
     plan_message,
     should_compact,
 )
-from ctxtool.compaction.touched_files import files_touched, merge_file_lists
-from ctxtool.errors import CtxtoolError, InvalidSettings
-from ctxtool.records import Message, answer_tool_calls, pair_tool_calls
-from ctxtool.validation import validate_restored_messages
+from ctxtool.core.records import Message, answer_tool_calls, pair_tool_calls
+from ctxtool.core.touched_files import files_touched, merge_file_lists
+from ctxtool.core.validation import validate_restored_messages
 
 
 def user(i, t=100):
@@ -114,7 +114,7 @@ def test_never_cuts_between_call_and_result():
 
 
 def test_a_call_id_reused_in_later_turns_does_not_close_the_cuts_between():
-    from ctxtool.compaction.plan import safe_cuts
+    from ctxtool.core.plan import safe_cuts
 
     # Runtimes that number calls per turn reuse "call_0": each result answers the latest call.
     msgs = [
@@ -359,7 +359,7 @@ def test_a_fitting_safe_cut_is_always_found(msgs, budget, max_kept):
 @settings(max_examples=300, deadline=None)
 @given(sessions())
 def test_safe_cuts_agree_with_the_definition(msgs):
-    from ctxtool.compaction.plan import safe_cuts
+    from ctxtool.core.plan import safe_cuts
 
     safe = safe_cuts(msgs)
     for c in range(1, len(msgs) + 1):

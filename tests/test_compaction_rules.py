@@ -7,11 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from ctxtool.compaction.calls import call_name, calls_of
 from ctxtool.compaction.fold import chunk_transcript, fold
-from ctxtool.compaction.plan import CompactionSettings, plan_message
-from ctxtool.compaction.rules import deleted_from_span, over_window, unsummarized_messages
-from ctxtool.compaction.settings import MAX_DURATION_S, lease_seconds_for, parse_duration
 from ctxtool.compaction.summarizers import (
     ExtractiveSummarizer,
     SummarizerSettings,
@@ -20,9 +16,13 @@ from ctxtool.compaction.summarizers import (
     make_summarizer,
 )
 from ctxtool.compaction.summarizers.openai import request_parameters, request_style
-from ctxtool.errors import CtxtoolError
-from ctxtool.records import Compaction, Message
-from ctxtool.tokens import count_text
+from ctxtool.core.calls import call_name, calls_of
+from ctxtool.core.checkpoint_rules import deleted_from_span, over_window, unsummarized_messages
+from ctxtool.core.durations import MAX_DURATION_S, lease_seconds_for, parse_duration
+from ctxtool.core.errors import CtxtoolError
+from ctxtool.core.plan import CompactionSettings, plan_message
+from ctxtool.core.records import Compaction, Message
+from ctxtool.core.tokens import count_text
 
 
 @pytest.mark.parametrize("raw", [{"a": 1}, ["call_1"], [None], 42, "x", None, [{"function": 7}]])
@@ -227,13 +227,13 @@ def test_over_window_warning():
 
 
 def test_suffix_tokens_trust_only_counts_that_are_what_is_sent():
-    from ctxtool.context_size import (
+    from ctxtool.core.context_size import (
         context_bounds,
         needs_measuring,
         suffix_tokens,
         synthetic_result_tokens,
     )
-    from ctxtool.records import Message
+    from ctxtool.core.records import Message
 
     def call(i, *ids):
         return Message(
@@ -276,7 +276,7 @@ def test_summed_suffixes_are_exact_only_where_calls_and_results_could_pair():
     """Set-based sums know how many calls and results a suffix has, not which answers which:
     unequal numbers must be read; equal numbers widen the upper bound by what a mispaired pair
     can add (a placeholder result, a resend prefix with the call id)."""
-    from ctxtool.context_size import (
+    from ctxtool.core.context_size import (
         context_bounds,
         needs_measuring,
         summed_suffix,

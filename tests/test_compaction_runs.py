@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.compaction import CompactionSettings
-from ctxtool.compaction.runner import Compactor
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxtool.core.evaluator import describe
+from ctxtool.core.plan import CompactionSettings
+from ctxtool.core.tokens import count_text
 from ctxtool.db.schema import agent_message
-from ctxtool.evaluation import describe
 from ctxtool.store import Store
 from ctxtool.store.counts import count_tokens
 from ctxtool.store.leases import LEASE_BEAT_S
-from ctxtool.tokens import count_text
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
 from .compacting import compact_with_llm

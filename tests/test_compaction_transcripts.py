@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.compaction.sections import parse_sections, summary_items
+from ctxtool.core.evaluator import carry_over
+from ctxtool.core.evaluator.evaluate import evaluate
+from ctxtool.core.sections import parse_sections, summary_items
 from ctxtool.db import create_engine
-from ctxtool.evaluation import carry_over
-from ctxtool.evaluation.evaluate import evaluate
 from ctxtool.evaluation.keys import load_key
 from ctxtool.store import Store
 

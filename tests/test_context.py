@@ -7,11 +7,11 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.errors import CtxtoolError
-from ctxtool.records import SUMMARY_PREFIX, Compaction, Message, restore_context
+from ctxtool.core.errors import CtxtoolError
+from ctxtool.core.records import SUMMARY_PREFIX, Compaction, Message, restore_context
+from ctxtool.core.validation import MessageRef, validate_restored_messages, validate_session
 from ctxtool.store import Store
 from ctxtool.store.outline import stream_context
-from ctxtool.validation import MessageRef, validate_restored_messages, validate_session
 
 from .builders import LIMITS, add_session, coding_session
 
@@ -187,9 +187,9 @@ def test_reads_do_not_wait_for_a_writer_on_sqlite(db, cli):
 def _compacted_session_with_a_gap(db):
     """A session whose ids skip 11 (a writer that will commit late holds it), compacted once
     past it with the extractive summarizer; returns the checkpoint."""
-    from ctxtool.compaction import CompactionSettings
-    from ctxtool.compaction.runner import Compactor
+    from ctxtool.compaction.compactor import Compactor
     from ctxtool.compaction.summarizers import ExtractiveSummarizer
+    from ctxtool.core.plan import CompactionSettings
     from ctxtool.db.schema import agent_message, agent_session
 
     from .builders import coding_session
@@ -614,7 +614,7 @@ def test_a_message_of_no_chat_role_is_sent_as_a_user_message_and_reported(db, cl
     would make an API refuse the whole list. Every OpenAI-style output sends such a message as
     a user message saying what it was, counts it as sent (not by its stored count), and
     `validate` warns about it. Two calls of one id in one message are an error."""
-    from ctxtool.records import FOREIGN_ROLE_PREFIX
+    from ctxtool.core.records import FOREIGN_ROLE_PREFIX
 
     from .test_inspect_cli import chat_completions_errors
 
@@ -1052,6 +1052,7 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
     and fitted the table by rendering it at every width it tried."""
     import tracemalloc
 
+    from ctxtool.core.tokens import count_text
     from ctxtool.export import (
         html_pieces,
         json_lines,
@@ -1062,7 +1063,6 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
         text_lines,
     )
     from ctxtool.store.reads import SessionHistory
-    from ctxtool.tokens import count_text
 
     sid = _long_session(sqlite_db, 2000, 1000)
     with sqlite_db.engine.connect() as conn:
@@ -1171,7 +1171,7 @@ def test_export_writes_every_format_a_page_at_a_time_and_whole_or_nothing(db, cl
     import os
 
     from ctxtool.cli.context import write_whole
-    from ctxtool.compaction.plan import CompactionSettings
+    from ctxtool.core.plan import CompactionSettings
     from ctxtool.export import render_html, render_jsonl, render_markdown
     from ctxtool.store.chart import session_chart
     from ctxtool.store.reads import SessionHistory

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.core.tokens import MessageText, count_messages
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_compaction, agent_message, context_sums
 from ctxtool.store import Store, list_sessions
@@ -31,7 +32,6 @@ from ctxtool.store.context_sums import (
 )
 from ctxtool.store.counts import count_tokens
 from ctxtool.store.removal import delete_sessions
-from ctxtool.tokens import MessageText, count_messages
 
 from .builders import add_session
 
@@ -473,7 +473,7 @@ def test_a_rescan_replaces_a_kept_row_it_finds_wrong(db):
     """`compact --all --rescan` is the way out after the session-row rule was broken: what it
     reads from the messages replaces the rows kept, not only that one read."""
     from ctxtool.compaction.batch import counted_batch
-    from ctxtool.compaction.plan import CompactionSettings
+    from ctxtool.core.plan import CompactionSettings
 
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
     count_tokens(db.engine)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ctxtool.evaluation import (
+from ctxtool.core.evaluator import (
     ContextText,
     InvalidKey,
     ProbeKind,
@@ -21,10 +21,10 @@ from ctxtool.evaluation import (
     probe_from_dict,
     section_costs,
 )
-from ctxtool.evaluation.boilerplate import boilerplate_in
-from ctxtool.evaluation.gate import normalised_items
-from ctxtool.records import Message
-from ctxtool.tokens import count_text
+from ctxtool.core.evaluator.boilerplate import boilerplate_in
+from ctxtool.core.evaluator.gate import normalised_items
+from ctxtool.core.records import Message
+from ctxtool.core.tokens import count_text
 
 from .test_signals import Span
 
@@ -266,13 +266,13 @@ Please continue the conversation from where we left it off without asking the us
 
 
 def test_the_pure_modules_import_no_store_database_or_summarizer():
-    # the summary's format (compaction.sections, pure) is shared: the gate reads notes and
+    # the summary's format (core.sections, pure) is shared: the gate reads notes and
     # scratchpads with its patterns; the summarizers and the services stay out
     code = (
-        "import sys, ctxtool.signals, ctxtool.evaluation\n"
+        "import sys, ctxtool.core.span_facts, ctxtool.evaluation\n"
         "bad = [m for m in sys.modules if m.startswith(('sqlalchemy', 'pymysql', 'openai', "
         "'ctxtool.store', 'ctxtool.db', 'ctxtool.compaction.summarizers', "
-        "'ctxtool.compaction.runner', 'ctxtool.compaction.batch', 'ctxtool.quality'))]\n"
+        "'ctxtool.compaction.compactor', 'ctxtool.compaction.batch', 'ctxtool.core.quality'))]\n"
         "print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.evaluation import probe_from_dict
+from ctxtool.core.evaluator import probe_from_dict
+from ctxtool.core.records import Message
 from ctxtool.evaluation.judge import (
     ANSWER_PROMPT,
     GRADE_PROMPT,
@@ -14,7 +15,6 @@ from ctxtool.evaluation.judge import (
     context_for_judge,
     judged_share,
 )
-from ctxtool.records import Message
 
 from .llm_server import FakeLLM
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.errors import CtxtoolError
-from ctxtool.evaluation import ProbeKind
+from ctxtool.core.errors import CtxtoolError
+from ctxtool.core.evaluator import ProbeKind
+from ctxtool.core.records import Message
+from ctxtool.core.span_facts import modified_paths, signals_of
 from ctxtool.evaluation.keys import KeyedSpan, agreement, keyed_span, load_key
-from ctxtool.records import Message
-from ctxtool.signals import modified_paths, signals_of
 
 from .conftest import TRANSCRIPTS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ctxtool.evaluation import ContextText, answer, evaluate, probe_from_dict
+from ctxtool.core.evaluator import ContextText, answer, evaluate, probe_from_dict
 
 from .test_signals import Span
 
@@ -96,7 +96,7 @@ def test_state_phrases_of_a_key():
 
 
 def test_the_derived_probes_of_a_finished_task_and_a_fixed_error_name_their_state():
-    from ctxtool.evaluation import derive_probes
+    from ctxtool.core.evaluator import derive_probes
 
     probes = derive_probes(fixed_span().messages)
     error = next(p for p in probes if p.kind.value == "error_fix")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from ctxtool.core.inspection import build_view, point_in_history
+from ctxtool.core.records import Compaction, Message, Session, restore_context
 from ctxtool.export import message_rows, render_html, render_jsonl, render_markdown, render_text
-from ctxtool.inspection import build_view, point_in_history
 from ctxtool.output import OutputFormat
-from ctxtool.records import Compaction, Message, Session, restore_context
 from ctxtool.terminal import fit_table
 
 T = datetime(2026, 3, 1, 9, 30)

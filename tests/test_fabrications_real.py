@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from ctxtool.core.evaluator import fabrications
 from ctxtool.db import create_engine
-from ctxtool.evaluation import fabrications
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
 from ctxtool.store import Store

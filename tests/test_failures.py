@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from ctxtool.errors import CtxtoolError, PartialFailure, SchemaNotCurrent
+from ctxtool.core.errors import CtxtoolError, PartialFailure, SchemaNotCurrent
 from ctxtool.failures import Failure, describe_failure
 
 SECRET = "s3cr3tPw"

@@ -10,9 +10,9 @@ import threading
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.core.errors import CtxtoolError
 from ctxtool.db.dialects import dialect_of
 from ctxtool.db.lock_row import LOCK_TABLE, held_lock_row
-from ctxtool.errors import CtxtoolError
 from ctxtool.migrate import Migrator, load_migrations
 
 from .galera_cluster import galera  # noqa: F401 - the session fixture

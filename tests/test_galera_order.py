@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from ctxtool.records import Message
-from ctxtool.validation import ID_ORDER_TOLERANCE, id_order_issues
+from ctxtool.core.records import Message
+from ctxtool.core.validation import ID_ORDER_TOLERANCE, id_order_issues
 
 from .builders import add_session
 

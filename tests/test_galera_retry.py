@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ctxtool.db import RetryPolicy, create_engine, retry_transaction, server_given_up
-from ctxtool.db.errors import error_code
+from ctxtool.db.error_text import error_code
 
 from .galera_cluster import galera  # noqa: F401 - the session fixture
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.compaction import CompactionSettings
+from ctxtool.core.plan import CompactionSettings
 from ctxtool.importer import Importer
 from ctxtool.store import Store, validate
 

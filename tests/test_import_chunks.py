@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from ctxtool.importer import Importer
-from ctxtool.store.messages import ROW_OVERHEAD
+from ctxtool.store.import_writes import ROW_OVERHEAD
 
 from .galera_cluster import galera  # noqa: F401 - the session fixture
 from .test_import_integrity import _large_chat, counts, write

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import zstandard
 
-from ctxtool.transcripts.archives import MAX_RATIO, RATIO_FLOOR
+from ctxtool.transcripts.compressed import MAX_RATIO, RATIO_FLOOR
 from ctxtool.transcripts.discover import CountingStream, open_source
 from ctxtool.transcripts.lines import read_transcript
 

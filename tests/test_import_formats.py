@@ -74,7 +74,7 @@ def test_a_file_that_is_not_jsonl_is_said_to_be_so(db, cli, skip):
 
 def test_titles_of_imported_sessions_come_from_the_first_real_request(sqlite_db, cli):
     """#29 item 3 / #32: a transcript without a title of its own is titled by its first real
-    request as ctxtool.signals reads it (a slash command as the user typed it; never an
+    request as ctxtool.core.span_facts reads it (a slash command as the user typed it; never an
     AGENTS.md block, an environment block, a command's expansion or a UI command such as
     /mode), and a Claude Code `summary` line names its session only when its leafUuid is a
     message of the file (fe5e1c67's first line summarizes another session)."""

@@ -633,7 +633,7 @@ def test_a_file_failing_while_batches_wait_sends_none_of_them(mysql_db, tmp_path
             "INSERT INTO arrived VALUES (NEW.content); "
             "IF NEW.content = 'slow' THEN DO SLEEP(1); END IF; END"
         )
-    from ctxtool.store.messages import BATCH_ROWS as B
+    from ctxtool.store.import_writes import BATCH_ROWS as B
 
     texts = [f"m{i}" for i in range(5 * B)]
     texts[2 * B + B // 2] = "slow"  # in the third batch
@@ -651,7 +651,7 @@ def test_a_file_failing_while_batches_wait_sends_none_of_them(mysql_db, tmp_path
 def test_a_batch_is_bounded_by_all_its_bytes_not_only_the_text(mysql_db, tmp_path):
     """Tool-call arguments count towards a batch's byte bound: 300 calls of 100 KB each go out
     in several batches, not one of 30 MB."""
-    from ctxtool.store import messages as store_messages
+    from ctxtool.store import import_writes as store_messages
 
     calls = [
         {
@@ -852,7 +852,7 @@ def test_new_sessions_take_ids_above_every_stored_one_and_never_one_again(db, tm
         [res] = Importer(db.engine).import_paths([str(write(tmp_path / name, records))])
         return res
 
-    from ctxtool.store.messages import RUNTIME_HEADROOM as ROOM
+    from ctxtool.store.import_writes import RUNTIME_HEADROOM as ROOM
 
     assert import_one("a.jsonl", chat("a")).session_id == 1  # no runtime here yet: the next
     assert import_one("b.jsonl", chat("b")).session_id == 2

@@ -16,12 +16,12 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxtool.core.import_rules import escaped_bytes
 from ctxtool.db import create_engine, dialect_of
 from ctxtool.db.dialects import STATEMENT_OVERHEAD, _escape_rare, _MySQLBulkInsert, _row_literal
 from ctxtool.db.prepared import MAX_ROWS, MIN_ROWS, Execution, PreparedInsert, pack_rows
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
-from ctxtool.transcripts.reconcile import escaped_bytes
 
 SPECIAL = ["\\", "'", '"', "\n", "\r", "\0", "\x1a", "\\'", "''", "\\\\'", "é😀", "%s", "`", "\t"]
 texts = st.one_of(

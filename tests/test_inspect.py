@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ctxtool.inspection import (
+from ctxtool.core.inspection import (
     checkpoint_rows,
     context_at,
     diff_checkpoints,
     pick_pair,
     point_in_history,
 )
-from ctxtool.records import (
+from ctxtool.core.records import (
     NO_RESULT_TEXT,
     Compaction,
     Message,
@@ -202,7 +202,7 @@ def test_context_at_a_checkpoint_ends_where_the_next_one_replaced_it():
 def test_unknown_checkpoint_is_an_error_naming_the_session():
     import pytest
 
-    from ctxtool.errors import CtxtoolError
+    from ctxtool.core.errors import CtxtoolError
 
     a, b = _checkpoints()
     with pytest.raises(CtxtoolError, match="session 7: checkpoint 99 is not one of its"):
@@ -245,7 +245,7 @@ def test_checkpoint_rows_and_diff():
 
 
 def test_side_by_side_marks_changed_removed_and_added_lines():
-    from ctxtool.inspection import side_by_side
+    from ctxtool.core.inspection import side_by_side
 
     lines = side_by_side("same\nold\ngone", "same\nnew\n", 41)
     assert [line[20] for line in lines] == [" ", "|", "<"]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ctxtool.records import NO_RESULT_TEXT
+from ctxtool.core.records import NO_RESULT_TEXT
 
 from .builders import add_session, coding_session
 from .conftest import TRANSCRIPTS

@@ -18,20 +18,20 @@ import ctxtool
 
 # The pure modules: plain records and rules, testable with plain lists (mypy is strict on them).
 PURE_MODULES = [
-    "ctxtool.errors",
-    "ctxtool.tokens",
-    "ctxtool.records",
-    "ctxtool.context_size",
-    "ctxtool.quality",
-    "ctxtool.inspection",
-    "ctxtool.validation",
-    "ctxtool.compaction.status",
-    "ctxtool.compaction.outcome",
-    "ctxtool.compaction.plan",
-    "ctxtool.compaction.calls",
-    "ctxtool.compaction.prepare",
-    "ctxtool.compaction.rules",
-    "ctxtool.compaction.settings",
+    "ctxtool.core.errors",
+    "ctxtool.core.tokens",
+    "ctxtool.core.records",
+    "ctxtool.core.context_size",
+    "ctxtool.core.quality",
+    "ctxtool.core.inspection",
+    "ctxtool.core.validation",
+    "ctxtool.core.status",
+    "ctxtool.core.compaction_outcome",
+    "ctxtool.core.plan",
+    "ctxtool.core.calls",
+    "ctxtool.core.prepare",
+    "ctxtool.core.checkpoint_rules",
+    "ctxtool.core.durations",
     "ctxtool.core",
     "ctxtool.core.outcomes",
     "ctxtool.core.changes",
@@ -42,7 +42,7 @@ PURE_MODULES = [
 NOT_PURE = ["sqlalchemy", "ctxtool.store", "ctxtool.db", "ctxtool.compaction.summarizers"]
 # What the store may not load: the services that use it.
 SERVICES = [
-    "ctxtool.compaction.runner",
+    "ctxtool.compaction.compactor",
     "ctxtool.compaction.batch",
     "ctxtool.compaction.summarizers",
     "ctxtool.importer",
@@ -72,7 +72,9 @@ def test_a_pure_module_loads_no_store_database_or_summarizer(module):
 
 def test_the_store_loads_rules_and_no_service():
     loaded = loaded_after_import("ctxtool.store")
-    assert "sqlalchemy" in loaded and "ctxtool.context_size" in loaded  # the check sees imports
+    assert (
+        "sqlalchemy" in loaded and "ctxtool.core.context_size" in loaded
+    )  # the check sees imports
     assert matching(loaded, SERVICES) == []
 
 
@@ -96,7 +98,7 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     ``sys.modules`` before the next is imported alone (the libraries stay loaded: a loop is
     between ctxtool's own modules, and one interpreter per module cost a minute)."""
     modules = all_modules()
-    assert "ctxtool.context_size" in modules and "ctxtool.store.reads" in modules
+    assert "ctxtool.core.context_size" in modules and "ctxtool.store.reads" in modules
     code = """
 import importlib, json, sys, traceback
 failed = {}

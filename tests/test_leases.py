@@ -18,9 +18,9 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import event
 
-from ctxtool.compaction.runner import Compactor
-from ctxtool.compaction.settings import LEASE_MARGIN_S, lease_covers
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
+from ctxtool.core.durations import LEASE_MARGIN_S, lease_covers
 from ctxtool.store import Store, leases
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.core.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.db.schema import STORE_TABLES, counters, transcript_files
-from ctxtool.errors import CtxtoolError, SchemaNotCurrent
 from ctxtool.migrate import HISTORY_TABLE, Migration, Migrator, load_migrations, split_statements
 
 from .waiting import wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.errors import CtxtoolError
+from ctxtool.core.errors import CtxtoolError
 from ctxtool.migrate import HistoryRow, Migration
 from ctxtool.migrate.states import (
     migration_states,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from ctxtool.acknowledgement import batch_failures, mark_over_window_ok
-from ctxtool.compaction.outcome import CompactionOutcome
-from ctxtool.compaction.status import CompactionStatus
+from ctxtool.core.compaction_outcome import CompactionOutcome
+from ctxtool.core.status import CompactionStatus
+from ctxtool.store.acknowledgement import batch_failures, mark_over_window_ok
 
 from .builders import LIMITS, add_session, coding_session
 from .test_compaction_runs import _find_output_session

@@ -1,4 +1,4 @@
-"""Stored quality figures and carry-over (ctxtool.quality) and the extractive summarizer's
+"""Stored quality figures and carry-over (ctxtool.core.quality) and the extractive summarizer's
 lossless iteration, on plain lists: no database, no server."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxtool import quality
-from ctxtool.compaction.sections import canonical_heading, parse_sections, summary_items
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import MAX_READ_FILES
-from ctxtool.evaluation import carry_over, evaluate
-from ctxtool.records import Message
-from ctxtool.tokens import count_text
+from ctxtool.core import quality
+from ctxtool.core.evaluator import carry_over, evaluate
+from ctxtool.core.records import Message
+from ctxtool.core.sections import canonical_heading, parse_sections, summary_items
+from ctxtool.core.tokens import count_text
 
 PI_SUMMARY = """# Context Checkpoint: Refactoring
 

@@ -9,11 +9,11 @@ import json
 import sys
 from pathlib import Path
 
-from ctxtool.compaction.runner import Compactor
+from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import OpenAISummarizer
-from ctxtool.evaluation import describe
+from ctxtool.core.evaluator import describe
+from ctxtool.core.tokens import count_text
 from ctxtool.store import Store
-from ctxtool.tokens import count_text
 
 from .builders import SETTINGS, add_session, assert_valid_context, coding_session
 from .compacting import compact_with_llm

@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ctxtool import search as search_module
+from ctxtool.core.records import MESSAGES_THROUGH, Compaction, Message
+from ctxtool.core.trace import Standing, TextMatch, trace_fact
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
-from ctxtool.records import MESSAGES_THROUGH, Compaction, Message
-from ctxtool.search import (
+from ctxtool.store import search as search_module
+from ctxtool.store.search import (
     can_fulltext_index,
     create_fulltext_index,
     fulltext_index,
@@ -20,7 +21,6 @@ from ctxtool.search import (
     snippet,
     trace_session,
 )
-from ctxtool.trace import Standing, TextMatch, trace_fact
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 LIGHT = TextMatch("light theme")

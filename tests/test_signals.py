@@ -1,12 +1,11 @@
-"""ctxtool.signals: what a span says, read from plain lists of messages (no database)."""
+"""ctxtool.core.span_facts: what a span says, read from plain lists of messages (no database)."""
 
 from __future__ import annotations
 
 import json
 
-from ctxtool.compaction.touched_files import files_touched
-from ctxtool.records import Message
-from ctxtool.signals import (
+from ctxtool.core.records import Message
+from ctxtool.core.span_facts import (
     UserText,
     is_request,
     modified_paths,
@@ -14,6 +13,7 @@ from ctxtool.signals import (
     succeeded_commands,
     user_text_kind,
 )
+from ctxtool.core.touched_files import files_touched
 
 
 class Span:
@@ -601,7 +601,7 @@ def test_the_statement_rules_find_what_they_found_before_their_lookahead():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from ctxtool import signals
+    from ctxtool.core import span_facts as signals
 
     pairs = [(re.compile(p, re.I), getattr(signals, n)) for n, p in _BEFORE_LOOKAHEAD.items()]
     joiner = st.sampled_from([" ", "", "  ", "\t", "\n"])

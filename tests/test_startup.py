@@ -12,10 +12,10 @@ import sys
 import threading
 
 from ctxtool.compaction.summarizers import OpenAISummarizer
-from ctxtool.context_size import _SYNTHETIC_RESULT_TOKENS
-from ctxtool.records import NO_RESULT_TEXT
+from ctxtool.core.context_size import _SYNTHETIC_RESULT_TOKENS
+from ctxtool.core.records import NO_RESULT_TEXT
+from ctxtool.core.tokens import SHIPPED_VOCABULARIES, MessageText, count_messages
 from ctxtool.store.counts import count_tokens
-from ctxtool.tokens import SHIPPED_VOCABULARIES, MessageText, count_messages
 
 from .builders import LIMITS, add_session, coding_session
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.compaction.calls import calls_of
-from ctxtool.compaction.sections import parse_sections
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
-from ctxtool.compaction.touched_files import files_touched
+from ctxtool.core.calls import calls_of
+from ctxtool.core.sections import parse_sections
+from ctxtool.core.span_facts import signals_of
+from ctxtool.core.touched_files import files_touched
 from ctxtool.evaluation.keys import keyed_span, load_key
-from ctxtool.signals import signals_of
 
 from .conftest import TRANSCRIPTS
 

@@ -8,15 +8,7 @@ import re
 
 import pytest
 
-from ctxtool.compaction.calls import calls_of
 from ctxtool.compaction.fold import fold, frame_tokens
-from ctxtool.compaction.sections import (
-    SECTIONS,
-    canonical_heading,
-    is_item,
-    parse_sections,
-    summary_items,
-)
 from ctxtool.compaction.summarizers import (
     ExtractiveSummarizer,
     Summary,
@@ -26,13 +18,21 @@ from ctxtool.compaction.summarizers import (
 from ctxtool.compaction.summarizers.base import render_message
 from ctxtool.compaction.summarizers.prompt import SUMMARY_FORMAT
 from ctxtool.compaction.summarizers.span_notes import condensed_log
-from ctxtool.compaction.touched_files import files_touched
+from ctxtool.core.calls import calls_of
+from ctxtool.core.evaluator import carry_over
+from ctxtool.core.records import Message
+from ctxtool.core.sections import (
+    SECTIONS,
+    canonical_heading,
+    is_item,
+    parse_sections,
+    summary_items,
+)
+from ctxtool.core.span_facts import signals_of
+from ctxtool.core.touched_files import files_touched
 from ctxtool.db import create_engine
-from ctxtool.evaluation import carry_over
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
-from ctxtool.records import Message
-from ctxtool.signals import signals_of
 from ctxtool.store import Store
 
 from .conftest import TRANSCRIPTS

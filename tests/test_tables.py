@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ctxtool.compaction.outcome import CompactionOutcome
-from ctxtool.compaction.status import CompactionStatus
+from ctxtool.core.compaction_outcome import CompactionOutcome
+from ctxtool.core.status import CompactionStatus
 from ctxtool.output import OutputFormat
 from ctxtool.terminal import fit_table
 

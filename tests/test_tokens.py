@@ -13,9 +13,8 @@ import time
 import pytest
 import tiktoken
 
-from ctxtool.errors import CtxtoolError
-from ctxtool.store.counts import count_tokens
-from ctxtool.tokens import (
+from ctxtool.core.errors import CtxtoolError
+from ctxtool.core.tokens import (
     REPLY_PRIMING_TOKENS,
     TOKENS_PER_MESSAGE,
     TOKENS_PER_NAME,
@@ -28,6 +27,7 @@ from ctxtool.tokens import (
     get_encoding,
     token_lengths,
 )
+from ctxtool.store.counts import count_tokens
 
 from .builders import add_session
 from .conftest import SHARED
@@ -201,7 +201,7 @@ def test_counts_offline_out_of_the_box(tmp_path):
         http_proxy="http://127.0.0.1:9",
     )
     code = (
-        "from ctxtool.tokens import count_text; "
+        "from ctxtool.core.tokens import count_text; "
         "print(count_text('hello world', 'o200k_base'), count_text('hello world', 'cl100k_base'))"
     )
     out = subprocess.run(
@@ -209,7 +209,7 @@ def test_counts_offline_out_of_the_box(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "2"]
-    code = "from ctxtool.tokens import get_encoding; get_encoding('r50k_base')"
+    code = "from ctxtool.core.tokens import get_encoding; get_encoding('r50k_base')"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
@@ -484,7 +484,7 @@ def test_counting_from_an_atexit_handler_still_counts(tmp_path):
     script = tmp_path / "at_exit.py"
     script.write_text(
         "import atexit\n"
-        "from ctxtool.tokens import get_encoding, token_lengths\n"
+        "from ctxtool.core.tokens import get_encoding, token_lengths\n"
         "def at_exit():\n"
         "    texts = [f'text number {i} with some words' for i in range(100)]\n"
         "    enc = get_encoding('o200k_base')\n"

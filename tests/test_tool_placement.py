@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxtool.records import (
+from ctxtool.core.records import (
     CHAT_ROLES,
     NO_RESULT_TEXT,
     ContextEntry,

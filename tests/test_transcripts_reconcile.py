@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxtool.transcripts import SourceCompaction, SourceMessage, TranscriptError
-from ctxtool.transcripts.reconcile import (
+from ctxtool.core.import_rules import (
     DRIVER_ESCAPES,
     CompleteMessage,
     NewCheckpoint,
@@ -17,6 +16,7 @@ from ctxtool.transcripts.reconcile import (
     fingerprint,
     size_problem,
 )
+from ctxtool.transcripts import SourceCompaction, SourceMessage, TranscriptError
 
 
 def msg(sid, role, content="x", line=1, **kw):
@@ -207,7 +207,7 @@ def test_a_file_with_ids_of_its_own_may_leave_a_stored_message_out():
     ],
 )
 def test_ids_that_are_line_numbers(source_id, numbered):
-    from ctxtool.transcripts.reconcile import positional
+    from ctxtool.core.import_rules import positional
 
     assert positional(source_id) is numbered
 
@@ -216,7 +216,7 @@ def test_two_messages_of_one_file_under_one_id_are_a_format_error_at_once():
     """Issue 45 item 14: the store's unique key refused the second one as if another import
     had written it, and the import was tried again for 7-8 s before failing with a database
     error. The file's own fault is said before anything is written, naming both lines."""
-    from ctxtool.transcripts.reconcile import DuplicateRecord
+    from ctxtool.core.import_rules import DuplicateRecord
 
     rec = Reconciler("t.jsonl")
     assert rec.step(msg("L1", "user", line=1))

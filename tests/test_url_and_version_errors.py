@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxtool.errors import CtxtoolError
+from ctxtool.core.errors import CtxtoolError
 from ctxtool.migrate import Migrator
 
 

@@ -8,8 +8,8 @@ import click
 from sqlalchemy.engine import Engine
 
 from ..config_file import Config
+from ..core.errors import CtxtoolError, SchemaNotCurrent
 from ..db import URL_ENV, create_engine
-from ..errors import CtxtoolError, SchemaNotCurrent
 from ..migrate import Migrator
 from .root import ROOT_SETTINGS
 

@@ -1,14 +1,14 @@
 """`ctxtool sessions archive` and `ctxtool sessions purge`: retention made explicit, previewed
-and reversible (see ctxtool.archive)."""
+and reversible (see ctxtool.retention)."""
 
 from __future__ import annotations
 
 import click
 
-from ..archive import archive_sessions, parse_age, purge_sessions, select_sessions
-from ..errors import CtxtoolError, PartialFailure
+from ..core.errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor
+from ..retention import archive_sessions, parse_age, purge_sessions, select_sessions
 from .app import pass_app
 from .options import complete_session, output_options
 from .root import sessions

@@ -9,17 +9,8 @@ from datetime import datetime
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..acknowledgement import acknowledged_at, batch_failures, excused, way_out
-from ..compaction import (
-    DEFAULT_KEEP_RECENT_TOKENS,
-    CompactionOutcome,
-    CompactionSettings,
-    CompactionStatus,
-)
 from ..compaction.batch import BatchInterrupted
-from ..compaction.prepare import DEFAULT_MIN_CARRY_OVER
-from ..compaction.runner import Compactor
-from ..compaction.settings import MAX_DURATION_S
+from ..compaction.compactor import Compactor
 from ..compaction.summarizers import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,
@@ -32,11 +23,17 @@ from ..compaction.summarizers import (
     make_summarizer,
 )
 from ..compaction.summarizers.openai import REQUEST_STYLES
+from ..core.compaction_outcome import CompactionOutcome
+from ..core.durations import MAX_DURATION_S
+from ..core.errors import CtxtoolError, PartialFailure
+from ..core.evaluator import DEFAULT_MIN_QUALITY, describe
+from ..core.plan import DEFAULT_KEEP_RECENT_TOKENS, CompactionSettings
+from ..core.prepare import DEFAULT_MIN_CARRY_OVER
+from ..core.status import CompactionStatus
 from ..db import read_connection
-from ..errors import CtxtoolError, PartialFailure
-from ..evaluation import DEFAULT_MIN_QUALITY, describe
 from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
+from ..store.acknowledgement import acknowledged_at, batch_failures, excused, way_out
 from ..terminal import fit_table, table_width, wrap
 from .app import pass_app
 from .options import encoding_option, output_options, session_argument, window_options

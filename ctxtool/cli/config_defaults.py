@@ -9,7 +9,7 @@ import difflib
 import click
 
 from ..config_file import load_config
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
 from ..escapes import visible
 
 

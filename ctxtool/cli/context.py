@@ -7,9 +7,9 @@ from itertools import chain
 
 import click
 
-from ..chart import text_chart, unicode_allowed
-from ..compaction.plan import CompactionSettings, context_window_for
+from ..chart_drawings import text_chart, unicode_allowed
 from ..core.context_chart import ContextChart
+from ..core.plan import CompactionSettings, context_window_for
 from ..export import (
     FORMATS,
     export_format,

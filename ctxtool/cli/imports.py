@@ -6,7 +6,7 @@ from collections import Counter
 
 import click
 
-from ..errors import CtxtoolError, PartialFailure
+from ..core.errors import CtxtoolError, PartialFailure
 from ..importer import FileResult, Importer
 from ..output import OutputFormat, Progress, print_rows, visible
 from ..terminal import fit_table, table_width, wrap

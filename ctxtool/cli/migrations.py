@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
+from ..core.errors import MissingDatabase, SchemaNotCurrent
 from ..db import create_database as create_database_if_missing
 from ..db import mask_url, read_connection, resolve_url
 from ..db.dialects import dialect_of_url
 from ..db.engine import database_to_create
-from ..errors import MissingDatabase, SchemaNotCurrent
 from ..migrate import Migrator, load_migrations, migration_states
 from ..output import OutputFormat, print_document, print_rows
 from ..store.session_touch import TRIGGER_NAME, drop_statements, trigger_statements

@@ -10,12 +10,12 @@ import click
 from click.shell_completion import CompletionItem
 from tabulate import tabulate_formats
 
-from ..compaction.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
-from ..completion import session_candidates
+from ..core.errors import InvalidSettings
+from ..core.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
+from ..core.tokens import SHIPPED_VOCABULARIES
 from ..db import create_engine
-from ..errors import InvalidSettings
 from ..output import OutputFormat, visible
-from ..tokens import SHIPPED_VOCABULARIES
+from ..store.completion import session_candidates
 from .types import EncodingName, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none

@@ -216,7 +216,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "import": (".imports", "Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts."),
     "search": (
-        ".search",
+        ".searches",
         "Find what was said: messages (content, tool-call arguments, tool results) and "
         "checkpoint summaries across sessions, newest first, and where each hit stands in its "
         "session's restored context today: kept verbatim, summarized and still held by the "
@@ -247,7 +247,7 @@ CONTEXT_COMMANDS = {
     ),
     "show": (".context", "Show system prompt + summary + the messages kept since its cut."),
     "trace": (
-        ".search",
+        ".searches",
         "Trace a fact through a session's checkpoints: the message(s) where it appeared, then "
         "every checkpoint since, saying whether its summary or its kept messages still hold it. "
         "The first checkpoint that dropped it is why the agent forgot.",

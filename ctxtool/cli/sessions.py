@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..acknowledgement import mark_over_window_ok
-from ..compaction.plan import CompactionSettings
+from ..core.plan import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
+from ..store.acknowledgement import mark_over_window_ok
 from ..store.removal import delete_sessions, footprints
 from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import click
 
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
 
 
 class OutputFailed(CtxtoolError):

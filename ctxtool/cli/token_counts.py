@@ -6,17 +6,17 @@ import sys
 
 import click
 
-from ..chart import histogram_lines, unicode_allowed
-from ..compaction.plan import CompactionSettings, context_window_for
+from ..chart_drawings import histogram_lines, unicode_allowed
 from ..core.context_chart import window_histogram
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
+from ..core.plan import CompactionSettings, context_window_for
+from ..core.tokens import get_encoding
 from ..failures import INTERRUPTED
 from ..output import OutputFormat, Progress, print_document, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
 from ..terminal import fit_table, table_width, wrap
-from ..tokens import get_encoding
 from .app import pass_app
 from .options import (
     encoding_option,

@@ -14,10 +14,10 @@ from datetime import UTC, date, datetime, timedelta
 
 import click
 
-from ..compaction.settings import parse_duration
+from ..core.durations import parse_duration
+from ..core.errors import CtxtoolError
+from ..core.tokens import unknown_encoding
 from ..db.schema import BIGINT_MAX
-from ..errors import CtxtoolError
-from ..tokens import unknown_encoding
 
 
 class WholeNumber(click.IntRange):

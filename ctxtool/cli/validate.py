@@ -6,12 +6,12 @@ from collections import Counter
 
 import click
 
-from ..compaction.plan import CompactionSettings
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
+from ..core.plan import CompactionSettings
+from ..core.validation import ERROR, NOTE, WARNING
 from ..output import OutputFormat, Progress, print_rows
 from ..store import Store, validate
 from ..terminal import fit_table, table_width, wrap
-from ..validation import ERROR, NOTE, WARNING
 from .app import pass_app
 from .options import output_options, session_argument, window_options
 from .root import main

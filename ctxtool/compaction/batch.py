@@ -24,8 +24,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..core.compaction_outcome import CompactionOutcome
+from ..core.errors import CtxtoolError
+from ..core.plan import CompactionSettings
+from ..core.status import CompactionStatus
 from ..db import dialect_of, read_connection, retry_transaction
-from ..errors import CtxtoolError
 from ..failures import INTERRUPTED
 from ..store import Store, context_sums
 from ..store.candidates import (
@@ -37,9 +40,6 @@ from ..store.candidates import (
 )
 from ..store.counts import read_suffix
 from ..store.leases import LeaseState, newest_checkpoint_id
-from .outcome import CompactionOutcome
-from .plan import CompactionSettings
-from .status import CompactionStatus
 
 
 @dataclass(frozen=True)

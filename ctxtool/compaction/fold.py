@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..records import Message
-from ..tokens import get_encoding
+from ..core.records import Message
+from ..core.tokens import get_encoding
 from .summarizers.base import (
     ContextWindowExceeded,
     Summary,

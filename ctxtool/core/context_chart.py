@@ -5,7 +5,7 @@ written by then and the messages from that checkpoint's cut up to this one: the 
 message by message and drops at each checkpoint to its summary plus the messages it kept. The
 sizes are sums of the stored counts (a message without a usable count adds its estimate, or
 nothing, and is counted in :attr:`ContextChart.uncounted`), with the head counted as sent and the reply
-priming, as :func:`ctxtool.context_size.restored_context_tokens` measures a context whose
+priming, as :func:`ctxtool.core.context_size.restored_context_tokens` measures a context whose
 tool calls are all answered. No I/O: the store reads the lists (``store.chart``), the export
 and the terminal draw the result.
 """
@@ -19,7 +19,7 @@ from datetime import datetime
 from itertools import accumulate
 from typing import cast
 
-from ..context_size import total_tokens
+from .context_size import total_tokens
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ descriptions, and database errors as one line. Nothing outside this package name
 
 from .dialects import Dialect, dialect_of
 from .engine import create_database, create_engine, read_connection
-from .errors import describe_db_error
+from .error_text import describe_db_error
 from .retry import DEFAULT_POLICY, RetryPolicy, retry_transaction, server_given_up
 from .urls import DEFAULT_URL, URL_ENV, URL_ENVS, mask_url, resolve_url, scrub
 

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from ..errors import CtxtoolError
-from .errors import error_code
+from ..core.errors import CtxtoolError
+from .error_text import error_code
 from .lock_row import held_lock_row
 from .prepared import CannotPrepare, Execution, PreparedInsert, pack_rows
 from .stored_time import sqlite_time_compare
@@ -226,7 +226,7 @@ class _MySQLBulkInsert(BulkInsert):
         # MariaDB 10.11: 1.05x for short values, 1.98x for values of escaped characters only):
         # a fifth of the packet keeps that text within max_allowed_packet with room for other
         # servers' spelling, so a replay through the mariadb client takes it. A row larger
-        # than this goes alone, as text, sized by what it sends (store.messages).
+        # than this goes alone, as text, sized by what it sends (store.import_writes).
         self.statement_bytes = max(
             1, min(self.STATEMENT_BYTES, (max_statement_bytes - STATEMENT_OVERHEAD) // 5)
         )

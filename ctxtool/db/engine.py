@@ -14,7 +14,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import CtxtoolError, MissingDatabase
+from ..core.errors import CtxtoolError, MissingDatabase
 from .urls import driver_booleans, mask_url, parse_url, resolve_url, scrub, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000

@@ -28,8 +28,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from ..errors import CtxtoolError
-from .errors import error_code
+from ..core.errors import CtxtoolError
+from .error_text import error_code
 
 if TYPE_CHECKING:  # the dialect objects hold these locks: they pass themselves in
     from .dialects import Dialect

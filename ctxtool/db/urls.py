@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from ..config_file import DEFAULT_URL as DEFAULT_URL
 from ..config_file import URL_ENV as URL_ENV
 from ..config_file import URL_ENVS
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
 
 # What people type, and the driver ctxtool ships for it.
 _DRIVER_ALIASES = {

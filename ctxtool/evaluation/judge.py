@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..compaction.summarizers.openai import request_parameters
-from ..errors import CtxtoolError
-from ..records import Message
-from .answers import message_text
-from .probes import Probe
+from ..core.errors import CtxtoolError
+from ..core.evaluator.answers import message_text
+from ..core.evaluator.probes import Probe
+from ..core.records import Message
 
 ANSWER_PROMPT = (
     "You are continuing a coding agent's session. All you know of it is the context below "

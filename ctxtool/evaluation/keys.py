@@ -15,15 +15,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import CtxtoolError
+from ..core.evaluator.answers import ContextText, answer
+from ..core.evaluator.evaluate import Evaluation, evaluate
+from ..core.evaluator.probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict
+from ..core.records import Compaction, Message
 from ..db import create_engine
-from ..errors import CtxtoolError
 from ..importer import Importer
 from ..migrate import Migrator
-from ..records import Compaction, Message
 from ..store.reads import Store
-from .answers import ContextText, answer
-from .evaluate import Evaluation, evaluate
-from .probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import CtxtoolError
-from ..records import Compaction
+from ..core.errors import CtxtoolError
+from ..core.evaluator.evaluate import Evaluation, evaluate
+from ..core.records import Compaction
+from ..core.tokens import encoding_for_model
 from ..store.reads import SessionHistory, Store
-from ..tokens import encoding_for_model
-from .evaluate import Evaluation, evaluate
 from .judge import Judge, JudgedProbe, judged_share
 
 

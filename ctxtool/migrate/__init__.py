@@ -5,7 +5,7 @@
 """
 
 from ..db.schema import HISTORY_TABLE
-from .runner import Migrator
+from .migrator import Migrator
 from .sql_files import Migration, load_migrations, split_statements
 from .states import (
     APPLIED,

@@ -8,8 +8,8 @@ import time
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..core.errors import CtxtoolError
 from ..db import Dialect, describe_db_error
-from ..errors import CtxtoolError
 from . import history
 from .sql_files import Migration
 from .states import APPLIED, FAILED, RUNNING, HistoryRow

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
 
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # TiDB's table options, written as its executable comments (``/*T![auto_id_cache]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from ..errors import CtxtoolError
+from ..core.errors import CtxtoolError
 from .sql_files import Migration
 
 # Statuses recorded in the history table.

@@ -3,7 +3,7 @@
 ``reads`` (sessions, messages, checkpoints, restored contexts, validation input) is used by
 everyone; the write paths live beside it, one module per kind of write. The store reads and
 writes; the rules it applies are pure modules below it (``records``, ``context_size``,
-``validation``, ``compaction.plan``), and nothing here imports a service above it.
+``validation``, ``core.plan``), and nothing here imports a service above it.
 """
 
 from .checks import validate

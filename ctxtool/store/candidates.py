@@ -22,22 +22,22 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..compaction.plan import CompactionSettings
-from ..context_size import (
+from ..core.context_size import (
     SuffixTokens,
     context_bounds,
     needs_measuring,
     suffix_tokens,
     total_tokens,
 )
+from ..core.plan import CompactionSettings
+from ..core.records import Message, restore_context
+from ..core.tokens import count_messages, encoding_for_model
 from ..db import dialect_of, read_connection
 from ..db.dialects import Dialect
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
-from ..records import Message, restore_context
-from ..tokens import count_messages, encoding_for_model
 from . import context_sums
 from .reads import (
     Store,
@@ -379,7 +379,7 @@ def _shape_sums() -> tuple[sa.Label[Any], ...]:
 
 
 def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
-    """SQL: per session, the sums of :func:`~ctxtool.context_size.summed_suffix` over the
+    """SQL: per session, the sums of :func:`~ctxtool.core.context_size.summed_suffix` over the
     messages from each cut on (``cuts``: {session id: first kept message id or None}), counts
     made with ``encoding``. Every column it reads is in idx_message_session_id_tokens (0009),
     so the server walks that index and never the rows. For a few sessions; every session's

@@ -10,11 +10,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..core.context_chart import ChartCheckpoint, ContextChart, context_chart
+from ..core.inspection import messages_through
+from ..core.records import Compaction, RestoredContext
+from ..core.tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
 from ..db import dialect_of
 from ..db.schema import agent_message as M
-from ..inspection import messages_through
-from ..records import Compaction, RestoredContext
-from ..tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
 from .reads import (
     SessionHistory,
     connection_for,

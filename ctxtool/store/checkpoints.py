@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..compaction.status import CompactionStatus
+from ..core.records import MESSAGES_THROUGH, SummarizedSpan
+from ..core.status import CompactionStatus
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
-from ..records import MESSAGES_THROUGH, SummarizedSpan
 from .leases import give_back
 from .reads import latest_compaction_id, span_totals
 

@@ -1,6 +1,6 @@
 """What ``validate`` reads: the few columns each consistency rule needs, per 500 sessions.
 
-The rules themselves are pure (``ctxtool.validation``); this module only fetches their input
+The rules themselves are pure (``ctxtool.core.validation``); this module only fetches their input
 with queries that follow the indexes: the sessions' checkpoints, the messages those point at,
 the restored suffixes (ids, roles, tool links and stored token counts — never content), and,
 for checkpoints that recorded the span they summarized, the count and id sum of that span now
@@ -14,17 +14,12 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..compaction.plan import CompactionSettings
-from ..context_size import suffix_tokens, surely_fits
-from ..db import read_connection
-from ..db.schema import agent_compaction as C
-from ..db.schema import agent_message as M
-from ..db.schema import agent_session as S
-from ..db.schema import context_sums as T
-from ..errors import CtxtoolError
-from ..records import Compaction, Message
-from ..tokens import encoding_for_model
-from ..validation import (
+from ..core.context_size import suffix_tokens, surely_fits
+from ..core.errors import CtxtoolError
+from ..core.plan import CompactionSettings
+from ..core.records import Compaction, Message
+from ..core.tokens import encoding_for_model
+from ..core.validation import (
     Issue,
     MessageRef,
     checked_threshold,
@@ -35,6 +30,11 @@ from ..validation import (
     validate_session,
     window_issue,
 )
+from ..db import read_connection
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..db.schema import context_sums as T
 from .reads import (
     _COMPACTION_COLUMNS,
     SESSIONS_PER_RANGE_QUERY,

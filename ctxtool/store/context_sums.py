@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..context_size import SuffixTokens, summed_suffix
+from ..core.context_size import SuffixTokens, summed_suffix
 from ..db import dialect_of
 from ..db.schema import agent_message as M
 from ..db.schema import context_sums as T

@@ -3,7 +3,7 @@
 Counting first finds how many messages are left to count and the lowest of their ids, on the
 index that holds each count and its encoding (a store counted already costs that walk alone,
 not a read of every row), then walks them in id order in batches: read a batch (keyset on the
-primary key), measure it with one threaded :func:`~ctxtool.tokens.token_lengths`, write the
+primary key), measure it with one threaded :func:`~ctxtool.core.tokens.token_lengths`, write the
 counts back (one UPDATE per encoding on MySQL), commit. An interrupted run loses at most the
 batches in flight; a re-run picks up the messages still uncounted. The three stages overlap: a reader thread
 fetches the next batch and a writer thread stores the previous one while the encoder (which
@@ -19,11 +19,8 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..context_size import fill_missing_counts
-from ..db import dialect_of, read_connection
-from ..db.schema import agent_message as M
-from ..db.schema import agent_session as S
-from ..records import (
+from ..core.context_size import fill_missing_counts
+from ..core.records import (
     Compaction,
     Message,
     RestoredContext,
@@ -31,7 +28,10 @@ from ..records import (
     pair_tool_calls,
     restore_context,
 )
-from ..tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
+from ..core.tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
+from ..db import dialect_of, read_connection
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
 from . import context_sums
 from .reads import (
     Store,
@@ -254,7 +254,7 @@ def read_tails(
 ) -> Iterator[SuffixTail]:
     """Ever longer tails of a session's restored suffix, newest first, each read from the end
     on the (session_id, id) index, until one is the whole suffix: a dry run stops at the first
-    tail that settles its plan (``compaction.plan.plan_tail``). What planning and measuring
+    tail that settles its plan (``core.plan.plan_tail``). What planning and measuring
     the kept part need is read (``read_suffix``'s ``texts=False``, and the text of results);
     nothing is written."""
     session = store.session(session_id, conn)

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..compaction.status import CompactionStatus
+from ..core.status import CompactionStatus
 from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_session as S

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
+from ..core.inspection import PAGE_ENTRIES, ContextPoint, ContextStream
+from ..core.records import Message
+from ..core.tokens import encoding_for_model
 from ..db.schema import agent_message as M
-from ..inspection import PAGE_ENTRIES, ContextPoint, ContextStream
-from ..records import Message
-from ..tokens import encoding_for_model
 from .reads import (
     _MESSAGE_COLUMNS,
     SessionHistory,
@@ -48,7 +48,7 @@ def stream_context(
     page_entries: int = PAGE_ENTRIES,
 ) -> ContextStream:
     """The same context as :meth:`SessionHistory.view`, as a
-    :class:`~ctxtool.inspection.ContextStream`: nothing is read until it is printed, then
+    :class:`~ctxtool.core.inspection.ContextStream`: nothing is read until it is printed, then
     pages of ``page_entries`` messages."""
     point = history.point(checkpoint_id, before_first)
     choice = encoding_for_model(history.session.model, encoding)

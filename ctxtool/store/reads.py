@@ -18,15 +18,9 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..context_size import context_token_counts, restored_context_tokens
-from ..db import dialect_of, read_connection
-from ..db.schema import BIGINT_MAX
-from ..db.schema import agent_compaction as C
-from ..db.schema import agent_message as M
-from ..db.schema import agent_session as S
-from ..db.stored_time import parse_stored_time
-from ..errors import CtxtoolError
-from ..inspection import (
+from ..core.context_size import context_token_counts, restored_context_tokens
+from ..core.errors import CtxtoolError
+from ..core.inspection import (
     CheckpointDiff,
     ContextPoint,
     ContextView,
@@ -37,7 +31,7 @@ from ..inspection import (
     pick_pair,
     point_in_history,
 )
-from ..records import (
+from ..core.records import (
     CHAT_ROLES,
     Compaction,
     Message,
@@ -45,7 +39,13 @@ from ..records import (
     Session,
     restore_context,
 )
-from ..tokens import count_text, encoding_for_model
+from ..core.tokens import count_text, encoding_for_model
+from ..db import dialect_of, read_connection
+from ..db.schema import BIGINT_MAX
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..db.stored_time import parse_stored_time
 
 
 def json_as_text(column: sa.Column) -> sa.ColumnElement:
@@ -479,7 +479,7 @@ def span_at(
 
 class SessionHistory:
     """Reads for looking back at one session: its checkpoints, its context at any of them,
-    and what changed between two (the rules are in ``ctxtool.inspection``)."""
+    and what changed between two (the rules are in ``ctxtool.core.inspection``)."""
 
     def __init__(self, store: Store, ref: str | int):
         self.store = store
@@ -503,7 +503,7 @@ class SessionHistory:
         before_first: bool = False,
         encoding: str | None = None,
     ) -> ContextView:
-        """The :class:`~ctxtool.inspection.ContextView` at a checkpoint (default: the latest)."""
+        """The :class:`~ctxtool.core.inspection.ContextView` at a checkpoint (default: the latest)."""
         point = self.point(checkpoint_id, before_first)
         ctx = context_at(self.session, point, self.messages_at(point))
         choice = encoding_for_model(self.session.model, encoding)
@@ -528,7 +528,7 @@ class SessionHistory:
         return checkpoint_rows(self.compactions, summarized, summary_tokens)
 
     def diff(self, a: int | None = None, b: int | None = None) -> CheckpointDiff:
-        """:class:`~ctxtool.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
+        """:class:`~ctxtool.core.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
         first, second = pick_pair(self.compactions, a, b, str(self.session_id))
         between = self.store.messages(
             self.session_id,

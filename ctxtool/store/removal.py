@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..core.errors import CtxtoolError
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.schema import transcript_files as F
-from ..errors import CtxtoolError
 from . import context_sums
 from .reads import per_session
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..context_size import restored_context_tokens
+from ..core.context_size import restored_context_tokens
+from ..core.tokens import count_text, encoding_for_model
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
-from ..tokens import count_text, encoding_for_model
 from .counts import expected_encoding
 from .reads import Store, json_as_text, json_value, usable_count_sums
 

@@ -8,8 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..compaction.plan import CompactionSettings
-from ..context_size import context_bounds
+from ..core.context_size import context_bounds
+from ..core.plan import CompactionSettings
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M

@@ -4,20 +4,14 @@ One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``, ``op
 :class:`~.walk.FormatParser` with one method per record kind; :data:`FORMATS` is the one registry.
 ``files`` finds and opens transcripts, ``reading`` checks their lines and detects their format;
 ``reconcile`` holds the pure import rules. Nothing
-here touches the database (that is ``ctxtool.importer`` and ``ctxtool.store.messages``).
+here touches the database (that is ``ctxtool.importer`` and ``ctxtool.store.import_writes``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .claude_code import ClaudeCodeParser
-from .codex import CodexParser
-from .ctxtool_archive import CtxtoolArchiveParser
-from .openai_chat import OpenAIChatParser
-from .openhands import OpenHandsParser
-from .pi import PiParser
-from .source import (
+from ..core.source_records import (
     BranchedTranscript,
     InvalidRecord,
     Line,
@@ -28,6 +22,12 @@ from .source import (
     Transcript,
     TranscriptError,
 )
+from .claude_code import ClaudeCodeParser
+from .codex import CodexParser
+from .ctxtool_archive import CtxtoolArchiveParser
+from .openai_chat import OpenAIChatParser
+from .openhands import OpenHandsParser
+from .pi import PiParser
 from .walk import FormatParser, main_line_ids, parse
 
 PARSERS: dict[str, type[FormatParser]] = {

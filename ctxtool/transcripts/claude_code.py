@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.source_records import Line, Record, SourceCompaction, SourceMessage
 from . import fields as f
-from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 _UNTIED = ("summary", "queue-operation", "file-history-snapshot")  # records without ids

@@ -14,8 +14,8 @@ Consecutive function calls are one assistant message (parallel tool calls). Furt
 
 from __future__ import annotations
 
+from ..core.source_records import Line, Record, SourceCompaction, SourceMessage
 from . import fields as f
-from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 _TEXT_BLOCKS = ("input_text", "output_text", "text")

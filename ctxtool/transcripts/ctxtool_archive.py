@@ -9,8 +9,8 @@ transcript it came from afterwards finds it, as before the archive.
 
 from __future__ import annotations
 
+from ..core.source_records import InvalidRecord, Line, Record, SourceCompaction, SourceMessage
 from . import fields as f
-from .source import InvalidRecord, Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 SESSION, MESSAGE, CHECKPOINT = "ctxtool_session", "ctxtool_message", "ctxtool_checkpoint"

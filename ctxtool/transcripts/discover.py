@@ -20,7 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
-from .archives import (
+from ..core.source_records import MAX_RECORD_BYTES, TranscriptError
+from .compressed import (
     ARCHIVE_SUFFIXES,
     COMPRESSED_SUFFIXES,
     ArchiveMember,
@@ -28,7 +29,6 @@ from .archives import (
     is_compressed,
     uncompressed_name,
 )
-from .source import MAX_RECORD_BYTES, TranscriptError
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", ".ndjson")
 _FOUND_SUFFIXES = (
@@ -47,7 +47,7 @@ READ_BUFFER = 1 << 20
 def expand_paths(paths: Iterable[str]) -> list[str]:
     """Files to import: each path as given (a missing one is reported when it is imported, so
     it never stops the others), directories walked for transcripts (compressed ones and
-    archives of them too, see ``archives``), ``-`` = stdin."""
+    archives of them too, see ``compressed``), ``-`` = stdin."""
     out: list[str] = []
     for p in paths:
         if p != STDIN and os.path.isdir(p):

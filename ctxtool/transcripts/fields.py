@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .source import InvalidRecord
+from ..core.source_records import InvalidRecord
 
 # A source id plus the suffix a parser may add (``#text``, ``@L12345``) fits VARCHAR(191).
 MAX_ID_CHARS = 160

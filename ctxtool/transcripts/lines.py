@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..core.source_records import MAX_RECORD_BYTES, FileLayout, SourceSession
 from . import FORMATS, PARSERS, Line, Transcript, TranscriptError, parse
-from .source import MAX_RECORD_BYTES, FileLayout, SourceSession
 from .walk import main_line_ids
 
 _PEEK_RECORDS = 100  # records read ahead to detect and check the format

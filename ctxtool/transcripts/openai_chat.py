@@ -8,8 +8,8 @@ Leading system messages become the session's system prompt. Extra fields are kep
 
 from __future__ import annotations
 
+from ..core.source_records import InvalidRecord, Line, Record, SourceMessage
 from . import fields as f
-from .source import InvalidRecord, Line, Record, SourceMessage
 from .walk import FormatParser
 
 _KNOWN = {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "name", "function_call"}

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.source_records import InvalidRecord, Line, Record, SourceMessage
 from . import fields as f
 from .openai_chat import chat_tool_calls
-from .source import InvalidRecord, Line, Record, SourceMessage
 from .walk import FormatParser
 
 # The arguments OpenHands adds to an action itself, never part of what the model asked for.

@@ -14,8 +14,8 @@ A first-kept entry that is not a message resolves to the next message after it.
 
 from __future__ import annotations
 
+from ..core.source_records import Line, Record, SourceCompaction, SourceMessage
 from . import fields as f
-from .source import Line, Record, SourceCompaction, SourceMessage
 from .walk import FormatParser
 
 _KINDS = {

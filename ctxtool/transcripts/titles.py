@@ -1,6 +1,6 @@
 """A session's title when its transcript names none: its first real request.
 
-What a request is, is ``ctxtool.signals``' call (the evaluator reads goals the same way): a
+What a request is, is ``ctxtool.core.span_facts``' call (the evaluator reads goals the same way): a
 message the user typed, not a slash-command expansion, an AGENTS.md / CLAUDE.md block, a
 reminder, an environment block, continuation boilerplate, a UI command such as ``/mode`` or an
 acknowledgement. A slash command the user ran is a request in its own words: ``/plan-implement
@@ -9,10 +9,10 @@ acknowledgement. A slash command the user ran is a request in its own words: ``/
 
 from __future__ import annotations
 
-from ..records import Message
-from ..signals import UserText, request_text, slash_command, user_text_kind
+from ..core.records import Message
+from ..core.source_records import SourceMessage
+from ..core.span_facts import UserText, request_text, slash_command, user_text_kind
 from .fields import first_line_title
-from .source import SourceMessage
 
 
 def request_title(m: SourceMessage) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from ..core.source_records import BranchedTranscript, Line
 from .fields import label
-from .source import BranchedTranscript, Line
 
 Link = Callable[[dict], "tuple[str, str | None] | None"]
 

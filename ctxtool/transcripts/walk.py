@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
-from .fields import UniqueIds, label, parse_time
-from .source import (
+from ..core.source_records import (
     InvalidRecord,
     Line,
     Record,
@@ -23,6 +22,7 @@ from .source import (
     Transcript,
     TranscriptError,
 )
+from .fields import UniqueIds, label, parse_time
 from .titles import request_title
 from .tree import MainLineFilter, main_line
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ...errors import CtxtoolError, InvalidSettings
+from ...core.errors import CtxtoolError, InvalidSettings
 from .base import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,

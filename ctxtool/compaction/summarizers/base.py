@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ...errors import CtxtoolError
-from ...records import Message
+from ...core.calls import call_arguments, call_name
+from ...core.errors import CtxtoolError
+from ...core.records import Message
+from ...core.span_facts import UserText, is_user_shell_command, slash_command, user_text_kind
 from ...redaction import mask_secrets
-from ...signals import UserText, is_user_shell_command, slash_command, user_text_kind
-from ..calls import call_arguments, call_name
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4096
 DEFAULT_TIMEOUT_S = 120.0

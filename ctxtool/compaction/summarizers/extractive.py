@@ -1,6 +1,6 @@
 """The ``extractive`` summarizer: deterministic, no network, no model.
 
-It writes the sections an agent needs to carry on (``compaction.sections``: goal, latest request
+It writes the sections an agent needs to carry on (``core.sections``: goal, latest request
 quoted, open tasks, current work, errors and fixes, files changed and why, constraints,
 decisions, done, earlier requests, next step) from what the span says (``span_notes``), and
 converts the previous summary, whoever wrote it, into the same sections: its scratchpad and
@@ -17,10 +17,8 @@ import re
 from dataclasses import dataclass
 
 from ...core.changes import is_directory, normalise_path
-from ...core.work_state import retired
-from ...evaluation import carry_over
-from ...tokens import get_encoding, token_lengths
-from ..sections import (
+from ...core.evaluator import carry_over
+from ...core.sections import (
     CONSTRAINTS,
     CURRENT_WORK,
     DECISIONS,
@@ -43,6 +41,8 @@ from ..sections import (
     is_item,
     parse_sections,
 )
+from ...core.tokens import get_encoding, token_lengths
+from ...core.work_state import retired
 from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,

@@ -27,10 +27,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from ...core.plan import context_window_for
+from ...core.tokens import get_encoding
 from ...db import mask_url
 from ...redaction import mask_secrets
-from ...tokens import get_encoding
-from ..plan import context_window_for
 from .base import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,

@@ -1,7 +1,7 @@
 """The prompt an LLM summarizer gets: the span to summarize and the previous summary to update.
 
 The format has a place for everything an agent needs to carry on (the sections of
-``compaction.sections``): the goal with its command and plan, the latest request quoted, the
+``core.sections``): the goal with its command and plan, the latest request quoted, the
 open tasks, the current work, errors and whether they were fixed, each changed file and why,
 the user's instructions, decisions, and a next step taken only from the latest request.
 """

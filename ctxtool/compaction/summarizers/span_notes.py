@@ -1,6 +1,6 @@
 """A span's signals as the lines of a summary (pure).
 
-``ctxtool.signals`` reads what a span says (goal, requests, tasks, failures and their fixes,
+``ctxtool.core.span_facts`` reads what a span says (goal, requests, tasks, failures and their fixes,
 files changed for which request, instructions, decisions, current work). This module adds what
 a summary needs on top, which the signals do not carry: the agent's own words next to each file
 it changed (why, as it said it), the outcome of its last tool calls, quoting that never cuts a
@@ -13,13 +13,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...core.calls import call_arguments, call_name
 from ...core.changes import Change
 from ...core.outcomes import command_target
-from ...core.work_state import reported_done, stated_next
-from ...records import Message
-from ...redaction import SUMMARY_PLACEHOLDER
-from ...redaction import mask_secrets as masked  # one place says what a secret is
-from ...signals import (
+from ...core.records import Message
+from ...core.sections import ERRORS, canonical_heading, parse_sections
+from ...core.span_facts import (
     Signals,
     Statement,
     arguments_of,
@@ -32,9 +31,10 @@ from ...signals import (
     succeeded_commands,
     succeeded_targets,
 )
-from ..calls import call_arguments, call_name
-from ..sections import ERRORS, canonical_heading, parse_sections
-from ..touched_files import files_touched
+from ...core.touched_files import files_touched
+from ...core.work_state import reported_done, stated_next
+from ...redaction import SUMMARY_PLACEHOLDER
+from ...redaction import mask_secrets as masked  # one place says what a secret is
 
 LATEST_REQUEST_CHARS = 1500
 REQUEST_CHARS = 600

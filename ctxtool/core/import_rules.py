@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .source import Record, SourceCompaction, SourceMessage, TranscriptError
+from .source_records import Record, SourceCompaction, SourceMessage, TranscriptError
 
 PREFIX_BYTES = 32
 

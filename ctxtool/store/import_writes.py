@@ -1,6 +1,6 @@
 """Writing an imported session: its session row, its messages in batches, its checkpoints.
 
-The import rules themselves are pure (``ctxtool.transcripts.reconcile``); this module only
+The import rules themselves are pure (``ctxtool.core.import_rules``); this module only
 turns their actions into statements. Messages go in multi-row INSERT batches, bounded in rows
 and bytes so memory stays flat. With a bound on a transaction's bytes (``import
 --max-transaction-bytes``), the writer commits between batches and goes on in a new
@@ -24,15 +24,8 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..db import dialect_of
-from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
-from ..db.schema import MESSAGE_ROW_COLUMNS, SESSION_ID_COUNTER
-from ..db.schema import agent_compaction as C
-from ..db.schema import agent_message as M
-from ..db.schema import agent_session as S
-from ..db.schema import counters as N
-from ..errors import CtxtoolError
-from ..transcripts.reconcile import (
+from ..core.errors import CtxtoolError
+from ..core.import_rules import (
     DRIVER_ESCAPES,
     PREFIX_BYTES,
     RENDERED_ESCAPES,
@@ -46,7 +39,14 @@ from ..transcripts.reconcile import (
     positional,
     size_problem,
 )
-from ..transcripts.source import SourceMessage, SourceSession, TranscriptError
+from ..core.source_records import SourceMessage, SourceSession, TranscriptError
+from ..db import dialect_of
+from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
+from ..db.schema import MESSAGE_ROW_COLUMNS, SESSION_ID_COUNTER
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from ..db.schema import agent_session as S
+from ..db.schema import counters as N
 from . import context_sums
 from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 from .session_touch import touch_session
@@ -247,7 +247,7 @@ class ImportedSessions:
         index alone), and the fingerprints of the first CHECKED_MESSAGES messages and the last.
         Fingerprinting every message would read a long session's whole history on every
         re-import; a different transcript under the same id differs from its first messages.
-        Where ids are line numbers (``reconcile.positional``), every message is fingerprinted."""
+        Where ids are line numbers (``import_rules.positional``), every message is fingerprinted."""
         mine = (M.c.session_id == session_id, M.c.source_id.is_not(None))
         out = StoredSession()
         out.messages = dict.fromkeys(

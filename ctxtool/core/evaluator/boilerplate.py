@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..signals import BOILERPLATE
+from ..span_facts import BOILERPLATE
 
 # Injected blocks and headers, by how they start (the runtimes' own spelling).
 _INJECTED = re.compile(

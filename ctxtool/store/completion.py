@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .db import read_connection
-from .db.schema import agent_session as S
+from ..db import read_connection
+from ..db.schema import agent_session as S
 
 COMPLETION_LIMIT = 50
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..output import shorten
 from .context_size import entry_token_counts, total_tokens
 from .errors import CtxtoolError
-from .output import shorten
 from .quality import describe as describe_quality
 from .quality import quality_of
 from .records import (
@@ -524,7 +524,7 @@ class ContextStream:
 
     Two passes over the store's pages (``pages``), whatever is printed: the first counts
     tokens and learns where the results recorded away from their call go
-    (:class:`~ctxtool.records.ToolResultPlacement`), and shows each item to an ``observe``
+    (:class:`~ctxtool.core.records.ToolResultPlacement`), and shows each item to an ``observe``
     callback (the table measures its columns there); the second yields the items in the order
     sent, ``fetch`` (ids -> records) bringing a moved result when its call is reached. Yields
     what :class:`ContextView` holds, item for item (``tests/test_context.py`` compares them)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from ..errors import InvalidSettings
+from .errors import InvalidSettings
 
 LEASE_MARGIN_S = 60
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..signals import arguments_of, modified_paths, path_of
 from .calls import call_name
+from .span_facts import arguments_of, modified_paths, path_of
 
 _READ_TOOLS = re.compile(
     r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
@@ -23,7 +23,7 @@ MAX_MODIFIED_FILES = 500
 
 def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
     """(files read, files modified), in first-seen order, from OpenAI-style tool calls. What a
-    call modifies is ``signals.modified_paths`` (the rule the evaluator's probes use too)."""
+    call modifies is ``span_facts.modified_paths`` (the rule the evaluator's probes use too)."""
     read: dict[str, None] = {}
     modified: dict[str, None] = {}
     for call in tool_calls:

@@ -5,7 +5,7 @@ SQLAlchemy registers on SQLite connections), so only hits come back, newest firs
 index (``create_fulltext_index``, the operator's choice: it costs every insert of the runtime
 that owns the table) narrows the scan on MySQL/MariaDB when present; the exact match is still
 applied to what it finds. Where each hit stands in its session's restored context today is
-``ctxtool.trace``'s rule over the session's checkpoints.
+``ctxtool.core.trace``'s rule over the session's checkpoints.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
-from .db import dialect_of, read_connection
-from .db.dialects import MySQL
-from .db.schema import agent_compaction as C
-from .db.schema import agent_message as M
-from .errors import CtxtoolError
-from .records import Compaction, Message
-from .store.reads import Store, compaction_from_row, json_as_text, json_value
-from .trace import FactTrace, TextMatch, trace_fact
+from ..core.errors import CtxtoolError
+from ..core.records import Compaction, Message
+from ..core.trace import FactTrace, TextMatch, trace_fact
+from ..db import dialect_of, read_connection
+from ..db.dialects import MySQL
+from ..db.schema import agent_compaction as C
+from ..db.schema import agent_message as M
+from .reads import Store, compaction_from_row, json_as_text, json_value
 
 # One FULLTEXT index per column: MariaDB's JSON is utf8mb4_bin, which cannot share an index
 # with a _ci column (its index still folds case: lowered terms find "Light").

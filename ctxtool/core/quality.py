@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .evaluation import DEFAULT_MIN_QUALITY
-from .evaluation import describe as describe_evaluation
+from .evaluator import DEFAULT_MIN_QUALITY
+from .evaluator import describe as describe_evaluation
 
 
 def quality_of(details: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Compaction
 from .plan import CompactionSettings
+from .records import Compaction
 
 
 def _recorded_span(checkpoint: Compaction) -> tuple[dict[str, Any], int, int] | None:

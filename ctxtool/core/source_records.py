@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..errors import CtxtoolError
+from .errors import CtxtoolError
 
 # The most one record may take (a JSON document is one record while it is read): bounds the
 # memory an endless line (``import - < /dev/zero``) or a value never closed can take.

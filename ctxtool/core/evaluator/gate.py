@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..compaction.sections import is_item, without_scratchpad
-from ..signals import BOILERPLATE
+from ..sections import is_item, without_scratchpad
+from ..span_facts import BOILERPLATE
 from .answers import Verdict, normalise
 from .evaluate import Evaluation
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .compaction.plan import CompactionSettings
-from .compaction.rules import deleted_from_span, unsummarized_messages
+from .checkpoint_rules import deleted_from_span, unsummarized_messages
 from .inspection import ContextPoint
+from .plan import CompactionSettings
 from .quality import quality_warning
 from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
 

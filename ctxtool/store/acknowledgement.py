@@ -16,11 +16,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .compaction.outcome import CompactionOutcome
-from .compaction.status import CompactionStatus
-from .db import dialect_of
-from .db.schema import agent_session as S
-from .store.reads import Store
+from ..core.compaction_outcome import CompactionOutcome
+from ..core.status import CompactionStatus
+from ..db import dialect_of
+from ..db.schema import agent_session as S
+from .reads import Store
 
 
 def mark_over_window_ok(engine: Engine, session: str | int, ok: bool = True) -> int:

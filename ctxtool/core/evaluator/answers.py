@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..compaction.sections import (
+from ..records import Message
+from ..sections import (
     CURRENT_WORK,
     ERRORS,
     NEXT_STEP,
@@ -23,7 +24,6 @@ from ..compaction.sections import (
     canonical_heading,
     parse_sections,
 )
-from ..records import Message
 from .probes import OPEN_STATE, PENDING_STATE, Probe
 
 SUMMARY = "summary"

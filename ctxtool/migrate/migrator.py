@@ -14,9 +14,9 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..core.errors import CtxtoolError, SchemaNotCurrent
 from ..db import dialect_of, read_connection
 from ..db.schema import HISTORY_TABLE, STORE_TABLES, agent_compaction, agent_message
-from ..errors import CtxtoolError, SchemaNotCurrent
 from ..store.session_touch import create_trigger, trigger_notes
 from . import history as hist
 from .apply import apply_file

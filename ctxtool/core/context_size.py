@@ -1,7 +1,7 @@
 """How big a restored context is: the one owner of that measure (pure, no database).
 
 A context costs what its messages cost as sent (system prompt, summary, then the entries of
-:meth:`~ctxtool.records.RestoredContext.entries`, synthetic results included) plus the reply
+:meth:`~ctxtool.core.records.RestoredContext.entries`, synthetic results included) plus the reply
 priming. A message's stored count is reused only when it is usable: made with the encoding the
 session needs, and for what is sent (a result resent as a user message is counted as sent).
 Without the text, stored counts only bound the size (:class:`SuffixTokens`,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..records import Message
+from .records import Message
 
 
 def call_name(call: dict[str, Any]) -> str:

@@ -20,21 +20,12 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..db import DEFAULT_POLICY, retry_transaction
-from ..errors import InvalidSettings
-from ..evaluation import DEFAULT_MIN_QUALITY, carry_over, meets_floor
-from ..failures import describe_failure
-from ..records import Session
-from ..store import Store, leases
-from ..store.candidates import summed_context_tokens
-from ..store.checkpoints import append_checkpoint
-from ..store.counts import read_suffix, read_tails, span_token_totals
-from ..tokens import encoding_for_model, get_encoding, token_lengths
-from .batch import Batch, Claims, counted_batch, find_batch, run_claimed, run_concurrently
-from .fold import fold, frame_tokens
-from .outcome import CompactionOutcome
-from .plan import CompactionSettings, NeedsEarlier, with_earlier
-from .prepare import (
+from ..core.compaction_outcome import CompactionOutcome
+from ..core.durations import lease_covers, lease_for_plan
+from ..core.errors import InvalidSettings
+from ..core.evaluator import DEFAULT_MIN_QUALITY, carry_over, meets_floor
+from ..core.plan import CompactionSettings, NeedsEarlier, with_earlier
+from ..core.prepare import (
     DEFAULT_MIN_CARRY_OVER,
     MIN_SUMMARY_BUDGET,
     Preparation,
@@ -49,8 +40,17 @@ from .prepare import (
     quality_figures,
     settle,
 )
-from .settings import lease_covers, lease_for_plan
-from .status import CompactionStatus
+from ..core.records import Session
+from ..core.status import CompactionStatus
+from ..core.tokens import encoding_for_model, get_encoding, token_lengths
+from ..db import DEFAULT_POLICY, retry_transaction
+from ..failures import describe_failure
+from ..store import Store, leases
+from ..store.candidates import summed_context_tokens
+from ..store.checkpoints import append_checkpoint
+from ..store.counts import read_suffix, read_tails, span_token_totals
+from .batch import Batch, Claims, counted_batch, find_batch, run_claimed, run_concurrently
+from .fold import fold, frame_tokens
 from .summarizers import Summarizer
 from .summarizers.base import (
     DEFAULT_MAX_SUMMARY_TOKENS,

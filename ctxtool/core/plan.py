@@ -20,9 +20,9 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..errors import InvalidSettings
-from ..records import Message, pair_tool_calls
-from ..signals import UserText, user_text_kind
+from .errors import InvalidSettings
+from .records import Message, pair_tool_calls
+from .span_facts import UserText, user_text_kind
 
 DEFAULT_RESERVE_TOKENS = 16_384
 DEFAULT_KEEP_RECENT_TOKENS = 20_000
@@ -149,7 +149,7 @@ class PlanMessage:
 
 def plan_message(m: Message) -> PlanMessage:
     """The planner's view of a stored message: its calls as sent (``Message.call_ids``), and
-    for a user-role message whether the user typed it (``signals.user_text_kind``): a runtime
+    for a user-role message whether the user typed it (``span_facts.user_text_kind``): a runtime
     that stores a skill's expansion as a user message does not end the turn there, or one long
     turn reads as many and the cut walks back to its start (a 255-line Claude Code run kept
     97k tokens of a 20k target)."""
@@ -198,7 +198,7 @@ def safe_cuts(messages: Sequence[PlanMessage]) -> list[bool]:
 
     A cut c is unsafe when messages[c] is a tool result, or when a call made before c is
     answered at or after c (the interval (call, result] is closed to cuts). Calls and results
-    pair as everywhere (:func:`~ctxtool.records.pair_tool_calls`): a reused id pairs with the
+    pair as everywhere (:func:`~ctxtool.core.records.pair_tool_calls`): a reused id pairs with the
     latest earlier call, so an old call never closes every cut up to a new turn's result; a
     call stored without an id pairs with a result stored with ``tool_call_id=""``."""
     n = len(messages)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO, BinaryIO, Protocol
 
-from .source import TranscriptError
+from ..core.source_records import TranscriptError
 
 COMPRESSED_SUFFIXES = (".gz", ".zst")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.zst", ".tar", ".zip")

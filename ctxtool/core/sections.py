@@ -5,7 +5,7 @@ older ones ``## Original Request``); Claude Code's use numbered titles (``1. Pri
 Intent:``) after an ``<analysis>`` scratchpad; Codex's compacted summaries are free text. Reading
 every one of them as an ordered list of (heading, items), with the scratchpad and the
 runtimes' continuation boilerplate dropped, lets the extractive summarizer convert a previous
-summary into ctxtool's sections and lets ``ctxtool.quality`` count what a new summary kept of it.
+summary into ctxtool's sections and lets ``ctxtool.core.quality`` count what a new summary kept of it.
 A fenced code block is one item: its fence lines are never items of their own.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..signals import BOILERPLATE
+from .span_facts import BOILERPLATE
 
 _MARKDOWN = re.compile(r"^(?P<level>#{1,6})\s+(?P<t>.+?)\s*#*$")
 _BOLD = re.compile(r"^\*\*(?P<t>[^*]{2,80}?):?\*\*:?$")
@@ -66,7 +66,7 @@ _NOT_ITEMS = re.compile(
 )
 
 # The tags a writer wraps its summary and its scratchpad in (the runtimes' notices around them
-# are ``signals.BOILERPLATE``).
+# are ``span_facts.BOILERPLATE``).
 _WRAPPER_TAGS = re.compile(r"</?(summary|analysis)>", re.I)
 # A scratchpad the writer reasoned in before its summary (Claude Code's <analysis>, a
 # <thinking> block, a plain "Analysis:" part before "Summary:").

@@ -6,8 +6,9 @@ import re
 
 import click
 
+from ..core.trace import TextMatch
 from ..output import OutputFormat, dumps, print_rows, visible
-from ..search import (
+from ..store.search import (
     FULLTEXT_INDEXES,
     SUMMARY_ROLE,
     SearchHit,
@@ -18,7 +19,6 @@ from ..search import (
     trace_session,
 )
 from ..terminal import fit_table, page, table_width, wrap
-from ..trace import TextMatch
 from .app import pass_app
 from .options import json_option, output_options, session_argument
 from .root import context, main

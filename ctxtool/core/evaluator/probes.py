@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..records import Message
-from ..signals import COMMAND_TOOLS, Failure, FileChange, Signals, Statement, signals_of
+from ..span_facts import COMMAND_TOOLS, Failure, FileChange, Signals, Statement, signals_of
 
 
 class ProbeKind(StrEnum):

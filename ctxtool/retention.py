@@ -32,10 +32,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
+from .core.errors import CtxtoolError
+from .core.records import Compaction, Message, Session
 from .db.schema import agent_message as M
 from .db.schema import agent_session as S
-from .errors import CtxtoolError
-from .records import Compaction, Message, Session
 from .redaction import Redactor, without_cut_word
 from .store import Store
 from .store.removal import remove_rows

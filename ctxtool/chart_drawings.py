@@ -15,14 +15,7 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 
-from .core.context_chart import (
-    Bucket,
-    ChartDrop,
-    Column,
-    ContextChart,
-    column_of,
-    columns,
-)
+from .core.context_chart import Bucket, ChartDrop, Column, ContextChart, column_of, columns
 
 # -- shared ----------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from .core.changes import (
+from .changes import (
     DELETED,
     MODIFIED,
     RENAMED,
@@ -31,8 +31,9 @@ from .core.changes import (
     reported_changes,
     shell_changes,
 )
-from .core.outcomes import Run, outcomes, resolved_targets
-from .core.work_state import (
+from .outcomes import Run, outcomes, resolved_targets
+from .records import Message
+from .work_state import (
     has_placeholder,
     is_bare_url,
     is_one_off,
@@ -43,7 +44,6 @@ from .core.work_state import (
     superseded,
     without_placeholders,
 )
-from .records import Message
 
 
 class UserText(Enum):
@@ -832,7 +832,7 @@ def _string_values(value: Any) -> list[str]:
 
 def modified_paths(call: dict[str, Any]) -> list[str]:
     """The files a tool call writes, [] for a call that writes none: the one rule for it
-    (``compaction.touched_files`` counts the same). Edit/Write/MultiEdit, an editor's
+    (``core.touched_files`` counts the same). Edit/Write/MultiEdit, an editor's
     create/str_replace, and a patch however it is applied (an ``apply_patch`` tool, Codex's
     ``["apply_patch", patch]`` shell command, a heredoc in a shell line)."""
     patch = _patch_of(call)

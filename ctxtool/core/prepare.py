@@ -10,11 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context_size import restored_context_tokens
-from ..evaluation import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
-from ..records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
-from ..tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .calls import calls_of
+from .context_size import restored_context_tokens
+from .evaluator import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
 from .plan import (
     CompactionPlan,
     CompactionSettings,
@@ -23,7 +21,9 @@ from .plan import (
     plan_message,
     plan_tail,
 )
+from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
 from .status import CompactionStatus
+from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .touched_files import files_touched, merge_file_lists
 
 MIN_SUMMARY_BUDGET = 256
