@@ -25,12 +25,13 @@ from .core.inspection import (
     ContextStream,
     ContextView,
     ViewItem,
+    shorten,
     side_by_side,
     summary_text,
 )
 from .core.records import NO_CALL_ID, Compaction
 from .markdown_to_html import markdown_to_html
-from .output import OutputFormat, dumps, render_rows, shorten, visible
+from .output import OutputFormat, dumps, render_rows, visible
 from .terminal import MIN_CELL, ColumnStats, fit_columns, fit_table, table_cell, table_line, wrap
 
 FORMATS = ("markdown", "md", "html", "jsonl")

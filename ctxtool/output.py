@@ -44,16 +44,6 @@ class OutputFormat:
         return self.json or self.nl or self.csv
 
 
-def shorten(text: str, width: int, from_left: bool = False) -> str:
-    """``text`` in at most ``width`` characters, a cut marked with "…" (the one way ctxtool
-    shortens a cell, a preview or a column); ``from_left`` keeps the end (a path's file)."""
-    if len(text) <= width:
-        return text
-    if from_left:
-        return "…" + text[len(text) - max(width - 1, 0) :]
-    return text[: max(width - 1, 0)] + "…"
-
-
 def echo_text(text: str, newlines: bool = True, err: bool = False) -> None:
     """Print human text that may hold stored data (titles, prompts, summaries, contents)."""
     click.echo(visible(text, newlines=newlines), err=err)

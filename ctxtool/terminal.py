@@ -19,13 +19,13 @@ from typing import Any
 import click
 import tabulate as tabulate_module
 
+from .core.inspection import shorten
 from .output import (
     Lines,
     OutputFormat,
     colour_enabled,
     is_terminal,
     render_rows,
-    shorten,
     visible,
     visible_cell,
 )

@@ -1,54 +1,140 @@
-"""The line between the rules and the store, checked in fresh interpreters.
+"""The layers, checked on the import graph and in fresh interpreters.
 
-Pure rules import nothing of the store, the database layer, the summarizers or SQLAlchemy; the
-store imports rules, never the services above it; and no module depends on an import order
-(each module is imported first, alone, so a loop between modules fails whichever starts it).
+The package is drawn in layers, each importing only the layers below it: ``ctxtool.core`` (the
+rules: the standard library, orjson and tiktoken, nothing else), ``ctxtool.db``, ``ctxtool.store``
+(core and db only), the services above them, and the CLI on top (``ctxtool.cli`` with its
+helpers). The graph is read from the source (every import statement, those inside functions
+too); the rules are also imported in a fresh interpreter, to see what they really load; and no
+module depends on an import order (each module is imported first, alone, so a loop between
+modules fails whichever starts it).
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import ctxtool
 
-# The pure modules: plain records and rules, testable with plain lists (mypy is strict on them).
-PURE_MODULES = [
-    "ctxtool.core.errors",
-    "ctxtool.core.tokens",
-    "ctxtool.core.records",
-    "ctxtool.core.context_size",
-    "ctxtool.core.quality",
-    "ctxtool.core.inspection",
-    "ctxtool.core.validation",
-    "ctxtool.core.status",
-    "ctxtool.core.compaction_outcome",
-    "ctxtool.core.plan",
-    "ctxtool.core.calls",
-    "ctxtool.core.prepare",
-    "ctxtool.core.checkpoint_rules",
-    "ctxtool.core.durations",
-    "ctxtool.core",
-    "ctxtool.core.outcomes",
-    "ctxtool.core.changes",
-    "ctxtool.core.work_state",
-    "ctxtool.core.context_chart",
-]
-# What no pure module may load (a prefix names a package and everything in it).
-NOT_PURE = ["sqlalchemy", "ctxtool.store", "ctxtool.db", "ctxtool.compaction.summarizers"]
-# What the store may not load: the services that use it.
-SERVICES = [
-    "ctxtool.compaction.compactor",
-    "ctxtool.compaction.batch",
-    "ctxtool.compaction.summarizers",
-    "ctxtool.importer",
-    "ctxtool.export",
+ROOT = Path(ctxtool.__file__).parent
+# The rules, named as pyproject.toml's strict mypy section names them (tests/test_checks.py).
+PURE_MODULES = ["ctxtool.core", "ctxtool.core.*"]
+# What a rule may import besides the standard library and ctxtool.core.
+CORE_LIBRARIES = {"orjson", "tiktoken"}
+# The command line: the click commands and the helpers only they use.
+CLI = [
+    "ctxtool.__main__",
     "ctxtool.cli",
+    "ctxtool.output",
+    "ctxtool.terminal",
+    "ctxtool.failures",
+    "ctxtool.config_file",
 ]
+# Bottom to top; a module belongs to the first layer whose prefix names it, and every module
+# the layers do not name is a service.
+LAYERS = [("core", [PURE_MODULES[0]]), ("db", ["ctxtool.db"]), ("store", ["ctxtool.store"])]
+# Arrows that still run against the layers, each to be removed with its fix: the test fails
+# when one is gone as well as when a new one appears.
+KNOWN_EXCEPTIONS = {
+    ("ctxtool.compaction.batch", "ctxtool.failures"),
+    ("ctxtool.compaction.compactor", "ctxtool.failures"),
+    ("ctxtool.export", "ctxtool.output"),
+    ("ctxtool.export", "ctxtool.terminal"),
+    ("ctxtool.importer", "ctxtool.failures"),
+    ("ctxtool.store.transcript_files", "ctxtool.transcripts.discover"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = ("ctxtool", *path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def all_modules() -> list[str]:
+    """Every module of the package, found on disk (importing to find them would hide the
+    ones that fail)."""
+    return sorted(module_name(path) for path in ROOT.rglob("*.py") if path.stem != "__main__")
+
+
+def imports_of(path: Path) -> set[str]:
+    """The modules ``path`` imports, absolute (``from . import x`` names ``package.x``)."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            found.add(source)
+            found.update(f"{source}.{alias.name}" for alias in node.names)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    """Each module's imports: ctxtool's own modules, and the top names of everything else."""
+    modules = set(all_modules())
+    edges = {}
+    for path in ROOT.rglob("*.py"):
+        names = imports_of(path)
+        edges[module_name(path)] = {n for n in names if n in modules} | {
+            n.split(".")[0] for n in names if n.split(".")[0] != "ctxtool"
+        }
+    return edges
+
+
+def layer_of(module: str) -> int:
+    if any(module == p or module.startswith(p + ".") for p in CLI):
+        return len(LAYERS) + 1
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return len(LAYERS)  # a service
+
+
+def test_the_rules_import_the_standard_library_orjson_tiktoken_and_each_other():
+    allowed = set(sys.stdlib_module_names) | CORE_LIBRARIES
+    wrong = sorted(
+        (module, target)
+        for module, targets in graph().items()
+        if layer_of(module) == 0
+        for target in targets
+        if target != "ctxtool.core"
+        and not target.startswith("ctxtool.core.")
+        and target not in allowed
+        and target != "ctxtool"
+    )
+    assert wrong == []
+
+
+def test_no_arrow_runs_up_the_layers():
+    """core < db < store < services < cli: the store imports core and db, services never the
+    CLI, and nothing below imports what is above it."""
+    up = {
+        (module, target)
+        for module, targets in graph().items()
+        for target in targets
+        if target.startswith("ctxtool.") and layer_of(target) > layer_of(module)
+    }
+    assert up == KNOWN_EXCEPTIONS
+
+
+def test_the_graph_sees_the_imports():
+    edges = graph()
+    assert "ctxtool.core.records" in edges["ctxtool.core.context_size"]
+    assert "sqlalchemy" in edges["ctxtool.store.reads"]
+    assert layer_of("ctxtool.store.reads") == 2 and layer_of("ctxtool.importer") == 3
+    assert layer_of("ctxtool.output") == layer_of("ctxtool.cli.root") == 4
 
 
 def loaded_after_import(module: str) -> set[str]:
@@ -61,42 +147,34 @@ def loaded_after_import(module: str) -> set[str]:
     return set(json.loads(result.stdout.splitlines()[-1]))
 
 
-def matching(loaded: set[str], prefixes: list[str]) -> list[str]:
-    return sorted(m for m in loaded if any(m == p or m.startswith(p + ".") for p in prefixes))
-
-
-@pytest.mark.parametrize("module", PURE_MODULES)
-def test_a_pure_module_loads_no_store_database_or_summarizer(module):
-    assert matching(loaded_after_import(module), NOT_PURE) == []
+def test_the_rules_load_nothing_of_the_store_the_network_or_the_command_line():
+    rules = [m for m in all_modules() if layer_of(m) == 0]
+    code = f"import {', '.join(rules)}"
+    loaded = loaded_after_import(code.removeprefix("import "))
+    ours = sorted(m for m in loaded if m.startswith("ctxtool.") and layer_of(m) != 0)
+    assert ours == []
+    assert not loaded & {"sqlalchemy", "click", "tabulate", "openai", "pymysql"}
 
 
 def test_the_store_loads_rules_and_no_service():
     loaded = loaded_after_import("ctxtool.store")
-    assert (
-        "sqlalchemy" in loaded and "ctxtool.core.context_size" in loaded
-    )  # the check sees imports
-    assert matching(loaded, SERVICES) == []
+    assert "sqlalchemy" in loaded and "ctxtool.core.context_size" in loaded  # the check sees
+    services = sorted(m for m in loaded if m.startswith("ctxtool.") and layer_of(m) > 2)
+    assert services == []
 
 
-def all_modules() -> list[str]:
-    """Every module of the package, found on disk (importing to find them would hide the
-    ones that fail)."""
-    root = Path(ctxtool.__file__).parent
-    names = []
-    for path in root.rglob("*.py"):
-        parts = ("ctxtool", *path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        if parts[-1] != "__main__":
-            names.append(".".join(parts))
-    return sorted(names)
+def test_no_module_name_is_used_twice():
+    stems = [path.stem for path in ROOT.rglob("*.py") if path.stem != "__init__"]
+    stems += [path.name for path in ROOT.iterdir() if (path / "__init__.py").exists()]
+    stems += [path.parent.name for path in ROOT.rglob("*/*/__init__.py")]
+    assert sorted({s for s in stems if stems.count(s) > 1}) == []
 
 
 def test_every_module_imports_first_in_a_fresh_interpreter():
     """A loop between modules breaks the one that starts it (a name not defined yet), so each
     module is imported first: in one fresh interpreter, every ctxtool module is dropped from
     ``sys.modules`` before the next is imported alone (the libraries stay loaded: a loop is
-    between ctxtool's own modules, and one interpreter per module cost a minute)."""
+    between ctxtool's own modules)."""
     modules = all_modules()
     assert "ctxtool.core.context_size" in modules and "ctxtool.store.reads" in modules
     code = """
@@ -116,3 +194,22 @@ print(json.dumps(failed))
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == {}
+
+
+def test_the_imports_the_docs_show_still_work():
+    """The rules moved into ctxtool.core; the names the docs import from the packages they
+    left (``ctxtool.evaluation``, ``ctxtool.compaction``) are re-exported there."""
+    docs = ROOT.parent / "docs"
+    shown = sorted(
+        {
+            line.strip()
+            for path in [*docs.glob("*.md"), ROOT.parent / "README.md"]
+            for line in path.read_text().splitlines()
+            if re.match(r"\s*from ctxtool[\w.]* import [\w, ]+$", line)
+        }
+    )
+    assert any("ctxtool.evaluation import" in line for line in shown)
+    result = subprocess.run(
+        [sys.executable, "-c", "\n".join(shown)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from ..compaction.summarizers import endpoint_configured
+from ..core.inspection import shorten
 from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
-from ..output import OutputFormat, Progress, dumps, print_rows, shorten
+from ..output import OutputFormat, Progress, dumps, print_rows
 from ..store.reads import Store
 from ..terminal import fit_table, table_width, wrap
 from .app import pass_app

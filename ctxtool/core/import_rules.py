@@ -110,8 +110,8 @@ Action = NewMessage | CompleteMessage | NewCheckpoint
 class Counts:
     messages_present: int = 0
     compactions_present: int = 0
-    converted: Counter = field(default_factory=Counter)
-    skipped: Counter = field(default_factory=Counter)
+    converted: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
 
 
 class Reconciler:

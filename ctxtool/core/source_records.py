@@ -80,7 +80,7 @@ class SourceMessage:
     role: str
     content: str | None
     line: int
-    tool_calls: list[dict] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
     created_at: datetime | None = None
@@ -120,7 +120,7 @@ class FileLayout:
     several."""
 
     name: str = "jsonl"
-    recovered: Counter = field(default_factory=Counter)
+    recovered: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -131,6 +131,6 @@ class Transcript:
     format: str
     session: SourceSession
     records: Iterator[Record]
-    skipped: Counter
+    skipped: Counter[str]
     numbered_by_message: bool = False  # a whole JSON document: record N is its Nth message
     layout: FileLayout = field(default_factory=FileLayout)

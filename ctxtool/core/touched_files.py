@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from .calls import call_name
 from .span_facts import arguments_of, modified_paths, path_of
@@ -21,7 +22,7 @@ MAX_READ_FILES = 200
 MAX_MODIFIED_FILES = 500
 
 
-def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
+def files_touched(tool_calls: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(files read, files modified), in first-seen order, from OpenAI-style tool calls. What a
     call modifies is ``span_facts.modified_paths`` (the rule the evaluator's probes use too)."""
     read: dict[str, None] = {}
@@ -40,7 +41,9 @@ def files_touched(tool_calls: Sequence[dict]) -> tuple[list[str], list[str]]:
     return [p for p in read if p not in modified], list(modified)
 
 
-def merge_file_lists(previous: dict | None, read: list[str], modified: list[str]) -> dict:
+def merge_file_lists(
+    previous: dict[str, Any] | None, read: list[str], modified: list[str]
+) -> dict[str, Any]:
     """Files of a new checkpoint: the previous checkpoint's plus this span's (iterative), each
     list capped to its newest entries with the number left out counted."""
     previous = previous if isinstance(previous, dict) else {}
