@@ -42,7 +42,7 @@ from ..core.prepare import (
 )
 from ..core.records import Session
 from ..core.status import CompactionStatus
-from ..core.tokens import encoding_for_model, get_encoding, token_lengths
+from ..core.tokens import get_encoding, token_lengths
 from ..db import DEFAULT_POLICY, retry_transaction
 from ..failures import describe_failure
 from ..store import Store, leases
@@ -321,9 +321,8 @@ class Compactor:
         the context measured from the suffix's sums (its rows read only where the sums cannot
         tell), then the suffix read from its end, in ever longer tails, until one settles the
         cut; the summarized messages before that tail are summed by the server."""
-        session = self.store.session(session_id, conn)
-        previous = self.store.latest_compaction(session_id, conn)
-        encoding = encoding_for_model(session.model, self.encoding).name
+        head = self.store.head(session_id, self.encoding, conn)
+        session, previous, encoding = head.session, head.latest, head.encoding
         summed = summed_context_tokens(self.store, conn, session_id, self.encoding)
         prep = measured(
             session_id,

@@ -455,10 +455,8 @@ def exact_context_tokens(
     and the pairing kept proved (``paired_through``: only what came after is asked about).
     ``proofs`` collects {session: (checkpoint id, newest id)} for each pairing the server
     proved here, for ``context_sums.remember_pairing``."""
-    session = store.session(session_id, conn)
-    enc = encoding_for_model(session.model, encoding).name
-    latest = store.latest_compaction(session_id, conn)
-    cut = latest.first_kept_message_id if latest else None
+    start = store.head(session_id, encoding, conn)
+    session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     suffix = summed
     if context is not None and context.checkpoint_id != (latest.id if latest else 0):
         suffix = None  # summed from the cut before a checkpoint appended since the read
@@ -542,10 +540,8 @@ def summed_context_tokens(
     can. The sums are the session's kept row and the messages written since, where the row is
     still the session's (``store.context_sums``), with the pairing it kept proved; else summed
     on the index from the cut (0.5 s for 600k messages)."""
-    session = store.session(session_id, conn)
-    enc = encoding_for_model(session.model, encoding).name
-    latest = store.latest_compaction(session_id, conn)
-    cut = latest.first_kept_message_id if latest else None
+    start = store.head(session_id, encoding, conn)
+    session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     checkpoint_id = latest.id if latest else 0
     sums, paired = _session_sums(conn, session_id, checkpoint_id, cut, enc)
     if sums is None:

@@ -211,10 +211,8 @@ def read_suffix(
     (where turns start), of roles resent as user messages and of messages without a usable
     count; the rest carry their counts. A result whose call is not in the suffix is resent as
     a user message: then every text is read."""
-    session = store.session(session_id, conn)
-    enc = encoding_for_model(session.model, encoding).name
-    latest = store.latest_compaction(session_id, conn)
-    cut = latest.first_kept_message_id if latest else None
+    head = store.head(session_id, encoding, conn)
+    session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     texts_of = (
         None
         if texts
@@ -257,10 +255,8 @@ def read_tails(
     tail that settles its plan (``core.plan.plan_tail``). What planning and measuring
     the kept part need is read (``read_suffix``'s ``texts=False``, and the text of results);
     nothing is written."""
-    session = store.session(session_id, conn)
-    enc = encoding_for_model(session.model, encoding).name
-    latest = store.latest_compaction(session_id, conn)
-    cut = latest.first_kept_message_id if latest else None
+    head = store.head(session_id, encoding, conn)
+    session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     # Results too: one the kept part holds without its call is resent with its text. A tail
     # is a few hundred messages; the rows before it are never read.
     texts_of = sa.or_(

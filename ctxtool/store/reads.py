@@ -255,6 +255,21 @@ def keyset_pages(
             return
 
 
+@dataclasses.dataclass(frozen=True)
+class SessionHead:
+    """Where every read of a session's restored context starts: the session, the encoding its
+    counts are in, its latest checkpoint, and the cut (the first message kept after that
+    checkpoint; None: the session's first message)."""
+
+    session: Session
+    encoding: str
+    latest: Compaction | None
+
+    @property
+    def cut(self) -> int | None:
+        return self.latest.first_kept_message_id if self.latest else None
+
+
 class Store:
     """The context store behind one engine.
 
@@ -433,15 +448,22 @@ class Store:
 
     # -- restored context ----------------------------------------------------------------------
 
-    def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
-        """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
+    def head(
+        self, session_id: int, encoding: str | None = None, conn: Connection | None = None
+    ) -> SessionHead:
+        """The session, its encoding (``encoding`` wins over the model's), its latest checkpoint
+        and the cut: what every read of its restored context starts from."""
         with connection_for(self.engine, conn) as c:
             session = self.session(session_id, c)
             latest = self.latest_compaction(session_id, c)
-            suffix = self.messages(
-                session_id, latest.first_kept_message_id if latest else None, conn=c
-            )
-        return restore_context(session_id, session.system_prompt, latest, suffix)
+        return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
+
+    def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
+        """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
+        with connection_for(self.engine, conn) as c:
+            head = self.head(session_id, conn=c)
+            suffix = self.messages(session_id, head.cut, conn=c)
+        return restore_context(session_id, head.session.system_prompt, head.latest, suffix)
 
     def context_tokens(
         self, session_id: int, encoding: str | None = None, conn: Connection | None = None
@@ -452,9 +474,10 @@ class Store:
         the runtime wrote without a count, the system prompt, the summary) are counted now.
         """
         with connection_for(self.engine, conn) as c:
-            session = self.session(session_id, c)
-            ctx = self.restored_context(session_id, c)
-        return restored_context_tokens(ctx, encoding_for_model(session.model, encoding).name)
+            head = self.head(session_id, encoding, c)
+            suffix = self.messages(session_id, head.cut, conn=c)
+        ctx = restore_context(session_id, head.session.system_prompt, head.latest, suffix)
+        return restored_context_tokens(ctx, head.encoding)
 
 
 def span_at(
