@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .core.errors import CtxtoolError
 from .core.import_rules import Disagreement, Reconciler
+from .core.source_records import FileIdentity, RecordedFile
 from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
 from .failures import describe_failure
 from .store.import_writes import ImportedSessions, MessageWriter, SessionGone
@@ -35,10 +36,8 @@ from .transcripts.compressed import archive_members, is_archive, is_compressed
 from .transcripts.discover import (
     STDIN,
     CountingStream,
-    FileIdentity,
     HardLinks,
     LegacyIds,
-    RecordedFile,
     SourceFile,
     expand_paths,
     hard_links,

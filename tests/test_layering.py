@@ -45,7 +45,6 @@ KNOWN_EXCEPTIONS = {
     ("ctxtool.export", "ctxtool.output"),
     ("ctxtool.export", "ctxtool.terminal"),
     ("ctxtool.importer", "ctxtool.failures"),
-    ("ctxtool.store.transcript_files", "ctxtool.transcripts.discover"),
 }
 
 

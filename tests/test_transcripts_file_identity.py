@@ -14,7 +14,8 @@ import tarfile
 
 import pytest
 
-from ctxtool.transcripts.discover import HEAD_BYTES, FileIdentity, RecordedFile, signed_64
+from ctxtool.core.source_records import FileIdentity, RecordedFile
+from ctxtool.transcripts.discover import HEAD_BYTES, signed_64
 
 FILES = "ctxtool_transcript_files"
 

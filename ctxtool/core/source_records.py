@@ -7,6 +7,7 @@ transcript says about its session) and a stream of :class:`SourceMessage` and
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -134,3 +135,42 @@ class Transcript:
     skipped: Counter[str]
     numbered_by_message: bool = False  # a whole JSON document: record N is its Nth message
     layout: FileLayout = field(default_factory=FileLayout)
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    """What the store recorded of the file a session was imported from (``store.transcript_files``):
+    a hash of its first ``head_bytes`` and the session's source format and id."""
+
+    head_bytes: int
+    head_sha256: str
+    source_format: str
+    source_id: str
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """The file on disk a transcript is read from, as the store recalls it when none of the
+    file's names finds its session: a name it was given after its import, in a folder no run
+    saw it in (see ``transcripts.discover.source_ids``). An inode is reused once its file is
+    deleted; the first bytes tell the file that grew from another that took its inode."""
+
+    device: int  # st_dev and st_ino as signed 64-bit (a column's range): see discover.signed_64
+    inode: int
+    head: bytes  # the first discover.HEAD_BYTES of the snapshot imported, or all of it if shorter
+
+    @property
+    def head_sha256(self) -> str:
+        return hashlib.sha256(self.head).hexdigest()
+
+    def record(self, source_format: str, source_id: str) -> RecordedFile:
+        return RecordedFile(len(self.head), self.head_sha256, source_format, source_id)
+
+    def continues(self, recorded: RecordedFile) -> bool:
+        """Whether this file begins with the bytes recorded of the one that had its inode: the
+        same file, grown (or not) since. A file now shorter than that head is another."""
+        size = recorded.head_bytes
+        return (
+            0 < size <= len(self.head)
+            and hashlib.sha256(self.head[:size]).hexdigest() == recorded.head_sha256
+        )

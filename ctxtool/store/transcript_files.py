@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..core.source_records import FileIdentity, RecordedFile
 from ..db.schema import transcript_files as F
-from ..transcripts.discover import FileIdentity, RecordedFile
 
 
 def recorded_file(engine: Engine, file: FileIdentity) -> RecordedFile | None:

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
-from ..core.source_records import MAX_RECORD_BYTES, TranscriptError
+from ..core.source_records import MAX_RECORD_BYTES, FileIdentity, TranscriptError
 from .compressed import (
     ARCHIVE_SUFFIXES,
     COMPRESSED_SUFFIXES,
@@ -93,45 +93,6 @@ class SourceFile:
 # How many of a file's first bytes its identity hashes: a transcript being written only grows,
 # so its beginning stays, and 4 KiB tell two transcripts apart (the reconciler checks the rest).
 HEAD_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class RecordedFile:
-    """What the store recorded of the file a session was imported from (store.transcript_files):
-    a hash of its first ``head_bytes`` and the session's source format and id."""
-
-    head_bytes: int
-    head_sha256: str
-    source_format: str
-    source_id: str
-
-
-@dataclass(frozen=True)
-class FileIdentity:
-    """The file on disk a transcript is read from, as the store recalls it when none of the
-    file's names finds its session: a name it was given after its import, in a folder no run
-    saw it in (see :func:`source_ids`). An inode is reused once its file is deleted; the first
-    bytes tell the file that grew from another that took its inode."""
-
-    device: int  # st_dev and st_ino as signed 64-bit (a column's range): see signed_64
-    inode: int
-    head: bytes  # the first HEAD_BYTES of the snapshot imported, or all of it if shorter
-
-    @property
-    def head_sha256(self) -> str:
-        return hashlib.sha256(self.head).hexdigest()
-
-    def record(self, source_format: str, source_id: str) -> RecordedFile:
-        return RecordedFile(len(self.head), self.head_sha256, source_format, source_id)
-
-    def continues(self, recorded: RecordedFile) -> bool:
-        """Whether this file begins with the bytes recorded of the one that had its inode: the
-        same file, grown (or not) since. A file now shorter than that head is another."""
-        size = recorded.head_bytes
-        return (
-            0 < size <= len(self.head)
-            and hashlib.sha256(self.head[:size]).hexdigest() == recorded.head_sha256
-        )
 
 
 def file_identity(fd: int, size: int | None) -> FileIdentity:
