@@ -1,7 +1,8 @@
 """ctxtool: operations toolkit for the MySQL context stores of LLM agents.
 
-The library modules do the work (``ctxtool.db``, ``ctxtool.migrate``, ``ctxtool.store``,
-``ctxtool.core.tokens``, ``ctxtool.compaction``, ...); ``ctxtool.cli`` only parses and prints.
+The rules are ``ctxtool.core``; the store (``ctxtool.store`` over ``ctxtool.db``) reads and
+writes the tables; the services (``ctxtool.importer``, ``ctxtool.compaction``,
+``ctxtool.migrate``, ...) do the jobs; ``ctxtool.cli`` only parses and prints.
 """
 
 __version__ = "0.1.0"

@@ -1,15 +1,10 @@
-"""Offline compaction: pure rules at the centre, the store and the summarizer at the edges.
+"""Compacting sessions against a store: ``compactor`` (:class:`Compactor`, one session),
+``batch`` (the cron batch over every session that needs it), ``fold`` (a summarizer's input kept
+within its window, folded chunk by chunk) and ``summarizers`` (``openai``, ``extractive``).
 
-- ``plan``: should a session compact, where is the cut (pure, plain lists)
-- ``prepare``: the plan plus what to summarize and the budget; ``check_summary`` (pure)
-- ``rules``: checkpoint consistency rules ``validate`` uses; ``ctxtool.core.quality``: retention
-- ``status``, ``outcome``: what compacting a session came to (pure)
-- ``summarizers``: ``openai`` and ``extractive``; ``fold``: bounded input, chunked folding
-- ``runner``: :class:`~ctxtool.compaction.compactor.Compactor`, one session or the cron batch
-  (``batch``) against a store
-
-Importing this package loads the pure rules only (no store, no database, no summarizer): the
-services are imported from their modules, ``from ctxtool.compaction.compactor import Compactor``.
+The rules they apply are in ``ctxtool.core`` (``plan``, ``prepare``, ``durations``, ``status``,
+``compaction_outcome``); their public names are re-exported here, and importing this package
+loads only them: ``from ctxtool.compaction.compactor import Compactor`` brings the services.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Versioned schema migrations from ``sql/<dialect>/NNNN_name.sql``, recorded in a history table.
 
-``files`` loads and splits the shipped files, ``states`` judges where a database stands (pure),
-``runner`` applies them under the dialect's lock.
+``sql_files`` loads, checksums and splits the shipped files, ``states`` judges where a database
+stands (pure), ``history`` reads and writes the history table, ``apply`` runs one file, and
+``migrator`` (:class:`Migrator`) applies them under the dialect's lock.
 """
 
 from ..db.schema import HISTORY_TABLE

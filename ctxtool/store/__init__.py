@@ -1,9 +1,10 @@
 """The context store behind one engine: every query ctxtool runs on the three tables.
 
-``reads`` (sessions, messages, checkpoints, restored contexts, validation input) is used by
-everyone; the write paths live beside it, one module per kind of write. The store reads and
-writes; the rules it applies are pure modules below it (``records``, ``context_size``,
-``validation``, ``core.plan``), and nothing here imports a service above it.
+``reads`` holds :class:`Store` (sessions, messages, checkpoints, restored contexts, the session's
+head) used by everyone; beside it one module per kind of write (``import_writes``,
+``checkpoints``, ``leases``, ``counts``, ``removal``, ...) and of read (``search``,
+``completion``, ``checks``, ...). The rules it applies are ``ctxtool.core``; it imports only
+them and ``ctxtool.db``.
 """
 
 from .checks import validate

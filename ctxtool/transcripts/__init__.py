@@ -1,10 +1,12 @@
 """Agent transcript formats, each parsed into one normalised stream of records.
 
-One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``, ``openhands``), each a
-:class:`~.walk.FormatParser` with one method per record kind; :data:`FORMATS` is the one registry.
-``files`` finds and opens transcripts, ``reading`` checks their lines and detects their format;
-``reconcile`` holds the pure import rules. Nothing
-here touches the database (that is ``ctxtool.importer`` and ``ctxtool.store.import_writes``).
+One module per format (``claude_code``, ``codex``, ``pi``, ``openai_chat``, ``openhands``,
+``ctxtool_archive``), each a :class:`~.walk.FormatParser` with one method per record kind;
+:data:`PARSERS` is the one registry. ``discover`` finds and opens transcripts, ``compressed``
+reads compressed files and archives of them, ``lines`` checks their lines and detects their
+format. The records a parser hands on and the import's rules are in ``ctxtool.core``
+(``source_records``, ``import_rules``). Nothing here touches the database (that is
+``ctxtool.importer`` and ``ctxtool.store.import_writes``).
 """
 
 from __future__ import annotations

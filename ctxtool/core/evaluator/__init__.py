@@ -1,4 +1,4 @@
-"""Probe-based evaluation of compaction summaries (pure; the LLM judge is in ``judge``).
+"""Probe-based evaluation of compaction summaries, pure (a model judges in ``evaluation.judge``).
 
 ``evaluate(span, summary, kept)`` answers the probes a continuing agent has against the
 restored context, lists what the summary invents and what each section costs;
