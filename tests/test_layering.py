@@ -30,6 +30,7 @@ CORE_LIBRARIES = {"orjson", "tiktoken"}
 CLI = [
     "ctxtool.__main__",
     "ctxtool.cli",
+    "ctxtool.escapes",
     "ctxtool.export",
     "ctxtool.output",
     "ctxtool.terminal",
