@@ -70,7 +70,8 @@ def import_cmd(
 ):
     """Import Claude Code, Codex CLI, Pi or OpenAI-chat transcripts.
 
-    PATHS are files, directories (every .jsonl/.json/.traj under them) or - for standard input;
+    PATHS are files, directories (every .jsonl/.json/.traj under them, hidden folders such as
+    .venv left out unless named) or - for standard input;
     .gz and .zst files, and .tar.gz/.zip archives of transcripts, are read as streams. A file
     still being written is read up to its length at the start: its unfinished end waits for
     the next import.

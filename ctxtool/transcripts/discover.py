@@ -47,13 +47,15 @@ READ_BUFFER = 1 << 20
 def expand_paths(paths: Iterable[str]) -> list[str]:
     """Files to import: each path as given (a missing one is reported when it is imported, so
     it never stops the others), directories walked for transcripts (compressed ones and
-    archives of them too, see ``compressed``), ``-`` = stdin."""
+    archives of them too, see ``compressed``), ``-`` = stdin. Folders whose name starts with a
+    dot (``.venv``, ``.git``) are skipped under a directory given, unless named themselves:
+    their JSON files are a tool's, not transcripts."""
     out: list[str] = []
     for p in paths:
         if p != STDIN and os.path.isdir(p):
             found: list[str] = []
             for root, dirs, files in os.walk(p):  # never follows a symlinked folder (no loops)
-                dirs.sort()
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found.extend(
                     os.path.join(root, name)
                     for name in files

@@ -126,6 +126,11 @@ class RecordReader:
                 continue
             for item in items:
                 if type(item) is not Line:
+                    if self.one_per_line is None and raw.lstrip()[:1] not in (b"{", b"["):
+                        # The file's only line, unfinished, and no JSON record being written
+                        # (plain text, a binary's head): no transcript, not one to wait for.
+                        yield item
+                        return
                     break
                 yield item
             else:
