@@ -163,6 +163,21 @@ def test_the_store_loads_rules_and_no_service():
     assert services == []
 
 
+def test_no_dialect_name_is_compared_outside_the_database_layer():
+    compared = re.compile(
+        r"""(\.name\s*[!=]=\s*["'](sqlite|mysql|mariadb)["'])"""
+        r"""|(["'](sqlite|mysql|mariadb)["']\s*[!=]=\s*\w+(\.\w+)*\.name)"""
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] != "db"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if compared.search(line)
+    ]
+    assert found == []
+
+
 def test_no_module_name_is_used_twice():
     stems = [path.stem for path in ROOT.rglob("*.py") if path.stem != "__init__"]
     stems += [path.name for path in ROOT.iterdir() if (path / "__init__.py").exists()]

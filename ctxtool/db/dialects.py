@@ -32,11 +32,22 @@ MEDIUMTEXT_BYTES = 16 * 1024 * 1024 - 1
 STATEMENT_OVERHEAD = 64 * 1024  # room for the statement around one row's text
 
 
+# SQLite keeps a trigger's CREATE as written: its timing and event, then FOR EACH ROW and body.
+_SQLITE_TRIGGER_HEAD = re.compile(
+    r"\b(?P<timing>BEFORE|AFTER|INSTEAD\s+OF)\s+INSERT\s+ON\s+[\"`\[]?agent_message[\"`\]]?"
+    r"\s+(FOR\s+EACH\s+ROW\s+)?",
+    re.IGNORECASE,
+)
+
+
 class Dialect:
     """What ctxtool needs to know of one database family."""
 
     name: str = ""
     transactional_ddl: bool = False
+    # One writer at a time (SQLite): a row's id is given with the database locked, so ids
+    # commit in order without the order trigger MySQL and MariaDB need.
+    single_writer: bool = True
     # Whether an import gains from sending batches on a writer thread while it parses: only
     # where the database works outside this process's GIL.
     overlap_writes: bool = False
@@ -72,6 +83,19 @@ class Dialect:
         """SQL giving the server's version text, its product first where the text does not
         say it (migrate.server_versions parses it)."""
         return "SELECT 'SQLite ' || sqlite_version()"
+
+    def message_triggers(self, conn: Connection) -> list[tuple[str, str, str, str, str]]:
+        """The triggers on agent_message this user can see, as (name, table, timing, event,
+        body): SQLite keeps each CREATE as written, read from sqlite_master."""
+        found = []
+        for name, table, sql in conn.exec_driver_sql(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"
+        ):
+            head = _SQLITE_TRIGGER_HEAD.search(str(sql or ""))
+            if head is not None:
+                body = str(sql)[head.end() :]
+                found.append((str(name), str(table), head["timing"].upper(), "INSERT", body))
+        return found
 
     def tables_without_ordered_ids(self, conn: Connection, tables: Sequence[str]) -> list[str]:
         """Those of ``tables`` whose AUTO_INCREMENT ids the server hands out from caches of
@@ -383,6 +407,7 @@ class MySQL(Dialect):
     """MySQL 8, MariaDB 10.11 and wire-compatible engines."""
 
     name = "mysql"
+    single_writer = False
     transactional_ddl = False
     overlap_writes = True
     DEADLOCK = 1213
@@ -462,6 +487,22 @@ class MySQL(Dialect):
 
     def server_version_sql(self) -> str:
         return "SELECT VERSION()"
+
+    def message_triggers(self, conn: Connection) -> list[tuple[str, str, str, str, str]]:
+        # SHOW TRIGGERS, not information_schema.triggers, which waits behind any DROP DATABASE
+        # waiting for a lock. Without the TRIGGER privilege MySQL lists none, MariaDB each with
+        # an empty body.
+        rows = conn.exec_driver_sql("SHOW TRIGGERS LIKE 'agent_message'").mappings()
+        return [
+            (
+                str(r["Trigger"]),
+                str(r["Table"]),
+                str(r["Timing"]).upper(),
+                str(r["Event"]).upper(),
+                str(r["Statement"] or ""),  # MariaDB: NULL without the TRIGGER privilege
+            )
+            for r in rows
+        ]
 
     def tables_without_ordered_ids(self, conn, tables):
         if not is_tidb(conn.exec_driver_sql("SELECT VERSION()").scalar() or ""):

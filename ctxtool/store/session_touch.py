@@ -104,7 +104,7 @@ def trigger_statements(dialect: Dialect) -> list[str]:
     touch, and on MySQL and MariaDB the order check (SQLite has one writer at a time: a row's
     id is given with the database locked)."""
     statements = [trigger_statement(dialect)]
-    if dialect.name != "sqlite":
+    if not dialect.single_writer:
         statements.append(order_trigger_statement())
     return statements
 
@@ -138,40 +138,12 @@ class Trigger:
 
 
 def triggers(conn: Connection) -> list[Trigger]:
-    """The triggers on agent_message this user can see (SHOW TRIGGERS, not
-    information_schema.triggers, which waits behind any DROP DATABASE waiting for a lock).
-    Without the TRIGGER privilege MySQL lists none, MariaDB each with an empty body."""
-    if dialect_of(conn).name == "sqlite":
-        found = []
-        for name, table, sql in conn.exec_driver_sql(
-            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"
-        ):
-            head = _SQLITE_HEAD.search(str(sql or ""))
-            if head is None:
-                continue
-            body = str(sql)[head.end() :]
-            found.append(Trigger(str(name), str(table), head["timing"].upper(), "INSERT", body))
-    else:
-        rows = conn.exec_driver_sql("SHOW TRIGGERS LIKE 'agent_message'").mappings()
-        found = [
-            Trigger(
-                str(r["Trigger"]),
-                str(r["Table"]),
-                str(r["Timing"]).upper(),
-                str(r["Event"]).upper(),
-                str(r["Statement"] or ""),  # MariaDB: NULL without the TRIGGER privilege
-            )
-            for r in rows
-        ]
+    """The triggers on agent_message this user can see, as the dialect lists them (without the
+    TRIGGER privilege MySQL lists none, MariaDB each with an empty body)."""
+    found = [Trigger(*row) for row in dialect_of(conn).message_triggers(conn)]
     return [t for t in found if t.table == "agent_message"]
 
 
-# SQLite keeps a trigger's CREATE as written: its timing and event, then FOR EACH ROW and body.
-_SQLITE_HEAD = re.compile(
-    r"\b(?P<timing>BEFORE|AFTER|INSTEAD\s+OF)\s+INSERT\s+ON\s+[\"`\[]?agent_message[\"`\]]?"
-    r"\s+(FOR\s+EACH\s+ROW\s+)?",
-    re.IGNORECASE,
-)
 # The body of ctxtool's earlier trigger, whatever its server time (UTC_TIMESTAMP(6),
 # CURRENT_TIMESTAMP, SQLite's strftime) and spacing.
 _EARLIER_BODY = re.compile(
@@ -213,8 +185,7 @@ def trigger_notes(conn: Connection) -> list[str]:
             f"sum can miss one; `migrate up --touch-session-trigger` replaces it with "
             f"{TRIGGER_NAME} (BEFORE INSERT)"
         )
-    dialect = dialect_of(conn)
-    if dialect.name == "sqlite":
+    if dialect_of(conn).single_writer:
         return notes
     if TRIGGER_NAME in names and ORDER_TRIGGER_NAME not in names:
         notes.append(
