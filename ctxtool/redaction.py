@@ -50,7 +50,7 @@ _SECRET_IN_GROUP = {"BasicAuthDetector", "AWSKeyDetector"}
 # A rule starts with its literal and checks the word boundary before it by a lookbehind
 # (``sk-(?<=\bsk-)``, the same matches as ``\bsk-``): a pattern that starts with a literal is
 # found by the re module's fast substring search, one that starts with ``\b`` is tried at every
-# position (a conversation's masking took 8x as long, the largest cost of a compaction's CPU).
+# position (masking then became the largest cost of a compaction's CPU).
 # What detect-secrets 1.5 has no rule for, or finds only part of (a private key's header, a
 # JWT without its signature): tried before its rules, so the whole secret is replaced.
 _SPECIFIC = [

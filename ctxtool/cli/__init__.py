@@ -18,7 +18,7 @@ except BaseException as exc:
     # Ctrl-C in the second the modules take to load: the line and exit code it has later
     # (ctxtool.failures), not a traceback through the import machinery. Python may wrap it:
     # landing in a class being made, it is the cause of a RuntimeError ("Error calling
-    # __set_name__", seen once in a parallel test run).
+    # __set_name__").
     # The chain may loop (an exception set as its own context's context): each one once.
     cause: BaseException | None = exc
     seen: set[int] = set()

@@ -166,7 +166,7 @@ def suffix_tokens(messages: Sequence[Message], encoding: str) -> SuffixTokens:
 
 # synthetic_result_tokens of the shipped encodings, as counted (tests/test_startup.py checks):
 # a batch sums stored counts with this in every bound, and loading a vocabulary to count one
-# fixed sentence was a third of a `compact --all --dry-run`'s CPU (0.6 s).
+# fixed sentence would cost a dry run more than the sums.
 _SYNTHETIC_RESULT_TOKENS = {"o200k_base": 13, "cl100k_base": 13}
 
 

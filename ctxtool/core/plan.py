@@ -61,8 +61,9 @@ def context_window_for(model: str | None, override: int | None = None) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _model_window(model: str | None) -> int:
-    """Once a model name: `compact --all` asks for every session's threshold, twice (100k
-    sessions: 1-2 s of prefix matching, for a few distinct names)."""
+    """The context window of the longest known prefix of ``model``'s name (its last path
+    part), else the default. Cached: `compact --all` asks it for every session, twice, and a
+    store holds few distinct model names."""
     name = (model or "").rsplit("/", 1)[-1].lower()
     best = max((p for p in CONTEXT_WINDOWS if name.startswith(p)), key=len, default=None)
     return CONTEXT_WINDOWS[best] if best else DEFAULT_CONTEXT_WINDOW

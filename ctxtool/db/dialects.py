@@ -246,8 +246,7 @@ class _MySQLBulkInsert(BulkInsert):
     ):
         self.conn = conn
         # A prepared execution's values, at most. In a statement-based binlog the server
-        # writes it as text, each value quoted and escaped (up to twice its bytes; measured on
-        # MariaDB 10.11: 1.05x for short values, 1.98x for values of escaped characters only):
+        # writes it as text, each value quoted and escaped (up to twice its bytes):
         # a fifth of the packet keeps that text within max_allowed_packet with room for other
         # servers' spelling, so a replay through the mariadb client takes it. A row larger
         # than this goes alone, as text, sized by what it sends (store.import_writes).
@@ -441,8 +440,7 @@ class MySQL(Dialect):
     def through_session_index(self, query, table):
         # A query that reads more of the rows than idx_message_session_id_tokens holds is
         # planned as one primary-key range from the lowest cut to the end of the table, read
-        # once for every 500 sessions (measured: 26 s against 11.6 s through the index, for
-        # the sums of compact --all over 1M messages in 1,100 sessions).
+        # once for every 500 sessions, where the index holds all the query reads.
         return super().through_session_index(query, table)
 
     def through_index(self, query, table, index):
@@ -520,8 +518,8 @@ class MySQL(Dialect):
 
     def next_message_id(self, table, session_id):
         # MySQL and MariaDB plan the first id above a correlated one as a walk of the session's
-        # entries from its first (a ref on session_id alone), per row: no answer in 60 s on
-        # the 600k-message session. LEAD over the select's own rows, the session's in id order.
+        # entries from its first (a ref on session_id alone), per row: quadratic in a session's
+        # messages. LEAD over the select's own rows, the session's in id order.
         return sa.func.lead(table.c.id).over(order_by=table.c.id)
 
     def plain_rows(self, conn, query):

@@ -265,9 +265,9 @@ _KEPT_AT = len(_SessionRow._fields)
 
 def _newest_message_id(dialect: Dialect) -> sa.ScalarSelect:
     """SQL: the id of agent_session's session's newest message (NULL without one), one dive of
-    idx_message_session_id_tokens from its end (2.7 s for 100k sessions on 10M messages,
-    against 10-20 s for a walk of the index). The index is named: MariaDB otherwise took
-    uq_message_source (session_id, source_id) and sorted each session's every entry."""
+    idx_message_session_id_tokens from its end, far cheaper than a walk of the index. The
+    index is named: MariaDB otherwise took uq_message_source (session_id, source_id) and
+    sorted each session's every entry."""
     newest = (
         sa.select(M.c.id).where(M.c.session_id == S.c.session_id).order_by(M.c.id.desc()).limit(1)
     )
@@ -327,10 +327,9 @@ def all_suffix_sums(encodings: list[str]) -> sa.Select:
     encoding in ``encodings`` (``tokens_0``, ``uncounted_0``, ...): the caller takes the one
     each session needs.
 
-    One walk of the index, about what a bare ``COUNT(*)`` of it costs (1.4x in
-    bench_bigstore.py), where the ranges of :func:`~ctxtool.store.reads.suffix_ranges`, 50 to
-    500 sessions a query, cost 14x: the server checked each entry against every range term of
-    its query. The messages before a cut are read and skipped on the index as the walk passes
+    One walk of the index, about what a bare ``COUNT(*)`` of it costs, where the ranges of
+    :func:`~ctxtool.store.reads.suffix_ranges`, 50 to 500 sessions a query, cost ten times
+    more: the server checked each entry against every range term of its query. The messages before a cut are read and skipped on the index as the walk passes
     them: in a store compacted many times over they are most of it, and the walk still costs
     about one ``COUNT(*)`` of the index, where the ranges read only the suffixes."""
     cp = C.alias("cp")
@@ -491,7 +490,7 @@ def _pairing_proved(
     cut. Calls and results must be as many: a call open at the end of the sums is no pair,
     and no proof is asked for then: the server reads the session as it is now, and a proof
     that the call's answer (committed since the sums were read) follows it would make the
-    sums without it a figure the context never had (found by review)."""
+    sums without it a figure the context never had."""
     if suffix.unpaired:
         return False
     kept = context.paired_through if context is not None else None
@@ -539,7 +538,7 @@ def summed_context_tokens(
     dry run measures a 600k-message session without turning its rows into records where it
     can. The sums are the session's kept row and the messages written since, where the row is
     still the session's (``store.context_sums``), with the pairing it kept proved; else summed
-    on the index from the cut (0.5 s for 600k messages)."""
+    on the index from the cut."""
     start = store.head(session_id, encoding, conn)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     checkpoint_id = latest.id if latest else 0

@@ -146,10 +146,9 @@ class SessionNow:
     last_message_id: int | None
 
 
-# How many grown sessions cost a walk as much as one stale session does: on 10M messages and
-# 100k sessions, 50k grown ones summed on their ranges took 6.7-7.5 s against a walk's 5.2-5.8
-# s, and 1k grown 4.3 s: the walk is cheaper past about 20k grown, where the rule walks from
-# 5k stale ones (a twentieth).
+# How many grown sessions cost a walk as much as one stale session does: past that many, one
+# walk of the index is cheaper than summing each grown session on its range
+# (docs/benchmarks.md, "Figures behind the code").
 GROWN_PER_STALE = 4
 
 
@@ -381,7 +380,7 @@ def forget(conn: Connection, message_ids: Sequence[int], *, rewritten: bool = Fa
     if not message_ids:
         return
     # The sessions first, then the rows by key: MariaDB runs an UPDATE's IN (subquery) once
-    # for each row of the table (6 s a batch on 100k kept rows).
+    # for each row of the table.
     sessions = (
         conn.execute(sa.select(M.c.session_id).where(M.c.id.in_(list(message_ids))).distinct())
         .scalars()

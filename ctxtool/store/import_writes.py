@@ -52,8 +52,7 @@ from .reads import json_as_text, json_value, latest_compaction_id, text_bytes
 from .session_touch import touch_session
 
 # Small batches keep the server busy from the first rows on and leave little to send once the
-# file is parsed. Measured for 100k messages, two in flight, interleaved: 5000 rows 1.79-1.95 s,
-# 2000 rows 1.73-1.81 s, 1000 rows 1.71-1.79 s, 500 rows 1.71-1.80 s. 1024: a power of two, so
+# file is parsed; below a few thousand rows the size hardly matters. 1024: a power of two, so
 # a batch of short messages is one prepared execution (see db.prepared).
 BATCH_ROWS = 1024
 # Batches sent or waiting to be, at most: the parser goes on while the server takes its time.
@@ -66,7 +65,7 @@ MAX_JSON_DEPTH = 30
 
 # One agent_message row as the importer inserts it is a plain tuple of these columns, in this
 # order (the schema's), after the session id its statements hold; MessageWriter.row builds it
-# positionally (a namedtuple cost 0.3 µs a row).
+# positionally (a namedtuple costs more, on every row).
 assert MESSAGE_ROW_COLUMNS == (
     "role",
     "content",
@@ -88,8 +87,8 @@ _COMPLETE = sa.text(
 
 
 # While a writer thread sends batches, the parsing thread should hand it the GIL as soon as a
-# server reply arrives: at the default 5 ms switch interval each statement's reply waited for the
-# parser's slice (measured: 3.7-4.3 s for 100k messages at 5 ms, 2.8 s at 0.5 ms).
+# server reply arrives: at the default switch interval each statement's reply waited for the
+# parser's slice.
 _SWITCH_INTERVAL_S = 0.0005
 _switch_lock = threading.Lock()
 _switch_users = 0

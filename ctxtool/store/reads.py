@@ -58,8 +58,8 @@ def json_as_text(column: sa.Column) -> sa.ColumnElement:
 # A message row is read in the order of the Message record's fields (one source of truth for
 # the columns: the record, named as in the schema). JSON columns arrive as text and are decoded
 # with orjson only where they hold something: most rows have no tool calls or details, and
-# SQLAlchemy's per-row json.loads plus building records by keyword cost Store.messages 1.8x a
-# bare driver fetch.
+# SQLAlchemy's per-row json.loads plus building records by keyword cost far more than the
+# fetch itself.
 _MESSAGE_FIELDS = [f.name for f in dataclasses.fields(Message)]
 _MESSAGE_JSON_AT = [
     i for i, name in enumerate(_MESSAGE_FIELDS) if isinstance(M.c[name].type, sa.JSON)
@@ -641,8 +641,7 @@ def suffix_ranges(cuts: Mapping[int, int | None]):
     # Rendered as text (integers only, through int()): building 500 expressions a query with
     # SQLAlchemy took longer than the server's walk of the index. The server checks the whole
     # condition again on every entry it reads, one term after the other: the sessions without a
-    # cut go in one IN list (a binary search), and only the others take a term each
-    # (bench_bigstore.py: 500 terms made the sums over 10M messages take 400 s).
+    # cut go in one IN list (a binary search), and only the others take a term each.
     whole = [str(int(sid)) for sid, cut in cuts.items() if not cut]
     terms = [f"agent_message.session_id IN ({', '.join(whole)})"] if whole else []
     terms += [
@@ -713,15 +712,14 @@ def calls_answered_next(conn: Connection, session_id: int, cut: int | None) -> b
 
     Decided by the server on indexes alone (``call_id``, 0012: the one call's id where the
     server and ``Message`` read it alike, else NULL): nothing comes back but two numbers and
-    no row is read. Pairing the 600k-message session in Python read
-    300k rows or more; reading each call's row and its answer's on the server, 2-3.5 s of a
-    dry run; this, 1.05 s (scripts/bench_bigstore.py). False only says: read the pairing."""
+    no row is read, where pairing in Python reads the rows of every call and result. False
+    only says: read the pairing."""
     dialect = dialect_of(conn)
     binary = sa.LargeBinary
     # Each message of the suffix: 2 for a message with calls, 1 for a result (both a superset:
     # MySQL compares roles without case), 0 for the rest; and the id of the session's next
     # message. Numbers only: MariaDB's window copies each row it sees, and the ids as text
-    # made that copy 2.5x slower than two lookups of them on the index for each call.
+    # made that copy slower than two lookups of them on the index for each call.
     steps = dialect.through_session_index(
         sa.select(
             M.c.id,

@@ -25,8 +25,8 @@ from .reads import Store, per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
 # (the first N of the primary key), the newest activity (the time of a session's newest
-# message, or of the session itself when it has none: a row read per session, 43 s for 100k
-# sessions on a store 27x the buffer pool), the most messages, the largest restored context.
+# message, or of the session itself when it has none: a row read per session, slow on a store
+# larger than the buffer pool), the most messages, the largest restored context.
 SORT_ORDERS = ("id", "last-activity", "messages", "tokens")
 
 

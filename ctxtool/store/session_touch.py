@@ -20,7 +20,7 @@ The trigger runs BEFORE INSERT: MySQL and MariaDB give a single-row INSERT's row
 AUTO_INCREMENT id after the BEFORE triggers, so the insert waits for the session's row before it
 has an id. An AFTER trigger (ctxtool's first, ``agent_message_touches_session``) waited with its
 id already given: a runtime's insert in flight could get an id below a later one that committed
-first, and a kept sum written meanwhile (store.context_sums) stayed short of it (found by review).
+first, and a kept sum written meanwhile (store.context_sums) stayed short of it.
 
 That holds for the first row of a statement only. A multi-row INSERT is given every row's id
 when its first row is written (``innodb_autoinc_lock_mode`` 1 and 2 alike): a later row of

@@ -40,7 +40,7 @@ STDIN = "-"
 _BOM = b"\xef\xbb\xbf"
 _STDIN_ID_BYTES = 65536
 # A transcript is read line by line through a buffer of this size: at the default 8 KB the
-# line iterator refilled it every 16 lines (100k lines of 500 bytes: 26 ms at 8 KB, 11 ms here).
+# line iterator refilled it every 16 lines.
 READ_BUFFER = 1 << 20
 
 

@@ -225,7 +225,7 @@ class OpenAISummarizer:
     def client(self) -> Any:
         """The openai client, made at the first request (once, whatever the workers): a run
         that asks nothing (a dry run, a batch with nothing over threshold) does not import the
-        package, most of a process's start-up (0.9 s of CPU of 2.2). It retries
+        package, most of what a process's start-up costs. It retries
         408/409/429/5xx and connection errors with exponential backoff, after the server's
         Retry-After when it gives one."""
         with self._client_lock:
