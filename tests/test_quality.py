@@ -1,5 +1,5 @@
-"""Stored quality figures and carry-over (ctxtool.core.quality) and the extractive summarizer's
-lossless iteration, on plain lists: no database, no server."""
+"""Stored quality figures and carry-over (ctxtool.core.evaluator.gate) and the extractive
+summarizer's lossless iteration, on plain lists: no database, no server."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import MAX_READ_FILES
-from ctxtool.core import quality
 from ctxtool.core.evaluator import carry_over, evaluate
+from ctxtool.core.evaluator import gate as quality
 from ctxtool.core.records import Message
 from ctxtool.core.sections import canonical_heading, parse_sections, summary_items
 from ctxtool.core.tokens import count_text

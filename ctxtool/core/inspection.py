@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from .context_size import entry_token_counts, total_tokens
 from .errors import CtxtoolError
-from .quality import describe as describe_quality
-from .quality import quality_of
+from .evaluator.gate import describe as describe_quality
+from .evaluator.gate import quality_of
 from .records import (
     MESSAGES_THROUGH,
     SUMMARY_PREFIX,

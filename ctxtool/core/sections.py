@@ -5,7 +5,8 @@ older ones ``## Original Request``); Claude Code's use numbered titles (``1. Pri
 Intent:``) after an ``<analysis>`` scratchpad; Codex's compacted summaries are free text. Reading
 every one of them as an ordered list of (heading, items), with the scratchpad and the
 runtimes' continuation boilerplate dropped, lets the extractive summarizer convert a previous
-summary into ctxtool's sections and lets ``ctxtool.core.quality`` count what a new summary kept of it.
+summary into ctxtool's sections and lets the gate (``core.evaluator.gate``) count what a new
+summary kept of it.
 A fenced code block is one item: its fence lines are never items of their own.
 """
 

@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .checkpoint_rules import deleted_from_span, unsummarized_messages
+from .evaluator.gate import quality_warning
 from .inspection import ContextPoint
 from .plan import CompactionSettings
-from .quality import quality_warning
 from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
 
 # An error is what the store got wrong (exit 1); a warning is a state to act on (a session
