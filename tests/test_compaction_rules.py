@@ -17,12 +17,12 @@ from ctxtool.compaction.summarizers import (
 )
 from ctxtool.compaction.summarizers.openai import request_parameters, request_style
 from ctxtool.core.calls import call_name, calls_of
-from ctxtool.core.checkpoint_rules import deleted_from_span, over_window, unsummarized_messages
 from ctxtool.core.durations import MAX_DURATION_S, lease_seconds_for, parse_duration
 from ctxtool.core.errors import CtxtoolError
 from ctxtool.core.plan import CompactionSettings, plan_message
 from ctxtool.core.records import Compaction, Message
 from ctxtool.core.tokens import count_text
+from ctxtool.core.validation import deleted_from_span, over_window, unsummarized_messages
 
 
 @pytest.mark.parametrize("raw", [{"a": 1}, ["call_1"], [None], 42, "x", None, [{"function": 7}]])
