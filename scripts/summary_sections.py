@@ -26,12 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest  # noqa: E402
-from ctxtool.core.calls import calls_of  # noqa: E402
 from ctxtool.core.evaluator import derive_probes, evaluate  # noqa: E402
 from ctxtool.core.evaluator.probes import OPEN_STATE, PENDING_STATE  # noqa: E402
 from ctxtool.core.plan import CompactionSettings  # noqa: E402
 from ctxtool.core.prepare import summary_budget  # noqa: E402
-from ctxtool.core.records import Compaction, Message  # noqa: E402
+from ctxtool.core.records import (  # noqa: E402
+    Compaction,
+    Message,
+    calls_of,  # noqa: E402
+)
 from ctxtool.core.touched_files import files_touched  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
 from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key  # noqa: E402

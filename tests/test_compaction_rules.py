@@ -16,11 +16,10 @@ from ctxtool.compaction.summarizers import (
     make_summarizer,
 )
 from ctxtool.compaction.summarizers.openai import request_parameters, request_style
-from ctxtool.core.calls import call_name, calls_of
 from ctxtool.core.durations import MAX_DURATION_S, lease_seconds_for, parse_duration
 from ctxtool.core.errors import CtxtoolError
 from ctxtool.core.plan import CompactionSettings, plan_message
-from ctxtool.core.records import Compaction, Message
+from ctxtool.core.records import Compaction, Message, call_name, calls_of
 from ctxtool.core.tokens import count_text
 from ctxtool.core.validation import deleted_from_span, over_window, unsummarized_messages
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
-from ctxtool.core.calls import calls_of
+from ctxtool.core.records import calls_of
 from ctxtool.core.sections import parse_sections
 from ctxtool.core.span_facts import signals_of
 from ctxtool.core.touched_files import files_touched

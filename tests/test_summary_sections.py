@@ -18,9 +18,8 @@ from ctxtool.compaction.summarizers import (
 from ctxtool.compaction.summarizers.base import render_message
 from ctxtool.compaction.summarizers.prompt import SUMMARY_FORMAT
 from ctxtool.compaction.summarizers.span_notes import condensed_log
-from ctxtool.core.calls import calls_of
 from ctxtool.core.evaluator import carry_over
-from ctxtool.core.records import Message
+from ctxtool.core.records import Message, calls_of
 from ctxtool.core.sections import (
     SECTIONS,
     canonical_heading,

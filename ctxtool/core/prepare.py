@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .calls import calls_of
 from .context_size import restored_context_tokens
 from .evaluator import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
 from .plan import (
@@ -21,7 +20,7 @@ from .plan import (
     plan_message,
     plan_tail,
 )
-from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
+from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan, calls_of
 from .status import CompactionStatus
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .touched_files import files_touched, merge_file_lists

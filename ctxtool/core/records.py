@@ -495,3 +495,20 @@ def restore_context(
         key=lambda m: m.id,
     )
     return RestoredContext(session_id, system_prompt, latest_compaction, kept)
+
+
+# Tool calls as compaction reads them: through Message.calls(), in the API's shape, so nothing
+# here needs to check types again.
+def call_name(call: dict[str, Any]) -> str:
+    """The function name of a call ('?' when it has none)."""
+    return str(call["function"]["name"] or "?")
+
+
+def call_arguments(call: dict[str, Any]) -> str:
+    """The arguments of a call, a JSON string as the API sends it."""
+    return str(call["function"]["arguments"])
+
+
+def calls_of(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Every call made by ``messages``, in order."""
+    return [c for m in messages for c in m.calls()]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .calls import call_name
+from .records import call_name
 from .span_facts import arguments_of, modified_paths, path_of
 
 _READ_TOOLS = re.compile(

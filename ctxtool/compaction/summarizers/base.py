@@ -9,9 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ...core.calls import call_arguments, call_name
 from ...core.errors import CtxtoolError
-from ...core.records import Message
+from ...core.records import Message, call_arguments, call_name
 from ...core.span_facts import UserText, is_user_shell_command, slash_command, user_text_kind
 from ...redaction import mask_secrets
 

@@ -13,10 +13,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ...core.calls import call_arguments, call_name
 from ...core.changes import Change
 from ...core.outcomes import command_target
-from ...core.records import Message
+from ...core.records import Message, call_arguments, call_name
 from ...core.sections import ERRORS, canonical_heading, parse_sections
 from ...core.span_facts import (
     Signals,
