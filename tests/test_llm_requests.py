@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -223,3 +224,58 @@ def test_the_cron_script_falls_back_to_extractive_when_the_llm_is_down(sqlite_db
     assert [(r["status"], r["summarizer"]) for r in rows] == [("compacted", "extractive")]
     assert rows[0]["fell_back"].startswith("openai failed: summarizer answered HTTP 500")
     assert Store(db.engine).latest_compaction(1).summarizer == "extractive"
+
+
+def _echoing_server() -> str:
+    """An OpenAI-compatible proxy that refuses the key and echoes it in its error (LiteLLM-
+    style 'Received API Key = ...'), for every path."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("content-length") or 0)
+            self.rfile.read(length)
+            key = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+            body = json.dumps(
+                {"error": {"message": f"Invalid proxy token. Received API Key = {key}"}}
+            ).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_an_llm_error_echoing_the_key_is_neither_printed_nor_stored(db, cli):
+    """The LLM's failure is printed per session and, with --fallback, stored in the
+    checkpoint (details.fallback_from.reason): a proxy that echoes the refused key has it
+    masked in both."""
+    secret = "sk-proj-Zq8vN3xR7tY2uK9pL4mW6sB1dF5gH0jQ"
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    result = compact_at(
+        cli,
+        db,
+        _echoing_server(),
+        "m",
+        "1",
+        "--retries",
+        "0",
+        *LIMITS,
+        "--fallback",
+        "extractive",
+        env={"OPENAI_API_KEY": secret},
+    )
+    assert result.exit_code == 0, result.output
+    checkpoint = Store(db.engine).latest_compaction(1)
+    assert checkpoint.summarizer == "extractive"
+    assert secret not in str(checkpoint.details), checkpoint.details["fallback_from"]
+    assert secret not in result.output

@@ -30,7 +30,7 @@ from typing import Any
 from ...core.plan import context_window_for
 from ...core.tokens import get_encoding
 from ...db import mask_url
-from ...redaction import mask_secrets
+from ...redaction import SUMMARY_PLACEHOLDER, mask_secrets
 from .base import (
     DEFAULT_MAX_SUMMARY_TOKENS,
     DEFAULT_RETRIES,
@@ -408,19 +408,21 @@ class OpenAISummarizer:
             retried = n and (status in _RETRIED_STATUSES or status >= 500)
             after = f" after {n} {'retry' if n == 1 else 'retries'}" if retried else ""
             raise SummarizerError(
-                f"summarizer answered HTTP {status}{after} ({self._where()}): {_clip(message)}"
+                f"summarizer answered HTTP {status}{after} ({self._where()}): {self._shown(message)}"
             ) from None
         except openai.APIConnectionError as exc:
-            raise SummarizerError(f"cannot reach the summarizer ({self._where()}): {exc}") from None
+            raise SummarizerError(
+                f"cannot reach the summarizer ({self._where()}): {self._shown(str(exc), 0)}"
+            ) from None
         except (openai.APIError, ValueError, TypeError) as exc:
             raise SummarizerError(
                 f"unusable summarizer response ({self._where()}): "
-                f"{exc.__class__.__name__}: {_clip(str(exc))}"
+                f"{exc.__class__.__name__}: {self._shown(str(exc))}"
             ) from None
         if not hasattr(response, "choices"):
             raise SummarizerError(
                 f"unusable summarizer response ({self._where()}): not a chat "
-                f"completion: {_clip(str(response), 80)}"
+                f"completion: {self._shown(str(response), 80)}"
             )
         return response
 
@@ -429,6 +431,15 @@ class OpenAISummarizer:
         window its requests are sized to when the server stated it."""
         window = f", window {self.window} tokens" if self.window else ""
         return f"openai ({self._where()}{window})"
+
+    def _shown(self, text: str, limit: int = 200) -> str:
+        """A server's words for an error line, which is printed and stored in the checkpoint
+        (--fallback's reason): credentials masked, the configured key too whatever its shape
+        (a proxy may echo the key it refused), then clipped (0: whole)."""
+        text = mask_secrets(text)
+        if len(self._api_key) >= 8 and self._api_key != "not-needed":
+            text = text.replace(self._api_key, SUMMARY_PLACEHOLDER)
+        return _clip(text, limit) if limit else text
 
     def _where(self) -> str:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
