@@ -7,12 +7,14 @@ real ``openai`` client over HTTP."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 
 import pytest
 
 from ctxtool.store import Store
 
-from .builders import add_session, coding_session
+from .builders import LIMITS, add_session, coding_session
 from .compacting import compact_at
 from .llm_server import FakeLLM
 
@@ -119,3 +121,34 @@ def test_an_operator_bound_past_the_stated_window_is_held_to_it(db, cli):
         result = compact(cli, db, llm, "--summary-input-tokens", "16000")
         assert result.exit_code == 0, result.output
         assert_within(llm, 8192)
+
+
+def _raw_server(payload: bytes) -> str:
+    """A TCP server answering every connection with ``payload`` (not HTTP: a database's
+    handshake, a proxy's garbage), as a wrong --base-url port gives."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+
+    def run():
+        while True:
+            c, _ = s.accept()
+            try:
+                c.recv(65536)
+                c.sendall(payload)
+            finally:
+                c.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def test_a_base_url_that_is_not_http_is_an_error_line_not_a_traceback(db, cli):
+    """The window probe reads /v1/models first: a port answering with no HTTP status line
+    (http.client.BadStatusLine) is a server that states no window, then the request's own
+    one-line error."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    url = _raw_server(b"\x00\x01binary handshake\r\n\r\n")
+    result = compact_at(cli, db, url, "m", "1", "--retries", "0", *LIMITS)
+    assert "internal error" not in result.output, result.output
+    assert "Traceback" not in result.output

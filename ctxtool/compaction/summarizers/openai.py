@@ -16,6 +16,7 @@ more requests at once than it has slots: the others wait here, where no timeout 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -491,7 +492,7 @@ def _get_json(url: str, api_key: str) -> Any:
     try:
         with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as answer:  # noqa: S310
             return json.loads(answer.read(1_000_000))
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):  # a port that speaks no HTTP
         return None
 
 
