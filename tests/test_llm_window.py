@@ -152,3 +152,17 @@ def test_a_base_url_that_is_not_http_is_an_error_line_not_a_traceback(db, cli):
     result = compact_at(cli, db, url, "m", "1", "--retries", "0", *LIMITS)
     assert "internal error" not in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_server_stating_a_boolean_window_is_not_a_window_of_one_token():
+    """JSON true is an int to Python: "max_model_len": true is no window, not 1 token."""
+    from ctxtool.compaction.summarizers.openai import _probe
+
+    body = b'{"data":[{"id":"m","max_model_len":true}]}'
+    url = _raw_server(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+    assert _probe(url, "sk-x", "m").window is None

@@ -468,7 +468,7 @@ def _probe(base_url: str, api_key: str, model: str) -> Probed:
             continue
         for key in ("max_model_len", "context_length", "context_window", "n_ctx"):
             value = item.get(key)
-            if isinstance(value, int) and value > 0:
+            if _count(value):
                 found.window, found.source = value, f"the server's /v1/models {key}"
         if item.get("owned_by") == "me" and item.get("permissions") == []:
             # llama-cpp-python's server (its /v1/models says no more): one request at a time,
@@ -479,12 +479,17 @@ def _probe(base_url: str, api_key: str, model: str) -> Probed:
         settings = props.get("default_generation_settings") or {}
         n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
         n_ctx = n_ctx or props.get("n_ctx")
-        if isinstance(n_ctx, int) and n_ctx > 0 and found.window is None:
+        if _count(n_ctx) and found.window is None:
             found.window, found.source = n_ctx, "the server's /props n_ctx"
         slots = props.get("total_slots")
-        if isinstance(slots, int) and slots > 0:
+        if _count(slots):
             found.slots = slots
     return found
+
+
+def _count(value: Any) -> bool:
+    """Whether a server's JSON field is a count (JSON true is no window of 1 token)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _get_json(url: str, api_key: str) -> Any:
@@ -531,7 +536,7 @@ def _figure_in_error(
 ) -> int | None:
     """A figure an error answer gives as a field (llama.cpp's), else in its words."""
     value = error.get(key)
-    if isinstance(value, int) and value > 0:
+    if _count(value):
         return value
     for pattern in patterns:
         found = pattern.search(message)
