@@ -137,6 +137,21 @@ def test_an_openhands_trajectory_is_read_as_a_conversation(db):
     assert [i for i in issues if i.severity == "error"] == []
 
 
+def test_an_openhands_history_object_is_detected_not_sent_to_codex(db, cli, tmp_path):
+    """OpenHands' evaluation output holds the events under "history" ({"instance_id": ...,
+    "history": [...]}): it is detected as OpenHands (10 messages), and read as openai-chat it
+    is told to use --format openhands, never codex, a format a JSON document cannot be."""
+    events = json.loads((TRANSCRIPTS / "openai-chat/OpenHands-basic_gui_mode.json").read_text())
+    path = tmp_path / "output.json"
+    path.write_text(json.dumps({"instance_id": "x", "history": events}))
+    wrong = cli("--db", db.url, "import", "--format", "openai-chat", path)
+    assert "use --format openhands" in wrong.output and "codex" not in wrong.output, wrong.output
+    result = cli("--db", db.url, "import", "--json", path)
+    assert "codex" not in result.output, result.output
+    rows = json.loads(result.stdout)
+    assert (rows[0]["format"], rows[0]["added"]) == ("openhands", 10), rows
+
+
 def test_claude_code_compaction_maps_boundary_and_summary(db):
     path = TRANSCRIPTS / "claude-code" / "a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl"
     records = [json.loads(line) for line in path.open()]

@@ -388,13 +388,18 @@ def _no_records(path: str, first_bad: Broken, reader: RecordReader) -> Transcrip
     return Transcript("", SourceSession(""), iter(()), reader.skipped)  # no format yet
 
 
-def check_fit(path: str, fmt: str, samples: list[dict]) -> None:
+def check_fit(path: str, fmt: str, samples: list[dict], among: Sequence[str] = ()) -> None:
     """Refuse a file whose first records mostly do not fit ``fmt`` (a wrong --format, or a
-    file that is no transcript), naming the format they do look like."""
+    file that is no transcript), naming the format they do look like (one of ``among`` when
+    given: the formats the file's layout can be)."""
     fitting = sum(1 for s in samples if PARSERS[fmt].fits(s))
     if fitting * 2 > len(samples):
         return
-    scores = {name: sum(1 for s in samples if p.fits(s)) for name, p in PARSERS.items()}
+    scores = {
+        name: sum(1 for s in samples if p.fits(s))
+        for name, p in PARSERS.items()
+        if not among or name in among
+    }
     best = max(scores, key=scores.__getitem__)
     hint = (
         f"they look like {best} ({scores[best]} fit); use --format {best}"
@@ -440,7 +445,8 @@ def _whole_document(path, first: Line, values, reader: RecordReader, fmt, skip_i
     assert messages is not None, "a document holds its message list (_is_document)"
     samples = [m for m in messages[:_PEEK_RECORDS] if isinstance(m, dict)]
     if samples and not any(PARSERS[fmt].fits(s) for s in samples):
-        check_fit(path, fmt, samples)  # none fits (an OpenHands trajectory as openai-chat)
+        # none fits (an OpenHands trajectory as openai-chat); a document is one of these two
+        check_fit(path, fmt, samples, among=("openai-chat", "openhands"))
     parser = PARSERS[fmt]()
     parser.skipped = reader.skipped
     lines = []
@@ -465,11 +471,16 @@ def detect_format(first: dict | list, path: str, samples: Sequence[dict] = ()) -
     """Name the format of a transcript from its first JSON record (or whole-file JSON value);
     when that one does not tell (a file without its header), the format most of ``samples``
     fit."""
+    events: object = first
+    if isinstance(first, dict):  # OpenHands' evaluation output: {"instance_id", "history": [...]}
+        events = next(
+            (first[k] for k in ("history", "messages") if isinstance(first.get(k), list)), None
+        )
     if (
-        isinstance(first, list)
-        and first
-        and isinstance(first[0], dict)
-        and PARSERS["openhands"].fits(first[0])
+        isinstance(events, list)
+        and events
+        and isinstance(events[0], dict)
+        and PARSERS["openhands"].fits(events[0])
     ):
         return "openhands"  # a trajectory: an array of events
     if isinstance(first, list) or (
