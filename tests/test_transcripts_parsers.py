@@ -620,3 +620,21 @@ def test_a_record_that_does_not_fit_its_format_is_a_file_line_error_or_skipped(f
     out, t = records(fmt, good, bad, skip_invalid=True)
     assert [m.content for m in out] == ["fine"]
     assert t.skipped["invalid_record"] == 1
+
+
+def test_openhands_a_call_its_response_does_not_list_is_kept():
+    """Two actions carrying one model_response whose tool_calls list only the first call (a
+    response cut, or older OpenHands): the second call is a message of its own and its
+    observation its result, neither dropped as the same response's."""
+    response = oh_response("r1", "Two:", ("c1", "execute_bash", '{"command":"ls"}'))
+    out, _ = records(
+        "openhands",
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "go"}},
+        oh_action(2, "run", "c1", response, command="ls"),
+        oh_action(3, "run", "c2", response, command="pwd"),
+        oh_observation(4, "run", "c1", "a.py"),
+        oh_observation(5, "run", "c2", "/work"),
+    )
+    calls = [c["id"] for m in out for c in (m.tool_calls or [])]
+    assert calls == ["c1", "c2"]
+    assert [m.tool_call_id for m in out if m.role == "tool"] == ["c1", "c2"]

@@ -98,13 +98,16 @@ class OpenHandsParser(FormatParser):
         call_id = f.required(f.identifier(meta, "tool_call_id"), "'tool_call_id'")
         response = f.obj(meta, "model_response")
         key = (f.identifier(response, "id") if response else None) or call_id
-        if key in self.responses:
+        if key in self.responses and call_id in self.calls:
             self.skipped["same_response"] += 1  # another call of a response already read
             return None
+        # A response read before whose tool_calls do not list this call (a cut response):
+        # the call alone, its own message, so that its observation has a call to answer.
+        repeated = key in self.responses
         self.responses.add(key)
         args = f.obj(rec, "args") or {}
-        if response is None:
-            text = f.text_of(args.get("thought"), self.skipped)
+        if response is None or repeated:
+            text = None if repeated else f.text_of(args.get("thought"), self.skipped)
             calls = None
             details = None
         else:
