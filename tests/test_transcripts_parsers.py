@@ -638,3 +638,20 @@ def test_openhands_a_call_its_response_does_not_list_is_kept():
     calls = [c["id"] for m in out for c in (m.tool_calls or [])]
     assert calls == ["c1", "c2"]
     assert [m.tool_call_id for m in out if m.role == "tool"] == ["c1", "c2"]
+
+
+def test_openhands_a_duplicated_event_is_one_message():
+    """A record written twice (two writers appending, the hostile corpus's 'duplicated record')
+    gave two tool results for one call ('3' and '3@L4'): OpenHands event ids are unique in a
+    stream, so the second copy is the same event, not another result."""
+    response = oh_response("r1", "Listing:", ("c1", "execute_bash", '{"command":"ls"}'))
+    observation = oh_observation(3, "run", "c1", "a.py")
+    out, t = records(
+        "openhands",
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "go"}},
+        oh_action(2, "run", "c1", response, command="ls"),
+        observation,
+        dict(observation),
+    )
+    assert [m.role for m in out] == ["user", "assistant", "tool"], [m.source_id for m in out]
+    assert t.skipped["duplicate_event"] == 1

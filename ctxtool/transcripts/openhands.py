@@ -42,12 +42,18 @@ class OpenHandsParser(FormatParser):
         super().__init__()
         self.responses: set[str] = set()  # model responses already turned into a message
         self.calls: set[str] = set()  # tool call ids those responses made
+        self.events: set[str] = set()  # event ids read (unique in a stream)
 
     @staticmethod
     def fits(obj: dict) -> bool:
         return "source" in obj and ("action" in obj or "observation" in obj)
 
     def kind_of(self, obj: dict) -> str:
+        event = _event_id(obj)
+        if event is not None:
+            if event in self.events:
+                return "duplicate_event"  # a record written twice: the same event again
+            self.events.add(event)
         action, observation = obj.get("action"), obj.get("observation")
         if isinstance(action, str):
             if action in ("message", "system", "finish"):
