@@ -655,3 +655,13 @@ def test_openhands_a_duplicated_event_is_one_message():
     )
     assert [m.role for m in out] == ["user", "assistant", "tool"], [m.source_id for m in out]
     assert t.skipped["duplicate_event"] == 1
+
+
+def test_openhands_an_empty_system_event_adds_no_blank_lines():
+    _, t = records(
+        "openhands",
+        {"id": 0, "source": "agent", "action": "system", "args": {}},
+        {"id": 1, "source": "agent", "action": "system", "args": {"content": "S"}},
+        {"id": 2, "source": "user", "action": "message", "args": {"content": "go"}},
+    )
+    assert t.session.system_prompt == "S"

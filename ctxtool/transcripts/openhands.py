@@ -95,7 +95,8 @@ class OpenHandsParser(FormatParser):
         args = f.obj(line.obj, "args") or {}
         text = f.text_of(args.get("content"), self.skipped)
         prompt = self.session.system_prompt
-        self.session.system_prompt = text if prompt is None else prompt + "\n\n" + text
+        if text:  # an empty system event adds no blank lines
+            self.session.system_prompt = text if not prompt else prompt + "\n\n" + text
         self.skipped["system"] += 1
 
     def _tool_action(self, line: Line) -> list[Record] | None:
