@@ -83,3 +83,30 @@ def test_compact_over_window_names_the_way_out(db, cli):
     [issue] = [i for i in json.loads(checked.stdout) if i["rule"] == "over_window"]
     assert "no safe cut fits it" in issue["message"]
     assert "ctxtool sessions mark 1 --over-window-ok" in issue["message"]
+
+
+def test_validate_trusts_a_threshold_only_ctxtool_recorded():
+    """A runtime's checkpoint (parent_compaction_id None, its own summarizer) whose details
+    carry a 'threshold' of its own (10**12, or 0) does not decide whether validate sees a
+    session over its window: the model's window does; ctxtool's own recorded one still does."""
+    from ctxtool.core.plan import CompactionSettings
+    from ctxtool.core.records import Compaction
+    from ctxtool.core.validation import checked_threshold, window_issue
+
+    def checkpoint(summarizer: str, threshold: int) -> Compaction:
+        return Compaction(
+            id=7,
+            session_id=1,
+            summary="a summary",
+            first_kept_message_id=10,
+            parent_compaction_id=None,
+            summarizer=summarizer,
+            details={"threshold": threshold},
+        )
+
+    for runtime in (checkpoint("pi", 10**12), checkpoint("pi", 0), checkpoint("openai", 0)):
+        threshold = checked_threshold("gpt-4o", CompactionSettings(), runtime, given=False)
+        assert window_issue(1, 500_000, threshold, runtime), threshold
+        assert not window_issue(1, 1_000, threshold, runtime), threshold
+    ours = checkpoint("extractive", 5000)
+    assert checked_threshold("gpt-4o", CompactionSettings(), ours, given=False).tokens == 5000

@@ -274,6 +274,11 @@ class Threshold:
     source: str
 
 
+# The summarizers whose checkpoints record the threshold they were cut for
+# (compaction.summarizers.KINDS less auto).
+_CTXTOOL_SUMMARIZERS = ("openai", "extractive")
+
+
 def checked_threshold(
     model: str | None, settings: CompactionSettings, latest: Compaction | None, given: bool
 ) -> Threshold:
@@ -282,8 +287,15 @@ def checked_threshold(
     reserve. A store compacted with ``--context-window 32000`` is checked against that window,
     not the model's 200k one."""
     recorded = _details(latest).get("threshold")
-    if not given and isinstance(recorded, int) and not isinstance(recorded, bool):
-        assert latest is not None
+    if (
+        not given
+        and latest is not None
+        # A runtime's checkpoint may carry a "threshold" of its own meaning (or 0): not ours.
+        and latest.summarizer in _CTXTOOL_SUMMARIZERS
+        and isinstance(recorded, int)
+        and not isinstance(recorded, bool)
+        and recorded > 0
+    ):
         return Threshold(recorded, f"the one checkpoint {latest.id} was cut for")
     threshold = settings.threshold(model)
     return Threshold(threshold, f"window {threshold + settings.reserve(model)}")
