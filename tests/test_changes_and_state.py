@@ -53,6 +53,18 @@ def test_git_status_short_and_long():
     ]
 
 
+def test_git_status_quoted_paths_are_unquoted():
+    """git quotes a path with a space or non-ASCII bytes (core.quotePath): the quotes and
+    octal escapes are gone, so the path merges with the same file from apply_patch."""
+    short = ' M "a b.txt"\n?? "caf\\303\\251.py"\nR  "x y.py" -> "z w.py"\n'
+    assert git_status_changes(short) == [
+        Change("a b.txt"),
+        Change("café.py", ADDED),
+        Change("z w.py", RENAMED, "x y.py"),
+    ]
+    assert git_status_changes('\tdeleted:    "caf\\303\\251.py"\n') == [Change("café.py", DELETED)]
+
+
 def test_diff_stat_with_renames():
     stat = (
         " src/{old => new}/mod.py | 4 ++--\n README.md              | 12 +++++++-----\n"

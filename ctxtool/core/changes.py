@@ -72,9 +72,29 @@ _STAT_LINE = re.compile(r"^\s*(?P<path>\S.*?)\s+\|\s+(?:\d+\s*[+-]*|Bin\b.*)$")
 _STAT_RENAME = re.compile(r"^(?P<pre>.*?)\{(?P<old>[^{}]*) => (?P<new>[^{}]*)\}(?P<post>.*)$")
 
 
+_C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r"}
+
+
+def _unquoted(path: str) -> str:
+    """A path as git prints it unquoted: one with a space, a quote or a non-ASCII byte comes
+    in C quotes with octal escapes (core.quotePath), ``"caf\\303\\251.py"`` for café.py."""
+    if len(path) < 2 or path[0] != '"' or path[-1] != '"':
+        return path
+    out = bytearray()
+    for m in re.finditer(r"\\([0-7]{1,3}|.)|([^\\]+)", path[1:-1], re.S):
+        plain, escape = m.group(2), m.group(1)
+        if plain is not None:
+            out += plain.encode()
+        elif escape[0] in "01234567":
+            out.append(int(escape, 8) & 0xFF)
+        else:
+            out += _C_ESCAPES.get(escape, escape).encode()
+    return out.decode("utf-8", "replace")
+
+
 def _rename(rest: str) -> Change:
     old, _, new = rest.partition(" -> ")
-    return Change(new.strip(), RENAMED, old.strip())
+    return Change(_unquoted(new.strip()), RENAMED, _unquoted(old.strip()))
 
 
 def git_status_changes(output: str) -> list[Change]:
@@ -89,7 +109,10 @@ def git_status_changes(output: str) -> list[Change]:
                 out.append(_rename(rest))
             else:
                 out.append(
-                    Change(rest, {"deleted": DELETED, "new file": ADDED}.get(kind, MODIFIED))
+                    Change(
+                        _unquoted(rest),
+                        {"deleted": DELETED, "new file": ADDED}.get(kind, MODIFIED),
+                    )
                 )
             continue
         short = _STATUS_SHORT.match(line)
@@ -99,11 +122,11 @@ def git_status_changes(output: str) -> list[Change]:
         if "R" in (x, y):
             out.append(_rename(rest))
         elif "D" in (x, y):
-            out.append(Change(rest, DELETED))
+            out.append(Change(_unquoted(rest), DELETED))
         elif x == "?" or "A" in (x, y):
-            out.append(Change(rest, ADDED))
+            out.append(Change(_unquoted(rest), ADDED))
         elif x != "!":
-            out.append(Change(rest, MODIFIED))
+            out.append(Change(_unquoted(rest), MODIFIED))
     return out
 
 
