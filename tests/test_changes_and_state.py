@@ -65,6 +65,17 @@ def test_git_status_quoted_paths_are_unquoted():
     assert git_status_changes('\tdeleted:    "caf\\303\\251.py"\n') == [Change("café.py", DELETED)]
 
 
+def test_shell_mv_into_a_directory():
+    """mv (or git mv) of several files, or of one into a directory named with its slash,
+    moves each into it under its own name."""
+    assert shell_changes("mv a.py b.py c/") == [
+        Change("c/a.py", RENAMED, "a.py"),
+        Change("c/b.py", RENAMED, "b.py"),
+    ]
+    assert shell_changes("git mv src/x.py lib/") == [Change("lib/x.py", RENAMED, "src/x.py")]
+    assert shell_changes("mv a.py b.py") == [Change("b.py", RENAMED, "a.py")]
+
+
 def test_diff_stat_with_renames():
     stat = (
         " src/{old => new}/mod.py | 4 ++--\n README.md              | 12 +++++++-----\n"

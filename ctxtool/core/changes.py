@@ -160,8 +160,14 @@ def shell_changes(command: str) -> list[Change]:
         if words[:1] == ["git"]:
             words = words[1:]
         args = [w for w in words[1:] if not w.startswith("-")]
-        if words[:1] == ["mv"] and len(args) == 2:
+        if words[:1] == ["mv"] and len(args) == 2 and not args[1].endswith("/"):
             out.append(Change(args[1], RENAMED, args[0]))
+        elif words[:1] == ["mv"] and len(args) >= 2:  # into a directory: each keeps its name
+            target = args[-1].rstrip("/")
+            out += [
+                Change(f"{target}/{posixpath.basename(a.rstrip('/'))}", RENAMED, a)
+                for a in args[:-1]
+            ]
         elif words[:1] == ["rm"] and args:
             out += [Change(a, DELETED) for a in args if not any(c in a for c in "*?$")]
     return out
