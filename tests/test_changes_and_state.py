@@ -76,6 +76,14 @@ def test_shell_mv_into_a_directory():
     assert shell_changes("mv a.py b.py") == [Change("b.py", RENAMED, "a.py")]
 
 
+def test_git_rm_cached_is_no_deletion():
+    """git rm --cached untracks a file and leaves it on disk: no deletion; git rm and rm are."""
+    assert shell_changes("git rm --cached secrets.env && git rm -r old/ && rm x.py") == [
+        Change("old/", DELETED),
+        Change("x.py", DELETED),
+    ]
+
+
 def test_diff_stat_with_renames():
     stat = (
         " src/{old => new}/mod.py | 4 ++--\n README.md              | 12 +++++++-----\n"

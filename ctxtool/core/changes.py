@@ -157,7 +157,8 @@ def shell_changes(command: str) -> list[Change]:
     out: list[Change] = []
     for step in re.split(r"\s*(?:&&|\|\||;|\n)\s*", command):
         words = [w.strip("'\"") for w in step.split()]
-        if words[:1] == ["git"]:
+        git = words[:1] == ["git"]
+        if git:
             words = words[1:]
         args = [w for w in words[1:] if not w.startswith("-")]
         if words[:1] == ["mv"] and len(args) == 2 and not args[1].endswith("/"):
@@ -168,6 +169,8 @@ def shell_changes(command: str) -> list[Change]:
                 Change(f"{target}/{posixpath.basename(a.rstrip('/'))}", RENAMED, a)
                 for a in args[:-1]
             ]
+        elif git and words[:1] == ["rm"] and "--cached" in words:
+            continue  # untracked, still on disk: no deletion
         elif words[:1] == ["rm"] and args:
             out += [Change(a, DELETED) for a in args if not any(c in a for c in "*?$")]
     return out
