@@ -526,7 +526,7 @@ class Importer:
             ) as writer:
                 for rec in records:
                     writer.apply(reconciler.step(rec))
-                reconciler.finish()
+                writer.apply(reconciler.finish())
                 writer.close()
             changed = self.sessions.update(
                 conn,

@@ -99,8 +99,11 @@ class CompleteMessage:
 
 @dataclass(slots=True)
 class NewCheckpoint:
+    """``first_kept_source_id`` None: the checkpoint keeps nothing yet (it ends the file), its
+    cut goes after the session's last message."""
+
     compaction: SourceCompaction
-    first_kept_source_id: str
+    first_kept_source_id: str | None
 
 
 Action = NewMessage | CompleteMessage | NewCheckpoint
@@ -141,7 +144,7 @@ class Reconciler:
     def run(self, records: Iterable[Record]) -> Iterator[Action]:
         for rec in records:
             yield from self.step(rec)
-        self.finish()
+        yield from self.finish()
 
     def step(self, rec: Record) -> list[Action]:
         if isinstance(rec, SourceCompaction):
@@ -183,12 +186,18 @@ class Reconciler:
         completed = self._compare(msg, stored)
         return ([completed] if completed else []) + out
 
-    def finish(self) -> None:
-        if self.waiting:
-            self.counts.skipped["compaction_without_kept_message"] += len(self.waiting)
-            self.waiting.clear()
+    def finish(self) -> list[Action]:
+        """The checkpoints still waiting for their first kept message when the file ends: the
+        agent summarized everything and kept nothing yet (a Pi compaction whose first kept
+        entry is not written yet, a compact boundary as the last line). Restoring the session
+        as the agent does means their summary alone, and the messages a later import of the
+        grown file appends after it, so they are written with their cut after the last
+        message (skipping them restored the previous checkpoint and every message since)."""
         if self.seen is not None and len(self.seen) < len(self.stored.messages):
             raise self._removed_lines()
+        out: list[Action] = [NewCheckpoint(c, None) for c in self.waiting]
+        self.waiting.clear()
+        return out
 
     def _removed_lines(self) -> Disagreement:
         """A file numbered by line that lacks a line the store holds: lines were removed (the

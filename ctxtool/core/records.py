@@ -80,6 +80,11 @@ class Message:
 # The details key where ctxtool records the newest message stored when it appended a
 # checkpoint: the one before restored up to it while it was the latest.
 MESSAGES_THROUGH = "messages_through"
+# In a checkpoint's details: the checkpoint kept nothing when it was written (an agent's
+# compaction that is its transcript's last record: everything before it summarized). Its cut is
+# the id after that message, the session's last then, so every message appended later is kept;
+# no message need hold the cut's id (ids are shared by all sessions).
+KEPT_AFTER_MESSAGE = "kept_after_message"
 
 
 @dataclass

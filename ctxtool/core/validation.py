@@ -18,7 +18,7 @@ from typing import Any
 from .evaluator.gate import quality_warning
 from .inspection import ContextPoint
 from .plan import CompactionSettings
-from .records import CHAT_ROLES, Compaction, Message, pair_tool_calls
+from .records import CHAT_ROLES, KEPT_AFTER_MESSAGE, Compaction, Message, pair_tool_calls
 
 # An error is what the store got wrong (exit 1); a warning is a state to act on (a session
 # waiting for compaction); a note is a state an operator acknowledged.
@@ -54,6 +54,13 @@ class MessageRef:
     role: str
 
 
+def kept_nothing(cp: Compaction) -> bool:
+    """Whether the checkpoint kept nothing when it was written: its cut is the id after the
+    session's last message then (records.KEPT_AFTER_MESSAGE), which no message of it need hold."""
+    after = (cp.details or {}).get(KEPT_AFTER_MESSAGE)
+    return isinstance(after, int) and after + 1 == cp.first_kept_message_id
+
+
 def validate_session(
     session_id: int,
     compactions: Sequence[Compaction],
@@ -70,7 +77,9 @@ def validate_session(
     previous: Compaction | None = None
     for cp in compactions:
         ref = referenced.get(cp.first_kept_message_id)
-        if ref is None:
+        if kept_nothing(cp) and (ref is None or ref.session_id != session_id):
+            pass  # nothing kept yet: the cut is after the last message, no message holds its id
+        elif ref is None:
             add(
                 Issue(
                     session_id,

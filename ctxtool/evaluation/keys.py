@@ -89,9 +89,13 @@ def keyed_span(key: AnswerKey, transcripts: Path, workdir: Path) -> KeyedSpan:
         held = len(store.compactions(_only_session(store)))
         checkpoint = full.compactions(session_id)[held]
         first_kept = next(
-            m for m in full.messages(session_id) if m.id == checkpoint.first_kept_message_id
+            (m for m in full.messages(session_id) if m.id == checkpoint.first_kept_message_id),
+            None,
         )
-        cut = next((i for i, m in enumerate(messages) if m.source_id == first_kept.source_id), cut)
+        if first_kept is not None:  # None: it kept nothing (the transcript's last record)
+            cut = next(
+                (i for i, m in enumerate(messages) if m.source_id == first_kept.source_id), cut
+            )
     return KeyedSpan(key, messages, checkpoint, cut)
 
 

@@ -39,6 +39,7 @@ from ..core.import_rules import (
     positional,
     size_problem,
 )
+from ..core.records import KEPT_AFTER_MESSAGE
 from ..core.source_records import SourceMessage, SourceSession, TranscriptError
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
@@ -593,15 +594,30 @@ class MessageWriter:
 
     def _write_checkpoint(self, checkpoint: NewCheckpoint) -> None:
         comp = checkpoint.compaction
-        first_kept = self.conn.execute(
-            sa.select(M.c.id).where(
-                M.c.session_id == self.session_id, M.c.source_id == checkpoint.first_kept_source_id
-            )
-        ).scalar()
+        comp_details = comp.details
+        first_kept: int | None
+        if checkpoint.first_kept_source_id is None:
+            # Nothing kept yet: the cut goes after the session's last message (see
+            # KEPT_AFTER_MESSAGE), whose batch was sent before this checkpoint.
+            last = self.conn.execute(
+                sa.select(sa.func.max(M.c.id)).where(M.c.session_id == self.session_id)
+            ).scalar()
+            if last is None:  # no message at all: nothing for the summary to stand for
+                self.skipped["compaction_without_kept_message"] += 1
+                return
+            first_kept = int(last) + 1
+            comp_details = {**(comp_details or {}), KEPT_AFTER_MESSAGE: int(last)}
+        else:
+            first_kept = self.conn.execute(
+                sa.select(M.c.id).where(
+                    M.c.session_id == self.session_id,
+                    M.c.source_id == checkpoint.first_kept_source_id,
+                )
+            ).scalar()
         if first_kept is None or not comp.summary.strip():
             self.skipped["compaction_unresolved" if first_kept is None else "compaction_empty"] += 1
             return
-        details = json_column(json_text(comp.details, self.path, comp.line))
+        details = json_column(json_text(comp_details, self.path, comp.line))
         self.conn.execute(
             C.insert().values(
                 session_id=self.session_id,
