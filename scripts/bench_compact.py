@@ -11,6 +11,16 @@ and the CPU seconds this process spent per session (``--delay 0`` makes it the w
 Targets: near-linear speed-up, overhead < 20 ms per session.
 
 Example: .venv/bin/python scripts/bench_compact.py --sessions 1000 --workers 1 4 16
+
+``--compare DIR`` sets this checkout beside an older one (DIR: a checkout with its own
+``.venv``, e.g. a ``git worktree`` of an older commit): each side runs in a process of its
+own with its own database (this script, run by DIR's Python so it imports DIR's ctxtool),
+both answered by the same test server, and the rounds alternate between them; it prints each
+side's CPU per session (the least of ``--rounds``) and their ratio. The machine's load
+moves both sides alike, so the ratio is what to read.
+
+Example: .venv/bin/python scripts/bench_compact.py --delay 0 --sessions 300 --workers 4 \
+    --compare /tmp/old --rounds 5
 """
 
 from __future__ import annotations
@@ -31,9 +41,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from benchdb import fresh_database  # noqa: E402
 
-from ctxtool.compaction.compactor import Compactor  # noqa: E402
+from ctxtool.compaction import CompactionSettings  # noqa: E402
+
+try:  # after #41's move; --compare also runs this script with older checkouts
+    from ctxtool.compaction.compactor import Compactor
+except ImportError:  # pragma: no cover - an older checkout
+    from ctxtool.compaction.runner import Compactor  # type: ignore[no-redef]
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
-from ctxtool.core.plan import CompactionSettings  # noqa: E402
 from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
 from ctxtool.store.counts import count_tokens  # noqa: E402
 
@@ -119,13 +133,94 @@ def llm_server(delay: float) -> Iterator[tuple[str, int]]:
         server.wait(timeout=10)
 
 
+def one_round(engine: sa.Engine, base_url: str, workers: int, sessions: int) -> dict:
+    """Remove the checkpoints and compact every session once: wall and CPU seconds, outcomes."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM agent_compaction")
+    summarizer = OpenAISummarizer("bench", base_url, "k", timeout=30, max_retries=2)
+    compactor = Compactor(engine, summarizer, SETTINGS)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    outcomes = compactor.compact_all(workers=workers)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    done = sum(o.status == "compacted" for o in outcomes)
+    assert done == sessions, {o.status for o in outcomes}
+    return {"wall": wall, "cpu": cpu, "done": done, "outcomes": outcomes}
+
+
+def child(args: argparse.Namespace) -> None:
+    """One side of --compare: set up its database, then run a round per line read ("run URL"),
+    answering each with a JSON line of its wall and CPU seconds."""
+    engine = setup(args.db, args.sessions)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        _, base_url = line.split()
+        r = one_round(engine, base_url, args.workers[0], args.sessions)
+        print(json.dumps({"wall": r["wall"], "cpu": r["cpu"], "done": r["done"]}), flush=True)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This checkout against the one at --compare, rounds alternating, in one run."""
+    sides = {
+        "this": (sys.executable, args.db),
+        "older": (os.path.join(args.compare, ".venv", "bin", "python"), args.db + "_older"),
+    }
+    procs = {}
+    for name, (python, db) in sides.items():
+        cmd = [python, os.path.abspath(__file__), "--child", "--db", db]
+        cmd += ["--sessions", str(args.sessions), "--workers", str(args.workers[0])]
+        procs[name] = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=args.compare if name == "older" else ROOT,
+        )
+    for proc in procs.values():
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    cpu: dict[str, list[float]] = {name: [] for name in procs}
+    with llm_server(args.delay) as (base_url, _pid):
+        print(
+            f"{args.sessions} sessions, {args.workers[0]} workers, LLM answers after "
+            f"{args.delay * 1000:.0f} ms; this checkout against {args.compare}"
+        )
+        for i in range(args.rounds):
+            order = list(procs) if i % 2 == 0 else list(reversed(procs))
+            for name in order:
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(f"run {base_url}\n")
+                proc.stdin.flush()
+                r = json.loads(proc.stdout.readline())
+                cpu[name].append(r["cpu"] / r["done"] * 1000)
+                print(f"round {i + 1} {name:5s}: CPU {cpu[name][-1]:.1f} ms a session")
+    for proc in procs.values():
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    best = {name: min(v) for name, v in cpu.items()}
+    print(
+        f"CPU a session, least of {args.rounds}: this {best['this']:.1f} ms, older "
+        f"{best['older']:.1f} ms, ratio {best['this'] / best['older']:.2f}x (medians "
+        f"{statistics.median(cpu['this']) / statistics.median(cpu['older']):.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_compact")
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument(
+        "--compare", metavar="DIR", help="an older checkout (with its .venv) to run beside this one"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for --compare")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return child(args)
+    if args.compare:
+        return compare(args)
 
     engine = setup(args.db, args.sessions)
     with llm_server(args.delay) as (base_url, _pid):
@@ -134,15 +229,8 @@ def main() -> None:
         )
         baseline = None
         for workers in args.workers:
-            with engine.begin() as conn:
-                conn.exec_driver_sql("DELETE FROM agent_compaction")
-            summarizer = OpenAISummarizer("bench", base_url, "k", timeout=30, max_retries=2)
-            compactor = Compactor(engine, summarizer, SETTINGS)
-            t0, cpu0 = time.perf_counter(), time.process_time()
-            outcomes = compactor.compact_all(workers=workers)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-            done = sum(o.status == "compacted" for o in outcomes)
-            assert done == args.sessions, {o.status for o in outcomes}
+            r = one_round(engine, base_url, workers, args.sessions)
+            wall, cpu, done, outcomes = r["wall"], r["cpu"], r["done"], r["outcomes"]
             overhead = [(o.seconds - o.summarizer_seconds) * 1000 for o in outcomes]
             rate = done / wall
             baseline = baseline or rate
