@@ -66,9 +66,11 @@ def faithful_summary(body: dict) -> str:
     said = re.findall(r"^\[Assistant\]: (.+)$", prompt, re.M)
     calls = re.findall(r"^\[Assistant tool call (.+)$", prompt, re.M)
     previous = re.search(r"<previous-summary>\n?(.*?)\n?</previous-summary>", prompt, re.S)
+    work = "\n".join(filter(None, (said[-1] if said else "", calls[-1] if calls else "")))
+    if not users and previous:  # a later chunk of a fold with no user turn: the summary goes on
+        return previous.group(1) + (f"\n\n## Current work\n{work}" if work else "")
     if not users:
         return "## Goal\nFix the bug.\n\n## Progress\n### Done\n- [x] investigated"
-    work = "\n".join(filter(None, (said[-1] if said else "", calls[-1] if calls else "")))
     text = (
         previous.group(1) + "\n\n" if previous else ""
     ) + f"## Goal\n{users[0]}\n\n## Latest request\n{users[-1]}\n\n## Current work\n{work}"
