@@ -27,7 +27,7 @@ try:
     main(sys.argv[1:], prog_name="ctxtool")
 except SystemExit as stop:
     code = stop.code
-from ctxtool import tokens
+from ctxtool.core import tokens
 loaded = {"openai": "openai" in sys.modules, "vocabularies": sorted(tokens._cache), "code": code}
 print(json.dumps(loaded), file=sys.stderr)
 """

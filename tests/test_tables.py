@@ -111,7 +111,8 @@ def test_tokens_report_and_validate_fit_80_columns(sqlite_db, cli):
     assert {"encoding", "uncounted", "compression", "provider_context_tokens"} <= set(rows[0])
 
     found = cli("--db", db.url, "validate", *LIMITS[:4], env=NARROW)
-    assert found.exit_code == 1, found.output
+    # over the window, waiting for compaction: warnings of the deploy gate (#44), exit 0
+    assert found.exit_code == 0 and "over_window" in found.stdout, found.output
     _fits(found.stdout)
     _fits(found.stderr, skip_errors=True)
     issues = json.loads(cli("--db", db.url, "validate", *LIMITS[:4], "--json").stdout)

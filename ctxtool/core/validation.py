@@ -57,7 +57,8 @@ class MessageRef:
 def kept_nothing(cp: Compaction) -> bool:
     """Whether the checkpoint kept nothing when it was written: its cut is the id after the
     session's last message then (records.KEPT_AFTER_MESSAGE), which no message of it need hold."""
-    after = (cp.details or {}).get(KEPT_AFTER_MESSAGE)
+    details = cp.details if isinstance(cp.details, dict) else {}  # a runtime may write any text
+    after = details.get(KEPT_AFTER_MESSAGE)
     return isinstance(after, int) and after + 1 == cp.first_kept_message_id
 
 
