@@ -18,8 +18,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .core.errors import CtxtoolError
 from .db import describe_db_error, scrub
+from .interrupts import INTERRUPTED
 
-INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
 DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of one line
 
 

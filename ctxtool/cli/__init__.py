@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+from ..interrupts import INTERRUPTED, caused_by_interrupt
+
 try:
     # The root names every command; each command's module is imported when it is resolved.
     from .root import main
@@ -20,16 +22,9 @@ except BaseException as exc:
     # landing in a class being made, it is the cause of a RuntimeError ("Error calling
     # __set_name__").
     # The chain may loop (an exception set as its own context's context): each one once.
-    cause: BaseException | None = exc
-    seen: set[int] = set()
-    while cause is not None and not isinstance(cause, KeyboardInterrupt):
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-        if cause is not None and id(cause) in seen:
-            cause = None
-    if cause is None:
+    if not caused_by_interrupt(exc):
         raise
     sys.stderr.write("Error: interrupted\n")
-    raise SystemExit(130) from None
+    raise SystemExit(INTERRUPTED) from None
 
 __all__ = ["main"]

@@ -25,6 +25,7 @@ from click.shell_completion import CompletionItem
 from .. import __version__
 from ..config_file import DEFAULT_URL, URL_ENV, URL_ENVS
 from ..escapes import visible
+from ..interrupts import INTERRUPTED, caused_by_interrupt
 from .config_defaults import (
     HELP_ASKED,
     load_config_defaults,
@@ -158,7 +159,7 @@ class _Root(_Group):
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:  # click would say "Aborted!" on two lines, exit 1
-            _fail("interrupted", _runtime().INTERRUPTED)
+            _fail("interrupted", INTERRUPTED)
 
     def parse_args(self, ctx, args):
         # Before the eager --config: a help asked for anywhere needs no configuration file.
@@ -175,6 +176,10 @@ class _Root(_Group):
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # BrokenPipeError too
                 quiet_closed_pipe()
                 ctx.exit(0)
+            if caused_by_interrupt(exc):
+                # Said without loading ctxtool.failures: an interrupt that landed while a
+                # module loaded leaves it half-made, and importing it again fails.
+                _fail("interrupted", INTERRUPTED)
             if isinstance(exc, OutputFailed):
                 quiet_closed_pipe()  # what is still buffered goes nowhere, not to a traceback
             app = ctx.find_root().obj
