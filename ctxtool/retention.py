@@ -7,9 +7,10 @@ the session's messages and checkpoints. Files and manifest are written to a temp
 renamed, so a killed run leaves only complete files, each in the manifest once complete.
 
 ``purge_sessions`` deletes a session only when the archive written by ctxtool holds it: the
-file read back gives the manifest's counts and checksum, and the store's session still gives
-them too (nothing added since), checked and deleted in one transaction per session under the
-session's row lock. A purge killed at any point has deleted only sessions verified so; a
+file read back gives the manifest's counts and checksum, each of its checkpoints keeps from a
+message of the file or says it kept nothing (what an import of it gives back), and the
+store's session still gives them too (nothing added since), checked and deleted in one
+transaction per session under the session's row lock. A purge killed at any point has deleted only sessions verified so; a
 redacted archive never allows a purge (it does not hold what the store holds).
 """
 
@@ -33,11 +34,12 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
 from .core.errors import CtxtoolError
-from .core.records import Compaction, Message, Session
+from .core.records import KEPT_AFTER_MESSAGE, Compaction, Message, Session
 from .db.schema import agent_message as M
 from .db.schema import agent_session as S
 from .redaction import Redactor, without_cut_word
 from .store import Store
+from .store.reads import connection_for
 from .store.removal import remove_rows
 from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
 from .whole_file import replacing
@@ -153,7 +155,10 @@ def message_record(m: Message) -> dict:
     }
 
 
-def checkpoint_record(c: Compaction, first_kept_source_id: str) -> dict:
+def checkpoint_record(c: Compaction, first_kept_source_id: str | None) -> dict:
+    """``first_kept_source_id`` None: the checkpoint keeps no message of the session (it kept
+    nothing when it was written, details.kept_after_message); importing the archive writes its
+    cut after the session's last message again."""
     made_by = {
         k: v
         for k, v in (
@@ -175,6 +180,14 @@ def checkpoint_record(c: Compaction, first_kept_source_id: str) -> dict:
         "created_at": _time(c.created_at),
         "details": details or None,
     }
+
+
+def kept_nothing_marked(record: dict) -> bool:
+    """Whether a checkpoint record says it kept nothing (details.kept_after_message), what
+    lets it name no first kept message."""
+    details = record.get("details")
+    after = details.get(KEPT_AFTER_MESSAGE) if isinstance(details, dict) else None
+    return isinstance(after, int) and not isinstance(after, bool)
 
 
 def message_source_id(message_id: int, source_id: str | None) -> str:
@@ -199,7 +212,12 @@ class Checksum:
 
     def add(self, record: dict) -> None:
         kind = record["type"]
-        self.hash.update(orjson.dumps([kind, *(record.get(k) for k in _CHECKED[kind])]))
+        values = [kind, *(record.get(k) for k in _CHECKED[kind])]
+        if kind == CHECKPOINT and record.get("first_kept_source_id") is None:
+            # Kept nothing: whether it says so is what makes it importable (an archive of an
+            # earlier version never wrote a checkpoint so, and its checksums stay as they were).
+            values.append(kept_nothing_marked(record))
+        self.hash.update(orjson.dumps(values))
         self.hash.update(b"\n")
         if kind == MESSAGE:
             self.messages += 1
@@ -217,12 +235,23 @@ def session_records(
     yield session_record(store.session(session_id, conn))
     for m in store.iter_messages(session_id, conn=conn):
         yield message_record(m)
-    for c in store.compactions(session_id, conn):
-        kept = store.messages(
-            session_id, c.first_kept_message_id, c.first_kept_message_id + 1, conn
-        )
-        kept_id = message_source_id(c.first_kept_message_id, kept[0].source_id if kept else None)
-        yield checkpoint_record(c, kept_id)
+    with connection_for(store.engine, conn) as c:
+        for cp in store.compactions(session_id, c):
+            yield checkpoint_record(cp, _first_kept(c, session_id, cp.first_kept_message_id))
+
+
+def _first_kept(conn: Connection, session_id: int, cut: int) -> str | None:
+    """The archive's name for the first message a checkpoint keeps: the session's first
+    message from its cut on, which restore keeps first; None when it has none (the
+    checkpoint kept nothing and nothing was appended after it: no message holds its cut's id,
+    or another session's does)."""
+    row = conn.execute(
+        sa.select(M.c.id, M.c.source_id)
+        .where(M.c.session_id == session_id, M.c.id >= cut)
+        .order_by(M.c.id)
+        .limit(1)
+    ).first()
+    return message_source_id(row.id, row.source_id) if row is not None else None
 
 
 def archive_sessions(
@@ -386,13 +415,19 @@ def _file_problem(folder: Path, entry: dict) -> str | None:
     if Path(entry["file"]).name != entry["file"]:
         return f"kept: the manifest names a file outside the archive ({entry['file']!r})"
     checksum = Checksum()
+    messages: set[str] = set()
     try:
         with open(path, "rb") as f:
             header = orjson.loads(f.readline())
             if header.get("type") != SESSION or header.get("session_id") != entry["session_id"]:
                 return f"kept: {entry['file']} is not the archive of session {entry['session_id']}"
             for raw in f:
-                checksum.add(orjson.loads(raw))
+                record = orjson.loads(raw)
+                checksum.add(record)
+                if record["type"] == MESSAGE:
+                    messages.add(record["source_id"])
+                elif (lost := _lost_checkpoint(record, messages)) is not None:
+                    return f"kept: {entry['file']}: {lost}"
     except FileNotFoundError:
         return f"kept: {entry['file']} is missing from the archive"
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -404,6 +439,26 @@ def _file_problem(folder: Path, entry: dict) -> str | None:
     ):
         return f"kept: {entry['file']} does not hold what the manifest says (changed or damaged)"
     return None
+
+
+def _lost_checkpoint(record: dict, messages: set[str]) -> str | None:
+    """Why importing the archive would not give back this checkpoint record, or None: it
+    must keep from a message of the file before it, or say it kept nothing."""
+    first_kept = record.get("first_kept_source_id")
+    if first_kept is None and kept_nothing_marked(record):
+        return None
+    if first_kept is not None and first_kept in messages:
+        return None
+    name = record.get("source_id")
+    if first_kept is None:
+        return (
+            f"its checkpoint {name!r} keeps no message and does not say it kept nothing (an "
+            "import of it would refuse it; see validate's first_kept_missing)"
+        )
+    return (
+        f"its checkpoint {name!r} keeps from a message the file does not hold (an import of "
+        "it would drop the checkpoint): archive it again"
+    )
 
 
 def _purge_one(engine: Engine, entry: dict, dry_run: bool) -> str:

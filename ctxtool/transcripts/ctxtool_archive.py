@@ -2,13 +2,15 @@
 
 One ``ctxtool_session`` line (the session's source format and id, title, model, system prompt,
 user and project), then its messages in id order (``ctxtool_message``), then its checkpoints
-in id order (``ctxtool_checkpoint``, each naming its first kept message by source id).
+in id order (``ctxtool_checkpoint``, each naming its first kept message by source id, or none
+when it kept nothing: details.kept_after_message).
 Importing it gives back the session under its own source format and id, so re-importing the
 transcript it came from afterwards finds it, as before the archive.
 """
 
 from __future__ import annotations
 
+from ..core.records import KEPT_AFTER_MESSAGE
 from ..core.source_records import InvalidRecord, Line, Record, SourceCompaction, SourceMessage
 from . import fields as f
 from .walk import FormatParser
@@ -75,9 +77,7 @@ class CtxtoolArchiveParser(FormatParser):
                 self.ids(_needed(f.identifier(rec, "source_id"), "source_id"), line.number),
                 _needed(f.string(rec, "summary"), "summary"),
                 line.number,
-                first_kept_source_id=f.required(
-                    f.identifier(rec, "first_kept_source_id"), "'first_kept_source_id'"
-                ),
+                first_kept_source_id=_first_kept(rec, details),
                 tokens_before=f.token_count(rec.get("tokens_before")),
                 details=details or None,
                 created_at=self.time(rec.get("created_at")),
@@ -89,6 +89,23 @@ class CtxtoolArchiveParser(FormatParser):
         ]
 
     handlers = {SESSION: _session, MESSAGE: _message, CHECKPOINT: _checkpoint}
+
+
+def _first_kept(rec: dict, details: dict) -> str | None:
+    """The source id of the first message the checkpoint keeps; None (null or absent) only
+    for a checkpoint that says it kept nothing (details.kept_after_message, an id): the import
+    then writes its cut after the session's last message, as for a compaction ending a
+    transcript."""
+    after = details.get(KEPT_AFTER_MESSAGE)
+    if rec.get("first_kept_source_id") is None and type(after) is int:
+        return None
+    first_kept = f.identifier(rec, "first_kept_source_id")
+    if not first_kept:
+        raise InvalidRecord(
+            "'first_kept_source_id' is missing, and details.kept_after_message does not say "
+            "the checkpoint kept nothing"
+        )
+    return first_kept
 
 
 def _needed(value, key: str):
