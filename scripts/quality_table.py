@@ -76,26 +76,32 @@ def _aggregate(rows: list[dict], window: int) -> dict:
         ),
         "fixed_called_open": sum(r["state"]["fixed_called_open"] for r in at),
         "finished_pending": sum(r["state"]["finished_pending"] for r in at),
+        "state_held": sum(r["state"]["held"] for r in at),
+        "state_total": sum(r["state"]["total"] for r in at),
         "tokens": sum(r["summary_tokens"] for r in at) // max(1, len(at)),
     }
 
 
 def windows_markdown(tuning: list[dict], holdout: list[dict]) -> str:
     """The headline: the tuning keys and the held-out keys (aggregates only) at each window,
-    and the summaries' size against the runtimes' own summaries of the same spans."""
+    where the work stands by the hand keys' state probes alone, and the summaries' size against
+    the runtimes' own summaries of the same spans."""
     out = [
-        "| keys | window | summary-only probes held | fabrications | fixed errors called open "
-        "| finished tasks listed as pending | mean summary tokens |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| keys | window | summary-only probes held | state probes held (hand keys) "
+        "| fabrications | fixed errors called open | finished tasks listed as pending "
+        "| mean summary tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, rows in (("tuning", tuning), ("holdout", holdout)):
         for window in WINDOWS:
             a = _aggregate(rows, window)
             share = f"{a['held'] / a['total']:.0%}" if a["total"] else "–"
+            state = f"{a['state_held'] / a['state_total']:.0%}" if a["state_total"] else "–"
             out.append(
                 f"| {name} ({a['spans']} spans) | {window // 1000}k "
                 f"(budget {summary_sections.window_budget(window)}) "
-                f"| {share} ({a['held']}/{a['total']}) | {a['fabrications']} "
+                f"| {share} ({a['held']}/{a['total']}) "
+                f"| {state} ({a['state_held']}/{a['state_total']}) | {a['fabrications']} "
                 f"| {a['fixed_called_open']} | {a['finished_pending']} | {a['tokens']} |"
             )
     own = [r for r in tuning + holdout if r.get("agent_summary")]

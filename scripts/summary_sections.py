@@ -37,7 +37,7 @@ from ctxtool.core.records import (  # noqa: E402
 )
 from ctxtool.core.touched_files import files_touched  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
-from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key  # noqa: E402
+from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key, state_held  # noqa: E402
 from ctxtool.store import Store  # noqa: E402
 
 KEYS = ROOT / "tests" / "answer_keys"
@@ -55,10 +55,12 @@ def window_budget(window: int) -> int:
 def state_faults(span: KeyedSpan, summary: str) -> dict[str, int]:
     """How often the summary misstates where the work stands: fixed errors it calls open and
     finished tasks it lists as pending, by the hand keys' state phrases and the probes eval
-    derives from the span's task list and runs (their ``open:``/``pending:`` none_of)."""
+    derives from the span's task list and runs (their ``open:``/``pending:`` none_of); and the
+    hand keys' state probes it holds (``held``/``total``, no derived probe among them)."""
+    held, total = state_held(span.evaluate(summary))
     probes = list(span.key.probes) + derive_probes(span.summarized)
     verdicts = evaluate(span.summarized, summary, span.kept, probes=probes).verdicts
-    out = {"fixed_called_open": 0, "finished_pending": 0}
+    out = {"fixed_called_open": 0, "finished_pending": 0, "held": held, "total": total}
     for v in verdicts:
         for phrase in v.contradicted:
             if phrase.lower().startswith(OPEN_STATE):

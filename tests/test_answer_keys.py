@@ -47,7 +47,14 @@ KEY_FIELDS = {
     "notes",
     "probes",
 }
-PROBE_FIELDS = {"id", "kind", "question", "answer", "all_of", "none_of", "negated"}
+PROBE_FIELDS = {"id", "kind", "question", "answer", "all_of", "none_of", "negated", "state"}
+# Where the work stands at the cut (README.md): the kinds each state may key.
+STATES = {
+    "fixed": {"error_fix"},
+    "open": {"error_fix"},
+    "pending": {"open_tasks", "remaining_work", "current_work"},
+    "done": {"open_tasks", "remaining_work", "current_work"},
+}
 MAX_PROBES = 15
 # Words that occur in any coding session: a key phrase made of one of them proves nothing.
 GENERIC_PHRASES = {
@@ -198,6 +205,12 @@ def test_key_is_well_formed(key_file):
         ), probe["id"]
         assert all(isinstance(p, str) for p in probe.get("none_of", [])), probe["id"]
         assert probe.get("negated", False) in (True, False), probe["id"]
+        if "state" in probe:
+            assert probe["kind"] in STATES.get(probe["state"], ()), (
+                f"{probe['id']}: state {probe['state']!r} does not fit kind {probe['kind']!r}"
+            )
+            if probe["state"] == "fixed":
+                assert len(probe["all_of"]) >= 2, f"{probe['id']}: a fixed error names its fix"
 
 
 def test_span_is_within_the_transcript(key_file):

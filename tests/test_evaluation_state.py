@@ -112,3 +112,45 @@ def test_the_llm_prompt_states_the_same_state_rules():
     prompt = build_prompt(SummaryRequest(None, fixed_span().messages, {}))
     for rule in ("same target", "cause → fix", "placeholder", "(renamed from", "rejected option"):
         assert rule in prompt, rule
+
+
+def test_a_keys_state_field_asks_the_subject_in_that_state():
+    """A hand key's ``state`` (tests/answer_keys/README.md): a ``fixed`` error must not be called
+    open, an ``open`` one must be, a ``pending`` task must be listed as to do, a ``done`` one
+    must not be."""
+    fixed = probe_from_dict(
+        {"id": "f", "kind": "error_fix", "state": "fixed", "all_of": [["npm test"], ["runInBand"]]}
+    )
+    assert answer(fixed, ContextText("- `npm test` crashed → fixed with --runInBand")).held
+    assert not answer(fixed, ContextText("- `npm test` crashed (runInBand tried), still open")).held
+    still = probe_from_dict({"id": "o", "kind": "error_fix", "state": "open", "all_of": [["tsc"]]})
+    assert answer(still, ContextText("## Errors and fixes\n- `tsc` fails: TS2345 in a.ts")).held
+    assert answer(still, ContextText("## Notes\n- tsc: 3 errors, still open")).held
+    assert not answer(
+        still, ContextText("## Errors and fixes\n- `tsc` TS2345 → fixed in a.ts")
+    ).held
+    assert not answer(still, ContextText("## Files changed\n- ran tsc on a.ts")).held
+    todo = probe_from_dict(
+        {"id": "p", "kind": "remaining_work", "state": "pending", "all_of": [["Phase 7"]]}
+    )
+    assert answer(todo, ContextText("## Open tasks\n- [ ] Phase 7 docs")).held
+    assert answer(todo, ContextText("## Plan\n- Phase 7 docs (pending)")).held
+    assert not answer(todo, ContextText("## Open tasks\n- [x] Phase 7 docs")).held
+    assert not answer(todo, ContextText("## Done\n- Phase 7 docs")).held
+    done = probe_from_dict(
+        {"id": "d", "kind": "open_tasks", "state": "done", "all_of": [["Phase 6"]]}
+    )
+    assert answer(done, ContextText("## Done\n- [x] Phase 6 CI")).held
+    assert not answer(done, ContextText("## Open tasks\n- [in progress] Phase 6 CI")).held
+    assert done.as_dict()["state"] == "done"
+
+
+def test_a_state_that_does_not_fit_the_kind_is_not_a_key():
+    import pytest
+
+    from ctxtool.core.evaluator import InvalidKey
+
+    with pytest.raises(InvalidKey):
+        probe_from_dict({"id": "x", "kind": "goal", "state": "fixed", "all_of": [["a b c"]]})
+    with pytest.raises(InvalidKey):
+        probe_from_dict({"id": "y", "kind": "error_fix", "state": "later", "all_of": [["abc"]]})

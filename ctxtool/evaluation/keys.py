@@ -131,6 +131,14 @@ def _only_session(store: Store) -> int:
     return session_id
 
 
+def state_held(evaluation: Evaluation) -> tuple[int, int]:
+    """(probes only the summary can answer whose key gives their subject a state at the cut,
+    ``fixed``/``open``/``pending``/``done``, that the summary holds in that state; such
+    probes): where the work stands, by the hand keys alone."""
+    stated = [v for v in evaluation.summary_only if v.probe.state]
+    return sum(v.held for v in stated), len(stated)
+
+
 def agreement(spans: list[KeyedSpan]) -> dict[ProbeKind, tuple[int, int]]:
     """Per kind: (hand probes a derived probe of the same kind answers, hand probes). A derived
     probe answers a hand probe when its reference answer holds the hand key: how often the

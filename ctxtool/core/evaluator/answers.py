@@ -22,9 +22,10 @@ from ..sections import (
     NEXT_STEP,
     OPEN_TASKS,
     canonical_heading,
+    is_done,
     parse_sections,
 )
-from .probes import OPEN_STATE, PENDING_STATE, Probe
+from .probes import OPEN, OPEN_STATE, PENDING, PENDING_STATE, Probe
 
 SUMMARY = "summary"
 _NEGATION = re.compile(
@@ -108,14 +109,19 @@ _CALLED_OPEN = re.compile(
 )
 _PENDING_MARK = re.compile(r"\[ \]|\[in progress\]|\bpending\b|\bin progress\b")
 _PENDING_SECTIONS = (OPEN_TASKS, NEXT_STEP, CURRENT_WORK)
+# A line that says an error is open, in so many words (``_CALLED_OPEN`` first: "not fixed"),
+# and one that says it was fixed; an errors section's line that says neither lists it as open.
+_SAID_OPEN = re.compile(r"\bopen\b|\bfailing\b|\bunfixed\b|\bblock(ed|er|ing)\b|\bpersists?\b")
+_SAID_FIXED = re.compile(r"\bfix(ed|es)?\b|\bresolv|\bsolved\b|\bsucceed|\bnow pass|→|->")
 
 
-def _stated_lines(summary: str) -> tuple[list[str], list[str]]:
+def _stated_lines(summary: str) -> tuple[list[str], list[str], list[str]]:
     """(every normalised line of a summary, the lines it lists as pending work: the items of
     its open tasks, next step and current work sections, and lines marked pending elsewhere
-    but in its errors)."""
+    but in its errors, and the lines that call an error open)."""
     lines: list[str] = []
     pending: list[str] = []
+    called_open: list[str] = []
     for section in parse_sections(summary):
         heading = canonical_heading(section.heading)
         for item in section.items:
@@ -126,7 +132,11 @@ def _stated_lines(summary: str) -> tuple[list[str], list[str]]:
                     heading != ERRORS and _PENDING_MARK.search(text) and "[x]" not in text
                 ):
                     pending.append(text)
-    return lines, pending
+                if _CALLED_OPEN.search(text) or (
+                    not _SAID_FIXED.search(text) and (heading == ERRORS or _SAID_OPEN.search(text))
+                ):
+                    called_open.append(text)
+    return lines, pending, called_open
 
 
 class ContextText:
@@ -136,7 +146,22 @@ class ContextText:
     def __init__(self, summary: str | None, kept: Sequence[Message] = ()):
         self.summary = normalise(summary or "")
         self.kept = [(m.id, normalise(message_text(m))) for m in kept]
-        self.lines, self.pending = _stated_lines(summary or "")
+        self.lines, self.pending, self.called_open = _stated_lines(summary or "")
+
+    def in_state(self, group: tuple[str, ...], state: str | None) -> bool:
+        """The summary gives an alternative of ``group`` the state an ``open`` or ``pending``
+        key asks (named on a line that calls the error open, or lists the task as to do);
+        other states ask nothing more of it."""
+        lines = {OPEN: self.called_open, PENDING: self.pending}.get(state or "")
+        if lines is None:
+            return True
+        return any(
+            alt in line
+            for alternative in group
+            for alt in alternatives_of(alternative)
+            for line in lines
+            if alt and not is_done(line)
+        )
 
     def states(self, phrase: str) -> bool:
         """The summary states a ``none_of`` phrase (an ``open:``/``pending:`` one in that
@@ -200,10 +225,14 @@ def answer(probe: Probe, context: ContextText) -> Verdict:
         # The prohibition is stated when the forbidden part is negated ("invalid themes must
         # NEVER explode"); its subject need not be ("never" before "invalid themes").
         found = [places or context.places(g, False) for g, places in zip(probe.all_of, found)]
+    if SUMMARY in found[0] and not context.in_state(probe.all_of[0], probe.state):
+        # The summary names the subject but not in the state the key gives it at the cut.
+        found[0] = [p for p in found[0] if p != SUMMARY]
     missing = tuple(g for g, places in zip(probe.all_of, found, strict=True) if not places)
     in_summary = all(SUMMARY in places for places in found)
     in_kept = all(any(p != SUMMARY for p in places) for places in found)
-    contradicted = tuple(n for n in probe.none_of if context.states(n))
+    phrases = probe.none_of + probe.state_phrases()
+    contradicted = tuple(n for n in phrases if context.states(n))
     where: list[str] = []
     if in_summary:
         where = [SUMMARY]

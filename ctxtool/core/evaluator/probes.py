@@ -45,6 +45,15 @@ class Probe:
     all_of: tuple[tuple[str, ...], ...]
     none_of: tuple[str, ...] = ()
     negated: bool = False
+    # Where the work stands at the cut, as the key's writer read it (``STATES``): the state
+    # the context must give the probe's subject, its first ``all_of`` group.
+    state: str | None = None
+
+    def state_phrases(self) -> tuple[str, ...]:
+        """The ``none_of`` phrases a state implies: a fixed error must not be called open, a
+        finished task must not be listed as pending."""
+        prefix = {FIXED: OPEN_STATE, DONE: PENDING_STATE}.get(self.state or "")
+        return tuple(prefix + alt for alt in self.all_of[0]) if prefix else ()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,7 +67,21 @@ class Probe:
             out["none_of"] = list(self.none_of)
         if self.negated:
             out["negated"] = True
+        if self.state:
+            out["state"] = self.state
         return out
+
+
+# The states a hand key can give its subject: an error fixed or still open at the cut, a task
+# still to do or finished. ``fixed``/``open`` key an ``error_fix`` probe, ``pending``/``done``
+# a task (``open_tasks``, ``remaining_work``, ``current_work``).
+FIXED, OPEN, PENDING, DONE = "fixed", "open", "pending", "done"
+STATES = {
+    FIXED: ("error_fix",),
+    OPEN: ("error_fix",),
+    PENDING: ("open_tasks", "remaining_work", "current_work"),
+    DONE: ("open_tasks", "remaining_work", "current_work"),
+}
 
 
 class InvalidKey(ValueError):
@@ -87,6 +110,9 @@ def probe_from_dict(data: dict[str, Any]) -> Probe:
             groups.append(alternatives)
     if not groups:
         raise InvalidKey(f"probe {data.get('id')!r} has no answer key (all_of)")
+    state = data.get("state")
+    if state is not None and kind.value not in STATES.get(str(state), ()):
+        raise InvalidKey(f"probe {data.get('id')!r}: state {state!r} does not fit kind {kind}")
     return Probe(
         id=str(data.get("id") or kind.value),
         kind=kind,
@@ -95,6 +121,7 @@ def probe_from_dict(data: dict[str, Any]) -> Probe:
         all_of=tuple(groups),
         none_of=tuple(str(n) for n in data.get("none_of") or ()),
         negated=negated,
+        state=str(state) if state is not None else None,
     )
 
 
