@@ -18,10 +18,10 @@ from ctxtool.compaction.summarizers import (
 from ctxtool.compaction.summarizers.openai import request_parameters, request_style
 from ctxtool.core.durations import MAX_DURATION_S, lease_seconds_for, parse_duration
 from ctxtool.core.errors import CtxtoolError
-from ctxtool.core.plan import CompactionSettings, plan_message
+from ctxtool.core.plan import plan_message
 from ctxtool.core.records import Compaction, Message, call_name, calls_of
 from ctxtool.core.tokens import count_text
-from ctxtool.core.validation import deleted_from_span, over_window, unsummarized_messages
+from ctxtool.core.validation import deleted_from_span, unsummarized_messages
 
 
 @pytest.mark.parametrize("raw", [{"a": 1}, ["call_1"], [None], 42, "x", None, [{"function": 7}]])
@@ -217,12 +217,6 @@ def test_a_summarized_message_deleted_is_told_apart_from_one_left_out():
     assert deleted_from_span(cp, [10, 11, 13]) == (0, None)
     assert deleted_from_span(cp, [10, 11, 12, 13]) == (0, None)  # one arrived: the other rule
     assert deleted_from_span(_checkpoint(None), []) == (0, None)
-
-
-def test_over_window_warning():
-    settings = CompactionSettings(context_window=16_000, reserve_tokens=2000)
-    assert over_window(14_000, "gpt-4o", settings) is None
-    assert "27991 tokens is over its threshold of 14000" in over_window(27_991, "gpt-4o", settings)
 
 
 def test_suffix_tokens_trust_only_counts_that_are_what_is_sent():

@@ -589,18 +589,3 @@ def deleted_from_span(checkpoint: Compaction, range_ids: Sequence[int]) -> tuple
         return 0, None
     gone = count - len(ids)
     return gone, (id_sum - sum(ids) if gone == 1 else None)
-
-
-def over_window(
-    context_tokens: int, model: str | None, settings: CompactionSettings | None = None
-) -> str | None:
-    """A warning when a restored context is larger than its model's threshold (window less the
-    reserve); None when it fits."""
-    settings = settings or CompactionSettings()
-    threshold = settings.threshold(model)
-    if context_tokens <= threshold:
-        return None
-    return (
-        f"restored context of {context_tokens} tokens is over its threshold of {threshold} "
-        f"tokens (window {threshold + settings.reserve(model)})"
-    )
