@@ -26,7 +26,7 @@ from ctxtool.core.evaluator.gate import normalised_items
 from ctxtool.core.records import Message
 from ctxtool.core.tokens import count_text
 
-from .test_signals import Span
+from .test_span_facts import Span
 
 
 def probe(all_of, **kw):

@@ -8,7 +8,7 @@ import json
 
 from ctxtool.core.evaluator import ContextText, answer, evaluate, probe_from_dict
 
-from .test_signals import Span
+from .test_span_facts import Span
 
 
 def fixed_span() -> Span:
