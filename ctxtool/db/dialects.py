@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
@@ -51,6 +52,8 @@ class Dialect:
     # Whether an import gains from sending batches on a writer thread while it parses: only
     # where the database works outside this process's GIL.
     overlap_writes: bool = False
+    # Whether a text column can have a FULLTEXT index (search's optional index).
+    fulltext: bool = False
 
     def server_now(self) -> sa.TextClause:
         """SQL for the server's current UTC time (leases use server time, never ours)."""
@@ -179,6 +182,25 @@ class Dialect:
         """The DDL statement failed because what it makes is already there (a table, column
         or index of that name): re-running an interrupted migration's last statement."""
         return False
+
+    def fulltext_indexes(self, conn: Connection, table: str, names: Sequence[str]) -> set[str]:
+        """The columns of ``table`` (lower case) that hold a FULLTEXT index named one of
+        ``names``: none where the database has no FULLTEXT index (:attr:`fulltext`)."""
+        return set()
+
+    def column_types(self, conn: Connection, table: str) -> dict[str, str]:
+        """{column (lower case): its type as the server names it} for ``table``; asked only
+        where :attr:`fulltext` (which column types an index takes)."""
+        raise NotImplementedError
+
+    def add_fulltext_index(self, conn: Connection, table: str, column: str, name: str) -> None:
+        """Add the FULLTEXT index ``name`` on ``table.column``; only where :attr:`fulltext`."""
+        raise NotImplementedError
+
+    def fulltext_match(self, column: sa.ColumnElement, terms: str) -> sa.ColumnElement[bool]:
+        """SQL matching boolean-mode ``terms`` through ``column``'s FULLTEXT index; only where
+        :attr:`fulltext`."""
+        raise NotImplementedError
 
 
 def _fixed_part(fixed: Mapping[str, int] | None) -> tuple[list[str], str]:
@@ -409,6 +431,7 @@ class MySQL(Dialect):
     single_writer = False
     transactional_ddl = False
     overlap_writes = True
+    fulltext = True
     DEADLOCK = 1213
     # A deadlock, or (MariaDB 11.6+ with innodb_snapshot_isolation) a row changed since this
     # transaction's snapshot was taken: both are lost races, worth a retry.
@@ -584,6 +607,38 @@ class MySQL(Dialect):
 
     def already_applied(self, exc: SQLAlchemyError) -> bool:
         return error_code(exc) in self.EXISTS
+
+    def fulltext_indexes(self, conn, table, names):
+        rows = conn.execute(
+            sa.text(
+                "SELECT column_name FROM information_schema.statistics WHERE table_schema = "
+                "DATABASE() AND table_name = :table AND index_type = 'FULLTEXT' AND "
+                "index_name IN :names"
+            ).bindparams(sa.bindparam("names", expanding=True)),
+            {"table": table, "names": list(names)},
+        ).all()
+        return {str(r[0]).lower() for r in rows}
+
+    def column_types(self, conn, table):
+        rows = conn.execute(
+            sa.text(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE "
+                "table_schema = DATABASE() AND table_name = :table"
+            ),
+            {"table": table},
+        ).all()
+        return {str(r[0]).lower(): str(r[1]) for r in rows}
+
+    def add_fulltext_index(self, conn, table, column, name):
+        # In place (no table copy) and with LOCK=SHARED, the least InnoDB allows for a
+        # FULLTEXT index: reads go on while it builds, inserts wait for it.
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD FULLTEXT INDEX {name} ({column}), "
+            "ALGORITHM=INPLACE, LOCK=SHARED"
+        )
+
+    def fulltext_match(self, column, terms):
+        return mysql.match(column, against=terms).in_boolean_mode()
 
 
 def is_tidb(version: str) -> bool:

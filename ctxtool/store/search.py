@@ -19,14 +19,12 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 from ..core.errors import CtxtoolError
 from ..core.records import Compaction, Message
 from ..core.trace import FactTrace, TextMatch, trace_fact
 from ..db import dialect_of, read_connection
-from ..db.dialects import MySQL
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from .reads import Store, compaction_from_row, json_as_text, json_value
@@ -139,17 +137,9 @@ def _raw_text(message: Message) -> str:
 
 def fulltext_index(conn: Connection) -> tuple[str, ...]:
     """The columns of agent_message that have ctxtool's FULLTEXT index (none on SQLite)."""
-    if not isinstance(dialect_of(conn), MySQL):
-        return ()
-    rows = conn.execute(
-        sa.text(
-            "SELECT column_name FROM information_schema.statistics WHERE table_schema = "
-            "DATABASE() AND table_name = 'agent_message' AND index_type = 'FULLTEXT' AND "
-            "index_name IN :names"
-        ).bindparams(sa.bindparam("names", expanding=True)),
-        {"names": list(FULLTEXT_INDEXES.values())},
-    ).all()
-    found = {r[0].lower() for r in rows}
+    found = dialect_of(conn).fulltext_indexes(
+        conn, "agent_message", list(FULLTEXT_INDEXES.values())
+    )
     return tuple(c for c in FULLTEXT_INDEXES if c in found)
 
 
@@ -157,25 +147,23 @@ def create_fulltext_index(engine: Engine) -> list[str]:
     """Add the FULLTEXT indexes on what messages say and on their tool calls; the columns
     indexed now (none when both were there already).
 
-    In place (no table copy) and with LOCK=SHARED, the least InnoDB allows for a FULLTEXT
-    index: reads go on while it builds, the runtime's inserts wait for it. From then on every
+    Reads go on while an index builds, the runtime's inserts wait for it. From then on every
     insert also writes the index (its cost: docs/search.md)."""
     added = []
     with engine.connect() as conn:
-        if not isinstance(dialect_of(conn), MySQL):
+        dialect = dialect_of(conn)
+        if not dialect.fulltext:
             raise CtxtoolError(
                 "a FULLTEXT index is a MySQL/MariaDB feature: on SQLite the search scans the "
                 "messages"
             )
         present = fulltext_index(conn)
-        types = _column_types(conn)
+        types = dialect.column_types(conn, "agent_message")
         for column, name in FULLTEXT_INDEXES.items():
             if column in present or not can_fulltext_index(types.get(column, "")):
                 continue
-            conn.exec_driver_sql(  # one at a time: InnoDB builds one FULLTEXT index per ALTER
-                f"ALTER TABLE agent_message ADD FULLTEXT INDEX {name} ({column}), "
-                "ALGORITHM=INPLACE, LOCK=SHARED"
-            )
+            # one at a time: InnoDB builds one FULLTEXT index per ALTER
+            dialect.add_fulltext_index(conn, "agent_message", column, name)
             added.append(column)
     return added
 
@@ -185,16 +173,6 @@ def can_fulltext_index(data_type: str) -> bool:
     JSON is no text (the ALTER fails), MariaDB's JSON is LONGTEXT. A column not indexed stays
     searched by the exact scan."""
     return data_type.lower() in {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
-
-
-def _column_types(conn: Connection) -> dict[str, str]:
-    rows = conn.execute(
-        sa.text(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
-            "DATABASE() AND table_name = 'agent_message'"
-        )
-    ).all()
-    return {str(r[0]).lower(): str(r[1]) for r in rows}
 
 
 def fulltext_terms(text: str) -> str | None:
@@ -297,7 +275,7 @@ def matching_messages(
     ):
         condition = sa.and_(M.c.id <= boundary, exact)
         if column.name in indexed:
-            against = mysql.match(column, against=terms).in_boolean_mode()
+            against = dialect_of(conn).fulltext_match(column, terms)
             condition = sa.and_(against, condition)
         found.update((m.id, m) for m in query(condition))
     ordered = sorted(found.values(), key=lambda m: m.id, reverse=newest_first)
