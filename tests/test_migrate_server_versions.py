@@ -8,17 +8,10 @@ import sqlite3
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.db.dialects import MARIADB, MYSQL, SQLITE, TIDB, parse_server_version
 from ctxtool.migrate import HISTORY_TABLE, Migrator, load_migrations
 from ctxtool.migrate import server_versions as sv
-from ctxtool.migrate.server_versions import (
-    MARIADB,
-    MYSQL,
-    SQLITE,
-    TIDB,
-    Requirement,
-    parse_server_version,
-    refusal,
-)
+from ctxtool.migrate.server_versions import Requirement, refusal
 
 SHIPPED = {m.version: m for m in load_migrations("sqlite")}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -84,7 +85,7 @@ class Dialect:
 
     def server_version_sql(self) -> str:
         """SQL giving the server's version text, its product first where the text does not
-        say it (migrate.server_versions parses it)."""
+        say it (:func:`parse_server_version` reads it)."""
         return "SELECT 'SQLite ' || sqlite_version()"
 
     def message_triggers(self, conn: Connection) -> list[tuple[str, str, str, str, str]]:
@@ -644,6 +645,41 @@ class MySQL(Dialect):
 def is_tidb(version: str) -> bool:
     """Whether ``SELECT VERSION()`` is a TiDB server's (``8.0.11-TiDB-v7.5.0``)."""
     return "-tidb-" in version.lower()
+
+
+# The server products a version text names, as their makers spell them.
+SQLITE, MYSQL, MARIADB, TIDB = "SQLite", "MySQL", "MariaDB", "TiDB"
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    product: str
+    version: Version
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.product} {'.'.join(map(str, self.version))}"
+
+
+def parse_server_version(text: str) -> ServerVersion:
+    """The product and version a server reports (``Dialect.server_version_sql``): "SQLite
+    3.40.1", or MySQL's ``VERSION()`` ("10.11.6-MariaDB-0+deb12u1", "8.0.36",
+    "8.0.11-TiDB-v7.5.1"). Text with no version in it gives an empty one, which no
+    requirement is checked against (the server then says what it cannot run)."""
+    if text.startswith(f"{SQLITE} "):
+        return ServerVersion(SQLITE, _numbers(text.removeprefix(f"{SQLITE} ")), text)
+    # MariaDB's handshake may prefix "5.5.5-" for old clients; VERSION() does not, but a
+    # proxy can pass the handshake's text on.
+    numbers = _numbers(text.removeprefix("5.5.5-"))
+    if is_tidb(text):
+        return ServerVersion(TIDB, numbers, text)
+    return ServerVersion(MARIADB if "mariadb" in text.lower() else MYSQL, numbers, text)
+
+
+def _numbers(text: str) -> Version:
+    return tuple(int(n) for n in re.findall(r"\d+", text.split("-", 1)[0])[:3])
 
 
 _AUTO_ID_CACHE_1 = re.compile(r"AUTO_ID_CACHE\s*=\s*1(?!\d)", re.IGNORECASE)

@@ -16,11 +16,12 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..core.errors import CtxtoolError, SchemaNotCurrent
 from ..db import dialect_of, read_connection
+from ..db.dialects import ServerVersion, parse_server_version
 from ..db.schema import HISTORY_TABLE, STORE_TABLES, agent_compaction, agent_message
 from ..store.session_touch import create_trigger, trigger_notes
 from . import history as hist
 from .apply import apply_file
-from .server_versions import ServerVersion, parse_server_version, refusal
+from .server_versions import refusal
 from .sql_files import Migration, load_migrations
 from .states import (
     BASELINE,

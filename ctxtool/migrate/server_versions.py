@@ -7,16 +7,18 @@ pending files. Pure: the version text is read by the caller (``Dialect.server_ve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..db.dialects import is_tidb
+from ..db.dialects import (
+    MARIADB,
+    MYSQL,
+    SQLITE,
+    TIDB,
+    ServerVersion,
+    Version,
+)
 from .sql_files import Migration
-
-SQLITE, MYSQL, MARIADB, TIDB = "SQLite", "MySQL", "MariaDB", "TiDB"
-
-Version = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,6 @@ class Requirement:
     product: str
     since: Version | None
     feature: str
-
-
-@dataclass(frozen=True)
-class ServerVersion:
-    product: str
-    version: Version
-    text: str
-
-    def __str__(self) -> str:
-        return f"{self.product} {'.'.join(map(str, self.version))}"
 
 
 # Versions a file needs beyond what every supported server has (MySQL 8.0, MariaDB 10.11 and
@@ -58,25 +50,6 @@ TRIGGER_REQUIREMENTS = (
     Requirement(MARIADB, (10, 1, 4), "CREATE TRIGGER IF NOT EXISTS"),
     Requirement(TIDB, None, "triggers"),
 )
-
-
-def parse_server_version(text: str) -> ServerVersion:
-    """The product and version a server reports (``Dialect.server_version_sql``): "SQLite
-    3.40.1", or MySQL's ``VERSION()`` ("10.11.6-MariaDB-0+deb12u1", "8.0.36",
-    "8.0.11-TiDB-v7.5.1"). Text with no version in it gives an empty one, which no
-    requirement is checked against (the server then says what it cannot run)."""
-    if text.startswith(f"{SQLITE} "):
-        return ServerVersion(SQLITE, _numbers(text.removeprefix(f"{SQLITE} ")), text)
-    # MariaDB's handshake may prefix "5.5.5-" for old clients; VERSION() does not, but a
-    # proxy can pass the handshake's text on.
-    numbers = _numbers(text.removeprefix("5.5.5-"))
-    if is_tidb(text):
-        return ServerVersion(TIDB, numbers, text)
-    return ServerVersion(MARIADB if "mariadb" in text.lower() else MYSQL, numbers, text)
-
-
-def _numbers(text: str) -> Version:
-    return tuple(int(n) for n in re.findall(r"\d+", text.split("-", 1)[0])[:3])
 
 
 def unmet(requirements: Sequence[Requirement], server: ServerVersion) -> Requirement | None:
