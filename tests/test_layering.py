@@ -47,6 +47,8 @@ LAYERS = [
 # Arrows that still run against the layers, each to be removed with its fix: the test fails
 # when one is gone as well as when a new one appears.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
+# The database families, as SQLAlchemy and the servers name them.
+DIALECT_NAMES = {"sqlite", "mysql", "mariadb", "tidb"}
 
 
 def module_name(path: Path) -> str:
@@ -176,6 +178,61 @@ def test_no_dialect_name_is_compared_outside_the_database_layer():
         if compared.search(line)
     ]
     assert found == []
+
+
+# A dialect named outside ctxtool/db, each to go with its fix: the test fails when one is gone
+# as well as when a new one appears. context_sums' two INSERT ... IGNORE are to be
+# db.dialects.insert_or_ignore (which also says it to a mariadb:// URL).
+KNOWN_DIALECT_NAMES = {("store/context_sums.py", "'mysql'"), ("store/context_sums.py", "'sqlite'")}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    bodies = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, bodies)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def dialect_names(path: Path) -> set[str]:
+    """Where ``path`` names a database family: a string that is a dialect's or a server
+    product's name (docstrings aside), or an import of SQLAlchemy's dialect packages or of
+    db's dialect classes (an isinstance test on them compares names by other means)."""
+    tree = ast.parse(path.read_text())
+    docstrings = _docstrings(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and node.value.strip().lower() in DIALECT_NAMES:
+                found.add(repr(node.value))
+        elif isinstance(node, ast.ImportFrom):
+            names = {alias.name for alias in node.names}
+            module = node.module or ""
+            if module.startswith("sqlalchemy.dialects") or "dialects" in names:
+                found.add(f"import {module}")
+            if module.endswith("dialects") and names & {"MySQL", "SQLite"}:
+                found.add(f"import {sorted(names & {'MySQL', 'SQLite'})}")
+        elif isinstance(node, ast.Import):
+            found.update(f"import {a.name}" for a in node.names if ".dialects" in a.name)
+    return found
+
+
+def test_no_dialect_is_named_outside_the_database_layer():
+    """The database families are the database layer's to tell apart: everything above asks
+    ``dialect_of`` what it needs, and never spells a dialect."""
+    named = {
+        (str(path.relative_to(ROOT)), what)
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] != "db"
+        for what in dialect_names(path)
+    }
+    assert named == KNOWN_DIALECT_NAMES
+    db = ROOT / "db" / "dialects.py"
+    assert {"'mysql'", "'sqlite'", "'MariaDB'", "import sqlalchemy.dialects"} <= dialect_names(db)
 
 
 def test_no_module_name_is_used_twice():

@@ -739,6 +739,16 @@ class SQLite(Dialect):
 _DIALECTS = {"mysql": MySQL(), "mariadb": MySQL(), "sqlite": SQLite()}
 
 
+def insert_or_ignore(table: sa.Table) -> sa.Insert:
+    """An INSERT into ``table`` that leaves out a row whose key is taken, in each dialect's
+    words: INSERT IGNORE (MySQL, and MariaDB under either of SQLAlchemy's names), INSERT OR
+    IGNORE (SQLite)."""
+    insert = table.insert()
+    for name in ("mysql", "mariadb"):
+        insert = insert.prefix_with("IGNORE", dialect=name)
+    return insert.prefix_with("OR IGNORE", dialect="sqlite")
+
+
 def dialect_of(engine_or_conn: Engine | Connection) -> Dialect:
     """The dialect object for an engine or connection."""
     name = engine_or_conn.dialect.name
