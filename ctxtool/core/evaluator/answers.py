@@ -112,13 +112,13 @@ _PENDING_SECTIONS = (OPEN_TASKS, NEXT_STEP, CURRENT_WORK)
 # A line that says an error is open, in so many words (``_CALLED_OPEN`` first: "not fixed"),
 # and one that says it was fixed; an errors section's line that says neither lists it as open.
 _SAID_OPEN = re.compile(r"\bopen\b|\bfailing\b|\bunfixed\b|\bblock(ed|er|ing)\b|\bpersists?\b")
-_SAID_FIXED = re.compile(r"\bfix(ed|es)?\b|\bresolv|\bsolved\b|\bsucceed|\bnow pass|→|->")
+_SAID_FIXED = re.compile(r"\bfix(ed|es)?\b|\bresolv|\bsolved\b|\bsucceed|\bnow pass")
 
 
 def _stated_lines(summary: str) -> tuple[list[str], list[str], list[str]]:
     """(every normalised line of a summary, the lines it lists as pending work: the items of
     its open tasks, next step and current work sections, and lines marked pending elsewhere
-    but in its errors, and the lines that call an error open)."""
+    but in its errors, none marked done; and the lines that call an error open)."""
     lines: list[str] = []
     pending: list[str] = []
     called_open: list[str] = []
@@ -128,8 +128,9 @@ def _stated_lines(summary: str) -> tuple[list[str], list[str], list[str]]:
             for line in item.splitlines():
                 text = normalise(line)
                 lines.append(text)
-                if heading in _PENDING_SECTIONS or (
-                    heading != ERRORS and _PENDING_MARK.search(text) and "[x]" not in text
+                if not is_done(text) and (
+                    heading in _PENDING_SECTIONS
+                    or (heading != ERRORS and _PENDING_MARK.search(text))
                 ):
                     pending.append(text)
                 if _CALLED_OPEN.search(text) or (
@@ -160,7 +161,7 @@ class ContextText:
             for alternative in group
             for alt in alternatives_of(alternative)
             for line in lines
-            if alt and not is_done(line)
+            if alt
         )
 
     def states(self, phrase: str) -> bool:
