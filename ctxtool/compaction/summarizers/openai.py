@@ -378,16 +378,20 @@ class OpenAISummarizer:
     def _create(self, prompt: str, max_tokens: int, counted: int = 0):
         client = self.client
         import openai  # imported by the client above: its exceptions
+        from openai.types.chat import ChatCompletion
 
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": prompt},
+            ],
+            **request_parameters(self.model, max_tokens, self.style),
+        }
         try:
-            response = client.chat.completions.create(
-                model=self.model,
-                messages=[
-                    {"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": prompt},
-                ],
-                **request_parameters(self.model, max_tokens, self.style),
-            )
+            # The client's post with the body as it is: what chat.completions.create sends for
+            # these plain parameters, without walking them through its type-driven transform.
+            response = client.post("/chat/completions", body=body, cast_to=ChatCompletion)
         except openai.APITimeoutError:
             raise SummarizerError(f"summarizer timed out ({self._where()})") from None
         except openai.APIStatusError as exc:
