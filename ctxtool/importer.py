@@ -441,7 +441,10 @@ class Importer:
         result.source_id = source_key(own_id or ids.fallback)
         # A transcript that names its session needs no file to find it by.
         file = None if own_id else file
-        recorded = recorded_file(self.engine, file) if file is not None else None
+        recorded = None
+        if file is not None:
+            with self.engine.connect() as conn:
+                recorded = recorded_file(conn, file)
         result.session_id, how = self.sessions.find_or_allocate(
             source_format,
             result.source_id,

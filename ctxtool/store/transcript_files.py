@@ -7,21 +7,20 @@ recorded file is the one being imported is the pure ``FileIdentity.continues``.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..core.source_records import FileIdentity, RecordedFile
 from ..db.schema import transcript_files as F
 
 
-def recorded_file(engine: Engine, file: FileIdentity) -> RecordedFile | None:
+def recorded_file(conn: Connection, file: FileIdentity) -> RecordedFile | None:
     """What the store recorded of the file with this inode, if anything: the file itself, or
     one deleted since whose inode it took."""
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.select(F.c.head_bytes, F.c.head_sha256, F.c.source_format, F.c.source_id).where(
-                F.c.device == file.device, F.c.inode == file.inode
-            )
-        ).first()
+    row = conn.execute(
+        sa.select(F.c.head_bytes, F.c.head_sha256, F.c.source_format, F.c.source_id).where(
+            F.c.device == file.device, F.c.inode == file.inode
+        )
+    ).first()
     return RecordedFile(int(row[0]), row[1], row[2], row[3]) if row is not None else None
 
 
