@@ -24,7 +24,7 @@ DEBUG_ENV = "CTXTOOL_DEBUG"  # set: a bug raises with its traceback instead of o
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailureLine:
     """What to say (one line, credentials removed) and the exit code to end with."""
 
     message: str
@@ -37,8 +37,8 @@ def describe_failure(
     url: str | URL | None = None,
     secrets: Iterable[str | URL | None] = (),
     where: str | None = None,
-) -> Failure:
-    """``exc`` as a :class:`Failure`.
+) -> FailureLine:
+    """``exc`` as a :class:`FailureLine`.
 
     ``url`` is the database the work was done on: a database error names it (masked) and its
     password is scrubbed from every message. ``secrets`` are further URLs whose passwords must
@@ -48,21 +48,21 @@ def describe_failure(
     """
     prefix = f"{where}: " if where else ""
     if isinstance(exc, CtxtoolError):
-        failure = Failure(str(exc), exc.exit_code)
+        failure = FailureLine(str(exc), exc.exit_code)
     elif isinstance(exc, SQLAlchemyError):
-        failure = Failure(prefix + describe_db_error(exc, url), 1)
+        failure = FailureLine(prefix + describe_db_error(exc, url), 1)
     elif isinstance(exc, KeyboardInterrupt):
-        failure = Failure("interrupted", INTERRUPTED)
+        failure = FailureLine("interrupted", INTERRUPTED)
     elif isinstance(exc, OSError):
-        failure = Failure(_os_error(exc, where), 1)
+        failure = FailureLine(_os_error(exc, where), 1)
     else:
         if os.environ.get(DEBUG_ENV):
             raise exc
-        failure = Failure(prefix + internal_error(exc), 1)
+        failure = FailureLine(prefix + internal_error(exc), 1)
     message = failure.message
     for secret in (url, *secrets):
         message = scrub(message, secret)
-    return Failure(message, failure.exit_code)
+    return FailureLine(message, failure.exit_code)
 
 
 def _os_error(exc: OSError, where: str | None) -> str:

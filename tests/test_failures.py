@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxtool.core.errors import CtxtoolError, PartialFailure, SchemaNotCurrent
-from ctxtool.failures import Failure, describe_failure
+from ctxtool.failures import FailureLine, describe_failure
 
 SECRET = "s3cr3tPw"
 URL = f"mysql+pymysql://root:{SECRET}@127.0.0.1:1/x"
@@ -21,7 +21,7 @@ def _raised(exc: BaseException) -> BaseException:
 
 
 def test_a_ctxtool_error_keeps_its_message_and_its_exit_code():
-    assert describe_failure(CtxtoolError("no session 7")) == Failure("no session 7", 1)
+    assert describe_failure(CtxtoolError("no session 7")) == FailureLine("no session 7", 1)
     assert describe_failure(SchemaNotCurrent("run migrate up")).exit_code == 3
     assert describe_failure(PartialFailure("2 of 5 failed")).exit_code == 4
     assert describe_failure(CtxtoolError("bad", exit_code=2)).exit_code == 2
@@ -58,7 +58,7 @@ def test_a_file_the_system_refused_is_named_with_its_reason(tmp_path):
     missing = tmp_path / "gone.jsonl"
     with pytest.raises(OSError) as raised:
         missing.open()
-    assert describe_failure(raised.value) == Failure(f"{missing}: no such file or directory", 1)
+    assert describe_failure(raised.value) == FailureLine(f"{missing}: no such file or directory", 1)
     assert describe_failure(raised.value, where="<stdin>").message == (
         "<stdin>: no such file or directory"
     )
@@ -89,4 +89,4 @@ def test_a_bug_that_echoes_a_summarizers_base_url_is_scrubbed(monkeypatch):
 
 
 def test_an_interruption_is_exit_code_130():
-    assert describe_failure(KeyboardInterrupt()) == Failure("interrupted", 130)
+    assert describe_failure(KeyboardInterrupt()) == FailureLine("interrupted", 130)

@@ -82,5 +82,5 @@ def update(conn: Connection, version: str, **values) -> None:
     conn.execute(H.update().where(H.c.version == version).values(**values))
 
 
-def forget(conn: Connection, version: str) -> None:
+def forget_migration(conn: Connection, version: str) -> None:
     conn.execute(H.delete().where(H.c.version == version))

@@ -232,7 +232,7 @@ class Migrator:
                             )
                         )
                     elif row.status in (FAILED, RUNNING):
-                        hist.forget(conn, v)
+                        hist.forget_migration(conn, v)
                         actions.append((v, f"removed {row.status} record; `up` will run it again"))
                     elif v in files and not files[v].recorded_as(row.checksum):
                         hist.update(conn, v, checksum=files[v].checksum)
