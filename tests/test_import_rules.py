@@ -1,4 +1,4 @@
-"""The import rules (`transcripts.reconcile`) over plain lists of records: no database."""
+"""The import rules (`ctxtool.core.import_rules`) over plain lists of records: no database."""
 
 from __future__ import annotations
 
