@@ -19,7 +19,7 @@ from typing import Any
 import click
 import tabulate as tabulate_module
 
-from .core.inspection import shorten
+from .core.cells import shorten
 from .output import (
     Lines,
     OutputFormat,

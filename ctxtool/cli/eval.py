@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..compaction.summarizers import endpoint_configured
-from ..core.inspection import shorten
+from ..core.cells import shorten
 from ..evaluation.judge import Judge, JudgedProbe
 from ..evaluation.stored import CheckpointEvaluation, evaluate_checkpoint
 from ..output import OutputFormat, Progress, dumps, print_rows

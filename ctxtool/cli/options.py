@@ -11,8 +11,8 @@ from click.shell_completion import CompletionItem
 from tabulate import tabulate_formats
 
 from ..core.errors import InvalidSettings
-from ..core.plan import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..core.tokens import SHIPPED_VOCABULARIES
+from ..core.windows import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..db import create_engine
 from ..output import OutputFormat, visible
 from ..store.completion import session_candidates

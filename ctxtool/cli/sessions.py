@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..core.plan import CompactionSettings
+from ..core.windows import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
@@ -12,11 +12,10 @@ from ..store.acknowledgement import mark_over_window_ok
 from ..store.removal import delete_sessions, footprints
 from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
-from ..transcripts import FORMATS
 from .app import pass_app
 from .options import complete_session, output_options, session_argument, window_options
 from .root import sessions
-from .types import SinceType, WholeNumber
+from .types import SinceType, TranscriptFormat, WholeNumber
 
 
 @sessions.command("list")
@@ -24,7 +23,7 @@ from .types import SinceType, WholeNumber
 @click.option("--project", "project_id", help="Only this project_id.")
 @click.option(
     "--source-format",
-    type=click.Choice(FORMATS),
+    type=TranscriptFormat(),
     help="Only sessions imported from this transcript format.",
 )
 @click.option(

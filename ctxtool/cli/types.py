@@ -9,6 +9,7 @@ that IntRange would quietly truncate. Each is a usage error naming the value her
 
 from __future__ import annotations
 
+import importlib
 import math
 from datetime import UTC, date, datetime, timedelta
 
@@ -140,3 +141,21 @@ class SinceType(click.ParamType):
             except OverflowError:
                 self.fail(f"{value!s} is outside the years a time in UTC can have", param, ctx)
         return when
+
+
+class TranscriptFormat(click.Choice):
+    """One of the transcript formats ``import`` reads (``ctxtool.transcripts.FORMATS``). Their
+    parsers are loaded when the choices are first read (a value given, a help shown): a
+    command that only filters by a format's name, such as ``sessions list``, runs without."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        # Loaded by name, as the root loads a command's module: when it is needed.
+        return importlib.import_module("ctxtool.transcripts").FORMATS
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from .cells import shorten as shorten
 from .context_size import entry_token_counts, total_tokens
 from .errors import CtxtoolError
 from .evaluator.gate import describe as describe_quality
@@ -38,16 +39,6 @@ from .records import (
     ToolResultPlacement,
 )
 from .tokens import count_messages
-
-
-def shorten(text: str, width: int, from_left: bool = False) -> str:
-    """``text`` in at most ``width`` characters, a cut marked with "…" (the one way ctxtool
-    shortens a cell, a preview or a column); ``from_left`` keeps the end (a path's file)."""
-    if len(text) <= width:
-        return text
-    if from_left:
-        return "…" + text[len(text) - max(width - 1, 0) :]
-    return text[: max(width - 1, 0)] + "…"
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,28 @@ head) used by everyone; beside it one module per kind of write (``import_writes`
 ``checkpoints``, ``leases``, ``counts``, ``removal``, ...) and of read (``search``,
 ``completion``, ``checks``, ...). The rules it applies are ``ctxtool.core``; it imports only
 them and ``ctxtool.db``.
+
+The names below are loaded when first asked for: importing one small module of the package
+(``store.session_touch`` for ``migrate``) does not load every rule ``validate`` applies.
 """
 
-from .checks import validate
-from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges
-from .session_list import list_sessions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checks import validate
+    from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges
+    from .session_list import list_sessions
+
+_HOMES = {
+    "SESSIONS_PER_RANGE_QUERY": ".reads",
+    "Store": ".reads",
+    "list_sessions": ".session_list",
+    "suffix_ranges": ".reads",
+    "validate": ".checks",
+}
 
 __all__ = [
     "SESSIONS_PER_RANGE_QUERY",
@@ -18,3 +35,10 @@ __all__ = [
     "suffix_ranges",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home, __name__), name)

@@ -29,9 +29,9 @@ from ..core.context_size import (
     suffix_tokens,
     total_tokens,
 )
-from ..core.plan import CompactionSettings
 from ..core.records import Message, restore_context
 from ..core.tokens import count_messages, encoding_for_model
+from ..core.windows import CompactionSettings
 from ..db import dialect_of, read_connection
 from ..db.dialects import Dialect
 from ..db.schema import agent_compaction as C

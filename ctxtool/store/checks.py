@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..core.context_size import suffix_tokens, surely_fits
 from ..core.errors import CtxtoolError
-from ..core.plan import CompactionSettings
 from ..core.records import Compaction, Message
 from ..core.tokens import encoding_for_model
 from ..core.validation import (
@@ -30,6 +29,7 @@ from ..core.validation import (
     validate_session,
     window_issue,
 )
+from ..core.windows import CompactionSettings
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M

@@ -12,7 +12,7 @@ import dataclasses
 import gc
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import sqlalchemy as sa
@@ -20,17 +20,6 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..core.context_size import context_token_counts, restored_context_tokens
 from ..core.errors import CtxtoolError
-from ..core.inspection import (
-    CheckpointDiff,
-    ContextPoint,
-    ContextView,
-    build_view,
-    checkpoint_rows,
-    context_at,
-    diff_checkpoints,
-    pick_pair,
-    point_in_history,
-)
 from ..core.records import (
     CHAT_ROLES,
     Compaction,
@@ -46,6 +35,9 @@ from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
+
+if TYPE_CHECKING:
+    from ..core.inspection import CheckpointDiff, ContextPoint, ContextView
 
 
 def json_as_text(column: sa.Column) -> sa.ColumnElement:
@@ -502,7 +494,8 @@ def span_at(
 
 class SessionHistory:
     """Reads for looking back at one session: its checkpoints, its context at any of them,
-    and what changed between two (the rules are in ``ctxtool.core.inspection``)."""
+    and what changed between two. The rules are ``ctxtool.core.inspection``, imported where
+    they are applied: a command that reads no history (``sessions list``) need not load them."""
 
     def __init__(self, store: Store, ref: str | int):
         self.store = store
@@ -511,6 +504,8 @@ class SessionHistory:
         self.compactions = store.compactions(self.session_id)
 
     def point(self, checkpoint_id: int | None = None, before_first: bool = False) -> ContextPoint:
+        from ..core.inspection import point_in_history
+
         return point_in_history(self.compactions, checkpoint_id, before_first, str(self.session_id))
 
     def messages_at(self, point: ContextPoint) -> list[Message]:
@@ -527,6 +522,8 @@ class SessionHistory:
         encoding: str | None = None,
     ) -> ContextView:
         """The :class:`~ctxtool.core.inspection.ContextView` at a checkpoint (default: the latest)."""
+        from ..core.inspection import build_view, context_at
+
         point = self.point(checkpoint_id, before_first)
         ctx = context_at(self.session, point, self.messages_at(point))
         choice = encoding_for_model(self.session.model, encoding)
@@ -535,6 +532,8 @@ class SessionHistory:
 
     def checkpoint_rows(self) -> list[dict]:
         """Every checkpoint in order with the stored messages each one summarized."""
+        from ..core.inspection import checkpoint_rows
+
         encoding = encoding_for_model(self.session.model).name
         summarized = []
         with connection_for(self.store.engine, None) as c:
@@ -552,6 +551,8 @@ class SessionHistory:
 
     def diff(self, a: int | None = None, b: int | None = None) -> CheckpointDiff:
         """:class:`~ctxtool.core.inspection.CheckpointDiff` of two checkpoints (default: the last two)."""
+        from ..core.inspection import diff_checkpoints, pick_pair
+
         first, second = pick_pair(self.compactions, a, b, str(self.session_id))
         between = self.store.messages(
             self.session_id,

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..core.context_size import context_bounds
-from ..core.plan import CompactionSettings
+from ..core.windows import CompactionSettings
 from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
