@@ -13,15 +13,18 @@ from pathlib import Path
 
 import pytest
 
+import ctxtool
+
 SCRIPT = Path(sys.executable).with_name("ctxtool")
+PACKAGE = Path(ctxtool.__file__).parent
 
 
 @pytest.mark.parametrize(
     "entry", [[str(SCRIPT)], [sys.executable, "-m", "ctxtool"]], ids=["script", "module"]
 )
 def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(entry, tmp_path):
-    interrupted = 0
-    for delay in (0.2, 0.3, 0.45, 0.6, 0.8):
+    interrupted = checked = 0
+    for delay in (0.2, 0.3, 0.45, 0.6, 0.8, 1.2, 1.6):
         proc = subprocess.Popen(
             [*entry, "compact", "--all", "--db", str(tmp_path / "missing.db")],
             stdout=subprocess.PIPE,
@@ -38,16 +41,23 @@ def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(entry, tmp_path):
         if "<frozen site>" in err or "init_sys_streams" in err:
             continue  # Python's own start (site's .pth files, its streams), before any ctxtool
         frames = re.findall(r'File "([^"]+)"', err)
-        if frames and all(frame.startswith("<frozen ") for frame in frames):
-            continue  # runpy finding the package: Python's own start too, no ctxtool line ran
-        if proc.returncode == -signal.SIGINT and not err:
-            continue  # before Python set its handler: the signal's own end, silent, as `cat`'s
+        if err != "Error: interrupted\n" and not any(
+            frame.startswith(f"{PACKAGE}{os.sep}") for frame in frames
+        ):
+            # Python's own start again, before any line of ctxtool's ran: the import machinery
+            # finding the package for runpy or for the script pip writes (its `from ctxtool.cli
+            # import main`), or Python ending silently (-2) or with a bare "KeyboardInterrupt"
+            # (exit 1) before its handler was set. Seen under load (2 cores, load 14): half the
+            # runs at 0.45 s.
+            continue
         assert "Traceback" not in err, (delay, err)
         # 130, or killed by the signal itself when it lands in the interpreter's shutdown
         # (the shell shows both as 130)
         assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode, err)
         assert len(err.strip().splitlines()) == 1, (delay, err)
+        checked += 1
     assert interrupted >= 2  # the signals came while the modules loaded
+    assert checked >= 1  # and at least one once ctxtool's own code ran
 
 
 # Runs ctxtool with dataclasses.dataclass failing at its first use, as Python 3.11 fails when
