@@ -271,16 +271,16 @@ class Importer:
                 if member.stream is None:  # refused (see transcripts.compressed)
                     refused = FileResult(member.shown)
                     assert member.error is not None
-                    self._failed(member.shown, member.error, refused)
+                    self._record_failure(member.shown, member.error, refused)
                     results.append(refused)
                     continue
                 source = SourceFile(member.stream, member.size, member_source_id(member))
                 results.append(
-                    self._import_opened(member.shown, member.shown, partial(_opened, source))
+                    self._import_opened(member.shown, member.shown, partial(_already_open, source))
                 )
         except _FILE_FAILURES as exc:
             broken = FileResult(path)
-            self._failed(shown, exc, broken)
+            self._record_failure(shown, exc, broken)
             results.append(broken)
         return results
 
@@ -292,10 +292,10 @@ class Importer:
             with opener() as source:
                 self._import_source(shown, source, result)
         except _FILE_FAILURES as exc:
-            self._failed(shown, exc, result)
+            self._record_failure(shown, exc, result)
         return result
 
-    def _failed(self, shown: str, exc: BaseException, result: FileResult) -> None:
+    def _record_failure(self, shown: str, exc: BaseException, result: FileResult) -> None:
         """The file's failure as one line and as fields. What bounded transactions committed
         before it stays, and is said: a prefix of the session, which importing the file again
         continues (its messages are found present by their source ids)."""
@@ -321,14 +321,14 @@ class Importer:
         # A new id an earlier file took and never committed comes first (see _Reservation).
         reservation, self._spare_id = _Reservation(self._spare_id), None
         try:
-            self._import_settled(path, source, result, reservation)
+            self._import_in_passes(path, source, result, reservation)
         finally:
             if reservation.session_id not in (None, result.session_id):
                 # Taken and never committed (the file failed, or found its session after
                 # all): the next new session of this import takes it.
                 self._spare_id = reservation.session_id
 
-    def _import_settled(
+    def _import_in_passes(
         self, path: str, source: SourceFile, result: FileResult, reservation: _Reservation
     ) -> None:
         main = None
@@ -577,7 +577,7 @@ class Importer:
         result.layout = transcript.layout.name
 
 
-def _opened(source: SourceFile) -> AbstractContextManager[SourceFile]:
+def _already_open(source: SourceFile) -> AbstractContextManager[SourceFile]:
     """An archive member, already open (its archive closes it)."""
     return nullcontext(source)
 
