@@ -1,10 +1,9 @@
 """Multi-row INSERTs as server-side prepared statements, over PyMySQL's own connection.
 
-A text INSERT makes the server parse every value it carries: for an import's 1 MB statements
-that was 45% of the server's work (MariaDB's profiler: 11.8 of 26.6 ms in "Starting"). A
-prepared statement is parsed once; each execution sends its values in the binary protocol,
-as length-prefixed bytes that need no escaping and no parsing (scripts/bench_import.py: the
-server's CPU for 100k messages fell by about a quarter). PyMySQL speaks only the text protocol,
+A text INSERT makes the server parse every value it carries, a large part of its work on an
+import's large statements. A prepared statement is parsed once; each execution sends its values
+in the binary protocol, as length-prefixed bytes that need no escaping and no parsing (the
+figures: docs/benchmarks.md, "Figures behind the code"). PyMySQL speaks only the text protocol,
 so the three commands used here (COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE; the same
 in MySQL 8 and MariaDB for the capabilities PyMySQL asks for, checked on every connection) are
 written on its packet layer: ``_execute_command`` sends a command (splitting what is over 16 MB
