@@ -9,13 +9,14 @@ servers (vLLM, Ollama, llama.cpp) get ``max_tokens`` and ``temperature=0``.
 The model's window is learned, not assumed: ``--summary-input-tokens`` when given, else what a
 compatible server says of itself (vLLM's ``max_model_len`` in /v1/models, llama.cpp's ``n_ctx``
 in /props), else what its context-length error states; the model table only for OpenAI's own
-API. A server's tokenizer is not o200k: requests keep a margin, corrected from the
-``usage.prompt_tokens`` each answer reports. A server with a few slots (llama.cpp) gets no
+API. A server's tokenizer is not o200k: requests within a known window keep a margin,
+corrected from the ``usage.prompt_tokens`` each answer reports. A server with a few slots (llama.cpp) gets no
 more requests at once than it has slots: the others wait here, where no timeout runs.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -302,9 +303,12 @@ class OpenAISummarizer:
         """The response, and the cap it was asked with: within a window the server stated,
         the answer gets what the prompt leaves (never less than a small summary), and a prompt
         that cannot fit is not sent."""
-        enc = get_encoding(encoding)
-        counted = len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(prompt))
+        # The prompt's o200k count sizes it within a window the server stated and corrects the
+        # margin; before a window is known nothing reads either, so it is counted only then
+        # (and on the context-length error that states the window: _create).
+        counted = None
         if self.window is not None:
+            counted = _counted(prompt, encoding)
             prompt_tokens = int(counted * self._ratio) + 16  # the chat template's markers
             left = self.window - prompt_tokens
             if left < min(max_tokens, MIN_ANSWER_TOKENS):
@@ -323,9 +327,10 @@ class OpenAISummarizer:
             max_tokens = min(max_tokens, left)
         with self._slot():
             started = time.perf_counter()
-            response = self._create(prompt, max_tokens, counted)
+            response = self._create(prompt, max_tokens, encoding, counted)
             seconds = time.perf_counter() - started
-        self._observe(counted, response)
+        if counted is not None:
+            self._observe(counted, response)
         usage = getattr(response, "usage", None)
         with self._lock:
             self.totals["requests"] += 1
@@ -375,7 +380,7 @@ class OpenAISummarizer:
         finally:
             slots.release()
 
-    def _create(self, prompt: str, max_tokens: int, counted: int = 0):
+    def _create(self, prompt: str, max_tokens: int, encoding: str, counted: int | None = None):
         client = self.client
         import openai  # imported by the client above: its exceptions
         from openai.types.chat import ChatCompletion
@@ -399,6 +404,8 @@ class OpenAISummarizer:
             message = str(exc.message)
             window = _window_in_error(status, message, exc.body)
             if window is not False:
+                if counted is None:
+                    counted = _counted(prompt, encoding)
                 self._observe(counted, counted=_prompt_in_error(message, exc.body))
                 if window:
                     self._learn(window, "stated by the server's context-length error")
@@ -448,6 +455,17 @@ class OpenAISummarizer:
 
     def _where(self) -> str:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
+
+
+def _counted(prompt: str, encoding: str) -> int:
+    """The request's prompt in ``encoding``'s tokens: the system prompt and the user's."""
+    enc = get_encoding(encoding)
+    return _system_tokens(encoding) + len(enc.encode_ordinary(prompt))
+
+
+@functools.lru_cache(maxsize=8)
+def _system_tokens(encoding: str) -> int:
+    return len(get_encoding(encoding).encode_ordinary(SYSTEM_PROMPT))
 
 
 class Probed:
