@@ -68,6 +68,11 @@ class Dialect:
         """One connection holding the migration lock for a whole run."""
         raise NotImplementedError
 
+    def bound_lock_wait(self, conn: Connection, seconds: int) -> None:
+        """Make a row lock held by another transaction fail this connection's statements after
+        ``seconds`` (a lock wait timeout, ``transient``'s conflict) rather than the server's
+        default wait. SQLite: nothing (one writer at a time, queued on the busy timeout)."""
+
     def through_session_index(self, query: sa.Select, table: sa.FromClause) -> sa.Select:
         """``query`` over ``table`` (agent_message) read through idx_message_session_id_tokens
         (session_id, id, token_count, token_encoding): the ranges of ``suffix_ranges``, a walk
@@ -457,6 +462,9 @@ class MySQL(Dialect):
 
     def server_now(self):
         return sa.text("UTC_TIMESTAMP(6)")
+
+    def bound_lock_wait(self, conn: Connection, seconds: int) -> None:
+        conn.exec_driver_sql(f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}")
 
     def server_now_plus(self, seconds: int):
         return sa.text(f"UTC_TIMESTAMP(6) + INTERVAL {int(seconds)} SECOND")

@@ -10,6 +10,8 @@ A lease as written is short (:data:`LEASE_BEAT_S`) and renewed while its holder 
 :data:`LEASE_BEAT_S`, where a lease sized for the whole summary (LLM timeout x attempts + 60 s)
 kept them about 11.5 minutes. How long the work may take is the compactor's own reckoning
 (``compaction.settings``); the checkpoint's append refuses a holder whose lease was taken over.
+A renewal waits a moment at most for a row another transaction holds (an import of that
+session), so that one busy session never lets the holder's other leases lapse.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.status import CompactionStatus
 from ..db import dialect_of
+from ..db.dialects import CONFLICT
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_session as S
 from .reads import latest_compaction_id
@@ -206,6 +209,9 @@ def holder(conn: Connection, session_id: int) -> Lease | None:
 # busy machine, a lost race for the row) before it lapses.
 LEASE_BEAT_S = 30
 BEAT_EVERY_S = 10
+# How long a renewal waits for a session's row another transaction holds before it renews the
+# others without it (see Heartbeat._renew).
+RENEW_LOCK_WAIT_S = 1
 
 
 def written_seconds(seconds: int) -> int:
@@ -270,17 +276,35 @@ class Heartbeat:
                 self._renew(held)
 
     def _renew(self, session_ids: list[int]) -> None:
+        """One UPDATE for every held session; when a row is held by another transaction (an
+        import appending to that session writes its row first and holds it to its commit),
+        each session in a transaction of its own, so that the held row delays its own
+        renewal alone. Every statement waits :data:`RENEW_LOCK_WAIT_S` at most for a row."""
         if self._own is None:
             from ..db import create_engine
 
             self._own = create_engine(self.engine.url.render_as_string(hide_password=False))
+        dialect = dialect_of(self._own)
+        try:
+            self._renew_in_one(session_ids)
+        except SQLAlchemyError as exc:
+            if dialect.transient(exc) != CONFLICT or len(session_ids) == 1:
+                raise
+            for session_id in session_ids:
+                try:
+                    self._renew_in_one([session_id])
+                except SQLAlchemyError as one:
+                    if dialect.transient(one) != CONFLICT:
+                        raise  # tried again at the next beat
+        self.beats += 1
+
+    def _renew_in_one(self, session_ids: list[int]) -> None:
+        assert self._own is not None
         with self._own.begin() as conn:
+            dialect = dialect_of(conn)
+            dialect.bound_lock_wait(conn, RENEW_LOCK_WAIT_S)
             conn.execute(
                 S.update()
                 .where(S.c.session_id.in_(session_ids), S.c.lease_owner == self.owner)
-                .values(
-                    lease_expires_at=dialect_of(conn).server_now_plus(self.seconds),
-                    **_KEEP_UPDATED_AT,
-                )
+                .values(lease_expires_at=dialect.server_now_plus(self.seconds), **_KEEP_UPDATED_AT)
             )
-        self.beats += 1
