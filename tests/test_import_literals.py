@@ -124,7 +124,7 @@ def test_a_real_server_stores_every_character_as_given(mysql_empty_db, prepared,
         )
         conn.exec_driver_sql("DELETE FROM lit")
         inserts = _inserts(conn, "lit", ["k", "t", "j"], prepared)
-        payload = inserts.render(
+        payload = inserts.payload(
             [
                 (k, text, json.dumps(other, ensure_ascii=False))
                 for k, (text, other) in enumerate(rows)
@@ -291,7 +291,7 @@ def test_other_values_are_rendered_as_text(mysql_empty_db):
     with mysql_empty_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE fl (k INT PRIMARY KEY, f DOUBLE)")
         inserts = _inserts(conn, "fl", ["k", "f"], True)
-        payload = inserts.render([(1, 2.5), (2, None)])
+        payload = inserts.payload([(1, 2.5), (2, None)])
         assert all(type(p) is str for p in payload)
         inserts.send(payload)
         assert conn.exec_driver_sql("SELECT SUM(f) FROM fl").scalar() == 2.5
@@ -361,7 +361,7 @@ def test_a_rendered_statement_replays_through_the_mariadb_client(mysql_empty_db,
             "CREATE TABLE lit (k INT PRIMARY KEY, t MEDIUMTEXT) CHARACTER SET utf8mb4"
         )
         inserts = _inserts(conn, "lit", ["k", "t"], prepared=False)
-        [statement] = inserts.render(list(enumerate(texts)))
+        [statement] = inserts.payload(list(enumerate(texts)))
     client = shutil.which("mariadb") or shutil.which("mysql")
     assert client, "the mariadb client is needed (scripts/test.sh installs mariadb-client)"
     script = tmp_path / "replay.sql"
@@ -441,7 +441,7 @@ def test_a_fixed_column_is_written_into_every_row(mysql_empty_db, path):
                 prepared=path == "prepared",
                 fixed={"s": 2**63 - 1},
             )
-            payload = inserts.render(rows)
+            payload = inserts.payload(rows)
             assert (type(payload[0]) is Execution) == (path == "prepared")
             inserts.send(payload)
             inserts.close()
@@ -458,7 +458,7 @@ def test_a_fixed_column_on_sqlite(sqlite_db):
     with sqlite_db.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE fx (s INTEGER NOT NULL, t TEXT)")
         inserts = dialect_of(conn).message_inserts(conn, sa.table("fx"), ["t"], {"s": 42})
-        inserts.send(inserts.render([("a",), (None,), ("it's",)]))
+        inserts.send(inserts.payload([("a",), (None,), ("it's",)]))
         assert conn.exec_driver_sql("SELECT s, t FROM fx ORDER BY rowid").all() == [
             (42, "a"),
             (42, None),
@@ -483,12 +483,12 @@ def test_a_statement_of_several_rows_stays_within_a_small_packet(mysql_empty_db)
     each), and packed rows are grouped by their bytes within the packet."""
     with mysql_empty_db.engine.begin() as conn:
         conn.info["ctxtool_max_allowed_packet"] = 1024 * 1024  # as read from the server
-        statements = _inserts(conn, "lit", ["k", "t"], False).render(
+        statements = _inserts(conn, "lit", ["k", "t"], False).payload(
             [(1, "é" * 450_000), (2, "é" * 450_000), (3, "x")]
         )
         assert len(statements) >= 2
         assert all(len(s.encode("utf-8")) <= 1024 * 1024 for s in statements)
-        executions = _inserts(conn, "lit", ["k", "t"], True).render(
+        executions = _inserts(conn, "lit", ["k", "t"], True).payload(
             [(k, "é" * 200) for k in range(1024)]
         )
         assert [(e.count, e.body is not None) for e in executions] == [(256, True)] * 4
@@ -502,7 +502,7 @@ def test_a_prepare_error_other_than_too_many_statements_is_raised(mysql_empty_db
     with mysql_empty_db.engine.connect() as conn:
         inserts = _inserts(conn, "missing", ["k"], True)
         with pytest.raises(sa.exc.DBAPIError, match="1146"):
-            inserts.send(inserts.render([(k,) for k in range(MIN_ROWS)]))
+            inserts.send(inserts.payload([(k,) for k in range(MIN_ROWS)]))
         assert inserts.prepared is not None
 
 

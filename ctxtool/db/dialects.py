@@ -243,7 +243,7 @@ class BulkInsert:
             f"INSERT INTO {table.name} ({', '.join(names + self.columns)}) VALUES ({lead}{marks})"
         )
 
-    def render(self, rows: list[tuple]):
+    def payload(self, rows: list[tuple]):
         return rows
 
     def send(self, payload) -> None:
@@ -304,7 +304,7 @@ class _MySQLBulkInsert(BulkInsert):
             else None
         )
 
-    def render(self, rows: list[tuple]) -> list:
+    def payload(self, rows: list[tuple]) -> list:
         if self.prepared is not None:
             executions = pack_rows(rows, len(self.columns), self.statement_bytes)
             if executions is not None:
@@ -313,13 +313,13 @@ class _MySQLBulkInsert(BulkInsert):
                 out: list = []
                 for item in executions:
                     if item.body is None:
-                        out.extend(self.render_text(item.rows))
+                        out.extend(self.text_statements(item.rows))
                     else:
                         out.append(item)
                 return out
-        return self.render_text(rows)
+        return self.text_statements(rows)
 
-    def render_text(self, rows: Sequence[tuple]) -> list[str]:
+    def text_statements(self, rows: Sequence[tuple]) -> list[str]:
         """The rows as text INSERT statements."""
         statements: list[str] = []
         parts: list[str] = []
@@ -359,9 +359,9 @@ class _MySQLBulkInsert(BulkInsert):
                     # MessageWriter closes the inserts only once that thread is done.
                     self.close()
                     self.prepared = None
-                    self.send(self.render_text(item.rows))
+                    self.send(self.text_statements(item.rows))
             else:
-                self.send(self.render_text(item.rows))
+                self.send(self.text_statements(item.rows))
 
     def _run(self, statement: str, run, arg) -> None:
         dbapi_error = self.conn.dialect.loaded_dbapi.Error

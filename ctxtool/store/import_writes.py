@@ -537,7 +537,7 @@ class MessageWriter:
         )
 
     def _flush(self) -> None:
-        payload = self.inserts.render(self._rows)
+        payload = self.inserts.payload(self._rows)
         batch = (payload, len(self._rows), self._completions, self._checkpoints)
         self._rows, self._bytes, self._completions, self._checkpoints = [], 0, [], []
         if self._thread is None:
