@@ -9,8 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import OpenAISummarizer
 from ctxtool.core.evaluator import describe
@@ -155,12 +153,6 @@ def test_dry_run_summarize_reports_the_figures_and_shows_the_summary(db, cli):
     assert bad.exit_code == 2 and "--show-summary goes with --dry-run --summarize" in bad.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, #42: on the new shared transcripts 6 extractive runs (apanloco 1 and 2, "
-    "FundWise 2, gildore, openclaw, paradocs) miss the derived current_work probe (the last "
-    "command and file the agent worked on); the gate rightly refuses them",
-)
 def test_the_gate_writes_every_extractive_run_on_the_shared_transcripts(tmp_path):
     """scripts/retention_table.py's runs (each shared transcript compacted twice at window
     16,000): the hand keys call these extractive summaries good, so the gate writes every one

@@ -638,6 +638,49 @@ def test_an_error_the_user_pasted_is_an_error_with_what_the_agent_made_of_it():
     assert "fall back to the dark theme" in error
 
 
+def test_current_work_keeps_the_last_call_when_the_latest_turn_made_none():
+    """The agent ran a command, then answered two questions without a call: the current work
+    still says that command, whole, as coming before the latest request (it is where the work
+    stood at the cut), and it survives a budget that trims the rest."""
+    path = "/home/da/.claude/projects/-home-da-akerud-random/" + "a263b894-c8c2" * 6 + ".jsonl"
+    messages = [
+        msg(1, "user", "Where is the session file?"),
+        call(2, "Bash", {"command": f"wc -l {path}"}, "b1", "Checking its size."),
+        result(3, "b1", f"91 {path}"),
+        msg(4, "assistant", f"It is `{path}`, 91 lines."),
+        msg(5, "user", "Can you commit everything?"),
+        msg(6, "assistant", "All committed. You're ready to push to GitHub."),
+    ]
+    work = section(summarize(messages), "Current work")
+    assert work[-1] == f"- (before the latest request) Bash `wc -l {path}` → ok: 91 {path}"
+    earlier = [msg(n - 100, "user", f"Request {n}: " + "word " * 60) for n in range(40)]
+    request = SummaryRequest(None, earlier + messages, {}, max_tokens=700)
+    text = ExtractiveSummarizer().summarize(request).text
+    assert "older items trimmed" in text and "clipped" not in text
+    assert any(f"wc -l {path}" in line for line in section(text, "Current work"))
+
+
+def test_a_trimmed_quote_of_the_last_words_leaves_its_gist():
+    from ctxtool.compaction.summarizers.span_notes import quote_gist
+
+    quote = (
+        "> Done! Here is what changed:\n> 1. **Updated HEARTBEAT.md** with the task\n"
+        "> 2. Created `scripts/daily-git-backup.ps1` and ran it. Pushed."
+    )
+    assert quote_gist(quote) == ("> Done! (names: `HEARTBEAT.md`, `scripts/daily-git-backup.ps1`)")
+    assert quote_gist("> Nothing named here at all.") == "> Nothing named here at all."
+
+
+def test_carry_over_reads_an_item_whatever_its_emphasis_and_punctuation():
+    """A carried quote ("**Phase 1 complete**: … web search.") kept word for word is held:
+    the item was compared without its emphasis against a summary with it, and "search." was
+    a distinctive word the summary never held."""
+    previous = "## Current work\n> **Phase 1 complete**: moving to **Phase 2 — Web search**."
+    again = "## Earlier work\n> **Phase 1 complete**: moving to **Phase 2 — Web search**."
+    assert carry_over(previous, again).share == 1.0
+    assert carry_over(previous, "## Earlier work\n> Phase 3 started.").share == 0.0
+
+
 def test_current_work_says_what_a_sub_agent_was_sent_to_do():
     messages = [
         msg(1, "user", "Build the app."),

@@ -53,6 +53,7 @@ from .span_notes import (
     failure_stated,
     fixed_command,
     masked,
+    quote_gist,
     read_span,
     whole_sentences,
 )
@@ -140,16 +141,24 @@ class ExtractiveSummarizer:
         left_out: int,
         allowed: int | None,
     ) -> str:
-        text, trimmed = _fit(
-            items, foreign_order, request.max_tokens, request.encoding, left_out, allowed
-        )
-        notes = [f"({len(request.messages)} messages summarized extractively; no LLM was used)"]
-        if trimmed:
-            notes.insert(
-                0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)"
-            )
-        # Masked whole: the span's notes are, a previous summary's items may not be.
-        text = _clip_to(masked(text), request.max_tokens - 24 * len(notes), request.encoding)
+        enc = get_encoding(request.encoding)
+        budget = request.max_tokens
+        for _ in range(3):
+            text, trimmed = _fit(items, foreign_order, budget, request.encoding, left_out, allowed)
+            notes = [f"({len(request.messages)} messages summarized extractively; no LLM was used)"]
+            if trimmed:
+                notes.insert(
+                    0, f"({trimmed} older items trimmed to stay within {request.max_tokens} tokens)"
+                )
+            # Masked whole: the span's notes are, a previous summary's items may not be.
+            text = masked(text)
+            # The items' costs are counted one by one: the whole text may come out a little
+            # over them, and is fitted again rather than clipped mid-section.
+            over = len(enc.encode_ordinary(text)) - (request.max_tokens - 24 * len(notes))
+            if over <= 0:
+                break
+            budget -= over + 8
+        text = _clip_to(text, request.max_tokens - 24 * len(notes), request.encoding)
         return text + "\n\n" + "\n".join(notes)
 
     def _new_items(
@@ -188,8 +197,13 @@ class ExtractiveSummarizer:
                     add(OPEN_TASKS, f"- {_STATUS_MARK.get(task.status, '[ ]')} {task.text}", True)
         for line in notes.delegated:
             add(DONE, f"- {line}")
+        calls = [line for line in notes.current_work if line.startswith("- ")]
         for line in notes.current_work:
-            add(CURRENT_WORK, line)
+            # The last call is never trimmed (what the agent was doing at the cut); the quote
+            # of its last words, when trimmed, leaves its gist.
+            add(CURRENT_WORK, line, protected=bool(calls) and line is calls[-1])
+            if line.startswith(">"):
+                items[-1].fallback = quote_gist(line) or None
         if len(notes.errors) > MAX_NEW_ERRORS:
             more = len(notes.errors) - MAX_NEW_ERRORS
             add(ERRORS, f"- (and {more} earlier distinct errors in this span)")
@@ -309,7 +323,11 @@ def _listed(line: str, notes: SpanNotes) -> bool:
 def _unlisted_files(files: dict, items: list[_Item]) -> list[_Item]:
     """Modified files (the checkpoint's accumulated list) no item names yet: listed plainly,
     the newest ``MAX_MODIFIED_FILES``, with the number left out said. Never trimmed."""
-    named = "\n".join(i.fallback or i.text for i in items if i.protected or i.fallback)
+    named = "\n".join(
+        i.fallback or i.text
+        for i in items
+        if (i.protected or i.fallback) and i.section != CURRENT_WORK  # no list of changes
+    )
     listed = [m.group(1) for i in items if (m := _FILE_ITEM.match(i.fallback or i.text))]
     paths = [
         p
@@ -341,8 +359,9 @@ def _listed_path(path: str, listed: list[str]) -> bool:
 
 
 def _one_path_form(items: list[_Item]) -> list[_Item]:
-    """A changed file listed twice, once relative and once absolute (a carried summary used
-    the other form), is listed once: the item that says why it changed is kept."""
+    """A changed file listed twice (once relative and once absolute, as a carried summary
+    wrote it, or twice in one form, carried and from the span) is listed once: the item that
+    says most is kept, in the relative form, and the other's reason is added to it."""
     files = [
         (i, m.group(1))
         for i in items
@@ -351,20 +370,28 @@ def _one_path_form(items: list[_Item]) -> list[_Item]:
     ]
     drop: set[int] = set()
     for item, path in files:
+        if id(item) in drop:
+            continue
         twins = [
             (j, p)
             for j, p in files
-            if j is not item and id(j) not in drop and _listed_path(path, [p])
+            if j is not item
+            and id(j) not in drop
+            and (normalise_path(p) == normalise_path(path) or _listed_path(path, [p]))
         ]
-        if twins and id(item) not in drop:
-            keep = max(
-                [(item, path)] + twins, key=lambda ip: (len(ip[0].text), not ip[1].startswith("/"))
-            )
-            for j, _ in [(item, path)] + twins:
-                if j is not keep[0]:
-                    drop.add(id(j))
-                    keep[0].protected = keep[0].protected or j.protected
-                    keep[0].previous = keep[0].previous or j.previous
+        if not twins:
+            continue
+        group = [(item, path)] + twins
+        keep = max(group, key=lambda ip: (len(ip[0].text), not ip[1].startswith("/")))[0]
+        for j, _ in group:
+            if j is keep:
+                continue
+            drop.add(id(j))
+            why = j.text.split(" — ", 1)[1] if " — " in j.text else ""
+            if why and why not in keep.text:
+                keep.text += f"; {'later' if j.age > keep.age else 'earlier'}: {why}"
+            keep.protected = keep.protected or j.protected
+            keep.previous = keep.previous or j.previous
     return [i for i in items if id(i) not in drop]
 
 

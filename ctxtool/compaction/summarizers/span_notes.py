@@ -42,6 +42,8 @@ COMMAND_CHARS = 160
 ERROR_CHARS = 160
 REACTION_CHARS = 240
 CURRENT_WORK_CHARS = 1200
+LAST_CALL_CHARS = 400  # the agent's very last call: its paths whole
+MAX_GIST_NAMES = 8
 SHORT_OUTPUT_CHARS = 200
 LOG_REQUEST_CHARS = 200
 LOG_STATEMENT_CHARS = 120
@@ -54,6 +56,10 @@ _SPECIFIC_ERROR = re.compile(
     re.M,
 )
 RECENT_CALLS = 3
+# A word that carries a number or a version: a cut never ends just before one.
+_NUMERIC = re.compile(r"\d")
+NUMBER_REACH = 40  # characters past a limit that a number after the cut may take
+NUMBER_LINE_CHARS = 320  # a report line carrying numbers is kept whole up to this
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
@@ -61,6 +67,8 @@ _SHELL_WRAPPER = re.compile(r"^(bash|sh|zsh) -l?c\s+")
 _NAMES_SOMETHING = re.compile(
     r"`[^`]+`|\"[^\"\s]*[._/][^\"\s]*\"|\w/[\w.-]|\b\w+\.[a-z]{2,5}\b|\b[a-z]+[A-Z]\w*|\b[a-z]\w*_\w+"
 )
+# A file, a path or a piece of code named in the agent's words (``quote_gist``).
+_NAMED = re.compile(r"`[^`\n]{2,120}`|(?:[\w.@~+-]*/)+[\w.@+-]+|\b[\w-]+\.[A-Za-z]{1,5}\b")
 _QUOTES_A_NAME = re.compile(r"`[^`]+`|\w/[\w.-]")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
 # How a failure ended, as its line in a summary says it ("`cmd` failed: error — still open"):
@@ -90,8 +98,30 @@ def whole_sentences(text: str, limit: int) -> str:
             break
         cut = match.start()
     if not cut:
-        cut = text.rfind(" ", 0, limit) if " " in text[:limit] else limit
+        cut = word_cut(text, limit)
+        if cut >= len(text):
+            return text
     return text[:cut].rstrip() + " […]"
+
+
+def word_cut(text: str, limit: int) -> int:
+    """Where to cut ``text`` near ``limit`` between words, never inside or just before a
+    number or a version (a rate, a count, ``v2.3.1``): the cut goes on to the last number that
+    ends within ``NUMBER_REACH`` characters past the limit; when a number still follows it,
+    the cut moves back to the end of the clause before them. ``len(text)`` when the line is
+    kept whole."""
+    cut = text.rfind(" ", 0, limit + 1) if " " in text[: limit + 1] else limit
+    end = cut
+    for word in re.finditer(r"\S+", text[cut:]):
+        if cut + word.end() > limit + NUMBER_REACH:
+            break
+        if _NUMERIC.search(word.group(0)):
+            end = cut + word.end()
+    after = re.match(r"\s*(\S+)", text[end:])
+    if after and _NUMERIC.search(after.group(1)):
+        clause = max(text.rfind(p, 0, end) for p in (", ", "; ", ": ", " — ", " ("))
+        return clause if clause > limit // 3 else end
+    return end if after else len(text)
 
 
 def last_sentences(text: str, limit: int) -> str:
@@ -328,9 +358,18 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
         if kept and size + len(line) > limit:
             kept.append("[…]")
             break
-        kept.append(whole_sentences(line, limit))
+        kept.append(report_line(line, limit))
         size += len(kept[-1]) + 2
     return "; ".join(kept)
+
+
+def report_line(line: str, limit: int) -> str:
+    """A line of a report within ``limit``, except one that carries numbers or versions (a
+    rate, a release): that one is kept whole up to ``NUMBER_LINE_CHARS``, and past that cut
+    by whole sentences, never just before a number (:func:`word_cut`)."""
+    if _NUMERIC.search(line) and len(line) <= max(limit, NUMBER_LINE_CHARS):
+        return line
+    return whole_sentences(line, limit)
 
 
 def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
@@ -401,7 +440,10 @@ def _target_shown(tool: str, command: str) -> str:
 def _first_error(text: str) -> str | None:
     """The first line naming a specific error (a compiler's code, an exception, a failed test)."""
     found = _SPECIFIC_ERROR.search(text)
-    return " ".join(found.group(0).split())[:ERROR_CHARS] if found else None
+    if not found:
+        return None
+    line = " ".join(found.group(0).split())
+    return line if len(line) <= ERROR_CHARS else line[: word_cut(line, ERROR_CHARS)]
 
 
 def _reaction(messages: Sequence[Message], i: int) -> str:
@@ -465,7 +507,10 @@ def _statement(messages: Sequence[Message], i: int) -> str:
 
 def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
     """The agent's last statement, and its last tool calls with their outcomes (outputs
-    elided)."""
+    elided). When the latest turn made no call (a question answered, a request the agent
+    has not started on), the span's last call that did work is said all the same, marked as
+    coming before the latest request: it is what the agent was doing at the cut. The last
+    call is shown with its paths whole (``LAST_CALL_CHARS``)."""
     work = signals.current_work
     if work is None:
         return []
@@ -473,9 +518,13 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
     failed = {f.message_id for f in signals.failures}
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     lines: list[str] = []
+    before_request = False
     for m in reversed(messages):
-        if is_request(m) or len(lines) >= RECENT_CALLS:
+        if len(lines) >= RECENT_CALLS or (lines and before_request):
             break
+        if is_request(m):
+            before_request = True
+            continue
         for call in reversed(m.calls() if m.role == "assistant" else []):
             if is_bookkeeping(call) or len(lines) >= RECENT_CALLS:
                 continue
@@ -486,8 +535,25 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             output = " ".join((result.content or "").split()) if result is not None else ""
             if not lines and output and len(output) <= SHORT_OUTPUT_CHARS:
                 outcome += f": {output}"  # the very last result, when it is short, is the state
-            lines.insert(0, f"- {_call_line(call)} → {outcome}")
+            limit = LAST_CALL_CHARS if not lines else COMMAND_CHARS
+            shown = f"- {_call_line(call, limit)} → {outcome}"
+            if before_request:
+                shown = f"- (before the latest request) {_call_line(call, limit)} → {outcome}"
+            lines.insert(0, shown)
+            if before_request:
+                break  # one call says where the work stood
     return out + [masked(line) for line in lines]
+
+
+def quote_gist(quote: str) -> str:
+    """What stays of the agent's quoted last words when the budget cannot hold them: their
+    first sentence and the files and code they name, each whole."""
+    text = " ".join(line.removeprefix(">").strip() for line in quote.splitlines())
+    first = whole_sentences(_SENTENCES.split(text.strip())[0] if text.strip() else "", 200)
+    names = list(dict.fromkeys(n.strip("`*.,:;()[]") for n in _NAMED.findall(text)))
+    names = [n for n in names if n and n not in first][:MAX_GIST_NAMES]
+    shown = f" (names: {', '.join(f'`{n}`' for n in names)})" if names else ""
+    return f"> {first}{shown}" if first else ""
 
 
 def _last_statement(messages: Sequence[Message]) -> str:

@@ -83,17 +83,23 @@ def carry_over(previous_summary: str | None, summary: str) -> CarryOver:
     """How many of the previous summary's items the new summary still holds. An item is held
     verbatim, or with every path, number and identifier of it and most of its other words."""
     items = normalised_items(previous_summary)
-    text = normalise(summary)
-    words = set(_WORD.findall(text))
+    text = normalise(summary.replace("**", ""))  # emphasis is no content: items drop it too
+    words = _words(text)
     missing = tuple(i for i in items if not _held(i, text, words))
     share = round(1 - len(missing) / len(items), 3) if items else None
     return CarryOver(share, len(items), missing)
 
 
+def _words(text: str) -> set[str]:
+    """The words of a text, without the sentence's punctuation after them ("search." is the
+    word "search", not a distinctive one)."""
+    return {w.rstrip("./-") for w in _WORD.findall(text)} - {""}
+
+
 def _held(item: str, text: str, words: set[str]) -> bool:
     if item in text:
         return True
-    mine = set(_WORD.findall(item))
+    mine = _words(item)
     if not mine:
         return False
     distinctive = {w for w in mine if any(c.isdigit() or c in "_./" for c in w)}
