@@ -166,3 +166,27 @@ def test_a_server_stating_a_boolean_window_is_not_a_window_of_one_token():
         + body
     )
     assert _probe(url, "sk-x", "m").window is None
+
+
+def test_a_small_stated_window_gets_the_brief_prompt(db, cli):
+    """A 2,048-token model: the full format's rules would take a third of its window, so
+    every request carries the brief format (the same sections, one line of rules) and fits;
+    an 8k model gets the full one."""
+    add_session(db, 1, coding_session(4), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window = 2048
+        llm.props = {"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}
+        result = compact(cli, db, llm, "--max-summary-tokens", "256")
+        assert result.exit_code == 0, result.output
+        prompts = [body["messages"][1]["content"] for body in llm.requests]
+        assert prompts and all("Rules: be brief." in p for p in prompts)
+        assert not any("State rules" in p for p in prompts)
+        assert_within(llm, 2048)
+    add_session(db, 2, coding_session(4), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1}
+        result = compact_at(
+            cli, db, llm.base_url, "smollm2", "2", "--force", "--retries", "0", *WIDE
+        )
+        assert result.exit_code == 0, result.output
+        assert "State rules" in llm.requests[0]["messages"][1]["content"]

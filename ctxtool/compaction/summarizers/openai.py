@@ -58,6 +58,9 @@ USAGE_SLACK = 1.05  # above the largest ratio the answers reported
 PROBE_TIMEOUT_S = 5.0
 MIN_ANSWER_TOKENS = 256
 MIN_INPUT_OPTION = 2048  # the least --summary-input-tokens takes
+# A stated window this small gets the brief prompt: the full format's rules would take a
+# third of it.
+BRIEF_PROMPT_WINDOW = 4096
 # The window a server states in its context-length error: OpenAI and vLLM ("This model's
 # maximum context length is 8192 tokens"), llama-cpp-python (the same words), llama.cpp's
 # server ("exceeds the available context size (8192 tokens)").
@@ -128,6 +131,7 @@ class OpenAISummarizer:
         self.window: int | None = None
         self.window_source: str | None = None
         self._probed = False
+        self._clips = False  # the server cuts an answer at its window, saying nothing else
         self._ratio = TOKENIZER_MARGIN if self.base_url else 1.0
         self._largest_ratio = 0.0
         self._announced = False
@@ -177,6 +181,7 @@ class OpenAISummarizer:
         found = _probe(self.base_url, self._api_key, self.model)
         if found.slots and self.slots is None:
             self.slots = found.slots
+        self._clips = found.clips
         if found.window:
             self._learn(found.window, found.source)
 
@@ -252,12 +257,16 @@ class OpenAISummarizer:
         if self.instructions and not request.instructions:
             request = replace(request, instructions=self.instructions)
         max_tokens, why = self._cap(request)
-        prompt = build_prompt(request)
-        response, max_tokens = self._ask(prompt, max_tokens, request.encoding)
+        response, max_tokens = self._ask(self._prompt(request), max_tokens, request.encoding)
         text, finish = self._answer(response)
         notes: tuple[str, ...] = ()
         requests = 1
         if finish == "length":
+            if self._learn_from_cut(response, max_tokens):
+                # Cut by the window, not the cap: the shorter answer is asked within it.
+                max_tokens, why = self._cap(request)
+                max_tokens = min(max_tokens, _completion_tokens(response) or max_tokens)
+            prompt = self._prompt(request)
             shorter = max(64, max_tokens * 2 // 3)
             report(f"asking {self.model} for a shorter summary (the first was cut)")
             again = (
@@ -286,6 +295,25 @@ class OpenAISummarizer:
             notes=notes + unicode_notes + ((learned,) if learned else ()),
             details={"summary_window": details} if details else None,
         )
+
+    def _prompt(self, request: SummaryRequest) -> str:
+        """The prompt, brief for a model whose stated window is small."""
+        brief = self.window is not None and self.window <= BRIEF_PROMPT_WINDOW
+        return build_prompt(request, brief=brief)
+
+    def _learn_from_cut(self, response: Any, max_tokens: int) -> bool:
+        """Whether an answer cut short of its cap taught the window: llama-cpp-python states no
+        window and clips the answer to what its window leaves, so the prompt and the answer
+        it counted make its window."""
+        prompt = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+        answer = _completion_tokens(response)
+        sent = request_parameters(self.model, max_tokens, self.style)
+        asked = sent.get("max_completion_tokens") or sent["max_tokens"]
+        if not self._clips or not isinstance(prompt, int) or not answer or answer >= asked:
+            return False
+        before = self.window
+        self._learn(prompt + answer, "the server's answer cut short of its cap at its window")
+        return self.window != before
 
     def _cap(self, request: SummaryRequest) -> tuple[int, str]:
         """The answer's cap, and what set it (the setting a cut answer's message names)."""
@@ -469,10 +497,12 @@ def _system_tokens(encoding: str) -> int:
 
 
 class Probed:
-    """What a server said of itself: its window (and where), its slots."""
+    """What a server said of itself: its window (and where), its slots, whether it cuts an
+    answer at its window without saying so."""
 
     def __init__(self, window: int | None = None, source: str = "", slots: int | None = None):
         self.window, self.source, self.slots = window, source, slots
+        self.clips = False
 
 
 def _probe(base_url: str, api_key: str, model: str) -> Probed:
@@ -494,8 +524,9 @@ def _probe(base_url: str, api_key: str, model: str) -> Probed:
                 found.window, found.source = value, f"the server's /v1/models {key}"
         if item.get("owned_by") == "me" and item.get("permissions") == []:
             # llama-cpp-python's server (its /v1/models says no more): one request at a time,
-            # the others held behind a lock while their timeouts run.
-            found.slots = 1
+            # the others held behind a lock while their timeouts run; an answer past its
+            # window is cut there, not refused.
+            found.slots, found.clips = 1, True
     props = _get_json(re.sub(r"/v1$", "", root) + "/props", api_key)
     if isinstance(props, dict):
         settings = props.get("default_generation_settings") or {}
@@ -507,6 +538,12 @@ def _probe(base_url: str, api_key: str, model: str) -> Probed:
         if _count(slots):
             found.slots = slots
     return found
+
+
+def _completion_tokens(response: Any) -> int | None:
+    """The answer's tokens as the server counted them (its usage), if it said."""
+    value = getattr(getattr(response, "usage", None), "completion_tokens", None)
+    return value if _count(value) else None
 
 
 def _count(value: Any) -> bool:

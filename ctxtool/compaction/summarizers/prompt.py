@@ -63,6 +63,45 @@ State rules (where the work stands at the end of the conversation):
 - List every changed file: those sub-agents reported, `git status` and `git diff --stat` listed, `apply_patch` changed through a shell; say "(deleted)" or "(renamed from `old`)"; one path form, relative to the working directory. Keep report lines with numbers, versions or API names whole.
 - A rejected option is no decision; a one-off order ("let's do a new release") is no constraint; a later instruction that overrides an earlier one is written as replacing it."""
 
+# The same sections for a model with a small window (a few thousand tokens), where the full
+# format's rules would take a third of it and leave the answer too little room.
+BRIEF_FORMAT = """Use this exact format (leave a section out when there is nothing for it):
+
+## Goal
+[The user's overall aim]
+
+## Latest request
+> [The user's latest request, quoted]
+
+## Open tasks
+- [ ] [Each open task]
+
+## Current work
+[What the agent was doing last]
+
+## Errors and fixes
+- [The exact error] — fixed by [what changed] / still open
+
+## Files changed and why
+- `path` — [what changed]
+
+## Constraints
+- [Each instruction the user stated]
+
+## Decisions
+- **[Decision]**: [rationale]
+
+## Done
+- [x] [Completed work]
+
+## Earlier requests
+- [Each earlier request, in order]
+
+## Next step
+[Only what the latest request asks for and is not done; "None" otherwise]
+
+Rules: be brief. Never copy a secret: write [redacted]. Keep exact paths, commands and error messages; state only what the conversation shows, never a file, a line number or a name it does not."""
+
 TURN_PREFIX_FORMAT = """The conversation under <turn-prefix> is the START of the turn in progress: the agent's later work on it stays verbatim after this summary, the start does not. Add this section after the others:
 
 ## Turn in progress
@@ -74,12 +113,14 @@ _FILES_IN_PROMPT = 60  # newest paths of each list named in the prompt
 _FIXED_IN_PROMPT = 20  # carried failures a run of the span fixed, named in the prompt
 
 
-def build_prompt(request: SummaryRequest) -> str:
+def build_prompt(request: SummaryRequest, brief: bool = False) -> str:
     """The user prompt: the span to summarize, and the previous summary to update (iterative);
     a split turn's prefix apart, under a prompt of its own; or, for a revision, the draft and
-    the previous summary's items it dropped."""
+    the previous summary's items it dropped. ``brief``: the short format, for a model whose
+    window the full one would crowd."""
     if request.draft is not None:
         return build_revision_prompt(request)
+    summary_format = BRIEF_FORMAT if brief else SUMMARY_FORMAT
     previous_summary, files = request.previous_summary, request.files
     history, prefix = _transcripts(request)
     parts = [f"<conversation>\n{history}\n</conversation>"]
@@ -94,7 +135,7 @@ def build_prompt(request: SummaryRequest) -> str:
             "still relevant (goal, constraints, decisions, open tasks, files, errors), move "
             "finished tasks to Done, mark errors fixed when a later run on their target succeeded, "
             "and drop its "
-            "scratchpad (an <analysis> block) and any continuation boilerplate. " + SUMMARY_FORMAT
+            "scratchpad (an <analysis> block) and any continuation boilerplate. " + summary_format
         )
         fixed = fixed_since(shown, request.messages)[:_FIXED_IN_PROMPT]
         if fixed:
@@ -107,7 +148,7 @@ def build_prompt(request: SummaryRequest) -> str:
                 "errors fixed."
             )
     else:
-        parts.append("Summarize the conversation above. " + SUMMARY_FORMAT)
+        parts.append("Summarize the conversation above. " + summary_format)
     if prefix is not None:
         parts.append(TURN_PREFIX_FORMAT)
     if request.instructions:
