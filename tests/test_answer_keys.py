@@ -269,3 +269,12 @@ def test_the_agent_summary_after_a_span_is_not_part_of_it():
             assert summary not in span_text(key), path.name
             checked += 1
     assert checked >= 3
+
+
+def test_both_key_sets_ask_where_the_work_stands():
+    """Each set has state probes of every kind (README.md), so quality_table's state figure is
+    measured on both: fixed and open errors, tasks still to do and tasks done."""
+    for files in (KEY_FILES, HOLDOUT_FILES):
+        states = [p["state"] for path in files for p in load(path)["probes"] if "state" in p]
+        for state, least in (("fixed", 5), ("open", 2), ("pending", 5), ("done", 3)):
+            assert states.count(state) >= least, (state, states.count(state))
