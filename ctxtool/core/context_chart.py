@@ -12,14 +12,56 @@ and the terminal draw the result.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import accumulate
-from typing import cast
+from itertools import accumulate, repeat
+from operator import eq
+from typing import TYPE_CHECKING, Any, SupportsIndex, cast, overload
 
 from .context_size import total_tokens
+
+if TYPE_CHECKING:
+    _Int64Array = array[int]
+else:
+    _Int64Array = array
+
+
+class Series(_Int64Array):
+    """Integers in a row, 8 bytes each: a chart holds several per message, and a session's
+    100,000 as Python ints would take 3.6 MB a list. It equals any sequence of the same values
+    (a list, a tuple, another series), and a slice of it is a series."""
+
+    def __new__(cls, values: Iterable[int] = ()) -> Series:
+        return cast(Series, super().__new__(cls, "q", values))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (array, list, tuple, range)):
+            return NotImplemented
+        return len(self) == len(other) and all(map(eq, self, other))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Series: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> int | Series:
+        if isinstance(index, slice):
+            return Series(super().__getitem__(index))
+        return super().__getitem__(index)
+
+    def __repr__(self) -> str:
+        return f"Series({list(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Series, (list(self),)
 
 
 @dataclass(frozen=True)
@@ -61,10 +103,10 @@ class ContextChart:
     a drawing shows: the ends, and before each checkpoint). ``window`` and ``threshold``: the
     model's context window and the compaction threshold, None when unknown."""
 
-    ids: list[int]
+    ids: Sequence[int]
     times: Mapping[int, datetime | None]
-    sizes: list[int]
-    in_force: list[int]
+    sizes: Sequence[int]
+    in_force: Sequence[int]
     drops: list[ChartDrop]
     window: int | None = None
     threshold: int | None = None
@@ -115,23 +157,22 @@ def context_chart(
     its length), else nothing."""
     n = len(ids)
     known = times if isinstance(times, Mapping) else dict(enumerate(times))
-    uncounted = list(counts).count(None)
+    uncounted = 0 if isinstance(counts, array) else list(counts).count(None)
     if not uncounted:  # every message counted: summed at C speed
-        prefix = [0, *accumulate(cast(Sequence[int], counts))]
+        prefix = Series(accumulate(cast(Sequence[int], counts), initial=0))
     else:
         filled = counts if estimates is None else map(_or, counts, estimates)
-        prefix = [0, *accumulate(int(c or 0) for c in filled)]
+        prefix = Series(accumulate((int(c or 0) for c in filled), initial=0))
     # prefix[i]: the tokens of the messages before i
-    sizes: list[int] = []
-    in_force: list[int] = []
+    sizes, in_force = Series(), Series()
     drops: list[ChartDrop] = []
     start, head, cut = 0, system_tokens, 0  # the context in force: its head and its cut index
 
     def grow(until: int, k: int) -> None:
         """The sizes of messages ``start..until-1`` under the context in force."""
         base = total_tokens([head]) - prefix[cut]
-        sizes.extend([base + p for p in prefix[start + 1 : until + 1]])
-        in_force.extend([k] * (until - start))
+        sizes.extend(map(base.__add__, prefix[start + 1 : until + 1]))
+        in_force.extend(repeat(k, until - start))
 
     for k, cp in enumerate(checkpoints):
         cp_cut = bisect_left(ids, cp.first_kept_message_id)
@@ -144,7 +185,8 @@ def context_chart(
             ChartDrop(cp.id, at, before, after, cp.created_at, cp.tokens_before, cp.tokens_after)
         )
     grow(n, len(checkpoints) - 1)
-    return ContextChart(list(ids), known, sizes, in_force, drops, window, threshold, uncounted)
+    kept_ids = ids if isinstance(ids, Series) else Series(ids)
+    return ContextChart(kept_ids, known, sizes, in_force, drops, window, threshold, uncounted)
 
 
 def _or(count: int | None, estimate: float | None) -> float | None:

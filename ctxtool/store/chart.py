@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import itemgetter
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..core.context_chart import ChartCheckpoint, ContextChart, context_chart
+from ..core.context_chart import ChartCheckpoint, ContextChart, Series, context_chart
 from ..core.inspection import messages_through
 from ..core.records import Compaction, RestoredContext
 from ..core.tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
@@ -36,28 +38,36 @@ def session_chart(
     encoding: str | None = None,
 ) -> ContextChart:
     """The :class:`~ctxtool.core.context_chart.ContextChart` of ``history``'s session: one
-    read of its messages' ids and stored counts (no text, no time), where each checkpoint
-    was written (one indexed look-up each), the head of each checkpoint counted as sent, then
-    the times of the few messages the drawing shows. A message without a usable count is
-    estimated from its length in SQL (:data:`BYTES_PER_TOKEN`), never counted here."""
+    read of its messages' stored counts (no text, no time; their ids too unless they run
+    without a gap), where each checkpoint was written (one indexed look-up each), the head of
+    each checkpoint counted as sent, then the times of the few messages the drawing shows. A
+    message without a usable count is estimated from its length in SQL
+    (:data:`BYTES_PER_TOKEN`), never counted here."""
     session = history.session
     name = encoding_for_model(session.model, encoding).name
     mine = M.c.session_id == history.session_id
     with connection_for(history.store.engine, None) as conn:
-        # Most sessions are counted throughout: then the counts are read as stored, two
-        # integers a row, the driver's rows as they are (SQLAlchemy's row objects, or a
-        # CASE and an encoding a row, cost more than the read).
-        unusable = conn.execute(
-            sa.select(sa.func.count()).where(mine, no_usable_count(name))
-        ).scalar()
-        count = sa.case((usable_count(name), M.c.token_count)) if unusable else M.c.token_count
-        result = conn.execute(sa.select(M.c.id, count).where(mine).order_by(M.c.id))
-        try:
-            rows = result.cursor.fetchall()
-        finally:
-            result.close()
-        ids, counts = [r[0] for r in rows], [r[1] for r in rows]
-        estimates = _estimates(conn, history.session_id, ids, name) if unusable else None
+        n, low, high, unusable = conn.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.min(M.c.id),
+                sa.func.max(M.c.id),
+                sa.func.sum(sa.case((no_usable_count(name), 1), else_=0)),
+            ).where(mine)
+        ).one()
+        ids: Sequence[int]
+        counts: Sequence[int | None]
+        if unusable:
+            ids, counts = _ids_and_counts(conn, mine, name)
+            estimates = _estimates(conn, history.session_id, ids, name)
+        elif n and high - low + 1 == n:  # the ids run without a gap: only the counts read
+            ids = Series(range(low, high + 1))
+            (counts,) = _columns(conn, sa.select(M.c.token_count).where(mine).order_by(M.c.id))
+            estimates = None
+        else:
+            query = sa.select(M.c.id, M.c.token_count).where(mine).order_by(M.c.id)
+            ids, counts = _columns(conn, query)
+            estimates = None
         checkpoints = [
             _placed(conn, history.session_id, cp)
             for cp in chart_checkpoints(
@@ -79,6 +89,34 @@ def session_chart(
         timed = conn.execute(sa.select(M.c.id, M.c.created_at).where(mine, M.c.id.in_(shown)))
         times = {shown[r[0]]: r[1] for r in timed}
     return replace(chart, times=times)
+
+
+# Rows fetched at a time: the driver's tuples live only for a batch.
+FETCH_BATCH = 10_000
+
+
+def _columns(conn: Connection, query: sa.Select[Any]) -> list[Series]:
+    """The integer columns of ``query``'s rows, each a :class:`Series`, fetched from the
+    driver in batches (SQLAlchemy's row objects, or a list of every row, cost more than the
+    read)."""
+    result = conn.execute(query)
+    out = [Series() for _ in query.selected_columns]
+    try:
+        while batch := result.cursor.fetchmany(FETCH_BATCH):
+            for k, column in enumerate(out):
+                column.extend(map(itemgetter(k), batch))
+    finally:
+        result.close()
+    return out
+
+
+def _ids_and_counts(
+    conn: Connection, mine: sa.ColumnElement[bool], encoding: str
+) -> tuple[list[int], list[int | None]]:
+    """The messages' ids and their usable counts (None where there is none)."""
+    count = sa.case((usable_count(encoding), M.c.token_count))
+    rows = conn.execute(sa.select(M.c.id, count).where(mine).order_by(M.c.id)).all()
+    return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def _estimates(
