@@ -1,89 +1,47 @@
-"""A small, safe Markdown renderer for summaries in the HTML export (no I/O).
+"""Summaries as HTML for the export, through markdown-it-py (CommonMark). No I/O.
 
-Summaries are written by models and runtimes: everything in them is escaped first, so no tag,
-attribute or link of theirs reaches the page; only the few shapes summaries use become markup:
-headings, bullet and numbered lists, fenced code, ``inline code``, **bold** and paragraphs.
+Summaries are written by models and runtimes in full Markdown: numbered lists, lists nested
+under them, ``**`path`**``. A CommonMark parser reads them as their writers meant. What is
+theirs never becomes markup of its own: raw HTML is escaped (a transcript may hold
+``<script>``), images are off (the page fetches nothing) and so are links (a page of someone
+else's text links nowhere); a heading is one level under the page's title.
 """
 
 from __future__ import annotations
 
-import html
-import re
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-_HEADING = re.compile(r"(#{1,6})\s+(.*)")
-_BULLET = re.compile(r"\s*[-*+]\s+(.*)")
-_NUMBERED = re.compile(r"\s*\d+[.)]\s+(.*)")
-_FENCE = re.compile(r"\s*(`{3,}|~{3,})")
-_CODE = re.compile(r"`([^`]+)`")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 
-def inline(text: str) -> str:
-    """One line's text escaped, with its inline code and bold marked up."""
-    parts = _CODE.split(text)  # odd indexes: code spans, whose content stays literal
-    out = []
-    for i, part in enumerate(parts):
-        escaped = html.escape(part, quote=True)
-        out.append(f"<code>{escaped}</code>" if i % 2 else _BOLD.sub(r"<b>\1</b>", escaped))
-    return "".join(out)
+@cache
+def _parser() -> MarkdownIt:
+    """The parser, made at the first summary (a command that renders none never imports it)."""
+    from markdown_it import MarkdownIt
+
+    # breaks: a summary's single newline is a new line, as the runtimes show it.
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "xhtmlOut": False})
+    md.disable(["image", "link", "autolink"])
+    return md
+
+
+def _shift_headings(tokens: Sequence[Token]) -> None:
+    """h1 becomes h2 (the page's h1 is the session's title), to h6 at most; bold is ``b``."""
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + 1)}"
+        for child in token.children or ():
+            if child.type in ("strong_open", "strong_close"):
+                child.tag = "b"
 
 
 def markdown_to_html(text: str) -> str:
-    """``text`` as HTML made only of h2-h6, p, ul/ol/li, pre, code and b; all else escaped."""
-    out: list[str] = []
-    paragraph: list[str] = []
-    list_tag: str | None = None
-    fence: str | None = None
-    code: list[str] = []
-
-    def close_paragraph() -> None:
-        if paragraph:
-            out.append("<p>" + "<br>".join(inline(line) for line in paragraph) + "</p>")
-            paragraph.clear()
-
-    def close_list() -> None:
-        nonlocal list_tag
-        if list_tag:
-            out.append(f"</{list_tag}>")
-            list_tag = None
-
-    for line in text.splitlines():
-        if fence is not None:
-            if line.strip().startswith(fence):
-                out.append("<pre><code>" + html.escape("\n".join(code)) + "</code></pre>")
-                fence, code = None, []
-            else:
-                code.append(line)
-            continue
-        opening = _FENCE.match(line)
-        if opening:
-            close_paragraph()
-            close_list()
-            fence = opening.group(1)
-            continue
-        heading = _HEADING.fullmatch(line.strip())
-        item = _BULLET.fullmatch(line) or _NUMBERED.fullmatch(line)
-        if heading:
-            close_paragraph()
-            close_list()
-            level = min(6, len(heading.group(1)) + 1)  # the page's h1 is the session's title
-            out.append(f"<h{level}>{inline(heading.group(2))}</h{level}>")
-        elif item:
-            close_paragraph()
-            tag = "ul" if _BULLET.fullmatch(line) else "ol"
-            if list_tag != tag:
-                close_list()
-                out.append(f"<{tag}>")
-                list_tag = tag
-            out.append(f"<li>{inline(item.group(1))}</li>")
-        elif not line.strip():
-            close_paragraph()
-            close_list()
-        else:
-            close_list()
-            paragraph.append(line.strip())
-    if fence is not None:  # an unclosed fence: what followed it is code
-        out.append("<pre><code>" + html.escape("\n".join(code)) + "</code></pre>")
-    close_paragraph()
-    close_list()
-    return "\n".join(out)
+    """``text`` (Markdown) as HTML; every tag, attribute and link of the text escaped."""
+    md = _parser()
+    tokens = md.parse(text)
+    _shift_headings(tokens)
+    return md.renderer.render(tokens, md.options, {}).rstrip("\n")

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from .builders import add_session, coding_session
 from .test_inspect_cli import WINDOW, add_messages, compacted_twice, run
@@ -215,6 +216,44 @@ def test_long_messages_fold_and_the_page_has_contents(compacted, cli, tmp_path):
     assert r["summaryFold"] == 1 and r["summaryLists"] == 4 and r["summaryBold"] == 1, r
     assert r["summaryScripts"] == 1  # the probe's own: the summary's was escaped
     screenshot(tmp_path, page, "/tmp/ctxtool-export-long-screenshot.png")
+
+
+SUMMARY_PROBE = """<script>
+const md = document.querySelector('#summary .md');
+const r = {};
+r.olItems = [...md.querySelectorAll('ol')].map(o => o.querySelectorAll(':scope > li').length);
+r.nested = md.querySelectorAll('li > ul > li').length;
+r.boldCode = md.querySelectorAll('b > code').length;
+r.code = md.querySelectorAll('code').length;
+r.asterisks = md.textContent.includes('**');
+r.scripts = document.querySelectorAll('script').length;
+document.body.setAttribute('data-probe', JSON.stringify(r));
+</script>"""
+
+
+def test_a_runtimes_summary_renders_as_markdown_in_a_browser(db, cli, tmp_path):
+    """Claude Code's compaction summary of a real session: its numbered lists, items apart by
+    blank lines, are one list each (numbered 1 to 7, not all 1); the bullets under an item are
+    its sub-list; ``**`path`**`` is bold code, no asterisk left; and a <script> in the summary
+    stays text."""
+    from .conftest import TRANSCRIPTS
+
+    run(cli, db, "import", TRANSCRIPTS / "claude-code/a5c478e1-0d31-46d4-9fd6-3b6b203b3752.jsonl")
+    summary = db.scalar("SELECT summary FROM agent_compaction")
+    assert "\n\n2. The plan" in summary and "\n   - `upload_session.py`" in summary
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE agent_compaction SET summary = :s"),
+            {"s": summary + "\n\n<script>document.title = 'x'</script>"},
+        )
+    page = tmp_path / "claude.html"
+    run(cli, db, "context", "export", "1", "-o", page)
+    r = probe_page(tmp_path, page.read_text(), SUMMARY_PROBE)
+    # Analysis 1-7, then the summary's own sections, each a list of its items.
+    assert r["olItems"][0] == 7 and max(r["olItems"]) >= 7, r
+    assert r["nested"] >= 30, r  # 10 files explored, 10 phases, ...
+    assert r["boldCode"] >= summary.count("**`") == 14 and not r["asterisks"], r
+    assert r["code"] > 50 and r["scripts"] == 1, r  # the probe's own script alone
 
 
 def test_the_output_extension_picks_the_format(compacted, cli, tmp_path):
