@@ -4,10 +4,13 @@ block characters and in plain ones, on MariaDB and SQLite."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+
+from ctxtool.store import Store
 
 from .builders import add_session, coding_session
 from .test_inspect_cli import PROJECT, compacted_twice, run
@@ -72,8 +75,7 @@ def test_the_checkpoint_chart_fits_80_columns_in_blocks_and_in_plain_characters(
 
 def test_chart_options_refuse_what_they_cannot_draw(db, cli):
     add_session(db, 1, coding_session(2), model="gpt-4o")
-    for args in (
-        ("context", "checkpoints", "1", "--chart", "--json"),
+    for args in (  # (context checkpoints --chart --json gives the points: see below)
         ("tokens", "report", "--chart", "--csv"),
         ("context", "export", "1", "--chart", "--format", "jsonl"),
     ):
@@ -111,3 +113,27 @@ def _report(cli, db) -> list[dict]:
     import json
 
     return json.loads(run(cli, db, "tokens", "report", "--json", *CHART_WINDOW).output)
+
+
+def test_the_checkpoint_chart_as_json_and_csv(db, cli):
+    """`context checkpoints N --chart --json`: a point a message, whose tokens at the newest
+    message are what ``Store.context_tokens`` counts, and a drop a checkpoint after the message it
+    followed; --csv gives the points as rows."""
+    cps, _ = compacted_twice(db, cli)
+    run(cli, db, "tokens", "count", "1")
+    doc = json.loads(run(cli, db, "context", "checkpoints", "1", "--chart", "--json").output)
+    ids = [r["id"] for r in db.rows("SELECT id FROM agent_message ORDER BY id")]
+    assert [p["message_id"] for p in doc["points"]] == ids
+    assert doc["points"][-1]["tokens"] == Store(db.engine).context_tokens(1) <= doc["peak"]
+    assert [c["checkpoint_id"] for c in doc["checkpoints"]] == [c["id"] for c in cps]
+    for drop in doc["checkpoints"]:
+        assert drop["tokens_before"] > drop["tokens_after"] and drop["after_message_id"] in ids
+    first = doc["checkpoints"][0]
+    at = ids.index(first["after_message_id"])
+    assert doc["points"][at]["checkpoint_id"] is None
+    # Compacted twice in a row: the second is in force from the next message on.
+    together = [c for c in doc["checkpoints"] if c["after_message_id"] == ids[at]]
+    assert doc["points"][at + 1]["checkpoint_id"] == together[-1]["checkpoint_id"]
+    assert doc["points"][at]["tokens"] == first["tokens_before"]
+    rows = run(cli, db, "context", "checkpoints", "1", "--chart", "--csv").output.splitlines()
+    assert rows[0] == "message_id,tokens,checkpoint_id" and len(rows) == 1 + len(ids)

@@ -137,7 +137,8 @@ def show(app, session, at, before_first, full, as_openai, width, output: OutputF
     is_flag=True,
     help="Under the table, the context's size at each message as block characters fitted to "
     "the terminal, each checkpoint marked, with the window and the compaction threshold "
-    "(plain characters when the output is not UTF-8 or NO_COLOR is set).",
+    "(plain characters when the output is not UTF-8 or NO_COLOR is set). With --json: the "
+    "chart's points and drops; with --nl or --csv: its points.",
 )
 @window_options
 @output_options
@@ -153,10 +154,16 @@ def checkpoints(app, session, details, chart, settings, output: OutputFormat):
     Example: ctxtool context checkpoints a5c478e1
              ctxtool context checkpoints a5c478e1 --details
              ctxtool context checkpoints a5c478e1 --chart
+             ctxtool context checkpoints a5c478e1 --chart --json
     """
-    if chart and output.machine:
-        raise click.UsageError("--chart draws for a person: not with --json, --nl, --csv")
     history = _history(app, session)
+    if chart and output.machine:
+        drawn = _chart(history, settings).as_dict()
+        if output.json:
+            click.echo(dumps(drawn))
+        else:
+            print_rows(drawn["points"], output)
+        return
     rows = history.checkpoint_rows()
     if output.machine:
         print_rows(rows, output)

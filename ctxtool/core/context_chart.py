@@ -127,6 +127,39 @@ class ContextChart:
         wanted = {0, n - 1} | {d.index - 1 for d in self.drops if d.index}
         return sorted(i for i in wanted if 0 <= i < n)
 
+    def points(self) -> list[dict[str, int | None]]:
+        """One row a message: its id, the context's tokens when it had just been written, and
+        the checkpoint in force then (None: before the first)."""
+        checkpoint = [d.checkpoint_id for d in self.drops] + [None]  # [-1]: before the first
+        return [
+            {"message_id": i, "tokens": size, "checkpoint_id": checkpoint[k]}
+            for i, size, k in zip(self.ids, self.sizes, self.in_force)
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The chart as one document: the window, the threshold, each checkpoint's drop (after
+        which message, the tokens before and after by the stored counts and by its own
+        record), then :meth:`points`."""
+        return {
+            "window": self.window,
+            "threshold": self.threshold,
+            "peak": self.peak,
+            "uncounted": self.uncounted,
+            "checkpoints": [
+                {
+                    "checkpoint_id": d.checkpoint_id,
+                    "after_message_id": self.ids[d.index - 1] if d.index else None,
+                    "tokens_before": d.before,
+                    "tokens_after": d.after,
+                    "recorded_before": d.recorded_before,
+                    "recorded_after": d.recorded_after,
+                    "created_at": d.created_at,
+                }
+                for d in self.drops
+            ],
+            "points": self.points(),
+        }
+
     def span(self, checkpoint_id: int | None) -> tuple[int, int]:
         """Message indices ``[start, end)`` while checkpoint ``checkpoint_id`` was the latest
         (None: before the first checkpoint)."""
