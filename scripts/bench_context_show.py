@@ -13,7 +13,9 @@ first on ``PYTHONPATH``: the code before a change against the code after it, in 
 ``--chart``: the long session's messages get stored token counts and times (a second apart),
 and ``--checkpoints N`` checkpoints of a runtime (a time each, no messages-through) at even
 cuts; the outputs are then the HTML export with its chart and with ``--no-chart``, each run
-``--repeat`` times in turn (issue #46: the chart may cost at most 1.1x).
+``--repeat`` times in turn (issue #46: the chart may cost at most 1.1x), the ratios given for
+each code (with ``--old``, the older code's too). On a loaded machine compare the CPU times:
+the wall time waits for the other processes.
 
 Example: .venv/bin/python scripts/bench_context_show.py --messages 200000
          .venv/bin/python scripts/bench_context_show.py --messages 100000 --old /tmp/old
@@ -194,16 +196,18 @@ def main() -> None:
             [sys.executable, "-c", BARE_SELECT, str(path), str(sid)], env
         )
         print(f"{label:<30} {'SELECT':<9} {'':<4} {bare_s:>8.2f} {bare_mb:>8.0f} {1:>9.1f}")
-        walls: dict[str, list[float]] = {}
-        cpus: dict[str, list[float]] = {}
+        walls: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
+        peaks: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.repeat):
             for name in outputs:
                 argv = _command(name, sid)
                 sizes = set()
                 for code, code_env in codes.items():
                     seconds, mb, size, cpu = measured([*ctxtool, *argv], code_env)
-                    walls.setdefault(name, []).append(seconds)
-                    cpus.setdefault(name, []).append(cpu)
+                    walls.setdefault((name, code), []).append(seconds)
+                    cpus.setdefault((name, code), []).append(cpu)
+                    peaks.setdefault((name, code), []).append(mb)
                     sizes.add(size)
                     print(
                         f"{label:<30} {name:<9} {code:<4} {seconds:>8.2f} {mb:>8.0f} "
@@ -213,13 +217,17 @@ def main() -> None:
                 if len(sizes) > 1 and not args.chart:
                     print(f"  the outputs differ in size: {sorted(sizes)}")
         if args.chart:
-            for how, pick in (("best", min), ("median", statistics.median)):
-                wall = pick(walls["export-html"]) / pick(walls["export-html-no-chart"])
-                cpu = pick(cpus["export-html"]) / pick(cpus["export-html-no-chart"])
-                print(
-                    f"{label}: with the chart / without, {how} of {args.repeat}: "
-                    f"{wall:.3f}x wall, {cpu:.3f}x CPU"
-                )
+            for code in codes:
+                on, off = ("export-html", code), ("export-html-no-chart", code)
+                for how, pick in (("best", min), ("median", statistics.median)):
+                    wall = pick(walls[on]) / pick(walls[off])
+                    cpu = pick(cpus[on]) / pick(cpus[off])
+                    print(
+                        f"{label} ({code} code): with the chart / without, {how} of "
+                        f"{args.repeat}: {wall:.3f}x wall, {cpu:.3f}x CPU"
+                    )
+                extra = statistics.median(peaks[on]) - statistics.median(peaks[off])
+                print(f"{label} ({code} code): the chart's peak memory: {extra:+.0f} MB (median)")
 
 
 def _command(output: str, session: int) -> list[str]:
