@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -141,10 +142,13 @@ class Dialect:
             .scalar_subquery()
         )
 
-    def plain_rows(self, conn: Connection, query: sa.Executable) -> Sequence[Sequence]:
-        """All rows of ``query`` as sequences, their values as Python types. Here through
-        SQLAlchemy's result processing (SQLite hands back timestamps as text)."""
-        return conn.execute(query).all()
+    def plain_rows(
+        self, conn: Connection, query: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> Sequence[Sequence]:
+        """All rows of ``query`` (with its bound ``params``) as sequences, their values as
+        Python types. Here through SQLAlchemy's result processing (SQLite hands back timestamps
+        as text)."""
+        return conn.execute(query, params).all()
 
     def update_token_counts(
         self, conn: Connection, ids: Sequence[int], counts: Sequence[int], encoding: str
@@ -554,7 +558,7 @@ class MySQL(Dialect):
         # messages. LEAD over the select's own rows, the session's in id order.
         return sa.func.lead(table.c.id).over(order_by=table.c.id)
 
-    def plain_rows(self, conn, query):
+    def plain_rows(self, conn, query, params=None):
         """The driver's own tuples: MySQL drivers return ints, strings and datetimes already, so
         SQLAlchemy's row objects are pure overhead on a large read (a 100k-message history
         loads 10-20% faster, scripts/bench_restore.py). Only for queries whose columns have no
@@ -564,8 +568,8 @@ class MySQL(Dialect):
         into its own buffer, so the cursor no longer holds every row: it goes the usual way."""
         options = conn.get_execution_options()
         if options.get("stream_results") or options.get("yield_per"):
-            return super().plain_rows(conn, query)
-        result = conn.execute(query)
+            return super().plain_rows(conn, query, params)
+        result = conn.execute(query, params)
         try:
             return result.cursor.fetchall()
         finally:

@@ -40,13 +40,36 @@ class AppendResult:
     compaction_id: int | None = None
 
 
+# The statements of every append are built once, their values bound at execution: building
+# one per call cost more CPU than its round trip.
+_SPAN = {
+    (from_bound, lock): (query.with_for_update(read=True) if lock else query)
+    for from_bound in (False, True)
+    for lock in (False, True)
+    for query in [
+        span_totals(
+            sa.bindparam("sid"),
+            sa.bindparam("from_id") if from_bound else None,
+            sa.bindparam("to_id"),
+        )
+    ]
+}
+# The parent check and the newest message stored now (the checkpoint this one replaces
+# restored up to it, `context show --at`, whatever times the messages carry) in one statement.
+_PARENT_AND_NEWEST = sa.select(
+    sa.select(sa.func.max(C.c.id)).where(C.c.session_id == sa.bindparam("sid")).scalar_subquery(),
+    sa.select(sa.func.max(M.c.id)).where(M.c.session_id == sa.bindparam("sid")).scalar_subquery(),
+)
+_INSERT = C.insert()
+
+
 def span_in_store(conn: Connection, span: SummarizedSpan, lock: bool) -> tuple[int, int]:
     """(count, id sum) of the stored messages in the span's range; ``lock`` makes it a locking
     read that waits for in-flight inserts into the range."""
-    query = span_totals(span.session_id, span.from_id, span.to_id)
-    if lock:
-        query = query.with_for_update(read=True)
-    count, id_sum = conn.execute(query).one()
+    params = {"sid": span.session_id, "to_id": span.to_id}
+    if span.from_id is not None:
+        params["from_id"] = span.from_id
+    count, id_sum = conn.execute(_SPAN[span.from_id is not None, lock], params).one()
     return int(count), int(id_sum)
 
 
@@ -62,29 +85,19 @@ def append_checkpoint(
             if not give_back(conn, span.session_id, owner):
                 tx.rollback()
                 return AppendResult(CompactionStatus.LOST_RACE)
-            # The parent check and the newest message stored now (the checkpoint this one
-            # replaces restored up to it, `context show --at`, whatever times the messages
-            # carry) in one statement: a round trip fewer for every checkpoint.
-            latest, newest = conn.execute(
-                sa.select(
-                    sa.select(sa.func.max(C.c.id))
-                    .where(C.c.session_id == span.session_id)
-                    .scalar_subquery(),
-                    sa.select(sa.func.max(M.c.id))
-                    .where(M.c.session_id == span.session_id)
-                    .scalar_subquery(),
-                )
-            ).one()
+            latest, newest = conn.execute(_PARENT_AND_NEWEST, {"sid": span.session_id}).one()
             if int(latest or 0) != parent_id:
                 tx.rollback()
                 return AppendResult(CompactionStatus.LOST_RACE)
             details = {**(values.get("details") or {}), MESSAGES_THROUGH: newest}
             result = conn.execute(
-                C.insert().values(
-                    session_id=span.session_id,
-                    parent_compaction_id=parent_id,
-                    **{**values, "details": details},
-                )
+                _INSERT,
+                {
+                    **values,
+                    "session_id": span.session_id,
+                    "parent_compaction_id": parent_id,
+                    "details": details,
+                },
             )
             key = result.inserted_primary_key
             assert key is not None, "an INSERT of one row has its key"

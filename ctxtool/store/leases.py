@@ -17,6 +17,7 @@ session), so that one busy session never lets the holder's other leases lapse.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.status import CompactionStatus
 from ..db import dialect_of
-from ..db.dialects import CONFLICT
+from ..db.dialects import CONFLICT, Dialect
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_session as S
 from .reads import latest_compaction_id
@@ -68,28 +69,64 @@ def take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
 
 def _take(conn: Connection, session_id: int, owner: str, seconds: int) -> bool:
     taken = conn.execute(
-        S.update()
-        .where(S.c.session_id == session_id, _free_for(conn, owner))
-        .values(_taken_by(conn, owner, seconds))
+        _take_statement(dialect_of(conn), seconds), {"sid": session_id, "owner": owner}
     ).rowcount
     return taken == 1
 
 
-def _free_for(conn: Connection, owner: str) -> sa.ColumnElement[bool]:
-    """SQL: the session's lease is free, expired or ``owner``'s. An owner with no expiry
-    (written by hand, or by a runtime) bounds nothing: free, as holder() and the batch read it."""
-    return sa.or_(
-        S.c.lease_owner.is_(None),
-        S.c.lease_expires_at.is_(None),
-        S.c.lease_expires_at < dialect_of(conn).server_now(),
-        S.c.lease_owner == owner,
+# The statements of every compaction's lease are built once (per dialect and lease length),
+# their values bound at execution: building one per call cost more CPU than its round trip.
+
+
+@functools.lru_cache(maxsize=64)
+def _take_statement(dialect: Dialect, seconds: int) -> sa.Update:
+    return (
+        S.update()
+        .where(S.c.session_id == sa.bindparam("sid"), _free_for(dialect))
+        .values(_taken_by(dialect, seconds))
     )
 
 
-def _taken_by(conn: Connection, owner: str, seconds: int) -> dict:
+@functools.lru_cache(maxsize=64)
+def _take_many_statement(dialect: Dialect, seconds: int) -> sa.Update:
+    return (
+        S.update()
+        .where(
+            S.c.session_id.in_(sa.bindparam("ids", expanding=True)),
+            _free_for(dialect),
+            ~_checkpointed_since(sa.bindparam("through")),
+        )
+        .values(_taken_by(dialect, seconds))
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _lease_states_statement(dialect: Dialect) -> sa.Select:
+    return sa.select(
+        S.c.session_id,
+        S.c.lease_owner,
+        S.c.lease_expires_at,
+        sa.case((S.c.lease_expires_at >= dialect.server_now(), 1), else_=0).label("live"),
+        sa.case((_checkpointed_since(sa.bindparam("through")), 1), else_=0).label("since"),
+    ).where(S.c.session_id.in_(sa.bindparam("all_ids", expanding=True)))
+
+
+def _free_for(dialect: Dialect) -> sa.ColumnElement[bool]:
+    """SQL: the session's lease is free, expired or the bound ``owner``'s. An owner with no
+    expiry (written by hand, or by a runtime) bounds nothing: free, as holder() and the batch
+    read it."""
+    return sa.or_(
+        S.c.lease_owner.is_(None),
+        S.c.lease_expires_at.is_(None),
+        S.c.lease_expires_at < dialect.server_now(),
+        S.c.lease_owner == sa.bindparam("owner"),
+    )
+
+
+def _taken_by(dialect: Dialect, seconds: int) -> dict:
     return {
-        "lease_owner": owner,
-        "lease_expires_at": dialect_of(conn).server_now_plus(seconds),
+        "lease_owner": sa.bindparam("owner"),
+        "lease_expires_at": dialect.server_now_plus(seconds),
         **_KEEP_UPDATED_AT,
     }
 
@@ -121,26 +158,16 @@ def take_many(
     came out lower is read and planned as before (the append checks the parent).
     """
     states: dict[int, LeaseState] = {}
+    dialect = dialect_of(conn)
     with conn.begin():
         if session_ids:
             conn.execute(
-                S.update()
-                .where(
-                    S.c.session_id.in_(session_ids),
-                    _free_for(conn, owner),
-                    ~_checkpointed_since(checkpoints_through),
-                )
-                .values(_taken_by(conn, owner, seconds))
+                _take_many_statement(dialect, seconds),
+                {"ids": list(session_ids), "owner": owner, "through": checkpoints_through},
             )
-        now = dialect_of(conn).server_now()
         for row in conn.execute(
-            sa.select(
-                S.c.session_id,
-                S.c.lease_owner,
-                S.c.lease_expires_at,
-                sa.case((S.c.lease_expires_at >= now, 1), else_=0).label("live"),
-                sa.case((_checkpointed_since(checkpoints_through), 1), else_=0).label("since"),
-            ).where(S.c.session_id.in_(list(session_ids) + list(also)))
+            _lease_states_statement(dialect),
+            {"all_ids": list(session_ids) + list(also), "through": checkpoints_through},
         ):
             live = row.lease_owner is not None and bool(row.live)
             states[row.session_id] = LeaseState(
@@ -154,7 +181,7 @@ def newest_checkpoint_id(conn: Connection) -> int:
     return int(conn.execute(sa.select(sa.func.max(C.c.id))).scalar() or 0)
 
 
-def _checkpointed_since(checkpoint_id: int) -> sa.Exists:
+def _checkpointed_since(checkpoint_id: sa.BindParameter[int]) -> sa.Exists:
     """SQL: the session of agent_session's row has a checkpoint with an id above this one."""
     return sa.exists().where(C.c.session_id == S.c.session_id, C.c.id > checkpoint_id)
 
@@ -181,16 +208,16 @@ def release_many(conn: Connection, session_ids: Sequence[int], owner: str) -> No
         )
 
 
+_GIVE_BACK = (
+    S.update()
+    .where(S.c.session_id == sa.bindparam("sid"), S.c.lease_owner == sa.bindparam("owner"))
+    .values(lease_owner=None, lease_expires_at=None, **_KEEP_UPDATED_AT)
+)
+
+
 def give_back(conn: Connection, session_id: int, owner: str) -> bool:
     """Inside the caller's transaction: clear the lease if it is still ours; True if it was."""
-    return (
-        conn.execute(
-            S.update()
-            .where(S.c.session_id == session_id, S.c.lease_owner == owner)
-            .values(lease_owner=None, lease_expires_at=None, **_KEEP_UPDATED_AT)
-        ).rowcount
-        == 1
-    )
+    return conn.execute(_GIVE_BACK, {"sid": session_id, "owner": owner}).rowcount == 1
 
 
 def holder(conn: Connection, session_id: int) -> Lease | None:

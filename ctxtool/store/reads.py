@@ -140,15 +140,38 @@ _COMPACTION_COLUMNS = [
     C.c.created_at,
 ]
 
+# The reads every compaction makes, built once with their values bound at execution: a
+# statement built for every call cost more CPU than its round trip (its construction and the
+# walk that finds its compiled form in the cache).
+_SESSION_QUERY = sa.select(*_SESSION_COLUMNS).where(S.c.session_id == sa.bindparam("sid"))
+_LATEST_COMPACTION_QUERY = (
+    sa.select(*_COMPACTION_COLUMNS)
+    .where(C.c.session_id == sa.bindparam("sid"))
+    .order_by(C.c.id.desc())
+    .limit(1)
+)
+_LATEST_COMPACTION_ID_QUERY = sa.select(sa.func.max(C.c.id)).where(
+    C.c.session_id == sa.bindparam("sid")
+)
+_MESSAGES_QUERY = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == sa.bindparam("sid"))
+_MESSAGES_FROM_QUERY = _MESSAGES_QUERY.where(M.c.id >= sa.bindparam("from_id")).order_by(M.c.id)
+_MESSAGES_QUERY = _MESSAGES_QUERY.order_by(M.c.id)
 
-def span_messages(session_id: int, from_id: int | None, to_id: int) -> sa.ColumnElement[bool]:
+
+# An id in a statement: a value, or a parameter bound when a statement built once runs.
+IdValue = int | sa.BindParameter[Any]
+
+
+def span_messages(
+    session_id: IdValue, from_id: IdValue | None, to_id: IdValue
+) -> sa.ColumnElement[bool]:
     """SQL: a session's messages with ``from_id <= id < to_id`` (no lower bound for None): the
     range a checkpoint summarized, one range of the primary key."""
     condition = sa.and_(M.c.session_id == session_id, M.c.id < to_id)
     return condition if from_id is None else sa.and_(condition, M.c.id >= from_id)
 
 
-def span_totals(session_id: int, from_id: int | None, to_id: int) -> sa.Select[Any]:
+def span_totals(session_id: IdValue, from_id: IdValue | None, to_id: IdValue) -> sa.Select[Any]:
     """SQL: ``n`` and ``id_sum`` of the messages in a span (:func:`span_messages`), what a
     checkpoint records of the span it summarized, read from the covering index."""
     return sa.select(
@@ -159,16 +182,16 @@ def span_totals(session_id: int, from_id: int | None, to_id: int) -> sa.Select[A
 def latest_compaction_id(conn: Connection, session_id: int) -> int:
     """Id of the session's latest checkpoint, 0 when it has none (the parent of its next): the
     check every writer of a checkpoint makes inside its transaction."""
-    return int(
-        conn.execute(sa.select(sa.func.max(C.c.id)).where(C.c.session_id == session_id)).scalar()
-        or 0
-    )
+    return int(conn.execute(_LATEST_COMPACTION_ID_QUERY, {"sid": session_id}).scalar() or 0)
 
 
-def read_messages(conn: Connection, query: sa.Select) -> list[Message]:
-    """The records of a query over ``_MESSAGE_COLUMNS``, as cheaply as the driver allows."""
+def read_messages(
+    conn: Connection, query: sa.Select, params: Mapping[str, Any] | None = None
+) -> list[Message]:
+    """The records of a query over ``_MESSAGE_COLUMNS`` (with its bound ``params``), as
+    cheaply as the driver allows."""
     with _no_cycle_collection():
-        return [message_from_row(r) for r in dialect_of(conn).plain_rows(conn, query)]
+        return [message_from_row(r) for r in dialect_of(conn).plain_rows(conn, query, params)]
 
 
 def message_from_row(row) -> Message:
@@ -280,9 +303,7 @@ class Store:
     def session(self, session_id: int, conn: Connection | None = None) -> Session:
         """The session, or CtxtoolError naming it when it does not exist."""
         with connection_for(self.engine, conn) as c:
-            row = c.execute(
-                sa.select(*_SESSION_COLUMNS).where(S.c.session_id == session_id)
-            ).first()
+            row = c.execute(_SESSION_QUERY, {"sid": session_id}).first()
         if row is None:
             raise CtxtoolError(f"session {session_id} does not exist")
         values = dict(row._mapping)
@@ -372,12 +393,7 @@ class Store:
         self, session_id: int, conn: Connection | None = None
     ) -> Compaction | None:
         with connection_for(self.engine, conn) as c:
-            row = c.execute(
-                sa.select(*_COMPACTION_COLUMNS)
-                .where(C.c.session_id == session_id)
-                .order_by(C.c.id.desc())
-                .limit(1)
-            ).first()
+            row = c.execute(_LATEST_COMPACTION_QUERY, {"sid": session_id}).first()
         return compaction_from_row(row) if row else None
 
     def latest_compaction_id(self, session_id: int, conn: Connection | None = None) -> int:
@@ -410,6 +426,14 @@ class Store:
         planning a 600k-message session reads the text of its user messages alone.
         ``newest``: only the last that many of them (a dry run reads a session from its end);
         ``only``: only the rows it holds for."""
+        if texts_of is None and before_id is None and only is None and newest is None:
+            # The read of every compaction, restore and count: its statement is built once.
+            with connection_for(self.engine, conn) as c:
+                if from_id is None:
+                    return read_messages(c, _MESSAGES_QUERY, {"sid": session_id})
+                return read_messages(
+                    c, _MESSAGES_FROM_QUERY, {"sid": session_id, "from_id": from_id}
+                )
         columns = _MESSAGE_COLUMNS
         if texts_of is not None:
             columns = [
