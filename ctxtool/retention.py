@@ -41,7 +41,7 @@ from .redaction import Redactor, without_cut_word
 from .store import Store
 from .store.reads import connection_for
 from .store.removal import remove_rows
-from .transcripts.ctxtool_archive import ARCHIVED, CHECKPOINT, MESSAGE, SESSION
+from .transcripts.ctxtool_archive import ARCHIVED, ARCHIVED_DETAILS, CHECKPOINT, MESSAGE, SESSION
 from .whole_file import replacing
 
 MANIFEST = "ctxtool-archive.manifest"  # JSON; not .json, so importing the folder skips it
@@ -169,7 +169,13 @@ def checkpoint_record(c: Compaction, first_kept_source_id: str | None) -> dict:
         )
         if v is not None
     }
-    details = {**(c.details or {}), **({ARCHIVED: made_by} if made_by else {})}
+    if c.details is not None and not isinstance(c.details, dict):
+        # A runtime's details that are no JSON object (text, a list): kept whole beside the
+        # columns, where the archive's reader takes them back from.
+        made_by[ARCHIVED_DETAILS] = c.details
+    details = {**(c.details if isinstance(c.details, dict) else {})}
+    if made_by:
+        details[ARCHIVED] = made_by
     return {
         "type": CHECKPOINT,
         "id": c.id,

@@ -258,3 +258,29 @@ def test_a_checkpoint_ctxtool_wrote_comes_back_as_written_and_a_runtime_session_
     assert [m.source_id for m in messages] == [f"ctxtool:{i}" for i in ids]
     [again] = _import(cli, db, archive)
     assert again["added"] == 0 and db.scalar("SELECT COUNT(*) FROM agent_message") == len(ids)
+
+
+def test_a_runtime_checkpoint_whose_details_are_no_object_comes_back_as_it_was(db, cli, tmp_path):
+    """A runtime may write a checkpoint's details as a JSON string or list: `sessions
+    archive` failed on it ('str' object is not a mapping, an internal error) and archived
+    nothing. They are kept in the archive and come back as they were."""
+    from .builders import add_session, coding_session
+
+    ids = add_session(db, 1, coding_session(3))
+    with db.engine.begin() as conn:
+        for n, details in enumerate(('"just text"', "[1, 2]", '{"k": "v"}')):
+            conn.exec_driver_sql(
+                "INSERT INTO agent_compaction (session_id, summary, first_kept_message_id, details)"
+                f" VALUES (1, 'summary {n}', {ids[4 * n]}, '{details}')"
+            )
+    before = [(c.summary, c.details) for c in Store(db.engine).compactions(1)]
+    assert [d for _, d in before] == ["just text", [1, 2], {"k": "v"}]
+    archive = tmp_path / "archive"
+    written = cli("--db", db.url, "sessions", "archive", "-o", archive)
+    assert written.exit_code == 0, written.output
+    purged = cli("--db", db.url, "sessions", "purge", "-a", archive)
+    assert purged.exit_code == 0, purged.output
+    [row] = _import(cli, db, archive)
+    assert [(c.summary, c.details) for c in Store(db.engine).compactions(row["session_id"])] == (
+        before
+    )

@@ -16,8 +16,10 @@ from . import fields as f
 from .walk import FormatParser
 
 SESSION, MESSAGE, CHECKPOINT = "ctxtool_session", "ctxtool_message", "ctxtool_checkpoint"
-# The details key of a checkpoint record holding the columns that say who wrote it.
+# The details key of a checkpoint record holding the columns that say who wrote it, and under
+# it the checkpoint's details where they are no JSON object (a runtime wrote text, a list).
 ARCHIVED = "archived"
+ARCHIVED_DETAILS = "details"
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -72,12 +74,14 @@ class CtxtoolArchiveParser(FormatParser):
         # back to their columns: the checkpoint is the one that was archived, not an import.
         made_by = details.pop(ARCHIVED, None)
         made_by = made_by if isinstance(made_by, dict) else {}
+        if ARCHIVED_DETAILS in made_by and not details:
+            details = made_by[ARCHIVED_DETAILS]  # no JSON object: back as it was
         return [
             SourceCompaction(
                 self.ids(_needed(f.identifier(rec, "source_id"), "source_id"), line.number),
                 _needed(f.string(rec, "summary"), "summary"),
                 line.number,
-                first_kept_source_id=_first_kept(rec, details),
+                first_kept_source_id=_first_kept(rec, details if isinstance(details, dict) else {}),
                 tokens_before=f.token_count(rec.get("tokens_before")),
                 details=details or None,
                 created_at=self.time(rec.get("created_at")),
