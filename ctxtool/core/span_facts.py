@@ -13,6 +13,7 @@ acknowledgements ("ok", "yo", "wow") are not requests either.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -142,7 +143,7 @@ def user_text_kind(m: Message) -> UserText | None:
     if details.get("is_meta") or details.get("source_role") in _INJECTED_SOURCE_ROLES:
         return UserText.CONTEXT
     text = m.content or ""
-    if _COMMAND_NAME.search(text) and text.lstrip().startswith("<command-"):
+    if text.lstrip().startswith("<command-") and _COMMAND_NAME.search(text):
         return UserText.COMMAND
     if _INJECTED_START.match(text) or _UI_COMMAND.match(text) or _is_pasted_log(text):
         return UserText.CONTEXT
@@ -158,8 +159,13 @@ def is_request(m: Message) -> bool:
 
 def is_acknowledgement(text: str) -> bool:
     """ "ok", "yo", "wow", "thanks!": words of assent or surprise and nothing else."""
-    words = re.findall(r"[a-z']+", text.lower())
+    # The first four words decide it: a fourth is already too many (a long message is not
+    # split into all of its words).
+    words = [w[0] for w in itertools.islice(_WORD.finditer(text.lower()), 4)]
     return bool(words) and len(words) <= 3 and all(w in _ACKNOWLEDGEMENTS for w in words)
+
+
+_WORD = re.compile(r"[a-z']+")
 
 
 def _is_pasted_log(text: str) -> bool:
