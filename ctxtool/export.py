@@ -408,7 +408,10 @@ def render_diff(d: CheckpointDiff, width: int | None, columns: bool = False) -> 
             width or 160,
         )
     else:
-        lines += [visible(line) for line in d.summary_diff] or ["(summaries are identical)"]
+        # A long line goes on under its marker (+, -, a space), indented: still read as one.
+        lines += [
+            wrap(line, width, line[:1].strip().ljust(1) + "   ") for line in d.summary_diff
+        ] or ["(summaries are identical)"]
     if d.newly_summarised:
         rows = [
             {

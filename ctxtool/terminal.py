@@ -24,7 +24,9 @@ from .output import (
     Lines,
     OutputFormat,
     colour_enabled,
+    dumps,
     is_terminal,
+    print_rows,
     render_rows,
     visible,
     visible_cell,
@@ -282,3 +284,24 @@ def echo_pieces(pieces: Iterable[str], chunk: int = 1 << 16) -> None:
             buffer, size = [], 0
     if buffer:
         click.echo("".join(buffer), nl=False)
+
+
+def print_result(
+    doc: Any,
+    rows: Sequence[dict],
+    output: OutputFormat,
+    headers: Sequence[str],
+    shrinkable: Sequence[str],
+    human: Callable[[], None],
+) -> None:
+    """A command's result that is one document holding rows (``document_output_options``):
+    --json the document, --nl and --csv its rows, --fmt its rows as a table fitted to the
+    terminal, and otherwise ``human()``, its rendering for a person."""
+    if output.json:
+        click.echo(dumps(doc))
+    elif output.machine:
+        print_rows(rows, output, headers)
+    elif output.fmt != "simple":
+        click.echo(fit_table(rows, output, headers, table_width(None), shrinkable))
+    else:
+        human()

@@ -27,11 +27,17 @@ from ..redaction import FINDING_COLUMNS, Redactor, redact_stream
 from ..store.chart import session_chart
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
-from ..terminal import echo_pieces, page, table_width, wrap
+from ..terminal import echo_pieces, page, print_result, table_width, wrap
 from ..whole_file import write_whole
 from .app import pass_app
 from .archive import redact_options
-from .options import json_option, output_options, session_argument, window_options
+from .options import (
+    document_output_options,
+    json_option,
+    output_options,
+    session_argument,
+    window_options,
+)
 from .root import context
 from .types import WholeNumber
 
@@ -189,7 +195,7 @@ def checkpoints(app, session, details, chart, settings, output: OutputFormat):
     is_flag=True,
     help="The summaries in two columns (as diff -y) instead of a unified diff.",
 )
-@json_option
+@document_output_options
 @pass_app
 def diff(app, session, a, b, side_by_side, output: OutputFormat):
     """What changed from checkpoint A to checkpoint B: the summaries as a unified diff, how far
@@ -206,10 +212,19 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
              ctxtool context diff 42 -3 -1
     """
     d = _history(app, session).diff(a, b)
-    if output.json:
-        click.echo(dumps(d.as_dict()))
-        return
-    page(render_diff(d, table_width(None, piped=PIPED_WIDTH), side_by_side))
+    doc = d.as_dict()
+    print_result(
+        doc,
+        doc["newly_summarised"],
+        output,
+        DIFF_COLUMNS,
+        [],
+        lambda: page(render_diff(d, table_width(None, piped=PIPED_WIDTH), side_by_side)),
+    )
+
+
+# A diff's rows (--nl, --csv, --fmt): the messages that went from kept to summarized.
+DIFF_COLUMNS = ["id", "role", "created_at", "token_count"]
 
 
 @context.command("export")

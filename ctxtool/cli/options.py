@@ -23,8 +23,19 @@ COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is wor
 
 def output_options(func):
     """Add --json / --nl / --csv / --fmt to a command; it receives ``output: OutputFormat``."""
+    return _row_formats(func, "Output a JSON array.")
+
+
+def document_output_options(func):
+    """The options of :func:`output_options` for a command that prints one document holding
+    rows (a trace's steps, a diff's messages): --json prints the whole document, --nl, --csv
+    and --fmt its rows. It receives ``output: OutputFormat``."""
+    return _row_formats(func, "Output the whole result as one JSON document.")
+
+
+def _row_formats(func, json_help: str):
     options = [
-        click.option("--json", "as_json", is_flag=True, help="Output a JSON array."),
+        click.option("--json", "as_json", is_flag=True, help=json_help),
         click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON."),
         click.option("--csv", "as_csv", is_flag=True, help="Output CSV with a header row."),
         click.option(

@@ -7,7 +7,7 @@ import re
 import click
 
 from ..core.trace import TextMatch
-from ..output import OutputFormat, dumps, print_rows, visible
+from ..output import OutputFormat, print_rows, visible
 from ..store.search import (
     FULLTEXT_INDEXES,
     SUMMARY_ROLE,
@@ -18,9 +18,9 @@ from ..store.search import (
     search,
     trace_session,
 )
-from ..terminal import fit_table, page, table_width, wrap
+from ..terminal import fit_table, page, print_result, table_width, wrap
 from .app import pass_app
-from .options import json_option, output_options, session_argument
+from .options import document_output_options, output_options, session_argument
 from .root import context, main
 from .types import SinceType, WholeNumber
 
@@ -160,6 +160,28 @@ def _hit_table(hits: list[SearchHit], output: OutputFormat) -> None:
     click.echo(fit_table(rows, output, _HIT_COLUMNS, table_width(None), ["snippet", "where"]))
 
 
+# A trace's rows (--nl, --csv, --fmt): each message that said it, then each checkpoint since.
+TRACE_COLUMNS = ["step", "id", "role", "created_at", "says"]
+
+
+def trace_rows(found: SessionTrace) -> list[dict]:
+    """The trace as rows: ``appeared`` (a message saying it, its snippet), then ``checkpoint``
+    (each one since, whether it still holds it)."""
+    appeared = [
+        {
+            "step": "appeared",
+            **{k: m[k] for k in ("id", "role", "created_at")},
+            "says": m["snippet"],
+        }
+        for m in found.as_dict()["appeared_in"]
+    ]
+    return appeared + [
+        {"step": "checkpoint", "id": s.checkpoint_id, "role": None, "created_at": None}
+        | {"says": s.describe()}
+        for s in found.trace.steps
+    ]
+
+
 def trace_lines(found: SessionTrace, width: int | None = None) -> list[str]:
     """The trace as a person reads it: where it appeared, each checkpoint since, the answer;
     each line wrapped to ``width``."""
@@ -192,7 +214,7 @@ def _trace_lines(found: SessionTrace) -> list[str]:
 @session_argument()
 @click.argument("text")
 @click.option("--regex", is_flag=True, help="TEXT is a regular expression, not a substring.")
-@json_option
+@document_output_options
 @pass_app
 def trace_command(app, session, text, regex, output: OutputFormat):
     """Trace a fact through a session's checkpoints: the message(s) where it appeared, then
@@ -208,9 +230,13 @@ def trace_command(app, session, text, regex, output: OutputFormat):
              ctxtool context trace 7 "light (theme|background)" --regex --json
     """
     found = trace_session(app.checked_engine(), session, _text_match(text, regex))
-    if output.json:
-        click.echo(dumps(found.as_dict()))
-    else:
-        page("\n".join(trace_lines(found, table_width(None))))
+    print_result(
+        found.as_dict(),
+        trace_rows(found),
+        output,
+        TRACE_COLUMNS,
+        ["says"],
+        lambda: page("\n".join(trace_lines(found, table_width(None)))),
+    )
     if not found.trace.message_ids and not found.trace.summary_ids:
         _nothing_found()

@@ -12,15 +12,15 @@ from ..core.errors import CtxtoolError
 from ..core.plan import CompactionSettings, context_window_for
 from ..core.tokens import get_encoding
 from ..failures import INTERRUPTED
-from ..output import OutputFormat, Progress, print_document, print_rows
+from ..output import OutputFormat, Progress, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
-from ..terminal import fit_table, table_width, wrap
+from ..terminal import fit_table, print_result, table_width, wrap
 from .app import pass_app
 from .options import (
+    document_output_options,
     encoding_option,
-    json_option,
     output_options,
     session_argument,
     window_options,
@@ -41,7 +41,7 @@ from .types import WholeNumber
     type=WholeNumber(1, 50000),
     help="Messages per batch; each batch commits, so an interruption loses at most one.",
 )
-@json_option
+@document_output_options
 @pass_app
 def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output: OutputFormat):
     """Fill agent_message token counts where missing or counted with another encoding.
@@ -79,11 +79,15 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
         "tokens": result.tokens,
         "batches": result.batches,
         "by_encoding": result.by_encoding,
+        "heads_counted": result.heads_counted,
     }
     human = (
         f"counted {result.messages_counted} message(s), {result.tokens} tokens, every count saved"
     ) + "".join(f"\n  {enc}: {n} message(s)" for enc, n in result.by_encoding.items())
-    print_document(doc, output, human)
+    if result.heads_counted:
+        human += f"\n  and {result.heads_counted} system prompt(s) and summaries"
+    rows = [{"encoding": e, "messages": n} for e, n in result.by_encoding.items()]
+    print_result(doc, rows, output, ["encoding", "messages"], [], lambda: click.echo(human))
 
 
 @tokens.command("report")

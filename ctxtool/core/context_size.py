@@ -10,9 +10,11 @@ Without the text, stored counts only bound the size (:class:`SuffixTokens`,
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from .records import (
     NO_CALL_ID,
@@ -65,6 +67,60 @@ def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
     stored counts reused where they were made with ``encoding``, the rest counted now."""
     head = ctx.texts(head_only=True)
     return count_messages(head, encoding) + entry_token_counts(ctx.entries(), encoding)
+
+
+# Where a session's details keep the count of its system prompt, and a checkpoint's details the
+# count of its summary as sent: {encoding: {"tokens": n, "digest": of the text counted}}.
+# Written by `tokens count` and by compaction, so that showing a context whose every message is
+# counted loads no vocabulary. The digest ties a count to the text it was made of: a text
+# changed since (a re-import, a runtime's edit) is counted again, and a count a runtime wrote
+# under this key without ctxtool's digest is never taken.
+HEAD_COUNTS_KEY = "ctxtool_counts"
+_MOST_TOKENS = 1 << 30  # as store.reads.MAX_MESSAGE_TOKENS: more is no count
+
+
+def text_digest(text: str) -> str:
+    """What a stored head count records of the text it counted (a change of it is seen)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def stored_head_count(details: Any, encoding: str, text: str) -> int | None:
+    """The count ``details`` keeps of ``text`` as sent under ``encoding``, or None: none kept,
+    one of another text, or no count (below 1, over 2**30, not an int)."""
+    counts = details.get(HEAD_COUNTS_KEY) if isinstance(details, dict) else None
+    entry = counts.get(encoding) if isinstance(counts, dict) else None
+    if not isinstance(entry, dict) or entry.get("digest") != text_digest(text):
+        return None
+    tokens = entry.get("tokens")
+    return tokens if type(tokens) is int and 0 < tokens <= _MOST_TOKENS else None
+
+
+def with_head_count(details: Any, encoding: str, text: str, tokens: int) -> dict[str, Any] | None:
+    """``details`` with the count of ``text`` under ``encoding`` kept (others kept too), or
+    None when ``details`` is not an object a count can be added to (a runtime's list or text)."""
+    if details is None:
+        details = {}
+    if not isinstance(details, dict):
+        return None
+    counts = details.get(HEAD_COUNTS_KEY)
+    counts = dict(counts) if isinstance(counts, dict) else {}
+    counts[encoding] = {"tokens": tokens, "digest": text_digest(text)}
+    return {**details, HEAD_COUNTS_KEY: counts}
+
+
+def head_token_counts(ctx: RestoredContext, session_details: Any, encoding: str) -> list[int]:
+    """Tokens of the context's head as sent (system prompt, summary: those it has), the counts
+    kept in the session's and the checkpoint's details reused, the rest counted now."""
+    texts = ctx.texts(head_only=True)
+    owners = [session_details] if ctx.system_prompt else []
+    if ctx.compaction is not None:
+        owners.append(ctx.compaction.details)
+    counts = [stored_head_count(d, encoding, t.content or "") for d, t in zip(owners, texts)]
+    missing = [i for i, c in enumerate(counts) if c is None]
+    for i, n in zip(missing, count_messages([texts[i] for i in missing], encoding)):
+        counts[i] = n
+    return [c or 0 for c in counts]
 
 
 def entry_token_counts(entries: Sequence[ContextEntry], encoding: str) -> list[int]:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .cells import shorten as shorten
-from .context_size import entry_token_counts, total_tokens
+from .context_size import entry_token_counts, head_token_counts, total_tokens
 from .errors import CtxtoolError
 from .evaluator.gate import describe as describe_quality
 from .evaluator.gate import quality_of
@@ -38,7 +38,6 @@ from .records import (
     Session,
     ToolResultPlacement,
 )
-from .tokens import count_messages
 
 
 @dataclass(frozen=True)
@@ -556,7 +555,7 @@ class ContextStream:
             return self._first
         counted = counted or observe is not None
         placement = ToolResultPlacement()
-        head = count_messages(self.head.texts(head_only=True), self.encoding) if counted else []
+        head = head_token_counts(self.head, self.session.details, self.encoding) if counted else []
         counts = array("I", head)
         moved_tokens: dict[int, int] = {}
         kept, last_id, first_id = 0, -1, None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context_size import restored_context_tokens
+from .context_size import restored_context_tokens, with_head_count
 from .evaluator import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
 from .plan import (
     CompactionPlan,
@@ -384,6 +384,8 @@ def checkpoint_values(
         "threshold": prep.threshold,
         "quality": quality,
     }
+    # The summary as sent, counted: showing the context later needs no vocabulary for it.
+    details = with_head_count(details, prep.encoding, SUMMARY_PREFIX + text, summary_tokens) or {}
     if prep.plan.over_window:
         details["over_window"] = prep.plan.oversized_ids
     return {

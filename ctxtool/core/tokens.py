@@ -204,6 +204,8 @@ def count_messages(
     data is counted like any other characters, never an error. The texts of the whole batch are
     measured together by :func:`token_lengths`, which spreads them over threads.
     """
+    if not messages:  # nothing to count loads no vocabulary
+        return []
     enc = get_encoding(encoding) if isinstance(encoding, str) else encoding
     texts: list[str] = []
     owners: list[int] = []

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..core.context_size import fill_missing_counts
+from ..core.context_size import fill_missing_counts, stored_head_count, with_head_count
 from ..core.records import (
+    SUMMARY_PREFIX,
     Compaction,
     Message,
     RestoredContext,
@@ -30,6 +32,7 @@ from ..core.records import (
 )
 from ..core.tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
 from ..db import dialect_of, read_connection
+from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from . import context_sums
@@ -52,6 +55,8 @@ class CountResult:
     tokens: int = 0
     batches: int = 0
     by_encoding: dict[str, int] = field(default_factory=dict)
+    # System prompts and checkpoint summaries counted (kept in their details).
+    heads_counted: int = 0
 
 
 def expected_encoding(conn, override: str | None):
@@ -110,6 +115,7 @@ def count_tokens(
     ``on_batch(n)`` is called after each committed batch of n messages.
     """
     result = CountResult()
+    result.heads_counted = count_heads(engine, session_id, encoding, recount)
     with read_connection(engine) as conn:
         expected = expected_encoding(conn, encoding)
         pending, lowest = _pending(conn, expected, recount, session_id)
@@ -157,6 +163,56 @@ def count_tokens(
         if written is not None:
             written.result()
     return result
+
+
+def count_heads(
+    engine: Engine,
+    session_id: int | None = None,
+    encoding: str | None = None,
+    recount: bool = False,
+) -> int:
+    """Count the system prompts and the checkpoint summaries (as sent) that have no count kept
+    in their details under the encoding their session calls for (``encoding``: this one), and
+    keep it there (``core.context_size.HEAD_COUNTS_KEY``); ``recount``: every one in scope.
+    Returns how many were counted. Showing a context whose messages are all counted then
+    loads no vocabulary. A details value that is no JSON object (a runtime's) is left alone."""
+    sessions = sa.select(
+        S.c.session_id.label("key"),
+        S.c.model,
+        S.c.system_prompt.label("text"),
+        json_as_text(S.c.details),
+    ).where(S.c.system_prompt.is_not(None), S.c.system_prompt != "")
+    checkpoints = sa.select(
+        C.c.id.label("key"), S.c.model, C.c.summary.label("text"), json_as_text(C.c.details)
+    ).select_from(C.outerjoin(S, S.c.session_id == C.c.session_id))
+    if session_id is not None:
+        sessions = sessions.where(S.c.session_id == session_id)
+        checkpoints = checkpoints.where(C.c.session_id == session_id)
+    with read_connection(engine) as conn:
+        heads = [(S, "system", "", r) for r in conn.execute(sessions)]
+        heads += [(C, "user", SUMMARY_PREFIX, r) for r in conn.execute(checkpoints)]
+    todo: dict[str, list[tuple[sa.Table, int, Any, MessageText]]] = {}
+    for table, role, prefix, row in heads:
+        enc = encoding_for_model(row.model, encoding).name
+        text, details = prefix + row.text, json_value(row.details)
+        if recount or stored_head_count(details, enc, text) is None:
+            todo.setdefault(enc, []).append((table, row.key, details, MessageText(role, text)))
+    counted = 0
+    for enc, group in todo.items():
+        counts = count_messages([m for *_, m in group], enc)
+        with engine.begin() as conn:
+            for (table, key, details, message), n in zip(group, counts):
+                kept = with_head_count(details, enc, message.content or "", n)
+                if kept is None:
+                    continue
+                if table is S:  # a count is no change of the session: its time stays
+                    update = S.update().where(S.c.session_id == key)
+                    update = update.values(details=kept, updated_at=S.c.updated_at)
+                else:
+                    update = C.update().where(C.c.id == key).values(details=kept)
+                conn.execute(update)
+                counted += 1
+    return counted
 
 
 def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:

@@ -1,0 +1,144 @@
+"""A counted store is shown without a vocabulary (issue #44): `tokens count` keeps the count of
+each system prompt and checkpoint summary as sent in their details, compaction keeps its own
+summary's, and `context show` reuses them, so a fresh process showing a context whose every
+message is counted loads no vocabulary and imports no LLM client. A text changed since it was
+counted, or a count without ctxtool's digest of the text, is counted again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import sqlalchemy as sa
+
+from ctxtool.core.context_size import HEAD_COUNTS_KEY, text_digest
+from ctxtool.core.records import SUMMARY_PREFIX
+from ctxtool.core.tokens import MessageText, count_messages
+from ctxtool.db.schema import agent_compaction as C
+from ctxtool.db.schema import agent_session as S
+
+from .builders import LIMITS, add_session, coding_session
+
+PROMPT = "You are a careful coding agent. Run the tests before you claim a fix."
+SUMMARY = "## Goal\nFix the rounding of the checkout total.\n\n## Done\n- read shop/tax.py"
+
+# The real entry point in a fresh process; then what it loaded, on stderr's last line.
+_LOADED_AFTER = """
+import json, sys
+from ctxtool.cli import main
+try:
+    main(sys.argv[1:], prog_name="ctxtool")
+except SystemExit as stop:
+    code = stop.code
+from ctxtool.core import tokens
+loaded = {"openai": "openai" in sys.modules, "vocabularies": sorted(tokens._cache), "code": code}
+print(json.dumps(loaded), file=sys.stderr)
+"""
+
+
+def _show(db, *args: str) -> tuple[dict, dict]:
+    """`context show 1 --json` in a fresh process: the document, and what it loaded."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED_AFTER, "--db", db.url, "context", "show", "1", "--json"]
+        + list(args),
+        env={k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    loaded = json.loads(out.stderr.strip().splitlines()[-1])
+    assert loaded.pop("code") == 0, out.stderr
+    return json.loads(out.stdout), loaded
+
+
+def _runtime_checkpoint(db, session_id: int, first_kept: int, details=None) -> None:
+    """A checkpoint as a runtime writes it (no count of ctxtool's), cut at a user message."""
+    with db.engine.begin() as conn:
+        conn.execute(
+            C.insert().values(
+                session_id=session_id,
+                summary=SUMMARY,
+                first_kept_message_id=first_kept,
+                parent_compaction_id=0,
+                details=details,
+            )
+        )
+
+
+def _head_tokens(encoding: str = "o200k_base") -> tuple[int, int]:
+    texts = [MessageText("system", PROMPT), MessageText("user", SUMMARY_PREFIX + SUMMARY)]
+    prompt, summary = count_messages(texts, encoding)
+    return prompt, summary
+
+
+def test_a_counted_store_is_shown_without_a_vocabulary_or_the_llm_client(db, cli):
+    ids = add_session(db, 1, coding_session(4), model="gpt-4o", system_prompt=PROMPT)
+    _runtime_checkpoint(db, 1, ids[8])
+    before, loaded = _show(db)
+    assert loaded == {"openai": False, "vocabularies": ["o200k_base"]}  # the head is counted
+
+    counted = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["heads_counted"] == 2
+    after, loaded = _show(db)
+    assert loaded == {"openai": False, "vocabularies": []}
+    assert after == before  # the same figures, from the kept counts
+    prompt, summary = _head_tokens()
+    with db.engine.connect() as conn:
+        details = conn.execute(sa.select(S.c.details)).scalar_one()
+        kept = conn.execute(sa.select(C.c.details)).scalar_one()
+    assert details[HEAD_COUNTS_KEY]["o200k_base"]["tokens"] == prompt
+    assert kept[HEAD_COUNTS_KEY]["o200k_base"]["tokens"] == summary
+    # Counted once: a second run finds nothing to count.
+    again = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert json.loads(again.stdout)["heads_counted"] == 0
+
+
+def test_a_text_changed_since_its_count_is_counted_again(db, cli):
+    ids = add_session(db, 1, coding_session(4), model="gpt-4o", system_prompt="short")
+    _runtime_checkpoint(db, 1, ids[8])
+    assert cli("--db", db.url, "tokens", "count", "--all").exit_code == 0
+    with db.engine.begin() as conn:  # the runtime rewrites the prompt; its counts stay
+        conn.execute(S.update().values(system_prompt=PROMPT))
+    shown, loaded = _show(db)
+    assert loaded["vocabularies"] == ["o200k_base"]
+    prompt, _ = _head_tokens()
+    assert shown["messages"][0]["token_count"] == prompt
+
+
+def test_a_count_without_ctxtools_digest_is_not_taken(db):
+    ids = add_session(db, 1, coding_session(4), model="gpt-4o", system_prompt=PROMPT)
+    forged = {HEAD_COUNTS_KEY: {"o200k_base": {"tokens": 1, "digest": "0" * 24}}}
+    _runtime_checkpoint(db, 1, ids[8], details=forged)
+    shown, loaded = _show(db)
+    _, summary = _head_tokens()
+    assert loaded["vocabularies"] == ["o200k_base"]
+    assert shown["messages"][1]["token_count"] == summary
+
+
+def test_counting_the_heads_keeps_the_sessions_time_and_its_other_details(db, cli):
+    add_session(db, 1, coding_session(2), model="gpt-4o", system_prompt=PROMPT)
+    with db.engine.begin() as conn:
+        conn.execute(
+            S.update().values(details={"cwd": "/srv/shop"}, updated_at="2026-01-02 03:04:05")
+        )
+    assert cli("--db", db.url, "tokens", "count", "1").exit_code == 0
+    with db.engine.connect() as conn:
+        details, updated = conn.execute(sa.select(S.c.details, S.c.updated_at)).one()
+    assert details["cwd"] == "/srv/shop"
+    assert details[HEAD_COUNTS_KEY]["o200k_base"]["digest"] == text_digest(PROMPT)
+    assert str(updated).startswith("2026-01-02 03:04:05")
+
+
+def test_compaction_keeps_its_summarys_count(db, cli):
+    add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt=PROMPT)
+    done = cli("--db", db.url, "compact", "1", "--summarizer", "extractive", "--force", *LIMITS)
+    assert done.exit_code == 0, done.output
+    with db.engine.connect() as conn:
+        summary, tokens, details = conn.execute(
+            sa.select(C.c.summary, C.c.summary_tokens, C.c.details)
+        ).one()
+    kept = details[HEAD_COUNTS_KEY]["o200k_base"]
+    assert kept == {"tokens": tokens, "digest": text_digest(SUMMARY_PREFIX + summary)}
