@@ -10,23 +10,8 @@ from ..output import OutputFormat, Progress, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor
 from ..retention import archive_sessions, parse_age, purge_sessions, select_sessions
 from .app import pass_app
-from .options import complete_session, output_options
+from .options import complete_session, output_options, redact_options
 from .root import sessions
-
-
-def redact_options(command):
-    """--redact and --redact-preview, alike wherever a session is written out."""
-    command = click.option(
-        "--redact-preview",
-        is_flag=True,
-        help="List what --redact would replace, and where (never the secret); write nothing.",
-    )(command)
-    return click.option(
-        "--redact",
-        is_flag=True,
-        help="Replace secrets (API keys, tokens, private keys, passwords), e-mail addresses "
-        "and home directories by [REDACTED:type] placeholders in what is written.",
-    )(command)
 
 
 @sessions.command("archive")

@@ -30,11 +30,11 @@ from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, print_result, table_width, wrap
 from ..whole_file import write_whole
 from .app import pass_app
-from .archive import redact_options
 from .options import (
     document_output_options,
     json_option,
     output_options,
+    redact_options,
     session_argument,
     window_options,
 )

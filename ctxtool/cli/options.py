@@ -72,6 +72,21 @@ def json_option(func):
     return wrapper
 
 
+def redact_options(command):
+    """--redact and --redact-preview, alike wherever a session is written out."""
+    command = click.option(
+        "--redact-preview",
+        is_flag=True,
+        help="List what --redact would replace, and where (never the secret); write nothing.",
+    )(command)
+    return click.option(
+        "--redact",
+        is_flag=True,
+        help="Replace secrets (API keys, tokens, private keys, passwords), e-mail addresses "
+        "and home directories by [REDACTED:type] placeholders in what is written.",
+    )(command)
+
+
 def window_options(func):
     """Add ``--context-window`` and ``--reserve-tokens``; the command receives ``settings: a
     CompactionSettings``, which refuses a reserve that swallows the window (a usage error)."""
