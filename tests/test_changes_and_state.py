@@ -229,3 +229,17 @@ def test_a_skill_injection_and_claude_codes_continuation_notice_are_no_requests(
     assert latest is not None and latest.text == "convert report.pdf to markdown"
     assert "Continue the conversation" not in without_scaffolding(f"## Goal\nx\n{notice}")
     assert boilerplate_in(f"- {notice}") and boilerplate_in(f"> {skill}")
+
+
+def test_a_redirection_a_glob_or_a_variable_is_no_changed_file():
+    """Pi's refactor: ``rm … 2>/dev/null`` listed ``2>/dev/null (deleted)``, a loop's
+    ``mv $f …`` and ``mv theme/* …`` a ``$f`` and a ``theme/*`` renamed, and ``mv
+    utils/config.ts .`` a file called ``.``."""
+    assert shell_changes("rm -f src/old.ts 2>/dev/null") == [Change("src/old.ts", DELETED)]
+    assert shell_changes("rm x.log > out.txt") == [Change("x.log", DELETED)]
+    assert shell_changes("for f in *.ts; do mv $f ../x/$f; done") == []
+    assert shell_changes("mv src/theme/* src/modes/theme/") == []
+    assert shell_changes("mv utils/config.ts .") == [
+        Change("config.ts", RENAMED, "utils/config.ts")
+    ]
+    assert shell_changes("git mv a.py b.py 2>&1 | tail -3") == [Change("b.py", RENAMED, "a.py")]

@@ -155,18 +155,22 @@ def diff_stat_changes(output: str) -> list[Change]:
 def shell_changes(command: str) -> list[Change]:
     """The moves and removals a shell line makes (``git mv``, ``mv``, ``git rm``, ``rm``)."""
     out: list[Change] = []
-    for step in re.split(r"\s*(?:&&|\|\||;|\n)\s*", command):
-        words = [w.strip("'\"") for w in step.split()]
+    for step in re.split(r"\s*(?:&&|\|\||;|\||\n)\s*", command):
+        words = _without_redirections([w.strip("'\"") for w in step.split()])
         git = words[:1] == ["git"]
         if git:
             words = words[1:]
         args = [w for w in words[1:] if not w.startswith("-")]
-        if words[:1] == ["mv"] and len(args) == 2 and not args[1].endswith("/"):
+        if words[:1] == ["mv"] and any(c in a for a in args for c in "*?$"):
+            continue  # a glob or a variable names no file the summary can say
+        if words[:1] == ["mv"] and len(args) == 2 and not _is_directory_word(args[1]):
             out.append(Change(args[1], RENAMED, args[0]))
         elif words[:1] == ["mv"] and len(args) >= 2:  # into a directory: each keeps its name
             target = args[-1].rstrip("/")
             out += [
-                Change(f"{target}/{posixpath.basename(a.rstrip('/'))}", RENAMED, a)
+                Change(
+                    posixpath.normpath(f"{target}/{posixpath.basename(a.rstrip('/'))}"), RENAMED, a
+                )
                 for a in args[:-1]
             ]
         elif git and words[:1] == ["rm"] and "--cached" in words:
@@ -174,6 +178,26 @@ def shell_changes(command: str) -> list[Change]:
         elif words[:1] == ["rm"] and args:
             out += [Change(a, DELETED) for a in args if not any(c in a for c in "*?$")]
     return out
+
+
+def _without_redirections(words: list[str]) -> list[str]:
+    """A step's words without its redirections (``2>/dev/null``, ``> out.txt``, ``2>&1``):
+    the file a redirection writes is no argument of the command."""
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif re.fullmatch(r"\d*(?:>>?|<|&>)(?:&\d+)?", word):
+            skip = not word.endswith(tuple("0123456789"))  # "> file": the next word is its target
+        elif not re.match(r"\d*(?:>>?|<|&>)", word):
+            out.append(word)
+    return out
+
+
+def _is_directory_word(word: str) -> bool:
+    """A move's target written as a directory: ``dir/``, ``.``, ``..``."""
+    return word.endswith("/") or word in (".", "..")
 
 
 def patch_changes(patch: str) -> list[Change]:

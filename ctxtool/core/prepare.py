@@ -26,6 +26,10 @@ from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_tex
 from .touched_files import files_touched, merge_file_lists
 
 MIN_SUMMARY_BUDGET = 256
+# A summary that carries an earlier one may grow past its budget, up to this many times it,
+# and only while the restored context keeps this share of its threshold free.
+SUMMARY_GROWTH_LIMIT = 1.5
+FREE_AFTER_GROWTH = 0.1
 # The least share of the previous summary's items a new summary must hold (--min-carry-over):
 # a re-compaction must not drop what the last summary knew.
 DEFAULT_MIN_CARRY_OVER = 0.9
@@ -96,6 +100,16 @@ def summary_budget(threshold: int, max_summary_tokens: int) -> int:
     the threshold (nor less than MIN_SUMMARY_BUDGET for that reason), so summary and kept
     messages fit the window together."""
     return min(max_summary_tokens, max(MIN_SUMMARY_BUDGET, threshold // 4))
+
+
+def grown_budget(budget: int, previous_tokens: int, room: int) -> int:
+    """The budget of a summary that carries an earlier one of ``previous_tokens``: room for
+    the carried summary and half a budget of the span's own, so carried items are folded by
+    value rather than cut for lack of room; never more than ``SUMMARY_GROWTH_LIMIT`` times the
+    budget nor than ``room`` (what the kept messages leave under the threshold), never less
+    than the budget."""
+    wanted = previous_tokens + budget // 2
+    return max(budget, min(wanted, int(budget * SUMMARY_GROWTH_LIMIT), room))
 
 
 def summary_message_tokens(summary: str, encoding: str) -> int:
@@ -217,9 +231,18 @@ def settle(
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
     prep.kept = [m for m in messages if m.id >= plan.first_kept_message_id]
-    prep.replaced_tokens = prep.tokens_before - restored_context_tokens(
+    kept_tokens = restored_context_tokens(
         RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding
     )
+    prep.replaced_tokens = prep.tokens_before - kept_tokens
+    if prep.previous is not None and prep.previous.summary:
+        framing = count_text(SUMMARY_PREFIX, prep.encoding) + 8 + REPLY_PRIMING_TOKENS
+        free = int(prep.threshold * FREE_AFTER_GROWTH)
+        prep.summary_budget = grown_budget(
+            prep.summary_budget,
+            count_text(prep.previous.summary, prep.encoding),
+            prep.threshold - kept_tokens - framing - free,
+        )
     if plan.over_window:
         oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, prep.threshold, oversized, head, room)
@@ -326,6 +349,12 @@ def evaluate_summary(prep: Preparation, text: str) -> Evaluation:
         previous_summary=prep.previous_summary,
         continued=prep.previous is not None,
         encoding=prep.encoding,
+        known_paths=[
+            p
+            for key in ("read_files", "modified_files")
+            for p in prep.files.get(key) or ()
+            if isinstance(p, str)
+        ],
     )
 
 

@@ -128,15 +128,19 @@ def evaluate(
     previous_summary: str | None = None,
     continued: bool = False,
     encoding: str = DEFAULT_ENCODING,
+    known_paths: Sequence[str] = (),
 ) -> Evaluation:
     """Evaluate a summary of ``span`` restored with ``kept``: by ``probes`` when given (hand
     keys), else by the probes derived from the span (``continued``: the span starts after an
-    earlier checkpoint, see :func:`derive_probes`)."""
+    earlier checkpoint, see :func:`derive_probes`). ``known_paths``: files earlier spans read
+    or changed (the checkpoints' lists), never fabrications."""
     asked = list(probes) if probes is not None else derive_probes(span, continued=continued)
     context = ContextText(summary, kept)
     return Evaluation(
         verdicts=[answer(p, context) for p in asked],
-        fabrications=fabrications(summary, span, previous_summary=previous_summary, kept=kept),
+        fabrications=fabrications(
+            summary, span, previous_summary=previous_summary, kept=kept, known_paths=known_paths
+        ),
         sections=section_costs(summary, encoding),
         boilerplate=boilerplate_in(summary),
     )

@@ -184,8 +184,10 @@ def fabrications(
     *,
     previous_summary: str | None = None,
     kept: Sequence[Message] = (),
+    known_paths: Sequence[str] = (),
 ) -> list[Fabrication]:
-    """What the summary states that neither the span, the previous summary nor the kept
-    messages contain."""
-    source = SourceText(list(span) + list(kept), [previous_summary])
+    """What the summary states that neither the span, the previous summary, the kept
+    messages nor ``known_paths`` contain (the files the checkpoints' lists say earlier spans
+    read or changed: the history held them, though the previous summary may not name them)."""
+    source = SourceText(list(span) + list(kept), [previous_summary, "\n".join(known_paths)])
     return [item for item in stated_items(summary) if not source.contains(item)]
