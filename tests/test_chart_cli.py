@@ -137,3 +137,35 @@ def test_the_checkpoint_chart_as_json_and_csv(db, cli):
     assert doc["points"][at]["tokens"] == first["tokens_before"]
     rows = run(cli, db, "context", "checkpoints", "1", "--chart", "--csv").output.splitlines()
     assert rows[0] == "message_id,tokens,checkpoint_id" and len(rows) == 1 + len(ids)
+
+
+def test_the_chart_of_a_counted_store_loads_no_vocabulary(db, cli, tmp_path):
+    """After `tokens count` (messages, system prompt and summaries counted), the HTML export
+    with its chart reuses the kept counts of each checkpoint's head as the page does: a fresh
+    process loads no vocabulary (it took 0.5 s of CPU and 70 MB, the chart's whole cost)."""
+    compacted_twice(db, cli)
+    run(cli, db, "tokens", "count", "1")
+    page = tmp_path / "page.html"
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADED_AFTER, "--db", db.url, "context", "export", "1"]
+        + ["-o", str(page), *CHART_WINDOW],
+        env={k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(loaded.stderr.strip().splitlines()[-1]) == {"vocabularies": [], "code": 0}
+    assert page.read_text().count('class="checkpoint"') == 2  # the chart was drawn
+
+
+# The real entry point in a fresh process; then the vocabularies it loaded, on stderr.
+LOADED_AFTER = """
+import json, sys
+from ctxtool.cli import main
+try:
+    main(sys.argv[1:], prog_name="ctxtool")
+except SystemExit as stop:
+    code = stop.code
+from ctxtool.core import tokens
+print(json.dumps({"vocabularies": sorted(tokens._cache), "code": code}), file=sys.stderr)
+"""

@@ -12,9 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..core.context_chart import ChartCheckpoint, ContextChart, Series, context_chart
+from ..core.context_size import head_token_counts
 from ..core.inspection import messages_through
 from ..core.records import Compaction, RestoredContext
-from ..core.tokens import TOKENS_PER_MESSAGE, count_messages, encoding_for_model
+from ..core.tokens import TOKENS_PER_MESSAGE, encoding_for_model
 from ..db import dialect_of
 from ..db.schema import agent_message as M
 from .reads import (
@@ -71,7 +72,11 @@ def session_chart(
         checkpoints = [
             _placed(conn, history.session_id, cp)
             for cp in chart_checkpoints(
-                history.session_id, session.system_prompt, history.compactions, name
+                history.session_id,
+                session.system_prompt,
+                history.compactions,
+                name,
+                session.details,
             )
         ]
         head = RestoredContext(history.session_id, session.system_prompt, None)
@@ -80,7 +85,7 @@ def session_chart(
             counts,
             {},
             checkpoints,
-            sum(count_messages(head.texts(head_only=True), name)),
+            sum(head_token_counts(head, session.details, name)),
             window,
             threshold,
             estimates,
@@ -158,18 +163,23 @@ def _placed(conn: Connection, session_id: int, cp: ChartCheckpoint) -> ChartChec
 
 
 def chart_checkpoints(
-    session_id: int, system_prompt: str | None, compactions: Sequence[Compaction], encoding: str
+    session_id: int,
+    system_prompt: str | None,
+    compactions: Sequence[Compaction],
+    encoding: str,
+    session_details: Any = None,
 ) -> list[ChartCheckpoint]:
     """The checkpoints as the chart takes them, each head (system prompt and summary as sent)
-    counted once."""
+    counted once: the counts kept in the session's and the checkpoints' details reused (a
+    counted store loads no vocabulary for its chart)."""
     out = []
     for cp in compactions:
-        head = RestoredContext(session_id, system_prompt, cp).texts(head_only=True)
+        head = RestoredContext(session_id, system_prompt, cp)
         out.append(
             ChartCheckpoint(
                 cp.id,
                 cp.first_kept_message_id,
-                sum(count_messages(head, encoding)),
+                sum(head_token_counts(head, session_details, encoding)),
                 cp.created_at,
                 messages_through(cp),
                 cp.tokens_before,
