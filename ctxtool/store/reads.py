@@ -150,6 +150,24 @@ _LATEST_COMPACTION_QUERY = (
     .order_by(C.c.id.desc())
     .limit(1)
 )
+# The session and its latest checkpoint (the newest id of the session's, as
+# _LATEST_COMPACTION_QUERY reads it), one row: what every read of a restored context starts from.
+_NEWER = C.alias("newer")
+_HEAD_QUERY = (
+    sa.select(*_SESSION_COLUMNS, *(c.label(f"latest_{c.name}") for c in _COMPACTION_COLUMNS))
+    .select_from(
+        S.outerjoin(
+            C,
+            C.c.id
+            == sa.select(sa.func.max(_NEWER.c.id))
+            .where(_NEWER.c.session_id == S.c.session_id)
+            .scalar_subquery(),
+        )
+    )
+    .where(S.c.session_id == sa.bindparam("sid"))
+)
+_SESSION_NAMES = [c.name for c in _SESSION_COLUMNS]
+_COMPACTION_NAMES = [c.name for c in _COMPACTION_COLUMNS]
 _LATEST_COMPACTION_ID_QUERY = sa.select(sa.func.max(C.c.id)).where(
     C.c.session_id == sa.bindparam("sid")
 )
@@ -470,8 +488,18 @@ class Store:
         """The session, its encoding (``encoding`` wins over the model's), its latest checkpoint
         and the cut: what every read of its restored context starts from."""
         with connection_for(self.engine, conn) as c:
-            session = self.session(session_id, c)
-            latest = self.latest_compaction(session_id, c)
+            row = c.execute(_HEAD_QUERY, {"sid": session_id}).first()
+        if row is None:
+            raise CtxtoolError(f"session {session_id} does not exist")
+        n = len(_SESSION_NAMES)
+        values = dict(zip(_SESSION_NAMES, row[:n]))
+        values["details"] = json_value(values["details"])
+        session = Session(**values)
+        latest = None
+        if row[n] is not None:
+            values = dict(zip(_COMPACTION_NAMES, row[n:]))
+            values["details"] = json_value(values["details"])
+            latest = Compaction(**values)
         return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
 
     def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
