@@ -320,14 +320,14 @@ def signals_of(messages: Sequence[Message]) -> Signals:
             if _USER_WILL.match(sentence):
                 # "i will make sure the jsonl upstream is fine": what the user decided to do.
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
-            elif (no := _PROHIBITION.search(sentence)) or (
-                _RULE.search(sentence) and not is_one_off(sentence)  # an order for once
+            elif (no := _prohibition(sentence)) or (
+                _is_rule(sentence) and not is_one_off(sentence)  # an order for once
             ):
                 forbidden = _forbidden(sentence[no.start() :]) if no else None
                 instructions.append(
                     Statement(sentence, r.message_id, bool(no), r.text, forbidden or None)
                 )
-            elif _DECISION.search(sentence):
+            elif _is_decision(sentence):
                 decisions.append(Statement(sentence, r.message_id, request=r.text))
     instructions = _replacing(instructions)
     goal = _goal(messages, requests)
@@ -1019,26 +1019,29 @@ _NEGATIONS = (
     "shall not",
     "no more",
 )
-_PROHIBITION = re.compile(
-    r"(^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b|"
-    + _words(
+# Each of these is an anchored start and a search for words, tried apart: one pattern of both
+# alternatives tried the anchored one at every position of the sentence, and these run on
+# every sentence the user wrote (the same matches: the anchored one can only match at 0).
+_PROHIBITION_START = re.compile(r"^\s*(no(?!,)|never|don'?t|do not|stop|avoid|without)\b", re.I)
+_PROHIBITION_WORDS = re.compile(
+    _words(
         *_NEGATIONS,
         r"stop \w+ing",
         r"without \w+ing",
         "you (cannot|can'?t|can not|may not|are not allowed to)",
-    )
-    + ")",
+    ),
     re.I,
 )
-_RULE = re.compile(
-    "("
-    + _words("always", "must", "make sure", "only", "from now on", "keep the", "keep it")
-    + r"|^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b)",
-    re.I,
+_RULE_WORDS = re.compile(
+    _words("always", "must", "make sure", "only", "from now on", "keep the", "keep it"), re.I
 )
-_DECISION = re.compile(
-    "("
-    + _words(
+_RULE_START = re.compile(
+    r"^\s*(please )?(use|keep|prefer|make it|leave|ignore|skip|put|render|show|hide)\b", re.I
+)
+_DECISION_START = re.compile(r"^\s*(no|yes|actually),", re.I)
+_ARROW = re.compile(r"\s(->|→)\s")
+_DECISION_WORDS = re.compile(
+    _words(
         "let'?s (go with|use|keep|do)",
         "we('ll| will) (use|go|keep)",
         "go with",
@@ -1054,10 +1057,28 @@ _DECISION = re.compile(
         r"rename \S+ (to|as|just)",
         "keep the old",
         "for reference",
-    )
-    + r"|^\s*(no|yes|actually),|\s(->|→)\s)",
+    ),
     re.I,
 )
+
+
+def _prohibition(sentence: str) -> re.Match[str] | None:
+    """Where a prohibition's negation is: the sentence's start, else its first negation."""
+    return _PROHIBITION_START.match(sentence) or _PROHIBITION_WORDS.search(sentence)
+
+
+def _is_rule(sentence: str) -> bool:
+    return bool(_RULE_WORDS.search(sentence) or _RULE_START.match(sentence))
+
+
+def _is_decision(sentence: str) -> bool:
+    return bool(
+        _DECISION_WORDS.search(sentence)
+        or _DECISION_START.match(sentence)
+        or _ARROW.search(sentence)
+    )
+
+
 _NEGATION_WORD = re.compile(
     _words(
         *_NEGATIONS,
