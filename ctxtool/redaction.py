@@ -150,6 +150,21 @@ def _matches(
             _take(chosen, m.start(group), m.end(group), kind)
 
 
+_SUMMARY_RULES = _SPECIFIC + _BUILTIN + _CREDENTIAL_SHAPES
+# What every match of a rule contains, for the rules tried at many positions of a text (at each
+# a, s or p; at each line's start), most of masking's cost: a text without any of these words
+# is not searched with that rule. (ignore case, words): a rule that ignores case is checked on
+# the lowered text, and only when the text is ASCII (where ignoring case is lowering it).
+_NEEDED = {
+    "password": (True, ("api", "access", "auth", "secret", "pass")),
+    "bearer-token": (True, ("bearer",)),
+    "env-secret": (
+        False,
+        ("PASSW", "SECRET", "TOKEN", "API", "ACCESS_KEY", "PRIVATE_KEY", "CREDENTIAL"),
+    ),
+}
+
+
 def mask_secrets(text: str, placeholder: str = SUMMARY_PLACEHOLDER) -> str:
     """``text`` with its credentials (API keys, tokens, private keys, bearer headers, a URL's
     password, ``password=`` / ``api_key:`` values) replaced by ``placeholder``: what a summary
@@ -158,7 +173,18 @@ def mask_secrets(text: str, placeholder: str = SUMMARY_PLACEHOLDER) -> str:
     if not text:
         return text
     chosen: list[tuple[int, int, str]] = []
-    _matches(text, _SPECIFIC + _BUILTIN + _CREDENTIAL_SHAPES, chosen)
+    lowered = text.lower() if text.isascii() else None
+    for kind, pattern, group in _SUMMARY_RULES:
+        needed = _NEEDED.get(kind)
+        if needed is not None:
+            ignore_case, words = needed
+            if not ignore_case:
+                if not any(w in text for w in words):
+                    continue
+            elif lowered is not None and not any(w in lowered for w in words):
+                continue
+        for m in pattern.finditer(text):
+            _take(chosen, m.start(group), m.end(group), kind)
     if not chosen:
         return text
     out, last = [], 0

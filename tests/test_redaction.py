@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from ctxtool import redaction
 from ctxtool.redaction import Redactor
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
@@ -391,3 +392,33 @@ def test_a_shortened_title_loses_the_word_its_cut_split(db, cli, tmp_path):
     done = cli("--db", db.url, "sessions", "archive", "-o", archive, "--redact")
     assert done.exit_code == 0, done.output
     assert not any("alice.secret" in f.read_text() for f in archive.iterdir())
+
+
+def _masked_by_every_rule(text: str) -> str:
+    """mask_secrets without its words check: every rule searched on the whole text."""
+    chosen: list[tuple[int, int, str]] = []
+    redaction._matches(text, redaction._SUMMARY_RULES, chosen)
+    out, last = [], 0
+    for start, stop, _ in sorted(chosen):
+        out += [text[last:start], redaction.SUMMARY_PLACEHOLDER]
+        last = stop
+    return "".join(out) + text[last:]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: BeArEr abcdefghijklmnop1234",
+        "PaSsWoRd = hunter2hunter2",
+        "x-Access_Token: abcdefgh1234 and auth-token=zzzzzzzz",
+        "SECRET: zyxwvuts",
+        "  export DB_PASSWORD=abcdefgh\nAPI_KEY='abcd1234'\nMY_CREDENTIALS=qwertyui",
+        "ſecret: abcdefgh and Bearer ſſſſabcdefghijklmnop",  # not ASCII: every rule searched
+        "café api_key: abcdefgh1234",
+        "nothing to mask in this line",
+    ],
+)
+def test_mask_secrets_passing_over_a_rule_masks_what_every_rule_masks(text):
+    """A rule whose words a text lacks is not searched (masking's cost): what it masks is
+    still what searching every rule masks."""
+    assert redaction.mask_secrets(text) == _masked_by_every_rule(text)
