@@ -10,7 +10,8 @@ of its own, in the same run: the ratio is what the figures are. ``--old DIR`` ru
 a second time with the ctxtool source tree in DIR (e.g. ``git archive`` of an earlier commit)
 first on ``PYTHONPATH``: the code before a change against the code after it, in one run.
 
-``--chart``: the long session's messages get stored token counts and times (a second apart),
+``--chart``: the long session's messages get stored token counts and times (a second apart), its
+system prompt and summaries their kept counts (a store after ``tokens count``),
 and ``--checkpoints N`` checkpoints of a runtime (a time each, no messages-through) at even
 cuts; the outputs are then the HTML export with its chart and with ``--no-chart``, each run
 ``--repeat`` times in turn (issue #46: the chart may cost at most 1.1x), the ratios given for
@@ -179,6 +180,16 @@ def main() -> None:
     print(f"store: {path} ({time.perf_counter() - t0:.0f}s to write)")
     env = {**os.environ, "CTXTOOL_DATABASE_URL": url, "COLUMNS": "160"}
     env.pop("PAGER", None)
+    if args.chart:  # the heads' counts kept, as `tokens count` leaves a store; in a process of
+        # its own: a child's peak RSS (wait4) starts at its parent's, and this one would load
+        # the vocabulary
+        subprocess.run(
+            [sys.executable, "-m", "ctxtool", "tokens", "count", "--all"],
+            env=env,
+            cwd=tempfile.gettempdir(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     ctxtool = [sys.executable, "-m", "ctxtool"]
     codes = {"new": env}
     if args.old:

@@ -17,6 +17,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from itertools import accumulate, repeat
 from operator import eq
 from typing import TYPE_CHECKING, Any, SupportsIndex, cast, overload
@@ -112,8 +113,9 @@ class ContextChart:
     threshold: int | None = None
     uncounted: int = 0
 
-    @property
+    @cached_property
     def peak(self) -> int:
+        """The largest size (read by the scale, the caption and the legend: found once)."""
         return max(self.sizes, default=0)
 
     def time(self, index: int) -> datetime | None:

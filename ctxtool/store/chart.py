@@ -48,27 +48,23 @@ def session_chart(
     name = encoding_for_model(session.model, encoding).name
     mine = M.c.session_id == history.session_id
     with connection_for(history.store.engine, None) as conn:
-        n, low, high, unusable = conn.execute(
-            sa.select(
-                sa.func.count(),
-                sa.func.min(M.c.id),
-                sa.func.max(M.c.id),
-                sa.func.sum(sa.case((no_usable_count(name), 1), else_=0)),
-            ).where(mine)
+        n, low, high = conn.execute(
+            sa.select(sa.func.count(), sa.func.min(M.c.id), sa.func.max(M.c.id)).where(mine)
         ).one()
+        # A count the encoding cannot use reads as -1: then the ids and the counts are read
+        # again as lists, with an estimate for each message without one.
+        count = sa.case((usable_count(name), M.c.token_count), else_=-1)
         ids: Sequence[int]
         counts: Sequence[int | None]
-        if unusable:
+        if n and high - low + 1 == n:  # the ids run without a gap: only the counts read
+            ids = Series(range(low, high + 1))
+            (counts,) = _columns(conn, sa.select(count).where(mine).order_by(M.c.id))
+        else:
+            ids, counts = _columns(conn, sa.select(M.c.id, count).where(mine).order_by(M.c.id))
+        estimates = None
+        if -1 in counts:
             ids, counts = _ids_and_counts(conn, mine, name)
             estimates = _estimates(conn, history.session_id, ids, name)
-        elif n and high - low + 1 == n:  # the ids run without a gap: only the counts read
-            ids = Series(range(low, high + 1))
-            (counts,) = _columns(conn, sa.select(M.c.token_count).where(mine).order_by(M.c.id))
-            estimates = None
-        else:
-            query = sa.select(M.c.id, M.c.token_count).where(mine).order_by(M.c.id)
-            ids, counts = _columns(conn, query)
-            estimates = None
         checkpoints = [
             _placed(conn, history.session_id, cp)
             for cp in chart_checkpoints(
