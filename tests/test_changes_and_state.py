@@ -243,3 +243,23 @@ def test_a_redirection_a_glob_or_a_variable_is_no_changed_file():
         Change("config.ts", RENAMED, "utils/config.ts")
     ]
     assert shell_changes("git mv a.py b.py 2>&1 | tail -3") == [Change("b.py", RENAMED, "a.py")]
+
+
+def test_a_call_written_as_code_is_read_as_the_tool_it_calls():
+    """Codex's code mode records each call as JavaScript (EdgeRunner: 135 ``exec`` calls): its
+    commands, patches and changed files were read as nothing, so the summary listed no file
+    and showed ``exec → ok`` as the current work."""
+    from ctxtool.core.span_facts import command_run, modified_paths, unwrapped
+
+    def code(source: str) -> dict:
+        return {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": source}}
+
+    run = unwrapped(code('const r = await tools.exec_command({"cmd":"cargo test -q"}); text(r);'))
+    assert run["function"]["name"] == "exec_command" and command_run(run) == "cargo test -q"
+    patch = code(
+        'const patch = "*** Begin Patch\\n*** Add File: src/lib.rs\\n+pub fn f() {}\\n'
+        '*** End Patch\\n"; const r = await tools.apply_patch(patch); text(r);'
+    )
+    assert modified_paths(unwrapped(patch)) == ["src/lib.rs"]
+    two = code("await tools.a({}); await tools.b({});")
+    assert unwrapped(two) is two  # several tools: left as it is

@@ -20,7 +20,8 @@ from .plan import (
     plan_message,
     plan_tail,
 )
-from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan, calls_of
+from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
+from .span_facts import work_calls
 from .status import CompactionStatus
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
 from .touched_files import files_touched, merge_file_lists
@@ -60,7 +61,7 @@ class Preparation:
         details), so a dry run, which shows neither, does not read every tool call of the
         span (a fifteenth of planning a 600k-message session)."""
         if self._files is None:
-            read, modified = files_touched(calls_of(self.summarized))
+            read, modified = files_touched([c for m in self.summarized for c in work_calls(m)])
             self._files = merge_file_lists(
                 self.previous.details if self.previous else None, read, modified
             )

@@ -412,7 +412,7 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
         (m, c)
         for m in messages
         if m.role == "assistant"
-        for c in m.calls()
+        for c in work_calls(m)
         if not is_bookkeeping(c)
     ]
     acted, call = worked[-1] if worked else (None, None)
@@ -518,7 +518,7 @@ def _tasks(messages: Sequence[Message]) -> list[Task]:
     tasks: dict[str, Task] = {}
     results = _results_by_call(messages)
     for m in messages:
-        for call in m.calls() if m.role == "assistant" else []:
+        for call in work_calls(m) if m.role == "assistant" else []:
             name = call["function"]["name"] or ""
             args = arguments_of(call)
             if name == "TodoWrite" and isinstance(args.get("todos"), list):
@@ -596,7 +596,9 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
     """Every run of the span in the order the results came: the one walk that says what ran
     and whether it failed (the failures and the commands that succeeded are both read here)."""
     calls = _calls_by_id(messages)
-    where = {c["id"]: i for i, m in enumerate(messages) if m.role == "assistant" for c in m.calls()}
+    where = {
+        c["id"]: i for i, m in enumerate(messages) if m.role == "assistant" for c in work_calls(m)
+    }
     runs: list[_Run] = []
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in calls:
@@ -867,7 +869,7 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
             latest, said = request_text(m.content or ""), None
         if m.role == "assistant" and (m.content or "").strip():
             said = " ".join((m.content or "").split())[:300]
-        for call in m.calls() if m.role == "assistant" else []:
+        for call in work_calls(m) if m.role == "assistant" else []:
             paths = modified_paths(call)
             result = results.get(call["id"])
             if not paths or (result is not None and _failed(result, call["function"]["name"])):
@@ -923,7 +925,7 @@ def _reported_changes(
             )
 
     for m in messages:
-        for call in m.calls() if m.role == "assistant" else []:
+        for call in work_calls(m) if m.role == "assistant" else []:
             result = results.get(call["id"])
             name = call["function"]["name"] or "?"
             if result is None or _failed(result, name):
@@ -990,7 +992,7 @@ def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
         (i, path)
         for i, m in enumerate(messages)
         if m.role == "assistant"
-        for call in m.calls()
+        for call in work_calls(m)
         for path in modified_paths(call)
     ]
 
@@ -1134,6 +1136,47 @@ def _is_question(sentence: str) -> bool:
 # -- tool calls -----------------------------------------------------------------------------------
 
 
+# A call a runtime recorded as code (Codex's code mode: ``const r = await
+# tools.exec_command({"cmd": …}); text(r.output);``, or ``tools.apply_patch(patch)`` after
+# ``const patch = "*** Begin Patch…"``): the tool it calls and the value it passes.
+_CODE_CALL = re.compile(r"\btools\.(\w+)\(\s*(\{.*\}|[A-Za-z_]\w*)\s*\)", re.S)
+
+
+def work_calls(message: Message) -> list[dict[str, Any]]:
+    """A message's calls as the work they do: a call written as code that calls one tool is
+    read as that tool's call with its arguments (:func:`unwrapped`)."""
+    return [unwrapped(c) for c in message.calls()]
+
+
+def unwrapped(call: dict[str, Any]) -> dict[str, Any]:
+    """The tool call a code call makes (its name and JSON arguments; a patch passed by a
+    variable as ``{"input": patch}``), or ``call`` itself when it is none or calls several."""
+    raw = call["function"]["arguments"]
+    if not isinstance(raw, str) or "tools." not in raw or raw.lstrip().startswith("{"):
+        return call
+    found = list(_CODE_CALL.finditer(raw))
+    if len(found) != 1:
+        return call
+    name, value = found[0].group(1), found[0].group(2)
+    if value.startswith("{"):
+        arguments = value
+        try:
+            json.loads(value)
+        except ValueError:
+            return call
+    else:
+        assigned = re.search(
+            rf"\b(?:const|let|var)\s+{value}\s*=\s*(\"(?:[^\"\\]|\\.)*\")", raw, re.S
+        )
+        try:
+            arguments = json.dumps({"input": json.loads(assigned.group(1))}) if assigned else ""
+        except ValueError:
+            arguments = ""
+        if not arguments:
+            return call
+    return {**call, "function": {**call["function"], "name": name, "arguments": arguments}}
+
+
 def arguments_of(call: dict[str, Any]) -> dict[str, Any]:
     """A call's arguments as an object ({} when they are a JSON value of another kind, and
     ``{"input": text}`` when they are no JSON)."""
@@ -1146,7 +1189,7 @@ def arguments_of(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _calls_by_id(messages: Sequence[Message]) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c for m in messages if m.role == "assistant" for c in m.calls() if c["id"]}
+    return {c["id"]: c for m in messages if m.role == "assistant" for c in work_calls(m) if c["id"]}
 
 
 def _results_by_call(messages: Sequence[Message]) -> dict[str, Message]:

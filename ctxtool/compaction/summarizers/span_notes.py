@@ -29,6 +29,7 @@ from ...core.span_facts import (
     signals_of,
     succeeded_commands,
     succeeded_targets,
+    work_calls,
 )
 from ...core.touched_files import files_touched
 from ...core.work_state import reported_done, stated_next
@@ -323,7 +324,7 @@ def _delegated(messages: Sequence[Message]) -> list[str]:
         c["id"]: c
         for m in messages
         if m.role == "assistant"
-        for c in m.calls()
+        for c in work_calls(m)
         if call_name(c) in SUB_AGENT_TOOLS
     }
     out = []
@@ -461,7 +462,7 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
     seen = {c.path for c in signals.files_changed}
     asked_before = _requests_by_index(signals, where)
     for i, m in enumerate(messages):
-        for path in files_touched(m.calls() if m.role == "assistant" else [])[1]:
+        for path in files_touched(work_calls(m) if m.role == "assistant" else [])[1]:
             if path not in seen:
                 seen.add(path)
                 changes.append((path, i, asked_before(i)))
@@ -525,7 +526,7 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
         if is_request(m):
             before_request = True
             continue
-        for call in reversed(m.calls() if m.role == "assistant" else []):
+        for call in reversed(work_calls(m) if m.role == "assistant" else []):
             if is_bookkeeping(call) or len(lines) >= RECENT_CALLS:
                 continue
             result = results.get(call["id"])
@@ -622,7 +623,7 @@ def condensed_log(messages: Sequence[Message]) -> list[str]:
         if (m.content or "").strip():
             first = _SENTENCES.split((m.content or "").strip())[0]
             said.append(plain(whole_sentences(first, LOG_STATEMENT_CHARS)))
-        for call in m.calls():
+        for call in work_calls(m):
             if is_bookkeeping(call):
                 continue
             result = results.get(call["id"])
