@@ -9,7 +9,7 @@ import click
 
 from ..chart_drawings import text_chart, unicode_allowed
 from ..core.context_chart import ContextChart
-from ..core.plan import CompactionSettings, context_window_for
+from ..core.windows import CompactionSettings, context_window_for
 from ..export import (
     FORMATS,
     export_format,

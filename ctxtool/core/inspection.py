@@ -24,10 +24,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .cells import shorten as shorten
+from .checkpoint_quality import describe as describe_quality
+from .checkpoint_quality import quality_of
 from .context_size import entry_token_counts, head_token_counts, total_tokens
 from .errors import CtxtoolError
-from .evaluator.gate import describe as describe_quality
-from .evaluator.gate import quality_of
 from .records import (
     MESSAGES_THROUGH,
     SUMMARY_PREFIX,

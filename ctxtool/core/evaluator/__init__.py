@@ -5,9 +5,10 @@ restored context, lists what the summary invents and what each section costs;
 ``meets_floor`` and ``carry_over`` are the quality gate's rules.
 """
 
+from ..checkpoint_quality import describe_evaluation as describe
 from .answers import ContextText, Verdict, answer
 from .boilerplate import boilerplate_in
-from .evaluate import Evaluation, SectionCost, describe, evaluate, section_costs
+from .evaluate import Evaluation, SectionCost, evaluate, section_costs
 from .fabrications import Fabrication, fabrications
 from .gate import DEFAULT_MIN_QUALITY, CarryOver, FloorCheck, carry_over, meets_floor
 from .probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict

@@ -91,21 +91,6 @@ class Evaluation:
         }
 
 
-def describe(figures: dict[str, Any] | None) -> str | None:
-    """One line for a report: ``probes 83% (5/6), 0 fabrications, summary 812 tokens``
-    (None for figures that are no evaluation's)."""
-    if not isinstance(figures, dict) or "summary_only_probes" not in figures:
-        return None
-    score = figures.get("score")
-    shown = "n/a" if score is None else f"{score:.0%}"
-    fabricated = len(figures.get("fabrications") or ())
-    return (
-        f"probes {shown} ({figures.get('held')}/{figures.get('summary_only_probes')}), "
-        f"{fabricated} fabrication{'' if fabricated == 1 else 's'}, "
-        f"summary {figures.get('summary_tokens')} tokens"
-    )
-
-
 def section_costs(summary: str, encoding: str = DEFAULT_ENCODING) -> list[SectionCost]:
     """Tokens of each ``## `` section of a summary (text before the first heading apart)."""
     starts = [(m.start(), m.group(1)) for m in _HEADING.finditer(summary or "")]

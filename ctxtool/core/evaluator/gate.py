@@ -13,11 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..checkpoint_quality import describe as describe
+from ..checkpoint_quality import quality_of as quality_of
 from ..sections import is_item, without_scratchpad
 from ..span_facts import BOILERPLATE
 from .answers import Verdict, normalise
 from .evaluate import Evaluation
-from .evaluate import describe as describe_evaluation
 
 DEFAULT_MIN_QUALITY = 0.6
 ITEM_WORD_SHARE = 0.6  # of an item's significant words the new summary must hold
@@ -111,30 +112,6 @@ def _held(item: str, text: str, words: set[str]) -> bool:
 # The figures a checkpoint stored (details["quality"]), read back. Checkpoints written before
 # the evaluator existed carry the older retention figures; they are still described, and judged
 # by their own numbers.
-
-
-def quality_of(details: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The figures a checkpoint stored (None for checkpoints imported from an agent)."""
-    q = details.get("quality") if isinstance(details, dict) else None
-    return q if isinstance(q, dict) else None
-
-
-def describe(quality: dict[str, Any] | None) -> str | None:
-    """One line: ``probes 83% (5/6), 0 fabrications, summary 812 tokens, carry-over 100%``
-    (``retention 87% (47/54 facts), …`` for a checkpoint of the older figures)."""
-    if not isinstance(quality, dict):
-        return None
-    parts = [describe_evaluation(quality)]
-    if parts[0] is None and quality.get("retention") is not None:
-        parts[0] = (
-            f"retention {quality['retention']:.0%} "
-            f"({quality.get('facts_held')}/{quality.get('facts')} facts)"
-        )
-    if quality.get("carry_over") is not None:
-        parts.append(f"carry-over {quality['carry_over']:.0%}")
-    if parts[0] is None and quality.get("summary_tokens") is not None:
-        parts.append(f"summary {quality['summary_tokens']} tokens")
-    return ", ".join(p for p in parts if p) or None
 
 
 def quality_warning(
