@@ -222,9 +222,12 @@ class Importer:
         """Every file under ``paths``; a file that fails never stops the others."""
         return self.import_files(expand_paths(paths))
 
-    def import_files(self, files: Iterable[str]) -> list[FileResult]:
-        """These files (already expanded), an archive's transcripts one result each."""
-        results: list[FileResult] = []
+    def import_files(
+        self, files: Iterable[str], results: list[FileResult] | None = None
+    ) -> list[FileResult]:
+        """These files (already expanded), an archive's transcripts one result each, appended
+        to ``results`` as each is done (a caller that is interrupted keeps those)."""
+        results = [] if results is None else results
         files = list(files)
         self.links = hard_links(files)  # a linked file's names in other folders of this run
         for path in files:

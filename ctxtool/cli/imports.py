@@ -8,6 +8,7 @@ import click
 
 from ..core.errors import CtxtoolError, PartialFailure
 from ..importer import FileResult, Importer
+from ..interrupts import INTERRUPTED
 from ..output import OutputFormat, Progress, print_rows, visible
 from ..terminal import fit_table, table_width, wrap
 from ..transcripts import FORMATS
@@ -18,7 +19,8 @@ from .root import main
 
 _KINDS_SHOWN = 12
 # Short labels keep the table within 80 columns; the paths are shortened from the left (the
-# file name stays), errors from the right (each is printed whole on stderr); --json has it all.
+# file name stays); a failed file's row says so, its error is printed whole on stderr once;
+# --json has it all.
 _LABELS = {
     "file": "file",
     "format": "format",
@@ -91,6 +93,7 @@ def import_cmd(
     if not files:
         raise CtxtoolError("no transcript files found under " + ", ".join(paths))
     total = file_sizes(files) if Progress.shown() else None
+    results: list[FileResult] = []
     with Progress(total, "importing", show_pos=False) as progress:  # counts bytes
         importer = Importer(
             engine,
@@ -100,14 +103,49 @@ def import_cmd(
             max_row_bytes=max_row_bytes,
             max_transaction_bytes=max_transaction_bytes,
         )
-        results = importer.import_files(files)  # already expanded above
+        try:
+            importer.import_files(files, results)  # already expanded above
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            interrupted = False
+    _report(results, output)
+    if interrupted:
+        # What was done is in the report above; the file being read wrote nothing (or, with
+        # --max-transaction-bytes, its committed prefix).
+        raise CtxtoolError(
+            f"interrupted: {len(results)} transcript(s) of {len(files)} file(s) were imported "
+            "before it (each committed); importing the same paths again adds only what is new",
+            INTERRUPTED,
+        )
+    failed = [r for r in results if r.error]
+    if failed:
+        kept = sum(1 for r in failed if r.messages_added or r.compactions_added)
+        message = f"{len(failed)} of {len(results)} file(s) failed; " + (
+            "nothing was written for them"
+            if not kept
+            else f"{kept} kept what was committed before the failure (said above), "
+            "nothing was written for the others"
+            if kept < len(failed)
+            else "what was committed before each failure is kept (said above)"
+        )
+        if len(failed) == len(results):
+            raise CtxtoolError(message)
+        raise PartialFailure(message)
+
+
+def _report(results: list[FileResult], output: OutputFormat) -> None:
+    """The files' rows (--json etc.: every figure), or the table and the kinds skipped; each
+    failure said once: its whole line on stderr, its row marked ``failed`` (the table's cell
+    would cut it)."""
     rows = [r.as_dict() for r in results]
     if output.machine:
         print_rows(rows, output)
     else:
         width = table_width()
         table = [
-            {label: row[key] for key, label in _LABELS.items()} | {"error": _error_cell(result)}
+            {label: row[key] for key, label in _LABELS.items()}
+            | {"error": "failed" if result.error else None}
             for row, result in zip(rows, results, strict=True)
         ]
         click.echo(
@@ -134,27 +172,6 @@ def import_cmd(
                         "  ",
                     )
                 )
-    failed = [r for r in results if r.error]
-    for r in failed:
-        click.echo(f"Error: {visible(r.error)}", err=True)
-    if failed:
-        kept = sum(1 for r in failed if r.messages_added or r.compactions_added)
-        message = f"{len(failed)} of {len(results)} file(s) failed; " + (
-            "nothing was written for them"
-            if not kept
-            else f"{kept} kept what was committed before the failure (said above), "
-            "nothing was written for the others"
-            if kept < len(failed)
-            else "what was committed before each failure is kept (said above)"
-        )
-        if len(failed) == len(results):
-            raise CtxtoolError(message)
-        raise PartialFailure(message)
-
-
-def _error_cell(result: FileResult) -> str | None:
-    """A file's error without the file's name in front (its row names it): "line 3: ..."."""
-    failure = result.failure
-    if failure is None:
-        return result.error
-    return f"{failure.where}: {failure.message}" if failure.where else failure.message
+    for r in results:
+        if r.error:
+            click.echo(f"Error: {visible(r.error)}", err=True)
