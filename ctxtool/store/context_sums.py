@@ -44,6 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.context_size import SuffixTokens, summed_suffix
 from ..db import dialect_of
+from ..db.dialects import insert_or_ignore
 from ..db.schema import agent_message as M
 from ..db.schema import context_sums as T
 
@@ -282,9 +283,7 @@ def _write(conn: Connection, rows: Sequence[SumsToKeep]) -> int:
     written = 0
     if new:
         # Absent when read: inserted unless a row arrived since (a forget(), or a sibling).
-        insert = T.insert().prefix_with("IGNORE", dialect="mysql")
-        insert = insert.prefix_with("OR IGNORE", dialect="sqlite")
-        written += conn.execute(insert, [_values(r, 1) for r in new]).rowcount
+        written += conn.execute(insert_or_ignore(T), [_values(r, 1) for r in new]).rowcount
     if old:
         update = (
             T.update()
@@ -408,8 +407,7 @@ def _mark(conn: Connection, sessions: Sequence[int], changes: Mapping[str, objec
     ``changes``), writing such a row where there is none: two statements a chunk of them."""
     marked = SumsToKeep(0, -1, _FORGOTTEN, SuffixSums(last_message_id=-1), None)
     forgotten = {k: v for k, v in _values(marked, 1).items() if k != "session_id"}
-    insert = T.insert().prefix_with("IGNORE", dialect="mysql")
-    insert = insert.prefix_with("OR IGNORE", dialect="sqlite")
+    insert = insert_or_ignore(T)
     for i in range(0, len(sessions), _SESSIONS_PER_STATEMENT):
         chunk = list(sessions[i : i + _SESSIONS_PER_STATEMENT])
         conn.execute(
