@@ -176,15 +176,22 @@ class _Root(_Group):
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # BrokenPipeError too
                 quiet_closed_pipe()
                 ctx.exit(0)
-            if caused_by_interrupt(exc):
-                # Said without loading ctxtool.failures: an interrupt that landed while a
-                # module loaded leaves it half-made, and importing it again fails.
+            if isinstance(exc, KeyboardInterrupt):
                 _fail("interrupted", INTERRUPTED)
             if isinstance(exc, OutputFailed):
                 quiet_closed_pipe()  # what is still buffered goes nowhere, not to a traceback
             app = ctx.find_root().obj
             url = app.url if app is not None else ctx.meta.get(ROOT_SETTINGS, (None,))[0]
-            failure = _runtime().describe_failure(exc, url=url)
+            try:
+                runtime = _runtime()
+            except BaseException as broken:
+                # An interrupt that landed while a module loaded leaves it half-made, and
+                # importing it again fails: said as the interrupt it was. (A command's own
+                # report of an interrupt, such as compact's summary, is said as it is.)
+                if caused_by_interrupt(exc) or caused_by_interrupt(broken):
+                    _fail("interrupted", INTERRUPTED)
+                raise
+            failure = runtime.describe_failure(exc, url=url)
             _fail(failure.message, failure.exit_code)
 
 
