@@ -29,7 +29,7 @@ from ..core.errors import CtxtoolError
 from ..core.plan import CompactionSettings
 from ..core.status import CompactionStatus
 from ..db import dialect_of, read_connection, retry_transaction
-from ..failures import INTERRUPTED
+from ..interrupts import INTERRUPTED
 from ..store import Store, context_sums
 from ..store.candidates import (
     EffectiveContext,
