@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark what a `ctxtool` process pays before it does anything (issue #44).
 
-Each command runs as its own process, 5 times; the figure is the minimum CPU time (user +
+Each command runs as its own process, 5 times (``--runs``); the figure is the minimum CPU time (user +
 system, from ``wait4``), the steadier measure on a loaded machine. Two baselines run in the
 same loop: ``python -c 'import click'`` (what ``--version``, ``--help``, a group's ``--help``
 and a Tab may cost, at most 1.5x) and ``python -c 'import sqlalchemy, pymysql, click'`` (what
@@ -85,13 +85,15 @@ def prepare_store(url: str, env: dict[str, str]) -> None:
         )
 
 
-def measure(trees: dict[str, str | None], url: str) -> dict[str, dict[str, float]]:
+def measure(
+    trees: dict[str, str | None], url: str, runs: int = RUNS
+) -> dict[str, dict[str, float]]:
     """{label: {tree: min CPU seconds}}, every command and baseline interleaved run by run."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
     base["CTXTOOL_DATABASE_URL"] = url
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     found: dict[str, dict[str, float]] = {}
-    for _ in range(RUNS):
+    for _ in range(runs):
         for snippet in (CLICK, DRIVER):
             t = cpu_seconds([sys.executable, "-c", snippet], base)
             found.setdefault(snippet, {})["-"] = min(found.get(snippet, {}).get("-", t), t)
@@ -143,6 +145,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", type=Path, help="an earlier ctxtool source tree to compare")
     parser.add_argument("--markdown", action="store_true", help="a table for docs/benchmarks.md")
+    parser.add_argument(
+        "--runs", type=int, default=RUNS, help=f"runs of each command (default {RUNS})"
+    )
     args = parser.parse_args()
     trees: dict[str, str | None] = {"new": str(ROOT)}
     if args.old is not None:
@@ -153,7 +158,7 @@ def main() -> int:
         url = f"sqlite:///{tmp}/bench.db"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
         prepare_store(url, {**env, "PYTHONPATH": str(ROOT)})
-        found = measure(trees, url)
+        found = measure(trees, url, args.runs)
     return 0 if report(found, list(trees), args.markdown) else 1
 
 
