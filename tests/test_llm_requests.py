@@ -32,8 +32,10 @@ def test_a_cut_answer_is_asked_once_for_a_shorter_one_and_written(db, cli):
     out = json.loads(result.stdout)
     assert out["status"] == "compacted" and out["summarizer_requests"] == 2
     assert any("a shorter one was asked" in n for n in out["notes"])
-    again = posts[1]["messages"][1]["content"]
-    assert posts[0]["messages"][1]["content"] in again and "was cut off" in again
+    first, again = (post["messages"][1]["content"] for post in posts)
+    conversation = first.split("</conversation>")[0] + "</conversation>"
+    assert conversation in again and "was cut off" in again
+    assert "State rules" in first and "Rules: be brief." in again  # the brief format
     assert posts[1]["max_tokens"] == posts[0]["max_tokens"]
 
 

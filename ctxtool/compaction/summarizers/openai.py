@@ -251,8 +251,8 @@ class OpenAISummarizer:
         return self.timeout * (self.max_retries + 1) + 8.0 * self.max_retries  # + backoff
 
     def summarize(self, request: SummaryRequest) -> Summary:
-        """One summary. An answer cut at its cap is asked for once more, shorter; cut again,
-        it is refused, naming the setting that set the cap."""
+        """One summary. An answer cut at its cap is asked for once more, shorter, in the brief
+        format; cut again, it is refused, naming the setting that set the cap."""
         self.learn_window()
         if self.instructions and not request.instructions:
             request = replace(request, instructions=self.instructions)
@@ -266,13 +266,13 @@ class OpenAISummarizer:
                 # Cut by the window, not the cap: the shorter answer is asked within it.
                 max_tokens, why = self._cap(request)
                 max_tokens = min(max_tokens, _completion_tokens(response) or max_tokens)
-            prompt = self._prompt(request)
+            # The brief format, the ask first: a small model that ran on past its cap with
+            # the full one (SmolLM2 repeats itself) stops within it given these.
             shorter = max(64, max_tokens * 2 // 3)
             report(f"asking {self.model} for a shorter summary (the first was cut)")
             again = (
-                f"{prompt}\n\nBe brief: an earlier answer ran past {max_tokens} tokens and was "
-                f"cut off. Write the whole summary in at most {shorter} tokens, every section "
-                "condensed."
+                f"An earlier answer ran past {max_tokens} tokens and was cut off: be brief.\n\n"
+                + build_prompt(replace(request, max_tokens=shorter), brief=True)
             )
             response, _ = self._ask(again, max_tokens, request.encoding)
             text, finish = self._answer(response)
@@ -297,8 +297,12 @@ class OpenAISummarizer:
         )
 
     def _prompt(self, request: SummaryRequest) -> str:
-        """The prompt, brief for a model whose stated window is small."""
-        brief = self.window is not None and self.window <= BRIEF_PROMPT_WINDOW
+        """The prompt, brief for a model whose window is small: stated so, or served by
+        llama-cpp-python, which states none and defaults to 2,048 tokens."""
+        if self.window is None:
+            brief = self._clips
+        else:
+            brief = self.window <= BRIEF_PROMPT_WINDOW
         return build_prompt(request, brief=brief)
 
     def _learn_from_cut(self, response: Any, max_tokens: int) -> bool:
