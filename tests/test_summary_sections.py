@@ -221,7 +221,8 @@ def test_what_a_sub_agent_reported_is_done_work_by_name():
     done = section(summarize(messages), "Done")
     assert done == [
         "- Task (Setup Next.js project): Created using `npx create-next-app@latest todo-app` "
-        "with TypeScript; […]"
+        "with TypeScript; […]",
+        "> All done.",  # the agent's closing report: done work too
     ]
 
 
@@ -658,6 +659,21 @@ def test_current_work_keeps_the_last_call_when_the_latest_turn_made_none():
     text = ExtractiveSummarizer().summarize(request).text
     assert "older items trimmed" in text and "clipped" not in text
     assert any(f"wc -l {path}" in line for line in section(text, "Current work"))
+
+
+def test_the_agent_s_closing_report_is_done_work_not_current_work():
+    """The agent's last words report the request finished ("Updated … Changes made: …"): the
+    quote is done work; under Current work it read as work still pending."""
+    messages = [
+        msg(1, "user", "Remove the sanitization from the viewer."),
+        call(2, "Bash", {"command": "node --check viewer.js"}, "b1"),
+        result(3, "b1", ""),
+        msg(4, "assistant", "Updated only viewer.js.\nChanges made:\n- Removed `sanitizeHtml`."),
+    ]
+    text = summarize(messages)
+    assert any("sanitizeHtml" in line for line in section(text, "Done"))
+    assert not any("sanitizeHtml" in line for line in section(text, "Current work"))
+    assert any("node --check viewer.js" in line for line in section(text, "Current work"))
 
 
 def test_a_trimmed_quote_of_the_last_words_leaves_its_gist():

@@ -118,8 +118,10 @@ _REPORTED_DONE = re.compile(
     r"(^|\b)(all done|done[.!]|is (now )?(complete|done|finished)|are (now )?(complete|done)|"
     r"(have|has|i'?ve) (now )?(finished|completed|implemented|fixed|pushed|merged|released)|"
     r"successfully (implemented|completed|pushed|merged|released|deployed)|"
-    r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|✅)",
-    re.I,
+    r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|✅|changes made:|"
+    # a closing report that opens with what it did ("Updated only JavaScript as requested")
+    r"\A\s*(updated|implemented|fixed|created|refactored|removed|added) \S+[^\n?]*$)",
+    re.I | re.M,
 )
 _NEXT = re.compile(
     r"(?:\bnext(?: step)?s?\s*[:—-]\s*(?P<a>[^\n]{3,200})|"

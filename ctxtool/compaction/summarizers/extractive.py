@@ -201,7 +201,9 @@ class ExtractiveSummarizer:
         for line in notes.current_work:
             # The last call is never trimmed (what the agent was doing at the cut); the quote
             # of its last words, when trimmed, leaves its gist.
-            add(CURRENT_WORK, line, protected=bool(calls) and line is calls[-1])
+            # The agent's last words reporting the work finished are done work, not pending.
+            where = DONE if line.startswith(">") and notes.reported_done else CURRENT_WORK
+            add(where, line, protected=bool(calls) and line is calls[-1])
             if line.startswith(">"):
                 items[-1].fallback = quote_gist(line) or None
         if len(notes.errors) > MAX_NEW_ERRORS:
@@ -451,7 +453,7 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
 
 def _is_quote(item: _Item) -> bool:
     """The span's quote of the agent's last words (the kept messages often go on from it)."""
-    return item.section == CURRENT_WORK and not item.previous and item.text.startswith(">")
+    return item.section in (CURRENT_WORK, DONE) and not item.previous and item.text.startswith(">")
 
 
 def _users_words(item: _Item) -> bool:
