@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ctxtool.compaction.compactor import Compactor, _planned
+from ctxtool.compaction.compactor import Compactor, _record_plan
 from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
 from ctxtool.core.compaction_outcome import CompactionOutcome
 from ctxtool.core.plan import (
@@ -238,7 +238,7 @@ def dry_run_as_whole(db, history, checkpoint_at, window, keep, force) -> None:
         max_summary_tokens=compactor.max_summary_tokens,
         force=force,
     )
-    whole = _planned(CompactionOutcome(sid, CompactionStatus.FAILED), prep)
+    whole = _record_plan(CompactionOutcome(sid, CompactionStatus.FAILED), prep)
     whole = replace(whole, status=prep.status or CompactionStatus.PLANNED)
     assert dry.error == whole.error
     for figure in (

@@ -636,7 +636,7 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
 
 def test_an_open_call_answered_after_the_read_is_measured_as_one_of_the_two_states(db):
     """Found by review: sums read with a call open at their end (calls and results not as
-    many), measured later on a connection of its own (as ``measured()`` does) after the
+    many), measured later on a connection of its own (as ``measure_contexts()`` does) after the
     call's answer was committed. The server then proved every call answered, and the figure
     was the read's sums without the open call's placeholder: 68 tokens, where the context was
     81 at the read and 223 after the answer. An open call in the sums now asks for no proof."""

@@ -34,11 +34,11 @@ from ..core.prepare import (
     check_summary,
     checkpoint_values,
     evaluate_summary,
-    measured,
     plan_of_tail,
     prepare,
     quality_figures,
-    settle,
+    settle_plan,
+    start_preparation,
 )
 from ..core.records import Session
 from ..core.status import CompactionStatus
@@ -193,7 +193,7 @@ class Compactor:
                                 conn, session_id, force, not dry_run, texts=summarize or not dry_run
                             ),
                         )
-                        outcome = _planned(outcome, prep)
+                        outcome = _record_plan(outcome, prep)
                         if prep.status is not None or (dry_run and not summarize):
                             outcome = replace(
                                 outcome, status=prep.status or CompactionStatus.PLANNED
@@ -210,7 +210,7 @@ class Compactor:
                                 self.fallback,
                             )
                             if row is not None:
-                                outcome = _fitted(outcome, prep, CompactionStatus.EVALUATED)
+                                outcome = _check_fit(outcome, prep, CompactionStatus.EVALUATED)
                             break
                         needed = lease_for_plan(
                             self.summarizer, prep.summarized_tokens, self.lease_seconds
@@ -237,7 +237,7 @@ class Compactor:
                             )
                             if row is not None:
                                 phase("writing the checkpoint")
-                                outcome = self._written(conn, outcome, prep, row)
+                                outcome = self._write(conn, outcome, prep, row)
                         finally:
                             # Taken before the read, the lease is given back once, below.
                             if not taken and outcome.compaction_id is None:
@@ -324,7 +324,7 @@ class Compactor:
         head = self.store.head(session_id, self.encoding, conn)
         session, previous, encoding = head.session, head.latest, head.encoding
         summed = summed_context_tokens(self.store, conn, session_id, self.encoding)
-        prep = measured(
+        prep = start_preparation(
             session_id,
             summed.tokens,
             previous,
@@ -352,7 +352,7 @@ class Compactor:
                     encoding,
                 )
                 plan = with_earlier(plan, *earlier)
-            return session, settle(prep, plan, session.system_prompt, tail.messages)
+            return session, settle_plan(prep, plan, session.system_prompt, tail.messages)
         raise AssertionError("the whole suffix always settles its plan")
 
     def _claim(
@@ -374,7 +374,7 @@ class Compactor:
         notes = [f"leased by {holder.owner} until {holder.expires_at}"] if holder else []
         return replace(outcome, status=refused, notes=outcome.notes + notes)
 
-    def _written(
+    def _write(
         self, conn: Connection, outcome: CompactionOutcome, prep: Preparation, row: dict[str, Any]
     ) -> CompactionOutcome:
         """Append the checkpoint (the append proves the span and releases the lease)."""
@@ -386,7 +386,7 @@ class Compactor:
         )
         if result.compaction_id is None:  # LOST_RACE, or SPAN_CHANGED: compact_session plans again
             return replace(outcome, status=result.status)
-        return _fitted(replace(outcome, compaction_id=result.compaction_id), prep, result.status)
+        return _check_fit(replace(outcome, compaction_id=result.compaction_id), prep, result.status)
 
     # -- the batch (ctxtool.compaction.batch) ---------------------------------------------------
 
@@ -711,7 +711,7 @@ def _fitting(
     return tuple(kept)
 
 
-def _planned(outcome: CompactionOutcome, prep: Preparation) -> CompactionOutcome:
+def _record_plan(outcome: CompactionOutcome, prep: Preparation) -> CompactionOutcome:
     """The outcome with the plan's figures (a new attempt's plan replaces an earlier one's)."""
     outcome = replace(
         outcome, tokens_before=prep.tokens_before, threshold=prep.threshold, error=prep.error
@@ -730,7 +730,7 @@ def _planned(outcome: CompactionOutcome, prep: Preparation) -> CompactionOutcome
     )
 
 
-def _fitted(
+def _check_fit(
     outcome: CompactionOutcome, prep: Preparation, status: CompactionStatus
 ) -> CompactionOutcome:
     """The outcome with ``status``, or OVER_WINDOW (and why) when the context stays over its

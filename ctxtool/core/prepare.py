@@ -129,7 +129,7 @@ def prepare(
 ) -> Preparation:
     """Measure the restored context, decide whether to compact, choose the cut (one that fits
     the window), and gather what the summarizer needs."""
-    prep = measured(
+    prep = start_preparation(
         ctx.session_id,
         restored_context_tokens(ctx, encoding),
         ctx.compaction,
@@ -146,13 +146,13 @@ def prepare(
         settings.keep_recent_tokens,
         max_kept_tokens=_kept_room(prep, ctx.system_prompt)[1],
     )
-    settle(prep, plan, ctx.system_prompt, ctx.messages)
+    settle_plan(prep, plan, ctx.system_prompt, ctx.messages)
     if prep.plan is not None:
         prep.summarized = [m for m in ctx.messages if m.id < prep.plan.first_kept_message_id]
     return prep
 
 
-def measured(
+def start_preparation(
     session_id: int,
     tokens_before: int,
     previous: Compaction | None,
@@ -200,7 +200,7 @@ def plan_of_tail(
 ) -> CompactionPlan | None | NeedsEarlier:
     """The plan over the suffix's newest messages ``tail`` (``plan.plan_tail``): what the
     whole suffix's plan would be, or NEEDS_EARLIER. The caller adds the summarized messages
-    before the tail (``plan.with_earlier``) and then calls :func:`settle`."""
+    before the tail (``plan.with_earlier``) and then calls :func:`settle_plan`."""
     return plan_tail(
         [plan_message(m) for m in tail],
         settings.keep_recent_tokens,
@@ -209,7 +209,7 @@ def plan_of_tail(
     )
 
 
-def settle(
+def settle_plan(
     prep: Preparation,
     plan: CompactionPlan | None,
     system_prompt: str | None,

@@ -395,7 +395,7 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
     )
 
 
-def measured(
+def measure_contexts(
     store: Store,
     rows: list[EffectiveContext],
     settings: CompactionSettings,
@@ -615,7 +615,7 @@ def over_threshold(
         rows = effective_contexts(conn, encoding, rescan=rescan)
     return {
         r.session_id: (estimate, settings.threshold(r.model), r)
-        for r, estimate in measured(Store(engine), rows, settings, encoding)
+        for r, estimate in measure_contexts(Store(engine), rows, settings, encoding)
         if estimate > settings.threshold(r.model)
     }
 
