@@ -221,7 +221,7 @@ def test_the_summed_measure_is_the_whole_measure(db, kinds):
     sid = store_session(db, kinds)
     store = Store(db.engine)
     with read_connection(db.engine) as conn:
-        assert summed_context_tokens(store, conn, sid, None).tokens == store.context_tokens(sid)
+        assert summed_context_tokens(conn, sid, None).tokens == store.context_tokens(sid)
         assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
 
 
@@ -242,7 +242,7 @@ def test_a_count_made_with_another_spelling_of_the_encoding_is_recounted(db):
                 {"e": spelling, "s": sid},
             )
         with read_connection(db.engine) as conn:
-            summed = summed_context_tokens(store, conn, sid, "o200k_base").tokens
+            summed = summed_context_tokens(conn, sid, "o200k_base").tokens
             assert summed == store.context_tokens(sid, "o200k_base"), spelling
             assert exact_context_tokens(store, conn, sid, "o200k_base") == summed
 

@@ -198,7 +198,7 @@ def _same(db) -> None:
         # A dry run's measure, from the session's kept row and what came since.
         by_id = {c.session_id: c for c in from_messages}
         for sid in store.session_ids(conn):
-            summed = summed_context_tokens(store, conn, sid, None)
+            summed = summed_context_tokens(conn, sid, None)
             assert summed.tokens == store.context_tokens(sid, conn=conn), sid
             assert summed.last_message_id == (
                 by_id[sid].last_message_id if sid in by_id else None

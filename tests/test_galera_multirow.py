@@ -51,9 +51,7 @@ def test_a_spanning_insert_through_one_node_is_refused_rather_than_passed(cluste
     with read_connection(nodes[2].engine) as conn:
         kept = [c.tokens for c in effective_contexts(conn)]
         rescanned = [c.tokens for c in effective_contexts(conn, rescan=True)]
-        assert summed_context_tokens(store, conn, 1, None).tokens == store.context_tokens(
-            1, conn=conn
-        )
+        assert summed_context_tokens(conn, 1, None).tokens == store.context_tokens(1, conn=conn)
     assert kept == rescanned
     check = ctxtool(nodes[3].url, "validate")
     assert check.returncode == 0, check.stdout + check.stderr

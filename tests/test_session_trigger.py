@@ -109,7 +109,7 @@ def test_a_runtime_insert_in_flight_is_not_passed_by_a_kept_sum(mysql_db, cli):
     with read_connection(db.engine) as conn:
         kept = [c.tokens for c in effective_contexts(conn)]
         rescanned = [c.tokens for c in effective_contexts(conn, rescan=True)]
-        dry = summed_context_tokens(store, conn, 1, None).tokens
+        dry = summed_context_tokens(conn, 1, None).tokens
         real = store.context_tokens(1, conn=conn)
     assert dry == real, (dry, real)
     assert kept == rescanned
@@ -222,9 +222,7 @@ def test_a_multi_row_insert_spanning_sessions_is_refused_rather_than_passed(mysq
     with read_connection(db.engine) as conn:
         kept = [c.tokens for c in effective_contexts(conn)]
         rescanned = [c.tokens for c in effective_contexts(conn, rescan=True)]
-        assert summed_context_tokens(store, conn, 1, None).tokens == store.context_tokens(
-            1, conn=conn
-        )
+        assert summed_context_tokens(conn, 1, None).tokens == store.context_tokens(1, conn=conn)
     assert kept == rescanned
     checked = cli("--db", db.url, "validate", "--json")
     assert "kept_sums_short" not in checked.output, checked.output
@@ -260,7 +258,7 @@ def test_sums_kept_past_a_message_in_flight_are_found_and_heal_when_the_session_
         with db.engine.begin() as conn:
             conn.exec_driver_sql(INSERT, (f"next {grown}", 7))
         with read_connection(db.engine) as conn:
-            dry = summed_context_tokens(store, conn, 1, None).tokens
+            dry = summed_context_tokens(conn, 1, None).tokens
             real = store.context_tokens(1, conn=conn)
         if dry == real:
             break

@@ -323,7 +323,7 @@ class Compactor:
         cut; the summarized messages before that tail are summed by the server."""
         head = self.store.head(session_id, self.encoding, conn)
         session, previous, encoding = head.session, head.latest, head.encoding
-        summed = summed_context_tokens(self.store, conn, session_id, self.encoding)
+        summed = summed_context_tokens(conn, session_id, self.encoding)
         prep = start_preparation(
             session_id,
             summed.tokens,

@@ -530,15 +530,14 @@ class SummedContext:
         )
 
 
-def summed_context_tokens(
-    store: Store, conn: Connection, session_id: int, encoding: str | None
-) -> SummedContext:
+def summed_context_tokens(conn: Connection, session_id: int, encoding: str | None) -> SummedContext:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures
     it, from its suffix's sums where they tell the whole story (:func:`exact_context_tokens`): a
     dry run measures a 600k-message session without turning its rows into records where it
     can. The sums are the session's kept row and the messages written since, where the row is
     still the session's (``store.context_sums``), with the pairing it kept proved; else summed
-    on the index from the cut."""
+    on the index from the cut. Read in the caller's transaction."""
+    store = Store(conn.engine)
     start = store.head(session_id, encoding, conn)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     checkpoint_id = latest.id if latest else 0
