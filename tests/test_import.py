@@ -931,8 +931,9 @@ def test_max_row_bytes_refuses_a_larger_message_naming_the_setting(db, cli, tmp_
 
 def test_the_import_table_fits_80_columns_keeping_file_names(db, cli, tmp_path):
     """#31 item 5: at COLUMNS=80 the table is no wider than the terminal however deep the
-    paths: a path is shortened from the left (its file name stays), an error says its line
-    without repeating the path (stderr has it whole), and --json keeps everything."""
+    paths: a path is shortened from the left (its file name stays), a failed file's row says
+    `failed` and its error is printed once, whole, on stderr (#44: it was said twice, in the
+    row and on stderr), and --json keeps everything."""
     deep = tmp_path.joinpath(*[f"directory-{i}-of-a-deep-tree" for i in range(6)])
     deep.mkdir(parents=True)
     good = _write(deep, "rollout-session-kept-whole.jsonl", _jsonl(CHAT))
@@ -943,9 +944,11 @@ def test_the_import_table_fits_80_columns_keeping_file_names(db, cli, tmp_path):
     assert all(len(line) <= 80 for line in lines), lines
     assert lines[0].split()[:4] == ["file", "format", "session", "added"]
     (bad_row,) = [x for x in lines if "-transcript.jsonl" in x]
-    assert "line 1: malformed" in bad_row and str(tmp_path) not in bad_row
+    assert bad_row.split()[-1] == "failed" and str(tmp_path) not in bad_row
+    assert "malformed" not in done.stdout
     assert any(x.startswith("…") and "kept-whole.jsonl" in x for x in lines), lines
     assert f"Error: {bad}:1: malformed JSON" in done.stderr
+    assert done.stderr.count("malformed JSON") == 1
     again = cli("--db", db.url, "import", str(good), "--json", env={"COLUMNS": "80"})
     assert json.loads(again.stdout)[0]["file"] == str(good)
 

@@ -115,6 +115,11 @@ def test_the_unfinished_end_of_a_live_file_is_incomplete_never_invalid():
     assert items == [(1, {"a": 1}), (2, {"c": 3})]
     items, _ = read(b'{\n  "a": 1,\n')  # a pretty-printed record still being written
     assert items == [(1, "record not finished", True)]
+    # ... or cut inside a string where the file ends (it said "malformed JSON (Invalid control
+    # character ...); this is not a JSONL transcript"): still being written, not malformed
+    for end in (b'"times', b'"x": [1, 2', b'"x": "a\\'):
+        items, _ = read(b'[\n  {\n    "a": 1,\n    ' + end)
+        assert items == [(1, "record not finished", True)], end
 
 
 # -- through the importer and the CLI, on both databases -----------------------------------
@@ -190,6 +195,23 @@ def test_one_json_document_its_bad_message_named_by_number(db, cli, tmp_path):
     after.write_text(json.dumps(doc[:1]) + "\n" + json.dumps(doc[:1]) + "\n")
     result = cli("--db", db.url, "import", after)
     assert result.exit_code == 1 and f"{after}:2: more after the JSON document" in result.output
+
+
+def test_a_json_document_cut_short_is_waited_for_then_imported_whole(db, cli, tmp_path):
+    """A real OpenHands event list (one pretty-printed JSON document) cut at 2,000 bytes, as
+    a trajectory being rewritten is read: nothing is imported and nothing is an error (it
+    said the file was no JSONL transcript, exit 1); the finished file then imports whole."""
+    real = (TRANSCRIPTS / "openai-chat/OpenHands-basic_gui_mode.json").read_bytes()
+    path = tmp_path / "trajectory.json"
+    path.write_bytes(real[:2000])
+    cut = cli("--db", db.url, "import", "--json", path)
+    assert cut.exit_code == 0, cut.output
+    assert json.loads(cut.stdout)[0]["skipped_by_kind"]["incomplete_last_line"] == 1
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
+    path.write_bytes(real)
+    whole = cli("--db", db.url, "import", "--json", path)
+    assert whole.exit_code == 0, whole.output
+    assert json.loads(whole.stdout)[0]["added"] == 10
 
 
 def test_bom_and_crlf(db, tmp_path):

@@ -126,6 +126,12 @@ class RecordReader:
                 continue
             for item in items:
                 if type(item) is not Line:
+                    if item.number < number and not self.one_per_line:
+                        # A value open since an earlier line (a pretty-printed record or the
+                        # whole document), cut where the file ends: not finished, as one
+                        # still open is, not malformed.
+                        yield Broken(item.number, "record not finished", incomplete=True)
+                        return
                     if self.one_per_line is None and raw.lstrip()[:1] not in (b"{", b"["):
                         # The file's only line, unfinished, and no JSON record being written
                         # (plain text, a binary's head): no transcript, not one to wait for.
@@ -136,7 +142,8 @@ class RecordReader:
             else:
                 if open_value is None:
                     return
-            yield Broken(number, "record not finished", incomplete=True)
+            opened = open_value.number if open_value is not None else number
+            yield Broken(opened, "record not finished", incomplete=True)
             return
         if open_value is not None:
             text = b"".join(open_value.parts)
