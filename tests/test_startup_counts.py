@@ -20,22 +20,10 @@ from ctxtool.db.schema import agent_compaction as C
 from ctxtool.db.schema import agent_session as S
 
 from .builders import LIMITS, add_session, coding_session
+from .test_startup import _LOADED_AFTER  # a fresh process; what it loaded on stderr
 
 PROMPT = "You are a careful coding agent. Run the tests before you claim a fix."
 SUMMARY = "## Goal\nFix the rounding of the checkout total.\n\n## Done\n- read shop/tax.py"
-
-# The real entry point in a fresh process; then what it loaded, on stderr's last line.
-_LOADED_AFTER = """
-import json, sys
-from ctxtool.cli import main
-try:
-    main(sys.argv[1:], prog_name="ctxtool")
-except SystemExit as stop:
-    code = stop.code
-from ctxtool.core import tokens
-loaded = {"openai": "openai" in sys.modules, "vocabularies": sorted(tokens._cache), "code": code}
-print(json.dumps(loaded), file=sys.stderr)
-"""
 
 
 def _show(db, *args: str) -> tuple[dict, dict]:
