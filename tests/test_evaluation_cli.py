@@ -190,3 +190,36 @@ def test_an_imported_runtime_checkpoint_is_evaluated(db, cli):
     assert goal["held"] and goal["where"] == ["summary"] and goal["summary_only"]
     assert doc["fabrications"] == []
     assert doc["score"] >= 0.6
+
+
+def test_eval_table_fits_80_columns_and_json_keeps_where_whole(db, cli):
+    """A real session compacted by the extractive summarizer finds its goal in several places:
+    at 80 columns the "where" column is broken into lines like the others shrink, every line
+    fits, and --json still says every place."""
+    transcript = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl"
+    for args in (
+        ("import", transcript),
+        ("tokens", "count", "--all"),
+        ("compact", "--all", "--summarizer", "extractive", "--force"),
+    ):
+        result = cli("--db", db.url, *args)
+        assert result.exit_code == 0, result.output
+    doc = json.loads(cli("--db", db.url, "eval", "1", "--json").stdout)
+    widest = max(doc["verdicts"], key=lambda v: len(", ".join(v["where"])))
+    where = ", ".join(widest["where"])
+    assert len(where) > 30 and where.count(",") >= 2  # wide enough to have to be broken
+    result = cli("--db", db.url, "eval", "1", env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
+    header = next(line for line in lines if line.startswith("probe"))
+    assert "where" in header and "in score" in header and "looked for" in header
+    # The widest "where" is read whole down its column, from the probe's row on.
+    start, end = header.index("where"), header.index("in score")
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == [widest["id"]])
+    column = [lines[row][start:end].strip()]
+    for line in lines[row + 1 :]:
+        if line[:start].strip():  # the next probe
+            break
+        column.append(line[start:end].strip())
+    assert " ".join(filter(None, column)) == where

@@ -123,7 +123,14 @@ def render(
         lines.append(f"judge: {correct}/{len(result.judged)} of those answered correctly")
     rows = probe_rows(result)
     table = (
-        fit_table(rows, output or OutputFormat(), list(rows[0]), width, ["looked for"])
+        fit_table(
+            rows,
+            output or OutputFormat(),
+            list(rows[0]),
+            width,
+            ["where", "looked for"],
+            wrapped=["where"],  # the places are read whole, broken into lines
+        )
         if rows
         else None
     )
