@@ -428,7 +428,7 @@ def histogram_lines(
         note = ""
         if b.high is None:
             note = "over the window"
-        elif threshold_share is not None and b.low <= threshold_share < b.high:
+        elif b.as_row(threshold_share)["holds_threshold"]:
             note = "threshold in here"
         lines.append(f"{label:>{label_w}} {b.sessions:>{count_w}} {bar:<{bar_w}} {note}".rstrip())
     return lines

@@ -75,8 +75,7 @@ def test_the_checkpoint_chart_fits_80_columns_in_blocks_and_in_plain_characters(
 
 def test_chart_options_refuse_what_they_cannot_draw(db, cli):
     add_session(db, 1, coding_session(2), model="gpt-4o")
-    for args in (  # (context checkpoints --chart --json gives the points: see below)
-        ("tokens", "report", "--chart", "--csv"),
+    for args in (  # (--chart --json gives the chart's data: see below)
         ("context", "export", "1", "--chart", "--format", "jsonl"),
     ):
         result = run(cli, db, *args, code=2)
@@ -107,6 +106,35 @@ def test_the_report_histogram_counts_sessions_near_and_over_the_threshold(db, cl
     assert sum(int(re.match(r"\s*(over 100%|\S+) (\d+)", b).group(2)) for b in bars) == 5
     ascii_out = ctxtool(db, "tokens", "report", "--chart", *CHART_WINDOW, NO_COLOR="1")
     assert ascii_out.stdout.decode().isascii()
+
+    # --json: the buckets the bars draw, the threshold's share, the same counts.
+    doc = json.loads(run(cli, db, "tokens", "report", "--chart", "--json", *CHART_WINDOW).output)
+    assert (doc["near_threshold"], doc["over_threshold"], doc["over_window"]) == (1, 2, 1)
+    assert doc["sessions"] == 5 and abs(doc["threshold_share"] - 5000 / 6000) < 1e-6
+    buckets = doc["buckets"]
+    drawn = [int(re.match(r"\s*(over 100%|\S+) (\d+)", b).group(2)) for b in bars]
+    assert [b["sessions"] for b in buckets] == drawn
+    assert [(b["low"], b["high"]) for b in buckets[7:]] == [
+        (0.7, 0.8),
+        (0.8, 0.9),
+        (0.9, 1.0),
+        (1.0, None),
+    ]
+    assert [b["holds_threshold"] for b in buckets].index(True) == 8
+    shares = sorted(t / 6000 for t in rows.values())
+    for b in buckets:  # each bucket counts the sessions whose share falls in its range
+        inside = (
+            [x for x in shares if x > 1]
+            if b["high"] is None
+            else [x for x in shares if b["low"] <= x < b["high"]]
+        )
+        assert b["sessions"] == len(inside), (b, shares)
+    # --nl / --csv: a row a bucket.
+    nl = run(cli, db, "tokens", "report", "--chart", "--nl", *CHART_WINDOW).output.splitlines()
+    assert [json.loads(line) for line in nl] == buckets
+    csv_rows = run(cli, db, "tokens", "report", "--chart", "--csv", *CHART_WINDOW).output
+    assert csv_rows.splitlines()[0] == "low,high,sessions,holds_threshold"
+    assert len(csv_rows.splitlines()) == 1 + len(buckets)
 
 
 def _report(cli, db) -> list[dict]:

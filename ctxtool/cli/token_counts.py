@@ -7,12 +7,12 @@ import sys
 import click
 
 from ..chart_drawings import histogram_lines, unicode_allowed
-from ..core.context_chart import window_histogram
+from ..core.context_chart import Bucket, window_histogram
 from ..core.errors import CtxtoolError
 from ..core.plan import CompactionSettings, context_window_for
 from ..core.tokens import get_encoding
 from ..failures import INTERRUPTED
-from ..output import OutputFormat, Progress, print_rows
+from ..output import OutputFormat, Progress, dumps, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
 from ..store.reports import token_report
@@ -97,7 +97,8 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
     "--chart",
     is_flag=True,
     help="Under the table, a histogram of the sessions by their restored context's share of "
-    "their window: how many sit near the compaction threshold, how many are over it.",
+    "their window: how many sit near the compaction threshold, how many are over it. With "
+    "--json: its buckets and counts; with --nl or --csv: its buckets.",
 )
 @window_options
 @output_options
@@ -111,12 +112,18 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     \b
     Example: ctxtool tokens report 42 --json
              ctxtool tokens report --chart --context-window 200000
+             ctxtool tokens report --chart --json
     """
-    if chart and output.machine:
-        raise click.UsageError("--chart draws for a person: not with --json, --nl, --csv")
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
     rows = token_report(engine, session_id, encoding)
+    if chart and output.machine:
+        histogram = window_histogram_doc(rows, settings)
+        if output.json:
+            click.echo(dumps(histogram))
+        else:
+            print_rows(histogram["buckets"], output)
+        return
     if output.machine:
         print_rows(rows, output)
         return
@@ -141,9 +148,10 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
 NEAR_THRESHOLD = 0.1
 
 
-def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> list[str]:
-    """The report's histogram: each session's context as a share of its model's window (or
-    the --context-window), and how many are near the threshold, over it, over the window."""
+def window_histogram_doc(rows: list[dict], settings: CompactionSettings) -> dict:
+    """The report's histogram as data: each session's context as a share of its model's window
+    (or the --context-window) in buckets, the threshold's share when every session has the
+    same, and how many are near the threshold, over it, over the window."""
     shares, over_window, over, near = [], 0, 0, 0
     threshold_shares = set()
     for r in rows:
@@ -156,13 +164,29 @@ def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> 
         over += tokens > threshold
         near += threshold - NEAR_THRESHOLD * window < tokens <= threshold
     common = threshold_shares.pop() if len(threshold_shares) == 1 else None
+    return {
+        "sessions": len(rows),
+        "threshold_share": None if common is None else round(common, 6),
+        "near_threshold": near,
+        "near_share": NEAR_THRESHOLD,
+        "over_threshold": over,
+        "over_window": over_window,
+        "buckets": [b.as_row(common) for b in window_histogram(shares)],
+    }
+
+
+def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> list[str]:
+    """The report's histogram drawn (:func:`window_histogram_doc`): a bar a bucket, then how
+    many sessions are near the threshold, over it, over the window."""
+    doc = window_histogram_doc(rows, settings)
+    buckets = [Bucket(b["low"], b["high"], b["sessions"]) for b in doc["buckets"]]
     lines = ["sessions by restored context, as a share of their window:"]
-    lines += histogram_lines(window_histogram(shares), common, width, unicode_allowed(sys.stdout))
+    lines += histogram_lines(buckets, doc["threshold_share"], width, unicode_allowed(sys.stdout))
     lines.append(
         wrap(
-            f"{len(rows)} session(s): {near} near the threshold (within "
-            f"{NEAR_THRESHOLD:.0%} of the window below it), {over} over it, {over_window} "
-            "over the window",
+            f"{doc['sessions']} session(s): {doc['near_threshold']} near the threshold (within "
+            f"{NEAR_THRESHOLD:.0%} of the window below it), {doc['over_threshold']} over it, "
+            f"{doc['over_window']} over the window",
             width,
         )
     )

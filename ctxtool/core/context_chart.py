@@ -301,6 +301,18 @@ class Bucket:
     high: float | None
     sessions: int
 
+    def as_row(self, threshold_share: float | None) -> dict[str, Any]:
+        """The bar as a row: its range (shares of the window, rounded so a tenth reads 0.3,
+        not 0.30000000000000004), its sessions, and whether it holds the threshold."""
+        return {
+            "low": round(self.low, 6),
+            "high": None if self.high is None else round(self.high, 6),
+            "sessions": self.sessions,
+            "holds_threshold": self.high is not None
+            and threshold_share is not None
+            and self.low <= threshold_share < self.high,
+        }
+
 
 def window_histogram(shares: Sequence[float], step: float = 0.1) -> list[Bucket]:
     """Sessions by their restored context as a share of their window, in bars of ``step``
