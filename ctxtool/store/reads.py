@@ -439,38 +439,11 @@ class Store:
         newest: int | None = None,
         only: sa.ColumnElement[bool] | None = None,
     ) -> list[Message]:
-        """Messages of a session in id order, optionally only ``from_id <= id < before_id``.
-        ``texts_of``: content and details only of the rows it holds for (None on the others):
-        planning a 600k-message session reads the text of its user messages alone.
-        ``newest``: only the last that many of them (a dry run reads a session from its end);
-        ``only``: only the rows it holds for."""
-        if texts_of is None and before_id is None and only is None and newest is None:
-            # The read of every compaction, restore and count: its statement is built once.
-            with connection_for(self.engine, conn) as c:
-                if from_id is None:
-                    return read_messages(c, _MESSAGES_QUERY, {"sid": session_id})
-                return read_messages(
-                    c, _MESSAGES_FROM_QUERY, {"sid": session_id, "from_id": from_id}
-                )
-        columns = _MESSAGE_COLUMNS
-        if texts_of is not None:
-            columns = [
-                sa.case((texts_of, c.element if isinstance(c, sa.Label) else c)).label(c.name)
-                if c.name in ("content", "details")
-                else c
-                for c in _MESSAGE_COLUMNS
-            ]
-        query = sa.select(*columns).where(M.c.session_id == session_id)
-        if from_id is not None:
-            query = query.where(M.c.id >= from_id)
-        if before_id is not None:
-            query = query.where(M.c.id < before_id)
-        if only is not None:
-            query = query.where(only)
+        """Messages of a session in id order (see :func:`session_messages`)."""
         with connection_for(self.engine, conn) as c:
-            if newest is None:
-                return read_messages(c, query.order_by(M.c.id))
-            return read_messages(c, query.order_by(M.c.id.desc()).limit(newest))[::-1]
+            return session_messages(
+                c, session_id, from_id, before_id, texts_of=texts_of, newest=newest, only=only
+            )
 
     def iter_messages(
         self, session_id: int, batch: int = 1000, conn: Connection | None = None
@@ -485,22 +458,10 @@ class Store:
     def head(
         self, session_id: int, encoding: str | None = None, conn: Connection | None = None
     ) -> SessionHead:
-        """The session, its encoding (``encoding`` wins over the model's), its latest checkpoint
-        and the cut: what every read of its restored context starts from."""
+        """What every read of a session's restored context starts from (see
+        :func:`session_head`)."""
         with connection_for(self.engine, conn) as c:
-            row = c.execute(_HEAD_QUERY, {"sid": session_id}).first()
-        if row is None:
-            raise CtxtoolError(f"session {session_id} does not exist")
-        n = len(_SESSION_NAMES)
-        values = dict(zip(_SESSION_NAMES, row[:n]))
-        values["details"] = json_value(values["details"])
-        session = Session(**values)
-        latest = None
-        if row[n] is not None:
-            values = dict(zip(_COMPACTION_NAMES, row[n:]))
-            values["details"] = json_value(values["details"])
-            latest = Compaction(**values)
-        return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
+            return session_head(c, session_id, encoding)
 
     def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
         """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
@@ -512,16 +473,79 @@ class Store:
     def context_tokens(
         self, session_id: int, encoding: str | None = None, conn: Connection | None = None
     ) -> int:
-        """Current context tokens of a session: what its restored context costs the model.
-
-        Stored per-message counts are used where they match the encoding; the rest (messages
-        the runtime wrote without a count, the system prompt, the summary) are counted now.
-        """
+        """Current context tokens of a session (see :func:`context_tokens`)."""
         with connection_for(self.engine, conn) as c:
-            head = self.head(session_id, encoding, c)
-            suffix = self.messages(session_id, head.cut, conn=c)
-        ctx = restore_context(session_id, head.session.system_prompt, head.latest, suffix)
-        return restored_context_tokens(ctx, head.encoding)
+            return context_tokens(c, session_id, encoding)
+
+
+def session_messages(
+    conn: Connection,
+    session_id: int,
+    from_id: int | None = None,
+    before_id: int | None = None,
+    *,
+    texts_of: sa.ColumnElement[bool] | None = None,
+    newest: int | None = None,
+    only: sa.ColumnElement[bool] | None = None,
+) -> list[Message]:
+    """Messages of a session in id order, optionally only ``from_id <= id < before_id``.
+    ``texts_of``: content and details only of the rows it holds for (None on the others):
+    planning a 600k-message session reads the text of its user messages alone.
+    ``newest``: only the last that many of them (a dry run reads a session from its end);
+    ``only``: only the rows it holds for."""
+    if texts_of is None and before_id is None and only is None and newest is None:
+        # The read of every compaction, restore and count: its statement is built once.
+        if from_id is None:
+            return read_messages(conn, _MESSAGES_QUERY, {"sid": session_id})
+        return read_messages(conn, _MESSAGES_FROM_QUERY, {"sid": session_id, "from_id": from_id})
+    columns = _MESSAGE_COLUMNS
+    if texts_of is not None:
+        columns = [
+            sa.case((texts_of, c.element if isinstance(c, sa.Label) else c)).label(c.name)
+            if c.name in ("content", "details")
+            else c
+            for c in _MESSAGE_COLUMNS
+        ]
+    query = sa.select(*columns).where(M.c.session_id == session_id)
+    if from_id is not None:
+        query = query.where(M.c.id >= from_id)
+    if before_id is not None:
+        query = query.where(M.c.id < before_id)
+    if only is not None:
+        query = query.where(only)
+    if newest is None:
+        return read_messages(conn, query.order_by(M.c.id))
+    return read_messages(conn, query.order_by(M.c.id.desc()).limit(newest))[::-1]
+
+
+def session_head(conn: Connection, session_id: int, encoding: str | None = None) -> SessionHead:
+    """The session, its encoding (``encoding`` wins over the model's), its latest checkpoint
+    and the cut: what every read of its restored context starts from."""
+    row = conn.execute(_HEAD_QUERY, {"sid": session_id}).first()
+    if row is None:
+        raise CtxtoolError(f"session {session_id} does not exist")
+    n = len(_SESSION_NAMES)
+    values = dict(zip(_SESSION_NAMES, row[:n]))
+    values["details"] = json_value(values["details"])
+    session = Session(**values)
+    latest = None
+    if row[n] is not None:
+        values = dict(zip(_COMPACTION_NAMES, row[n:]))
+        values["details"] = json_value(values["details"])
+        latest = Compaction(**values)
+    return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
+
+
+def context_tokens(conn: Connection, session_id: int, encoding: str | None = None) -> int:
+    """Current context tokens of a session: what its restored context costs the model.
+
+    Stored per-message counts are used where they match the encoding; the rest (messages
+    the runtime wrote without a count, the system prompt, the summary) are counted now.
+    """
+    head = session_head(conn, session_id, encoding)
+    suffix = session_messages(conn, session_id, head.cut)
+    ctx = restore_context(session_id, head.session.system_prompt, head.latest, suffix)
+    return restored_context_tokens(ctx, head.encoding)
 
 
 def span_at(
