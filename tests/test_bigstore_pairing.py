@@ -202,7 +202,7 @@ def test_a_galera_nodes_ids(db):
         assert calls_answered_next(conn, sid, ids[4])  # the second turn's request
         assert calls_answered_next(conn, sid, ids[-1] + 1)  # nothing kept
         assert not calls_answered_next(conn, sid, ids[6])  # its result, without its call
-        assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+        assert exact_context_tokens(conn, sid, None) == store.context_tokens(sid)
     broken = store_session(db, ["usual", "unanswered", "usual"], gaps=[3], first_id=1000)
     with read_connection(db.engine) as conn:
         assert not calls_answered_next(conn, broken, None)
@@ -222,7 +222,7 @@ def test_the_summed_measure_is_the_whole_measure(db, kinds):
     store = Store(db.engine)
     with read_connection(db.engine) as conn:
         assert summed_context_tokens(conn, sid, None).tokens == store.context_tokens(sid)
-        assert exact_context_tokens(store, conn, sid, None) == store.context_tokens(sid)
+        assert exact_context_tokens(conn, sid, None) == store.context_tokens(sid)
 
 
 def test_a_count_made_with_another_spelling_of_the_encoding_is_recounted(db):
@@ -244,7 +244,7 @@ def test_a_count_made_with_another_spelling_of_the_encoding_is_recounted(db):
         with read_connection(db.engine) as conn:
             summed = summed_context_tokens(conn, sid, "o200k_base").tokens
             assert summed == store.context_tokens(sid, "o200k_base"), spelling
-            assert exact_context_tokens(store, conn, sid, "o200k_base") == summed
+            assert exact_context_tokens(conn, sid, "o200k_base") == summed
 
 
 def test_json_the_servers_read_and_orjson_refuses_is_read_too():

@@ -61,7 +61,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     unanswered call, a result whose call was summarized, a role no API takes, no counts."""
     from ctxtool.db import read_connection
     from ctxtool.db.schema import agent_compaction
-    from ctxtool.store import Store
+    from ctxtool.store import Store, candidates
     from ctxtool.store.candidates import exact_context_tokens
     from ctxtool.store.counts import count_tokens
 
@@ -93,19 +93,19 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     store = Store(db.engine)
     full = {sid: store.context_tokens(sid) for sid in range(1, 6)}
     read_whole = []
-    real = Store.context_tokens
+    real = candidates.context_tokens
 
-    def reading(self, session_id, *args, **kwargs):
+    def reading(conn, session_id, *args, **kwargs):
         read_whole.append(session_id)
-        return real(self, session_id, *args, **kwargs)
+        return real(conn, session_id, *args, **kwargs)
 
-    Store.context_tokens = reading  # type: ignore[method-assign]
+    candidates.context_tokens = reading  # type: ignore[assignment]
     try:
         with read_connection(db.engine) as conn:
             for sid in range(1, 6):
-                assert exact_context_tokens(store, conn, sid, None) == full[sid], sid
+                assert exact_context_tokens(conn, sid, None) == full[sid], sid
     finally:
-        Store.context_tokens = real  # type: ignore[method-assign]
+        candidates.context_tokens = real
     # Only what is resent as a user message (an orphan, a foreign role) or uncounted needs
     # the text; the unanswered call is a placeholder of known size.
     assert read_whole == [3, 4, 5]
@@ -116,7 +116,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
         sums = {c.session_id: c.suffix for c in effective_contexts(conn)}
         assert sums[1].known and not sums[2].known
         for sid in range(1, 6):
-            assert exact_context_tokens(store, conn, sid, None, sums[sid]) == full[sid], sid
+            assert exact_context_tokens(conn, sid, None, sums[sid]) == full[sid], sid
 
 
 def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db, cli):
@@ -167,7 +167,7 @@ def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db,
             for sid in ids:
                 preps = []
                 for texts in (True, False):
-                    session, ctx, enc = read_suffix(store, conn, sid, None, False, texts=texts)
+                    session, ctx, enc = read_suffix(conn, sid, None, False, texts=texts)
                     preps.append(prepare(ctx, session.model, settings, enc, max_summary_tokens=500))
                 full, lean = preps
                 assert (lean.status, lean.tokens_before, lean.error) == (
@@ -188,7 +188,6 @@ def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
     its text decides what is sent: MySQL's collations call it a chat role, and the dry run left
     its text unread (found with tests/test_bounds.py's bug in the batch's sums)."""
     from ctxtool.db import read_connection
-    from ctxtool.store import Store
     from ctxtool.store.counts import count_tokens, read_suffix
 
     add_session(
@@ -203,10 +202,9 @@ def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
         model="gpt-4o",
     )
     count_tokens(db.engine, session_id=1)
-    store = Store(db.engine)
     with read_connection(db.engine) as conn:
-        full = read_suffix(store, conn, 1, None, False, texts=True)[1]
-        lean = read_suffix(store, conn, 1, None, False, texts=False)[1]
+        full = read_suffix(conn, 1, None, False, texts=True)[1]
+        lean = read_suffix(conn, 1, None, False, texts=False)[1]
     resent = [i for i, m in enumerate(full.messages) if m.role in ("ASSISTANT", "assistant ")]
     assert len(resent) == 2
     assert [lean.messages[i].content for i in resent] == [full.messages[i].content for i in resent]

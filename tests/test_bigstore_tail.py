@@ -229,7 +229,7 @@ def dry_run_as_whole(db, history, checkpoint_at, window, keep, force) -> None:
     compactor = Compactor(db.engine, make_summarizer(SummarizerSettings(kind="extractive")), rules)
     dry = compactor.compact_session(sid, dry_run=True, force=force)
     with read_connection(db.engine) as conn:
-        session, ctx, encoding = read_suffix(store, conn, sid, None, store_counts=False)
+        session, ctx, encoding = read_suffix(conn, sid, None, store_counts=False)
     prep = prepare(
         ctx,
         session.model,

@@ -652,9 +652,9 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     measured = []
     real = candidates.exact_context_tokens  # the batch's exact measure
 
-    def measuring(store, conn, session_id, *args, **kwargs):
+    def measuring(conn, session_id, *args, **kwargs):
         measured.append(session_id)
-        return real(store, conn, session_id, *args, **kwargs)
+        return real(conn, session_id, *args, **kwargs)
 
     monkeypatch.setattr(candidates, "exact_context_tokens", measuring)
     batch = find_batch(db.engine, settings, None)

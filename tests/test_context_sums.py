@@ -193,7 +193,7 @@ def _same(db) -> None:
         assert not from_kept.walked
         assert [replace(c, paired_through=None) for c in from_kept.contexts] == from_messages
         for c in from_kept.contexts:
-            measured = exact_context_tokens(store, conn, c.session_id, None, c.suffix, context=c)
+            measured = exact_context_tokens(conn, c.session_id, None, c.suffix, context=c)
             assert measured == store.context_tokens(c.session_id, conn=conn), c
         # A dry run's measure, from the session's kept row and what came since.
         by_id = {c.session_id: c for c in from_messages}
@@ -207,16 +207,13 @@ def _same(db) -> None:
 
 def _keep(db) -> int:
     """A real run's keeping: the sums, then the pairing proofs of what it measured."""
-    store = Store(db.engine)
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     written = remember(db.engine, read.to_keep)
     proofs: dict[int, tuple[int, int]] = {}
     with read_connection(db.engine) as conn:
         for c in read.contexts:
-            exact_context_tokens(
-                store, conn, c.session_id, None, c.suffix, context=c, proofs=proofs
-            )
+            exact_context_tokens(conn, c.session_id, None, c.suffix, context=c, proofs=proofs)
     remember_pairing(db.engine, proofs, versions_after(read.versions, read.to_keep))
     return written
 
@@ -395,7 +392,7 @@ def test_a_kept_pairing_proof_spares_the_next_measure_its_pass_over_the_rows(db,
     def measure() -> int:
         with read_connection(db.engine) as conn:
             (c,) = effective_contexts(conn)
-            return exact_context_tokens(store, conn, 1, None, c.suffix, context=c)
+            return exact_context_tokens(conn, 1, None, c.suffix, context=c)
 
     asked.clear()
     assert measure() == store.context_tokens(1) and asked == []
@@ -601,14 +598,13 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
 
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
     count_tokens(db.engine)
-    store = Store(db.engine)
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     assert remember(db.engine, read.to_keep) == 1
     proofs: dict[int, tuple[int, int]] = {}
     with read_connection(db.engine) as conn:
         (c,) = read.contexts
-        exact_context_tokens(store, conn, 1, None, c.suffix, context=c, proofs=proofs)
+        exact_context_tokens(conn, 1, None, c.suffix, context=c, proofs=proofs)
     assert proofs == {1: (0, c.last_message_id)}
     last = db.scalar("SELECT MAX(id) FROM agent_message")
     with db.engine.begin() as conn:  # as the import's completion does, in its transaction
@@ -654,8 +650,6 @@ def test_an_open_call_answered_after_the_read_is_measured_as_one_of_the_two_stat
     assert now > at_read
     proofs: dict[int, tuple[int, int]] = {}
     with read_connection(db.engine) as conn:
-        got = exact_context_tokens(
-            store, conn, 1, None, context.suffix, context=context, proofs=proofs
-        )
+        got = exact_context_tokens(conn, 1, None, context.suffix, context=context, proofs=proofs)
     assert got in (at_read, now), (got, at_read, now)
     assert proofs == {}

@@ -180,11 +180,10 @@ def count_missing(
         with read_connection(engine) as conn:
             contexts = effective_contexts(conn, encoding)
     uncounted = [r for r in contexts if r.uncounted]
-    store = Store(engine)
 
     def count_session(session_id: int) -> None:
         with engine.begin() as conn:
-            read_suffix(store, conn, session_id, encoding, store_counts=True)
+            read_suffix(conn, session_id, encoding, store_counts=True)
 
     for r in uncounted:
         try:

@@ -298,7 +298,7 @@ class Compactor:
             finally:
                 conn.rollback()  # a dry run ends its read transaction having written nothing
         session, ctx, encoding = read_suffix(
-            self.store, conn, session_id, self.encoding, store_counts=write_counts, texts=texts
+            conn, session_id, self.encoding, store_counts=write_counts, texts=texts
         )
         if write_counts:
             conn.commit()
@@ -336,7 +336,7 @@ class Compactor:
         )
         if prep.status is not None:
             return session, prep
-        for tail in read_tails(self.store, conn, session_id, self.encoding):
+        for tail in read_tails(conn, session_id, self.encoding):
             plan = plan_of_tail(
                 prep, session.system_prompt, tail.messages, self.settings, whole=tail.whole
             )
@@ -344,7 +344,6 @@ class Compactor:
                 continue
             if plan is not None and not tail.whole:
                 earlier = summed.before(tail.messages) or span_token_totals(
-                    self.store,
                     conn,
                     session_id,
                     previous.first_kept_message_id if previous else None,

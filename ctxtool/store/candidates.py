@@ -42,7 +42,9 @@ from . import context_sums
 from .reads import (
     Store,
     calls_answered_next,
+    context_tokens,
     has_chat_role,
+    session_head,
     suffix_outlines,
     suffix_ranges,
     text_bytes,
@@ -420,13 +422,12 @@ def measure_contexts(
         ):
             with read_connection(store.engine) as conn:
                 estimate = exact_context_tokens(
-                    store, conn, r.session_id, encoding, r.suffix, context=r, proofs=proofs
+                    conn, r.session_id, encoding, r.suffix, context=r, proofs=proofs
                 )
         yield r, estimate
 
 
 def exact_context_tokens(
-    store: Store,
     conn: Connection,
     session_id: int,
     encoding: str | None,
@@ -454,7 +455,7 @@ def exact_context_tokens(
     and the pairing kept proved (``paired_through``: only what came after is asked about).
     ``proofs`` collects {session: (checkpoint id, newest id)} for each pairing the server
     proved here, for ``context_sums.remember_pairing``."""
-    start = store.head(session_id, encoding, conn)
+    start = session_head(conn, session_id, encoding)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     suffix = summed
     if context is not None and context.checkpoint_id != (latest.id if latest else 0):
@@ -471,7 +472,7 @@ def exact_context_tokens(
         outline = next((m for _, m in suffix_outlines(conn, ranges)), [])
         suffix = suffix_tokens(outline, enc)  # one pairing pass; text only where it is needed
     if suffix.uncounted or suffix.resent:
-        return store.context_tokens(session_id, encoding, conn)
+        return context_tokens(conn, session_id, encoding)
     head = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
     return total_tokens([*count_messages(head, enc), suffix.tokens])
 
@@ -537,15 +538,12 @@ def summed_context_tokens(conn: Connection, session_id: int, encoding: str | Non
     can. The sums are the session's kept row and the messages written since, where the row is
     still the session's (``store.context_sums``), with the pairing it kept proved; else summed
     on the index from the cut. Read in the caller's transaction."""
-    store = Store(conn.engine)
-    start = store.head(session_id, encoding, conn)
+    start = session_head(conn, session_id, encoding)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     checkpoint_id = latest.id if latest else 0
     sums, paired = _session_sums(conn, session_id, checkpoint_id, cut, enc)
     if sums is None:
-        return SummedContext(
-            exact_context_tokens(store, conn, session_id, encoding, SuffixTokens())
-        )
+        return SummedContext(exact_context_tokens(conn, session_id, encoding, SuffixTokens()))
     context = EffectiveContext(
         session_id,
         session.model,
@@ -556,7 +554,7 @@ def summed_context_tokens(conn: Connection, session_id: int, encoding: str | Non
         paired_through=paired,
     )
     return SummedContext(
-        exact_context_tokens(store, conn, session_id, encoding, context.suffix, context=context),
+        exact_context_tokens(conn, session_id, encoding, context.suffix, context=context),
         sums.messages,
         sums.tokens,
         sums.uncounted,

@@ -37,11 +37,12 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from . import context_sums
 from .reads import (
-    Store,
     has_chat_role,
     json_as_text,
     json_value,
     no_usable_count,
+    session_head,
+    session_messages,
     span_messages,
     usable_count_sums,
 )
@@ -251,7 +252,6 @@ def count_loaded_messages(conn: Connection, messages: list[Message], encoding: s
 
 
 def read_suffix(
-    store: Store,
     conn: Connection,
     session_id: int,
     encoding: str | None,
@@ -267,18 +267,18 @@ def read_suffix(
     (where turns start), of roles resent as user messages and of messages without a usable
     count; the rest carry their counts. A result whose call is not in the suffix is resent as
     a user message: then every text is read."""
-    head = store.head(session_id, encoding, conn)
+    head = session_head(conn, session_id, encoding)
     session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     texts_of = (
         None
         if texts
         else sa.or_(M.c.role == "user", ~has_chat_role(M.c.role), no_usable_count(enc))
     )
-    suffix = store.messages(session_id, cut, conn=conn, texts_of=texts_of)
+    suffix = session_messages(conn, session_id, cut, texts_of=texts_of)
     if texts_of is not None:
         pairing = pair_tool_calls(suffix)
         if pairing.orphans or pairing.duplicates:
-            suffix = store.messages(session_id, cut, conn=conn)
+            suffix = session_messages(conn, session_id, cut)
     if store_counts:
         count_loaded_messages(conn, suffix, enc)
     else:
@@ -303,15 +303,13 @@ class SuffixTail:
     whole: bool
 
 
-def read_tails(
-    store: Store, conn: Connection, session_id: int, encoding: str | None
-) -> Iterator[SuffixTail]:
+def read_tails(conn: Connection, session_id: int, encoding: str | None) -> Iterator[SuffixTail]:
     """Ever longer tails of a session's restored suffix, newest first, each read from the end
     on the (session_id, id) index, until one is the whole suffix: a dry run stops at the first
     tail that settles its plan (``core.plan.plan_tail``). What planning and measuring
     the kept part need is read (``read_suffix``'s ``texts=False``, and the text of results);
     nothing is written."""
-    head = store.head(session_id, encoding, conn)
+    head = session_head(conn, session_id, encoding)
     session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     # Results too: one the kept part holds without its call is resent with its text. A tail
     # is a few hundred messages; the rows before it are never read.
@@ -321,11 +319,11 @@ def read_tails(
     tail: list[Message] = []
     page = FIRST_TAIL_PAGE
     while True:
-        older = store.messages(
+        older = session_messages(
+            conn,
             session_id,
             cut,
             tail[0].id if tail else None,
-            conn,
             texts_of=texts_of,
             newest=page,
         )
@@ -339,7 +337,6 @@ def read_tails(
 
 
 def span_token_totals(
-    store: Store,
     conn: Connection,
     session_id: int,
     from_id: int | None,
@@ -356,7 +353,9 @@ def span_token_totals(
     n, summed, missing = conn.execute(dialect_of(conn).through_session_index(query, M)).one()
     counted = 0
     if missing:
-        rows = store.messages(session_id, from_id, before_id, conn, only=no_usable_count(encoding))
+        rows = session_messages(
+            conn, session_id, from_id, before_id, only=no_usable_count(encoding)
+        )
         fill_missing_counts(rows, encoding)
         counted = sum(m.token_count or 0 for m in rows)
     return int(n or 0), int(summed or 0) + counted

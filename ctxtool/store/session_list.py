@@ -21,7 +21,7 @@ from .candidates import (
     exact_context_tokens,
     over_threshold,
 )
-from .reads import Store, per_session
+from .reads import per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
 # (the first N of the primary key), the newest activity (the time of a session's newest
@@ -97,10 +97,8 @@ def list_sessions(
         compactions = per_session(conn, C, ids, sa.func.count())
         exact: dict[int, int] = {}
         if over_window is not None or sort == "tokens":  # each restored context, whole
-            store = Store(engine)
             exact = {
                 sid: exact_context_tokens(
-                    store,
                     conn,
                     sid,
                     None,
