@@ -19,7 +19,6 @@ from .reads import (
     _MESSAGE_COLUMNS,
     SessionHistory,
     connection_for,
-    keyset_pages,
     read_messages,
     span_at,
 )
@@ -60,7 +59,8 @@ class ContextPages:
     """The messages of the context at ``point``, page by page in id order."""
 
     def __init__(self, history: SessionHistory, point: ContextPoint, size: int):
-        self.engine, self.session_id = history.store.engine, history.session_id
+        self.store, self.session_id = history.store, history.session_id
+        self.engine = history.store.engine
         self.point, self.size = point, size
 
     def __call__(self, text: bool, through: int | None = None) -> Iterator[list[Message]]:
@@ -74,7 +74,7 @@ class ContextPages:
         query = span_at(self.engine, self.session_id, point, columns)
         if through is not None:
             query = query.where(M.c.id <= through)
-        for rows in keyset_pages(self.engine, query, self.size):
+        for rows in self.store.keyset_pages(query, self.size):
             yield [m for m in rows if point.holds(m)]
 
     def fetch(self, ids: list[int]) -> dict[int, Message]:

@@ -267,27 +267,6 @@ def compaction_from_row(row) -> Compaction:
     return Compaction(**values)
 
 
-def keyset_pages(
-    engine: Engine, query: sa.Select, size: int, conn: Connection | None = None
-) -> Iterator[list[Message]]:
-    """The messages of ``query`` (ordered by id) a page of ``size`` at a time, each page one
-    query starting after the last id of the one before: flat memory, and no page costs more
-    than the first (an ``OFFSET`` would rescan what it skips). A connection a page unless
-    ``conn``: a reader held open for a whole pass would keep a writer's changes from being
-    checkpointed on SQLite."""
-    query = query.limit(size)
-    last: int | None = None
-    while True:
-        with connection_for(engine, conn) as c:
-            rows = read_messages(c, query if last is None else query.where(M.c.id > last))
-        if not rows:
-            return
-        last = rows[-1].id
-        yield rows
-        if len(rows) < size:
-            return
-
-
 @dataclasses.dataclass(frozen=True)
 class SessionHead:
     """Where every read of a session's restored context starts: the session, the encoding its
@@ -450,8 +429,28 @@ class Store:
     ) -> Iterator[Message]:
         """The whole history of a session, in id-keyed batches (flat memory)."""
         query = sa.select(*_MESSAGE_COLUMNS).where(M.c.session_id == session_id).order_by(M.c.id)
-        for page in keyset_pages(self.engine, query, batch, conn):
+        for page in self.keyset_pages(query, batch, conn):
             yield from page
+
+    def keyset_pages(
+        self, query: sa.Select, size: int, conn: Connection | None = None
+    ) -> Iterator[list[Message]]:
+        """The messages of ``query`` (ordered by id) a page of ``size`` at a time, each page one
+        query starting after the last id of the one before: flat memory, and no page costs
+        more than the first (an ``OFFSET`` would rescan what it skips). A connection a page
+        unless ``conn``: a reader held open for a whole pass would keep a writer's changes from
+        being checkpointed on SQLite."""
+        query = query.limit(size)
+        last: int | None = None
+        while True:
+            with connection_for(self.engine, conn) as c:
+                rows = read_messages(c, query if last is None else query.where(M.c.id > last))
+            if not rows:
+                return
+            last = rows[-1].id
+            yield rows
+            if len(rows) < size:
+                return
 
     # -- restored context ----------------------------------------------------------------------
 
