@@ -31,7 +31,6 @@ from ctxtool.store.context_sums import (
     versions_after,
 )
 from ctxtool.store.counts import count_tokens
-from ctxtool.store.removal import delete_sessions
 
 from .builders import add_session
 
@@ -263,7 +262,7 @@ def test_kept_sums_read_what_the_messages_say_whatever_happens_between_runs(db, 
         if rng.random() < 0.5:
             _keep(db)
             _same(db)
-    delete_sessions(db.engine, [sessions[0]])
+    Store(db.engine).delete_sessions([sessions[0]])
     _same(db)
     # Left marked as no run's (drop), never current.
     assert db.rows(
@@ -496,7 +495,7 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)  # no row kept yet: it would insert one
     assert [(r.session_id, r.read_version) for r in read.to_keep] == [(1, None)]
-    delete_sessions(db.engine, [1])
+    Store(db.engine).delete_sessions([1])
     add_session(db, 1, turns("new", 4), "gpt-4o")  # longer: its newest id is past the row's
     assert remember(db.engine, read.to_keep) == 0
     _same(db)
@@ -511,7 +510,7 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     assert [r.session_id for r in read.to_keep] == [1]
-    delete_sessions(db.engine, [1])
+    Store(db.engine).delete_sessions([1])
     add_session(db, 1, turns("again", 6), "gpt-4o")
     count_tokens(db.engine)
     assert remember(db.engine, read.to_keep) == 0

@@ -9,7 +9,7 @@ from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
 from ..store.acknowledgement import mark_over_window_ok
-from ..store.removal import delete_sessions, footprints
+from ..store.removal import footprints
 from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
 from .app import pass_app
@@ -251,5 +251,5 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
             "nothing removed: add --yes to remove "
             f"{len(planned)} session(s) and everything they hold"
         )
-    removed = delete_sessions(engine, ids)
+    removed = store.delete_sessions(ids)
     print_rows([{**f.as_dict(), "removed": True} for f in removed], output)

@@ -38,6 +38,7 @@ from ..db.stored_time import parse_stored_time
 
 if TYPE_CHECKING:
     from ..core.inspection import CheckpointDiff, ContextPoint, ContextView
+    from .removal import SessionFootprint
 
 
 def json_as_text(column: sa.Column) -> sa.ColumnElement:
@@ -379,6 +380,14 @@ class Store:
             f"session {text} is ambiguous, it is a prefix of the source ids of "
             f"sessions {shown}{more}: give more characters or the id"
         )
+
+    def delete_sessions(self, session_ids: list[int]) -> list[SessionFootprint]:
+        """Remove the sessions with everything they hold, in one transaction; what was
+        removed."""
+        from .removal import remove_sessions
+
+        with self.engine.begin() as conn:
+            return remove_sessions(conn, session_ids)
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with connection_for(self.engine, conn) as c:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..core.errors import CtxtoolError
 from ..db.schema import agent_compaction as C
@@ -68,12 +68,12 @@ def footprints(conn: Connection, session_ids: list[int]) -> list[SessionFootprin
     ]
 
 
-def delete_sessions(engine: Engine, session_ids: list[int]) -> list[SessionFootprint]:
-    """Remove the sessions with everything they hold, in one transaction; what was removed."""
+def remove_sessions(conn: Connection, session_ids: list[int]) -> list[SessionFootprint]:
+    """Remove the sessions with everything they hold, in the caller's transaction (see
+    ``Store.delete_sessions``); what was removed."""
     ids = list(dict.fromkeys(session_ids))
-    with engine.begin() as conn:
-        removed = footprints(conn, ids)
-        remove_rows(conn, ids)
+    removed = footprints(conn, ids)
+    remove_rows(conn, ids)
     return removed
 
 
