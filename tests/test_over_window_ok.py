@@ -8,7 +8,8 @@ import json
 
 from ctxtool.core.compaction_outcome import CompactionOutcome
 from ctxtool.core.status import CompactionStatus
-from ctxtool.store.acknowledgement import batch_failures, mark_over_window_ok
+from ctxtool.store import Store
+from ctxtool.store.acknowledgement import batch_failures
 
 from .builders import LIMITS, add_session, coding_session
 from .test_compaction_runs import _find_output_session
@@ -46,7 +47,7 @@ def test_an_acknowledged_session_is_reported_and_no_longer_fails_the_batch(db, c
     cleared = cli("--db", db.url, "sessions", "mark", "1", "--clear")
     assert cleared.exit_code == 0 and "acknowledgement cleared" in cleared.stderr
     assert cli("--db", db.url, "compact", "--all", *LIMITS).exit_code == 4
-    mark_over_window_ok(db.engine, "1")  # the library, as the command does
+    Store(db.engine).mark_over_window_ok("1")  # the library, as the command does
     assert db.scalar("SELECT over_window_ok_at IS NOT NULL FROM agent_session WHERE session_id = 1")
 
 

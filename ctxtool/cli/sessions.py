@@ -8,7 +8,6 @@ from ..core.windows import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
 from ..store import Store, list_sessions
-from ..store.acknowledgement import mark_over_window_ok
 from ..store.removal import footprints
 from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
@@ -212,7 +211,7 @@ def sessions_mark(app, session, ok):
     """
     if ok is None:
         raise click.UsageError("say what to mark: --over-window-ok or --clear")
-    session_id = mark_over_window_ok(app.checked_engine(), session, ok)
+    session_id = Store(app.checked_engine()).mark_over_window_ok(session, ok)
     click.echo(
         f"session {session_id}: "
         + ("over its window, acknowledged" if ok else "acknowledgement cleared"),

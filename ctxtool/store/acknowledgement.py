@@ -24,12 +24,15 @@ from .reads import Store
 
 
 def mark_over_window_ok(engine: Engine, session: str | int, ok: bool = True) -> int:
-    """Record (``ok``) or clear the acknowledgement of the session ``session`` names; its id."""
-    with engine.begin() as conn:
-        session_id = Store(engine).resolve_session(session, conn)
-        value = dialect_of(conn).server_now() if ok else None
-        conn.execute(S.update().where(S.c.session_id == session_id).values(over_window_ok_at=value))
-    return session_id
+    """``Store(engine).mark_over_window_ok(session, ok)``, kept under the name docs/search.md
+    showed."""
+    return Store(engine).mark_over_window_ok(session, ok)
+
+
+def set_over_window_ok(conn: Connection, session_id: int, ok: bool = True) -> None:
+    """Record (``ok``) or clear the session's acknowledgement, in the caller's transaction."""
+    value = dialect_of(conn).server_now() if ok else None
+    conn.execute(S.update().where(S.c.session_id == session_id).values(over_window_ok_at=value))
 
 
 def acknowledged_at(conn: Connection, session_ids: Iterable[int]) -> dict[int, datetime]:

@@ -389,6 +389,16 @@ class Store:
         with self.engine.begin() as conn:
             return remove_sessions(conn, session_ids)
 
+    def mark_over_window_ok(self, session: str | int, ok: bool = True) -> int:
+        """Record (``ok``) or clear the operator's acknowledgement that the session ``session``
+        names stays over its window (``store.acknowledgement``); its id."""
+        from .acknowledgement import set_over_window_ok
+
+        with self.engine.begin() as conn:
+            session_id = self.resolve_session(session, conn)
+            set_over_window_ok(conn, session_id, ok)
+        return session_id
+
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with connection_for(self.engine, conn) as c:
             return [r[0] for r in c.execute(sa.select(S.c.session_id).order_by(S.c.session_id))]
