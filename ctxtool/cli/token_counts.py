@@ -15,7 +15,6 @@ from ..failures import INTERRUPTED
 from ..output import OutputFormat, Progress, dumps, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
-from ..store.reports import token_report
 from ..terminal import fit_table, print_result, table_width, wrap
 from .app import pass_app
 from .options import (
@@ -116,7 +115,7 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     """
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
-    rows = token_report(engine, session_id, encoding)
+    rows = Store(engine).token_report(session_id, encoding)
     if chart and output.machine:
         histogram = window_histogram_doc(rows, settings)
         if output.json:

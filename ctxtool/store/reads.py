@@ -301,12 +301,7 @@ class Store:
     def session(self, session_id: int, conn: Connection | None = None) -> Session:
         """The session, or CtxtoolError naming it when it does not exist."""
         with connection_for(self.engine, conn) as c:
-            row = c.execute(_SESSION_QUERY, {"sid": session_id}).first()
-        if row is None:
-            raise CtxtoolError(f"session {session_id} does not exist")
-        values = dict(row._mapping)
-        values["details"] = json_value(values["details"])
-        return Session(**values)
+            return read_session(c, session_id)
 
     def resolve_session(
         self, ref: str | int, conn: Connection | None = None, *, leftovers: bool = False
@@ -484,9 +479,17 @@ class Store:
     def restored_context(self, session_id: int, conn: Connection | None = None) -> RestoredContext:
         """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
         with connection_for(self.engine, conn) as c:
-            head = self.head(session_id, conn=c)
-            suffix = self.messages(session_id, head.cut, conn=c)
-        return restore_context(session_id, head.session.system_prompt, head.latest, suffix)
+            return restored_context(c, session_id)
+
+    def token_report(
+        self, session_id: int | None = None, encoding: str | None = None
+    ) -> list[dict]:
+        """Per session: history vs effective tokens (see ``store.reports.token_report``), read
+        on a connection of its own."""
+        from .reports import token_report
+
+        with read_connection(self.engine) as conn:
+            return token_report(conn, session_id, encoding)
 
     def context_tokens(
         self, session_id: int, encoding: str | None = None, conn: Connection | None = None
@@ -534,6 +537,23 @@ def session_messages(
     if newest is None:
         return read_messages(conn, query.order_by(M.c.id))
     return read_messages(conn, query.order_by(M.c.id.desc()).limit(newest))[::-1]
+
+
+def read_session(conn: Connection, session_id: int) -> Session:
+    """The session, or CtxtoolError naming it when it does not exist."""
+    row = conn.execute(_SESSION_QUERY, {"sid": session_id}).first()
+    if row is None:
+        raise CtxtoolError(f"session {session_id} does not exist")
+    values = dict(row._mapping)
+    values["details"] = json_value(values["details"])
+    return Session(**values)
+
+
+def restored_context(conn: Connection, session_id: int) -> RestoredContext:
+    """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
+    head = session_head(conn, session_id)
+    suffix = session_messages(conn, session_id, head.cut)
+    return restore_context(session_id, head.session.system_prompt, head.latest, suffix)
 
 
 def session_head(conn: Connection, session_id: int, encoding: str | None = None) -> SessionHead:

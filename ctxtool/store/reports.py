@@ -4,82 +4,83 @@ compression, and the context size the provider itself reported where a transcrip
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import restored_context_tokens
 from ..core.tokens import count_text, encoding_for_model
-from ..db import dialect_of, read_connection
+from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from .counts import expected_encoding
-from .reads import Store, json_as_text, json_value, usable_count_sums
+from .reads import (
+    json_as_text,
+    json_value,
+    read_session,
+    restored_context,
+    usable_count_sums,
+)
 
 
 def token_report(
-    engine: Engine, session_id: int | None = None, encoding: str | None = None
+    conn: Connection, session_id: int | None = None, encoding: str | None = None
 ) -> list[dict]:
-    """Per session: history vs effective (restored) tokens, summary tokens, provider usage.
+    """Per session: history vs effective (restored) tokens, summary tokens, provider usage,
+    read in the caller's transaction (``Store.token_report`` opens one).
 
     Full-history figures are one aggregate query over the stored counts; the effective context
     is counted per session from its restored suffix.
     """
-    store = Store(engine)
-    with read_connection(engine) as conn:
-        q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(
-            S.c.session_id
+    q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(
+        S.c.session_id
+    )
+    if session_id is not None:
+        read_session(conn, session_id)
+        q = q.where(S.c.session_id == session_id)
+    sessions = conn.execute(q).all()
+    # Only counts made with the encoding the report uses add up: a message counted with
+    # another is uncounted here. One walk of the index that holds counts and encodings.
+    expected = expected_encoding(conn, encoding)
+    agg = (
+        sa.select(M.c.session_id, sa.func.count().label("messages"), *usable_count_sums(expected))
+        .select_from(M.join(S, S.c.session_id == M.c.session_id))
+        .group_by(M.c.session_id)
+    )
+    if session_id is not None:
+        agg = agg.where(M.c.session_id == session_id)
+    totals = {r.session_id: r for r in conn.execute(dialect_of(conn).through_session_index(agg, M))}
+    ccount = sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id)
+    if session_id is not None:
+        ccount = ccount.where(C.c.session_id == session_id)
+    compactions = {r.session_id: r.n for r in conn.execute(ccount)}
+    report = []
+    for s in sessions:
+        choice = encoding_for_model(s.model, encoding)
+        ctx = restored_context(conn, s.session_id)
+        effective = restored_context_tokens(ctx, choice.name)
+        t = totals.get(s.session_id)
+        history = int(t.tokens or 0) if t else 0
+        summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
+        usage = _latest_provider_usage(conn, s.session_id)
+        details = json_value(s.details)
+        last = details.get("last_usage") if isinstance(details, dict) else None
+        if usage is None and isinstance(last, dict):  # Codex reports usage per turn
+            usage = last.get("context_tokens")
+        report.append(
+            {
+                "session_id": s.session_id,
+                "model": s.model,
+                "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
+                "messages": int(t.messages) if t else 0,
+                "uncounted": int(t.uncounted or 0) if t else 0,
+                "history_tokens": history,
+                "effective_tokens": effective,
+                "summary_tokens": summary_tokens,
+                "compactions": compactions.get(s.session_id, 0),
+                "compression": round(history / effective, 2) if effective and history else None,
+                "provider_context_tokens": usage,
+            }
         )
-        if session_id is not None:
-            store.session(session_id, conn)
-            q = q.where(S.c.session_id == session_id)
-        sessions = conn.execute(q).all()
-        # Only counts made with the encoding the report uses add up: a message counted with
-        # another is uncounted here. One walk of the index that holds counts and encodings.
-        expected = expected_encoding(conn, encoding)
-        agg = (
-            sa.select(
-                M.c.session_id, sa.func.count().label("messages"), *usable_count_sums(expected)
-            )
-            .select_from(M.join(S, S.c.session_id == M.c.session_id))
-            .group_by(M.c.session_id)
-        )
-        if session_id is not None:
-            agg = agg.where(M.c.session_id == session_id)
-        totals = {
-            r.session_id: r for r in conn.execute(dialect_of(conn).through_session_index(agg, M))
-        }
-        ccount = sa.select(C.c.session_id, sa.func.count().label("n")).group_by(C.c.session_id)
-        if session_id is not None:
-            ccount = ccount.where(C.c.session_id == session_id)
-        compactions = {r.session_id: r.n for r in conn.execute(ccount)}
-        report = []
-        for s in sessions:
-            choice = encoding_for_model(s.model, encoding)
-            ctx = store.restored_context(s.session_id, conn)
-            effective = restored_context_tokens(ctx, choice.name)
-            t = totals.get(s.session_id)
-            history = int(t.tokens or 0) if t else 0
-            summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
-            usage = _latest_provider_usage(conn, s.session_id)
-            details = json_value(s.details)
-            last = details.get("last_usage") if isinstance(details, dict) else None
-            if usage is None and isinstance(last, dict):  # Codex reports usage per turn
-                usage = last.get("context_tokens")
-            report.append(
-                {
-                    "session_id": s.session_id,
-                    "model": s.model,
-                    "encoding": choice.name + (" (estimate)" if choice.estimate else ""),
-                    "messages": int(t.messages) if t else 0,
-                    "uncounted": int(t.uncounted or 0) if t else 0,
-                    "history_tokens": history,
-                    "effective_tokens": effective,
-                    "summary_tokens": summary_tokens,
-                    "compactions": compactions.get(s.session_id, 0),
-                    "compression": round(history / effective, 2) if effective and history else None,
-                    "provider_context_tokens": usage,
-                }
-            )
     return report
 
 
