@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -87,6 +88,11 @@ def pytest_configure_node(node):
 
 
 def pytest_configure(config):
+    # Run from a background job of a shell without job control (`cmd &` in a script, nohup),
+    # pytest starts with SIGINT ignored, and every ctxtool the tests start inherits that: the
+    # Ctrl-C tests would send signals no one hears. Ctrl-C is restored for what they start.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # A pytest-xdist worker comes up with COLUMNS=80 and LINES=24 exported (pytest imports
     # readline early, and GNU readline writes them in a worker): the commands would then fit
     # their tables in 80 columns where a run of one process has no width. A worker takes the
