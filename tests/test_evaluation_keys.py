@@ -19,7 +19,7 @@ from ctxtool.core.errors import CtxtoolError
 from ctxtool.core.evaluator import ProbeKind
 from ctxtool.core.records import Message
 from ctxtool.core.span_facts import modified_paths, signals_of
-from ctxtool.evaluation.keys import KeyedSpan, agreement, keyed_span, load_key
+from ctxtool.evaluation.keys import KeyedSpan, agreement, keyed_span, load_key, state_held
 
 from .conftest import TRANSCRIPTS
 
@@ -155,3 +155,55 @@ def test_derived_probes_agree_with_the_hand_keys(keyed_spans):
     for kind, minimum in AGREEMENT_MIN.items():
         held, total = rates[kind]
         assert held / total >= minimum, (kind.value, held, total)
+
+
+# Where each state puts its subject: (the section, the line) a right summary writes, and the
+# one a summary that misstates it writes (a fixed error called open, an open one called fixed,
+# a pending task marked done, a finished one listed as to do).
+RIGHT_STATE = {
+    "fixed": ("Errors and fixes", "- {} — fixed"),
+    "open": ("Errors and fixes", "- {} — still open"),
+    "pending": ("Open tasks", "- [ ] {}"),
+    "done": ("Done", "- [x] {}"),
+}
+WRONG_STATE = {
+    "fixed": RIGHT_STATE["open"],
+    "open": RIGHT_STATE["fixed"],
+    "pending": RIGHT_STATE["done"],
+    "done": RIGHT_STATE["pending"],
+}
+
+
+def state_summary(span: KeyedSpan, lines: dict[str, tuple[str, str]]) -> str:
+    """A summary naming every hand state probe's subject (each of its groups' first
+    alternative, on one line) in the section and words ``lines`` gives its state."""
+    sections: dict[str, list[str]] = {}
+    for probe in span.key.probes:
+        if probe.state:
+            heading, line = lines[probe.state]
+            subject = " ".join(group[0] for group in probe.all_of)
+            sections.setdefault(heading, []).append(line.format(subject))
+    return "\n\n".join(f"## {h}\n" + "\n".join(items) for h, items in sections.items())
+
+
+def test_a_summary_that_misstates_where_the_work_stands_scores_low_on_the_hand_state_probes(
+    keyed_spans,
+):
+    """The hand keys' state probes, not only eval's derived ones, tell a summary that names
+    every subject in the wrong state from one that names them in the right state: the state
+    figure of docs/quality.md is no count of subjects named."""
+    right_held = wrong_held = total = faults = 0
+    for span in keyed_spans:
+        if not any(p.state for p in span.key.probes):
+            continue
+        right = span.evaluate(state_summary(span, RIGHT_STATE))
+        wrong = span.evaluate(state_summary(span, WRONG_STATE))
+        held, n = state_held(right)
+        right_held, total = right_held + held, total + n
+        wrong_held += state_held(wrong)[0]
+        faults += sum(bool(v.contradicted) for v in wrong.summary_only if v.probe.state)
+    print(f"\nstate probes held: right {right_held}/{total}, wrong {wrong_held}/{total}")
+    assert total >= 20
+    assert right_held / total >= 0.9
+    assert wrong_held / total <= 0.1
+    assert faults > 0
