@@ -90,11 +90,17 @@ def request_parameters(model: str, max_tokens: int, style: str = "auto") -> dict
     return {"max_tokens": max_tokens, "temperature": 0}
 
 
+def _asked_tokens(model: str, max_tokens: int, style: str = "auto") -> int:
+    """The completion tokens a request with the cap ``max_tokens`` asks for (a reasoning
+    model's headroom included)."""
+    sent = request_parameters(model, max_tokens, style)
+    return sent.get("max_completion_tokens") or sent["max_tokens"]
+
+
 def default_input_tokens(model: str, max_tokens: int, style: str = "auto") -> int:
     """What one request may carry: the model's window less the answer and the prompt frame."""
-    answer = request_parameters(model, max_tokens, style)
-    answer_tokens = answer.get("max_completion_tokens") or answer["max_tokens"]
-    return max(2048, context_window_for(model) - answer_tokens - PROMPT_OVERHEAD_TOKENS)
+    asked = _asked_tokens(model, max_tokens, style)
+    return max(2048, context_window_for(model) - asked - PROMPT_OVERHEAD_TOKENS)
 
 
 class OpenAISummarizer:
@@ -311,8 +317,7 @@ class OpenAISummarizer:
         it counted make its window."""
         prompt = getattr(getattr(response, "usage", None), "prompt_tokens", None)
         answer = _completion_tokens(response)
-        sent = request_parameters(self.model, max_tokens, self.style)
-        asked = sent.get("max_completion_tokens") or sent["max_tokens"]
+        asked = _asked_tokens(self.model, max_tokens, self.style)
         if not self._clips or not isinstance(prompt, int) or not answer or answer >= asked:
             return False
         before = self.window
