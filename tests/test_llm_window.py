@@ -7,6 +7,7 @@ real ``openai`` client over HTTP."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 
@@ -166,6 +167,19 @@ def test_a_server_stating_a_boolean_window_is_not_a_window_of_one_token():
         + body
     )
     assert _probe(url, "sk-x", "m").window is None
+
+
+def test_the_brief_format_asks_for_the_full_one_s_sections():
+    """The brief format is the full one's sections with shorter placeholders: the same
+    headings in the same order, so a small model's summary is read back section by section
+    as a larger one's is, and a section added to one format but not the other fails here."""
+    from ctxtool.compaction.summarizers.prompt import BRIEF_FORMAT, SUMMARY_FORMAT
+
+    def headings(text: str) -> list[str]:
+        return re.findall(r"^## (.+)$", text, re.M)
+
+    assert headings(SUMMARY_FORMAT) and headings(BRIEF_FORMAT) == headings(SUMMARY_FORMAT)
+    assert len(BRIEF_FORMAT) < len(SUMMARY_FORMAT) // 2
 
 
 def test_a_small_stated_window_gets_the_brief_prompt(db, cli):
