@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..checkpoint_quality import describe as describe
-from ..checkpoint_quality import quality_of as quality_of
+from ..checkpoint_quality import quality_of
 from ..sections import is_item, without_scratchpad
 from ..span_facts import BOILERPLATE
 from .answers import Verdict, normalise
