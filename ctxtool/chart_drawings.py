@@ -428,7 +428,7 @@ def histogram_lines(
         note = ""
         if b.high is None:
             note = "over the window"
-        elif b.as_row(threshold_share)["holds_threshold"]:
+        elif b.holds(threshold_share):
             note = "threshold in here"
         lines.append(f"{label:>{label_w}} {b.sessions:>{count_w}} {bar:<{bar_w}} {note}".rstrip())
     return lines

@@ -12,6 +12,7 @@ from ctxtool.core.context_chart import (
     column_of,
     columns,
     context_chart,
+    sessions_histogram,
     window_histogram,
 )
 from ctxtool.core.tokens import REPLY_PRIMING_TOKENS as P
@@ -95,6 +96,27 @@ def test_the_histogram_counts_sessions_by_share_of_the_window():
     assert all(len(line) <= 80 for line in lines)
     assert lines[8].endswith("threshold in here") and lines[-1].endswith("over the window")
     assert "█" not in "".join(histogram_lines(buckets, 0.87, 80, unicode=False))
+
+
+def test_the_sessions_histogram_counts_near_over_and_the_common_threshold():
+    """(tokens, window, threshold) per session, as `tokens report --chart` reads them: near is
+    within a tenth of the window below the threshold, the threshold inclusive."""
+    contexts = [(5, 100, 80), (30, 100, 80), (75, 100, 80), (80, 100, 80), (85, 100, 80)]
+    histogram = sessions_histogram([*contexts, (240, 200, 160)])
+    assert (histogram.sessions, histogram.threshold_share) == (6, 0.8)
+    assert (histogram.near_threshold, histogram.over_threshold, histogram.over_window) == (2, 2, 1)
+    assert [b.sessions for b in histogram.buckets] == [1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 1]
+    doc = histogram.as_doc()
+    assert doc["near_share"] == 0.1 and doc["buckets"][3] == {
+        "low": 0.3,
+        "high": 0.4,
+        "sessions": 1,
+        "holds_threshold": False,
+    }
+    assert [b["holds_threshold"] for b in doc["buckets"]] == [i == 8 for i in range(11)]
+    mixed = sessions_histogram([*contexts, (10, 100, 90)])  # two thresholds: none is drawn
+    assert mixed.threshold_share is None and not any(b.holds(None) for b in mixed.buckets)
+    assert sessions_histogram([]).as_doc()["sessions"] == 0
 
 
 def sample_chart():

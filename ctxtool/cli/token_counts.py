@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..chart_drawings import histogram_lines, unicode_allowed
-from ..core.context_chart import Bucket, window_histogram
+from ..core.context_chart import NEAR_THRESHOLD, WindowHistogram, sessions_histogram
 from ..core.errors import CtxtoolError
 from ..core.plan import CompactionSettings, context_window_for
 from ..core.tokens import get_encoding
@@ -117,7 +117,7 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     session_id = Store(engine).resolve_session(session) if session else None
     rows = Store(engine).token_report(session_id, encoding)
     if chart and output.machine:
-        histogram = window_histogram_doc(rows, settings)
+        histogram = window_histogram(rows, settings).as_doc()
         if output.json:
             click.echo(dumps(histogram))
         else:
@@ -143,49 +143,32 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
         click.echo("\n" + "\n".join(window_chart(rows, settings, table_width(None) or 80)))
 
 
-# Below the threshold by at most this share of the window: "near" it.
-NEAR_THRESHOLD = 0.1
-
-
-def window_histogram_doc(rows: list[dict], settings: CompactionSettings) -> dict:
-    """The report's histogram as data: each session's context as a share of its model's window
-    (or the --context-window) in buckets, the threshold's share when every session has the
-    same, and how many are near the threshold, over it, over the window."""
-    shares, over_window, over, near = [], 0, 0, 0
-    threshold_shares = set()
-    for r in rows:
-        window = context_window_for(r["model"], settings.context_window)
-        threshold = settings.threshold(r["model"])
-        tokens = r["effective_tokens"]
-        shares.append(tokens / window)
-        threshold_shares.add(threshold / window)
-        over_window += tokens > window
-        over += tokens > threshold
-        near += threshold - NEAR_THRESHOLD * window < tokens <= threshold
-    common = threshold_shares.pop() if len(threshold_shares) == 1 else None
-    return {
-        "sessions": len(rows),
-        "threshold_share": None if common is None else round(common, 6),
-        "near_threshold": near,
-        "near_share": NEAR_THRESHOLD,
-        "over_threshold": over,
-        "over_window": over_window,
-        "buckets": [b.as_row(common) for b in window_histogram(shares)],
-    }
+def window_histogram(rows: list[dict], settings: CompactionSettings) -> WindowHistogram:
+    """The report's histogram: each session's context as a share of its model's window (or
+    the --context-window), with its model's threshold."""
+    return sessions_histogram(
+        (
+            r["effective_tokens"],
+            context_window_for(r["model"], settings.context_window),
+            settings.threshold(r["model"]),
+        )
+        for r in rows
+    )
 
 
 def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> list[str]:
-    """The report's histogram drawn (:func:`window_histogram_doc`): a bar a bucket, then how
-    many sessions are near the threshold, over it, over the window."""
-    doc = window_histogram_doc(rows, settings)
-    buckets = [Bucket(b["low"], b["high"], b["sessions"]) for b in doc["buckets"]]
+    """The report's histogram drawn: a bar a bucket, then how many sessions are near the
+    threshold, over it, over the window."""
+    histogram = window_histogram(rows, settings)
     lines = ["sessions by restored context, as a share of their window:"]
-    lines += histogram_lines(buckets, doc["threshold_share"], width, unicode_allowed(sys.stdout))
+    lines += histogram_lines(
+        histogram.buckets, histogram.threshold_share, width, unicode_allowed(sys.stdout)
+    )
     lines.append(
         wrap(
-            f"{doc['sessions']} session(s): {doc['near_threshold']} near the threshold (within "
-            f"{NEAR_THRESHOLD:.0%} of the window below it), {doc['over_threshold']} over it, "
-            f"{doc['over_window']} over the window",
+            f"{histogram.sessions} session(s): {histogram.near_threshold} near the threshold "
+            f"(within {NEAR_THRESHOLD:.0%} of the window below it), {histogram.over_threshold} "
+            f"over it, {histogram.over_window} over the window",
             width,
         )
     )

@@ -301,6 +301,14 @@ class Bucket:
     high: float | None
     sessions: int
 
+    def holds(self, threshold_share: float | None) -> bool:
+        """Whether the threshold (a share of the window; None: no common one) is in this bar."""
+        return (
+            self.high is not None
+            and threshold_share is not None
+            and self.low <= threshold_share < self.high
+        )
+
     def as_row(self, threshold_share: float | None) -> dict[str, Any]:
         """The bar as a row: its range (shares of the window, rounded so a tenth reads 0.3,
         not 0.30000000000000004), its sessions, and whether it holds the threshold."""
@@ -308,10 +316,54 @@ class Bucket:
             "low": round(self.low, 6),
             "high": None if self.high is None else round(self.high, 6),
             "sessions": self.sessions,
-            "holds_threshold": self.high is not None
-            and threshold_share is not None
-            and self.low <= threshold_share < self.high,
+            "holds_threshold": self.holds(threshold_share),
         }
+
+
+# Below the threshold by at most this share of the window: "near" it.
+NEAR_THRESHOLD = 0.1
+
+
+@dataclass(frozen=True)
+class WindowHistogram:
+    """The store's sessions by their restored context's share of their window: the bars, the
+    threshold's share when every session has the same, and how many sessions are near the
+    threshold (within :data:`NEAR_THRESHOLD` of the window below it), over it, over the window."""
+
+    sessions: int
+    threshold_share: float | None
+    near_threshold: int
+    over_threshold: int
+    over_window: int
+    buckets: list[Bucket]
+
+    def as_doc(self) -> dict[str, Any]:
+        """The histogram as a document, its shares rounded as :meth:`Bucket.as_row` rounds."""
+        common = self.threshold_share
+        return {
+            "sessions": self.sessions,
+            "threshold_share": None if common is None else round(common, 6),
+            "near_threshold": self.near_threshold,
+            "near_share": NEAR_THRESHOLD,
+            "over_threshold": self.over_threshold,
+            "over_window": self.over_window,
+            "buckets": [b.as_row(common) for b in self.buckets],
+        }
+
+
+def sessions_histogram(contexts: Iterable[tuple[int, int, int]]) -> WindowHistogram:
+    """The histogram of sessions given as (restored context's tokens, window, threshold)."""
+    shares: list[float] = []
+    threshold_shares: set[float] = set()
+    over_window = over = near = 0
+    for tokens, window, threshold in contexts:
+        shares.append(tokens / window)
+        threshold_shares.add(threshold / window)
+        over_window += tokens > window
+        over += tokens > threshold
+        near += threshold - NEAR_THRESHOLD * window < tokens <= threshold
+    common = threshold_shares.pop() if len(threshold_shares) == 1 else None
+    return WindowHistogram(len(shares), common, near, over, over_window, window_histogram(shares))
 
 
 def window_histogram(shares: Sequence[float], step: float = 0.1) -> list[Bucket]:
