@@ -16,7 +16,6 @@ more requests at once than it has slots: the others wait here, where no timeout 
 
 from __future__ import annotations
 
-import functools
 import http.client
 import json
 import os
@@ -30,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.plan import context_window_for
-from ...core.tokens import get_encoding
+from ...core.tokens import token_lengths
 from ...db import mask_url
 from ...redaction import SUMMARY_PLACEHOLDER, mask_secrets
 from .base import (
@@ -496,13 +495,7 @@ class OpenAISummarizer:
 
 def _counted(prompt: str, encoding: str) -> int:
     """The request's prompt in ``encoding``'s tokens: the system prompt and the user's."""
-    enc = get_encoding(encoding)
-    return _system_tokens(encoding) + len(enc.encode_ordinary(prompt))
-
-
-@functools.lru_cache(maxsize=8)
-def _system_tokens(encoding: str) -> int:
-    return len(get_encoding(encoding).encode_ordinary(SYSTEM_PROMPT))
+    return sum(token_lengths([SYSTEM_PROMPT, prompt], encoding))
 
 
 class Probed:
