@@ -12,7 +12,7 @@ releases the GIL) works.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,17 +166,53 @@ def count_tokens(
     return result
 
 
+@dataclass(frozen=True)
+class _Head:
+    """A kind of head text: the table that keeps its count, how it is sent, and the statement
+    that keeps a count (built once, its values bound for every row)."""
+
+    role: str
+    prefix: str
+    update: sa.Update
+
+
+_HEADS = (
+    _Head(
+        "system",
+        "",
+        # A count is no change of the session: its time stays.
+        S.update()
+        .where(S.c.session_id == sa.bindparam("head_key"))
+        .values(
+            details=sa.bindparam("head_details", type_=S.c.details.type),
+            updated_at=S.c.updated_at,
+        ),
+    ),
+    _Head(
+        "user",
+        SUMMARY_PREFIX,
+        C.update()
+        .where(C.c.id == sa.bindparam("head_key"))
+        .values(details=sa.bindparam("head_details", type_=C.c.details.type)),
+    ),
+)
+
+
 def count_heads(
     engine: Engine,
     session_id: int | None = None,
     encoding: str | None = None,
     recount: bool = False,
+    batch_size: int = DEFAULT_BATCH,
 ) -> int:
     """Count the system prompts and the checkpoint summaries (as sent) that have no count kept
     in their details under the encoding their session calls for (``encoding``: this one), and
     keep it there (``core.context_size.HEAD_COUNTS_KEY``); ``recount``: every one in scope.
     Returns how many were counted. Showing a context whose messages are all counted then
-    loads no vocabulary. A details value that is no JSON object (a runtime's) is left alone."""
+    loads no vocabulary. A details value that is no JSON object (a runtime's) is left alone.
+
+    The rows are read ``batch_size`` at a time in key order (keyset), each page's counts kept
+    in one transaction: memory stays flat however many texts the store holds."""
     sessions = sa.select(
         S.c.session_id.label("key"),
         S.c.model,
@@ -189,31 +225,42 @@ def count_heads(
     if session_id is not None:
         sessions = sessions.where(S.c.session_id == session_id)
         checkpoints = checkpoints.where(C.c.session_id == session_id)
-    with read_connection(engine) as conn:
-        heads = [(S, "system", "", r) for r in conn.execute(sessions)]
-        heads += [(C, "user", SUMMARY_PREFIX, r) for r in conn.execute(checkpoints)]
-    todo: dict[str, list[tuple[sa.Table, int, Any, MessageText]]] = {}
-    for table, role, prefix, row in heads:
-        enc = encoding_for_model(row.model, encoding).name
-        text, details = prefix + row.text, json_value(row.details)
-        if recount or stored_head_count(details, enc, text) is None:
-            todo.setdefault(enc, []).append((table, row.key, details, MessageText(role, text)))
     counted = 0
+    for head, key, query in zip(_HEADS, (S.c.session_id, C.c.id), (sessions, checkpoints)):
+        query = query.order_by(key).limit(batch_size)
+        rows: Sequence[Any] = ()
+        while True:
+            page = query.where(key > rows[-1].key) if rows else query
+            with read_connection(engine) as conn:
+                rows = conn.execute(page).all()
+            counted += _keep_head_counts(engine, head, rows, encoding, recount)
+            if len(rows) < batch_size:
+                break
+    return counted
+
+
+def _keep_head_counts(
+    engine: Engine, head: _Head, rows, encoding: str | None, recount: bool
+) -> int:
+    """Count the texts of ``rows`` that have no usable count kept (every one: ``recount``) and
+    keep the counts in their details, in one transaction; how many were kept."""
+    todo: dict[str, list[tuple[int, Any, MessageText]]] = {}
+    for row in rows:
+        enc = encoding_for_model(row.model, encoding).name
+        text, details = head.prefix + row.text, json_value(row.details)
+        if recount or stored_head_count(details, enc, text) is None:
+            todo.setdefault(enc, []).append((row.key, details, MessageText(head.role, text)))
+    kept = []
     for enc, group in todo.items():
         counts = count_messages([m for *_, m in group], enc)
+        for (key, details, message), n in zip(group, counts):
+            with_count = with_head_count(details, enc, message.content or "", n)
+            if with_count is not None:
+                kept.append({"head_key": key, "head_details": with_count})
+    if kept:
         with engine.begin() as conn:
-            for (table, key, details, message), n in zip(group, counts):
-                kept = with_head_count(details, enc, message.content or "", n)
-                if kept is None:
-                    continue
-                if table is S:  # a count is no change of the session: its time stays
-                    update = S.update().where(S.c.session_id == key)
-                    update = update.values(details=kept, updated_at=S.c.updated_at)
-                else:
-                    update = C.update().where(C.c.id == key).values(details=kept)
-                conn.execute(update)
-                counted += 1
-    return counted
+            conn.execute(head.update, kept)
+    return len(kept)
 
 
 def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
