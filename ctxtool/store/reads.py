@@ -263,9 +263,13 @@ def json_value(text):
 
 def compaction_from_row(row) -> Compaction:
     """A row of ``_COMPACTION_COLUMNS`` as its record."""
-    values = dict(row._mapping)
-    values["details"] = json_value(values["details"])
-    return Compaction(**values)
+    return _record(Compaction, dict(row._mapping))
+
+
+def _record(record, fields: dict[str, Any]):
+    """The ``record`` (Session or Compaction) of a row's ``fields``, its details decoded."""
+    fields["details"] = json_value(fields["details"])
+    return record(**fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -544,16 +548,19 @@ def read_session(conn: Connection, session_id: int) -> Session:
     row = conn.execute(_SESSION_QUERY, {"sid": session_id}).first()
     if row is None:
         raise CtxtoolError(f"session {session_id} does not exist")
-    values = dict(row._mapping)
-    values["details"] = json_value(values["details"])
-    return Session(**values)
+    return _record(Session, dict(row._mapping))
 
 
 def restored_context(conn: Connection, session_id: int) -> RestoredContext:
     """System prompt + latest summary + messages from its cut on (reads only that suffix)."""
-    head = session_head(conn, session_id)
-    suffix = session_messages(conn, session_id, head.cut)
-    return restore_context(session_id, head.session.system_prompt, head.latest, suffix)
+    return _restored(conn, session_head(conn, session_id))
+
+
+def _restored(conn: Connection, head: SessionHead) -> RestoredContext:
+    """The restored context of the session ``head`` starts: its suffix read from the cut."""
+    sid = head.session.session_id
+    suffix = session_messages(conn, sid, head.cut)
+    return restore_context(sid, head.session.system_prompt, head.latest, suffix)
 
 
 def session_head(conn: Connection, session_id: int, encoding: str | None = None) -> SessionHead:
@@ -563,14 +570,10 @@ def session_head(conn: Connection, session_id: int, encoding: str | None = None)
     if row is None:
         raise CtxtoolError(f"session {session_id} does not exist")
     n = len(_SESSION_NAMES)
-    values = dict(zip(_SESSION_NAMES, row[:n]))
-    values["details"] = json_value(values["details"])
-    session = Session(**values)
+    session = _record(Session, dict(zip(_SESSION_NAMES, row[:n])))
     latest = None
     if row[n] is not None:
-        values = dict(zip(_COMPACTION_NAMES, row[n:]))
-        values["details"] = json_value(values["details"])
-        latest = Compaction(**values)
+        latest = _record(Compaction, dict(zip(_COMPACTION_NAMES, row[n:])))
     return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
 
 
@@ -581,9 +584,7 @@ def context_tokens(conn: Connection, session_id: int, encoding: str | None = Non
     the runtime wrote without a count, the system prompt, the summary) are counted now.
     """
     head = session_head(conn, session_id, encoding)
-    suffix = session_messages(conn, session_id, head.cut)
-    ctx = restore_context(session_id, head.session.system_prompt, head.latest, suffix)
-    return restored_context_tokens(ctx, head.encoding)
+    return restored_context_tokens(_restored(conn, head), head.encoding)
 
 
 def span_at(
