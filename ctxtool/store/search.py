@@ -27,7 +27,7 @@ from ..core.trace import FactTrace, TextMatch, trace_fact
 from ..db import dialect_of, read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
-from .reads import Store, compaction_from_row, json_as_text, json_value
+from .reads import _COMPACTION_COLUMNS, Store, compaction_from_row, json_as_text, json_value
 
 # One FULLTEXT index per column: MariaDB's JSON is utf8mb4_bin, which cannot share an index
 # with a _ci column (its index still folds case: lowered terms find "Light").
@@ -301,19 +301,15 @@ def matching_summaries(
     query = query.order_by(C.c.id.desc())
     if limit is not None:
         query = query.limit(limit)
-    rows = conn.execute(query.with_only_columns(*_compaction_columns())).all()
+    rows = conn.execute(query.with_only_columns(*_COMPACTION_COLUMNS)).all()
     return [compaction_from_row(r) for r in rows]
-
-
-def _compaction_columns() -> list[sa.ColumnElement[Any]]:
-    return [json_as_text(c) if c.name == "details" else c for c in C.c]
 
 
 def _checkpoints_of(conn: Connection, session_ids: set[int]) -> dict[int, list[Compaction]]:
     found: dict[int, list[Compaction]] = defaultdict(list)
     if session_ids:
         rows = conn.execute(
-            sa.select(*_compaction_columns())
+            sa.select(*_COMPACTION_COLUMNS)
             .where(C.c.session_id.in_(sorted(session_ids)))
             .order_by(C.c.id)
         )
