@@ -76,6 +76,10 @@ def _aggregate(rows: list[dict], window: int) -> dict:
         ),
         "fixed_called_open": sum(r["state"]["fixed_called_open"] for r in at),
         "finished_pending": sum(r["state"]["finished_pending"] for r in at),
+        "derived_faults": sum(
+            r["state"]["derived_fixed_called_open"] + r["state"]["derived_finished_pending"]
+            for r in at
+        ),
         "state_held": sum(r["state"]["held"] for r in at),
         "state_total": sum(r["state"]["total"] for r in at),
         "tokens": sum(r["summary_tokens"] for r in at) // max(1, len(at)),
@@ -88,9 +92,10 @@ def windows_markdown(tuning: list[dict], holdout: list[dict]) -> str:
     the runtimes' own summaries of the same spans."""
     out = [
         "| keys | window | summary-only probes held | state probes held (hand keys) "
-        "| fabrications | fixed errors called open | finished tasks listed as pending "
-        "| mean summary tokens |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| fabrications | fixed errors called open (hand keys) "
+        "| finished tasks listed as pending (hand keys) "
+        "| both, by eval's derived probes | mean summary tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, rows in (("tuning", tuning), ("holdout", holdout)):
         for window in WINDOWS:
@@ -102,7 +107,8 @@ def windows_markdown(tuning: list[dict], holdout: list[dict]) -> str:
                 f"(budget {summary_sections.window_budget(window)}) "
                 f"| {share} ({a['held']}/{a['total']}) "
                 f"| {state} ({a['state_held']}/{a['state_total']}) | {a['fabrications']} "
-                f"| {a['fixed_called_open']} | {a['finished_pending']} | {a['tokens']} |"
+                f"| {a['fixed_called_open']} | {a['finished_pending']} "
+                f"| {a['derived_faults']} | {a['tokens']} |"
             )
     own = [r for r in tuning + holdout if r.get("agent_summary")]
     if own:

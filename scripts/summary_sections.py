@@ -54,19 +54,22 @@ def window_budget(window: int) -> int:
 
 def state_faults(span: KeyedSpan, summary: str) -> dict[str, int]:
     """How often the summary misstates where the work stands: fixed errors it calls open and
-    finished tasks it lists as pending, by the hand keys' state phrases and the probes eval
-    derives from the span's task list and runs (their ``open:``/``pending:`` none_of); and the
-    hand keys' state probes it holds (``held``/``total``, no derived probe among them)."""
-    held, total = state_held(span.evaluate(summary))
-    probes = list(span.key.probes) + derive_probes(span.summarized)
-    verdicts = evaluate(span.summarized, summary, span.kept, probes=probes).verdicts
-    out = {"fixed_called_open": 0, "finished_pending": 0, "held": held, "total": total}
-    for v in verdicts:
-        for phrase in v.contradicted:
-            if phrase.lower().startswith(OPEN_STATE):
-                out["fixed_called_open"] += 1
-            elif phrase.lower().startswith(PENDING_STATE):
-                out["finished_pending"] += 1
+    finished tasks it lists as pending, by the hand keys' state phrases, and apart
+    (``derived_…``) by the probes eval derives from the span's task list and runs (their
+    ``open:``/``pending:`` none_of), which read the same span facts the summarizer reads; and
+    the hand keys' state probes it holds (``held``/``total``, no derived probe among them)."""
+    hand = span.evaluate(summary)
+    held, total = state_held(hand)
+    derived = evaluate(span.summarized, summary, span.kept, probes=derive_probes(span.summarized))
+    out = {"held": held, "total": total}
+    for prefix, verdicts in (("", hand.verdicts), ("derived_", derived.verdicts)):
+        out[prefix + "fixed_called_open"] = out[prefix + "finished_pending"] = 0
+        for v in verdicts:
+            for phrase in v.contradicted:
+                if phrase.lower().startswith(OPEN_STATE):
+                    out[prefix + "fixed_called_open"] += 1
+                elif phrase.lower().startswith(PENDING_STATE):
+                    out[prefix + "finished_pending"] += 1
     return out
 
 
