@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from ctxtool.compaction.summarizers import OpenAISummarizer
 from ctxtool.core.context_size import _SYNTHETIC_RESULT_TOKENS
@@ -36,11 +37,20 @@ print(json.dumps(loaded), file=sys.stderr)
 def _compact_all(db, *args: str) -> tuple[list[dict], dict]:
     """`compact --all` with the LLM summarizer configured, in a fresh process: its rows, and
     whether it imported the openai client and which vocabularies it loaded."""
-    out = subprocess.run(
-        [sys.executable, "-c", _LOADED_AFTER, "--db", db.url, "compact", "--all", *args]
+    return run_fresh(
+        ["--db", db.url, "compact", "--all", *args]
         + ["--summarizer", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
         + ["--json", *LIMITS],
-        env=dict(os.environ, OPENAI_API_KEY="sk-test"),
+        dict(os.environ, OPENAI_API_KEY="sk-test"),
+    )
+
+
+def run_fresh(args: list[str], env: dict[str, str]) -> tuple[Any, dict]:
+    """``ctxtool args`` (a --json command that succeeds) in a fresh process with ``env``: its
+    JSON output, and whether it imported the openai client and which vocabularies it loaded."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED_AFTER, *args],
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,

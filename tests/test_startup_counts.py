@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import sqlalchemy as sa
 
@@ -21,7 +19,7 @@ from ctxtool.db.schema import agent_session as S
 from ctxtool.store.counts import count_heads
 
 from .builders import LIMITS, add_session, coding_session
-from .test_startup import _LOADED_AFTER  # a fresh process; what it loaded on stderr
+from .test_startup import run_fresh
 
 PROMPT = "You are a careful coding agent. Run the tests before you claim a fix."
 SUMMARY = "## Goal\nFix the rounding of the checkout total.\n\n## Done\n- read shop/tax.py"
@@ -29,17 +27,10 @@ SUMMARY = "## Goal\nFix the rounding of the checkout total.\n\n## Done\n- read s
 
 def _show(db, *args: str) -> tuple[dict, dict]:
     """`context show 1 --json` in a fresh process: the document, and what it loaded."""
-    out = subprocess.run(
-        [sys.executable, "-c", _LOADED_AFTER, "--db", db.url, "context", "show", "1", "--json"]
-        + list(args),
-        env={k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return run_fresh(
+        ["--db", db.url, "context", "show", "1", "--json", *args],
+        {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")},
     )
-    loaded = json.loads(out.stderr.strip().splitlines()[-1])
-    assert loaded.pop("code") == 0, out.stderr
-    return json.loads(out.stdout), loaded
 
 
 def _runtime_checkpoint(db, session_id: int, first_kept: int, details=None) -> None:
