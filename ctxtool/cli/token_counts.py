@@ -9,9 +9,9 @@ import click
 from ..chart_drawings import histogram_lines, unicode_allowed
 from ..core.context_chart import NEAR_THRESHOLD, WindowHistogram, sessions_histogram
 from ..core.errors import CtxtoolError
-from ..core.plan import CompactionSettings, context_window_for
 from ..core.tokens import get_encoding
-from ..failures import INTERRUPTED
+from ..core.windows import CompactionSettings, context_window_for
+from ..interrupts import INTERRUPTED
 from ..output import OutputFormat, Progress, dumps, print_rows
 from ..store import Store
 from ..store.counts import count_pending, count_tokens
