@@ -184,10 +184,14 @@ def _kept_room(prep: Preparation, system_prompt: str | None) -> tuple[int, int]:
     the summary's budget and the framing are in)."""
     encoding = prep.encoding
     head = count_text(system_prompt, encoding) + 8 if system_prompt else 0
-    fixed = (
-        head + prep.summary_budget + count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
-    )
+    fixed = head + prep.summary_budget + _summary_framing(encoding)
     return head, prep.threshold - fixed
+
+
+def _summary_framing(encoding: str) -> int:
+    """The tokens the summary message takes beside the summary: its preface, the message's
+    overhead (8 at most) and the reply priming."""
+    return count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
 
 
 def plan_of_tail(
@@ -237,12 +241,11 @@ def settle_plan(
     )
     prep.replaced_tokens = prep.tokens_before - kept_tokens
     if prep.previous is not None and prep.previous.summary:
-        framing = count_text(SUMMARY_PREFIX, prep.encoding) + 8 + REPLY_PRIMING_TOKENS
         free = int(prep.threshold * FREE_AFTER_GROWTH)
         prep.summary_budget = grown_budget(
             prep.summary_budget,
             count_text(prep.previous.summary, prep.encoding),
-            prep.threshold - kept_tokens - framing - free,
+            prep.threshold - kept_tokens - _summary_framing(prep.encoding) - free,
         )
     if plan.over_window:
         oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
