@@ -102,6 +102,9 @@ class FakeLLM:
         self.window: int | None = None
         self.tokenizer_ratio = 1.0
         self.error_style = "llama-cpp-python"
+        # Past its window, cut the answer to what the prompt leaves, finish "length", as
+        # llama-cpp-python does, instead of refusing the request (a prompt past it is refused).
+        self.clips = False
         self.models: dict = {}
         self.props: dict | None = None
         self.in_hand = 0
@@ -184,7 +187,10 @@ class FakeLLM:
                         llm.mode = "ok"
                 counted = int(prompt * llm.tokenizer_ratio) + 12
                 asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-                if llm.window is not None and counted + asked > llm.window:
+                clipped = None
+                if llm.clips and llm.window is not None and counted < llm.window < counted + asked:
+                    clipped = llm.window - counted
+                elif llm.window is not None and counted + asked > llm.window:
                     return self._send(
                         400, window_error(llm.error_style, llm.window, counted, asked)
                     )
@@ -228,6 +234,8 @@ class FakeLLM:
                 if callable(text):
                     text = text(body)
                 finish = "length" if mode in ("length", "length_once") else "stop"
+                if clipped is not None and _tokens(text) >= clipped:
+                    text, finish = " ".join(text.split()[: clipped // 2]), "length"
                 cap = body.get("max_completion_tokens")
                 model = str(body.get("model") or "").rsplit("/", 1)[-1].lower()
                 if (
@@ -252,7 +260,9 @@ class FakeLLM:
                         ],
                         "usage": {
                             "prompt_tokens": counted,
-                            "completion_tokens": _tokens(text),
+                            "completion_tokens": clipped
+                            if finish == "length" and clipped
+                            else _tokens(text),
                             "total_tokens": counted + _tokens(text),
                         },
                     },

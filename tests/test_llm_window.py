@@ -17,7 +17,7 @@ from ctxtool.store import Store
 
 from .builders import LIMITS, add_session, coding_session
 from .compacting import compact_at
-from .llm_server import FakeLLM
+from .llm_server import FakeLLM, faithful_summary
 
 # A span of about 20k o200k tokens, compacted whatever its threshold (--force).
 WIDE = ["--context-window", "60000", "--reserve-tokens", "4000", "--keep-recent-tokens", "1500"]
@@ -204,3 +204,25 @@ def test_a_small_stated_window_gets_the_brief_prompt(db, cli):
         )
         assert result.exit_code == 0, result.output
         assert "State rules" in llm.requests[0]["messages"][1]["content"]
+
+
+def test_an_answer_llama_cpp_python_cut_at_its_window_teaches_the_window(db, cli):
+    """llama-cpp-python states no window and cuts an answer at what its window leaves: the
+    cut answer's prompt and answer tokens are its window, and the shorter answer is asked
+    within it, in the brief format, not at the first cap (which it would cut again)."""
+    add_session(db, 1, coding_session(4), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.clips, llm.models = 2048, True, {"permissions": []}
+        first = "word " * 3000  # a model that runs on past the window
+        llm.summary_text = lambda body: first if len(llm.requests) == 1 else faithful_summary(body)
+        result = compact(cli, db, llm, "--max-summary-tokens", "2000")
+        assert result.exit_code == 0, result.output
+        assert len(llm.requests) == 2 and llm.requests[0]["max_tokens"] == 2000
+        assert all("Rules: be brief." in b["messages"][1]["content"] for b in llm.requests)
+        # The first request was cut; the shorter answer was asked within the learned window.
+        assert llm.prompt_tokens[0] + 12 + 2000 > 2048
+        assert llm.prompt_tokens[1] + 12 + llm.requests[1]["max_tokens"] <= 2048
+    checkpoint = Store(db.engine).latest_compaction(1)
+    assert checkpoint.summarizer == "openai"
+    window = checkpoint.details["summary_window"]
+    assert window["tokens"] == 2048 and "cut short of its cap" in window["source"]
