@@ -268,3 +268,62 @@ def test_an_archive_that_would_drop_a_checkpoint_is_never_purged_against(db, cli
     assert "'first_kept_source_id' is missing" in imported.output
     assert "Traceback" not in imported.output
     assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1
+
+
+def _archive_file(tmp_path, name: str, checkpoint: dict):
+    """An archive file of a two-message session and one checkpoint record."""
+    records = [
+        {"type": "ctxtool_session", "source_format": "pi", "source_id": f"s-{name}"},
+        {"type": "ctxtool_message", "source_id": "m1", "role": "user", "content": "hi"},
+        {"type": "ctxtool_message", "source_id": "m2", "role": "assistant", "content": "yes"},
+        {"type": "ctxtool_checkpoint", "source_id": "c1", "summary": "All of it."} | checkpoint,
+    ]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_checkpoint_record_naming_no_kept_message_is_taken_only_with_an_id_marker(
+    db, cli, tmp_path
+):
+    """The archive reader's hostile cases: a null, absent, empty or non-string first kept
+    message, and a kept_after_message that is no id (a boolean, a string, a float, a number
+    too large for JSON's integers), are each refused in one line and write nothing; any integer
+    marker is taken, and the import writes its own marker (the session's last message) and cut."""
+    missing = "'first_kept_source_id' is missing"
+    refused = {
+        "no_marker": ({"first_kept_source_id": None, "details": {}}, missing),
+        "absent_no_details": ({}, missing),
+        "bool": ({"first_kept_source_id": None, "details": {KEPT_AFTER_MESSAGE: True}}, missing),
+        "text": ({"first_kept_source_id": None, "details": {KEPT_AFTER_MESSAGE: "5"}}, missing),
+        "float": ({"first_kept_source_id": None, "details": {KEPT_AFTER_MESSAGE: 5.0}}, missing),
+        "huge": ({"details": {KEPT_AFTER_MESSAGE: 10**30}}, missing),
+        "empty": ({"first_kept_source_id": "", "details": {KEPT_AFTER_MESSAGE: 3}}, missing),
+        "number": (
+            {"first_kept_source_id": 5, "details": {KEPT_AFTER_MESSAGE: 3}},
+            "'first_kept_source_id' must be a string",
+        ),
+        "list": (
+            {"first_kept_source_id": [], "details": {KEPT_AFTER_MESSAGE: 3}},
+            "'first_kept_source_id' must be a string",
+        ),
+    }
+    for name, (checkpoint, said) in refused.items():
+        result = cli("--db", db.url, "import", _archive_file(tmp_path, name, checkpoint))
+        assert result.exit_code == 1, (name, result.output)
+        assert said in result.output and "Traceback" not in result.output, (name, result.output)
+        assert db.scalar("SELECT COUNT(*) FROM agent_session") == 0, name
+    for name, marker in (("absent", 3), ("negative", -1), ("int64", 2**63 - 1)):
+        path = _archive_file(tmp_path, name, {"details": {KEPT_AFTER_MESSAGE: marker}})
+        result = cli("--db", db.url, "import", "--json", path)
+        assert result.exit_code == 0, (name, result.output)
+        [row] = json.loads(result.stdout)
+        assert (row["added"], row["compactions"]) == (2, 1), (name, row)
+        [cp] = Store(db.engine).compactions(row["session_id"])
+        last = db.scalar(
+            "SELECT MAX(id) FROM agent_message WHERE session_id = :s", s=row["session_id"]
+        )
+        assert cp.first_kept_message_id == last + 1, name
+        assert cp.details[KEPT_AFTER_MESSAGE] == last, (name, cp.details)
+        assert Store(db.engine).restored_context(row["session_id"]).messages == [], name
+    _valid(db, cli)
