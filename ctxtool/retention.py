@@ -34,14 +34,21 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
 from .core.errors import CtxtoolError
-from .core.records import KEPT_AFTER_MESSAGE, Compaction, Message, Session
+from .core.records import Compaction, Message, Session
 from .db.schema import agent_message as M
 from .db.schema import agent_session as S
 from .redaction import Redactor, without_cut_word
 from .store import Store
 from .store.reads import connection_for
 from .store.removal import remove_rows
-from .transcripts.ctxtool_archive import ARCHIVED, ARCHIVED_DETAILS, CHECKPOINT, MESSAGE, SESSION
+from .transcripts.ctxtool_archive import (
+    ARCHIVED,
+    ARCHIVED_DETAILS,
+    CHECKPOINT,
+    MESSAGE,
+    SESSION,
+    says_kept_nothing,
+)
 from .whole_file import replacing
 
 MANIFEST = "ctxtool-archive.manifest"  # JSON; not .json, so importing the folder skips it
@@ -189,11 +196,8 @@ def checkpoint_record(c: Compaction, first_kept_source_id: str | None) -> dict:
 
 
 def kept_nothing_marked(record: dict) -> bool:
-    """Whether a checkpoint record says it kept nothing (details.kept_after_message), what
-    lets it name no first kept message."""
-    details = record.get("details")
-    after = details.get(KEPT_AFTER_MESSAGE) if isinstance(details, dict) else None
-    return isinstance(after, int) and not isinstance(after, bool)
+    """Whether a checkpoint record says it kept nothing, as the archive's reader decides."""
+    return says_kept_nothing(record.get("details"))
 
 
 def message_source_id(message_id: int, source_id: str | None) -> str:

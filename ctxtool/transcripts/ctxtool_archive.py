@@ -95,13 +95,19 @@ class CtxtoolArchiveParser(FormatParser):
     handlers = {SESSION: _session, MESSAGE: _message, CHECKPOINT: _checkpoint}
 
 
+def says_kept_nothing(details: object) -> bool:
+    """Whether a checkpoint record's details say it kept nothing: details.kept_after_message
+    is a message id (an integer, never a boolean), what lets it name no first kept message."""
+    after = details.get(KEPT_AFTER_MESSAGE) if isinstance(details, dict) else None
+    return type(after) is int
+
+
 def _first_kept(rec: dict, details: dict) -> str | None:
     """The source id of the first message the checkpoint keeps; None (null or absent) only
     for a checkpoint that says it kept nothing (details.kept_after_message, an id): the import
     then writes its cut after the session's last message, as for a compaction ending a
     transcript."""
-    after = details.get(KEPT_AFTER_MESSAGE)
-    if rec.get("first_kept_source_id") is None and type(after) is int:
+    if rec.get("first_kept_source_id") is None and says_kept_nothing(details):
         return None
     first_kept = f.identifier(rec, "first_kept_source_id")
     if not first_kept:
