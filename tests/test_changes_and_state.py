@@ -65,6 +65,18 @@ def test_git_status_quoted_paths_are_unquoted():
     assert git_status_changes('\tdeleted:    "caf\\303\\251.py"\n') == [Change("café.py", DELETED)]
 
 
+def test_git_status_malformed_quoted_paths_are_kept_as_written():
+    """A quoted path whose closing quote is escaped is no C-quoted path (git never prints one):
+    it is kept as written, never read as an empty or truncated path; bytes that are no UTF-8
+    and a huge path read without an error."""
+    assert git_status_changes(' M "\\"\n') == [Change('"\\"')]
+    assert git_status_changes(' M "a\\"\n') == [Change('"a\\"')]
+    assert git_status_changes(' M "a\\\\"\n') == [Change("a\\")]  # an escaped backslash
+    assert git_status_changes('?? "x\\377.py"\n') == [Change("x\ufffd.py", ADDED)]
+    [huge] = git_status_changes('?? "' + "\\303\\251" * 50_000 + '"\n')
+    assert huge.path == "é" * 50_000
+
+
 def test_shell_mv_into_a_directory():
     """mv (or git mv) of several files, or of one into a directory named with its slash,
     moves each into it under its own name."""

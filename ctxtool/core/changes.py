@@ -78,10 +78,11 @@ _C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", 
 def _unquoted(path: str) -> str:
     """A path as git prints it unquoted: one with a space, a quote or a non-ASCII byte comes
     in C quotes with octal escapes (core.quotePath), ``"caf\\303\\251.py"`` for café.py."""
-    if len(path) < 2 or path[0] != '"' or path[-1] != '"':
+    body = path[1:-1]
+    if len(path) < 2 or path[0] != '"' or path[-1] != '"' or _escapes_last_quote(body):
         return path
     out = bytearray()
-    for m in re.finditer(r"\\([0-7]{1,3}|.)|([^\\]+)", path[1:-1], re.S):
+    for m in re.finditer(r"\\([0-7]{1,3}|.)|([^\\]+)", body, re.S):
         plain, escape = m.group(2), m.group(1)
         if plain is not None:
             out += plain.encode()
@@ -90,6 +91,12 @@ def _unquoted(path: str) -> str:
         else:
             out += _C_ESCAPES.get(escape, escape).encode()
     return out.decode("utf-8", "replace")
+
+
+def _escapes_last_quote(body: str) -> bool:
+    """A quoted path's body ending in an odd run of backslashes: its closing quote is escaped,
+    so the path is not in C quotes after all (git never prints one) and is kept as written."""
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 1
 
 
 def _rename(rest: str) -> Change:
