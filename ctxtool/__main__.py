@@ -3,11 +3,8 @@
 try:
     from .cli import main
 except KeyboardInterrupt:  # Ctrl-C while Python finds the package, before its own guard
-    import sys
+    from .interrupts import exit_interrupted
 
-    from .interrupts import INTERRUPTED
-
-    sys.stderr.write("Error: interrupted\n")
-    raise SystemExit(INTERRUPTED) from None
+    exit_interrupted()
 
 main(prog_name="ctxtool")

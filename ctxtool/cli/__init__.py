@@ -9,9 +9,7 @@ options several commands share are ``options``, the configuration file's default
 
 from __future__ import annotations
 
-import sys
-
-from ..interrupts import INTERRUPTED, caused_by_interrupt
+from ..interrupts import caused_by_interrupt, exit_interrupted
 
 try:
     # The root names every command; each command's module is imported when it is resolved.
@@ -24,7 +22,6 @@ except BaseException as exc:
     # The chain may loop (an exception set as its own context's context): each one once.
     if not caused_by_interrupt(exc):
         raise
-    sys.stderr.write("Error: interrupted\n")
-    raise SystemExit(INTERRUPTED) from None
+    exit_interrupted()
 
 __all__ = ["main"]
