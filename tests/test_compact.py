@@ -733,3 +733,24 @@ def test_older_than_reads_every_time_shape_the_store_reads(sqlite_db, cli, shape
         "--db", db.url, "compact", "--all", "--dry-run", "--older-than", "1h", "--json", *LIMITS
     )
     assert result.exit_code == 0 and json.loads(result.stdout) == [], result.output
+
+
+def test_a_dry_run_reads_the_session_s_head_once(db):
+    """The sums, the tails and the plan start from one read of the session and its latest
+    checkpoint (the statement that joins the newest checkpoint, alias ``newer``)."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    count_tokens(db.engine)
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
+    heads = []
+
+    def seen(conn, cursor, statement, *args):
+        if re.search(r"\bnewer\b", statement):
+            heads.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        outcome = compactor.compact_session(1, dry_run=True)
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", seen)
+    assert outcome.status == "planned"
+    assert len(heads) == 1

@@ -49,6 +49,7 @@ from ..store import Store, leases
 from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
 from ..store.counts import read_suffix, read_tails, span_token_totals
+from ..store.reads import session_head
 from .batch import Batch, Claims, counted_batch, find_batch, run_claimed, run_concurrently
 from .fold import fold, frame_tokens
 from .summarizers import Summarizer
@@ -321,9 +322,10 @@ class Compactor:
         the context measured from the suffix's sums (its rows read only where the sums cannot
         tell), then the suffix read from its end, in ever longer tails, until one settles the
         cut; the summarized messages before that tail are summed by the server."""
-        head = self.store.head(session_id, self.encoding, conn)
+        # The head is read once: the sums and the tails start from it.
+        head = session_head(conn, session_id, self.encoding)
         session, previous, encoding = head.session, head.latest, head.encoding
-        summed = summed_context_tokens(conn, session_id, self.encoding)
+        summed = summed_context_tokens(conn, session_id, self.encoding, head)
         prep = start_preparation(
             session_id,
             summed.tokens,
@@ -336,7 +338,7 @@ class Compactor:
         )
         if prep.status is not None:
             return session, prep
-        for tail in read_tails(conn, session_id, self.encoding):
+        for tail in read_tails(conn, session_id, self.encoding, head):
             plan = plan_of_tail(
                 prep, session.system_prompt, tail.messages, self.settings, whole=tail.whole
             )

@@ -40,6 +40,7 @@ from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 from . import context_sums
 from .reads import (
+    SessionHead,
     Store,
     calls_answered_next,
     context_tokens,
@@ -435,6 +436,7 @@ def exact_context_tokens(
     *,
     context: EffectiveContext | None = None,
     proofs: dict[int, tuple[int, int]] | None = None,
+    head: SessionHead | None = None,
 ) -> int:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures it,
     reading the suffix without its text when the stored counts are what is sent (each counted
@@ -454,8 +456,9 @@ def exact_context_tokens(
     (sums of an earlier cut are not used: a checkpoint was appended since), its newest message
     and the pairing kept proved (``paired_through``: only what came after is asked about).
     ``proofs`` collects {session: (checkpoint id, newest id)} for each pairing the server
-    proved here, for ``context_sums.remember_pairing``."""
-    start = session_head(conn, session_id, encoding)
+    proved here, for ``context_sums.remember_pairing``. ``head``: the session's head, read
+    already in this transaction with this ``encoding`` (else read here)."""
+    start = head or session_head(conn, session_id, encoding)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     suffix = summed
     if context is not None and context.checkpoint_id != (latest.id if latest else 0):
@@ -473,8 +476,8 @@ def exact_context_tokens(
         suffix = suffix_tokens(outline, enc)  # one pairing pass; text only where it is needed
     if suffix.uncounted or suffix.resent:
         return context_tokens(conn, session_id, encoding)
-    head = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
-    return total_tokens([*count_messages(head, enc), suffix.tokens])
+    texts = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
+    return total_tokens([*count_messages(texts, enc), suffix.tokens])
 
 
 def _pairing_proved(
@@ -531,19 +534,24 @@ class SummedContext:
         )
 
 
-def summed_context_tokens(conn: Connection, session_id: int, encoding: str | None) -> SummedContext:
+def summed_context_tokens(
+    conn: Connection, session_id: int, encoding: str | None, head: SessionHead | None = None
+) -> SummedContext:
     """A session's restored context in tokens, exactly as ``Store.context_tokens`` measures
     it, from its suffix's sums where they tell the whole story (:func:`exact_context_tokens`): a
     dry run measures a 600k-message session without turning its rows into records where it
     can. The sums are the session's kept row and the messages written since, where the row is
     still the session's (``store.context_sums``), with the pairing it kept proved; else summed
-    on the index from the cut. Read in the caller's transaction."""
-    start = session_head(conn, session_id, encoding)
+    on the index from the cut. Read in the caller's transaction; ``head`` as in
+    :func:`exact_context_tokens`."""
+    start = head or session_head(conn, session_id, encoding)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut
     checkpoint_id = latest.id if latest else 0
     sums, paired = _session_sums(conn, session_id, checkpoint_id, cut, enc)
     if sums is None:
-        return SummedContext(exact_context_tokens(conn, session_id, encoding, SuffixTokens()))
+        return SummedContext(
+            exact_context_tokens(conn, session_id, encoding, SuffixTokens(), head=start)
+        )
     context = EffectiveContext(
         session_id,
         session.model,
@@ -554,7 +562,9 @@ def summed_context_tokens(conn: Connection, session_id: int, encoding: str | Non
         paired_through=paired,
     )
     return SummedContext(
-        exact_context_tokens(conn, session_id, encoding, context.suffix, context=context),
+        exact_context_tokens(
+            conn, session_id, encoding, context.suffix, context=context, head=start
+        ),
         sums.messages,
         sums.tokens,
         sums.uncounted,

@@ -37,6 +37,7 @@ from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
 from . import context_sums
 from .reads import (
+    SessionHead,
     has_chat_role,
     json_as_text,
     json_value,
@@ -350,13 +351,16 @@ class SuffixTail:
     whole: bool
 
 
-def read_tails(conn: Connection, session_id: int, encoding: str | None) -> Iterator[SuffixTail]:
+def read_tails(
+    conn: Connection, session_id: int, encoding: str | None, head: SessionHead | None = None
+) -> Iterator[SuffixTail]:
     """Ever longer tails of a session's restored suffix, newest first, each read from the end
     on the (session_id, id) index, until one is the whole suffix: a dry run stops at the first
     tail that settles its plan (``core.plan.plan_tail``). What planning and measuring
     the kept part need is read (``read_suffix``'s ``texts=False``, and the text of results);
-    nothing is written."""
-    head = session_head(conn, session_id, encoding)
+    nothing is written. ``head``: the session's head, read already in this transaction with
+    this ``encoding`` (else read here)."""
+    head = head or session_head(conn, session_id, encoding)
     session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     # Results too: one the kept part holds without its call is resent with its text. A tail
     # is a few hundred messages; the rows before it are never read.
