@@ -76,3 +76,36 @@ def test_a_failed_file_is_said_once(db, cli, tmp_path):
     machine = json.loads(cli("--db", db.url, "import", str(tmp_path / "some"), "--json").stdout)
     broken = next(r for r in machine if r["file"].endswith("broken.jsonl"))
     assert "broken.jsonl:2: malformed JSON" in broken["error"]  # --json keeps the whole error
+
+
+def test_ctrl_c_after_a_failed_file_does_not_count_it_as_imported(sqlite_db, tmp_path):
+    db = sqlite_db
+    _transcripts(tmp_path / "many", 400)
+    # Read first, and failing: said on its own line, and not among the transcripts imported.
+    (tmp_path / "many" / "a-broken.jsonl").write_text('{"role": "user", "content": "hi"}\n{x\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path / "many")],
+        env={**os.environ, "CTXTOOL_PROGRESS_INTERVAL": "0", "COLUMNS": "80"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def sessions() -> int:
+        with db.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(agent_session)).scalar()
+
+    wait_until(lambda: sessions() >= 5, "the first files to be imported")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    found = re.search(
+        r"Error: interrupted: (\d+) transcript\(s\) of 401 file\(s\) were imported before "
+        r"it \(each committed\), 1 failed \(said above\);",
+        err,
+    )
+    assert found and "Traceback" not in err, err
+    assert "a-broken.jsonl:2: malformed JSON" in err
+    done = int(found[1])
+    assert 5 <= done <= sessions() <= done + 1 < 400
+    assert len([line for line in out.splitlines() if "session-" in line]) == done

@@ -113,9 +113,13 @@ def import_cmd(
     if interrupted:
         # What was done is in the report above; the file being read wrote nothing (or, with
         # --max-transaction-bytes, its committed prefix).
+        # A failed file is no import (its error is said above); an archive gives several.
+        failed = sum(1 for r in results if r.error)
         raise CtxtoolError(
-            f"interrupted: {len(results)} transcript(s) of {len(files)} file(s) were imported "
-            "before it (each committed); importing the same paths again adds only what is new",
+            f"interrupted: {len(results) - failed} transcript(s) of {len(files)} file(s) were "
+            "imported before it (each committed)"
+            + (f", {failed} failed (said above)" if failed else "")
+            + "; importing the same paths again adds only what is new",
             INTERRUPTED,
         )
     failed = [r for r in results if r.error]
