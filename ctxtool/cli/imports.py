@@ -114,11 +114,11 @@ def import_cmd(
         # What was done is in the report above; the file being read wrote nothing (or, with
         # --max-transaction-bytes, its committed prefix).
         # A failed file is no import (its error is said above); an archive gives several.
-        failed = sum(1 for r in results if r.error)
+        errors = sum(1 for r in results if r.error)
         raise CtxtoolError(
-            f"interrupted: {len(results) - failed} transcript(s) of {len(files)} file(s) were "
+            f"interrupted: {len(results) - errors} transcript(s) of {len(files)} file(s) were "
             "imported before it (each committed)"
-            + (f", {failed} failed (said above)" if failed else "")
+            + (f", {errors} failed (said above)" if errors else "")
             + "; importing the same paths again adds only what is new",
             INTERRUPTED,
         )
