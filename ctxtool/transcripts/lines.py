@@ -120,17 +120,16 @@ class RecordReader:
             if b"\x00" in raw:
                 items, open_value = [Broken(number, "binary data, not a text transcript")], None
             else:
-                items, open_value = self._scan(number, raw + b"\n" if last else raw, open_value)
+                items, open_value = self._scan(
+                    number, raw + b"\n" if last else raw, open_value, at_end=last
+                )
             if not last:
                 yield from items
                 continue
             for item in items:
                 if type(item) is not Line:
-                    if item.number < number and not self.one_per_line:
-                        # A value open since an earlier line (a pretty-printed record or the
-                        # whole document), cut where the file ends: not finished, as one
-                        # still open is, not malformed.
-                        yield Broken(item.number, "record not finished", incomplete=True)
+                    if type(item) is Broken and item.incomplete:
+                        yield item  # a value open since an earlier line, cut by the file's end
                         return
                     if self.one_per_line is None and raw.lstrip()[:1] not in (b"{", b"["):
                         # The file's only line, unfinished, and no JSON record being written
@@ -154,10 +153,12 @@ class RecordReader:
                 yield _decode(open_value.number, text)
 
     def _scan(
-        self, number: int, raw: bytes, open_value: _OpenValue | None
+        self, number: int, raw: bytes, open_value: _OpenValue | None, at_end: bool = False
     ) -> tuple[list[Line | Broken], _OpenValue | None]:
         """The values of a line that is not one JSON value by itself, and the value it leaves
-        open (going on at the next line), if any."""
+        open (going on at the next line), if any. ``at_end``: the line is the file's last and
+        unfinished, so a string it cuts in a value open since an earlier line (a pretty-printed
+        record, a whole document) is that value not finished yet, not a malformed one."""
         items: list[Line | Broken] = []
         depth = open_value.depth if open_value else 0
         parts = open_value.parts if open_value else []
@@ -174,6 +175,9 @@ class RecordReader:
                 # A string cut by the end of the line (JSON strings hold no newline).
                 if not parts:
                     return self._found(items + self._recover(number, raw, start)), None
+                if at_end:
+                    items.append(Broken(first_number, "record not finished", incomplete=True))
+                    return self._found(items), None
                 items.append(_decode(first_number, b"".join(parts) + raw[start:]))
                 return self._found(items), None
             elif token in _OPEN:
