@@ -652,3 +652,30 @@ def test_an_open_call_answered_after_the_read_is_measured_as_one_of_the_two_stat
         got = exact_context_tokens(conn, 1, None, context.suffix, context=context, proofs=proofs)
     assert got in (at_read, now), (got, at_read, now)
     assert proofs == {}
+
+
+def test_the_token_report_measures_each_restored_context_as_context_tokens(db):
+    """Sessions uncounted, counted, and compacted with their counts then partly wrong: the
+    report's effective tokens and summary tokens are what the store's own reads measure."""
+    from ctxtool.compaction.compactor import Compactor
+    from ctxtool.compaction.summarizers import ExtractiveSummarizer
+    from ctxtool.core.tokens import count_text
+
+    from .builders import SETTINGS, coding_session
+
+    for sid in (1, 2, 3):
+        add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o", system_prompt="Hi.")
+    count_tokens(db.engine, session_id=2)
+    count_tokens(db.engine, session_id=3)
+    assert Compactor(db.engine, ExtractiveSummarizer(), SETTINGS).compact_session(3).compaction_id
+    with db.engine.begin() as conn:  # a runtime's counts, some unusable
+        conn.execute(
+            agent_message.update().where(agent_message.c.id % 3 == 0).values(token_count=0)
+        )
+    store = Store(db.engine)
+    report = {r["session_id"]: r for r in store.token_report()}
+    for sid in (1, 2, 3):
+        assert report[sid]["effective_tokens"] == store.context_tokens(sid), sid
+    summary = store.latest_compaction(3).summary
+    assert report[3]["summary_tokens"] == count_text(summary, "o200k_base") > 0
+    assert report[1]["summary_tokens"] == 0

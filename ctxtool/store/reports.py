@@ -6,18 +6,18 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..core.context_size import restored_context_tokens
 from ..core.tokens import count_text, encoding_for_model
 from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
+from .candidates import exact_context_tokens
 from .counts import expected_encoding
 from .reads import (
     json_as_text,
     json_value,
     read_session,
-    restored_context,
+    session_head,
     usable_count_sums,
 )
 
@@ -29,7 +29,7 @@ def token_report(
     read in the caller's transaction (``Store.token_report`` opens one).
 
     Full-history figures are one aggregate query over the stored counts; the effective context
-    is counted per session from its restored suffix.
+    is measured per session from its restored suffix (``candidates.exact_context_tokens``).
     """
     q = sa.select(S.c.session_id, S.c.model, S.c.title, json_as_text(S.c.details)).order_by(
         S.c.session_id
@@ -56,11 +56,14 @@ def token_report(
     report = []
     for s in sessions:
         choice = encoding_for_model(s.model, encoding)
-        ctx = restored_context(conn, s.session_id)
-        effective = restored_context_tokens(ctx, choice.name)
+        # The restored context measured as Store.context_tokens does, its suffix's text read
+        # only where its stored counts are not what is sent.
+        head = session_head(conn, s.session_id, encoding)
+        effective = exact_context_tokens(conn, s.session_id, encoding, head=head)
         t = totals.get(s.session_id)
         history = int(t.tokens or 0) if t else 0
-        summary_tokens = count_text(ctx.summary, choice.name) if ctx.summary else 0
+        summary = head.latest.summary if head.latest else None
+        summary_tokens = count_text(summary, choice.name) if summary else 0
         usage = _latest_provider_usage(conn, s.session_id)
         details = json_value(s.details)
         last = details.get("last_usage") if isinstance(details, dict) else None
