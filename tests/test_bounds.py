@@ -15,7 +15,7 @@ from ctxtool.core.tokens import count_messages
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_message
 from ctxtool.store import Store
-from ctxtool.store.candidates import effective_contexts, measure_contexts
+from ctxtool.store.candidates import effective_contexts
 
 from .builders import add_session
 
@@ -127,5 +127,5 @@ def test_the_batch_bounds_hold_the_exact_context_and_never_skip_one_over(db, suf
         if threshold < 1:
             continue
         window = CompactionSettings(context_window=threshold, reserve_tokens=0)
-        ((_, estimate),) = measure_contexts(store, [row], window, None)
+        ((_, estimate),) = store.measure_contexts([row], window, None)
         assert (estimate > threshold) == (exact > threshold), (threshold, estimate, exact, row)

@@ -34,7 +34,6 @@ from ..store import Store, context_sums
 from ..store.candidates import (
     EffectiveContext,
     effective_contexts,
-    measure_contexts,
     quiet_messages,
     read_effective_contexts,
 )
@@ -96,7 +95,7 @@ def find_batch(
             rows = [r for r in rows if r.last_message_id in quiet]
     found = [
         (r, estimate)
-        for r, estimate in measure_contexts(store, rows, settings, encoding, force, proofs)
+        for r, estimate in store.measure_contexts(rows, settings, encoding, force, proofs)
         if force or estimate > settings.threshold(r.model)
     ]
     found.sort(key=lambda f: (-(f[1] - settings.threshold(f[0].model)), f[0].session_id))

@@ -14,25 +14,22 @@ without a usable count are ``uncounted``: filling them in is a separate, explici
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import (
     SuffixTokens,
-    context_bounds,
-    needs_measuring,
     suffix_tokens,
     total_tokens,
 )
 from ..core.records import Message, restore_context
 from ..core.tokens import count_messages, encoding_for_model
-from ..core.windows import CompactionSettings
-from ..db import dialect_of, read_connection
+from ..db import dialect_of
 from ..db.dialects import Dialect
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
@@ -41,7 +38,6 @@ from ..db.stored_time import parse_stored_time
 from . import context_sums
 from .reads import (
     SessionHead,
-    Store,
     calls_answered_next,
     context_tokens,
     has_chat_role,
@@ -398,36 +394,6 @@ def suffix_sums(cuts: Mapping[int, int | None], encoding: str) -> sa.Select:
     )
 
 
-def measure_contexts(
-    store: Store,
-    rows: list[EffectiveContext],
-    settings: CompactionSettings,
-    encoding: str | None,
-    force: bool = False,
-    proofs: dict[int, tuple[int, int]] | None = None,
-) -> Iterator[tuple[EffectiveContext, int]]:
-    """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
-    memory) only where the sum cannot decide: counts it cannot trust (none, made with another
-    encoding, a message resent as a user message), or a threshold between the sum and the sum
-    plus what it leaves out (at most its bytes; calls and results that do not answer each
-    other, at most a placeholder or a prefix each). ``force``: every session is compacted
-    whatever its size, so only counts the sum cannot trust are measured. Sessions whose calls
-    and results differ in number are decided by those bounds like the rest: measuring each
-    one read its whole suffix, row by row (2,000 such sessions, in-flight or interrupted
-    turns, took minutes on 10M messages). ``proofs``: see :func:`exact_context_tokens`."""
-    for r in rows:
-        estimate = context_bounds(r.suffix, r.head_bytes)[0]
-        untrusted = bool(r.suffix.uncounted or r.suffix.resent)
-        if untrusted or (
-            not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
-        ):
-            with read_connection(store.engine) as conn:
-                estimate = exact_context_tokens(
-                    conn, r.session_id, encoding, r.suffix, context=r, proofs=proofs
-                )
-        yield r, estimate
-
-
 def exact_context_tokens(
     conn: Connection,
     session_id: int,
@@ -606,25 +572,6 @@ def _session_sums(
         return (sums, kept.paired_through) if sums.messages else (None, None)
     fresh = _ranged_sums(conn, {session_id: (cut, encoding)}).get(session_id)
     return (fresh if fresh is not None and fresh.messages else None), None
-
-
-def over_threshold(
-    engine: Engine,
-    settings: CompactionSettings,
-    encoding: str | None = None,
-    *,
-    rescan: bool = False,
-) -> dict[int, tuple[int, int, EffectiveContext]]:
-    """{session id: (context tokens, threshold, its effective context)} of every session whose
-    restored context is over its threshold, found as the cron batch finds them (set-based
-    sums, from the sums earlier runs kept unless ``rescan``). Reads only."""
-    with read_connection(engine) as conn:
-        rows = effective_contexts(conn, encoding, rescan=rescan)
-    return {
-        r.session_id: (estimate, settings.threshold(r.model), r)
-        for r, estimate in measure_contexts(Store(engine), rows, settings, encoding)
-        if estimate > settings.threshold(r.model)
-    }
 
 
 def quiet_messages(conn: Connection, message_ids: Iterable[int], seconds: int) -> set[int]:

@@ -38,6 +38,8 @@ from ..db.stored_time import parse_stored_time
 
 if TYPE_CHECKING:
     from ..core.inspection import CheckpointDiff, ContextPoint, ContextView
+    from ..core.windows import CompactionSettings
+    from .candidates import EffectiveContext
     from .removal import SessionFootprint
 
 
@@ -501,6 +503,60 @@ class Store:
         """Current context tokens of a session (see :func:`context_tokens`)."""
         with connection_for(self.engine, conn) as c:
             return context_tokens(c, session_id, encoding)
+
+    # -- finding sessions to compact -----------------------------------------------------------
+
+    def measure_contexts(
+        self,
+        rows: list[EffectiveContext],
+        settings: CompactionSettings,
+        encoding: str | None,
+        force: bool = False,
+        proofs: dict[int, tuple[int, int]] | None = None,
+    ) -> Iterator[tuple[EffectiveContext, int]]:
+        """(row, context tokens) for each session: the stored counts' sum, measured exactly (in
+        memory, on a connection of its own) only where the sum cannot decide: counts it cannot
+        trust (none, made with another encoding, a message resent as a user message), or a
+        threshold between the sum and the sum plus what it leaves out (at most its bytes; calls
+        and results that do not answer each other, at most a placeholder or a prefix each).
+        ``force``: every session is compacted whatever its size, so only counts the sum cannot
+        trust are measured. Sessions whose calls and results differ in number are decided by
+        those bounds like the rest: measuring each one read its whole suffix, row by row.
+        ``proofs``: see ``candidates.exact_context_tokens``."""
+        from ..core.context_size import context_bounds, needs_measuring
+        from .candidates import exact_context_tokens
+
+        for r in rows:
+            estimate = context_bounds(r.suffix, r.head_bytes)[0]
+            untrusted = bool(r.suffix.uncounted or r.suffix.resent)
+            if untrusted or (
+                not force and needs_measuring(r.suffix, r.head_bytes, settings.threshold(r.model))
+            ):
+                with read_connection(self.engine) as conn:
+                    estimate = exact_context_tokens(
+                        conn, r.session_id, encoding, r.suffix, context=r, proofs=proofs
+                    )
+            yield r, estimate
+
+    def over_threshold(
+        self,
+        settings: CompactionSettings,
+        encoding: str | None = None,
+        *,
+        rescan: bool = False,
+    ) -> dict[int, tuple[int, int, EffectiveContext]]:
+        """{session id: (context tokens, threshold, its effective context)} of every session
+        whose restored context is over its threshold, found as the cron batch finds them
+        (set-based sums, from the sums earlier runs kept unless ``rescan``). Reads only."""
+        from .candidates import effective_contexts
+
+        with read_connection(self.engine) as conn:
+            rows = effective_contexts(conn, encoding, rescan=rescan)
+        return {
+            r.session_id: (estimate, settings.threshold(r.model), r)
+            for r, estimate in self.measure_contexts(rows, settings, encoding)
+            if estimate > settings.threshold(r.model)
+        }
 
 
 def session_messages(

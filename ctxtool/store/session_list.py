@@ -19,9 +19,8 @@ from .candidates import (
     EffectiveContext,
     effective_contexts,
     exact_context_tokens,
-    over_threshold,
 )
-from .reads import per_session
+from .reads import Store, per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
 # (the first N of the primary key), the newest activity (the time of a session's newest
@@ -77,7 +76,7 @@ def list_sessions(
         thresholds: dict[int, int] = {}
         summed: dict[int, EffectiveContext] = {}
         if over_window is not None:  # the cron batch's own measure
-            found = over_threshold(engine, over_window, rescan=rescan)
+            found = Store(engine).over_threshold(over_window, rescan=rescan)
             estimates = {sid: tokens for sid, (tokens, _, _) in found.items()}
             thresholds = {sid: threshold for sid, (_, threshold, _) in found.items()}
             summed = {sid: c for sid, (_, _, c) in found.items()}
