@@ -15,7 +15,6 @@ from ..core.tokens import SHIPPED_VOCABULARIES
 from ..core.windows import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..db import create_engine
 from ..output import OutputFormat, visible
-from ..store.completion import session_candidates
 from .types import EncodingName, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
@@ -154,7 +153,9 @@ def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: st
     except Exception:  # noqa: BLE001 - a bad URL completes nothing
         return []
     try:
-        candidates = session_candidates(engine, incomplete)
+        from ..store.reads import Store  # loaded on a Tab, not by every command's options
+
+        candidates = Store(engine).session_candidates(incomplete)
     except Exception:  # noqa: BLE001 - missing tables, a server that is down: nothing
         return []
     finally:
