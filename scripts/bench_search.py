@@ -6,7 +6,7 @@ The store holds sessions of 1,000 messages (user requests, assistant replies, to
 tool results of a coding agent, words drawn from a fixed vocabulary) and a few needles: a rare
 phrase said early in the history (a search must look through nearly everything to find it), a
 word that is everywhere (the newest --limit hits end the search at once), and a phrase no message
-holds. Each search is timed through the library (``ctxtool.store.search.search``, what the command
+holds. Each search is timed through the library (``Store.search``, what the command
 runs), the median of several runs. The inserts are timed as a runtime writes: one message per
 autocommitted INSERT, and batches of 500 in one transaction, before and after the index.
 
@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from benchdb import fresh_database, settle
 
 from ctxtool.core.trace import TextMatch
-from ctxtool.store.search import create_fulltext_index, search
+from ctxtool.store import Store
 
 PER_SESSION = 1_000
 WORDS = [
@@ -163,7 +163,7 @@ def time_searches(engine: sa.Engine, runs: int) -> dict[str, dict]:
         times, hits = [], 0
         for _ in range(runs):
             t0 = time.perf_counter()
-            hits = len(search(engine, match, limit=50))
+            hits = len(Store(engine).search(match, limit=50))
             times.append(time.perf_counter() - t0)
         out[label] = {"seconds": statistics.median(times), "hits": hits}
     return out
@@ -212,7 +212,7 @@ def main() -> None:
     result["inserts_without_index"] = time_inserts(engine, args.single_inserts, args.batches)
     settle(engine)
     t0 = time.perf_counter()
-    create_fulltext_index(engine)
+    Store(engine).create_fulltext_index()
     result["index_build_seconds"] = time.perf_counter() - t0
     settle(engine)
     result["with_index"] = time_searches(engine, args.runs)

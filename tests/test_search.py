@@ -11,15 +11,13 @@ import pytest
 from ctxtool.core.records import MESSAGES_THROUGH, Compaction, Message
 from ctxtool.core.trace import Standing, TextMatch, trace_fact
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
+from ctxtool.store import Store
 from ctxtool.store import search as search_module
 from ctxtool.store.search import (
     can_fulltext_index,
-    create_fulltext_index,
     fulltext_index,
     fulltext_terms,
-    search,
     snippet,
-    trace_session,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
@@ -173,7 +171,7 @@ def forgetful(db):
 
 def test_search_finds_messages_and_summaries_newest_first_with_their_standing(forgetful):
     db, ids, cps, other = forgetful
-    hits = search(db.engine, LIGHT)
+    hits = search_module.search(db.engine, LIGHT)  # the name an earlier docs/search.md showed
     assert [(h.session_id, h.kind, h.id) for h in hits] == [
         (7, "summary", cps[0]),  # written after message 4 (T0 + 4m30s)
         (7, "message", ids[4]),
@@ -189,26 +187,26 @@ def test_search_finds_messages_and_summaries_newest_first_with_their_standing(fo
     assert where["message", other[0]].standing is Standing.KEPT
     tool_call = next(h for h in hits if h.id == ids[3])
     assert "grep -rn 'Light theme' src" in tool_call.snippet
-    assert search(db.engine, LIGHT, limit=2) == hits[:2]
+    assert Store(db.engine).search(LIGHT, limit=2) == hits[:2]
 
 
 def test_search_filters_run_on_the_server(forgetful):
     db, ids, cps, other = forgetful
-    assert [h.id for h in search(db.engine, LIGHT, session="8")] == [other[0]]
-    assert [h.id for h in search(db.engine, LIGHT, role="tool")] == [ids[4]]
-    assert [h.kind for h in search(db.engine, LIGHT, role="summary")] == ["summary"]
-    recent = search(db.engine, LIGHT, since=T0 + timedelta(minutes=2))
+    assert [h.id for h in Store(db.engine).search(LIGHT, session="8")] == [other[0]]
+    assert [h.id for h in Store(db.engine).search(LIGHT, role="tool")] == [ids[4]]
+    assert [h.kind for h in Store(db.engine).search(LIGHT, role="summary")] == ["summary"]
+    recent = Store(db.engine).search(LIGHT, since=T0 + timedelta(minutes=2))
     assert {h.id for h in recent if h.kind == "message"} == {ids[3], ids[4]}
     # LIKE's wildcards are the text itself
-    assert [h.id for h in search(db.engine, TextMatch("100%_done"))] == [ids[2]]
-    assert search(db.engine, TextMatch("100%xdone")) == []
-    regex = search(db.engine, TextMatch(r"light\s+theme \(white", regex=True))
+    assert [h.id for h in Store(db.engine).search(TextMatch("100%_done"))] == [ids[2]]
+    assert Store(db.engine).search(TextMatch("100%xdone")) == []
+    regex = Store(db.engine).search(TextMatch(r"light\s+theme \(white", regex=True))
     assert [h.id for h in regex] == [ids[0]]
 
 
 def test_trace_session_names_the_checkpoint_that_dropped_it(forgetful):
     db, ids, cps, _ = forgetful
-    found = trace_session(db.engine, "7", LIGHT)
+    found = Store(db.engine).trace_session("7", LIGHT)
     assert [m.id for m in found.messages] == [ids[0], ids[3], ids[4]]
     steps = found.trace.steps
     assert [(s.checkpoint_id, s.holds) for s in steps] == [(cps[0], True), (cps[1], False)]
@@ -274,21 +272,21 @@ def test_create_index_is_for_mysql_only(sqlite_db, cli):
 
 def test_the_fulltext_index_finds_the_same_hits(mysql_db, cli, monkeypatch):
     ids, cps = _session(mysql_db, 7, FORGETFUL, FORGETFUL_CHECKPOINTS)
-    before = search(mysql_db.engine, LIGHT)
-    short = search(mysql_db.engine, TextMatch("the"))
+    before = Store(mysql_db.engine).search(LIGHT)
+    short = Store(mysql_db.engine).search(TextMatch("the"))
     result = cli("--db", mysql_db.url, "search", "--create-index")
     assert result.exit_code == 0
     assert "FULLTEXT index created on content and tool_calls" in result.output
     with mysql_db.engine.connect() as conn:
         assert fulltext_index(conn) == ("content", "tool_calls")
-    assert create_fulltext_index(mysql_db.engine) == []
-    assert search(mysql_db.engine, LIGHT) == before  # the newest rows, scanned first
+    assert Store(mysql_db.engine).create_fulltext_index() == []
+    assert Store(mysql_db.engine).search(LIGHT) == before  # the newest rows, scanned first
     monkeypatch.setattr(search_module, "NEWEST_ROWS_FIRST", 0)  # every row through the index
-    assert search(mysql_db.engine, LIGHT) == before
-    assert [h.id for h in search(mysql_db.engine, TextMatch("grep -rn 'LIGHT"))] == [ids[3]]
+    assert Store(mysql_db.engine).search(LIGHT) == before
+    assert [h.id for h in Store(mysql_db.engine).search(TextMatch("grep -rn 'LIGHT"))] == [ids[3]]
     # words the index leaves out (too short, stopwords): the scan still answers
     assert fulltext_terms("the") is None
-    assert search(mysql_db.engine, TextMatch("the")) == short and len(short) == 6
+    assert Store(mysql_db.engine).search(TextMatch("the")) == short and len(short) == 6
 
 
 def test_a_column_innodb_cannot_fulltext_index_stays_scanned(mysql_db, cli):
@@ -305,5 +303,5 @@ def test_a_column_innodb_cannot_fulltext_index_stays_scanned(mysql_db, cli):
     with mysql_db.engine.connect() as conn:
         assert fulltext_index(conn) == ("content",)
     # (a BLOB compares bytes: the stand-in is searched by a lower-case part of the call)
-    assert ids[3] in [h.id for h in search(mysql_db.engine, TextMatch("grep -rn"))]
+    assert ids[3] in [h.id for h in Store(mysql_db.engine).search(TextMatch("grep -rn"))]
     assert can_fulltext_index("longtext") and not can_fulltext_index("json")

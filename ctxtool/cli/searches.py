@@ -8,15 +8,13 @@ import click
 
 from ..core.trace import TextMatch
 from ..output import OutputFormat, print_rows, visible
+from ..store.reads import Store
 from ..store.search import (
     FULLTEXT_INDEXES,
     SUMMARY_ROLE,
     SearchHit,
     SessionTrace,
-    create_fulltext_index,
     fulltext_index,
-    search,
-    trace_session,
 )
 from ..terminal import fit_table, page, print_result, table_width, wrap
 from .app import pass_app
@@ -106,7 +104,7 @@ def search_command(
     """
     engine = app.checked_engine()
     if create_index:
-        added = create_fulltext_index(engine)
+        added = Store(engine).create_fulltext_index()
         with engine.connect() as conn:
             indexed = fulltext_index(conn)
         unindexed = [c for c in FULLTEXT_INDEXES if c not in indexed]
@@ -128,8 +126,8 @@ def search_command(
             return
     if text is None:
         raise click.UsageError("give the TEXT to search for")
-    hits = search(
-        engine, _text_match(text, regex), session=session, role=role, since=since, limit=limit
+    hits = Store(engine).search(
+        _text_match(text, regex), session=session, role=role, since=since, limit=limit
     )
     if output.machine:
         # CSV has the flat columns; JSON keeps every value (the checkpoints on the way too).
@@ -229,7 +227,7 @@ def trace_command(app, session, text, regex, output: OutputFormat):
     Example: ctxtool context trace 7 "Light theme"
              ctxtool context trace 7 "light (theme|background)" --regex --json
     """
-    found = trace_session(app.checked_engine(), session, _text_match(text, regex))
+    found = Store(app.checked_engine()).trace_session(session, _text_match(text, regex))
     print_result(
         found.as_dict(),
         trace_rows(found),

@@ -37,11 +37,15 @@ from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..core.inspection import CheckpointDiff, ContextPoint, ContextView
+    from ..core.trace import TextMatch
     from ..core.windows import CompactionSettings
     from .candidates import EffectiveContext
     from .completion import SessionCandidate
     from .removal import SessionFootprint
+    from .search import SearchHit, SessionTrace
 
 
 def json_as_text(column: sa.Column) -> sa.ColumnElement:
@@ -512,6 +516,44 @@ class Store:
         """Current context tokens of a session (see :func:`context_tokens`)."""
         with connection_for(self.engine, conn) as c:
             return context_tokens(c, session_id, encoding)
+
+    # -- searching -----------------------------------------------------------------------------
+
+    def search(
+        self,
+        match: TextMatch,
+        *,
+        session: str | int | None = None,
+        role: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[SearchHit]:
+        """Messages and checkpoint summaries that say ``match``, newest first, at most
+        ``limit``, each with where it stands in its session's restored context today (see
+        ``search.matching_hits``); ``session``: any reference :meth:`resolve_session` takes."""
+        from .search import matching_hits
+
+        with read_connection(self.engine) as conn:
+            session_id = None if session is None else self.resolve_session(session, conn)
+            return matching_hits(
+                conn, match, session_id=session_id, role=role, since=since, limit=limit
+            )
+
+    def trace_session(self, session: str | int, match: TextMatch) -> SessionTrace:
+        """Where ``match`` appeared in the session ``session`` names and what every checkpoint
+        since did with it (see ``search.trace_session``)."""
+        from .search import trace_session
+
+        with read_connection(self.engine) as conn:
+            return trace_session(conn, self.resolve_session(session, conn), match)
+
+    def create_fulltext_index(self) -> list[str]:
+        """Add the FULLTEXT indexes search uses on MySQL/MariaDB; the columns indexed now (see
+        ``search.create_fulltext_index``)."""
+        from .search import create_fulltext_index
+
+        with self.engine.connect() as conn:
+            return create_fulltext_index(conn)
 
     # -- finding sessions to compact -----------------------------------------------------------
 

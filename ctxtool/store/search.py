@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..core.errors import CtxtoolError
 from ..core.records import Compaction, Message
 from ..core.trace import FactTrace, TextMatch, trace_fact
-from ..db import dialect_of, read_connection
+from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from .reads import _COMPACTION_COLUMNS, Store, compaction_from_row, json_as_text, json_value
@@ -143,28 +143,27 @@ def fulltext_index(conn: Connection) -> tuple[str, ...]:
     return tuple(c for c in FULLTEXT_INDEXES if c in found)
 
 
-def create_fulltext_index(engine: Engine) -> list[str]:
+def create_fulltext_index(conn: Connection) -> list[str]:
     """Add the FULLTEXT indexes on what messages say and on their tool calls; the columns
-    indexed now (none when both were there already).
+    indexed now (none when both were there already). ``conn``: a connection outside a
+    transaction (each ALTER commits on its own).
 
     Reads go on while an index builds, the runtime's inserts wait for it. From then on every
     insert also writes the index (its cost: docs/search.md)."""
     added = []
-    with engine.connect() as conn:
-        dialect = dialect_of(conn)
-        if not dialect.fulltext:
-            raise CtxtoolError(
-                "a FULLTEXT index is a MySQL/MariaDB feature: on SQLite the search scans the "
-                "messages"
-            )
-        present = fulltext_index(conn)
-        types = dialect.column_types(conn, "agent_message")
-        for column, name in FULLTEXT_INDEXES.items():
-            if column in present or not can_fulltext_index(types.get(column, "")):
-                continue
-            # one at a time: InnoDB builds one FULLTEXT index per ALTER
-            dialect.add_fulltext_index(conn, "agent_message", column, name)
-            added.append(column)
+    dialect = dialect_of(conn)
+    if not dialect.fulltext:
+        raise CtxtoolError(
+            "a FULLTEXT index is a MySQL/MariaDB feature: on SQLite the search scans the messages"
+        )
+    present = fulltext_index(conn)
+    types = dialect.column_types(conn, "agent_message")
+    for column, name in FULLTEXT_INDEXES.items():
+        if column in present or not can_fulltext_index(types.get(column, "")):
+            continue
+        # one at a time: InnoDB builds one FULLTEXT index per ALTER
+        dialect.add_fulltext_index(conn, "agent_message", column, name)
+        added.append(column)
     return added
 
 
@@ -327,26 +326,37 @@ def search(
     since: datetime | None = None,
     limit: int = 50,
 ) -> list[SearchHit]:
+    """``Store(engine).search(match, ...)``, kept under the name docs/search.md showed."""
+    return Store(engine).search(match, session=session, role=role, since=since, limit=limit)
+
+
+def matching_hits(
+    conn: Connection,
+    match: TextMatch,
+    *,
+    session_id: int | None = None,
+    role: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[SearchHit]:
     """Messages and checkpoint summaries that say it, newest first, at most ``limit``, each
     with where it stands in its session's restored context today. ``role`` "summary" keeps
     the summaries only; any other role keeps that role's messages only."""
-    with read_connection(engine) as conn:
-        session_id = Store(engine).resolve_session(session, conn) if session is not None else None
-        messages = (
-            []
-            if role == SUMMARY_ROLE
-            else matching_messages(
-                conn, match, session_id=session_id, role=role, since=since, limit=limit
-            )
+    messages = (
+        []
+        if role == SUMMARY_ROLE
+        else matching_messages(
+            conn, match, session_id=session_id, role=role, since=since, limit=limit
         )
-        summaries = (
-            matching_summaries(conn, match, session_id=session_id, since=since, limit=limit)
-            if role in (None, SUMMARY_ROLE)
-            else []
-        )
-        checkpoints = _checkpoints_of(
-            conn, {m.session_id for m in messages} | {c.session_id for c in summaries}
-        )
+    )
+    summaries = (
+        matching_summaries(conn, match, session_id=session_id, since=since, limit=limit)
+        if role in (None, SUMMARY_ROLE)
+        else []
+    )
+    checkpoints = _checkpoints_of(
+        conn, {m.session_id for m in messages} | {c.session_id for c in summaries}
+    )
     hits = [
         SearchHit(
             m.session_id,
@@ -406,13 +416,10 @@ class SessionTrace:
         }
 
 
-def trace_session(engine: Engine, session: str | int, match: TextMatch) -> SessionTrace:
+def trace_session(conn: Connection, session_id: int, match: TextMatch) -> SessionTrace:
     """Where ``match`` appeared in one session and what every checkpoint since did with it."""
-    store = Store(engine)
-    with read_connection(engine) as conn:
-        session_id = store.resolve_session(session, conn)
-        messages = matching_messages(conn, match, session_id=session_id, newest_first=False)
-        checkpoints = store.compactions(session_id, conn)
+    messages = matching_messages(conn, match, session_id=session_id, newest_first=False)
+    checkpoints = _checkpoints_of(conn, {session_id})[session_id]
     return SessionTrace(
         session_id, match, messages, checkpoints, trace_fact(messages, checkpoints, match.found_in)
     )
