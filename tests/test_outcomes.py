@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from ctxtool.core.outcomes import Run, command_target, is_non_error, outcomes, target_of
+from ctxtool.core.outcomes import (
+    Run,
+    command_target,
+    is_non_error,
+    outcomes,
+    reported_failure,
+    target_of,
+)
 
 
 def bash(command: str, failed: bool = False, error: str = "", turn: int = 0) -> Run:
@@ -96,3 +103,29 @@ def test_a_patch_retried_on_its_file_is_a_retry_a_search_exit_code_no_error():
     grep = bash('grep -A 5 "a\\|b" src/x.ts', True, "Command exited with code 1")
     assert outcomes([grep]) == []
     assert outcomes([bash("sleep 5", True, "Command aborted")]) == []
+
+
+def test_a_json_output_that_says_it_failed_gives_its_reasons():
+    said = '{\n  "success": false,\n  "error_type": "session-id-required",\n  "message": "No id"\n}'
+    assert reported_failure(said) == "session-id-required | No id"
+    assert reported_failure('{"uploaded": false, "reason": "push_session_failed"}') == (
+        "push_session_failed"
+    )
+    assert reported_failure('{"error": "not found"}') == "not found"
+    assert reported_failure('{"ok": false}') == '{"ok": false}'
+    for fine in ('{"success": true, "event": "ended"}', '{"error": null}', '{"dirty": false}',
+                 '{"reason": "cached"}', "[1, 2]", "not json {", ""):  # fmt: skip
+        assert reported_failure(fine) is None, fine
+
+
+def test_a_command_group_s_commands_are_targets_of_their_own_and_or_true_is_no_step():
+    assert command_target("erk exec upload-impl-session --session-id x 2>/dev/null || true") == (
+        "erk:exec upload-impl-session"
+    )
+    assert command_target("gh pr create --fill") == "gh:pr create"
+    assert command_target("gh pr view 12") == "gh:pr view"
+    assert command_target("python scripts/run.py fast") == "python:scripts/run.py"
+    assert command_target("ruff check .") == "ruff:check"
+    upload = Run("Bash", "erk exec upload-impl-session || true", True, error="push_session_failed")
+    other = Run("Bash", "erk exec impl-signal ended || true", False)
+    assert [o.fixed for o in outcomes([upload, other])] == [False]

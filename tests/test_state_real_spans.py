@@ -110,3 +110,29 @@ def test_a_changed_file_in_two_path_forms_is_listed_once(spans):
     previous = f"## Files changed and why\n- `{relative}` — carried"
     changed = section(summary(messages, previous), "Files changed and why")
     assert len([line for line in changed if relative in line]) == 1
+
+
+def test_a_task_carried_out_after_the_list_s_last_update_is_done(spans):
+    """The erk session before Claude Code's compaction: the last TodoWrite leaves Phase 10
+    'Submit PR' in progress, then `erk pr submit` ran fine. The task is done, not pending."""
+    messages = spans("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction")
+    tasks = {t.content: t.status for t in signals_of(messages.summarized).tasks}
+    assert tasks["Phase 10: Submit PR"] == "completed"
+    text = summary(messages.summarized)
+    assert "- [x] Phase 10: Submit PR" in section(text, "Done")
+    assert section(text, "Open tasks") == []
+    assert "Phase 10" not in "\n".join(section(text, "Next step"))
+
+
+def test_a_command_whose_json_output_says_it_failed_is_a_failure(spans):
+    """The erk session runs its signals under `|| true`, so the exit code is 0: the start
+    signal's `{"success": false, "error_type": "session-id-required", …}` and the upload's
+    `{"uploaded": false, "reason": "push_session_failed"}` are failures all the same, named
+    by their reasons; the upload stays open (another erk command succeeding fixes nothing)."""
+    messages = spans("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction")
+    failures = {f.error: f for f in signals_of(messages.summarized).failures}
+    upload = failures["push_session_failed"]
+    assert "upload-impl-session" in upload.command and not upload.fixed
+    assert any(e.startswith("session-id-required | Session ID required") for e in failures)
+    errors = section(summary(messages.summarized), "Errors and fixes")
+    assert any("push_session_failed" in e and e.endswith("still open") for e in errors)

@@ -515,8 +515,10 @@ def test_the_skill_driven_session_states_its_command_plan_and_tasks(real_session
     [goal] = section(out, "Goal")
     assert "/erk:plan-implement 8511" in goal
     assert "Session Accumulation for Cross-Machine Learning" in goal
-    assert section(out, "Open tasks") == ["- [in progress] Phase 10: Submit PR"]
+    # the list's last update left Phase 10 in progress; `erk pr submit` ran after it
+    assert section(out, "Open tasks") == []
     assert "- [x] Phase 9: Run CI and fix issues" in section(out, "Done")
+    assert "- [x] Phase 10: Submit PR" in section(out, "Done")
     assert any("push_session.py" in f for f in section(out, "Files changed and why"))
     # on top of Claude Code's own summary of that span: its sections, not its scratchpad
     after = [m for m in messages if m.id >= checkpoint.first_kept_message_id]

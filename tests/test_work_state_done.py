@@ -3,7 +3,7 @@ strings: its quote is then done work, never current work still pending."""
 
 from __future__ import annotations
 
-from ctxtool.core.work_state import reported_done
+from ctxtool.core.work_state import done_by_action, reported_done
 
 
 def test_a_closing_report_of_what_was_changed_is_done():
@@ -20,3 +20,16 @@ def test_a_plan_a_question_or_a_next_step_is_not_done():
     assert not reported_done("Updated the parser. Next: wire the CLI.")
     assert not reported_done("Should I update the parser?")
     assert not reported_done("Looking at the parser first.\nUpdated understanding: it is lazy.")
+
+
+def test_a_task_is_done_by_a_later_call_that_carries_out_its_action():
+    assert done_by_action("Phase 10: Submit PR", ["git status", "erk pr submit 2>&1"])
+    assert done_by_action("Push to origin", ["git push -u origin feature"])
+    assert not done_by_action("Push the branch", ["git push -u origin feature"])
+    assert done_by_action("Commit changes", ["git add -A ", "git commit -a  Commit the changes"])
+    # a commit message that happens to name the task's words is no action
+    assert not done_by_action("Write unit tests", ['git commit -m "Write unit tests"'])
+    assert not done_by_action("Write unit tests", ["pytest tests/unit"])
+    # one word is too little to say which action, and the call must hold every word
+    assert not done_by_action("Phase 9: Deploy", ["make deploy"])
+    assert not done_by_action("Submit PR", ["erk pr view"])

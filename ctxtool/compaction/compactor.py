@@ -663,6 +663,7 @@ def summary_request(
         title=title,
         encoding=prep.encoding,
         min_carry_over=carry_over_floor(prep, gate.min_carry_over),
+        kept=prep.kept,
         max_tokens_source=gate.budget_source
         if prep.summary_budget < max(MIN_SUMMARY_BUDGET, prep.threshold // 4)
         else f"a quarter of the session's threshold of {prep.threshold} tokens "

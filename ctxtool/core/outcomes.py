@@ -18,6 +18,7 @@ remembering (cause → fix).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Sequence
@@ -62,6 +63,8 @@ ABORTED = re.compile(
     r"^\s*command aborted",
     re.I,
 )
+# A word that names a sub-command (no path, no file name, no value).
+_SUBCOMMAND = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 _EXIT_ONE = re.compile(r"^\s*(command )?exit(ed)?( with)? (code|status) 1\.?\s*$", re.I)
 
 
@@ -101,6 +104,38 @@ class Outcome:
         if self.fixed_by.command != self.failure.command:
             return f"`{self.fixed_by.command}` succeeded"
         return "the same command succeeded later"
+
+
+_REASON_KEYS = ("error_type", "error", "reason", "message", "detail")
+
+
+def reported_failure(output: str) -> str | None:
+    """What a command's output says went wrong when it is a JSON object saying it failed
+    (``{"success": false, "error_type": …}``, ``{"uploaded": false, "reason": …}``,
+    ``{"error": "…"}``): a failure though the exit code is 0 (``|| true``) or not printed.
+    Its reasons joined, or the object on one line when it gives none; None: no such output."""
+    text = output.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    reasons = [
+        " ".join(v.split())
+        for k in _REASON_KEYS
+        if isinstance(v := value.get(k), str) and v.strip()
+    ]
+    said_false = value.get("success") is False or value.get("ok") is False
+    if (
+        not said_false
+        and not (isinstance(value.get("error"), str) and value["error"].strip())
+        and not (reasons and any(v is False for v in value.values()))
+    ):
+        return None
+    return " | ".join(dict.fromkeys(reasons)) or json.dumps(value)
 
 
 def _steps(command: str) -> list[list[str]]:
@@ -152,7 +187,11 @@ def _work_step(command: str) -> list[str]:
     """The step of a line that does the work: the last one that is no ``cd``, ``export``,
     ``source`` or activation."""
     steps = [_program(s) for s in _steps(command)]
-    steps = [s for s in steps if s and s[0] not in ("cd", "export", "source", ".", "set", "pushd")]
+    steps = [
+        s
+        for s in steps
+        if s and s[0] not in ("cd", "export", "source", ".", "set", "pushd", "true", ":")
+    ]
     return steps[-1] if steps else []
 
 
@@ -186,6 +225,10 @@ def command_target(command: str) -> str:
         if word in _BUILD_WORDS or (program == "make" and not sub):
             return f"build:{program}"
         return f"{program}:{sub[0] if sub else ''}"
+    if len(rest) > 1 and _SUBCOMMAND.fullmatch(rest[0]) and _SUBCOMMAND.fullmatch(rest[1]):
+        # a command group and its command (``erk exec upload-session``, ``gh pr create``):
+        # another command of the group acts on something else
+        return f"{program}:{rest[0]} {rest[1]}"
     return f"{program}:{rest[0]}" if rest else program
 
 

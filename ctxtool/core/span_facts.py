@@ -32,9 +32,10 @@ from .changes import (
     reported_changes,
     shell_changes,
 )
-from .outcomes import Run, outcomes, resolved_targets
+from .outcomes import Run, outcomes, reported_failure, resolved_targets
 from .records import Message
 from .work_state import (
+    done_by_action,
     has_placeholder,
     is_bare_url,
     is_one_off,
@@ -340,7 +341,7 @@ def signals_of(messages: Sequence[Message]) -> Signals:
         goal=goal,
         latest_request=latest,
         requests=requests,
-        tasks=_tasks(messages),
+        tasks=_done_since(_tasks(messages), messages),
         failures=_failures(messages),
         files_changed=[
             c if c.request or goal is None else replace(c, request=goal.text)
@@ -553,6 +554,53 @@ def _tasks(messages: Sequence[Message]) -> list[Task]:
     return list(tasks.values())
 
 
+_TASK_TOOLS = frozenset({"TodoWrite", "update_plan", "TaskCreate", "TaskUpdate"})
+
+
+def updates_tasks(messages: Sequence[Message]) -> bool:
+    """The messages update the agent's task list (a TodoWrite, update_plan or TaskUpdate)."""
+    return any(
+        c["function"]["name"] in _TASK_TOOLS
+        for m in messages
+        if m.role == "assistant"
+        for c in work_calls(m)
+    )
+
+
+def _done_since(tasks: list[Task], messages: Sequence[Message]) -> list[Task]:
+    """The task list with each open task that a successful call after the list's last update
+    carried out marked completed (``work_state.done_by_action``): a list the agent stopped
+    updating ("Phase 10: Submit PR" in progress after ``erk pr submit`` ran) is stale."""
+    if not any(t.open for t in tasks):
+        return tasks
+    last = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m.role == "assistant"
+            for c in work_calls(m)
+            if c["function"]["name"] in _TASK_TOOLS
+        ),
+        default=-1,
+    )
+    calls = _calls_by_id(messages)
+    actions = []
+    for run in _runs(messages):
+        if run.index <= last or run.failed:
+            continue
+        purpose = arguments_of(calls.get(run.result.tool_call_id or "") or _NO_CALL).get(
+            "description"
+        )
+        actions.append(f"{run.command} {purpose if isinstance(purpose, str) else ''}")
+    return [
+        replace(t, status="completed") if t.open and done_by_action(t.content, actions) else t
+        for t in tasks
+    ]
+
+
+_NO_CALL: dict[str, Any] = {"function": {"arguments": ""}}
+
+
 # -- failures -------------------------------------------------------------------------------------
 
 COMMAND_TOOLS = frozenset(
@@ -717,6 +765,9 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         return False
     if details.get("is_error"):
         return True
+    said = reported_failure(_unwrap_output(result.content or ""))
+    if code in (None, 0) and tool.lower() in COMMAND_TOOLS and said is not None:
+        return True  # its output says it failed: `|| true` made the exit code 0
     if code is None and tool.lower() in COMMAND_TOOLS:
         # No exit code printed: a result that opens with "error:" failed (apply_patch's
         # "error: invalid hunk at line 4 …").
@@ -735,6 +786,9 @@ def _error_line(text: str) -> str:
     """What went wrong, from the clearest kind of error line a result has: its first two
     (a compiler names the cause first) and its last (a test run or npm sums up last)."""
     text = _unwrap_output(text)
+    said = reported_failure(text)
+    if said is not None:
+        return said[:300]
     lines = [line.strip()[:200] for line in text.splitlines() if line.strip()]
     for pattern in _ERROR_LINES:
         errors = list(dict.fromkeys(line for line in lines if pattern.search(line)))

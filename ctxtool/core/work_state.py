@@ -166,6 +166,45 @@ def same_work(a: str, b: str, share: float = 0.6) -> bool:
     return small > 0 and len(ta & tb) / small >= share
 
 
+# A task's numbering ("Phase 10:", "Step 3 -", "2.") names no part of its action.
+_TASK_NUMBER = re.compile(r"^\s*(?:(?:phase|step|part|stage|task)\s*)?\d+[a-z]?\s*[:.)-]\s*", re.I)
+_ACTION_WORD = re.compile(r"[a-z0-9]+", re.I)
+_FILLER = frozenset(
+    {"a", "an", "the", "and", "or", "to", "for", "of", "with", "via", "in", "on", "it", "all"}
+)
+# Quoted text and heredocs of a command (a commit message) say what it wrote, not what it did.
+_QUOTED = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)|\"(?:[^\"\\]|\\.)*\"|'[^']*'", re.S)
+
+
+def _action_words(text: str) -> list[str]:
+    return [w for w in _ACTION_WORD.findall(text.lower()) if w not in _FILLER]
+
+
+def _same_word(a: str, b: str) -> bool:
+    """One word in two forms ("submit", "submitted"; "push", "pushing"): equal, or one the
+    other's start when both have at least four letters."""
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return len(short) >= 4 and long_.startswith(short[: max(4, min(len(short), 6))])
+
+
+def done_by_action(task: str, actions: Sequence[str]) -> bool:
+    """An open task that a later successful call carried out: every word of the task's action
+    (its numbering aside; two words at least, five at most) is a word of one call, its command
+    line (quoted text and heredocs left out: a commit message is no action) or the purpose the
+    agent gave it. "Phase 10: Submit PR" is done by ``erk pr submit``; "Write tests" by no
+    ``pytest`` run."""
+    words = _action_words(_TASK_NUMBER.sub("", task))
+    if not 2 <= len(words) <= 5:
+        return False
+    for action in actions:
+        done = _action_words(_QUOTED.sub(" ", action))
+        if all(any(_same_word(w, d) for d in done) for w in words):
+            return True
+    return False
+
+
 def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
     """For each pending item (a carried summary's, a stated next step): whether the span
     finished it (a task completed later names the same work)."""

@@ -66,6 +66,9 @@ class SummaryRequest:
     turn_prefix: str | None = None  # the split turn's prefix rendered, ``transcript`` the rest
     # What set ``max_tokens``, for a message about a cut answer: the setting to raise.
     max_tokens_source: str = "--max-summary-tokens"
+    # The messages kept verbatim after the cut: what they restate newer (a split turn's next
+    # task-list update) the summary need not state as it stood at the cut.
+    kept: Sequence[Message] = ()
 
 
 class Summarizer(Protocol):

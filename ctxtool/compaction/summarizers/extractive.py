@@ -41,6 +41,7 @@ from ...core.sections import (
     is_item,
     parse_sections,
 )
+from ...core.span_facts import updates_tasks
 from ...core.tokens import get_encoding, token_lengths
 from ...core.work_state import retired
 from .base import Summary, SummaryRequest
@@ -189,12 +190,17 @@ class ExtractiveSummarizer:
             if request.split_turn:
                 quoted += "\n(The work on it continues in the messages after this summary.)"
             add(LATEST_REQUEST, quoted, protected=True)
+        # A split turn whose kept messages update the task list again: that newer list says
+        # where each task stands, the one at the cut would be stale beside it.
+        restated = request.split_turn and updates_tasks(request.kept)
         if notes.tasks is not None:
             for task in notes.tasks:
                 if task.status == "completed":
                     add(DONE, f"- [x] {task.text}")
-                else:
+                elif not restated:
                     add(OPEN_TASKS, f"- {_STATUS_MARK.get(task.status, '[ ]')} {task.text}", True)
+            if restated and any(t.status != "completed" for t in notes.tasks):
+                add(OPEN_TASKS, "- (the task list goes on in the messages after this summary)")
         for line in notes.delegated:
             add(DONE, f"- {line}")
         calls = [line for line in notes.current_work if line.startswith("- ")]

@@ -1,0 +1,64 @@
+"""The extractive summary's state rules on plain lists of messages (no database): what the
+span or the kept messages overtook is not written as pending, and the budget is spent by
+value. tests/test_state_real_spans.py checks the same rules on real transcript spans."""
+
+from __future__ import annotations
+
+import json
+
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
+from ctxtool.core.records import Message
+from ctxtool.core.sections import parse_sections
+
+
+class Span:
+    def __init__(self, first_id: int = 1):
+        self.messages: list[Message] = []
+        self._next = first_id
+
+    def add(self, role, content=None, **kw) -> Message:
+        m = Message(self._next, 1, role, content, **kw)
+        self._next += 1
+        self.messages.append(m)
+        return m
+
+    def call(self, name, result, **arguments) -> None:
+        call_id = f"call_{self._next}"
+        function = {"name": name, "arguments": json.dumps(arguments)}
+        self.add("assistant", None, tool_calls=[{"id": call_id, "type": "function", "function": function}])  # fmt: skip
+        self.add("tool", result, tool_call_id=call_id)
+
+
+def _todos(*statuses: str) -> list[dict]:
+    names = ("Phase 1: Write the parser", "Phase 2: Submit PR")
+    return [{"content": n, "status": s} for n, s in zip(names, statuses)]
+
+
+def section(text: str, heading: str) -> list[str]:
+    return [i for s in parse_sections(text) if s.heading == heading for i in s.items]
+
+
+def summarize(messages, split_turn=False, kept=(), previous=None, budget=3500, files=None):
+    request = SummaryRequest(
+        previous, messages, files or {}, split_turn, max_tokens=budget, kept=kept
+    )
+    return ExtractiveSummarizer().summarize(request).text
+
+
+def test_a_split_turn_s_task_list_is_left_to_the_kept_messages_that_update_it():
+    span = Span()
+    span.add("user", "Implement the plan")
+    span.call("TodoWrite", "ok", todos=_todos("in_progress", "pending"))
+    span.add("assistant", "Writing the parser.")
+    kept = Span(first_id=100)
+    kept.call("TodoWrite", "ok", todos=_todos("completed", "in_progress"))
+    text = summarize(span.messages, split_turn=True, kept=kept.messages)
+    assert section(text, "Open tasks") == [
+        "- (the task list goes on in the messages after this summary)"
+    ]
+    # without a later update in the kept messages the list at the cut is the one to go on with
+    alone = summarize(span.messages, split_turn=True, kept=Span(100).messages)
+    assert section(alone, "Open tasks") == [
+        "- [in progress] Phase 1: Write the parser",
+        "- [ ] Phase 2: Submit PR",
+    ]
