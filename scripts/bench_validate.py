@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from benchdb import bare_fetch, fresh_database
 
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
-from ctxtool.store import validate
+from ctxtool.store import Store
 from ctxtool.store.counts import count_tokens
 
 TEXT = [
@@ -232,7 +232,7 @@ def main() -> None:
     )
     if args.uncounted:
         t0 = time.perf_counter()
-        uncounted = {(i.session_id, i.rule) for i in validate(engine)[0]}
+        uncounted = {(i.session_id, i.rule) for i in Store(engine).validate()[0]}
         print(
             f"validate with no token counts yet (every context measured in memory): "
             f"{time.perf_counter() - t0:.2f}s, same findings: {uncounted == planted}"
@@ -245,7 +245,7 @@ def main() -> None:
     for _ in range(2):
         scans.append(bare_fetch(engine)[1])
         t0 = time.perf_counter()
-        issues, checked = validate(engine)
+        issues, checked = Store(engine).validate()
         runs.append(time.perf_counter() - t0)
     scan, ours = min(scans), min(runs)
     found = {(i.session_id, i.rule) for i in issues}

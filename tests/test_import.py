@@ -9,7 +9,7 @@ import pytest
 
 from ctxtool.core.plan import CompactionSettings
 from ctxtool.importer import Importer
-from ctxtool.store import Store, validate
+from ctxtool.store import Store
 
 from .builders import run_on_a_terminal
 from .conftest import TRANSCRIPTS
@@ -67,7 +67,7 @@ def test_real_transcripts_import_idempotently(db, path):
         assert kept == first.session_id
     ctx = store.restored_context(first.session_id)
     assert ctx.to_openai()
-    issues, _ = validate(db.engine, first.session_id)
+    issues, _ = Store(db.engine).validate(first.session_id)
     assert [i.rule for i in issues if i.severity == "error"] == [], issues
     waiting = [i.rule for i in issues if i.rule == "over_window"]
     assert waiting == (["over_window"] if path.name in OVER_WINDOW_AS_IMPORTED else []), issues
@@ -90,7 +90,7 @@ def test_paradocs_arrives_over_its_window_by_the_file_s_own_usage(db):
     assert reported == 181_440 and threshold == 111_616
     [res] = _import(db, path)
     assert Store(db.engine).context_tokens(res.session_id) > threshold
-    issues, _ = validate(db.engine, res.session_id)
+    issues, _ = Store(db.engine).validate(res.session_id)
     # waiting for compaction: a warning of validate's deploy gate (#44), not a store error
     assert [(i.rule, i.severity) for i in issues] == [("over_window", "warning")]
 
@@ -133,7 +133,7 @@ def test_an_openhands_trajectory_is_read_as_a_conversation(db):
     assert messages[-1].content == events[15]["args"]["content"]
     assert_tool_pairs_valid(store, res.session_id)
     assert chat_completions_errors(store.restored_context(res.session_id).to_openai()) == []
-    issues, _ = validate(db.engine, res.session_id)
+    issues, _ = Store(db.engine).validate(res.session_id)
     assert [i for i in issues if i.severity == "error"] == []
 
 
@@ -628,7 +628,7 @@ def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_pa
         "SELECT content, tool_calls FROM agent_message WHERE role = 'assistant'"
     )[0]
     assert assistant_row["content"] == "Let me look."
-    issues, _ = validate(db.engine, second.session_id)
+    issues, _ = Store(db.engine).validate(second.session_id)
     assert issues == []
 
 
@@ -814,7 +814,7 @@ def test_a_tool_call_without_an_id_or_name_is_an_invalid_record(db, tmp_path, fm
     assert db.rows("SELECT role, content FROM agent_message") == [
         {"role": "user", "content": "list files"}
     ]
-    assert validate(db.engine)[0] == []
+    assert Store(db.engine).validate()[0] == []
 
 
 def test_a_transcript_without_a_message_makes_no_session_and_is_no_error(db, cli, tmp_path):

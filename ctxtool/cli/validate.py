@@ -10,7 +10,7 @@ from ..core.errors import CtxtoolError
 from ..core.plan import CompactionSettings
 from ..core.validation import ERROR, NOTE, WARNING
 from ..output import OutputFormat, Progress, print_rows
-from ..store import Store, validate
+from ..store import Store
 from ..terminal import fit_table, table_width, wrap
 from .app import pass_app
 from .options import output_options, session_argument, window_options
@@ -65,7 +65,7 @@ def validate_cmd(
             progress.total = total
             progress.update(n)
 
-        issues, checked = validate(engine, session_id, settings, checked_some)
+        issues, checked = Store(engine).validate(session_id, settings, checked_some)
     if errors_only:
         issues = [i for i in issues if i.severity == ERROR]
     if rules:

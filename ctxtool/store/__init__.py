@@ -16,7 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .checks import validate
     from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges
     from .session_list import list_sessions
 
@@ -25,7 +24,6 @@ _HOMES = {
     "Store": ".reads",
     "list_sessions": ".session_list",
     "suffix_ranges": ".reads",
-    "validate": ".checks",
 }
 
 __all__ = [
@@ -33,7 +31,6 @@ __all__ = [
     "Store",
     "list_sessions",
     "suffix_ranges",
-    "validate",
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import suffix_tokens, surely_fits
 from ..core.errors import CtxtoolError
@@ -30,7 +30,6 @@ from ..core.validation import (
     window_issue,
 )
 from ..core.windows import CompactionSettings
-from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
@@ -38,8 +37,10 @@ from ..db.schema import context_sums as T
 from .reads import (
     _COMPACTION_COLUMNS,
     SESSIONS_PER_RANGE_QUERY,
-    Store,
     compaction_from_row,
+    context_tokens,
+    read_session,
+    session_ids,
     span_messages,
     span_totals,
     suffix_outlines,
@@ -52,7 +53,7 @@ SPANS_PER_QUERY = 200
 
 
 def validate(
-    engine: Engine,
+    conn: Connection,
     session_id: int | None = None,
     settings: CompactionSettings | None = None,
     on_checked: Callable[[int, int], None] | None = None,
@@ -65,29 +66,25 @@ def validate(
     the progress."""
     settings = settings or CompactionSettings()
     given = settings.context_window is not None or settings.reserve_tokens is not None
-    store = Store(engine)
     issues: list[Issue] = []
-    with read_connection(engine) as conn:
-        if session_id is not None:
-            try:
-                store.session(session_id, conn)
-            except CtxtoolError:
-                # Checkpoints left by a session whose row is gone: theirs is one finding.
-                found = _checkpoints_without_session(conn, session_id)
-                if not found:
-                    raise
-                return found, 1
-            ids = [session_id]
-        else:
-            ids = store.session_ids(conn)
-        for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
-            issues.extend(
-                _check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings, given)
-            )
-            if on_checked is not None:
-                on_checked(len(ids[i : i + SESSIONS_PER_RANGE_QUERY]), len(ids))
-        if session_id is None:
-            issues.extend(_checkpoints_without_session(conn))
+    if session_id is not None:
+        try:
+            read_session(conn, session_id)
+        except CtxtoolError:
+            # Checkpoints left by a session whose row is gone: theirs is one finding.
+            found = _checkpoints_without_session(conn, session_id)
+            if not found:
+                raise
+            return found, 1
+        ids = [session_id]
+    else:
+        ids = session_ids(conn)
+    for i in range(0, len(ids), SESSIONS_PER_RANGE_QUERY):
+        issues.extend(_check_chunk(conn, ids[i : i + SESSIONS_PER_RANGE_QUERY], settings, given))
+        if on_checked is not None:
+            on_checked(len(ids[i : i + SESSIONS_PER_RANGE_QUERY]), len(ids))
+    if session_id is None:
+        issues.extend(_checkpoints_without_session(conn))
     return issues, len(ids)
 
 
@@ -196,7 +193,7 @@ def _tokens_unless_fitting(
     )
     if surely_fits(counted, head_bytes, threshold):
         return None
-    return Store(conn.engine).context_tokens(session.session_id, conn=conn)
+    return context_tokens(conn, session.session_id)
 
 
 def _earlier_contexts(

@@ -37,10 +37,12 @@ from ..db.schema import agent_session as S
 from ..db.stored_time import parse_stored_time
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     from ..core.inspection import CheckpointDiff, ContextPoint, ContextView
     from ..core.trace import TextMatch
+    from ..core.validation import Issue
     from ..core.windows import CompactionSettings
     from .candidates import EffectiveContext
     from .completion import SessionCandidate
@@ -415,7 +417,20 @@ class Store:
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with connection_for(self.engine, conn) as c:
-            return [r[0] for r in c.execute(sa.select(S.c.session_id).order_by(S.c.session_id))]
+            return session_ids(c)
+
+    def validate(
+        self,
+        session_id: int | None = None,
+        settings: CompactionSettings | None = None,
+        on_checked: Callable[[int, int], None] | None = None,
+    ) -> tuple[list[Issue], int]:
+        """Check the consistency rules for one session or all of them, in one read
+        transaction; (issues, sessions checked). See ``checks.validate``."""
+        from .checks import validate
+
+        with read_connection(self.engine) as conn:
+            return validate(conn, session_id, settings, on_checked)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -648,6 +663,11 @@ def session_messages(
     if newest is None:
         return read_messages(conn, query.order_by(M.c.id))
     return read_messages(conn, query.order_by(M.c.id.desc()).limit(newest))[::-1]
+
+
+def session_ids(conn: Connection) -> list[int]:
+    """Every session's id, in order."""
+    return [r[0] for r in conn.execute(sa.select(S.c.session_id).order_by(S.c.session_id))]
 
 
 def read_session(conn: Connection, session_id: int) -> Session:
