@@ -7,8 +7,11 @@ from ctxtool.core.outcomes import (
     command_target,
     is_non_error,
     outcomes,
+    output_failed,
     reported_failure,
+    script_result,
     target_of,
+    targets_done,
 )
 
 
@@ -129,3 +132,35 @@ def test_a_command_group_s_commands_are_targets_of_their_own_and_or_true_is_no_s
     upload = Run("Bash", "erk exec upload-impl-session || true", True, error="push_session_failed")
     other = Run("Bash", "erk exec impl-signal ended || true", False)
     assert [o.fixed for o in outcomes([upload, other])] == [False]
+
+
+def test_a_code_mode_result_says_how_its_script_ended_and_its_output_says_the_rest():
+    ran = "Script completed\nWall time 1.4 seconds\nOutput:\n\n   Checking core\nerror[E0599]: no"
+    assert script_result(ran) == ("completed", None, "\n   Checking core\nerror[E0599]: no")
+    assert script_result("Script running with cell ID 24\nWall time 10.0 seconds\nOutput:\n")[
+        :2
+    ] == (
+        "running",
+        "24",
+    )
+    assert script_result("Script failed\nWall time 0.1 seconds\nOutput:\n\nScript error:\nx")[
+        0
+    ] == ("failed")
+    assert script_result("exit code 0") is None
+    for failed in ("error[E0599]: the method", "src/App.tsx(23,25): error TS2339: Property",
+                   "Diff in /x/lib.rs:3:", "curl: (7) Failed to connect", "npm error code 2",
+                   "test result: FAILED. 1 passed; 2 failed"):  # fmt: skip
+        assert output_failed("Compiling x\n" + failed), failed
+    assert output_failed('{"success": false}')
+    for fine in ("warning: spurious network error (3 tries remaining)", "Finished `dev`",
+                 "no error here", "let e = error(x);"):  # fmt: skip
+        assert not output_failed(fine), fine
+
+
+def test_a_chain_that_succeeded_fixes_each_of_its_steps():
+    chain = Run("shell", "cargo fmt --all && cargo clippy -- -D warnings && cargo test", False)
+    assert targets_done(chain) == {"test:cargo", "cargo:fmt", "cargo:clippy"}
+    clippy = Run("shell", "cargo fmt --all && cargo clippy -- -D warnings", True, error="error: x")
+    assert [o.fixed_by for o in outcomes([clippy, chain])] == [chain]
+    either = Run("shell", "make lint || true", False)
+    assert targets_done(either) == {"build:make"}

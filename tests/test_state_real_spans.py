@@ -136,3 +136,23 @@ def test_a_command_whose_json_output_says_it_failed_is_a_failure(spans):
     assert any(e.startswith("session-id-required | Session ID required") for e in failures)
     errors = section(summary(messages.summarized), "Errors and fixes")
     assert any("push_session_failed" in e and e.endswith("still open") for e in errors)
+
+
+def test_code_mode_results_without_exit_codes_still_tell_their_failures(spans):
+    """EdgeRunner (Codex code mode): `exec` scripts call exec_command and print only "Script
+    completed" and the output, never an exit code; a long command's output comes with the
+    `wait` on its cell. Its compile errors (E0599, TS2339, a format string), cargo's
+    network failure and `cargo fmt --check`'s diff are failures, each fixed later, and the
+    summary says so."""
+    messages = spans("codex--edgerunner-codex-session").summarized
+    failures = signals_of(messages).failures
+    errors = [f.error for f in failures]
+    assert any("error[E0599]" in e for e in errors)
+    assert any("error TS2339" in e for e in errors)
+    assert any("invalid format string" in e for e in errors)
+    assert any(e.startswith("Diff in ") for e in errors)
+    network = [f for f in failures if "failed to get `chrono`" in f.error]
+    assert network and network[0].command == "cargo fmt --all && cargo check --workspace"
+    assert all(f.fixed for f in failures)
+    text = "\n".join(section(summary(messages), "Errors and fixes"))
+    assert "ImportMeta" in text and "Send + Sync" in text and "still open" not in text

@@ -106,6 +106,38 @@ class Outcome:
         return "the same command succeeded later"
 
 
+# What a command's output says when it failed though no exit code came with it (Codex's code
+# mode prints none): a compiler's error, a failed test run, a formatter's check that found a
+# diff, npm's or curl's error, a traceback. A warning or a line that merely mentions an error
+# is none of these.
+_OUTPUT_FAILED = re.compile(
+    r"^\s*(?:error(?:\[E\d+\])?:|npm (?:ERR!|error)\b|Traceback \(most recent call last\)|"
+    r"FAILED\b|test result: FAILED|Diff in \S+:\d+:|curl: \(\d+\)|\S+\(\d+,\d+\): error TS\d+)",
+    re.M,
+)
+# Codex's code mode: a script's result says how the script ended, never the command's exit code.
+_SCRIPT_RESULT = re.compile(
+    r"^Script (completed|failed|running with cell ID (\S+))\s*\n(?:Wall time[^\n]*\n)?(?:Output:\n)?"
+)
+
+
+def script_result(text: str) -> tuple[str, str | None, str] | None:
+    """A Codex code-mode result as (how the script ended: ``completed``, ``failed`` or
+    ``running``; the cell a later ``wait`` reads a running one from; the output), None for
+    any other result."""
+    found = _SCRIPT_RESULT.match(text)
+    if not found:
+        return None
+    status = found.group(1).split()[0]
+    return status, found.group(2), text[found.end() :]
+
+
+def output_failed(output: str) -> bool:
+    """A command's output that says it failed, for a result with no exit code: an error line
+    of a compiler, a test run or a check (``_OUTPUT_FAILED``), or a JSON object saying so."""
+    return bool(_OUTPUT_FAILED.search(output)) or reported_failure(output) is not None
+
+
 _REASON_KEYS = ("error_type", "error", "reason", "message", "detail")
 
 
@@ -281,7 +313,7 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
         if is_non_error(run, later):
             continue
         target = target_of(run)
-        fixed_by = next((r for r in later if not r.failed and target_of(r) == target), None)
+        fixed_by = next((r for r in later if not r.failed and target in targets_done(r)), None)
         retry = (
             fixed_by is not None
             and fixed_by.turn == run.turn
@@ -294,4 +326,15 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
 def resolved_targets(runs: Sequence[Run]) -> set[str]:
     """The targets the runs succeeded on: a failure an earlier summary carried as open is
     fixed once its target is among them."""
-    return {target_of(r) for r in runs if not r.failed}
+    return {t for r in runs if not r.failed for t in targets_done(r)}
+
+
+def targets_done(run: Run) -> set[str]:
+    """What a successful run acted on: its target, and each step's of a line that chains them
+    with ``&&`` (every step ran and succeeded: ``cargo fmt && cargo clippy && cargo test``
+    fixes a clippy failure)."""
+    done = {target_of(run)}
+    if _is_command_line(run) and not _PATCH.search(run.command):
+        line = _SHELL_WRAPPER.sub("", run.command)
+        done |= {command_target(step) for step in line.split("&&") if step.strip()}
+    return done

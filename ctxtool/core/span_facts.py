@@ -32,7 +32,14 @@ from .changes import (
     reported_changes,
     shell_changes,
 )
-from .outcomes import Run, outcomes, reported_failure, resolved_targets
+from .outcomes import (
+    Run,
+    outcomes,
+    output_failed,
+    reported_failure,
+    resolved_targets,
+    script_result,
+)
 from .records import Message
 from .work_state import (
     done_by_action,
@@ -614,7 +621,7 @@ _EXIT = re.compile(
 _ERROR_LINES = (
     re.compile(
         r"(^\s*(npm )?(error|fatal|panic)\b|\b\w*(Error|Exception):|\berror\s*\[?[A-Z]+\d+\]?:|"
-        r"^Traceback|\bFAILED\b|"
+        r"^Traceback|\bFAILED\b|^Diff in \S+:\d+:|^curl: \(\d+\)|"
         r"command not found|No such file|Cannot find|permission denied|haven't granted)",
         re.I,
     ),
@@ -648,12 +655,21 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
         c["id"]: i for i, m in enumerate(messages) if m.role == "assistant" for c in work_calls(m)
     }
     runs: list[_Run] = []
+    running: dict[str, tuple[int, str, str]] = {}  # a code-mode cell still running: its call
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in calls:
             call = calls[m.tool_call_id]
             tool = call["function"]["name"] or "?"
             command = _command_of(call)
-            runs.append(_Run(where[m.tool_call_id], tool, command, m, _failed(m, tool, command)))
+            index = where[m.tool_call_id]
+            script = script_result(m.content or "")
+            if script and script[0] == "running" and script[1]:
+                running[script[1]] = (index, tool, command)
+                continue  # its output comes with the ``wait`` on its cell
+            cell = arguments_of(call).get("cell_id") if tool == "wait" else None
+            if isinstance(cell, (str, int)) and str(cell) in running:
+                index, tool, command = running.pop(str(cell))
+            runs.append(_Run(index, tool, command, m, _failed(m, tool, command)))
         elif is_user_shell_command(m):
             # Pi writes "$ {command}\n{output}"; the command is spaced as _command_of spaces it.
             command = " ".join((m.content or "").removeprefix("$").split("\n", 1)[0].split())
@@ -757,6 +773,13 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
     (grep and rg exit 1 for no match)."""
     details = _details(result)
     code = details.get("exit_code")
+    script = script_result(result.content or "")
+    if script is not None and not isinstance(code, int):
+        # Codex's code mode: the script's end is said, the command's exit code never is
+        if script[0] == "failed":
+            return True
+        if tool.lower() in COMMAND_TOOLS and not _SEARCH_LAST.search(command):
+            return output_failed(script[2])
     if not isinstance(code, int) and tool.lower() in COMMAND_TOOLS:
         text = result.content or ""
         found = _EXIT.search(text[:600]) or _EXIT.search(text[-600:])
@@ -798,7 +821,11 @@ def _error_line(text: str) -> str:
 
 
 def _unwrap_output(text: str) -> str:
-    """Codex's ``{"output": …, "metadata": …}`` result as its output text."""
+    """Codex's ``{"output": …, "metadata": …}`` result, or its code mode's script result, as
+    its output text."""
+    script = script_result(text)
+    if script is not None:
+        text = script[2] if script[0] != "failed" else script[2].removeprefix("\nScript error:\n")
     if text.startswith('{"output"'):
         try:
             value = json.loads(text)

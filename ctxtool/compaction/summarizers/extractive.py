@@ -61,7 +61,7 @@ from .span_notes import (
 
 MAX_READ_FILES = 8
 MAX_MODIFIED_FILES = 120
-MAX_NEW_ERRORS = 10
+MAX_NEW_ERRORS = 20
 MAX_ERRORS = 14  # the section's budget: the span's own failures first, carried ones fill it
 READ = "Read"  # read paths: the first items trimmed (the checkpoint's details keep them all)
 _NO_TASK = re.compile(r"^[-*]?\s*(none|no pending tasks|nothing)\b", re.I)
