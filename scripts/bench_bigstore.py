@@ -14,7 +14,7 @@ SUM(token_count)``, which InnoDB answers from the smallest index that holds them
 - the sums over every session's suffix alone (``candidates.effective_contexts``, one walk of
   the message index: what the next two start with);
 - finding `compact --all`'s candidates (``compaction.batch.find_batch``, what the CLI calls);
-- `sessions list --over-window` (``store.list_sessions``, what the CLI calls);
+- `sessions list --over-window` (``Store.list_sessions``, what the CLI calls);
 - `compact SESSION --dry-run` on the 600k-message session (``Compactor.compact_session``).
 
 Each run times these twice: first as a store nobody ran `compact --all` on reads them (every
@@ -47,7 +47,7 @@ from ctxtool.compaction.summarizers import SummarizerSettings, make_summarizer
 from ctxtool.core.plan import CompactionSettings
 from ctxtool.db import create_engine, read_connection
 from ctxtool.migrate import Migrator
-from ctxtool.store import list_sessions
+from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts
 
 GIANT_ID = 1  # the 600k-message session
@@ -343,7 +343,9 @@ def main() -> None:
             with read_connection(engine) as conn:
                 sums, _ = timed(lambda c=conn: effective_contexts(c))
             find, batch = timed(lambda: find_batch(engine, settings, None))
-            listing, listed = timed(lambda: list_sessions(engine, limit=50, over_window=settings))
+            listing, listed = timed(
+                lambda: Store(engine).list_sessions(limit=50, over_window=settings)
+            )
             dry, outcome = timed(lambda: compactor.compact_session(GIANT_ID, dry_run=True))
             print(
                 json.dumps(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ctxtool.core.tokens import MessageText, count_messages
 from ctxtool.db import read_connection
 from ctxtool.db.schema import agent_compaction, agent_message, context_sums
-from ctxtool.store import Store, list_sessions
+from ctxtool.store import Store
 from ctxtool.store.candidates import (
     effective_contexts,
     exact_context_tokens,
@@ -586,7 +586,7 @@ def test_sessions_list_rescan_needs_what_it_rescans(db, cli):
         run = cli("--db", db.url, "sessions", "list", "--rescan", *extra, "--json")
         assert run.exit_code == 0, run.output
     with pytest.raises(ValueError, match="rescan"):  # the library says so too
-        list_sessions(db.engine, rescan=True, sort="messages")
+        Store(db.engine).list_sessions(rescan=True, sort="messages")
 
 
 def test_a_proof_measured_before_a_rewrite_is_not_kept(db):

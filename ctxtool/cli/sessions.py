@@ -7,7 +7,7 @@ import click
 from ..core.windows import CompactionSettings
 from ..db import read_connection
 from ..output import OutputFormat, print_rows
-from ..store import Store, list_sessions
+from ..store import Store
 from ..store.removal import footprints
 from ..store.session_list import SORT_ORDERS
 from ..terminal import fit_table, table_width
@@ -105,8 +105,7 @@ def sessions_list(
     if rescan and not (over_window or sort == "tokens"):
         raise click.UsageError("--rescan goes with --over-window or --sort tokens")
     # One more than asked: whether the list stopped at --limit is said, not left to guess.
-    rows = list_sessions(
-        app.checked_engine(),
+    rows = Store(app.checked_engine()).list_sessions(
         user_id,
         project_id,
         source_format,

@@ -17,19 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .reads import SESSIONS_PER_RANGE_QUERY, Store, suffix_ranges
-    from .session_list import list_sessions
 
 _HOMES = {
     "SESSIONS_PER_RANGE_QUERY": ".reads",
     "Store": ".reads",
-    "list_sessions": ".session_list",
     "suffix_ranges": ".reads",
 }
 
 __all__ = [
     "SESSIONS_PER_RANGE_QUERY",
     "Store",
-    "list_sessions",
     "suffix_ranges",
 ]
 

@@ -532,6 +532,43 @@ class Store:
         with connection_for(self.engine, conn) as c:
             return context_tokens(c, session_id, encoding)
 
+    def list_sessions(
+        self,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        source_format: str | None = None,
+        limit: int = 50,
+        *,
+        search: str | None = None,
+        model: str | None = None,
+        since: datetime | None = None,
+        over_window: CompactionSettings | None = None,
+        sort: str = "id",
+        rescan: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Sessions with their last activity, message and checkpoint counts, in ``sort`` order
+        (see ``session_list.list_sessions``). ``over_window`` (CompactionSettings) keeps only
+        the sessions whose restored context is over their threshold, found as ``compact
+        --all`` finds them (:meth:`over_threshold`)."""
+        from .session_list import check_order, list_sessions
+
+        check_order(sort, rescan, over_window is not None)
+        with read_connection(self.engine) as conn:
+            over = None if over_window is None else self.over_threshold(over_window, rescan=rescan)
+            return list_sessions(
+                conn,
+                user_id,
+                project_id,
+                source_format,
+                limit,
+                search=search,
+                model=model,
+                since=since,
+                over=over,
+                sort=sort,
+                rescan=rescan,
+            )
+
     # -- searching -----------------------------------------------------------------------------
 
     def search(

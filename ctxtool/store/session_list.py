@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import context_bounds
-from ..core.windows import CompactionSettings
-from ..db import read_connection
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
@@ -20,7 +19,7 @@ from .candidates import (
     effective_contexts,
     exact_context_tokens,
 )
-from .reads import Store, per_session
+from .reads import per_session
 
 # How `sessions list` orders what it shows (the first is the default): the newest session id
 # (the first N of the primary key), the newest activity (the time of a session's newest
@@ -29,8 +28,17 @@ from .reads import Store, per_session
 SORT_ORDERS = ("id", "last-activity", "messages", "tokens")
 
 
+def check_order(sort: str, rescan: bool, over_window: bool) -> None:
+    """ValueError for a ``sort`` :func:`list_sessions` does not know, or a ``rescan`` that
+    nothing reads (it sums what ``over_window`` or ``sort="tokens"`` reads)."""
+    if sort not in SORT_ORDERS:
+        raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
+    if rescan and not over_window and sort != "tokens":
+        raise ValueError("rescan sums what over_window or sort='tokens' reads: give one")
+
+
 def list_sessions(
-    engine: Engine,
+    conn: Connection,
     user_id: str | None = None,
     project_id: str | None = None,
     source_format: str | None = None,
@@ -39,7 +47,7 @@ def list_sessions(
     search: str | None = None,
     model: str | None = None,
     since: datetime | None = None,
-    over_window: CompactionSettings | None = None,
+    over: Mapping[int, tuple[int, int, EffectiveContext]] | None = None,
     sort: str = SORT_ORDERS[0],
     rescan: bool = False,
 ) -> list[dict[str, Any]]:
@@ -50,9 +58,9 @@ def list_sessions(
     ``search`` matches (case-insensitively) the title, the source id or the first user message;
     ``model`` is a model name or its prefix; ``since`` keeps sessions active at or after it
     (their last activity: a session imported today from an old transcript is old).
-    ``over_window`` (CompactionSettings) keeps only sessions whose restored context is over
-    their threshold, found as ``compact --all`` finds them (set-based sums of stored counts,
-    exact measures only near the threshold); they get ``context_tokens`` and ``threshold``.
+    ``over`` (the sessions over their threshold, as ``Store.over_threshold`` finds them:
+    ``compact --all``'s set-based sums of stored counts, exact measures only near the
+    threshold) keeps only those sessions; they get ``context_tokens`` and ``threshold``.
     The sums leave out the system prompt and the summary (enough to know a session is over),
     so the listed sessions' ``context_tokens`` count those too, as ``context show`` and
     ``compact`` do (``sort="tokens"`` as well): from the stored counts where they tell the
@@ -60,10 +68,7 @@ def list_sessions(
     ``rescan``: those sums read from every suffix's messages, not from the sums kept by
     ``compact --all`` (``store.context_sums``).
     """
-    if sort not in SORT_ORDERS:
-        raise ValueError(f"unknown sort order {sort!r} (one of {', '.join(SORT_ORDERS)})")
-    if rescan and over_window is None and sort != "tokens":
-        raise ValueError("rescan sums what over_window or sort='tokens' reads: give one")
+    check_order(sort, rescan, over is not None)
     query = _sessions_query(
         user_id=user_id,
         project_id=project_id,
@@ -71,41 +76,39 @@ def list_sessions(
         model=model,
         search=search,
     )
-    with read_connection(engine) as conn:
-        estimates: dict[int, int] = {}
-        thresholds: dict[int, int] = {}
-        summed: dict[int, EffectiveContext] = {}
-        if over_window is not None:  # the cron batch's own measure
-            found = Store(engine).over_threshold(over_window, rescan=rescan)
-            estimates = {sid: tokens for sid, (tokens, _, _) in found.items()}
-            thresholds = {sid: threshold for sid, (_, threshold, _) in found.items()}
-            summed = {sid: c for sid, (_, _, c) in found.items()}
-            query = query.where(S.c.session_id.in_(list(found) or [0]))
-        elif sort == "tokens":  # the batch's sums, one walk of the message index
-            for c in effective_contexts(conn, rescan=rescan):
-                estimates[c.session_id] = context_bounds(c.suffix, c.head_bytes)[0]
-                summed[c.session_id] = c
-        if sort == "id" and since is None:  # the newest ids: the index gives them in order
-            sessions = conn.execute(query.limit(limit)).all()
-        else:
-            sessions = _ordered(conn, query.subquery(), sort, since, estimates, limit)
-        ids = [s.session_id for s in sessions]
-        if not ids:
-            return []
-        messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
-        compactions = per_session(conn, C, ids, sa.func.count())
-        exact: dict[int, int] = {}
-        if over_window is not None or sort == "tokens":  # each restored context, whole
-            exact = {
-                sid: exact_context_tokens(
-                    conn,
-                    sid,
-                    None,
-                    summed[sid].suffix if sid in summed else None,
-                    context=summed.get(sid),
-                )
-                for sid in ids
-            }
+    estimates: dict[int, int] = {}
+    thresholds: dict[int, int] = {}
+    summed: dict[int, EffectiveContext] = {}
+    if over is not None:  # the cron batch's own measure
+        estimates = {sid: tokens for sid, (tokens, _, _) in over.items()}
+        thresholds = {sid: threshold for sid, (_, threshold, _) in over.items()}
+        summed = {sid: c for sid, (_, _, c) in over.items()}
+        query = query.where(S.c.session_id.in_(list(over) or [0]))
+    elif sort == "tokens":  # the batch's sums, one walk of the message index
+        for c in effective_contexts(conn, rescan=rescan):
+            estimates[c.session_id] = context_bounds(c.suffix, c.head_bytes)[0]
+            summed[c.session_id] = c
+    if sort == "id" and since is None:  # the newest ids: the index gives them in order
+        sessions = conn.execute(query.limit(limit)).all()
+    else:
+        sessions = _ordered(conn, query.subquery(), sort, since, estimates, limit)
+    ids = [s.session_id for s in sessions]
+    if not ids:
+        return []
+    messages = per_session(conn, M, ids, sa.func.count(), sa.func.max(M.c.id))
+    compactions = per_session(conn, C, ids, sa.func.count())
+    exact: dict[int, int] = {}
+    if over is not None or sort == "tokens":  # each restored context, whole
+        exact = {
+            sid: exact_context_tokens(
+                conn,
+                sid,
+                None,
+                summed[sid].suffix if sid in summed else None,
+                context=summed.get(sid),
+            )
+            for sid in ids
+        }
     rows = []
     for s in sessions:
         count, newest = messages.get(s.session_id, (0, None))
@@ -126,7 +129,7 @@ def list_sessions(
         }
         if exact:
             row["context_tokens"] = exact[s.session_id]
-        if over_window is not None:
+        if over is not None:
             row["threshold"] = thresholds[s.session_id]
         rows.append(row)
     if sort == "tokens":  # the page in the order of what was measured exactly
