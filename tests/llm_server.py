@@ -105,6 +105,9 @@ class FakeLLM:
         # Past its window, cut the answer to what the prompt leaves, finish "length", as
         # llama-cpp-python does, instead of refusing the request (a prompt past it is refused).
         self.clips = False
+        # The usage's prompt_tokens as the server reports them (None: what it counted); a
+        # server may report 0 (a prompt served from its cache).
+        self.reported_prompt_tokens: object = None
         self.models: dict = {}
         self.props: dict | None = None
         self.in_hand = 0
@@ -259,7 +262,9 @@ class FakeLLM:
                             }
                         ],
                         "usage": {
-                            "prompt_tokens": counted,
+                            "prompt_tokens": counted
+                            if llm.reported_prompt_tokens is None
+                            else llm.reported_prompt_tokens,
                             "completion_tokens": clipped
                             if finish == "length" and clipped
                             else _tokens(text),

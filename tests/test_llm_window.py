@@ -226,3 +226,56 @@ def test_an_answer_llama_cpp_python_cut_at_its_window_teaches_the_window(db, cli
     assert checkpoint.summarizer == "openai"
     window = checkpoint.details["summary_window"]
     assert window["tokens"] == 2048 and "cut short of its cap" in window["source"]
+
+
+def _conversation_tokens(body: dict) -> int:
+    """The tokens (o200k) of a request's conversation, the frame around it left out."""
+    from ctxtool.core.tokens import count_text
+
+    prompt = body["messages"][1]["content"]
+    inner = prompt.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0]
+    return count_text(inner, "o200k_base")
+
+
+# The most conversation a chunk could carry when the frame was reserved twice: the 512-token
+# floor at 4k (the budget came out negative), 1,331 tokens at 8k. A 2k window stays at the
+# floor: its ~1,200 prompt tokens hold the brief frame (~430) and a previous summary (~400).
+TWICE_RESERVED = {4096: 512, 8192: 1331}
+
+
+@pytest.mark.parametrize("window", sorted(TWICE_RESERVED))
+def test_a_small_window_s_chunks_carry_conversation_not_a_frame_reserved_twice(db, cli, window):
+    """The fold reserves the prompt's frame out of the summarizer's input bound; the bound
+    kept one of its own (1,024 tokens) besides, the fold counted the full format for a window
+    that is sent the brief one, and the answer budget was not held to the bound the server's
+    figure made: 4k windows' chunks fell to the 512-token floor. Now each chunk but the
+    last carries more than the old bound allowed, and every request still fits the window."""
+    add_session(db, 1, coding_session(40), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.error_style, llm.tokenizer_ratio = window, "llama.cpp", 1.1
+        llm.props = {"default_generation_settings": {"n_ctx": window}, "total_slots": 1}
+        result = compact(cli, db, llm)
+        assert result.exit_code == 0, result.output
+        assert_within(llm, window)
+        chunks = [_conversation_tokens(body) for body in llm.requests]
+    assert len(chunks) > 2
+    assert min(chunks[:-1]) > TWICE_RESERVED[window], chunks
+
+
+def test_a_cut_answer_whose_usage_counts_no_prompt_teaches_no_window(db, cli):
+    """llama-cpp-python's cut answer teaches its window as prompt plus answer tokens; a usage
+    whose prompt_tokens is 0 (an int, no count: a prompt served from a cache) taught a window
+    of the answer alone, too small for any request. Now the window stays unknown and the
+    shorter answer is written."""
+    add_session(db, 1, coding_session(4), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.window, llm.clips, llm.models = 2048, True, {"permissions": []}
+        llm.reported_prompt_tokens = 0
+        first = "word " * 3000  # a model that runs on past the window
+        llm.summary_text = lambda body: first if len(llm.requests) == 1 else faithful_summary(body)
+        result = compact(cli, db, llm, "--max-summary-tokens", "2000")
+        assert result.exit_code == 0, result.output
+        assert len(llm.requests) == 2
+    checkpoint = Store(db.engine).latest_compaction(1)
+    assert checkpoint.summarizer == "openai"
+    assert "summary_window" not in checkpoint.details

@@ -620,6 +620,7 @@ def ask(
             summarizer.input_tokens,
             estimated_tokens=prep.summarized_tokens,
             bound=lambda: summarizer.input_tokens,
+            brief=lambda: bool(getattr(summarizer, "brief_prompt", False)),
         )
     phase("checking the summary (quality gate)")
     judged = judge_summary(prep, summary, gate)

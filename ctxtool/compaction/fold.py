@@ -110,18 +110,22 @@ def _surely_fits(request: SummaryRequest, input_tokens: int, estimated_tokens: i
     ) < input_tokens
 
 
-def frame_tokens(request: SummaryRequest) -> int:
+def frame_tokens(request: SummaryRequest, brief: bool = False) -> int:
     """Tokens of one request less its conversation and previous summary: the system prompt,
-    the instructions and the files lines, with a margin."""
+    the instructions (the format the summarizer sends: ``brief`` for a small window) and the
+    files lines, with a margin."""
     enc = get_encoding(request.encoding)
-    frame = build_prompt(replace(request, transcript="", turn_prefix="", previous_summary=None))
+    frame = build_prompt(
+        replace(request, transcript="", turn_prefix="", previous_summary=None), brief=brief
+    )
     return len(enc.encode_ordinary(SYSTEM_PROMPT)) + len(enc.encode_ordinary(frame)) + 64
 
 
-def previous_summary_limit(request: SummaryRequest, input_tokens: int) -> int:
+def previous_summary_limit(request: SummaryRequest, input_tokens: int, brief: bool = False) -> int:
     """The most a previous summary may take of one request and still leave a chunk of
     conversation room beside it."""
-    return max(MIN_CHUNK_TOKENS, input_tokens - frame_tokens(request) - 200 - MIN_CHUNK_TOKENS)
+    frame = frame_tokens(request, brief)
+    return max(MIN_CHUNK_TOKENS, input_tokens - frame - 200 - MIN_CHUNK_TOKENS)
 
 
 def _bounded_previous(request: SummaryRequest, limit: int) -> tuple[SummaryRequest, str | None]:
@@ -142,12 +146,14 @@ def _bounded_previous(request: SummaryRequest, limit: int) -> tuple[SummaryReque
     return replace(request, previous_summary=clip_tokens(enc, tokens, limit)[0]), note
 
 
-def chunk_budget(request: SummaryRequest, input_tokens: int) -> int:
-    """Tokens left for conversation in one request: the bound less the frame around it (system
+def chunk_budget(request: SummaryRequest, input_tokens: int, brief: bool = False) -> int:
+    """Tokens left for conversation in one request: the bound (the whole prompt: the
+    summarizer's ``input_tokens`` keeps no frame of its own) less the frame around it (system
     prompt, instructions, files) and the previous summary at its largest (the budget)."""
     enc = get_encoding(request.encoding)
     previous = len(enc.encode_ordinary(request.previous_summary or ""))
-    return input_tokens - frame_tokens(request) - max(previous, request.max_tokens) - 200
+    frame = frame_tokens(request, brief)
+    return input_tokens - frame - max(previous, request.max_tokens) - 200
 
 
 def fold(
@@ -156,6 +162,7 @@ def fold(
     input_tokens: int | None,
     estimated_tokens: int | None = None,
     bound: Callable[[], int | None] | None = None,
+    brief: Callable[[], bool] | None = None,
 ) -> Summary:
     """Summarize ``request`` in one call when it fits ``input_tokens``, else chunk by chunk.
 
@@ -167,17 +174,24 @@ def fold(
     model's window (:class:`ContextWindowExceeded`) and the summarizer learned a smaller
     bound from it, the messages not yet summarized are folded again inside it, onto the
     summary the chunks before made (kept, not asked again). A request (a chunk) a server
-    failed part-way is retried by the client on its own; what failed for good ends the fold."""
+    failed part-way is retried by the client on its own; what failed for good ends the fold.
+
+    ``brief`` says whether the summarizer sends the brief format (a small window's), whose
+    frame is then the one reserved."""
     if input_tokens is None:
         return summarize(request)
+    # A bound the summarizer learned from the server's own figure (after the compactor sized
+    # the budget) holds the answer, and the previous summary it becomes, to a third of it.
+    request = _within(request, input_tokens)
     if estimated_tokens is not None and _surely_fits(request, input_tokens, estimated_tokens):
         try:
             return summarize(request)
         except ContextWindowExceeded as exc:
             input_tokens = _smaller_bound(exc, input_tokens, bound)
             request = _within(request, input_tokens)
-            return _folded(summarize, request, input_tokens, bound, [_refolded(input_tokens)])
-    return _folded(summarize, request, input_tokens, bound, [])
+            notes = [_refolded(input_tokens)]
+            return _folded(summarize, request, input_tokens, bound, brief, notes)
+    return _folded(summarize, request, input_tokens, bound, brief, [])
 
 
 def _refolded(input_tokens: int) -> str:
@@ -192,6 +206,7 @@ def _folded(
     request: SummaryRequest,
     input_tokens: int,
     bound: Callable[[], int | None] | None,
+    brief: Callable[[], bool] | None,
     notes: list[str],
 ) -> Summary:
     remaining = list(request.messages)
@@ -199,11 +214,14 @@ def _folded(
     summary: Summary | None = None
     requests = chunk_count = 0
     while True:
+        short = bool(brief and brief())
         current = replace(request, messages=remaining, previous_summary=previous)
-        current, clipped = _bounded_previous(current, previous_summary_limit(current, input_tokens))
+        limit = previous_summary_limit(current, input_tokens, short)
+        current, clipped = _bounded_previous(current, limit)
         if clipped:
             notes.append(clipped)
-        chunks = _chunks(current.messages, chunk_budget(current, input_tokens), request.encoding)
+        budget = chunk_budget(current, input_tokens, short)
+        chunks = _chunks(current.messages, budget, request.encoding)
         try:
             if len(chunks) <= 1 and summary is None:
                 members, pieces = chunks[0] if chunks else (list(current.messages), [])

@@ -45,7 +45,10 @@ from .base import (
 from .prompt import SYSTEM_PROMPT, build_prompt
 
 REASONING_HEADROOM_TOKENS = 8192
-PROMPT_OVERHEAD_TOKENS = 1024  # system prompt, format, previous-summary frame, files line
+# A request's tokens past its two messages' text: the chat template's role markers. The frame
+# around the conversation (system prompt, format, files lines) is the fold's to reserve
+# (fold.frame_tokens counts the very prompt sent), so input_tokens leaves only these.
+TEMPLATE_TOKENS = 32
 REQUEST_STYLES = ("auto", "chat", "reasoning")
 # What the openai client retries besides 5xx and connection errors (its _should_retry).
 _RETRIED_STATUSES = (408, 409, 429)
@@ -97,9 +100,10 @@ def _asked_tokens(model: str, max_tokens: int, style: str = "auto") -> int:
 
 
 def default_input_tokens(model: str, max_tokens: int, style: str = "auto") -> int:
-    """What one request may carry: the model's window less the answer and the prompt frame."""
+    """What one request's prompt may take, its frame included: the model's window less the
+    answer and the chat template's markers."""
     asked = _asked_tokens(model, max_tokens, style)
-    return max(2048, context_window_for(model) - asked - PROMPT_OVERHEAD_TOKENS)
+    return max(2048, context_window_for(model) - asked - TEMPLATE_TOKENS)
 
 
 class OpenAISummarizer:
@@ -152,12 +156,13 @@ class OpenAISummarizer:
 
     @property
     def input_tokens(self) -> int:
-        """Prompt tokens (o200k) one request may carry: the operator's figure, else the
-        window less the answer and the prompt frame, over the tokenizer margin; never more
-        than a window the server stated allows."""
+        """Prompt tokens (o200k) one request may carry, the prompt's frame (system prompt,
+        format, files lines) included: the operator's figure, else the window less the answer
+        and the chat template's markers, over the tokenizer margin; never more than a window
+        the server stated allows. The fold reserves the frame it sends out of this."""
         derived = None
         if self.window is not None:
-            room = self.window - self.answer_cap() - PROMPT_OVERHEAD_TOKENS
+            room = self.window - self.answer_cap() - TEMPLATE_TOKENS
             derived = max(MIN_ANSWER_TOKENS * 2, int(room / self._ratio))
         if self.requested_input_tokens:
             return min(self.requested_input_tokens, derived or self.requested_input_tokens)
@@ -301,14 +306,16 @@ class OpenAISummarizer:
             details={"summary_window": details} if details else None,
         )
 
-    def _prompt(self, request: SummaryRequest) -> str:
-        """The prompt, brief for a model whose window is small: stated so, or served by
-        llama-cpp-python, which states none and defaults to 2,048 tokens."""
+    @property
+    def brief_prompt(self) -> bool:
+        """Whether requests carry the brief format: for a model whose window is small, stated
+        so, or served by llama-cpp-python, which states none and defaults to 2,048 tokens."""
         if self.window is None:
-            brief = self._clips
-        else:
-            brief = self.window <= BRIEF_PROMPT_WINDOW
-        return build_prompt(request, brief=brief)
+            return self._clips
+        return self.window <= BRIEF_PROMPT_WINDOW
+
+    def _prompt(self, request: SummaryRequest) -> str:
+        return build_prompt(request, brief=self.brief_prompt)
 
     def _learn_from_cut(self, response: Any, max_tokens: int) -> bool:
         """Whether an answer cut short of its cap taught the window: llama-cpp-python states no
@@ -317,7 +324,9 @@ class OpenAISummarizer:
         prompt = getattr(getattr(response, "usage", None), "prompt_tokens", None)
         answer = _completion_tokens(response)
         asked = _asked_tokens(self.model, max_tokens, self.style)
-        if not self._clips or not isinstance(prompt, int) or not answer or answer >= asked:
+        if not self._clips or not isinstance(prompt, int) or not _count(prompt):
+            return False
+        if not answer or answer >= asked:
             return False
         before = self.window
         self._learn(prompt + answer, "the server's answer cut short of its cap at its window")

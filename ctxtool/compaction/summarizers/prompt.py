@@ -110,6 +110,7 @@ TURN_PREFIX_FORMAT = """The conversation under <turn-prefix> is the START of the
 - Context for what follows: [what the kept messages need to make sense]"""
 
 _FILES_IN_PROMPT = 60  # newest paths of each list named in the prompt
+_FILES_IN_BRIEF_PROMPT = 12  # in the brief one: a small window's room is for the conversation
 _FIXED_IN_PROMPT = 20  # carried failures a run of the span fixed, named in the prompt
 
 
@@ -159,11 +160,12 @@ def build_prompt(request: SummaryRequest, brief: bool = False) -> str:
     parts.append(f"Stay under {request.max_tokens} tokens.")
     read, modified = files.get("read_files") or [], files.get("modified_files") or []
     if read or modified:
+        named = _FILES_IN_BRIEF_PROMPT if brief else _FILES_IN_PROMPT
         parts.append(
             "Files read: "
-            + ", ".join(read[-_FILES_IN_PROMPT:])
+            + ", ".join(read[-named:])
             + "\nFiles modified: "
-            + ", ".join(modified[-_FILES_IN_PROMPT:])
+            + ", ".join(modified[-named:])
         )
     return "\n\n".join(parts)
 
