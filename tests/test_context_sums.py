@@ -25,8 +25,6 @@ from ctxtool.store.context_sums import (
     KeptSums,
     SessionNow,
     SuffixSums,
-    remember,
-    remember_pairing,
     split,
     versions_after,
 )
@@ -208,12 +206,12 @@ def _keep(db) -> int:
     """A real run's keeping: the sums, then the pairing proofs of what it measured."""
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
-    written = remember(db.engine, read.to_keep)
+    written = Store(db.engine).remember_sums(read.to_keep)
     proofs: dict[int, tuple[int, int]] = {}
     with read_connection(db.engine) as conn:
         for c in read.contexts:
             exact_context_tokens(conn, c.session_id, None, c.suffix, context=c, proofs=proofs)
-    remember_pairing(db.engine, proofs, versions_after(read.versions, read.to_keep))
+    Store(db.engine).remember_pairing(proofs, versions_after(read.versions, read.to_keep))
     return written
 
 
@@ -285,7 +283,7 @@ def test_a_run_that_read_before_a_recount_does_not_keep_its_sums(db):
         read = read_effective_contexts(conn)  # sees the new messages: it would keep new sums
     assert [r.session_id for r in read.to_keep] == [1]
     count_tokens(db.engine, encoding="cl100k_base", recount=True)
-    assert remember(db.engine, read.to_keep) == 0
+    assert Store(db.engine).remember_sums(read.to_keep) == 0
     _same(db)
     # A run that never saw a row: the recount wrote one marked as no run's, which it keeps.
     add_session(db, 2, _turn(random.Random(3), "x"), "gpt-4o")
@@ -295,7 +293,7 @@ def test_a_run_that_read_before_a_recount_does_not_keep_its_sums(db):
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     count_tokens(db.engine, session_id=2, encoding="cl100k_base", recount=True)
-    assert remember(db.engine, [r for r in read.to_keep if r.session_id == 2]) == 0
+    assert Store(db.engine).remember_sums([r for r in read.to_keep if r.session_id == 2]) == 0
     _same(db)
 
 
@@ -497,7 +495,7 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
     assert [(r.session_id, r.read_version) for r in read.to_keep] == [(1, None)]
     Store(db.engine).delete_sessions([1])
     add_session(db, 1, turns("new", 4), "gpt-4o")  # longer: its newest id is past the row's
-    assert remember(db.engine, read.to_keep) == 0
+    assert Store(db.engine).remember_sums(read.to_keep) == 0
     _same(db)
     count_tokens(db.engine)
 
@@ -513,7 +511,7 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
     Store(db.engine).delete_sessions([1])
     add_session(db, 1, turns("again", 6), "gpt-4o")
     count_tokens(db.engine)
-    assert remember(db.engine, read.to_keep) == 0
+    assert Store(db.engine).remember_sums(read.to_keep) == 0
     with read_connection(db.engine) as conn:
         (again,) = read_effective_contexts(conn).contexts
     assert again.paired_through is None
@@ -599,7 +597,7 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
     count_tokens(db.engine)
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
-    assert remember(db.engine, read.to_keep) == 1
+    assert Store(db.engine).remember_sums(read.to_keep) == 1
     proofs: dict[int, tuple[int, int]] = {}
     with read_connection(db.engine) as conn:
         (c,) = read.contexts
@@ -614,15 +612,15 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
             .values(tool_calls=[_call("late")], token_count=None, token_encoding=None)
         )
     versions = versions_after(read.versions, read.to_keep)
-    assert remember_pairing(db.engine, proofs, versions) == 0
+    assert Store(db.engine).remember_pairing(proofs, versions) == 0
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
     # Nor once another run has kept the session's sums again since (the row unmarked, with
     # the same checkpoint): a reviewer's finding on the marked-row check alone.
     count_tokens(db.engine)
     with read_connection(db.engine) as conn:
         again = read_effective_contexts(conn)
-    assert remember(db.engine, again.to_keep) == 1
-    assert remember_pairing(db.engine, proofs, versions) == 0
+    assert Store(db.engine).remember_sums(again.to_keep) == 1
+    assert Store(db.engine).remember_pairing(proofs, versions) == 0
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
     count_tokens(db.engine)
     _keep(db)

@@ -139,14 +139,14 @@ def counted_batch(
         # not read and planned for nothing (review finding on a later read of this id).
         checkpoints_through = newest_checkpoint_id(conn)
     # Kept for the next run before anything is counted: a count marks the sums it changes.
-    context_sums.remember(engine, read.to_keep)
+    Store(engine).remember_sums(read.to_keep)
     if count_missing(engine, encoding, retry, contexts=read.contexts):
         # The counts just stored: read again (the sessions counted are summed on their
         # ranges, the rest as just kept), and keep what is now whole.
         with read_connection(engine) as conn:
             read = read_effective_contexts(conn, encoding)
             checkpoints_through = newest_checkpoint_id(conn)
-        context_sums.remember(engine, read.to_keep)
+        Store(engine).remember_sums(read.to_keep)
     proofs: dict[int, tuple[int, int]] = {}
     batch = find_batch(
         engine,
@@ -159,9 +159,7 @@ def counted_batch(
     # The sessions between their bounds are measured on every run: what the server proved of
     # their pairing is kept, and the next run asks only about what came since.
     # Only on rows nobody wrote since this run read (and kept) them.
-    context_sums.remember_pairing(
-        engine, proofs, context_sums.versions_after(read.versions, read.to_keep)
-    )
+    Store(engine).remember_pairing(proofs, context_sums.versions_after(read.versions, read.to_keep))
     return batch
 
 

@@ -82,7 +82,7 @@ class EffectiveContext:
 class ContextsRead:
     """One read of every session's effective context (:func:`read_effective_contexts`), with
     the sums it did not take from ``ctxtool_context_sums`` as they stood (``to_keep``: what a
-    writer may keep for the next run, ``store.context_sums.remember``), and how it summed them:
+    writer may keep for the next run, ``Store.remember_sums``), and how it summed them:
     ``walked`` (the whole index), or the kept rows plus ranges (``ranges``: sessions summed
     from their cut again, ``grown``: kept rows with messages added since); ``versions``: the
     version of each kept row it saw (``context_sums.versions_after``)."""
@@ -422,7 +422,7 @@ def exact_context_tokens(
     (sums of an earlier cut are not used: a checkpoint was appended since), its newest message
     and the pairing kept proved (``paired_through``: only what came after is asked about).
     ``proofs`` collects {session: (checkpoint id, newest id)} for each pairing the server
-    proved here, for ``context_sums.remember_pairing``. ``head``: the session's head, read
+    proved here, for ``Store.remember_pairing``. ``head``: the session's head, read
     already in this transaction with this ``encoding`` (else read here)."""
     start = head or session_head(conn, session_id, encoding)
     session, enc, latest, cut = start.session, start.encoding, start.latest, start.cut

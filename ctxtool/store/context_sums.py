@@ -3,7 +3,7 @@
 `compact --all` and `sessions list --over-window` need, for every session, the sums over its
 messages since its cut (``store.candidates``). Summing them walks the whole message index: on
 10M messages that is 10-20 s however it is written. A session's suffix only grows at its end,
-so a run keeps what it summed (:func:`remember`), and the next one adds only what came since:
+so a run keeps what it summed (``Store.remember_sums``), and the next one adds only what came since:
 one dive of the index per session finds its newest id, and the messages above the row's
 ``through_message_id`` are summed on their ranges. A 100k-session store then costs a read of
 100k short rows and 100k dives, not a walk of 10M entries.
@@ -35,15 +35,13 @@ a session created again under its id.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import SuffixTokens, summed_suffix
-from ..db import dialect_of
 from ..db.dialects import insert_or_ignore
 from ..db.schema import agent_message as M
 from ..db.schema import context_sums as T
@@ -56,8 +54,9 @@ SUMMED_AGAIN_EVERY = 8
 # A row written by forget(): no run's sums, never current (no session needs encoding "").
 _FORGOTTEN = ""
 # Rows written a transaction: short transactions, so a sibling on another node that races for
-# the same rows loses one chunk (its later run writes them), not the whole remember().
-_ROWS_PER_TRANSACTION = 500
+# the same rows loses one chunk (its later run writes them), not the whole of what a run keeps
+# (``Store.remember_sums``).
+ROWS_PER_TRANSACTION = 500
 
 
 @dataclass(frozen=True)
@@ -256,28 +255,10 @@ class SumsToKeep:
     paired_through: int | None = None
 
 
-def remember(engine: Engine, rows: Sequence[SumsToKeep]) -> int:
+def write_sums(conn: Connection, rows: Sequence[SumsToKeep]) -> int:
     """Keep the given sums, each only where its row is still as the run read it (or still
-    absent); how many were written. A chunk that meets a sibling writing the same rows (a
-    certification conflict on a cluster, a lock wait) is left to a later run: this is a
-    cache, and nothing waits for it."""
-    return sum(_in_chunks(engine, rows, _write))
-
-
-def _in_chunks(engine: Engine, items: Sequence, write: Callable[[Connection, Sequence], int]):
-    """``write`` each chunk of ``items`` in a transaction of its own, yielding what each
-    returns; a chunk a sibling contends (a transient error) is skipped: nothing waits for a
-    cache, a later run writes it."""
-    for i in range(0, len(items), _ROWS_PER_TRANSACTION):
-        try:
-            with engine.begin() as conn:
-                yield write(conn, items[i : i + _ROWS_PER_TRANSACTION])
-        except SQLAlchemyError as exc:
-            if dialect_of(engine).transient(exc) is None:
-                raise
-
-
-def _write(conn: Connection, rows: Sequence[SumsToKeep]) -> int:
+    absent); how many were written. ``Store.remember_sums`` writes them a chunk a
+    transaction."""
     new = [r for r in rows if r.read_version is None]
     old = [r for r in rows if r.read_version is not None]
     written = 0
@@ -328,24 +309,39 @@ def _values(r: SumsToKeep, version: int) -> dict:
 def versions_after(seen: Mapping[int, int], kept: Sequence[SumsToKeep]) -> dict[int, int]:
     """The version each session's row has once ``kept`` is remembered, if nobody else wrote
     it: ``seen`` ({session: version}: the rows a read saw), a kept row's next version (1: a
-    row inserted). Pure; what :func:`remember_pairing` matches."""
+    row inserted). Pure; what :func:`pairing_marks` matches."""
     out = dict(seen)
     for r in kept:
         out[r.session_id] = 1 if r.read_version is None else r.read_version + 1
     return out
 
 
-def remember_pairing(
-    engine: Engine, proved: Mapping[int, tuple[int, int]], versions: Mapping[int, int]
-) -> int:
-    """Note that the server proved each session's calls answered next from its cut through a
-    message (``proved``: {session: (checkpoint id, message id)}), on the rows still kept for
-    that checkpoint. A proof of the suffix up to a message stays true whatever is added after
-    it or recounted, until the next checkpoint moves the cut, or a message of it is rewritten:
-    a row written since the run read it (``versions``: as :func:`versions_after` gives them)
-    takes none, since it may have been marked (:func:`forget`, :func:`drop`) by a rewrite of
-    messages the proof read as they were before, and written again by another run since.
-    Best effort, as :func:`remember`; how many rows took a proof."""
+def pairing_marks(
+    proved: Mapping[int, tuple[int, int]], versions: Mapping[int, int]
+) -> list[dict[str, int]]:
+    """What :func:`mark_pairing` writes of ``proved`` ({session: (checkpoint id, message id)}:
+    the server proved the session's calls answered next from its cut through that message):
+    one mark a session whose row ``versions`` (as :func:`versions_after` gives them) holds.
+    Pure."""
+    return [
+        {
+            "b_session_id": sid,
+            "b_version": versions[sid],
+            "b_checkpoint_id": cp,
+            "b_through": last,
+        }
+        for sid, (cp, last) in sorted(proved.items())
+        if sid in versions
+    ]
+
+
+def mark_pairing(conn: Connection, marks: Sequence[dict[str, int]]) -> int:
+    """Note each proof of :func:`pairing_marks` on the row still kept for its checkpoint, at
+    the version the run read or wrote; how many rows took one. A proof of the suffix up to a
+    message stays true whatever is added after it or recounted, until the next checkpoint
+    moves the cut, or a message of it is rewritten: a row written since the run read it takes
+    none, since it may have been marked (:func:`forget`, :func:`drop`) by a rewrite of
+    messages the proof read as they were before, and written again by another run since."""
     through: sa.BindParameter[int] = sa.bindparam("b_through", type_=sa.BigInteger)
     update = (
         T.update()
@@ -358,17 +354,7 @@ def remember_pairing(
         )
         .values(paired_through=through)
     )
-    params = [
-        {
-            "b_session_id": sid,
-            "b_version": versions[sid],
-            "b_checkpoint_id": cp,
-            "b_through": last,
-        }
-        for sid, (cp, last) in sorted(proved.items())
-        if sid in versions
-    ]
-    return sum(_in_chunks(engine, params, lambda conn, chunk: conn.execute(update, chunk).rowcount))
+    return conn.execute(update, marks).rowcount
 
 
 def forget(conn: Connection, message_ids: Sequence[int], *, rewritten: bool = False) -> None:

@@ -11,12 +11,13 @@ import contextlib
 import dataclasses
 import gc
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.context_size import context_token_counts, restored_context_tokens
 from ..core.errors import CtxtoolError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from ..core.windows import CompactionSettings
     from .candidates import EffectiveContext
     from .completion import SessionCandidate
+    from .context_sums import SumsToKeep
     from .removal import SessionFootprint
     from .search import SearchHit, SessionTrace
 
@@ -568,6 +570,45 @@ class Store:
                 sort=sort,
                 rescan=rescan,
             )
+
+    # -- the sums kept between runs (store.context_sums) ---------------------------------------
+
+    def remember_sums(self, rows: Sequence[SumsToKeep]) -> int:
+        """Keep the given sums, each only where its row is still as the run read it (or still
+        absent); how many were written. A chunk that meets a sibling writing the same rows (a
+        certification conflict on a cluster, a lock wait) is left to a later run: this is a
+        cache, and nothing waits for it."""
+        from .context_sums import write_sums
+
+        return sum(self._in_chunks(rows, write_sums))
+
+    def remember_pairing(
+        self, proved: Mapping[int, tuple[int, int]], versions: Mapping[int, int]
+    ) -> int:
+        """Note that the server proved each session's calls answered next from its cut
+        through a message (``proved``: {session: (checkpoint id, message id)}), on the rows
+        still kept for that checkpoint at the version in ``versions``
+        (``context_sums.versions_after``). Best effort, as :meth:`remember_sums`; how many
+        rows took a proof (see ``context_sums.mark_pairing``)."""
+        from .context_sums import mark_pairing, pairing_marks
+
+        return sum(self._in_chunks(pairing_marks(proved, versions), mark_pairing))
+
+    def _in_chunks(
+        self, items: Sequence[Any], write: Callable[[Connection, Sequence[Any]], int]
+    ) -> Iterator[int]:
+        """``write`` each chunk of ``items`` in a transaction of its own, yielding what each
+        returns; a chunk a sibling contends (a transient error) is skipped: nothing waits for a
+        cache, a later run writes it."""
+        from .context_sums import ROWS_PER_TRANSACTION
+
+        for i in range(0, len(items), ROWS_PER_TRANSACTION):
+            try:
+                with self.engine.begin() as conn:
+                    yield write(conn, items[i : i + ROWS_PER_TRANSACTION])
+            except SQLAlchemyError as exc:
+                if dialect_of(self.engine).transient(exc) is None:
+                    raise
 
     # -- searching -----------------------------------------------------------------------------
 
