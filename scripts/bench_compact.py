@@ -49,7 +49,7 @@ except ImportError:  # pragma: no cover - an older checkout
     from ctxtool.compaction.runner import Compactor  # type: ignore[no-redef]
 from ctxtool.compaction.summarizers import OpenAISummarizer  # noqa: E402
 from ctxtool.db.schema import agent_message, agent_session  # noqa: E402
-from ctxtool.store.counts import count_tokens  # noqa: E402
+from ctxtool.store import Store  # noqa: E402
 
 SETTINGS = CompactionSettings(context_window=6000, reserve_tokens=1000, keep_recent_tokens=1500)
 
@@ -111,7 +111,7 @@ def setup(url: str, sessions: int) -> sa.Engine:
                     for m in msgs
                 ],
             )
-    count_tokens(engine)
+    Store(engine).count_tokens()
     return engine
 
 

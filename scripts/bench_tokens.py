@@ -3,7 +3,7 @@
 
 Generates a corpus of N messages in a throw-away MariaDB database, then measures:
   baseline  encoding.encode_batch(texts) over the texts already in memory
-  ctxtool   count_tokens(engine, recount=True): read from MariaDB, encode, write counts back
+  ctxtool   Store(engine).count_tokens(recount=True): read from MariaDB, encode, write counts back
   issue #13 encoding.encode_ordinary_batch(texts, num_threads=2) (target: ctxtool >= 0.9x)
   ceiling   ctxtool.core.tokens.token_lengths(texts) in memory: the counting without the database
 and prints messages/s and MB/s for each and the ratios.
@@ -24,7 +24,7 @@ from benchdb import fresh_database
 
 from ctxtool.core.tokens import TOKENS_PER_MESSAGE, get_encoding, token_lengths
 from ctxtool.db.schema import agent_message, agent_session
-from ctxtool.store.counts import count_tokens
+from ctxtool.store import Store
 
 WORDS = [
     "the",
@@ -133,7 +133,7 @@ def main() -> None:
 
     # ctxtool first, so its peak RSS is not hidden by the baseline's token lists.
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = count_tokens(engine, recount=True)
+    result = Store(engine).count_tokens(recount=True)
     rss_ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert result.messages_counted == args.messages
     # Every message's count is its content's tokens plus the recipe's overhead.
@@ -143,7 +143,7 @@ def main() -> None:
     runs: dict[str, list[float]] = {"ours": [], "batch": [], "ordinary": [], "lengths": []}
     for _ in range(args.repeat):  # interleaved, so drifting machine load touches each alike
         settle(engine)  # the previous count's page flushing done, for whichever runs next
-        runs["ours"].append(timed(lambda: count_tokens(engine, recount=True)))
+        runs["ours"].append(timed(lambda: Store(engine).count_tokens(recount=True)))
         settle(engine)
         runs["batch"].append(timed(lambda: enc.encode_batch(texts)))
         runs["ordinary"].append(timed(lambda: enc.encode_ordinary_batch(texts, num_threads=2)))

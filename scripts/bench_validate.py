@@ -27,7 +27,6 @@ from benchdb import bare_fetch, fresh_database
 
 from ctxtool.db.schema import agent_compaction, agent_message, agent_session
 from ctxtool.store import Store
-from ctxtool.store.counts import count_tokens
 
 TEXT = [
     "the",
@@ -238,7 +237,7 @@ def main() -> None:
             f"{time.perf_counter() - t0:.2f}s, same findings: {uncounted == planted}"
         )
     t0 = time.perf_counter()
-    count_tokens(engine)
+    Store(engine).count_tokens()
     print(f"token counts filled in {time.perf_counter() - t0:.0f}s (not timed below)")
 
     scans, runs = [], []

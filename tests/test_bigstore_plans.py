@@ -63,7 +63,6 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
     from ctxtool.db.schema import agent_compaction
     from ctxtool.store import Store, candidates
     from ctxtool.store.candidates import exact_context_tokens
-    from ctxtool.store.counts import count_tokens
 
     call = [{"id": "c9", "type": "function", "function": {"name": "Read", "arguments": "{}"}}]
     add_session(db, 1, coding_session(4), model="gpt-4o", system_prompt="Be brief. " * 40)
@@ -87,7 +86,7 @@ def test_context_tokens_from_outlines_equal_the_full_measure(db):
             )
         )
     add_session(db, 5, coding_session(3), model="gpt-4o")  # left uncounted below
-    count_tokens(db.engine, session_id=None)
+    Store(db.engine).count_tokens(session_id=None)
     with db.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE agent_message SET token_count = NULL WHERE session_id = 5")
     store = Store(db.engine)
@@ -127,7 +126,7 @@ def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db,
     from ctxtool.core.prepare import prepare
     from ctxtool.db import read_connection
     from ctxtool.store import Store
-    from ctxtool.store.counts import count_tokens, read_suffix
+    from ctxtool.store.counts import read_suffix
 
     from .conftest import TRANSCRIPTS
 
@@ -157,7 +156,7 @@ def test_a_dry_run_plans_from_the_user_texts_alone_as_from_every_text(sqlite_db,
     store = Store(sqlite_db.engine)
     ids = store.session_ids()
     for sid in ids[1:]:  # the first left uncounted: its texts are read for counting
-        count_tokens(sqlite_db.engine, session_id=sid)
+        Store(sqlite_db.engine).count_tokens(session_id=sid)
     planned = 0
     with read_connection(sqlite_db.engine) as conn:
         for window, keep in ((4_000, 300), (8_000, 900), (8_000, 3_900), (24_000, 3_000)):
@@ -188,7 +187,8 @@ def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
     its text decides what is sent: MySQL's collations call it a chat role, and the dry run left
     its text unread (found with tests/test_bounds.py's bug in the batch's sums)."""
     from ctxtool.db import read_connection
-    from ctxtool.store.counts import count_tokens, read_suffix
+    from ctxtool.store import Store
+    from ctxtool.store.counts import read_suffix
 
     add_session(
         db,
@@ -201,7 +201,7 @@ def test_a_dry_run_reads_a_role_that_is_a_chat_role_only_without_case(db):
         ],
         model="gpt-4o",
     )
-    count_tokens(db.engine, session_id=1)
+    Store(db.engine).count_tokens(session_id=1)
     with read_connection(db.engine) as conn:
         full = read_suffix(conn, 1, None, False, texts=True)[1]
         lean = read_suffix(conn, 1, None, False, texts=False)[1]
@@ -217,14 +217,14 @@ def test_every_sessions_sums_are_one_walk_of_the_index(db):
     figures are those of the per-session query, for each encoding the sessions need."""
     from ctxtool.db import read_connection
     from ctxtool.db.schema import agent_compaction
+    from ctxtool.store import Store
     from ctxtool.store.candidates import all_suffix_sums, effective_contexts
-    from ctxtool.store.counts import count_tokens
 
     ids = {}
     for sid, model in ((1, "gpt-4o"), (2, "gpt-4"), (3, "gpt-4o"), (4, None)):
         ids[sid] = add_session(db, sid, coding_session(3), model=model, system_prompt="hi")
-    count_tokens(db.engine, session_id=1)
-    count_tokens(db.engine, session_id=2)
+    Store(db.engine).count_tokens(session_id=1)
+    Store(db.engine).count_tokens(session_id=2)
     with db.engine.begin() as conn:
         parent = 0
         for first_kept in (ids[3][2], ids[3][5]):  # the latest of two checkpoints decides

@@ -20,7 +20,6 @@ from ctxtool.core.records import SUMMARY_PREFIX
 from ctxtool.db.schema import agent_compaction, agent_message
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts
-from ctxtool.store.counts import count_tokens
 
 from .builders import (
     LIMITS,
@@ -619,7 +618,7 @@ def test_a_taken_over_lease_stops_the_slow_owner_from_writing(db):
 def test_a_session_over_threshold_only_by_its_system_prompt_is_found(db):
     add_session(db, 1, coding_session(8), model="gpt-4o", system_prompt="You are careful. " * 400)
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     messages_only = db.scalar("SELECT SUM(token_count) FROM agent_message")
     assert messages_only < SETTINGS.threshold("gpt-4o") < Store(db.engine).context_tokens(1)
     [candidate] = compactor.batch(dry_run=True).candidates
@@ -642,7 +641,7 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
     add_session(db, 1, messages, model="gpt-4o", system_prompt="policy " * 40_000)  # ~40k more
     add_session(db, 2, messages, model="gpt-4o", system_prompt="Be brief.")
     add_session(db, 3, messages * 3, model="gpt-4o", system_prompt="Be brief.")  # ~60k: over
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     exact = {sid: Store(db.engine).context_tokens(sid) for sid in (1, 2, 3)}
     assert exact[1] > settings.threshold("gpt-4o") > exact[2]
     assert exact[3] > settings.threshold("gpt-4o")
@@ -739,7 +738,7 @@ def test_a_dry_run_reads_the_session_s_head_once(db):
     """The sums, the tails and the plan start from one read of the session and its latest
     checkpoint (the statement that joins the newest checkpoint, alias ``newer``)."""
     add_session(db, 1, coding_session(12), model="gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS)
     heads = []
 

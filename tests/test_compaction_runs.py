@@ -21,7 +21,6 @@ from ctxtool.core.plan import CompactionSettings
 from ctxtool.core.tokens import count_text
 from ctxtool.db.schema import agent_message
 from ctxtool.store import Store
-from ctxtool.store.counts import count_tokens
 from ctxtool.store.leases import LEASE_BEAT_S
 
 from .builders import LIMITS, SETTINGS, add_session, assert_valid_context, coding_session
@@ -240,7 +239,7 @@ def test_a_message_committed_late_below_the_cut_is_not_lost(mysql_db):
     db = mysql_db
     add_session(db, 1, coding_session(8), model="gpt-4o")
     # counted now: the run's own count writes would wait on A's row before it even plans
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     a = db.engine.connect()
     tx = a.begin()
     late = a.execute(

@@ -28,7 +28,6 @@ from ctxtool.store.context_sums import (
     split,
     versions_after,
 )
-from ctxtool.store.counts import count_tokens
 
 from .builders import add_session
 
@@ -225,7 +224,7 @@ def test_kept_sums_read_what_the_messages_say_whatever_happens_between_runs(db, 
         add_session(db, sid, messages, model=rng.choice(models), system_prompt="be brief")
         sessions.append(sid)
         if rng.random() < 0.7:
-            count_tokens(db.engine, session_id=sid)
+            Store(db.engine).count_tokens(session_id=sid)
     assert _keep(db) > 0
     _same(db)
     open_calls: dict[int, list[str]] = {}
@@ -248,8 +247,7 @@ def test_kept_sums_read_what_the_messages_say_whatever_happens_between_runs(db, 
         elif action == "checkpoint":
             _checkpoint(db, rng, sid)
         elif action == "recount":  # `tokens count`, for a session or all, any encoding
-            count_tokens(
-                db.engine,
+            Store(db.engine).count_tokens(
                 session_id=rng.choice([sid, None]),
                 encoding=rng.choice([None, "cl100k_base", "o200k_base"]),
                 recount=rng.random() < 0.5,
@@ -275,24 +273,24 @@ def test_a_run_that_read_before_a_recount_does_not_keep_its_sums(db):
     encoding and commits, then the run writes what it read. Its write must not land, or later
     runs read counts that are no longer stored."""
     add_session(db, 1, [m for t in range(3) for m in _turn(random.Random(t), str(t))], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     _append(db, random.Random(9), 1, "later")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)  # sees the new messages: it would keep new sums
     assert [r.session_id for r in read.to_keep] == [1]
-    count_tokens(db.engine, encoding="cl100k_base", recount=True)
+    Store(db.engine).count_tokens(encoding="cl100k_base", recount=True)
     assert Store(db.engine).remember_sums(read.to_keep) == 0
     _same(db)
     # A run that never saw a row: the recount wrote one marked as no run's, which it keeps.
     add_session(db, 2, _turn(random.Random(3), "x"), "gpt-4o")
-    count_tokens(db.engine, session_id=2)
+    Store(db.engine).count_tokens(session_id=2)
     with db.engine.begin() as conn:
         conn.execute(context_sums.delete().where(context_sums.c.session_id == 2))
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
-    count_tokens(db.engine, session_id=2, encoding="cl100k_base", recount=True)
+    Store(db.engine).count_tokens(session_id=2, encoding="cl100k_base", recount=True)
     assert Store(db.engine).remember_sums([r for r in read.to_keep if r.session_id == 2]) == 0
     _same(db)
 
@@ -345,7 +343,7 @@ def test_a_run_after_one_that_kept_its_sums_reads_only_what_came_since(mysql_db)
         add_session(
             mysql_db, sid, [m for t in range(20) for m in _turn(random.Random(t), f"{sid}.{t}")]
         )
-    count_tokens(mysql_db.engine)
+    Store(mysql_db.engine).count_tokens()
     assert _keep(mysql_db) == 5
     _append(mysql_db, random.Random(1), 3, "since")
     messages = mysql_db.scalar("SELECT COUNT(*) FROM agent_message")
@@ -381,7 +379,7 @@ def test_a_kept_pairing_proof_spares_the_next_measure_its_pass_over_the_rows(db,
 
     monkeypatch.setattr(candidates, "calls_answered_next", noted)
     add_session(db, 1, [m for t in range(5) for m in _clean_turn(f"t{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     assert asked == [None]  # proved from the start of the history (no checkpoint)
     store = Store(db.engine)
@@ -397,7 +395,7 @@ def test_a_kept_pairing_proof_spares_the_next_measure_its_pass_over_the_rows(db,
     assert proved_through == db.scalar("SELECT MAX(id) FROM agent_message")
     for m in _clean_turn("later"):
         _insert(db, 1, m)
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     assert measure() == store.context_tokens(1) and asked == [proved_through + 1]
 
 
@@ -470,7 +468,7 @@ def test_a_rescan_replaces_a_kept_row_it_finds_wrong(db):
     from ctxtool.core.plan import CompactionSettings
 
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     with db.engine.begin() as conn:  # as a message committed below the row would leave it
         conn.execute(context_sums.update().values(tokens=context_sums.c.tokens - 7))
@@ -487,7 +485,7 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
         return [m for t in range(n) for m in _clean_turn(f"{tag}{t} " + "word " * (3 * t))]
 
     add_session(db, 1, turns("old", 2), "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     with db.engine.begin() as conn:  # as a runtime that stores its own counts leaves it
         conn.execute(context_sums.delete())
     with read_connection(db.engine) as conn:
@@ -497,20 +495,20 @@ def test_a_run_that_read_before_a_delete_keeps_nothing_on_the_session_made_again
     add_session(db, 1, turns("new", 4), "gpt-4o")  # longer: its newest id is past the row's
     assert Store(db.engine).remember_sums(read.to_keep) == 0
     _same(db)
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
 
     # A run that read a row (with its pairing proof): neither its sums nor the proof carry
     # over to the session written again.
     _keep(db)
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is not None
     _append(db, random.Random(4), 1, "more")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     assert [r.session_id for r in read.to_keep] == [1]
     Store(db.engine).delete_sessions([1])
     add_session(db, 1, turns("again", 6), "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     assert Store(db.engine).remember_sums(read.to_keep) == 0
     with read_connection(db.engine) as conn:
         (again,) = read_effective_contexts(conn).contexts
@@ -524,7 +522,7 @@ def test_removing_many_sessions_marks_their_rows_in_a_few_statements(db):
     from ctxtool.store.context_sums import drop
 
     add_session(db, 1, _clean_turn("a"), "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     ids = list(range(1, 2_501))
     statements: list[str] = []
@@ -552,7 +550,7 @@ def test_a_deleted_session_s_marked_row_is_listed_nowhere(db, cli):
     sees a session there."""
     for sid in (1, 2):
         add_session(db, sid, [m for t in range(30) for m in _clean_turn(f"{sid}.{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     assert cli("--db", db.url, "sessions", "delete", "2", "--yes").exit_code == 0
     assert db.scalar("SELECT COUNT(*) FROM ctxtool_context_sums") == 2
@@ -594,7 +592,7 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
     from ctxtool.store.context_sums import forget
 
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     with read_connection(db.engine) as conn:
         read = read_effective_contexts(conn)
     assert Store(db.engine).remember_sums(read.to_keep) == 1
@@ -616,13 +614,13 @@ def test_a_proof_measured_before_a_rewrite_is_not_kept(db):
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
     # Nor once another run has kept the session's sums again since (the row unmarked, with
     # the same checkpoint): a reviewer's finding on the marked-row check alone.
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     with read_connection(db.engine) as conn:
         again = read_effective_contexts(conn)
     assert Store(db.engine).remember_sums(again.to_keep) == 1
     assert Store(db.engine).remember_pairing(proofs, versions) == 0
     assert db.scalar("SELECT paired_through FROM ctxtool_context_sums") is None
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     _same(db)
 
@@ -635,14 +633,14 @@ def test_an_open_call_answered_after_the_read_is_measured_as_one_of_the_two_stat
     81 at the read and 223 after the answer. An open call in the sums now asks for no proof."""
     turns = [m for t in range(2) for m in _clean_turn(f"t{t}")]
     add_session(db, 1, [*turns, {"role": "assistant", "tool_calls": [_call("open")]}], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     store = Store(db.engine)
     with read_connection(db.engine) as conn:
         (context,) = read_effective_contexts(conn).contexts
     assert context.suffix.unpaired == 1
     at_read = store.context_tokens(1)
     _insert(db, 1, {"role": "tool", "tool_call_id": "open", "content": "a long answer " * 50})
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     now = store.context_tokens(1)
     assert now > at_read
     proofs: dict[int, tuple[int, int]] = {}
@@ -663,8 +661,8 @@ def test_the_token_report_measures_each_restored_context_as_context_tokens(db):
 
     for sid in (1, 2, 3):
         add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o", system_prompt="Hi.")
-    count_tokens(db.engine, session_id=2)
-    count_tokens(db.engine, session_id=3)
+    Store(db.engine).count_tokens(session_id=2)
+    Store(db.engine).count_tokens(session_id=3)
     assert Compactor(db.engine, ExtractiveSummarizer(), SETTINGS).compact_session(3).compaction_id
     with db.engine.begin() as conn:  # a runtime's counts, some unusable
         conn.execute(

@@ -11,7 +11,6 @@ import pytest
 from ctxtool.db import read_connection
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts, summed_context_tokens
-from ctxtool.store.counts import count_tokens
 
 from .builders import add_session
 from .galera_cluster import galera  # noqa: F401 - the session fixture
@@ -38,7 +37,7 @@ def test_a_spanning_insert_through_one_node_is_refused_rather_than_passed(cluste
     assert done.returncode == 0, done.stderr
     add_session(nodes[1], 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
     add_session(nodes[1], 2, [{"role": "user", "content": "hello"}], "gpt-4o")
-    count_tokens(nodes[1].engine)
+    Store(nodes[1].engine).count_tokens()
     _keep(nodes[1])
     refused = _race_a_spanning_insert(nodes[1])
     assert refused is not None, _contents(nodes[1], 1)[-3:]

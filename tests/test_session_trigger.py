@@ -16,7 +16,6 @@ from ctxtool.db import read_connection
 from ctxtool.store import Store
 from ctxtool.store.candidates import effective_contexts, summed_context_tokens
 from ctxtool.store.context_sums import SUMMED_AGAIN_EVERY
-from ctxtool.store.counts import count_tokens
 from ctxtool.store.session_touch import (
     EARLIER_TRIGGER_NAMES,
     ORDER_TRIGGER_NAME,
@@ -66,7 +65,7 @@ def test_a_runtime_insert_in_flight_is_not_passed_by_a_kept_sum(mysql_db, cli):
     BEFORE INSERT, A's id comes after B's and the kept row is short of nothing."""
     db = mysql_db
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     done = cli("--db", db.url, "migrate", "up", "--touch-session-trigger")
     assert done.exit_code == 0, done.output
     _keep(db)
@@ -205,7 +204,7 @@ def test_a_multi_row_insert_spanning_sessions_is_refused_rather_than_passed(mysq
     db = mysql_db
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
     add_session(db, 2, [{"role": "user", "content": "hello"}], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     done = cli("--db", db.url, "migrate", "up", "--touch-session-trigger")
     assert done.exit_code == 0, done.output
     _keep(db)
@@ -238,7 +237,7 @@ def test_sums_kept_past_a_message_in_flight_are_found_and_heal_when_the_session_
     (before: short of A's 500 tokens until the session's next checkpoint, or --rescan)."""
     db = mysql_db
     add_session(db, 1, [m for t in range(3) for m in _clean_turn(f"t{t}")], "gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     _keep(db)
     a, b = db.engine.connect(), db.engine.connect()
     try:

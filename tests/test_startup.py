@@ -16,7 +16,7 @@ from ctxtool.compaction.summarizers import OpenAISummarizer
 from ctxtool.core.context_size import _SYNTHETIC_RESULT_TOKENS
 from ctxtool.core.records import NO_RESULT_TEXT
 from ctxtool.core.tokens import SHIPPED_VOCABULARIES, MessageText, count_messages
-from ctxtool.store.counts import count_tokens
+from ctxtool.store import Store
 
 from .builders import LIMITS, add_session, coding_session
 
@@ -64,7 +64,7 @@ def test_a_run_with_nothing_over_threshold_loads_no_client_and_no_vocabulary(db)
     """A cron run that finds nothing to do (most of them) sums stored counts and stops."""
     for sid in range(1, 4):
         add_session(db, sid, coding_session(3, tag=str(sid)), model="gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     rows, loaded = _compact_all(db)
     assert rows == [] and loaded == {"openai": False, "vocabularies": []}
 
@@ -73,7 +73,7 @@ def test_a_dry_run_imports_no_llm_client(db):
     """It plans (which counts: the vocabulary is loaded) and asks the summarizer nothing."""
     for sid in range(1, 4):
         add_session(db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
-    count_tokens(db.engine)
+    Store(db.engine).count_tokens()
     rows, loaded = _compact_all(db, "--dry-run")
     assert [r["status"] for r in rows] == ["planned"] * 3
     assert loaded == {"openai": False, "vocabularies": ["o200k_base"]}

@@ -16,7 +16,7 @@ from ctxtool.core.records import SUMMARY_PREFIX
 from ctxtool.core.tokens import MessageText, count_messages
 from ctxtool.db.schema import agent_compaction as C
 from ctxtool.db.schema import agent_session as S
-from ctxtool.store.counts import count_heads
+from ctxtool.store import Store
 
 from .builders import LIMITS, add_session, coding_session
 from .test_startup import run_fresh
@@ -131,11 +131,11 @@ def test_the_heads_are_counted_a_page_at_a_time(db):
             db, sid, coding_session(4, tag=str(sid)), model="gpt-4o", system_prompt=PROMPT
         )
         _runtime_checkpoint(db, sid, ids[8])
-    assert count_heads(db.engine, batch_size=2) == 6
-    assert count_heads(db.engine, batch_size=2) == 0
+    assert Store(db.engine).count_heads(batch_size=2) == 6
+    assert Store(db.engine).count_heads(batch_size=2) == 0
     prompt, summary = _head_tokens()
     with db.engine.connect() as conn:
         kept = [d[HEAD_COUNTS_KEY]["o200k_base"] for (d,) in conn.execute(sa.select(S.c.details))]
         kept += [d[HEAD_COUNTS_KEY]["o200k_base"] for (d,) in conn.execute(sa.select(C.c.details))]
     assert [k["tokens"] for k in kept] == [prompt] * 3 + [summary] * 3
-    assert count_heads(db.engine, session_id=2, recount=True, batch_size=1) == 2
+    assert Store(db.engine).count_heads(session_id=2, recount=True, batch_size=1) == 2

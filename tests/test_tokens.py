@@ -27,7 +27,7 @@ from ctxtool.core.tokens import (
     get_encoding,
     token_lengths,
 )
-from ctxtool.store.counts import count_tokens
+from ctxtool.store import Store
 
 from .builders import add_session
 from .conftest import SHARED
@@ -291,9 +291,9 @@ def test_interrupted_count_loses_nothing(db):
         raise Interrupted
 
     with pytest.raises(Interrupted):
-        count_tokens(db.engine, batch_size=6, on_batch=stop)
+        Store(db.engine).count_tokens(batch_size=6, on_batch=stop)
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NOT NULL") == 6
-    result = count_tokens(db.engine, batch_size=6)
+    result = Store(db.engine).count_tokens(batch_size=6)
     assert result.messages_counted == 14
     assert db.scalar("SELECT COUNT(*) FROM agent_message WHERE token_count IS NULL") == 0
 

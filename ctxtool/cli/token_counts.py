@@ -14,7 +14,6 @@ from ..core.windows import CompactionSettings, context_window_for
 from ..interrupts import INTERRUPTED
 from ..output import OutputFormat, Progress, dumps, print_rows
 from ..store import Store
-from ..store.counts import count_pending, count_tokens
 from ..terminal import fit_table, print_result, table_width, wrap
 from .app import pass_app
 from .options import (
@@ -60,11 +59,11 @@ def count_cmd(app, session, all_sessions, encoding, recount, batch_size, output:
         get_encoding(encoding)  # fail fast, before touching the database
     engine = app.checked_engine()
     session_id = Store(engine).resolve_session(session) if session else None
-    total = count_pending(engine, session_id, encoding, recount) if Progress.shown() else None
+    total = Store(engine).count_pending(session_id, encoding, recount) if Progress.shown() else None
     with Progress(total, "counting tokens") as progress:
         try:
-            result = count_tokens(
-                engine, session_id, encoding, recount, batch_size, progress.update
+            result = Store(engine).count_tokens(
+                session_id, encoding, recount, batch_size, progress.update
             )
         except KeyboardInterrupt:
             # progress.position: the messages of every batch committed before the interrupt.

@@ -12,13 +12,12 @@ releases the GIL) works.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..core.context_size import fill_missing_counts, stored_head_count, with_head_count
 from ..core.records import (
@@ -31,7 +30,7 @@ from ..core.records import (
     restore_context,
 )
 from ..core.tokens import DEFAULT_ENCODING, MessageText, count_messages, encoding_for_model
-from ..db import dialect_of, read_connection
+from ..db import dialect_of
 from ..db.schema import agent_compaction as C
 from ..db.schema import agent_message as M
 from ..db.schema import agent_session as S
@@ -78,14 +77,13 @@ def _pending_filter(expected, recount: bool):
 
 
 def count_pending(
-    engine: Engine,
+    conn: Connection,
     session_id: int | None = None,
     encoding: str | None = None,
     recount: bool = False,
 ) -> int:
-    """How many messages a :func:`count_tokens` run would (re)count."""
-    with read_connection(engine) as conn:
-        return _pending(conn, expected_encoding(conn, encoding), recount, session_id)[0]
+    """How many messages a ``Store.count_tokens`` run would (re)count."""
+    return _pending(conn, expected_encoding(conn, encoding), recount, session_id)[0]
 
 
 def _pending(conn, expected, recount: bool, session_id: int | None) -> tuple[int, int | None]:
@@ -103,27 +101,24 @@ def _pending(conn, expected, recount: bool, session_id: int | None) -> tuple[int
     return int(n or 0), lowest
 
 
-def count_tokens(
-    engine: Engine,
-    session_id: int | None = None,
-    encoding: str | None = None,
-    recount: bool = False,
-    batch_size: int = DEFAULT_BATCH,
-    on_batch: Callable[[int], None] | None = None,
-) -> CountResult:
-    """Count and store tokens of messages that have none or were counted with another encoding.
+@dataclass(frozen=True)
+class PendingCounts:
+    """The messages a ``Store.count_tokens`` run counts: how many, the lowest of their ids, and
+    the query that reads them with the encoding each one's session calls for."""
 
-    ``encoding`` overrides the per-session choice; ``recount`` recounts everything in scope.
-    ``on_batch(n)`` is called after each committed batch of n messages.
-    """
-    result = CountResult()
-    result.heads_counted = count_heads(engine, session_id, encoding, recount)
-    with read_connection(engine) as conn:
-        expected = expected_encoding(conn, encoding)
-        pending, lowest = _pending(conn, expected, recount, session_id)
-    if not pending or lowest is None:  # lowest is None only when nothing is pending
-        return result
-    base = (
+    pending: int
+    lowest: int | None
+    query: sa.Select
+
+
+def pending_counts(
+    conn: Connection, session_id: int | None, encoding: str | None, recount: bool
+) -> PendingCounts:
+    """What is to count: messages that have no count or one made with another encoding than
+    their session's (``encoding`` overrides it; ``recount``: every one in scope)."""
+    expected = expected_encoding(conn, encoding)
+    pending, lowest = _pending(conn, expected, recount, session_id)
+    query = (
         sa.select(
             M.c.id,
             M.c.role,
@@ -136,35 +131,21 @@ def count_tokens(
         .where(_pending_filter(expected, recount))
     )
     if session_id is not None:
-        base = base.where(M.c.session_id == session_id)
+        query = query.where(M.c.session_id == session_id)
+    return PendingCounts(pending, lowest, query)
 
-    def fetch(after: int):
-        # In id order (the order rows are stored in: a runtime's sessions interleave, and
-        # writing counts in session order then touched a page per message), from the lowest.
-        with read_connection(engine) as conn:
-            return conn.execute(base.where(M.c.id > after).order_by(M.c.id).limit(batch_size)).all()
 
-    def write(counted: list[tuple[str, list[int], list[int]]], n: int) -> None:
-        with engine.begin() as conn:
-            for enc_name, ids, counts in counted:
-                store_counts(conn, ids, counts, enc_name)
-        result.batches += 1
-        if on_batch:
-            on_batch(n)
+def read_pending(conn: Connection, pending: PendingCounts, after: int, size: int) -> Sequence[Any]:
+    """The next ``size`` messages to count after id ``after``. In id order (the order rows are
+    stored in: a runtime's sessions interleave, and writing counts in session order then
+    touched a page per message), from the lowest."""
+    return conn.execute(pending.query.where(M.c.id > after).order_by(M.c.id).limit(size)).all()
 
-    with ThreadPoolExecutor(max_workers=1) as reader, ThreadPoolExecutor(max_workers=1) as writer:
-        rows = fetch(lowest - 1)
-        written = None
-        while rows:
-            upcoming = reader.submit(fetch, rows[-1].id)
-            counted = _count(rows, result)
-            if written is not None:
-                written.result()  # in order, and at most one batch waiting to be written
-            written = writer.submit(write, counted, len(rows))
-            rows = upcoming.result()
-        if written is not None:
-            written.result()
-    return result
+
+def write_counts(conn: Connection, counted: list[tuple[str, list[int], list[int]]]) -> None:
+    """Store one batch's counts (:func:`count_batch`), each encoding's group together."""
+    for enc_name, ids, counts in counted:
+        store_counts(conn, ids, counts, enc_name)
 
 
 @dataclass(frozen=True)
@@ -199,21 +180,9 @@ _HEADS = (
 )
 
 
-def count_heads(
-    engine: Engine,
-    session_id: int | None = None,
-    encoding: str | None = None,
-    recount: bool = False,
-    batch_size: int = DEFAULT_BATCH,
-) -> int:
-    """Count the system prompts and the checkpoint summaries (as sent) that have no count kept
-    in their details under the encoding their session calls for (``encoding``: this one), and
-    keep it there (``core.context_size.HEAD_COUNTS_KEY``); ``recount``: every one in scope.
-    Returns how many were counted. Showing a context whose messages are all counted then
-    loads no vocabulary. A details value that is no JSON object (a runtime's) is left alone.
-
-    The rows are read ``batch_size`` at a time in key order (keyset), each page's counts kept
-    in one transaction: memory stays flat however many texts the store holds."""
+def head_queries(session_id: int | None = None) -> list[tuple[_Head, sa.Column, sa.Select]]:
+    """Each kind of head text with its key and the query of its rows that have a text
+    (``session_id``: that session's only), for ``Store.count_heads`` to page through."""
     sessions = sa.select(
         S.c.session_id.label("key"),
         S.c.model,
@@ -226,25 +195,12 @@ def count_heads(
     if session_id is not None:
         sessions = sessions.where(S.c.session_id == session_id)
         checkpoints = checkpoints.where(C.c.session_id == session_id)
-    counted = 0
-    for head, key, query in zip(_HEADS, (S.c.session_id, C.c.id), (sessions, checkpoints)):
-        query = query.order_by(key).limit(batch_size)
-        rows: Sequence[Any] = ()
-        while True:
-            page = query.where(key > rows[-1].key) if rows else query
-            with read_connection(engine) as conn:
-                rows = conn.execute(page).all()
-            counted += _keep_head_counts(engine, head, rows, encoding, recount)
-            if len(rows) < batch_size:
-                break
-    return counted
+    return list(zip(_HEADS, (S.c.session_id, C.c.id), (sessions, checkpoints)))
 
 
-def _keep_head_counts(
-    engine: Engine, head: _Head, rows, encoding: str | None, recount: bool
-) -> int:
-    """Count the texts of ``rows`` that have no usable count kept (every one: ``recount``) and
-    keep the counts in their details, in one transaction; how many were kept."""
+def head_counts(head: _Head, rows, encoding: str | None, recount: bool) -> list[dict[str, Any]]:
+    """Count the texts of ``rows`` that have no usable count kept (every one: ``recount``);
+    the details that keep each count, for :func:`keep_head_counts`."""
     todo: dict[str, list[tuple[int, Any, MessageText]]] = {}
     for row in rows:
         enc = encoding_for_model(row.model, encoding).name
@@ -258,13 +214,16 @@ def _keep_head_counts(
             with_count = with_head_count(details, enc, message.content or "", n)
             if with_count is not None:
                 kept.append({"head_key": key, "head_details": with_count})
+    return kept
+
+
+def keep_head_counts(conn: Connection, head: _Head, kept: list[dict[str, Any]]) -> None:
+    """Write the details :func:`head_counts` made for ``head``'s rows."""
     if kept:
-        with engine.begin() as conn:
-            conn.execute(head.update, kept)
-    return len(kept)
+        conn.execute(head.update, kept)
 
 
-def _count(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
+def count_batch(rows, result: CountResult) -> list[tuple[str, list[int], list[int]]]:
     """Encode one batch, grouped by the encoding each message's session calls for."""
     groups: dict[str, list] = {}
     for row in rows:

@@ -12,6 +12,7 @@ import dataclasses
 import gc
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from .candidates import EffectiveContext
     from .completion import SessionCandidate
     from .context_sums import SumsToKeep
+    from .counts import CountResult
     from .removal import SessionFootprint
     from .search import SearchHit, SessionTrace
 
@@ -570,6 +572,111 @@ class Store:
                 sort=sort,
                 rescan=rescan,
             )
+
+    # -- token counts (store.counts) ----------------------------------------------------------
+
+    def count_pending(
+        self, session_id: int | None = None, encoding: str | None = None, recount: bool = False
+    ) -> int:
+        """How many messages a :meth:`count_tokens` run would (re)count."""
+        from .counts import count_pending
+
+        with read_connection(self.engine) as conn:
+            return count_pending(conn, session_id, encoding, recount)
+
+    def count_tokens(
+        self,
+        session_id: int | None = None,
+        encoding: str | None = None,
+        recount: bool = False,
+        batch_size: int | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> CountResult:
+        """Count and store tokens of messages that have none or were counted with another
+        encoding, and of the heads (:meth:`count_heads`).
+
+        ``encoding`` overrides the per-session choice; ``recount`` recounts everything in
+        scope. ``batch_size`` messages are read a transaction (``counts.DEFAULT_BATCH``), the
+        next batch read while this one is counted; each batch's counts are written in a
+        transaction of their own, and ``on_batch(n)`` is called once a batch of n messages is
+        committed."""
+        from .counts import (
+            DEFAULT_BATCH,
+            CountResult,
+            count_batch,
+            pending_counts,
+            read_pending,
+            write_counts,
+        )
+
+        size = DEFAULT_BATCH if batch_size is None else batch_size
+        result = CountResult()
+        result.heads_counted = self.count_heads(session_id, encoding, recount)
+        with read_connection(self.engine) as conn:
+            todo = pending_counts(conn, session_id, encoding, recount)
+        if not todo.pending or todo.lowest is None:  # lowest is None only when nothing is
+            return result  # pending
+
+        def fetch(after: int) -> Sequence[Any]:
+            with read_connection(self.engine) as conn:
+                return read_pending(conn, todo, after, size)
+
+        def write(counted: list[tuple[str, list[int], list[int]]], n: int) -> None:
+            with self.engine.begin() as conn:
+                write_counts(conn, counted)
+            result.batches += 1
+            if on_batch:
+                on_batch(n)
+
+        with ThreadPoolExecutor(max_workers=1) as reader, ThreadPoolExecutor(1) as writer:
+            rows = fetch(todo.lowest - 1)
+            written = None
+            while rows:
+                upcoming = reader.submit(fetch, rows[-1].id)
+                counted = count_batch(rows, result)
+                if written is not None:
+                    written.result()  # in order, and at most one batch waiting to be written
+                written = writer.submit(write, counted, len(rows))
+                rows = upcoming.result()
+            if written is not None:
+                written.result()
+        return result
+
+    def count_heads(
+        self,
+        session_id: int | None = None,
+        encoding: str | None = None,
+        recount: bool = False,
+        batch_size: int | None = None,
+    ) -> int:
+        """Count the system prompts and the checkpoint summaries (as sent) that have no count
+        kept in their details under the encoding their session calls for (``encoding``: this
+        one), and keep it there (``core.context_size.HEAD_COUNTS_KEY``); ``recount``: every one
+        in scope. Returns how many were counted. Showing a context whose messages are all
+        counted then loads no vocabulary. A details value that is no JSON object (a runtime's)
+        is left alone.
+
+        The rows are read ``batch_size`` at a time in key order (keyset), each page's counts
+        kept in one transaction: memory stays flat however many texts the store holds."""
+        from .counts import DEFAULT_BATCH, head_counts, head_queries, keep_head_counts
+
+        size = DEFAULT_BATCH if batch_size is None else batch_size
+        counted = 0
+        for head, key, query in head_queries(session_id):
+            query = query.order_by(key).limit(size)
+            rows: Sequence[Any] = ()
+            while True:
+                page = query.where(key > rows[-1].key) if rows else query
+                with read_connection(self.engine) as conn:
+                    rows = conn.execute(page).all()
+                kept = head_counts(head, rows, encoding, recount)
+                if kept:
+                    with self.engine.begin() as conn:
+                        keep_head_counts(conn, head, kept)
+                counted += len(kept)
+                if len(rows) < size:
+                    break
+        return counted
 
     # -- the sums kept between runs (store.context_sums) ---------------------------------------
 
