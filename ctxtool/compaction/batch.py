@@ -10,18 +10,19 @@ in counts is the explicit :func:`count_missing` step a real run takes first.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.compaction_outcome import CompactionOutcome
@@ -427,6 +428,49 @@ def run_claimed(
         raise BatchInterrupted(outcomes, finished, not_started) from None
     pool.shutdown(wait=True)
     return sorted(outcomes, key=lambda o: o.session_id)
+
+
+class WorkerConnections:
+    """One connection for each worker thread of a batch, lent to its claims and its sessions
+    in turn (:meth:`lend`): a connection checked out of the pool is pinged first and one given
+    back pays a ROLLBACK round trip, twice a session when each claim and each session checked
+    out its own. A connection is lent again only while it is known clean: no transaction open
+    (each step of a session ends its own) and not invalidated. Else it is closed as a
+    connection of its own would be (its transaction rolled back, the pool's reset on return)
+    and the worker's next loan checks out a fresh one. :meth:`close` ends them all, once the
+    workers are done. ``connect`` checks a connection out (retried through an outage)."""
+
+    def __init__(self, connect: Callable[[], Connection]):
+        self._connect = connect
+        self._local = threading.local()
+        self._open: list[Connection] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[Connection]:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            with self._lock:
+                self._open.append(conn)
+            self._local.conn = conn
+        clean = False
+        try:
+            yield conn
+            clean = not conn.in_transaction() and not conn.invalidated
+        finally:
+            if not clean:
+                self._local.conn = None
+                with self._lock:
+                    self._open.remove(conn)
+                conn.close()
+
+    def close(self) -> None:
+        """Give every worker's connection back to the pool (called when the workers are done)."""
+        with self._lock:
+            conns, self._open = self._open, []
+        for conn in conns:
+            conn.close()
 
 
 def _running(n: int) -> str:

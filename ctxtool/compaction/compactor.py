@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -50,7 +51,15 @@ from ..store.candidates import summed_context_tokens
 from ..store.checkpoints import append_checkpoint
 from ..store.counts import read_suffix, read_tails, span_token_totals
 from ..store.reads import session_head
-from .batch import Batch, Claims, counted_batch, find_batch, run_claimed, run_concurrently
+from .batch import (
+    Batch,
+    Claims,
+    WorkerConnections,
+    counted_batch,
+    find_batch,
+    run_claimed,
+    run_concurrently,
+)
 from .fold import fold, frame_tokens
 from .summarizers import Summarizer
 from .summarizers.base import (
@@ -148,13 +157,16 @@ class Compactor:
         dry_run: bool = False,
         summarize: bool = False,
         leased_at: float | None = None,
+        connection: Callable[[], AbstractContextManager[Connection]] | None = None,
     ) -> CompactionOutcome:
         """Compact one session if it is over its threshold (or ``force``). ``dry_run`` writes
         nothing (``summarize``: run the summarizer and judge its summary all the same).
         ``leased_at``: the caller (a batch's claim) took the session's lease for this compactor
         at this ``time.monotonic()`` (read before its take), for as long as one summarizer
         request may need (:meth:`_lease_before_plan`); this compactor gives it back when it
-        writes nothing. Never raises for per-session failures: they are reported in the
+        writes nothing. ``connection``: where the session's connection comes from (a batch
+        worker's own, :class:`ctxtool.compaction.batch.WorkerConnections`); else one is checked
+        out for it. Never raises for per-session failures: they are reported in the
         outcome, with the figures of the steps that went through."""
         started = time.perf_counter()
         outcome = CompactionOutcome(
@@ -168,7 +180,7 @@ class Compactor:
             # (in particular SQLite's write lock) is held while the summarizer works. Each
             # transaction runs again after a lost race or a passing outage (a certification
             # conflict at COMMIT on Galera, a node restarting): db.retry_transaction.
-            with self._retry(self.engine, self.engine.connect) as conn:
+            with (connection or self._connect)() as conn:
                 # Since when, and for how long, the lease taken before the read is held.
                 taken_at = time.monotonic() if leased_at is None else leased_at
                 held = self._lease_before_plan()
@@ -263,6 +275,10 @@ class Compactor:
             outcome = replace(outcome, status=CompactionStatus.FAILED, error=self._described(exc))
         self.heartbeat.drop([session_id])
         return replace(outcome, seconds=time.perf_counter() - started)
+
+    def _connect(self) -> Connection:
+        """A connection of the engine's pool, checked out again through a passing outage."""
+        return self._retry(self.engine, self.engine.connect)
 
     def _described(self, exc: Exception) -> str:
         """A session's failure as its one line, without the store's or the LLM's credentials."""
@@ -439,28 +455,39 @@ class Compactor:
                 on_done,
             )
         else:
+            # Each worker claims and compacts on a connection of its own, kept for the batch.
+            connections = WorkerConnections(self._connect)
             claims = Claims(
                 session_ids,
-                partial(self._take_many, batch.checkpoints_through),
+                partial(self._take_many, batch.checkpoints_through, connections.lend),
                 self.owner,
                 self._described,
             )
-            ran = run_claimed(
-                lambda sid, at: self.compact_session(sid, force=force, leased_at=at),
-                claims,
-                workers,
-                on_done,
-                self._release_many,
-            )
+            try:
+                ran = run_claimed(
+                    lambda sid, at: self.compact_session(
+                        sid, force=force, leased_at=at, connection=connections.lend
+                    ),
+                    claims,
+                    workers,
+                    on_done,
+                    self._release_many,
+                )
+            finally:
+                connections.close()
         return sorted(list(batch.leased) + ran, key=lambda o: o.session_id)
 
     def _take_many(
-        self, checkpoints_through: int, session_ids: list[int], ahead: list[int]
+        self,
+        checkpoints_through: int,
+        connection: Callable[[], AbstractContextManager[Connection]],
+        session_ids: list[int],
+        ahead: list[int],
     ) -> dict[int, leases.LeaseState]:
-        """A batch's claim (:func:`ctxtool.store.leases.take_many`), each lease taken before
-        the read (:meth:`_lease_before_plan`)."""
+        """A batch's claim (:func:`ctxtool.store.leases.take_many`) on the worker's
+        ``connection``, each lease taken before the read (:meth:`_lease_before_plan`)."""
         seconds = leases.written_seconds(self._lease_before_plan())
-        with self._retry(self.engine, self.engine.connect) as conn:
+        with connection() as conn:
             states = self._retry(
                 conn,
                 lambda: leases.take_many(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -252,7 +253,9 @@ class Heartbeat:
     conditional UPDATE of the sessions :meth:`hold` named and :meth:`drop` has not, each only
     where the lease is still the owner's (one taken over stays the taker's). A thread of its
     own, on an engine of its own (a pool the workers do not wait on), started at the first
-    hold and ended when nothing is held. A renewal that fails (the server out of reach, a lost
+    hold and ended by a beat that finds nothing held (a batch's worker drops a session and
+    holds its next a moment later: ending the thread whenever the set emptied started a new
+    one for nearly every session). A renewal that fails (the server out of reach, a lost
     race for the row) is tried again at the next beat; the lease lapses once ``seconds`` pass
     without one."""
 
@@ -266,7 +269,6 @@ class Heartbeat:
         self.engine, self.owner, self.seconds, self.every = engine, owner, seconds, every
         self._held: set[int] = set()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._own: Engine | None = None
         self.beats = 0  # renewals sent (what a test watches)
@@ -287,13 +289,10 @@ class Heartbeat:
         """Stop renewing these sessions' leases (given back, or no longer ours)."""
         with self._lock:
             self._held.difference_update(session_ids)
-            if not self._held:
-                self._wake.set()
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self.every)
-            self._wake.clear()
+            time.sleep(self.every)
             with self._lock:
                 held = sorted(self._held)
                 if not held:
