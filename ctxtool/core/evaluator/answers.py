@@ -74,20 +74,24 @@ def alternatives_of(alternative: str) -> tuple[str, ...]:
     return (alt,)
 
 
-def _found(text: str, group: tuple[str, ...], negated: bool) -> bool:
-    for alternative in group:
-        for alt in alternatives_of(alternative):
-            if not alt:
-                continue
-            if not negated or _NEGATION.search(alt):
-                if alt in text:
-                    return True
-                continue
-            start = text.find(alt)
-            while start >= 0:
-                if _negated_at(text, start):
-                    return True
-                start = text.find(alt, start + 1)
+def _alternatives(group: tuple[str, ...]) -> list[str]:
+    """Every alternative of a group as compared (:func:`alternatives_of`), none empty."""
+    return [alt for alternative in group for alt in alternatives_of(alternative) if alt]
+
+
+def _found(text: str, alternatives: list[str], negated: bool) -> bool:
+    """Whether the text holds one of a group's ``alternatives`` (:func:`_alternatives`),
+    stated as a prohibition when ``negated``."""
+    for alt in alternatives:
+        if not negated or _NEGATION.search(alt):
+            if alt in text:
+                return True
+            continue
+        start = text.find(alt)
+        while start >= 0:
+            if _negated_at(text, start):
+                return True
+            start = text.find(alt, start + 1)
     return False
 
 
@@ -156,13 +160,7 @@ class ContextText:
         lines = {OPEN: self.called_open, PENDING: self.pending}.get(state or "")
         if lines is None:
             return True
-        return any(
-            alt in line
-            for alternative in group
-            for alt in alternatives_of(alternative)
-            for line in lines
-            if alt
-        )
+        return any(alt in line for alt in _alternatives(group) for line in lines)
 
     def states(self, phrase: str) -> bool:
         """The summary states a ``none_of`` phrase (an ``open:``/``pending:`` one in that
@@ -180,9 +178,10 @@ class ContextText:
 
     def places(self, group: tuple[str, ...], negated: bool) -> list[str]:
         """Where a group is found: ``summary`` and/or ``message <id>`` (the first kept one)."""
-        out = [SUMMARY] if _found(self.summary, group, negated) else []
+        alternatives = _alternatives(group)  # once, not once a kept message
+        out = [SUMMARY] if _found(self.summary, alternatives, negated) else []
         for message_id, text in self.kept:
-            if _found(text, group, negated):
+            if _found(text, alternatives, negated):
                 out.append(f"message {message_id}")
                 break
         return out

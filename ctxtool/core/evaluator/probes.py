@@ -280,15 +280,22 @@ def key_terms(text: str, limit: int = 3, prose: bool = True) -> list[tuple[str, 
             seen.add(group[0].lower())
             groups.append(group)
 
-    for path in _PATH.findall(text):
-        path = path.strip(".,:;()'\"`")
+    # Each kind of term is looked for only while the key has room (a term past ``limit`` is
+    # never added): a long request's paths often fill it.
+    for found in _PATH.finditer(text):
+        if len(groups) >= limit:
+            return groups
+        path = found.group().strip(".,:;()'\"`")
         if ("/" in path and len(path) > 3) or _FILE_NAME.fullmatch(path):
             base = path.rstrip("/").rsplit("/", 1)[-1]
             add((path, base) if "." in base[1:] and base != path else (path,))
-    for ident in _IDENTIFIER.findall(text):
+    for found in _IDENTIFIER.finditer(text):
+        if len(groups) >= limit:
+            return groups
+        ident = found.group()
         if ident.lower() not in seen and not any(ident in g[0] for g in groups):
             add((ident,))
-    if not prose:
+    if not prose or len(groups) >= limit:
         return groups
     if not groups and not any(w not in STOPWORDS for w in _WORD.findall(text.lower())):
         # Only common words ("List the files"): the words themselves are the key.
