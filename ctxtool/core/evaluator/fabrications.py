@@ -5,6 +5,13 @@ error names and identifiers; each must occur in what it summarised (the span, th
 summary, the kept messages). One that occurs nowhere is a fabrication. A path counts as present
 when its basename is (a summary may shorten an absolute path); a command when its first words
 are (it may drop the flags).
+
+What a small model invents besides (SmolLM2-135M, issue #43): line numbers ("line 13") and
+figures the span never held, and the prompt's own instructions copied in place of a summary
+(a placeholder such as "What the agent was doing last", a rule's words). A line number or a
+figure counts as present when the number occurs anywhere in the history (a read's numbered
+lines, a traceback's ``line 42``, a count); copied instructions when the history holds the same
+words (a conversation about the prompt itself).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import Message
+from ..summary_prompt import BRIEF_FORMAT, SUMMARY_FORMAT, SYSTEM_PROMPT, TURN_PREFIX_FORMAT
 from .answers import message_text, normalise
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
@@ -82,11 +90,33 @@ _IDENTIFIER = re.compile(
     r"(?<![\w./-])(?:[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|"
     r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Za-z]\w*(?:\.\w+)*\(\))(?![\w/-])"
 )
+# A line a summary points at: "line 13", "lines 40-52", "L13", "parser.py:13".
+_LINE_NUMBER = re.compile(
+    r"\blines?\s+(\d{1,6})(?:\s*(?:-|–|to|and)\s*(\d{1,6}))?\b|"
+    r"(?<![\w/])L(\d{1,6})\b|"
+    r"(?<=[\w)])\.[a-z]{1,5}:(\d{1,6})\b",
+    re.I,
+)
+# A figure in prose: two digits or more, a decimal or a version, a percentage; not part of a
+# word, a path, a date's or a time's other digits.
+_FIGURE = re.compile(r"(?<![\w.,/:#=-])(\d[\d,]*(?:\.\d+)*)(?![\w/])")
+# A count of what the summary itself holds or left out, as summarizers note it: "(18 messages
+# summarized extractively …)", "(6 older items trimmed to stay within 1500 tokens)", "(clipped
+# to 1452 tokens)". No claim about the history.
+_OWN_COUNT = re.compile(r"\b\d[\d,]*\s+(?:older\s+)?(?:items?|messages?|tokens?)\b", re.I)
+_NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# The prompt's instructions: a run of this many words copied from them, which the history does
+# not hold, is the model repeating its instructions rather than the conversation.
+COPIED_WORDS = 8
+# A placeholder of the format of at least this many words, written as the content.
+PLACEHOLDER_WORDS = 4
+_INSTRUCTIONS = "\n".join([SYSTEM_PROMPT, SUMMARY_FORMAT, BRIEF_FORMAT, TURN_PREFIX_FORMAT])
 
 
 @dataclass(frozen=True)
 class Fabrication:
-    kind: str  # path | command | error | identifier
+    kind: str  # path | command | error | identifier | line | figure | instructions
     text: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -112,7 +142,25 @@ def stated_items(summary: str) -> list[Fabrication]:
     for ident in _IDENTIFIER.findall(text):
         if not _ERROR_NAME.fullmatch(ident):
             items.append(Fabrication("identifier", ident))
+    items += _numbers_stated(text)
     return list(dict.fromkeys(items))
+
+
+def _numbers_stated(text: str) -> list[Fabrication]:
+    """The line numbers a summary points at, and the figures it states (outside code spans,
+    paths and URLs: those are read as commands and paths)."""
+    prose = _CODE_SPAN.sub(" ", text)
+    items = []
+    for match in _LINE_NUMBER.finditer(prose):
+        numbers = [n for n in match.groups() if n]
+        items += [Fabrication("line", n) for n in numbers]
+    lines = {f.text for f in items}
+    prose = _OWN_COUNT.sub(" ", _LINE_NUMBER.sub(" ", _PATH.sub(" ", prose)))
+    for figure in _FIGURE.findall(prose):
+        digits = figure.rstrip(".,")
+        if digits not in lines and (len(digits.replace(",", "")) >= 2 or "." in digits):
+            items.append(Fabrication("figure", digits))
+    return items
 
 
 def _is_command(text: str) -> bool:
@@ -144,6 +192,26 @@ class SourceText:
         # A call a runtime recorded as code (Codex's ``tools.exec_command({"cmd": …})``) holds
         # its command JSON-escaped: ``printf '\\n'`` for the ``printf '\n'`` it ran.
         self.unescaped = self.text.replace("\\\\", "\\").replace('\\"', '"')
+        self._numbers: set[str] | None = None
+        self._words: set[tuple[str, ...]] | None = None
+        self._joined = ""
+
+    def has_number(self, number: str) -> bool:
+        """Whether the history holds ``number`` (1,234 as 1234 too; 13 in 13:45 or v2.13)."""
+        if self._numbers is None:
+            found = _NUMBERS.findall(self.text)
+            self._numbers = {n.replace(",", "") for n in found} | set(re.findall(r"\d+", self.text))
+        return number.replace(",", "") in self._numbers
+
+    def has_words(self, run: tuple[str, ...]) -> bool:
+        """Whether the history holds these words in a row (of ``COPIED_WORDS`` at most)."""
+        if self._words is None:
+            words = _WORD.findall(self.text)
+            self._words = _ngrams(words, COPIED_WORDS)
+            self._joined = f" {' '.join(words)} "
+        if len(run) >= COPIED_WORDS:
+            return run[:COPIED_WORDS] in self._words
+        return f" {' '.join(run)} " in self._joined
 
     def _has_command(self, step: str) -> bool:
         return any(_command_found(text, step.strip()) for text in (self.text, self.unescaped))
@@ -167,6 +235,8 @@ class SourceText:
             return whole or all(self._has_command(s) for s in steps or [text])
         if item.kind == "identifier" and text.endswith("()"):
             return text[:-2].rsplit(".", 1)[-1] in self.text
+        if item.kind in ("line", "figure"):
+            return self.has_number(text)
         return False
 
 
@@ -190,4 +260,55 @@ def fabrications(
     messages nor ``known_paths`` contain (the files the checkpoints' lists say earlier spans
     read or changed: the history held them, though the previous summary may not name them)."""
     source = SourceText(list(span) + list(kept), [previous_summary, "\n".join(known_paths)])
-    return [item for item in stated_items(summary) if not source.contains(item)]
+    found = [item for item in stated_items(summary) if not source.contains(item)]
+    return found + copied_instructions(summary, source)
+
+
+def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+_INSTRUCTION_WORDS = _ngrams(_WORD.findall(normalise(_INSTRUCTIONS)), COPIED_WORDS)
+_PLACEHOLDERS = [
+    tuple(_WORD.findall(normalise(p)))
+    for p in dict.fromkeys(re.findall(r"\[([^\]\n]+)\]", _INSTRUCTIONS))
+]
+_PLACEHOLDERS = [p for p in _PLACEHOLDERS if len(p) >= PLACEHOLDER_WORDS]
+
+
+def copied_instructions(summary: str, source: SourceText) -> list[Fabrication]:
+    """The summary's lines that repeat the prompt's instructions the history does not hold: a
+    run of ``COPIED_WORDS`` words of them, or a format's placeholder written as content."""
+    found = []
+    for line in (summary or "").splitlines():
+        words = _WORD.findall(normalise(line))
+        copied = _copied_run(words)
+        if copied is None:
+            copied = next((p for p in _PLACEHOLDERS if _contains(words, p)), None)
+        if copied is not None and not source.has_words(copied):
+            found.append(Fabrication("instructions", " ".join(copied)))
+    return list(dict.fromkeys(found))
+
+
+def _copied_run(words: list[str]) -> tuple[str, ...] | None:
+    """The longest run of ``words`` that the instructions hold, when ``COPIED_WORDS`` long."""
+    best: tuple[str, ...] | None = None
+    i = 0
+    while i + COPIED_WORDS <= len(words):
+        if tuple(words[i : i + COPIED_WORDS]) not in _INSTRUCTION_WORDS:
+            i += 1
+            continue
+        end = i + COPIED_WORDS
+        while end < len(words) and tuple(words[end - COPIED_WORDS + 1 : end + 1]) in (
+            _INSTRUCTION_WORDS
+        ):
+            end += 1
+        if best is None or end - i > len(best):
+            best = tuple(words[i:end])
+        i = end
+    return best
+
+
+def _contains(words: list[str], run: tuple[str, ...]) -> bool:
+    n = len(run)
+    return any(tuple(words[i : i + n]) == run for i in range(len(words) - n + 1))
