@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from ..core.inspection import PAGE_ENTRIES, ContextPoint, ContextStream
 from ..core.records import Message
 from ..core.tokens import encoding_for_model
+from ..db import dialect_of
 from ..db.schema import agent_message as M
 from .reads import (
     _MESSAGE_COLUMNS,
@@ -71,7 +72,7 @@ class ContextPages:
             columns = _MESSAGE_COLUMNS
         else:  # times only where they decide what the context holds (point.holds)
             columns = _OUTLINE_COLUMNS if point.replaced_by else _OUTLINE_COLUMNS_UNTIMED
-        query = span_at(self.engine, self.session_id, point, columns)
+        query = span_at(dialect_of(self.engine), self.session_id, point, columns)
         if through is not None:
             query = query.where(M.c.id <= through)
         for rows in self.store.keyset_pages(query, self.size):

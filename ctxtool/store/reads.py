@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..core.trace import TextMatch
     from ..core.validation import Issue
     from ..core.windows import CompactionSettings
+    from ..db.dialects import Dialect
     from .candidates import EffectiveContext
     from .completion import SessionCandidate
     from .context_sums import SumsToKeep
@@ -899,9 +900,7 @@ def context_tokens(conn: Connection, session_id: int, encoding: str | None = Non
     return restored_context_tokens(_restored(conn, head), head.encoding)
 
 
-def span_at(
-    bind: Engine | Connection, session_id: int, point: ContextPoint, columns: list
-) -> sa.Select:
+def span_at(dialect: Dialect, session_id: int, point: ContextPoint, columns: list) -> sa.Select:
     """The rows, in id order, that may hold the context at ``point`` (``point.holds`` decides
     each): one id range from its first id, bounded by the checkpoint that replaced it. The one
     span query of a view read whole and of one read a page at a time, so they cannot drift."""
@@ -912,7 +911,7 @@ def span_at(
     if nxt is not None and nxt.created_at is not None:
         # Every row point.holds may keep, in whatever shape a runtime wrote its time
         # (SQLite compared them as text); a millisecond of slack, as holds decides.
-        written = dialect_of(bind).time_compare(
+        written = dialect.time_compare(
             M.c.created_at, "<=", nxt.created_at, no_time=True, slack=0.001
         )
         query = query.where(sa.or_(M.c.id < nxt.first_kept_message_id, written))
@@ -939,7 +938,9 @@ class SessionHistory:
         """The messages of the context at ``point``: one id range, bounded by the next
         checkpoint where there is one (never the history after it)."""
         with connection_for(self.store.engine, None) as c:
-            rows = read_messages(c, span_at(c, self.session_id, point, _MESSAGE_COLUMNS))
+            rows = read_messages(
+                c, span_at(dialect_of(c), self.session_id, point, _MESSAGE_COLUMNS)
+            )
         return [m for m in rows if point.holds(m)]
 
     def view(
