@@ -285,3 +285,109 @@ def test_the_imports_the_docs_show_still_work():
         [sys.executable, "-c", "\n".join(shown)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# Functions that still take an engine or a (store, conn) pair, each to be turned into a Store
+# method or a (conn, ...) function with its fix: the test fails when one is gone as well as when
+# a new one appears. The services below take the engine they build their Store on.
+KNOWN_ENGINE_TAKERS = {
+    "ctxtool.compaction.batch.count_missing",
+    "ctxtool.compaction.batch.counted_batch",
+    "ctxtool.compaction.batch.find_batch",
+    "ctxtool.retention._purge_one",
+    "ctxtool.retention.archive_sessions",
+    "ctxtool.retention.purge_sessions",
+    "ctxtool.retention.select_sessions",
+    "ctxtool.retention.session_records",
+}
+# Kept under the names earlier docs showed, each one statement: return Store(engine).<itself>.
+DOCUMENTED_WRAPPERS = {
+    "ctxtool.store.acknowledgement.mark_over_window_ok",
+    "ctxtool.store.search.search",
+}
+
+
+def _takes_the_engine(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """An ``engine`` parameter, one annotated as an Engine, or a store with a connection."""
+    args = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
+    names = {a.arg for a in args}
+    annotated = any(a.annotation and "Engine" in ast.unparse(a.annotation) for a in args)
+    return "engine" in names or annotated or {"store", "conn"} <= names
+
+
+def _is_a_thin_wrapper(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``return Store(engine).<the function's own name>(...)``, after a docstring."""
+    body = function.body[1:] if ast.get_docstring(function) else function.body
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    call = body[0].value
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == function.name
+        and ast.unparse(call.func.value) == "Store(engine)"
+    )
+
+
+def engine_takers(source: str, module: str) -> dict[str, bool]:
+    """{qualified name: whether it is a thin wrapper} of each function of ``module`` that takes
+    an engine or a (store, conn) pair, besides Store's methods and the constructors of objects
+    that hold an engine for their life, as Store does (a Compactor, an Importer, a Migrator)."""
+    found = {}
+
+    def visit(node: ast.AST, owner: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, [*owner, child.name])
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                exempt = owner[-1:] == ["Store"] or bool(owner) and child.name == "__init__"
+                if _takes_the_engine(child) and not exempt:
+                    found[".".join([module, *owner, child.name])] = _is_a_thin_wrapper(child)
+                visit(child, [*owner, child.name])
+
+    visit(ast.parse(source), [])
+    return found
+
+
+def test_the_store_is_asked_one_way():
+    """docs/development.md, "Asking the store": a call that opens its own connection or
+    transaction is a Store method; a query in the caller's transaction is a function of
+    (conn, ...). Nothing outside the database layer takes an engine or a (store, conn) pair
+    besides Store, the objects that hold an engine, and the documented wrappers."""
+    found: dict[str, bool] = {}
+    for path in ROOT.rglob("*.py"):
+        if path.relative_to(ROOT).parts[0] != "db":
+            found.update(engine_takers(path.read_text(), module_name(path)))
+    wrappers = {name for name, thin in found.items() if thin}
+    assert wrappers == DOCUMENTED_WRAPPERS
+    assert set(found) - wrappers == KNOWN_ENGINE_TAKERS
+
+
+def test_the_store_check_sees_what_it_looks_for():
+    """The check above finds an engine parameter, an Engine annotation and a (store, conn)
+    pair, and tells a thin wrapper from a function that does the work itself."""
+    source = '''
+def by_name(engine, n): pass
+def by_type(bind: "Engine | Connection"): pass
+def pair(store, session_id, conn=None): pass
+def fine(conn, store_id): pass
+def wrapper(engine, x):
+    """Kept."""
+    return Store(engine).wrapper(x)
+def not_thin(engine, x):
+    with engine.begin() as conn:
+        return Store(engine).not_thin(x)
+class Store:
+    def method(self, engine): pass
+class Holder:
+    def __init__(self, engine): pass
+    def later(self, engine): pass
+'''
+    assert engine_takers(source, "m") == {
+        "m.by_name": False,
+        "m.by_type": False,
+        "m.pair": False,
+        "m.wrapper": True,
+        "m.not_thin": False,
+        "m.Holder.later": False,
+    }
