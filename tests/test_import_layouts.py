@@ -122,6 +122,20 @@ def test_the_unfinished_end_of_a_live_file_is_incomplete_never_invalid():
         assert items == [(1, "record not finished", True)], end
 
 
+def test_a_closed_malformed_record_at_the_unfinished_end_is_malformed_not_waited_for():
+    """A JSON value's brackets close only at its end, so a last record (no newline yet) whose
+    brackets closed but that does not parse is no record still being written: it said "record
+    not finished" and every re-import skipped it with exit 0."""
+    for end in (b'{"c" 3}', b'{"c":3,}', b'{"c":[1 2]}'):
+        items, _ = read(b'{"a":1}\n' + end)
+        assert items[-1][0] == 2 and items[-1][1].startswith("malformed JSON"), end
+        assert items[-1][2] is False, end
+    items, _ = read(b'{\n  "a": 1\n  "b": 2\n}')  # pretty-printed, finished, malformed
+    assert items == [(3, items[0][1], False)] and items[0][1].startswith("malformed JSON")
+    items, _ = read(b'{"a":1}\n{"b" 2}{"c":3}')  # a good record glued after it is kept
+    assert items[1][1].startswith("malformed JSON") and items[2] == (2, {"c": 3})
+
+
 # -- through the importer and the CLI, on both databases -----------------------------------
 
 
@@ -212,6 +226,22 @@ def test_a_json_document_cut_short_is_waited_for_then_imported_whole(db, cli, tm
     whole = cli("--db", db.url, "import", "--json", path)
     assert whole.exit_code == 0, whole.output
     assert json.loads(whole.stdout)[0]["added"] == 10
+
+
+def test_a_finished_malformed_document_without_its_last_newline_is_an_error(db, cli, tmp_path):
+    """The real OpenHands event list with one comma taken out and no newline at its end: the
+    brackets close, so it is a malformed document (exit 1, the faulty line named, nothing
+    written), not one still being written that is skipped with exit 0."""
+    real = (TRANSCRIPTS / "openai-chat/OpenHands-basic_gui_mode.json").read_bytes().rstrip()
+    at = real.index(b",", real.index(b'"source"'))
+    path = tmp_path / "trajectory.json"
+    path.write_bytes(real[:at] + real[at + 1 :])
+    line = real[:at].count(b"\n") + 2  # the line after the comma taken out
+    for flags in ((), ("--skip-invalid",)):  # the only record: skipping it would not help
+        result = cli("--db", db.url, "import", *flags, path)
+        assert result.exit_code == 1, result.output
+        assert f"{path}:{line}: malformed JSON (Expecting ',' delimiter" in result.stderr
+    assert db.scalar("SELECT COUNT(*) FROM agent_message") == 0
 
 
 def test_bom_and_crlf(db, tmp_path):

@@ -50,6 +50,7 @@ class Broken:
     number: int
     problem: str
     incomplete: bool = False
+    closed: bool = False  # its brackets closed: malformed, never a record still being written
 
 
 class RecordReader:
@@ -136,6 +137,11 @@ class RecordReader:
                         # (plain text, a binary's head): no transcript, not one to wait for.
                         yield item
                         return
+                    if type(item) is Broken and item.closed:
+                        # Its brackets closed: a JSON value's close only at its end, so no
+                        # writer's unfinished record looks like that. Malformed, not waiting.
+                        yield item
+                        continue
                     break
                 yield item
             else:
@@ -187,8 +193,13 @@ class RecordReader:
                 if depth:
                     continue
                 item = _decode(first_number, b"".join(parts) + raw[start : m.end()])
-                if type(item) is Broken and not parts:
-                    return self._found(items + self._recover(number, raw, start)), None
+                if type(item) is Broken:
+                    if not parts:
+                        found = self._recover(number, raw, start)
+                        if type(found[0]) is Broken:
+                            found[0].closed = True
+                        return self._found(items + found), None
+                    item.closed = True
                 if parts:
                     self.layout.name = "multiline"
                 if self.one_per_line is None:
@@ -274,8 +285,13 @@ def _decode_sequence(number: int, text: str, at: int) -> list[Line | Broken]:
 
 
 def _decode(number: int, raw: bytes) -> Line | Broken:
-    obj, problem = decode_line(raw, any_value=True)
-    return Broken(number, problem) if problem is not None else Line(number, obj)
+    """The value of a record starting at line ``number``; when it is malformed, the Broken
+    names the line the fault is on (a pretty-printed record spans many)."""
+    try:
+        return Line(number, orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        below, problem = _diagnose(raw, exc)
+        return Broken(number + below, problem)
 
 
 def _json_name(value) -> str:
@@ -301,32 +317,37 @@ def decode_line(raw: bytes, any_value: bool = False) -> tuple[object, str | None
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return None, _diagnose(raw, exc)
+        return None, _diagnose(raw, exc)[1]
     if type(obj) is not dict and not any_value:
         return None, f"expected a JSON object, found {_json_name(obj)}"
     return obj, None
 
 
-def _diagnose(raw: bytes, refused: orjson.JSONDecodeError) -> str:
+def _diagnose(raw: bytes, refused: orjson.JSONDecodeError) -> tuple[int, str]:
+    """What is wrong with a record orjson refused, and on which of its lines (0: the first)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start} of the line"
+        return 0, f"invalid UTF-8 at byte {exc.start} of the line"
     if b"\x00" in raw:
-        return "binary data, not a text transcript"
+        return 0, "binary data, not a text transcript"
     try:
         _strict_decode(text)
     except json.JSONDecodeError as exc:
-        snippet = text.strip()[:40].encode("unicode_escape").decode("ascii")
+        lines = text.splitlines() or [text]
+        below = min(exc.lineno, len(lines)) - 1
+        snippet = (lines[below] if below else text).strip()[:40]
+        snippet = snippet.encode("unicode_escape").decode("ascii")
         reason = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg
-        return f"malformed JSON ({reason} at column {exc.colno}): {snippet!r}"
+        column = exc.colno if below == exc.lineno - 1 else len(lines[below]) + 1
+        return below, f"malformed JSON ({reason} at column {column}): {snippet!r}"
     except ValueError as exc:  # NaN/Infinity, an integer of thousands of digits
-        return f"malformed JSON ({str(exc).splitlines()[0][:80]})"
+        return 0, f"malformed JSON ({str(exc).splitlines()[0][:80]})"
     except RecursionError:
-        return "malformed JSON (nested too deeply)"
+        return 0, "malformed JSON (nested too deeply)"
     if "surrogate" in refused.msg:
-        return "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff): not valid Unicode"
-    return f"malformed JSON ({refused.msg} at column {refused.colno})"
+        return 0, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff): not valid Unicode"
+    return 0, f"malformed JSON ({refused.msg} at column {refused.colno})"
 
 
 def read_transcript(
