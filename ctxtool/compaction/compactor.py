@@ -42,6 +42,7 @@ from ..core.prepare import (
     start_preparation,
 )
 from ..core.records import Session
+from ..core.span_facts import shared_signals
 from ..core.status import CompactionStatus
 from ..core.tokens import get_encoding, token_lengths
 from ..db import DEFAULT_POLICY, retry_transaction
@@ -537,6 +538,7 @@ class Compactor:
         )
 
 
+@shared_signals()  # the summarizer (span_notes) and the gate read the span's signals once
 def summarized(
     summarizer: Summarizer,
     outcome: CompactionOutcome,

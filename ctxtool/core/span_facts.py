@@ -13,10 +13,12 @@ acknowledgements ("ok", "yo", "wow") are not requests either.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -317,8 +319,38 @@ class Signals:
         return [t for t in self.tasks if t.open]
 
 
+# The spans read inside a shared_signals() block: their messages (held, so the ids stay
+# theirs) and signals, by the ids of the messages.
+_SHARED: ContextVar[dict[tuple[int, ...], tuple[tuple[Message, ...], Signals]] | None] = ContextVar(
+    "span_facts_shared_signals", default=None
+)
+
+
+@contextlib.contextmanager
+def shared_signals() -> Iterator[None]:
+    """Within the block (this thread's), :func:`signals_of` reads each span once: one
+    compaction's summarizer and quality gate read the same span, its messages unchanged and
+    the signals read only. Also a decorator."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def signals_of(messages: Sequence[Message]) -> Signals:
-    """The signals of a span, in one pass over its messages (in id order)."""
+    """The signals of a span, in one pass over its messages (in id order); inside a
+    :func:`shared_signals` block, once for the same messages."""
+    shared = _SHARED.get()
+    if shared is None:
+        return _signals_of(messages)
+    key = tuple(map(id, messages))
+    if key not in shared:
+        shared[key] = (tuple(messages), _signals_of(messages))
+    return shared[key][1]
+
+
+def _signals_of(messages: Sequence[Message]) -> Signals:
     requests = [r for r in _requests(messages) if r.text]
     instructions, decisions = [], []
     for r in requests:
