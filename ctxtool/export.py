@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .chart_drawings import SVG_CSS, html_figure
+from .core.cells import display_width, pad
 from .core.context_chart import ContextChart
 from .core.errors import InvalidSettings
 from .core.inspection import (
@@ -302,7 +303,7 @@ class StreamedTable:
 
     def lines(self, rows: Iterable[dict[str, Any]], width: int | None) -> Iterator[str]:
         widths, cap = self.widths(width)
-        yield "  ".join(k.ljust(widths[k]) for k in self.headers).rstrip()
+        yield "  ".join(pad(k, widths[k]) for k in self.headers).rstrip()
         yield "  ".join("-" * widths[k] for k in self.headers)
         for row in rows:
             cells = []
@@ -311,7 +312,7 @@ class StreamedTable:
                 cell = table_cell(value)
                 if cap is not None and k in self.shrinkable and isinstance(value, str):
                     cell = shorten(cell, cap)
-                cells.append(cell.strip().ljust(widths[k]))
+                cells.append(pad(cell.strip(), widths[k]))
             yield "  ".join(cells).rstrip()
 
 
@@ -320,7 +321,7 @@ def _wrapped(text: str, width: int | None) -> str:
     is a paragraph), continuations under the text past its list marker. A line that fits is
     left as it is (a tab in it stays a tab)."""
     return "\n".join(
-        line if width is None or len(line) <= width else wrap(line, width)
+        line if width is None or display_width(line) <= width else wrap(line, width)
         for line in text.split("\n")
     )
 

@@ -25,11 +25,24 @@ import click
 import tabulate as tabulate_module
 from tabulate import tabulate
 
+from .core.cells import display_width
 from .escapes import visible as visible
 
 # tabulate widens every column to its header plus two spaces; the gap between columns already
 # sets them apart, and at 80 columns those spaces cost a whole column.
 tabulate_module.MIN_PADDING = 0
+
+
+class _Columns:
+    """tabulate's measure of a cell (it asks ``wcwidth.wcswidth`` when wide characters are
+    on): the terminal columns ``terminal.fit_table`` fits by, so a CJK cell is padded by
+    the columns it takes, whether or not the wcwidth package is installed."""
+
+    wcswidth = staticmethod(display_width)
+
+
+tabulate_module.wcwidth = _Columns  # type: ignore[attr-defined]
+tabulate_module.WIDE_CHARS_MODE = True
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ import os
 import re
 import shutil
 import sys
-import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
 import tabulate as tabulate_module
 
-from .core.cells import shorten
+from .core.cells import cut_at_width, display_width, shorten
 from .output import (
     Lines,
     OutputFormat,
@@ -47,7 +46,7 @@ def table_width(override: int | None = None, piped: int | None = None) -> int | 
 
 
 def clip(text: str, width: int | None, from_left: bool = False) -> str:
-    """One line of at most ``width`` characters (None: whole), newlines shown as ``\\n``;
+    """One line of at most ``width`` columns (None: whole), newlines shown as ``\\n``;
     ``from_left`` keeps the end (a path's file name)."""
     text = visible(text)
     return text if width is None else shorten(text, width, from_left=from_left)
@@ -72,30 +71,30 @@ class ColumnStats:
         self.longest = 0  # the longest value as str(): the cap's upper bound
 
     def add(self, value: Any) -> None:
-        """Measure one cell (a row's value, as ``output.render_rows`` would show it)."""
+        """Measure one cell (a row's value, as ``output.render_rows`` would show it), in
+        terminal columns (``core.cells.display_width``)."""
         cell = table_cell(value)
         stripped = cell.strip()
-        self.whole = max(self.whole, len(stripped))
+        whole, shown = display_width(cell), display_width(stripped)
+        self.whole = max(self.whole, shown)
         self.longest = max(
-            self.longest, len(str(visible(value) if isinstance(value, str) else value))
+            self.longest, display_width(str(visible(value) if isinstance(value, str) else value))
         )
         if not isinstance(value, str):
-            self.other = max(self.other, len(stripped))
+            self.other = max(self.other, shown)
         elif len(stripped) == len(cell):
-            self.plain = max(self.plain, len(cell))
+            self.plain = max(self.plain, whole)
         else:
-            lead = len(cell) - len(cell.lstrip())
+            lead = len(cell) - len(cell.lstrip())  # whitespace: a column a character
             trail = len(cell) - len(cell.rstrip())
-            known = self.edged.get(len(cell))
+            known = self.edged.get(whole)
             if known is not None:
-                stripped_len, lead, trail = (
-                    max(known[0], len(stripped)),
+                shown, lead, trail = (
+                    max(known[0], shown),
                     min(known[1], lead),
                     min(known[2], trail),
                 )
-            else:
-                stripped_len = len(stripped)
-            self.edged[len(cell)] = (stripped_len, lead, trail)
+            self.edged[whole] = (shown, lead, trail)
 
     def width(self, cap: int | None, from_left: bool = False) -> int:
         """The column's width with its text cells shortened to ``cap`` (None: whole)."""
@@ -225,11 +224,12 @@ def fit_table(
     else:
 
         def line(keys: list[str], cap: int | None) -> int:
-            return max(len(text_line) for text_line in render(keys, cap).splitlines())
+            return max(display_width(text_line) for text_line in render(keys, cap).splitlines())
 
         def longest(keys: list[str]) -> int:
             return max(
-                (len(str(r[k])) for r in cells for k in shrinkable if k in keys), default=MIN_CELL
+                (display_width(str(r[k])) for r in cells for k in shrinkable if k in keys),
+                default=MIN_CELL,
             )
 
     keys, cap = fit_columns(headers, shrinkable, width, line, longest, optional, readable)
@@ -241,10 +241,10 @@ _MARKER = re.compile(r"\s*(?:[-*+>]|\d+[.)])?\s*")  # indentation and a list ite
 
 def wrap(line: str, width: int | None, indent: str | None = None) -> str:
     """One line of text (made visible) broken at spaces into lines of at most ``width``
-    characters (None: as it is). Continuation lines start with ``indent``; by default under
+    columns (None: as it is). Continuation lines start with ``indent``; by default under
     the text of the line, past its indentation and its list marker ("- ", "2. ")."""
     line = visible(line)
-    if width is None or len(line) <= width:
+    if width is None or display_width(line) <= width:
         return line
     if indent is None:
         indent = " " * len(_MARKER.match(line).group(0))  # type: ignore[union-attr]
@@ -253,10 +253,41 @@ def wrap(line: str, width: int | None, indent: str | None = None) -> str:
     return "\n".join(_wrap(line, width, indent))
 
 
+_SPACE = re.compile(r"\s")
+_WORDS = re.compile(r"( *)([^ ]+)")
+
+
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
-    return textwrap.wrap(
-        text, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False
-    )
+    """``text`` broken at spaces into lines of at most ``width`` columns, as ``textwrap.wrap``
+    does (whitespace is a space, the first line's indentation kept, spaces at a break
+    dropped, a word longer than a line split where the line ends, the first line's
+    indentation dropped if its first word fits a line but not with it), counting columns
+    (``core.cells.display_width``): a line of CJK text takes twice its characters."""
+    text = _SPACE.sub(" ", text.expandtabs())
+    lines: list[str] = []
+    line, filled = "", False  # the line being made; whether it holds a word yet
+    for gap, word in _WORDS.findall(text):
+        if filled and display_width(line + gap + word) > width:
+            # A word longer than what a line may hold fills this one; a shorter one starts
+            # the next (so does any when this one has no room left).
+            room = width - (display_width(indent) if lines else 0)
+            if display_width(word) <= room or display_width(line + gap) >= width:
+                lines.append(line)
+                line, gap = indent, ""
+        elif not filled and display_width(gap + word) > width:
+            # The first line's indentation gives way to a word that fits a line without it.
+            gap = "" if display_width(word) <= width or display_width(gap) >= width else gap
+        line += gap
+        while display_width(line + word) > width:  # longer than a line: cut where it ends
+            cut = cut_at_width(word, width - display_width(line))
+            if cut == 0 and display_width(line) == display_width(indent):
+                cut = 1  # a character wider than the line: alone on one
+            lines.append(line + word[:cut] if cut else line.rstrip())
+            line, word = indent, word[cut:]
+        line, filled = line + word, True
+    if filled:
+        lines.append(line)
+    return [x.rstrip() for x in lines]
 
 
 def page(text: str | Iterable[str]) -> None:

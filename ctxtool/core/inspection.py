@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from .cells import pad
 from .cells import shorten as shorten
 from .checkpoint_quality import describe as describe_quality
 from .checkpoint_quality import quality_of
@@ -245,12 +246,12 @@ def diff_checkpoints(
 
 
 def side_by_side(before: str, after: str, width: int) -> list[str]:
-    """Two summaries in two columns of ``width`` characters in all, as ``diff -y`` does: ``|``
+    """Two summaries in two columns of ``width`` terminal columns in all, as ``diff -y`` does: ``|``
     changed, ``<`` only before, ``>`` only after. Long lines are shortened with "…"."""
     col = max((width - 3) // 2, 10)
 
     def cell(text: str) -> str:
-        return shorten(text, col).ljust(col)
+        return pad(shorten(text, col), col)
 
     a, b = before.splitlines(), after.splitlines()
     out = []
