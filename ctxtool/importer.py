@@ -548,6 +548,8 @@ class Importer:
             )
             if how == "legacy":
                 self.sessions.adopt(conn, session_id, source_id)
+            # Counted as written, so showing the imported context loads no vocabulary for them.
+            changed = self.sessions.count_heads(conn, session_id, src.model) > 0 or changed
             if (
                 how == "found"
                 and not changed

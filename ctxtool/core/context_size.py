@@ -130,8 +130,10 @@ def entry_token_counts(entries: Sequence[ContextEntry], encoding: str) -> list[i
     # session compact --all measures, so it must cost next to nothing when all is counted.
     counts: list[int | None] = []
     for entry in entries:
-        sent_as_stored = not (entry.synthetic or entry.as_user)
-        usable = sent_as_stored and has_usable_count(entry.message, encoding)
+        if entry.synthetic:  # one fixed sentence, its count known without a vocabulary
+            counts.append(synthetic_result_tokens(encoding))
+            continue
+        usable = not entry.as_user and has_usable_count(entry.message, encoding)
         counts.append(entry.message.token_count if usable else None)
     missing = [i for i, c in enumerate(counts) if c is None]
     for i, n in zip(missing, count_messages([entries[i].text() for i in missing], encoding)):

@@ -24,6 +24,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..core.context_size import HEAD_COUNTS_KEY, stored_head_count, with_head_count
 from ..core.errors import CtxtoolError
 from ..core.import_rules import (
     DRIVER_ESCAPES,
@@ -39,8 +40,9 @@ from ..core.import_rules import (
     positional,
     size_problem,
 )
-from ..core.records import KEPT_AFTER_MESSAGE
+from ..core.records import KEPT_AFTER_MESSAGE, SUMMARY_PREFIX
 from ..core.source_records import SourceMessage, SourceSession, TranscriptError
+from ..core.tokens import MessageText, count_messages, encoding_for_model
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
 from ..db.schema import MESSAGE_ROW_COLUMNS, SESSION_ID_COUNTER
@@ -308,9 +310,16 @@ class ImportedSessions:
         False when there was nothing to write. With ``unless_stored``, values the row already
         holds are not written again: an import that adds nothing can then tell whether it
         changed the session at all (and, if not, roll back its touch of ``updated_at``)."""
-        details_text = json_text(
-            {k: v for k, v in src.details.items() if v is not None}, path, None
-        )
+        described = {k: v for k, v in src.details.items() if v is not None}
+        if src.system_prompt:  # the prompt's kept counts stay (count_heads checks their digest)
+            stored_details = json_value(
+                conn.execute(
+                    sa.select(json_as_text(S.c.details)).where(S.c.session_id == session_id)
+                ).scalar()
+            )
+            if isinstance(stored_details, dict) and HEAD_COUNTS_KEY in stored_details:
+                described[HEAD_COUNTS_KEY] = stored_details[HEAD_COUNTS_KEY]
+        details_text = json_text(described, path, None)
         details = json_column(details_text)
         if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
             raise TranscriptError(
@@ -348,6 +357,47 @@ class ImportedSessions:
             return False
         conn.execute(S.update().where(S.c.session_id == session_id).values(**values))
         return True
+
+    @staticmethod
+    def count_heads(conn: Connection, session_id: int, model: str | None) -> int:
+        """Count the session's system prompt and checkpoint summaries as sent, under the
+        encoding its model calls for, where their details keep no count of them yet, and keep
+        the counts there (``core.context_size.HEAD_COUNTS_KEY``, as ``tokens count`` does):
+        showing the imported context then loads no vocabulary for them. Returns how many
+        were counted; with none to count, no vocabulary is loaded."""
+        encoding = encoding_for_model(model).name
+        session = conn.execute(
+            sa.select(S.c.system_prompt, json_as_text(S.c.details)).where(
+                S.c.session_id == session_id
+            )
+        ).one()
+        checkpoints = conn.execute(
+            sa.select(C.c.id, C.c.summary, json_as_text(C.c.details)).where(
+                C.c.session_id == session_id
+            )
+        ).all()
+        heads = [(S, session_id, "system", session.system_prompt or "", session.details)]
+        heads += [(C, c.id, "user", SUMMARY_PREFIX + c.summary, c.details) for c in checkpoints]
+        todo = [
+            (table, key, MessageText(role, text), json_value(details))
+            for table, key, role, text, details in heads
+            if text and stored_head_count(json_value(details), encoding, text) is None
+        ]
+        counts = count_messages([message for _, _, message, _ in todo], encoding)
+        kept = 0
+        for (table, key, message, details), tokens in zip(todo, counts, strict=True):
+            with_count = with_head_count(details, encoding, message.content or "", tokens)
+            if with_count is None:  # a runtime's details that are no object: left alone
+                continue
+            column = table.c.session_id if table is S else table.c.id
+            time = {"updated_at": S.c.updated_at} if table is S else {}  # a count is no change
+            conn.execute(
+                table.update()
+                .where(column == key)
+                .values(details=json_column(json_text(with_count, "", None)), **time)
+            )
+            kept += 1
+        return kept
 
 
 def message_row_bytes(row: tuple) -> int:

@@ -1,0 +1,95 @@
+"""`import` counts what it writes of a context's head (issue #44): each system prompt and each
+imported checkpoint summary is counted as sent when written, kept in its details
+(``ctxtool_counts``, with the digest of the text) as `tokens count` keeps it, so `tokens count`
+finds no head left to count and a counted store is shown without a vocabulary. A re-import
+that adds nothing recounts nothing and loads no vocabulary."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ctxtool.core.context_size import HEAD_COUNTS_KEY, text_digest
+from ctxtool.core.records import SUMMARY_PREFIX
+from ctxtool.core.tokens import MessageText, count_messages
+
+from .conftest import TRANSCRIPTS
+from .test_startup import run_fresh
+
+PROMPT = "You are a careful coding agent. Run the tests before you claim a fix."
+OPENCLAW = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl"
+
+
+def _chat(path) -> None:
+    messages = [
+        {"role": "system", "content": PROMPT},
+        {"role": "user", "content": "Fix the rounding of the checkout total."},
+        {"role": "assistant", "content": "Reading shop/tax.py first."},
+    ]
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+
+
+def _fresh(db, *args: str):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
+    return run_fresh(["--db", db.url, *args], env)
+
+
+def test_import_counts_system_prompts_and_summaries_as_it_writes_them(db, cli, tmp_path):
+    chat = tmp_path / "chat.jsonl"
+    _chat(chat)
+    done, loaded = _fresh(db, "import", "--json", "--format", "openai-chat", str(chat))
+    assert [r["session_id"] for r in done] == [1]
+    assert loaded["vocabularies"] == ["o200k_base"]  # the prompt was counted
+    imported = cli("--db", db.url, "import", str(OPENCLAW))
+    assert imported.exit_code == 0, imported.output
+
+    details = json.loads(db.scalar("SELECT details FROM agent_session WHERE session_id = 1"))
+    [prompt_tokens] = count_messages([MessageText("system", PROMPT)], "o200k_base")
+    assert details[HEAD_COUNTS_KEY]["o200k_base"] == {
+        "tokens": prompt_tokens,
+        "digest": text_digest(PROMPT),
+    }
+    summaries = db.rows("SELECT summary, details FROM agent_compaction WHERE session_id = 2")
+    assert len(summaries) == 3
+    for row in summaries:
+        kept = json.loads(row["details"])
+        sent = SUMMARY_PREFIX + row["summary"]
+        [tokens] = count_messages([MessageText("user", sent)], "o200k_base")
+        assert kept[HEAD_COUNTS_KEY]["o200k_base"] == {
+            "tokens": tokens,
+            "digest": text_digest(sent),
+        }
+        assert kept["readFiles"]  # the runtime's own details kept beside the count
+
+    counted = cli("--db", db.url, "tokens", "count", "--all", "--json")
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["heads_counted"] == 0  # nothing was left to count
+    for session in ("1", "2"):
+        _, loaded = _fresh(db, "context", "show", session, "--json")
+        assert loaded == {"openai": False, "vocabularies": []}
+
+    # A re-import that adds nothing changes nothing and counts nothing.
+    before = db.rows("SELECT session_id, details, updated_at FROM agent_session ORDER BY 1")
+    again, loaded = _fresh(db, "import", "--json", "--format", "openai-chat", str(chat))
+    assert again[0]["added"] == 0 and loaded["vocabularies"] == []
+    again, loaded = _fresh(db, "import", "--json", str(OPENCLAW))
+    assert again[0]["added"] == 0 and loaded["vocabularies"] == []
+    assert db.rows("SELECT session_id, details, updated_at FROM agent_session ORDER BY 1") == before
+
+
+def test_a_prompt_changed_by_a_reimport_is_counted_again(db, cli, tmp_path):
+    chat = tmp_path / "chat.jsonl"
+    _chat(chat)
+    assert cli("--db", db.url, "import", "--format", "openai-chat", chat).exit_code == 0
+    longer = PROMPT + " Never edit generated files."
+    lines = chat.read_text().splitlines()
+    lines[0] = json.dumps({"role": "system", "content": longer})
+    chat.write_text("\n".join(lines) + "\n")
+    # A file that disagrees with the stored session is refused; under a new name it is a new one.
+    moved = tmp_path / "other.jsonl"
+    moved.write_text(chat.read_text())
+    assert cli("--db", db.url, "import", "--format", "openai-chat", moved).exit_code == 0
+    prompts = db.rows("SELECT system_prompt, details FROM agent_session ORDER BY session_id")
+    for row in prompts:
+        kept = json.loads(row["details"])[HEAD_COUNTS_KEY]["o200k_base"]
+        assert kept["digest"] == text_digest(row["system_prompt"])
