@@ -1,7 +1,8 @@
 """`import` counts what it writes of a context's head (issue #44): each system prompt and each
 imported checkpoint summary is counted as sent when written, kept in its details
 (``ctxtool_counts``, with the digest of the text) as `tokens count` keeps it, so `tokens count`
-finds no head left to count and a counted store is shown without a vocabulary. A re-import
+finds no head left to count and a counted store is shown without a vocabulary; a summary
+imported without its size gets its count, so `context checkpoints` counts nothing. A re-import
 that adds nothing recounts nothing and loads no vocabulary."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 
 from ctxtool.core.context_size import HEAD_COUNTS_KEY, text_digest
 from ctxtool.core.records import SUMMARY_PREFIX
-from ctxtool.core.tokens import MessageText, count_messages
+from ctxtool.core.tokens import MessageText, count_messages, count_text
 
 from .conftest import TRANSCRIPTS
 from .test_startup import run_fresh
@@ -60,6 +61,14 @@ def test_import_counts_system_prompts_and_summaries_as_it_writes_them(db, cli, t
             "digest": text_digest(sent),
         }
         assert kept["readFiles"]  # the runtime's own details kept beside the count
+
+    # The summaries' sizes too: `context checkpoints` counts nothing.
+    rows, loaded = _fresh(db, "context", "checkpoints", "2", "--json")
+    assert loaded == {"openai": False, "vocabularies": []}
+    assert [r["summary_tokens"] for r in rows] == [
+        count_text(r["summary"], "o200k_base")
+        for r in db.rows("SELECT summary FROM agent_compaction WHERE session_id = 2 ORDER BY id")
+    ]
 
     counted = cli("--db", db.url, "tokens", "count", "--all", "--json")
     assert counted.exit_code == 0, counted.output

@@ -42,7 +42,7 @@ from ..core.import_rules import (
 )
 from ..core.records import KEPT_AFTER_MESSAGE, SUMMARY_PREFIX
 from ..core.source_records import SourceMessage, SourceSession, TranscriptError
-from ..core.tokens import MessageText, count_messages, encoding_for_model
+from ..core.tokens import MessageText, count_messages, count_text, encoding_for_model
 from ..db import dialect_of
 from ..db.dialects import MEDIUMTEXT_BYTES, STATEMENT_OVERHEAD
 from ..db.schema import MESSAGE_ROW_COLUMNS, SESSION_ID_COUNTER
@@ -364,7 +364,8 @@ class ImportedSessions:
         encoding its model calls for, where their details keep no count of them yet, and keep
         the counts there (``core.context_size.HEAD_COUNTS_KEY``, as ``tokens count`` does):
         showing the imported context then loads no vocabulary for them. Returns how many
-        were counted; with none to count, no vocabulary is loaded."""
+        were counted; with none to count, no vocabulary is loaded. A summary imported without
+        its size (``summary_tokens``) gets its count too, as `context checkpoints` shows it."""
         encoding = encoding_for_model(model).name
         session = conn.execute(
             sa.select(S.c.system_prompt, json_as_text(S.c.details)).where(
@@ -372,10 +373,19 @@ class ImportedSessions:
             )
         ).one()
         checkpoints = conn.execute(
-            sa.select(C.c.id, C.c.summary, json_as_text(C.c.details)).where(
+            sa.select(C.c.id, C.c.summary, C.c.summary_tokens, json_as_text(C.c.details)).where(
                 C.c.session_id == session_id
             )
         ).all()
+        # A summary whose transcript gave no size: the one `context checkpoints` would count.
+        unsized = [c for c in checkpoints if c.summary_tokens is None and c.summary]
+        if unsized:
+            conn.execute(
+                C.update()
+                .where(C.c.id == sa.bindparam("key"))
+                .values(summary_tokens=sa.bindparam("n")),
+                [{"key": c.id, "n": count_text(c.summary, encoding)} for c in unsized],
+            )
         heads = [(S, session_id, "system", session.system_prompt or "", session.details)]
         heads += [(C, c.id, "user", SUMMARY_PREFIX + c.summary, c.details) for c in checkpoints]
         todo = [
@@ -397,7 +407,7 @@ class ImportedSessions:
                 .values(details=json_column(json_text(with_count, "", None)), **time)
             )
             kept += 1
-        return kept
+        return kept + len(unsized)
 
 
 def message_row_bytes(row: tuple) -> int:
