@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import MAX_READ_FILES
-from ctxtool.core.checkpoint_quality import describe
+from ctxtool.core.checkpoint_quality import describe_quality
 from ctxtool.core.evaluator import carry_over, evaluate
 from ctxtool.core.evaluator import gate as quality
 from ctxtool.core.records import Message
@@ -107,7 +107,7 @@ def test_stored_figures_are_described_and_judged_for_validate():
     evaluation = evaluate([msg(1, "user", "Port the CLI to click")], "## Goal\nRefactor src/zz.py")
     figures = {**evaluation.figures(), "carry_over": 0.5}
     assert figures["missed"] == ["goal", "latest_request"] and figures["fabrications"]
-    assert describe(figures) == (
+    assert describe_quality(figures) == (
         f"probes 0% (0/2), 1 fabrication, summary {figures['summary_tokens']} tokens, "
         "carry-over 50%"
     )
@@ -121,7 +121,7 @@ def test_stored_figures_are_described_and_judged_for_validate():
     assert quality.quality_warning({"quality": good.figures()}) is None
     # a checkpoint of the older retention figures is still described and judged by them
     old = {"retention": 0.5, "facts_held": 3, "facts": 6, "carry_over": None}
-    assert describe(old) == "retention 50% (3/6 facts)"
+    assert describe_quality(old) == "retention 50% (3/6 facts)"
     assert "retention 50%" in quality.quality_warning({"quality": old})
     assert quality.quality_warning({"quality": old}, min_quality=0.5) is None
     assert quality.quality_warning({}) is None and quality.quality_warning(None) is None

@@ -29,7 +29,7 @@ def quality_of(details: dict[str, Any] | None) -> dict[str, Any] | None:
     return q if isinstance(q, dict) else None
 
 
-def describe(quality: dict[str, Any] | None) -> str | None:
+def describe_quality(quality: dict[str, Any] | None) -> str | None:
     """One line: ``probes 83% (5/6), 0 fabrications, summary 812 tokens, carry-over 100%``
     (``retention 87% (47/54 facts), …`` for a checkpoint of the older figures)."""
     if not isinstance(quality, dict):

@@ -25,8 +25,7 @@ from typing import Any, Protocol
 
 from .cells import pad
 from .cells import shorten as shorten
-from .checkpoint_quality import describe as describe_quality
-from .checkpoint_quality import quality_of
+from .checkpoint_quality import describe_quality, quality_of
 from .context_size import entry_token_counts, head_token_counts, total_tokens
 from .errors import CtxtoolError
 from .records import (
