@@ -136,6 +136,16 @@ def test_a_closed_malformed_record_at_the_unfinished_end_is_malformed_not_waited
     assert items[1][1].startswith("malformed JSON") and items[2] == (2, {"c": 3})
 
 
+def test_a_record_too_long_at_the_unfinished_end_is_refused_not_waited_for(monkeypatch):
+    """Past the record size limit a pretty-printed record will never be imported, however it
+    ends: said as too long, not "record not finished" on every re-import."""
+    monkeypatch.setattr("ctxtool.transcripts.lines.MAX_RECORD_BYTES", 1 << 20)
+    body = b'{"a":1}\n{\n' + (b'  "x": "' + b"y" * 600_000 + b'",\n') * 2
+    body = body.rstrip(b"\n")  # the limit passed on the last line, still being written
+    items, _ = read(body)
+    assert items[-1] == (2, "a record longer than 1 MB", False)
+
+
 # -- through the importer and the CLI, on both databases -----------------------------------
 
 

@@ -50,7 +50,9 @@ class Broken:
     number: int
     problem: str
     incomplete: bool = False
-    closed: bool = False  # its brackets closed: malformed, never a record still being written
+    # Bad whatever the file's writer adds next (its brackets closed, or it is already too long):
+    # never a record still being written, even on the file's unfinished last line.
+    final: bool = False
 
 
 class RecordReader:
@@ -137,9 +139,9 @@ class RecordReader:
                         # (plain text, a binary's head): no transcript, not one to wait for.
                         yield item
                         return
-                    if type(item) is Broken and item.closed:
-                        # Its brackets closed: a JSON value's close only at its end, so no
-                        # writer's unfinished record looks like that. Malformed, not waiting.
+                    if type(item) is Broken and item.final:
+                        # A JSON value's brackets close only at its end, so no writer's
+                        # unfinished record looks like that. Malformed, not waiting.
                         yield item
                         continue
                     break
@@ -197,9 +199,9 @@ class RecordReader:
                     if not parts:
                         found = self._recover(number, raw, start)
                         if type(found[0]) is Broken:
-                            found[0].closed = True
+                            found[0].final = True
                         return self._found(items + found), None
-                    item.closed = True
+                    item.final = True
                 if parts:
                     self.layout.name = "multiline"
                 if self.one_per_line is None:
@@ -212,7 +214,8 @@ class RecordReader:
             return self._found(items), None
         parts = [*parts, raw[start:]]
         if sum(len(p) for p in parts) > MAX_RECORD_BYTES:
-            items.append(Broken(first_number, f"a record longer than {MAX_RECORD_BYTES >> 20} MB"))
+            too_long = f"a record longer than {MAX_RECORD_BYTES >> 20} MB"
+            items.append(Broken(first_number, too_long, final=True))
             return self._found(items), None
         return self._found(items), _OpenValue(first_number, depth, parts)
 
