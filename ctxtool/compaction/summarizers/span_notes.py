@@ -160,7 +160,10 @@ def shown_command(command: str, limit: int = COMMAND_CHARS) -> str:
 
 
 @dataclass
-class Task:
+class TaskNote:
+    """A task of the agent's list (``core.span_facts.Task``) as the notes show it: its text,
+    secrets masked, and its status."""
+
     text: str
     status: str  # pending | in_progress | completed, as the tool said
 
@@ -172,7 +175,7 @@ class SpanNotes:
     goal: str | None = None
     requests: list[str] = field(default_factory=list)  # whole, in order, secrets masked
     outcomes: list[str] = field(default_factory=list)  # what each request's turn reported
-    tasks: list[Task] | None = None  # None: no task list in the span
+    tasks: list[TaskNote] | None = None  # None: no task list in the span
     errors: list[str] = field(default_factory=list)
     resolved: set[str] = field(default_factory=set)  # the errors that are fixed: cut first
     files: dict[str, str] = field(default_factory=dict)  # path -> why ("" when unstated)
@@ -208,7 +211,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         goal=masked(signals.goal.text) if signals.goal else None,
         requests=requests,
         outcomes=outcomes,
-        tasks=[Task(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
+        tasks=[TaskNote(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
         errors=(errors := _errors(signals, messages)),
         resolved={e for e in errors if _FIXED_END.search(e)},
         succeeded=_succeeded(messages),
