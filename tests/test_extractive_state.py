@@ -62,3 +62,30 @@ def test_a_split_turn_s_task_list_is_left_to_the_kept_messages_that_update_it():
         "- [in progress] Phase 1: Write the parser",
         "- [ ] Phase 2: Submit PR",
     ]
+
+
+def test_a_turn_that_ended_on_the_agent_s_words_left_its_calls_done():
+    span = Span()
+    span.add("user", "Commit the staged changes")
+    span.call("commit_changes", "Commit successful. Hash: 5484f07", message="docs: notes")
+    span.add("assistant", "Committed `5484f07` with the staged changes. Want me to push it?")
+    text = summarize(span.messages)
+    # its words (a question) stay as the last thing said, its call is done work
+    assert [line[:11] for line in section(text, "Current work")] == ["> Committed"]
+    assert any("commit_changes" in line for line in section(text, "Done"))
+    step = " ".join(section(text, "Next step"))
+    assert step.startswith("The agent ended its turn on the latest request (Commit the staged")
+    assert "it asked: Want me to push it?" in step
+    # while a call is the span's last message, the agent is still at work
+    span.call("bash", "ok", command="git push")
+    assert any("git push" in line for line in section(summarize(span.messages), "Current work"))
+
+
+def test_a_closing_report_with_work_left_stays_current_work():
+    span = Span()
+    span.add("user", "Redact the log")
+    span.call("bash", "ok", command="python3 sanitize.py raw.jsonl -o redacted.jsonl")
+    span.add("assistant", "I wrote a redacted copy.\nImportant: the raw file still exists.")
+    text = summarize(span.messages)
+    assert any("raw file still exists" in line for line in section(text, "Current work"))
+    assert any("sanitize.py" in line for line in section(text, "Done"))

@@ -214,26 +214,26 @@ def test_extractive_caps_lists_with_a_count():
 
 def test_errors_are_the_last_distinct_ones_with_a_count():
     failed = []
-    for i in range(1, 30):
+    for i in range(1, 40):
         call = {
             "id": f"c{i}",
             "type": "function",
-            "function": {"name": "bash", "arguments": json.dumps({"command": f"run {i % 13}"})},
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"run {i % 23}"})},
         }
         failed.append(msg(2 * i, "assistant", None, tool_calls=[call]))
         failed.append(
             msg(
                 2 * i + 1,
                 "tool",
-                f"run {i}\nValueError: bad value {i % 13}",
+                f"run {i}\nValueError: bad value {i % 23}",
                 tool_call_id=f"c{i}",
                 details={"is_error": True},
             )
         )
     out = ExtractiveSummarizer().summarize(SummaryRequest(None, failed, {})).text
     errors = out.split("## Errors and fixes")[1]
-    assert "(and 3 earlier distinct errors in this span)" in errors  # 13 distinct, 10 shown
-    assert errors.count("ValueError") == 10
+    assert "(and 3 earlier distinct errors in this span)" in errors  # 23 distinct, 20 shown
+    assert errors.count("ValueError") == 20
 
 
 def test_summary_items_leave_out_placeholders():

@@ -156,3 +156,19 @@ def test_code_mode_results_without_exit_codes_still_tell_their_failures(spans):
     assert all(f.fixed for f in failures)
     text = "\n".join(section(summary(messages), "Errors and fixes"))
     assert "ImportMeta" in text and "Send + Sync" in text and "still open" not in text
+
+
+def test_a_turn_that_ended_with_a_report_is_not_work_under_way(spans):
+    """OpenHands' Vue todo app, cut after the agent served it and described it: its turn is
+    over, so the app and the calls that made it are done, and the next step waits for the
+    user; paradocs, cut after "Committed `5484f07`": the commit is done, not current work."""
+    messages = spans("openai-chat--OpenHands-basic_gui_mode--served").summarized
+    text = summary(messages)
+    assert section(text, "Current work") == []
+    assert any(
+        "I've created a complete Vue.js todo application" in i for i in section(text, "Done")
+    )
+    assert "wait for the user's next request" in section(text, "Next step")[0]
+    committed = summary(spans("pi--paradocs-session--committed").summarized)
+    assert not any("5484f07" in line for line in section(committed, "Current work"))
+    assert any("5484f07" in line for line in section(committed, "Done"))

@@ -222,7 +222,10 @@ def test_what_a_sub_agent_reported_is_done_work_by_name():
     assert done == [
         "- Task (Setup Next.js project): Created using `npx create-next-app@latest todo-app` "
         "with TypeScript; […]",
-        "> All done.",  # the agent's closing report: done work too
+        # the turn ended on the agent's closing report: it and the calls before are done work
+        "> All done.",
+        "- Task (Setup Next.js project) → ok",
+        "- Task (Explore) → ok: Async agent launched successfully. agentId: ab558b3",
     ]
 
 
@@ -654,13 +657,14 @@ def test_current_work_keeps_the_last_call_when_the_latest_turn_made_none():
         msg(5, "user", "Can you commit everything?"),
         msg(6, "assistant", "All committed. You're ready to push to GitHub."),
     ]
-    work = section(summarize(messages), "Current work")
+    # the turn ended on the agent's words: that command is done work, said whole
+    work = section(summarize(messages), "Done")
     assert work[-1] == f"- (before the latest request) Bash `wc -l {path}` → ok: 91 {path}"
     earlier = [msg(n - 100, "user", f"Request {n}: " + "word " * 60) for n in range(40)]
     request = SummaryRequest(None, earlier + messages, {}, max_tokens=700)
     text = ExtractiveSummarizer().summarize(request).text
     assert "older items trimmed" in text and "clipped" not in text
-    assert any(f"wc -l {path}" in line for line in section(text, "Current work"))
+    assert any(f"wc -l {path}" in line for line in section(text, "Done"))
 
 
 def test_the_agent_s_closing_report_is_done_work_not_current_work():
@@ -675,7 +679,8 @@ def test_the_agent_s_closing_report_is_done_work_not_current_work():
     text = summarize(messages)
     assert any("sanitizeHtml" in line for line in section(text, "Done"))
     assert not any("sanitizeHtml" in line for line in section(text, "Current work"))
-    assert any("node --check viewer.js" in line for line in section(text, "Current work"))
+    # the turn ended on that report: its calls are done work as well
+    assert any("node --check viewer.js" in line for line in section(text, "Done"))
 
 
 def test_a_trimmed_quote_of_the_last_words_leaves_its_gist():

@@ -33,3 +33,11 @@ def test_a_task_is_done_by_a_later_call_that_carries_out_its_action():
     # one word is too little to say which action, and the call must hold every word
     assert not done_by_action("Phase 9: Deploy", ["make deploy"])
     assert not done_by_action("Submit PR", ["erk pr view"])
+
+
+def test_reports_of_things_made_are_done():
+    assert reported_done("## ✅ TODO App Creation Complete\nI've successfully created the app.")
+    assert reported_done("I've created a complete Vue.js todo application.")
+    assert reported_done("Committed `5484f07` with the staged changes.")
+    assert reported_done("The TODO app is now ready for use.")
+    assert not reported_done("I've created the skeleton. Next: the handlers.")

@@ -116,11 +116,14 @@ def goal_of(source: GoalSource) -> str | None:
 
 _REPORTED_DONE = re.compile(
     r"(^|\b)(all done|done[.!]|is (now )?(complete|done|finished)|are (now )?(complete|done)|"
-    r"(have|has|i'?ve) (now )?(finished|completed|implemented|fixed|pushed|merged|released)|"
-    r"successfully (implemented|completed|pushed|merged|released|deployed)|"
-    r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|✅|changes made:|"
+    r"(have|has|i'?ve) (now |successfully )?(finished|completed|implemented|fixed|pushed|"
+    r"merged|released|created|built|written|set up)|"
+    r"successfully (implemented|completed|pushed|merged|released|deployed|created|built)|"
+    r"is (now )?ready (for use|to use)|"
+    r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|changes made:|"
     # a closing report that opens with what it did ("Updated only JavaScript as requested")
-    r"\A\s*(updated|implemented|fixed|created|refactored|removed|added) \S+[^\n?]*$)",
+    r"\A\s*(updated|implemented|fixed|created|refactored|removed|added|committed|pushed) "
+    r"\S+[^\n?]*$)|✅",
     re.I | re.M,
 )
 _NEXT = re.compile(

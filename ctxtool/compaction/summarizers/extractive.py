@@ -208,7 +208,15 @@ class ExtractiveSummarizer:
             # The last call is never trimmed (what the agent was doing at the cut); the quote
             # of its last words, when trimmed, leaves its gist.
             # The agent's last words reporting the work finished are done work, not pending.
-            where = DONE if line.startswith(">") and notes.reported_done else CURRENT_WORK
+            # Its calls are done work when its turn ended on those words (it handed back to
+            # the user); the words themselves may still name what is left.
+            finished = notes.turn_ended and not notes.stated_next
+            quote = line.startswith(">")
+            where = (
+                DONE
+                if (quote and notes.reported_done) or (finished and not quote)
+                else CURRENT_WORK
+            )
             add(where, line, protected=bool(calls) and line is calls[-1])
             if line.startswith(">"):
                 items[-1].fallback = quote_gist(line) or None
@@ -250,6 +258,12 @@ def _next_step(notes: SpanNotes) -> str | None:
         return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"
     if notes.stated_next:
         return f"As the agent said last: {whole_sentences(notes.stated_next, 200)}"
+    if notes.turn_ended:
+        asked = f"; it asked: {notes.asked}" if notes.asked else ""
+        return (
+            f"The agent ended its turn on the latest request ({first}){asked}; "
+            "wait for the user's next request"
+        )
     if notes.reported_done:
         return f"The agent reported the latest request done ({first}); wait for the next request"
     if notes.tasks and all(t.status == "completed" for t in notes.tasks):

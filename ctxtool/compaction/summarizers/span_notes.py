@@ -186,6 +186,10 @@ class SpanNotes:
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
     stated_next: str | None = None  # the agent's last "next: …" (``core.work_state``)
     reported_done: bool = False  # the agent's last words report the work finished
+    # The span ends with the agent's words and no call after them: its turn is over, it
+    # handed back to the user (what it did last is done, not under way).
+    turn_ended: bool = False
+    asked: str | None = None  # the question the agent's last words end on, if any
     # Commands that ran fine, as ``shown_command`` shows them: a carried failure is matched
     # on the form the summary wrote.
     succeeded: set[str] = field(default_factory=set)
@@ -228,6 +232,8 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         delegated=_delegated(messages),
         stated_next=masked(said) if (said := stated_next(_last_words(messages))) else None,
         reported_done=reported_done(_last_words(messages)),
+        turn_ended=(ended := turn_ended(messages)),
+        asked=masked(asked) if ended and (asked := _question(_last_words(messages))) else None,
     )
 
 
@@ -236,6 +242,25 @@ def _standing(statement: Statement) -> str:
     if not statement.replaces:
         return statement.text
     return f"{statement.text} (replaces the earlier: {whole_sentences(statement.replaces, 120)})"
+
+
+def turn_ended(messages: Sequence[Message]) -> bool:
+    """The span's last message is the agent's words with no call: its turn on the latest
+    request is over (it answered, reported or asked, and waits for the user)."""
+    for m in reversed(messages):
+        if m.role == "tool" or is_request(m):
+            return False
+        if m.role == "assistant":
+            return bool((m.content or "").strip()) and not work_calls(m)
+    return False
+
+
+def _question(text: str) -> str | None:
+    """The question the agent's words end on ("Want me to init the repo and commit?")."""
+    sentences = [s for s in _SENTENCES.split(" ".join(text.split())) if s]
+    if not sentences or not sentences[-1].endswith("?"):
+        return None
+    return whole_sentences(sentences[-1], 200)
 
 
 def _last_words(messages: Sequence[Message]) -> str:
