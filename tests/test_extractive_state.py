@@ -89,3 +89,38 @@ def test_a_closing_report_with_work_left_stays_current_work():
     text = summarize(span.messages)
     assert any("raw file still exists" in line for line in section(text, "Current work"))
     assert any("sanitize.py" in line for line in section(text, "Done"))
+
+
+PREVIOUS = """## Goal
+Split the CLI
+
+## Next Steps
+- Create `src/cli-new.ts` pointing to `main-new.ts`
+- Run `npm run check`
+
+## Key decisions
+- Keep the old code for reference until the new CLI works
+"""
+
+
+def test_a_carried_step_the_span_carried_out_is_done_and_trimmed_first():
+    span = Span()
+    span.add("user", "Go on")
+    span.call("write", "ok", path="/repo/src/cli-new.ts", content="export {}")
+    span.call("bash", "ok", command="npm run check")
+    span.add("assistant", "Both done.")
+    text = summarize(span.messages, previous=PREVIOUS)
+    done = section(text, "Done")
+    assert "- Create `src/cli-new.ts` pointing to `main-new.ts`" in done
+    assert "- Run `npm run check`" in done
+    # short of room, the overtaken steps go first, though newer than the carried decisions
+    decisions = "\n".join(f"- Decision {n}: keep module {n} as it is" for n in range(8))
+    previous = (
+        f"## Goal\nSplit the CLI\n\n## Key decisions\n{decisions}\n\n"
+        + PREVIOUS.split("## Key decisions")[0].split("\n\n", 1)[1]
+    )
+    full = summarize(span.messages, previous=previous)
+    tight = summarize(span.messages, previous=previous, budget=len(full) // 4 - 25)
+    assert "older items trimmed" in tight
+    assert "pointing to `main-new.ts`" not in tight
+    assert "Decision 7: keep module 7" in tight

@@ -5,6 +5,7 @@ tests/test_changes_and_state.py)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,27 @@ def test_a_turn_that_ended_with_a_report_is_not_work_under_way(spans):
     committed = summary(spans("pi--paradocs-session--committed").summarized)
     assert not any("5484f07" in line for line in section(committed, "Current work"))
     assert any("5484f07" in line for line in section(committed, "Done"))
+
+
+def test_carried_steps_the_span_carried_out_are_done_and_go_first(tmp_path):
+    """Pi's refactoring session on top of its first compaction: the carried next steps
+    "Create `cli-new.ts` pointing to `main-new.ts`" and "Create
+    `src/modes/interactive/interactive-mode.ts` …" were done in the span (both files written):
+    they are Done, not earlier work still to do; and at 8k the summary is fitted, not clipped
+    (an item trimmed twice in the fit's count once made it overshoot)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import summary_sections
+
+    key = load_key(KEYS / "pi--before-compaction--second-compaction.json")
+    span = keyed_span(key, TRANSCRIPTS, tmp_path)
+    held = summary_sections._held(tmp_path / f"{key.name}-span.db")
+    assert held  # the span carries Pi's first compaction
+    text = summary_sections.summary_of(span, held, 3500)
+    done = section(text, "Done")
+    assert "- Create `cli-new.ts` pointing to `main-new.ts`" in done
+    assert any(
+        line.startswith("- Create `src/modes/interactive/interactive-mode.ts`") for line in done
+    )
+    assert not any("cli-new.ts` pointing" in line for line in section(text, "Earlier work"))
+    small = summary_sections.summary_of(span, held, 1500)
+    assert "(clipped to" not in small and "older items trimmed" in small

@@ -3,7 +3,7 @@ strings: its quote is then done work, never current work still pending."""
 
 from __future__ import annotations
 
-from ctxtool.core.work_state import done_by_action, reported_done
+from ctxtool.core.work_state import done_by_action, done_by_file, reported_done
 
 
 def test_a_closing_report_of_what_was_changed_is_done():
@@ -41,3 +41,12 @@ def test_reports_of_things_made_are_done():
     assert reported_done("Committed `5484f07` with the staged changes.")
     assert reported_done("The TODO app is now ready for use.")
     assert not reported_done("I've created the skeleton. Next: the handlers.")
+
+
+def test_an_item_that_makes_a_file_the_span_changed_is_done():
+    changed = ["/repo/packages/agent/src/cli-new.ts", "/repo/src/modes/interactive/a.ts"]
+    assert done_by_file("- Create `cli-new.ts` pointing to `main-new.ts`", changed)
+    assert done_by_file("1. Add src/modes/interactive/ with the components", changed)
+    assert not done_by_file("- Test via `npx tsx src/cli-new.ts`", changed)  # no making
+    assert not done_by_file("- Create `main-new.ts` from main.ts", changed)  # not changed
+    assert not done_by_file("- Create the release notes", changed)  # names no file

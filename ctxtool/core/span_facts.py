@@ -622,15 +622,7 @@ def _done_since(tasks: list[Task], messages: Sequence[Message]) -> list[Task]:
         ),
         default=-1,
     )
-    calls = _calls_by_id(messages)
-    actions = []
-    for run in _runs(messages):
-        if run.index <= last or run.failed:
-            continue
-        purpose = arguments_of(calls.get(run.result.tool_call_id or "") or _NO_CALL).get(
-            "description"
-        )
-        actions.append(f"{run.command} {purpose if isinstance(purpose, str) else ''}")
+    actions = successful_actions(messages, after=last)
     return [
         replace(t, status="completed") if t.open and done_by_action(t.content, actions) else t
         for t in tasks
@@ -638,6 +630,20 @@ def _done_since(tasks: list[Task], messages: Sequence[Message]) -> list[Task]:
 
 
 _NO_CALL: dict[str, Any] = {"function": {"arguments": ""}}
+
+
+def successful_actions(messages: Sequence[Message], after: int = -1) -> list[str]:
+    """What each successful run after index ``after`` did: its command line (or tool and
+    path) and the purpose the agent gave it (``work_state.done_by_action`` reads them)."""
+    calls = _calls_by_id(messages)
+    actions = []
+    for run in _runs(messages):
+        if run.index <= after or run.failed:
+            continue
+        call = calls.get(run.result.tool_call_id or "") or _NO_CALL
+        purpose = arguments_of(call).get("description")
+        actions.append(f"{run.command} {purpose if isinstance(purpose, str) else ''}".strip())
+    return actions
 
 
 # -- failures -------------------------------------------------------------------------------------

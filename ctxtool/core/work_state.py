@@ -208,6 +208,27 @@ def done_by_action(task: str, actions: Sequence[str]) -> bool:
     return False
 
 
+_MADE = re.compile(
+    r"^\W*(?:\[ \]\s*)?(?:\d+[.)]\s*)?(?:create|add|write|copy|scaffold|generate)\b", re.I
+)
+_NAMED_PATH = re.compile(r"`([^`\s]*[/.][^`\s]*)`|((?:[\w.@-]+/)+[\w.@-]*\w)")
+
+
+def done_by_file(item: str, changed: Sequence[str]) -> bool:
+    """A pending item that makes a file ("Create `src/cli-new.ts` pointing to main-new.ts")
+    whose file, or a file under whose directory, the span changed."""
+    if not _MADE.match(item):
+        return False
+    named = [a or b for a, b in _NAMED_PATH.findall(item)]
+    first = named[0].strip("/") if named else ""
+    if not first or first.startswith("http"):
+        return False
+    return any(
+        path.rstrip("/") == first or path.endswith("/" + first) or f"/{first}/" in path
+        for path in changed
+    )
+
+
 def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
     """For each pending item (a carried summary's, a stated next step): whether the span
     finished it (a task completed later names the same work)."""

@@ -43,7 +43,7 @@ from ...core.sections import (
 )
 from ...core.span_facts import updates_tasks
 from ...core.tokens import get_encoding, token_lengths
-from ...core.work_state import retired
+from ...core.work_state import done_by_action, done_by_file, retired
 from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,
@@ -86,6 +86,9 @@ class _Item:
     fallback: str | None = None  # what stays when the item is trimmed (a changed file's path)
     over_budget: bool = False  # a carried failure past its section's budget: trimmed first
     resolved: bool = False  # a fixed failure of the span: the first thing trimmed
+    # A carried item the span overtook (finished, fixed, superseded): the first of the
+    # previous summary's items trimmed.
+    retired: bool = False
 
 
 class ExtractiveSummarizer:
@@ -298,14 +301,15 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
             where = name
             if name == OPEN_TASKS and (_NO_TASK.match(line) or _listed(line, notes)):
                 continue  # a placeholder, or a task the span's own list states now
-            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP) and (
+            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP, EARLIER_WORK) and (
                 is_done(line) or _finished_in_span(line, notes)
             ):
-                where = DONE  # marked done, or a task the span completed since
+                where = DONE  # marked done, or work the span did since
             if name == ERRORS and fixed_command(line, notes.succeeded, notes.targets):
                 # a run of its command succeeded in this span: retired to Done
                 where, line = DONE, as_fixed(line)
             item = _Item(where, line, len(items), protected=where == GOAL, previous=True)
+            item.retired = where != (ours or section.heading)  # done, fixed or superseded
             path = _FILE_ITEM.match(line) if where == FILES_CHANGED else None
             if path:
                 item.fallback = f"- `{path.group(1)}`"  # trimmed, the path stays
@@ -331,9 +335,14 @@ def _errors_merged(items: list[_Item]) -> list[_Item]:
 
 
 def _finished_in_span(line: str, notes: SpanNotes) -> bool:
-    """A carried pending item that names the same work as a task the span completed."""
+    """A carried pending item that names the same work as a task the span completed, that a
+    successful run of the span carried out, or that makes a file the span changed."""
     finished = [t.text for t in notes.tasks or () if t.status == "completed"]
-    return any(retired([line], finished))
+    return (
+        any(retired([line], finished))
+        or done_by_action(line, notes.actions)
+        or done_by_file(line, list(notes.files))
+    )
 
 
 def _listed(line: str, notes: SpanNotes) -> bool:
@@ -448,16 +457,25 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
     reasons = [i for i in by_age if i.fallback and not i.previous]
     said = [i for i in by_age if _users_words(i)]
     early = {id(i) for i in resolved + read + quotes + reasons + said}
+    # the carried items the span overtook (finished, fixed, superseded; blocks too)
+    overtaken = [i for i in by_age if i.previous and i.retired and id(i) not in early]
     if allowed is None:
+        early |= {id(i) for i in overtaken}
         rest = [i for i in by_age if id(i) not in early]
-        return resolved + read + quotes + reasons + rest + said
+        return _once(resolved + read + overtaken + quotes + reasons + rest + said)
+    # the overtaken first among the carried items, then failures past their budget
+    early |= {id(i) for i in overtaken}
     previous = [i for i in by_age if i.previous and "\n" not in i.text and id(i) not in early]
-    previous = [i for i in previous if i.over_budget] + [i for i in previous if not i.over_budget]
+    previous = (
+        overtaken
+        + [i for i in previous if i.over_budget]
+        + [i for i in previous if not i.over_budget]
+    )
     blocks = [i for i in by_age if i.previous and "\n" in i.text and id(i) not in early]
     own = [i for i in by_age if not i.previous and i.section != ERRORS and id(i) not in early]
     # the span's own failures go last: what failed since the last checkpoint is news
     errors = [i for i in by_age if not i.previous and i.section == ERRORS and id(i) not in early]
-    return (
+    return _once(
         resolved
         + read
         + quotes
@@ -469,6 +487,12 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
         + blocks
         + errors
     )
+
+
+def _once(order: list[_Item]) -> list[_Item]:
+    """Each item once, where it first comes (a quote with a gist is a quote and has a
+    fallback): an item counted twice would make the fit think it freed its cost twice."""
+    return list({id(i): i for i in order}.values())
 
 
 def _is_quote(item: _Item) -> bool:

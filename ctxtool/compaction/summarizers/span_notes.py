@@ -29,6 +29,7 @@ from ...core.span_facts import (
     signals_of,
     succeeded_commands,
     succeeded_targets,
+    successful_actions,
     work_calls,
 )
 from ...core.touched_files import files_touched
@@ -190,6 +191,9 @@ class SpanNotes:
     # handed back to the user (what it did last is done, not under way).
     turn_ended: bool = False
     asked: str | None = None  # the question the agent's last words end on, if any
+    # What the span's successful runs did (command and purpose): a carried pending item one
+    # of them carried out is done (``work_state.done_by_action``).
+    actions: list[str] = field(default_factory=list)
     # Commands that ran fine, as ``shown_command`` shows them: a carried failure is matched
     # on the form the summary wrote.
     succeeded: set[str] = field(default_factory=set)
@@ -232,6 +236,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         delegated=_delegated(messages),
         stated_next=masked(said) if (said := stated_next(_last_words(messages))) else None,
         reported_done=reported_done(_last_words(messages)),
+        actions=successful_actions(messages),
         turn_ended=(ended := turn_ended(messages)),
         asked=masked(asked) if ended and (asked := _question(_last_words(messages))) else None,
     )
