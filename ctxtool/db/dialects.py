@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
@@ -651,7 +650,9 @@ class MySQL(Dialect):
         )
 
     def fulltext_match(self, column, terms):
-        return mysql.match(column, against=terms).in_boolean_mode()
+        from sqlalchemy.dialects.mysql import match  # loaded with the dialect where it runs
+
+        return match(column, against=terms).in_boolean_mode()
 
 
 def is_tidb(version: str) -> bool:

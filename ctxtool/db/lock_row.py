@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ..core.errors import CtxtoolError
 from .error_text import error_code
+from .schema import Microseconds, mysql_table_options
 
 if TYPE_CHECKING:  # the dialect objects hold these locks: they pass themselves in
     from .dialects import Dialect
@@ -39,7 +39,7 @@ HOLD_S = 90  # a lock row not refreshed for this long belongs to a run that is g
 REFRESH_S = 15
 POLL_S = 0.25
 
-_MICROSECONDS = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+_MICROSECONDS = Microseconds()
 lock_table = sa.Table(
     LOCK_TABLE,
     sa.MetaData(),
@@ -48,10 +48,8 @@ lock_table = sa.Table(
     sa.Column("server", sa.String(191), nullable=False),  # host:port the holder was on
     sa.Column("acquired_at", _MICROSECONDS, nullable=False),
     sa.Column("expires_at", _MICROSECONDS, nullable=False),
-    mysql_engine="InnoDB",
-    mysql_charset="utf8mb4",
-    mysql_collate="utf8mb4_bin",
 )
+mysql_table_options(lock_table, "utf8mb4_bin")
 L = lock_table
 
 
