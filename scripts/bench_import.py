@@ -221,8 +221,8 @@ def ceiling_mysql(engine, path: str, expected: int) -> float:
                     writer.row(a.message) for a in reconciler.step(rec) if type(a) is NewMessage
                 )
         assert len(rows) == expected, (len(rows), expected)
-        render, send = writer.inserts.render, writer.inserts.send
-        payloads = [render(rows[i : i + BATCH_ROWS]) for i in range(0, len(rows), BATCH_ROWS)]
+        payload_of, send = writer.inserts.payload, writer.inserts.send
+        payloads = [payload_of(rows[i : i + BATCH_ROWS]) for i in range(0, len(rows), BATCH_ROWS)]
         del rows
         t0 = time.perf_counter()
         for payload in payloads:
