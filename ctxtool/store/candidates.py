@@ -24,11 +24,12 @@ from sqlalchemy.engine import Connection
 
 from ..core.context_size import (
     SuffixTokens,
+    head_token_counts,
     suffix_tokens,
     total_tokens,
 )
 from ..core.records import Message, restore_context
-from ..core.tokens import count_messages, encoding_for_model
+from ..core.tokens import encoding_for_model
 from ..db import dialect_of
 from ..db.dialects import Dialect
 from ..db.schema import agent_compaction as C
@@ -442,8 +443,8 @@ def exact_context_tokens(
         suffix = suffix_tokens(outline, enc)  # one pairing pass; text only where it is needed
     if suffix.uncounted or suffix.resent:
         return context_tokens(conn, session_id, encoding)
-    texts = restore_context(session_id, session.system_prompt, latest, []).texts(head_only=True)
-    return total_tokens([*count_messages(texts, enc), suffix.tokens])
+    restored = restore_context(session_id, session.system_prompt, latest, [])
+    return total_tokens([*head_token_counts(restored, session.details, enc), suffix.tokens])
 
 
 def _pairing_proved(
