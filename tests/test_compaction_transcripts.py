@@ -65,8 +65,18 @@ def test_the_second_summary_keeps_the_first(rows):
         # Each changed file is named, absolute or relative to the session's directory (one
         # form per file: a carried summary's relative path stands for the absolute one).
         named = re.findall(r"`([^`]+)`", second.summary)
+        # a folded line names a directory once, then its files: "- `src/`: `a.py`, `b.py`"
+        named += [
+            directory + base
+            for directory, rest in re.findall(r"^- `([^`]+[/\\])`: (.+)$", second.summary, re.M)
+            for base in re.findall(r"`([^`]+)`", rest)
+        ]
         for path in first.details.get("modified_files") or []:
-            assert path in second.summary or any(path.endswith("/" + n) for n in named), (
+            assert (
+                path in second.summary
+                or path in named
+                or any(path.endswith("/" + n) for n in named)
+            ), (
                 r["transcript"],
                 path,
             )

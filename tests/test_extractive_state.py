@@ -124,3 +124,20 @@ def test_a_carried_step_the_span_carried_out_is_done_and_trimmed_first():
     assert "older items trimmed" in tight
     assert "pointing to `main-new.ts`" not in tight
     assert "Decision 7: keep module 7" in tight
+
+
+def test_bare_changed_paths_say_their_directory_once_when_over_budget():
+    span = Span()
+    span.add("user", "Write the modules")
+    for n in range(30):
+        span.call("write", "ok", path=f"/home/me/project/src/core/module_{n}.py", content="x")
+    span.add("assistant", "All written.")
+    changed = [f"/home/me/project/src/core/module_{n}.py" for n in range(30)]
+    files = {"modified_files": changed}
+    roomy = summarize(span.messages, files=files)
+    assert "- `/home/me/project/src/core/module_7.py`" in section(roomy, "Files changed and why")
+    tight = summarize(span.messages, files=files, budget=500)
+    [line] = [f for f in section(tight, "Files changed and why") if "src/core/`:" in f]
+    assert line.startswith("- `/home/me/project/src/core/`: `module_")
+    assert all(f"`module_{n}.py`" in line for n in range(1, 30))  # no file lost (0 has a reason)
+    assert "(clipped" not in tight

@@ -197,3 +197,18 @@ def test_carried_steps_the_span_carried_out_are_done_and_go_first(tmp_path):
     assert not any("cli-new.ts` pointing" in line for line in section(text, "Earlier work"))
     small = summary_sections.summary_of(span, held, 1500)
     assert "(clipped to" not in small and "older items trimmed" in small
+
+
+def test_at_8k_a_long_list_of_bare_changed_paths_is_folded(spans):
+    """EdgeRunner at the 8k budget (1,500 tokens): 35 changed files listed bare, nine of them
+    in crates/edgerunner-core/src/. Over budget, they say their directory once, every file
+    still named."""
+    messages = spans("codex--edgerunner-codex-session").summarized
+    read, modified = files_touched(calls_of(messages))
+    request = SummaryRequest(None, messages, {"modified_files": modified}, max_tokens=1500)
+    text = ExtractiveSummarizer().summarize(request).text
+    changed = section(text, "Files changed and why")
+    [folded] = [f for f in changed if f.startswith("- `crates/edgerunner-core/src/`:")]
+    for name in ("lib.rs", "engine.rs", "replay.rs", "risk.rs"):
+        assert f"`{name}`" in folded
+    assert not any(f == "- `crates/edgerunner-core/src/lib.rs`" for f in changed)

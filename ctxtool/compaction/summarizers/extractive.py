@@ -518,13 +518,17 @@ def _fit(
     """Render within ``budget`` tokens, dropping items in :func:`_trim_order`."""
     enc = get_encoding(encoding)
     cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
+    reserve = 48  # the notes under the summary, the Read line's frame
+    frame = reserve + 4 * (len({i.section for i in items}) + 1)
+    if sum(cost.values()) + frame > budget:
+        # over: a long list of bare changed paths says each directory once (no file lost)
+        items = folded_paths(items)
+        cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     short = [i for i in items if i.fallback]
     cost_short = {
         id(i): n + 1 for i, n in zip(short, token_lengths([i.fallback or "" for i in short], enc))
     }
-    reserve = 48  # the notes under the summary, the Read line's frame
-    headings = {i.section for i in items}
-    total = sum(cost.values()) + reserve + 4 * (len(headings) + 1)
+    total = sum(cost.values()) + frame
     dropped: set[int] = set()
     for item in _trim_order(items, allowed):
         if total <= budget:
@@ -550,6 +554,38 @@ def _fit(
     elif more:  # none left to list: the count alone, never "(and 13 more)" after nothing
         out += ["", f"## {FILES_READ}", f"({more} files read; the checkpoint's details list them)"]
     return "\n".join(out).strip(), len(dropped) - read_trimmed
+
+
+_BARE_FILE = re.compile(r"^- `([^`]+)`( \((?:deleted|added|renamed from [^)]*)\))?$")
+
+
+def folded_paths(items: list[_Item]) -> list[_Item]:
+    """The changed files listed bare (no reason), two or more in one directory, as one item:
+    "- `src/core/`: `a.py`, `b.py` (deleted)", where the first of them stood. Every file
+    stays named, its directory said once."""
+    groups: dict[str, list[tuple[_Item, str]]] = {}
+    for item in items:
+        found = _BARE_FILE.match(item.text) if item.section == FILES_CHANGED else None
+        if found and not item.fallback:
+            path = found.group(1)
+            cut = max(path.rfind("/"), path.rfind("\\"))
+            if 0 < cut < len(path) - 1:
+                label = found.group(2) or ""
+                groups.setdefault(path[: cut + 1], []).append((item, f"`{path[cut + 1 :]}`{label}"))
+    out: dict[int, _Item | None] = {}
+    for directory, members in groups.items():
+        if len(members) < 2:
+            continue
+        first = members[0][0]
+        out[id(first)] = _Item(
+            FILES_CHANGED,
+            f"- `{directory}`: " + ", ".join(name for _, name in members),
+            max(i.age for i, _ in members),
+            protected=any(i.protected for i, _ in members),
+            previous=any(i.previous for i, _ in members),
+        )
+        out.update({id(i): None for i, _ in members[1:]})
+    return [out.get(id(i), i) for i in items if out.get(id(i), i) is not None]  # type: ignore[misc]
 
 
 def _clip_to(text: str, budget: int, encoding: str) -> str:
