@@ -116,3 +116,9 @@ def test_a_summarizer_s_note_of_its_own_counts_is_none():
         "to 1452 tokens)"
     )
     assert kinds(summary) == []
+
+
+def test_a_numbered_list_s_markers_are_no_figures():
+    summary = "## Done\n" + "\n".join(f"{i}. a step of the parser.py fix" for i in range(9, 13))
+    assert kinds(summary) == []
+    assert kinds("1. parser.py fixed in 2024 commits") == [("figure", "2024")]

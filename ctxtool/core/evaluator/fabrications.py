@@ -104,6 +104,8 @@ _FIGURE = re.compile(r"(?<![\w.,/:#=-])(\d[\d,]*(?:\.\d+)*)(?![\w/])")
 # summarized extractively …)", "(6 older items trimmed to stay within 1500 tokens)", "(clipped
 # to 1452 tokens)". No claim about the history.
 _OWN_COUNT = re.compile(r"\b\d[\d,]*\s+(?:older\s+)?(?:items?|messages?|tokens?)\b", re.I)
+# A numbered list's marker ("10. **Faster**") is an ordinal, no figure.
+_LIST_MARKER = re.compile(r"^(\s*(?:[-*]\s+)?)\d{1,3}[.)](?=\s)", re.M)
 _NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # The prompt's instructions: a run of this many words copied from them, which the history does
@@ -149,7 +151,7 @@ def stated_items(summary: str) -> list[Fabrication]:
 def _numbers_stated(text: str) -> list[Fabrication]:
     """The line numbers a summary points at, and the figures it states (outside code spans,
     paths and URLs: those are read as commands and paths)."""
-    prose = _CODE_SPAN.sub(" ", text)
+    prose = _LIST_MARKER.sub(r"\1", _CODE_SPAN.sub(" ", text))
     items = []
     for match in _LINE_NUMBER.finditer(prose):
         numbers = [n for n in match.groups() if n]
