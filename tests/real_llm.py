@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,14 +43,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def real_llm(tmp_path_factory) -> Iterator[LocalLLM]:
-    """The running server: its base URL and model name."""
+@contextmanager
+def serving(tmp_path_factory, n_ctx: int) -> Iterator[LocalLLM]:
+    """A server of window ``n_ctx`` on a free port, stopped on leaving."""
     env = dict(
         os.environ,
         CTXTOOL_LLM_DIR=str(tmp_path_factory.mktemp("local-llm")),
         CTXTOOL_LLM_PORT=str(_free_port()),
-        CTXTOOL_LLM_CTX=str(N_CTX),
+        CTXTOOL_LLM_CTX=str(n_ctx),
     )
     started = time.monotonic()
     up = subprocess.run(
@@ -66,8 +67,15 @@ def real_llm(tmp_path_factory) -> Iterator[LocalLLM]:
         yield LocalLLM(
             exported["OPENAI_BASE_URL"],
             exported["CTXTOOL_SUMMARY_MODEL"],
-            N_CTX,
+            n_ctx,
             time.monotonic() - started,
         )
     finally:
         subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def real_llm(tmp_path_factory) -> Iterator[LocalLLM]:
+    """The running server (n_ctx 2,048): its base URL and model name."""
+    with serving(tmp_path_factory, N_CTX) as llm:
+        yield llm

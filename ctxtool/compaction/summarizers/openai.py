@@ -443,7 +443,16 @@ class OpenAISummarizer:
             # these plain parameters, without walking them through its type-driven transform.
             response = client.post("/chat/completions", body=body, cast_to=ChatCompletion)
         except openai.APITimeoutError:
-            raise SummarizerError(f"summarizer timed out ({self._where()})") from None
+            sized = (
+                f"; its requests were sized to the model's window of {self.window} tokens "
+                f"({self.window_source})"
+                if self.window
+                else ""
+            )
+            raise SummarizerError(
+                f"summarizer timed out after {self.timeout:g} s ({self._where()}){sized}; a "
+                "slow model needs a larger --timeout (per request), or --fallback extractive"
+            ) from None
         except openai.APIStatusError as exc:
             status, n = exc.status_code, self.max_retries
             message = str(exc.message)
