@@ -17,6 +17,11 @@ import json
 
 import pytest
 
+from ctxtool.compaction.summarizers import OpenAISummarizer
+from ctxtool.compaction.summarizers.base import SummaryRequest
+from ctxtool.core.evaluator import fabrications
+from ctxtool.core.evaluator.answers import normalise
+from ctxtool.core.records import Message
 from ctxtool.store import Store
 
 from .builders import add_session, coding_session
@@ -211,3 +216,25 @@ def test_the_model_s_own_summary_is_written_or_the_extractive_one_with_its_failu
         assert failure["reason"].startswith("openai")
         assert out["fell_back"] == failure["reason"]
         assert checkpoint.summary.startswith("## ")
+
+
+def test_what_the_model_invents_is_caught_as_fabrications(llm):
+    """Asked to summarize two sentences about parser.py, SmolLM2 writes the format's
+    placeholders as content ("The user's overall aim", "The user's latest request, quoted"),
+    numbers none of them held and goals no one stated. The check catches what it copied or
+    invented, and every item it reports is truly absent from the history (one request, its
+    answer capped at 160 tokens)."""
+    messages = [
+        Message(1, 1, "user", PARSER_SESSION[0]["content"]),
+        Message(2, 1, "assistant", PARSER_SESSION[3]["content"]),
+    ]
+    summarizer = OpenAISummarizer(
+        llm.model, llm.base_url, timeout=900, max_retries=0, max_summary_tokens=160
+    )
+    text = summarizer.summarize(SummaryRequest(None, messages, {}, max_tokens=160)).text
+    found = fabrications(text, messages)
+    assert found, text
+    history = normalise(" ".join(m.content or "" for m in messages))
+    for item in found:
+        assert item.kind in ("line", "figure", "instructions", "path", "identifier"), item
+        assert normalise(item.text) not in history, item
