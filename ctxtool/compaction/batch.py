@@ -320,7 +320,11 @@ class Claims:
                         )
                     )
             with self._lock:
-                self._seen.update((sid, states[sid]) for sid in ahead if sid in states)
+                for sid in ahead:  # one not read is free (or gone): nothing to pass over
+                    if sid in states:
+                        self._seen[sid] = states[sid]
+                    else:
+                        self._seen.pop(sid, None)
                 if lost and self._left:
                     self._at = self._random.randrange(len(self._order))
         return won, passed

@@ -103,13 +103,25 @@ def _take_many_statement(dialect: Dialect, seconds: int) -> sa.Update:
 
 @functools.lru_cache(maxsize=8)
 def _lease_states_statement(dialect: Dialect) -> sa.Select:
+    live = S.c.lease_expires_at >= dialect.server_now()
+    since = _checkpointed_since(sa.bindparam("through"))
     return sa.select(
         S.c.session_id,
         S.c.lease_owner,
         S.c.lease_expires_at,
-        sa.case((S.c.lease_expires_at >= dialect.server_now(), 1), else_=0).label("live"),
-        sa.case((_checkpointed_since(sa.bindparam("through")), 1), else_=0).label("since"),
-    ).where(S.c.session_id.in_(sa.bindparam("all_ids", expanding=True)))
+        sa.case((live, 1), else_=0).label("live"),
+        sa.case((since, 1), else_=0).label("since"),
+    ).where(
+        sa.or_(
+            S.c.session_id.in_(sa.bindparam("ids", expanding=True)),
+            # Of the sessions ahead, only those a live lease holds or a checkpoint passed: a
+            # free one says what its absence says (try it), and each row read costs the claim.
+            sa.and_(
+                S.c.session_id.in_(sa.bindparam("also", expanding=True)),
+                sa.or_(sa.and_(S.c.lease_owner.is_not(None), live), since),
+            ),
+        )
+    )
 
 
 def _free_for(dialect: Dialect) -> sa.ColumnElement[bool]:
@@ -156,7 +168,10 @@ def take_many(
     the leases of those sessions and of ``also`` (the ones the batch reaches next): the caller
     won those whose holder is ``owner``, and passes over the rest without taking them one at a
     time. The checkpoint test saves a visit, never decides one: an id from another node that
-    came out lower is read and planned as before (the append checks the parent).
+    came out lower is read and planned as before (the append checks the parent). A session of
+    ``also`` that is free and not checkpointed since is left out (as one no longer stored is):
+    there is nothing to pass over, and reading the 32 rows ahead of every claim was a tenth of
+    a batch's CPU when nothing was held.
     """
     states: dict[int, LeaseState] = {}
     dialect = dialect_of(conn)
@@ -168,7 +183,7 @@ def take_many(
             )
         for row in conn.execute(
             _lease_states_statement(dialect),
-            {"all_ids": list(session_ids) + list(also), "through": checkpoints_through},
+            {"ids": list(session_ids), "also": list(also), "through": checkpoints_through},
         ):
             live = row.lease_owner is not None and bool(row.live)
             states[row.session_id] = LeaseState(
