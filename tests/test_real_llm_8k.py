@@ -29,8 +29,8 @@ pytestmark = pytest.mark.real_llm
 WINDOW = 8192
 # The run: --context-window 16000 (threshold 14,000 with the reserve), a short timeout
 # per request so that the fold's first chunk, not the whole fold, is asked: long enough for
-# the server to read the first request (the whole span, 120k tokens) and refuse it (about
-# 15 s at a load of 15 on 2 cores), far too short for a chunk of 7,000 tokens (minutes).
+# the server to read the first request (the whole span, 120k tokens) and refuse it (within
+# 8 s at a load of 15 on 2 cores), far too short for a chunk of 6,400 tokens (10 minutes).
 RUN = ["--context-window", "16000", "--reserve-tokens", "2000", "--keep-recent-tokens", "4000"]
 FAST = ["--timeout", "60", "--retries", "0"]
 # Real sessions over that window: Pi's large session (about 143k o200k tokens, the issue's
