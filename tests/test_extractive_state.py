@@ -74,7 +74,8 @@ def test_a_turn_that_ended_on_the_agent_s_words_left_its_calls_done():
     assert [line[:11] for line in section(text, "Current work")] == ["> Committed"]
     assert any("commit_changes" in line for line in section(text, "Done"))
     step = " ".join(section(text, "Next step"))
-    assert step.startswith("The agent ended its turn on the latest request (Commit the staged")
+    assert step.startswith("The agent ended its turn on the latest request; it asked:")
+    assert "Commit the staged" not in step  # answered: quoted as the latest request only
     assert "it asked: Want me to push it?" in step
     # while a call is the span's last message, the agent is still at work
     span.call("bash", "ok", command="git push")

@@ -40,6 +40,7 @@ def test_reports_of_things_made_are_done():
     assert reported_done("I've created a complete Vue.js todo application.")
     assert reported_done("Committed `5484f07` with the staged changes.")
     assert reported_done("The TODO app is now ready for use.")
+    assert reported_done("Here's the deal:\n**SFX added:**\n- **Tick** — a blip")
     assert not reported_done("I've created the skeleton. Next: the handlers.")
 
 

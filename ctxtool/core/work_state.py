@@ -120,6 +120,8 @@ _REPORTED_DONE = re.compile(
     r"merged|released|created|built|written|set up)|"
     r"successfully (implemented|completed|pushed|merged|released|deployed|created|built)|"
     r"is (now )?ready (for use|to use)|"
+    # a report's heading line: "**SFX added:**", "Bug fixed."
+    r"^\W*\w[\w .-]{0,40} (added|fixed|updated|removed|implemented|created)\W*$|"
     r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|changes made:|"
     # a closing report that opens with what it did ("Updated only JavaScript as requested")
     r"\A\s*(updated|implemented|fixed|created|refactored|removed|added|committed|pushed) "

@@ -261,14 +261,13 @@ def _next_step(notes: SpanNotes) -> str | None:
         return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"
     if notes.stated_next:
         return f"As the agent said last: {whole_sentences(notes.stated_next, 200)}"
+    # A request answered is not restated here: this section lists what is still to do, and
+    # the latest request is quoted above.
     if notes.turn_ended:
         asked = f"; it asked: {notes.asked}" if notes.asked else ""
-        return (
-            f"The agent ended its turn on the latest request ({first}){asked}; "
-            "wait for the user's next request"
-        )
+        return f"The agent ended its turn on the latest request{asked}; wait for the user's next request"
     if notes.reported_done:
-        return f"The agent reported the latest request done ({first}); wait for the next request"
+        return "The agent reported the latest request done; wait for the next request"
     if notes.tasks and all(t.status == "completed" for t in notes.tasks):
         return f"Every task of the list is done; confirm the latest request is met: {first}"
     return f"Continue the latest request: {first}"
