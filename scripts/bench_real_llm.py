@@ -77,6 +77,14 @@ def main() -> None:
     parser.add_argument("--spans", type=int, nargs="+", default=[1000, 2000, 4000, 8000, 16000])
     parser.add_argument("--max-summary-tokens", type=int, default=256)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--estimate",
+        type=int,
+        nargs="*",
+        default=[137_000],
+        help="span sizes to extrapolate to, linearly from the largest span measured (a fold "
+        "is one request per chunk: its time grows with the span)",
+    )
     args = parser.parse_args()
 
     prompt_rate, completion_rate = rates(args.base_url, args.model)
@@ -121,7 +129,15 @@ def main() -> None:
                 f"| {used['prompt_tokens']:,} / {used['completion_tokens']:,} | {window} |",
                 flush=True,
             )
+            largest = (size, outcome.seconds, used["requests"])
         engine.dispose()
+    size, seconds, requests = largest
+    for target in args.estimate:
+        scale = target / size
+        print(
+            f"extrapolated to {target:,} tokens: about {requests * scale:.0f} requests, "
+            f"{seconds * scale / 60:.0f} min (linearly from the {size:,}-token span)"
+        )
 
 
 if __name__ == "__main__":
