@@ -265,3 +265,37 @@ def test_the_heartbeat_renews_only_the_leases_still_its_owner_s(db):
         time.sleep(1.5)
         assert leases.holder(conn, 2) is None  # dropped: its one second ran out
         assert leases.holder(conn, 3) is None or leases.holder(conn, 3).owner == "other"
+
+
+class _ReadFails:
+    """``read_suffix`` that reads (its transaction begun) and then fails with ``error``."""
+
+    def __init__(self, error: BaseException):
+        from ctxtool.compaction import compactor
+
+        self.real, self.error = compactor.read_suffix, error
+
+    def __call__(self, *args, **kwargs):
+        self.real(*args, **kwargs)
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [ValueError("planted read fault"), KeyboardInterrupt()])
+def test_a_failure_inside_the_read_gives_the_lease_back_and_keeps_its_own_cause(
+    db, monkeypatch, error
+):
+    """A failure (or Ctrl-C) inside the session's read left its transaction open; the release
+    then began another and failed with SQLAlchemy's "already initialized a Transaction()",
+    which replaced the real cause (Ctrl-C exited 1 as a database error) and left the lease
+    held until it lapsed (review, 2026-12-07)."""
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    monkeypatch.setattr("ctxtool.compaction.compactor.read_suffix", _ReadFails(error))
+    compactor = Compactor(db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
+    if isinstance(error, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            compactor.compact_session(1, force=True)
+    else:
+        outcome = compactor.compact_session(1, force=True)
+        assert outcome.status == "failed" and "planted read fault" in (outcome.error or "")
+    assert db.scalar("SELECT lease_owner FROM agent_session WHERE session_id = 1") is None
+    assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0

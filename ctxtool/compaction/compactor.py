@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -255,9 +256,7 @@ class Compactor:
                         finally:
                             # Taken before the read, the lease is given back once, below.
                             if not taken and outcome.compaction_id is None:
-                                self._retry(
-                                    conn, lambda: leases.release(conn, session_id, self.owner)
-                                )
+                                self._give_back(conn, session_id)
                         if outcome.status is not CompactionStatus.SPAN_CHANGED:
                             break
                     else:
@@ -268,7 +267,7 @@ class Compactor:
                         )
                 finally:
                     if taken and outcome.compaction_id is None:  # else the append released it
-                        self._retry(conn, lambda: leases.release(conn, session_id, self.owner))
+                        self._give_back(conn, session_id)
         except InvalidSettings:
             self.heartbeat.drop([session_id])
             raise  # the settings' fault, not this session's: a usage error, as --all says it
@@ -276,6 +275,19 @@ class Compactor:
             outcome = replace(outcome, status=CompactionStatus.FAILED, error=self._described(exc))
         self.heartbeat.drop([session_id])
         return replace(outcome, seconds=time.perf_counter() - started)
+
+    def _give_back(self, conn: Connection, session_id: int) -> None:
+        """Give the session's lease back. A failure (or Ctrl-C) inside a read leaves its
+        transaction open, so that ends first: the release begins its own. While such a failure
+        is on its way out, a failing release does not hide it (the lease then lapses by itself)."""
+        leaving = sys.exc_info()[1] is not None
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+            self._retry(conn, lambda: leases.release(conn, session_id, self.owner))
+        except Exception:
+            if not leaving:
+                raise
 
     def _connect(self) -> Connection:
         """A connection of the engine's pool, checked out again through a passing outage."""
