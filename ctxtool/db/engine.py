@@ -6,6 +6,7 @@ package (``ctxtool.db``), so the rest of ctxtool writes one SQLAlchemy Core quer
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import ssl
 import time
@@ -18,6 +19,12 @@ from ..core.errors import CtxtoolError, MissingDatabase
 from .urls import driver_booleans, mask_url, parse_url, resolve_url, scrub, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# The pool logs a connection it could not reset when given back (the server killed it, a node
+# went down) with its traceback, and with no logging set up Python prints that on stderr. The
+# pool has already thrown the connection away and the next use of it says what failed, so the
+# log is kept from stderr; an application that sets up logging still receives it.
+logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
 
 
 def create_engine(
