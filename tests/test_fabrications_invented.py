@@ -113,7 +113,8 @@ def test_a_summarizer_s_note_of_its_own_counts_is_none():
     summary = (
         "## Done\n- parser.py skips empty lines\n(18 messages summarized extractively; no LLM "
         "was used)\n(6 older items trimmed to stay within 1500 tokens)\n- long output (clipped "
-        "to 1452 tokens)"
+        "to 1452 tokens)\n- (and 13 earlier distinct errors in this span)\n- (and 40 more)\n"
+        "(58 files read; the checkpoint's details list them)\n- edit refused (12 times)"
     )
     assert kinds(summary) == []
 

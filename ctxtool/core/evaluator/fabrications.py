@@ -102,8 +102,13 @@ _LINE_NUMBER = re.compile(
 _FIGURE = re.compile(r"(?<![\w.,/:#=-])(\d[\d,]*(?:\.\d+)*)(?![\w/])")
 # A count of what the summary itself holds or left out, as summarizers note it: "(18 messages
 # summarized extractively …)", "(6 older items trimmed to stay within 1500 tokens)", "(clipped
-# to 1452 tokens)". No claim about the history.
-_OWN_COUNT = re.compile(r"\b\d[\d,]*\s+(?:older\s+)?(?:items?|messages?|tokens?)\b", re.I)
+# to 1452 tokens)", "(and 13 earlier distinct errors in this span)", "(and 40 more)", "(58
+# files read; …)", "refused (12 times)". No claim about the history.
+_OWN_COUNT = re.compile(
+    r"\(and \d[\d,]* (?:more|earlier)\b|"
+    r"\b\d[\d,]*\s+(?:older\s+)?(?:items?|messages?|tokens?|times|files read)\b",
+    re.I,
+)
 # A numbered list's marker ("10. **Faster**") is an ordinal, no figure.
 _LIST_MARKER = re.compile(r"^(\s*(?:[-*]\s+)?)\d{1,3}[.)](?=\s)", re.M)
 _NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
