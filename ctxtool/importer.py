@@ -548,8 +548,6 @@ class Importer:
             )
             if how == "legacy":
                 self.sessions.adopt(conn, session_id, source_id)
-            # Counted as written, so showing the imported context loads no vocabulary for them.
-            changed = self.sessions.count_heads(conn, session_id, src.model) > 0 or changed
             if (
                 how == "found"
                 and not changed
@@ -558,13 +556,22 @@ class Importer:
                 and not writer.completed
             ):
                 conn.rollback()  # nothing new since the last commit (or at all)
+                # The file's record, and the count of a head none is kept of yet (a prompt the
+                # runtime set): no activity of the session's, so without the touch of its
+                # updated_at.
+                counted = self.sessions.hold(conn, session_id) and self.sessions.count_heads(
+                    conn, session_id, src.model
+                )
                 if file_recorded:
-                    # The file's record alone: no activity of the session's, so without the
-                    # touch of its updated_at.
                     assert identity is not None
                     record_file(conn, identity, recorded, src.source_format, source_id)
+                if counted or file_recorded:
                     conn.commit()
+                else:
+                    conn.rollback()
             else:
+                # Counted as written, so showing the imported context loads no vocabulary.
+                self.sessions.count_heads(conn, session_id, src.model)
                 conn.commit()
         counts = reconciler.counts
         earlier_messages, earlier_compactions = result.committed_earlier

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+import sqlalchemy as sa
+
 from ctxtool.core.context_size import HEAD_COUNTS_KEY, text_digest
 from ctxtool.core.records import SUMMARY_PREFIX
 from ctxtool.core.tokens import MessageText, count_messages, count_text
@@ -19,6 +21,75 @@ from .test_startup import run_fresh
 
 PROMPT = "You are a careful coding agent. Run the tests before you claim a fix."
 OPENCLAW = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl"
+
+
+# A Pi session on gpt-4o with two runtime summaries in Japanese (o200k and cl100k count them
+# apart), then what a later turn appends: a switch to gpt-4 and one exchange.
+SUMMARY_JA = "hello.py は固定の挨拶を表示します。ファイルは編集していません。次はテストを実行する。"
+
+
+def _pi_lines(model: str) -> str:
+    def entry(kind: str, key: str, parent: str | None, **fields) -> str:
+        at = "2026-05-12T01:02:27.000Z"
+        return json.dumps({"type": kind, "id": key, "parentId": parent, "timestamp": at, **fields})
+
+    def message(key: str, parent: str, role: str, text: str) -> str:
+        content = [{"type": "text", "text": text}]
+        return entry("message", key, parent, message={"role": role, "content": content})
+
+    def compaction(key: str, parent: str) -> str:
+        return entry(
+            "compaction", key, parent, summary=SUMMARY_JA, firstKeptEntryId="m0", tokensBefore=19
+        )
+
+    lines = [
+        json.dumps(
+            {
+                "type": "session",
+                "version": 3,
+                "id": "019e19b4-pi",
+                "cwd": "/tmp/p",
+                "timestamp": "2026-05-12T01:02:27.000Z",
+            }
+        ),
+        entry("model_change", "m0", None, provider="openai", modelId=model),
+        message("u1", "m0", "user", "Read hello.py and say what it prints."),
+        message("a1", "u1", "assistant", "hello.py prints a greeting."),
+        compaction("c1", "a1"),
+        message("u2", "c1", "user", "Add one concise follow-up sentence."),
+        message("a2", "u2", "assistant", "hello.py prints a fixture greeting."),
+        compaction("c2", "a2"),
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+def _pi_switch(model: str) -> str:
+    at = "2026-05-12T01:03:00.000Z"
+    lines = [
+        {
+            "type": "model_change",
+            "id": "m1",
+            "parentId": "c2",
+            "timestamp": at,
+            "provider": "openai",
+            "modelId": model,
+        },
+        {
+            "type": "message",
+            "id": "u3",
+            "parentId": "m1",
+            "timestamp": at,
+            "message": {"role": "user", "content": [{"type": "text", "text": "Again please."}]},
+        },
+        {
+            "type": "message",
+            "id": "a3",
+            "parentId": "u3",
+            "timestamp": at,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        },
+    ]
+    return "".join(json.dumps(line) + "\n" for line in lines)
 
 
 def _chat(path) -> None:
@@ -102,3 +173,34 @@ def test_a_prompt_changed_by_a_reimport_is_counted_again(db, cli, tmp_path):
     for row in prompts:
         kept = json.loads(row["details"])[HEAD_COUNTS_KEY]["o200k_base"]
         assert kept["digest"] == text_digest(row["system_prompt"])
+
+
+def _runtime_sets_prompt(db, prompt: str) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE agent_session SET system_prompt = :p WHERE session_id = 1"),
+            {"p": prompt},
+        )
+
+
+def test_a_reimport_that_adds_nothing_writes_nothing_under_a_prompt_the_file_lacks(db, tmp_path):
+    """The runtime set the prompt (the transcript has none): the first re-import counts it, and
+    neither that count nor any later re-import moves updated_at or writes the row again."""
+    pi = tmp_path / "pi.jsonl"
+    pi.write_text(_pi_lines("gpt-4o"), encoding="utf-8")
+    done, _ = _fresh(db, "import", "--json", str(pi))
+    assert done[0]["session_id"] == 1
+    _runtime_sets_prompt(db, PROMPT)
+    before = db.scalar("SELECT updated_at FROM agent_session WHERE session_id = 1")
+    counted = None
+    for attempt in range(3):
+        again, loaded = _fresh(db, "import", "--json", str(pi))
+        assert again[0]["added"] == 0
+        row = db.rows("SELECT details, updated_at FROM agent_session WHERE session_id = 1")[0]
+        assert row["updated_at"] == before, attempt
+        kept = json.loads(row["details"])[HEAD_COUNTS_KEY]["o200k_base"]
+        assert kept["digest"] == text_digest(PROMPT)
+        # Counted once, by the first re-import; the later ones count nothing.
+        assert loaded["vocabularies"] == ([] if attempt else ["o200k_base"]), attempt
+        assert counted in (None, row["details"])
+        counted = row["details"]

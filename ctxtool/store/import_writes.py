@@ -244,6 +244,15 @@ class ImportedSessions:
             raise SessionGone(session_id)
 
     @staticmethod
+    def hold(conn: Connection, session_id: int) -> bool:
+        """Hold a found session's row for this transaction as :meth:`lock` does, leaving its
+        ``updated_at`` as it is (a write that marks no activity); False when it is gone."""
+        held = conn.execute(
+            S.update().where(S.c.session_id == session_id).values(updated_at=S.c.updated_at)
+        )
+        return held.rowcount == 1
+
+    @staticmethod
     def stored(conn: Connection, session_id: int) -> StoredSession:
         """What the store holds of this session, for the reconciler: every source id (from the
         index alone), and the fingerprints of the first CHECKED_MESSAGES messages and the last.
@@ -311,14 +320,15 @@ class ImportedSessions:
         holds are not written again: an import that adds nothing can then tell whether it
         changed the session at all (and, if not, roll back its touch of ``updated_at``)."""
         described = {k: v for k, v in src.details.items() if v is not None}
-        if src.system_prompt:  # the prompt's kept counts stay (count_heads checks their digest)
-            stored_details = json_value(
-                conn.execute(
-                    sa.select(json_as_text(S.c.details)).where(S.c.session_id == session_id)
-                ).scalar()
-            )
-            if isinstance(stored_details, dict) and HEAD_COUNTS_KEY in stored_details:
-                described[HEAD_COUNTS_KEY] = stored_details[HEAD_COUNTS_KEY]
+        # The prompt's kept counts stay, whoever wrote the prompt (a transcript without one
+        # leaves the runtime's in place): count_heads checks their digest against it.
+        stored_details = json_value(
+            conn.execute(
+                sa.select(json_as_text(S.c.details)).where(S.c.session_id == session_id)
+            ).scalar()
+        )
+        if isinstance(stored_details, dict) and HEAD_COUNTS_KEY in stored_details:
+            described[HEAD_COUNTS_KEY] = stored_details[HEAD_COUNTS_KEY]
         details_text = json_text(described, path, None)
         details = json_column(details_text)
         if src.system_prompt and len(src.system_prompt.encode("utf-8")) > MEDIUMTEXT_BYTES:
