@@ -144,6 +144,22 @@ def test_a_record_too_long_at_the_unfinished_end_is_refused_not_waited_for(monke
     body = body.rstrip(b"\n")  # the limit passed on the last line, still being written
     items, _ = read(body)
     assert items[-1] == (2, "a record longer than 1 MB", False)
+    # ... and a record that passes the limit on its closing line is refused the same way, so
+    # the claim holds (it was imported when the limit was passed only as it closed: review)
+    closing = b'{"a":1}\n{\n  "x": "' + b"y" * 600_000 + b'",\n  "w": "' + b"y" * 600_000
+    for end in (b'"}\n', b'"}'):
+        items, _ = read(closing + end)
+        assert items[-1] == (2, "a record longer than 1 MB", False), end
+
+
+def test_a_fault_names_its_line_as_json_counts_lines():
+    """U+2028 and U+0085 end no JSON line (str.splitlines split there, and the quoted text
+    came from the wrong line)."""
+    data = b'{\n  "a": "x\xe2\x80\xa8y\xe2\x80\xa8z",\n  "b" 2\n}\n'
+    reader = RecordReader("f", data.splitlines(keepends=True), False, Counter())
+    [broken] = list(reader.values())
+    assert isinstance(broken, Broken) and broken.number == 3, broken
+    assert broken.problem.endswith("""'"b" 2'"""), broken.problem
 
 
 # -- through the importer and the CLI, on both databases -----------------------------------

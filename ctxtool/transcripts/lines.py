@@ -194,7 +194,12 @@ class RecordReader:
                 depth -= 1
                 if depth:
                     continue
-                item = _decode(first_number, b"".join(parts) + raw[start : m.end()])
+                whole = b"".join(parts) + raw[start : m.end()]
+                if parts and len(whole) > MAX_RECORD_BYTES:  # the limit of a record still open
+                    items.append(Broken(first_number, _too_long(), final=True))
+                    parts, gap = [], m.end()
+                    continue
+                item = _decode(first_number, whole)
                 if type(item) is Broken:
                     if not parts:
                         found = self._recover(number, raw, start)
@@ -214,8 +219,7 @@ class RecordReader:
             return self._found(items), None
         parts = [*parts, raw[start:]]
         if sum(len(p) for p in parts) > MAX_RECORD_BYTES:
-            too_long = f"a record longer than {MAX_RECORD_BYTES >> 20} MB"
-            items.append(Broken(first_number, too_long, final=True))
+            items.append(Broken(first_number, _too_long(), final=True))
             return self._found(items), None
         return self._found(items), _OpenValue(first_number, depth, parts)
 
@@ -252,6 +256,10 @@ class RecordReader:
 
 
 _NOTHING = object()
+
+
+def _too_long() -> str:
+    return f"a record longer than {MAX_RECORD_BYTES >> 20} MB"
 
 
 @dataclass(slots=True)
@@ -337,7 +345,9 @@ def _diagnose(raw: bytes, refused: orjson.JSONDecodeError) -> tuple[int, str]:
     try:
         _strict_decode(text)
     except json.JSONDecodeError as exc:
-        lines = text.splitlines() or [text]
+        # As JSON counts lines (not at U+2028 or U+0085); a fault past the final newline is
+        # on the last line.
+        lines = text.removesuffix("\n").split("\n")
         below = min(exc.lineno, len(lines)) - 1
         snippet = (lines[below] if below else text).strip()[:40]
         snippet = snippet.encode("unicode_escape").decode("ascii")
