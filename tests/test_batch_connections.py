@@ -126,3 +126,30 @@ def test_the_heartbeat_keeps_its_thread_between_sessions_and_ends_when_idle(db):
     idle.hold([2])
     assert idle._thread is not None and idle._thread.is_alive()
     idle.drop([2])
+
+
+def test_a_connection_killed_while_the_batch_is_found_is_found_again(mysql_db, monkeypatch):
+    """A connection the server killed while `compact --all` was finding the sessions over
+    their threshold ended the whole run with "Lost connection", exit 1 and no JSON (review,
+    2026-12-07): the finding now runs again, as a session's transactions do."""
+    from ctxtool.compaction import batch as batch_module
+    from ctxtool.db.engine import create_engine
+
+    for sid in range(1, 4):
+        add_session(mysql_db, sid, coding_session(12, tag=str(sid)), model="gpt-4o")
+    real, killed = batch_module.newest_checkpoint_id, []
+
+    def killed_once(conn):
+        if not killed:
+            killed.append(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
+            with create_engine(mysql_db.url).connect() as other:
+                other.exec_driver_sql(f"KILL {killed[0]}")
+        return real(conn)
+
+    monkeypatch.setattr(batch_module, "newest_checkpoint_id", killed_once)
+    compactor = Compactor(mysql_db.engine, ExtractiveSummarizer(), SETTINGS, owner="me")
+    for dry_run in (True, False):
+        killed.clear()
+        batch = compactor.batch(dry_run=dry_run)
+        assert killed, "the planted kill ran"
+        assert sorted(c.session_id for c in batch.candidates) == [1, 2, 3], dry_run

@@ -439,9 +439,17 @@ class Compactor:
             "limit": limit,
             "rescan": rescan,
         }
+        # Every step reads again what it decides on (and writes only counts and sums it can
+        # write twice), so the whole finding runs again after a lost connection or a passing
+        # outage, as a session's own transactions do.
         if dry_run:
-            return find_batch(self.engine, self.settings, self.encoding, **find)
-        return counted_batch(self.engine, self.settings, self.encoding, self._retry, **find)
+            return self._retry(
+                self.engine, lambda: find_batch(self.engine, self.settings, self.encoding, **find)
+            )
+        return self._retry(
+            self.engine,
+            lambda: counted_batch(self.engine, self.settings, self.encoding, self._retry, **find),
+        )
 
     def run_batch(
         self,
