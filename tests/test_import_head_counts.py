@@ -130,6 +130,8 @@ def test_import_counts_system_prompts_and_summaries_as_it_writes_them(db, cli, t
         assert kept[HEAD_COUNTS_KEY]["o200k_base"] == {
             "tokens": tokens,
             "digest": text_digest(sent),
+            # The summary's own size (Pi gives none), under the encoding it was counted with.
+            "summary_tokens": count_text(row["summary"], "o200k_base"),
         }
         assert kept["readFiles"]  # the runtime's own details kept beside the count
 
@@ -204,3 +206,32 @@ def test_a_reimport_that_adds_nothing_writes_nothing_under_a_prompt_the_file_lac
         assert loaded["vocabularies"] == ([] if attempt else ["o200k_base"]), attempt
         assert counted in (None, row["details"])
         counted = row["details"]
+
+
+def test_a_summary_s_size_follows_the_model_the_session_switched_to(db, tmp_path):
+    """A size ctxtool counted is shown only under the encoding it was counted with: after the
+    session moved from gpt-4o to gpt-4, `context checkpoints` shows cl100k's figure, as a fresh
+    import of the same file does, and without loading any vocabulary."""
+    pi = tmp_path / "pi.jsonl"
+    pi.write_text(_pi_lines("gpt-4o"), encoding="utf-8")
+    _fresh(db, "import", "--json", str(pi))
+    rows, _ = _fresh(db, "context", "checkpoints", "1", "--json")
+    o200k, cl100k = count_text(SUMMARY_JA, "o200k_base"), count_text(SUMMARY_JA, "cl100k_base")
+    assert o200k != cl100k
+    assert [r["summary_tokens"] for r in rows] == [o200k, o200k]
+
+    with pi.open("a", encoding="utf-8") as f:
+        f.write(_pi_switch("gpt-4"))
+    again, _ = _fresh(db, "import", "--json", str(pi))
+    assert again[0]["added"] == 2
+    fresh = tmp_path / "fresh.jsonl"  # the same file under another session id: a new session
+    fresh.write_text(pi.read_text(encoding="utf-8").replace("019e19b4-pi", "019e19b4-pj"))
+    _fresh(db, "import", "--json", str(fresh))
+    for session in ("1", "2"):
+        rows, loaded = _fresh(db, "context", "checkpoints", session, "--json")
+        assert [r["summary_tokens"] for r in rows] == [cl100k, cl100k], session
+        assert loaded == {"openai": False, "vocabularies": []}, session
+    # The column keeps what the transcript said of the size: nothing.
+    assert db.rows("SELECT DISTINCT summary_tokens FROM agent_compaction") == [
+        {"summary_tokens": None}
+    ]

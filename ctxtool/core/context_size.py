@@ -96,17 +96,41 @@ def stored_head_count(details: Any, encoding: str, text: str) -> int | None:
     return tokens if type(tokens) is int and 0 < tokens <= _MOST_TOKENS else None
 
 
-def with_head_count(details: Any, encoding: str, text: str, tokens: int) -> dict[str, Any] | None:
+def with_head_count(
+    details: Any, encoding: str, text: str, tokens: int, summary_tokens: int | None = None
+) -> dict[str, Any] | None:
     """``details`` with the count of ``text`` under ``encoding`` kept (others kept too), or
-    None when ``details`` is not an object a count can be added to (a runtime's list or text)."""
+    None when ``details`` is not an object a count can be added to (a runtime's list or text).
+    A checkpoint's entry may also keep ``summary_tokens``, its summary's own size (see
+    :func:`stored_summary_count`)."""
     if details is None:
         details = {}
     if not isinstance(details, dict):
         return None
     counts = details.get(HEAD_COUNTS_KEY)
     counts = dict(counts) if isinstance(counts, dict) else {}
-    counts[encoding] = {"tokens": tokens, "digest": text_digest(text)}
+    entry: dict[str, Any] = {"tokens": tokens, "digest": text_digest(text)}
+    if summary_tokens is not None:
+        entry[SUMMARY_TOKENS_KEY] = summary_tokens
+    counts[encoding] = entry
     return {**details, HEAD_COUNTS_KEY: counts}
+
+
+# In a checkpoint's entry under HEAD_COUNTS_KEY: count_text of the summary alone (no preface, no
+# framing), the size `context checkpoints` shows of a summary whose transcript gave none. It is
+# ctxtool's count under that entry's encoding, tied to the summary by the entry's digest, so it
+# is read under that encoding only; the summary_tokens column keeps what the runtime (or the
+# compaction that wrote the checkpoint) said, and is never filled in with ctxtool's count.
+SUMMARY_TOKENS_KEY = "summary_tokens"
+
+
+def stored_summary_count(details: Any, encoding: str, summary: str) -> int | None:
+    """The size of ``summary`` alone that a checkpoint's ``details`` keep under ``encoding``,
+    or None: none kept, one of another summary or another encoding, or no count."""
+    if stored_head_count(details, encoding, SUMMARY_PREFIX + summary) is None:
+        return None
+    tokens = details[HEAD_COUNTS_KEY][encoding].get(SUMMARY_TOKENS_KEY)
+    return tokens if type(tokens) is int and 0 <= tokens <= _MOST_TOKENS else None
 
 
 def head_token_counts(ctx: RestoredContext, session_details: Any, encoding: str) -> list[int]:

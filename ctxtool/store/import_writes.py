@@ -24,7 +24,12 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..core.context_size import HEAD_COUNTS_KEY, stored_head_count, with_head_count
+from ..core.context_size import (
+    HEAD_COUNTS_KEY,
+    stored_head_count,
+    stored_summary_count,
+    with_head_count,
+)
 from ..core.errors import CtxtoolError
 from ..core.import_rules import (
     DRIVER_ESCAPES,
@@ -373,9 +378,10 @@ class ImportedSessions:
         """Count the session's system prompt and checkpoint summaries as sent, under the
         encoding its model calls for, where their details keep no count of them yet, and keep
         the counts there (``core.context_size.HEAD_COUNTS_KEY``, as ``tokens count`` does):
-        showing the imported context then loads no vocabulary for them. Returns how many
-        were counted; with none to count, no vocabulary is loaded. A summary imported without
-        its size (``summary_tokens``) gets its count too, as `context checkpoints` shows it."""
+        showing the imported context then loads no vocabulary for them. A summary whose
+        transcript gave no size (``summary_tokens`` NULL) gets its own count beside it
+        (``SUMMARY_TOKENS_KEY``), the size `context checkpoints` shows under that encoding.
+        Returns how many were counted; with none to count, no vocabulary is loaded."""
         encoding = encoding_for_model(model).name
         session = conn.execute(
             sa.select(S.c.system_prompt, json_as_text(S.c.details)).where(
@@ -387,26 +393,23 @@ class ImportedSessions:
                 C.c.session_id == session_id
             )
         ).all()
-        # A summary whose transcript gave no size: the one `context checkpoints` would count.
-        unsized = [c for c in checkpoints if c.summary_tokens is None and c.summary]
-        if unsized:
-            conn.execute(
-                C.update()
-                .where(C.c.id == sa.bindparam("key"))
-                .values(summary_tokens=sa.bindparam("n")),
-                [{"key": c.id, "n": count_text(c.summary, encoding)} for c in unsized],
-            )
-        heads = [(S, session_id, "system", session.system_prompt or "", session.details)]
-        heads += [(C, c.id, "user", SUMMARY_PREFIX + c.summary, c.details) for c in checkpoints]
-        todo = [
-            (table, key, MessageText(role, text), json_value(details))
-            for table, key, role, text, details in heads
-            if text and stored_head_count(json_value(details), encoding, text) is None
+        # (table, key, role, text as sent, the summary to size or None, details)
+        no_size: str | None = None  # a prompt has no size of its own to keep
+        heads = [(S, session_id, "system", session.system_prompt or "", no_size, session.details)]
+        heads += [
+            (C, c.id, "user", SUMMARY_PREFIX + c.summary, _unsized(c), c.details)
+            for c in checkpoints
         ]
-        counts = count_messages([message for _, _, message, _ in todo], encoding)
+        todo = [
+            (table, key, MessageText(role, text), unsized, json_value(details))
+            for table, key, role, text, unsized, details in heads
+            if text and not _counted(json_value(details), encoding, text, unsized)
+        ]
+        counts = count_messages([message for _, _, message, _, _ in todo], encoding)
         kept = 0
-        for (table, key, message, details), tokens in zip(todo, counts, strict=True):
-            with_count = with_head_count(details, encoding, message.content or "", tokens)
+        for (table, key, message, unsized, details), tokens in zip(todo, counts, strict=True):
+            size = count_text(unsized, encoding) if unsized is not None else None
+            with_count = with_head_count(details, encoding, message.content or "", tokens, size)
             if with_count is None:  # a runtime's details that are no object: left alone
                 continue
             column = table.c.session_id if table is S else table.c.id
@@ -417,7 +420,21 @@ class ImportedSessions:
                 .values(details=json_column(json_text(with_count, "", None)), **time)
             )
             kept += 1
-        return kept + len(unsized)
+        return kept
+
+
+def _unsized(checkpoint: sa.Row) -> str | None:
+    """The summary of a checkpoint whose transcript gave it no size (the one `context
+    checkpoints` would count), else None."""
+    return checkpoint.summary if checkpoint.summary_tokens is None and checkpoint.summary else None
+
+
+def _counted(details: object, encoding: str, text: str, unsized: str | None) -> bool:
+    """Whether ``details`` keep the count of ``text`` under ``encoding`` (and of the summary
+    ``unsized`` alone, when there is one to size)."""
+    if stored_head_count(details, encoding, text) is None:
+        return False
+    return unsized is None or stored_summary_count(details, encoding, unsized) is not None
 
 
 def message_row_bytes(row: tuple) -> int:

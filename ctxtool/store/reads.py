@@ -20,7 +20,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..core.context_size import context_token_counts, restored_context_tokens
+from ..core.context_size import (
+    context_token_counts,
+    restored_context_tokens,
+    stored_summary_count,
+)
 from ..core.errors import CtxtoolError
 from ..core.records import (
     CHAT_ROLES,
@@ -972,7 +976,10 @@ class SessionHistory:
                 summarized.append(int(c.execute(query).one().n or 0))
                 previous = cp
         summary_tokens = [
-            cp.summary_tokens if cp.summary_tokens is not None else count_text(cp.summary, encoding)
+            cp.summary_tokens
+            if cp.summary_tokens is not None
+            else stored_summary_count(cp.details, encoding, cp.summary)
+            or count_text(cp.summary, encoding)
             for cp in self.compactions
         ]
         return checkpoint_rows(self.compactions, summarized, summary_tokens)
