@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
+from .core.context_size import HEAD_COUNTS_KEY
 from .core.errors import CtxtoolError
 from .core.records import Compaction, Message, Session
 from .db.schema import agent_message as M
@@ -324,6 +325,12 @@ def _redact_record(redactor: Redactor, record: dict, session_id: int) -> None:
         where += f" {record['type'].removeprefix('ctxtool_')} {record['id']}"
     else:
         record["title"] = without_cut_word(record.get("title"))
+    details = record.get("details")
+    if isinstance(details, dict) and HEAD_COUNTS_KEY in details:
+        # The kept counts of the prompt or summary carry a digest of the unredacted text (and
+        # its size), which would let a guess at a short secret be checked offline. They are a
+        # cache: importing the archive counts the redacted text again.
+        record["details"] = {k: v for k, v in details.items() if k != HEAD_COUNTS_KEY} or None
     for key, value in record.items():
         if key not in ("type", "id", "source_id", "first_kept_source_id", "source_format"):
             record[key] = redactor.value(value, f"{where} {key}")

@@ -422,3 +422,49 @@ def test_mask_secrets_passing_over_a_rule_masks_what_every_rule_masks(text):
     """A rule whose words a text lacks is not searched (masking's cost): what it masks is
     still what searching every rule masks."""
     assert redaction.mask_secrets(text) == _masked_by_every_rule(text)
+
+
+def test_a_redacted_archive_carries_no_count_of_the_text_it_replaced(db, cli, tmp_path):
+    """Import keeps a digest and a count of each system prompt and summary it counts
+    (ctxtool_counts): written out beside the redacted text, they let anyone check guesses of
+    a weak secret offline. A redacted archive leaves them out; a plain one keeps them."""
+    from ctxtool.core.context_size import HEAD_COUNTS_KEY, text_digest
+    from ctxtool.core.records import SUMMARY_PREFIX
+
+    key = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123"
+    prompt = f"You deploy with OPENAI_API_KEY={key} and never print it."
+    summary = f"Deployed; the key {key} is set in the environment."
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        json.dumps({"role": "system", "content": prompt})
+        + "\n"
+        + json.dumps({"role": "user", "content": "Deploy the app."})
+        + "\n"
+    )
+    at = "2026-05-12T01:02:27.000Z"
+    pi = [
+        {"type": "session", "version": 3, "id": "pi-redact", "timestamp": at, "cwd": "/tmp/p"},
+        {"type": "model_change", "id": "m0", "parentId": None, "timestamp": at,
+         "provider": "openai", "modelId": "gpt-4o"},
+        {"type": "message", "id": "u1", "parentId": "m0", "timestamp": at,
+         "message": {"role": "user", "content": [{"type": "text", "text": "Deploy."}]}},
+        {"type": "compaction", "id": "c1", "parentId": "u1", "timestamp": at,
+         "summary": summary, "firstKeptEntryId": "u1", "tokensBefore": 9},
+    ]  # fmt: skip
+    (tmp_path / "pi.jsonl").write_text("".join(json.dumps(e) + "\n" for e in pi))
+    for path, fmt in ((chat, "openai-chat"), (tmp_path / "pi.jsonl", "pi")):
+        assert cli("--db", db.url, "import", "--format", fmt, path).exit_code == 0
+    digests = [text_digest(prompt), text_digest(SUMMARY_PREFIX + summary)]
+    stored = db.scalar("SELECT details FROM agent_session WHERE session_id = 1")
+    stored += db.scalar("SELECT details FROM agent_compaction WHERE session_id = 2")
+    assert all(d in stored for d in digests)  # the premise: the store keeps them
+
+    plain, redacted = tmp_path / "plain", tmp_path / "redacted"
+    assert cli("--db", db.url, "sessions", "archive", "-o", plain).exit_code == 0
+    done = cli("--db", db.url, "sessions", "archive", "-o", redacted, "--redact")
+    assert done.exit_code == 0, done.output
+    text = "".join(f.read_text() for f in sorted(redacted.glob("session-*.jsonl")))
+    assert key not in text and "[REDACTED:openai-key]" in text
+    assert HEAD_COUNTS_KEY not in text and not any(d in text for d in digests)
+    kept = "".join(f.read_text() for f in sorted(plain.glob("session-*.jsonl")))
+    assert all(d in kept for d in digests)
