@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ctxtool.core.evaluator import ContextText, answer, evaluate, probe_from_dict
+from ctxtool.core.evaluator import ContextText, answer, derive_probes, evaluate, probe_from_dict
 
 from .test_span_facts import Span
 
@@ -154,3 +154,40 @@ def test_a_state_that_does_not_fit_the_kind_is_not_a_key():
         probe_from_dict({"id": "x", "kind": "goal", "state": "fixed", "all_of": [["a b c"]]})
     with pytest.raises(InvalidKey):
         probe_from_dict({"id": "y", "kind": "error_fix", "state": "later", "all_of": [["abc"]]})
+
+
+def two_patch_failures() -> Span:
+    """apply_patch fails on src/cart.py and on src/order.py; only the cart.py one is fixed."""
+    s = Span()
+    s.user("Rename total to cart_total in src/cart.py and src/order.py")
+    for path in ("src/cart.py", "src/order.py"):
+        s.call(
+            "apply_patch",
+            f"apply_patch verification failed: Failed to find expected lines in {path}",
+            error=True,
+            input=f"*** Begin Patch\n*** Update File: {path}\n@@\n-total\n+cart_total\n*** End Patch",
+        )
+    s.call(
+        "apply_patch",
+        "Success. Updated the following files:\nM src/cart.py",
+        input="*** Begin Patch\n*** Update File: src/cart.py\n@@\n-x\n+cart_total\n*** End Patch",
+    )
+    return s
+
+
+def test_an_open_failure_of_a_tool_does_not_contradict_its_fixed_one():
+    """A derived error probe's subject is the tool and its target (issue #42: the tool alone
+    let the open failure on order.py count as the fixed one on cart.py called open)."""
+    messages = two_patch_failures().messages
+    errors = [p for p in derive_probes(messages) if p.kind.value == "error_fix"]
+    assert len(errors) == 2
+    said = (
+        "## Errors and fixes\n"
+        "- apply_patch refused: Failed to find expected lines in src/cart.py — fixed: retried\n"
+        "- `apply_patch` failed: Failed to find expected lines in src/order.py — still open\n"
+    )
+    context = ContextText(said)
+    assert [answer(p, context).contradicted for p in errors] == [(), ()]
+    assert all(answer(p, context).held for p in errors)
+    wrong = ContextText(said.replace("src/cart.py — fixed: retried", "src/cart.py — still open"))
+    assert answer(errors[0], wrong).contradicted

@@ -25,7 +25,7 @@ from ..sections import (
     is_done,
     parse_sections,
 )
-from .probes import OPEN, OPEN_STATE, PENDING, PENDING_STATE, Probe
+from .probes import OPEN, OPEN_STATE, PENDING, PENDING_STATE, SAME_LINE, Probe
 
 SUMMARY = "summary"
 _NEGATION = re.compile(
@@ -167,9 +167,10 @@ class ContextText:
         state, see ``OPEN_STATE``)."""
         text = normalise(phrase)
         if text.startswith(OPEN_STATE):
-            alt = text.removeprefix(OPEN_STATE).strip()
-            return bool(alt) and any(
-                alt in line and _CALLED_OPEN.search(line) for line in self.lines
+            # every part of it (``SAME_LINE``) on one line that calls it open
+            parts = [p.strip() for p in text.removeprefix(OPEN_STATE).split(SAME_LINE.strip())]
+            return all(parts) and any(
+                _CALLED_OPEN.search(line) and all(p in line for p in parts) for line in self.lines
             )
         if text.startswith(PENDING_STATE):
             alt = text.removeprefix(PENDING_STATE).strip()

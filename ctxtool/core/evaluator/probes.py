@@ -134,6 +134,9 @@ FIX_WORDS = ("fixed", "resolved", "succeeded", "passes", "passed", "passing", "w
 # command called open, a finished task listed as still to do.
 OPEN_STATE = "open:"
 PENDING_STATE = "pending:"
+# Joins the parts of an ``open:`` phrase that must all be named on the line calling it open:
+# ``open: apply_patch … engine.rs`` is the failure of apply_patch on engine.rs, not another.
+SAME_LINE = " … "
 # Files are asked about more: a session changes dozens, each a thing the next agent may touch
 # again (the score averages per kind, so they still do not outvote the goal).
 MAX_FILE_PROBES = 25
@@ -365,14 +368,15 @@ def derive_probes(
             outcome += f" after changes to {', '.join(f.changed_between[:5])}"
         then = f"; then: {f.then}" if f.then else ""
         command = _command_key(f.tool, f.command)
+        error = key_terms(f.error, 1, prose=False)
         add(
             ProbeKind.ERROR_FIX,
             n,
             f"What went wrong when running `{f.command[:120]}`, and was it fixed?",
             f"`{f.command[:200]}` failed: {f.error} ({outcome}){then}",
             # A fixed failure's answer says it was fixed, and never calls it open.
-            command + key_terms(f.error, 1, prose=False) + ([FIX_WORDS] if f.fixed else []),
-            none_of=tuple(OPEN_STATE + alt for g in command for alt in g) if f.fixed else (),
+            command + error + ([FIX_WORDS] if f.fixed else []),
+            none_of=_called_open(command, error) if f.fixed else (),
         )
     finished = [t for t in s.tasks if t.status in ("completed", "done")]
     for n, task in enumerate(finished[:MAX_PROBES_PER_KIND], len(s.open_tasks) + 1):
@@ -482,6 +486,17 @@ def _command_key(tool: str, command: str) -> list[tuple[str, ...]]:
     if not alternatives:
         return key_terms(command, 1)
     return [tuple(dict.fromkeys(alternatives))]
+
+
+def _called_open(command: list[tuple[str, ...]], error: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The ``open:`` phrases of a fixed failure: its command (any alternative) together with
+    its error's term on one line. The command alone is no subject: a tool fails on many targets
+    (``apply_patch`` on two files), and another failure of it may well be open."""
+    if not error:
+        return tuple(OPEN_STATE + alt for g in command for alt in g)
+    return tuple(
+        OPEN_STATE + alt + SAME_LINE + term for g in command for alt in g for term in error[0]
+    )
 
 
 _SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/)?(?:ba|z)?sh\s+-l?c\s+")
