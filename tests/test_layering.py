@@ -232,7 +232,9 @@ def test_no_dialect_is_named_outside_the_database_layer():
     }
     assert named == KNOWN_DIALECT_NAMES
     db = ROOT / "db" / "dialects.py"
-    assert {"'mysql'", "'sqlite'", "'MariaDB'", "import sqlalchemy.dialects"} <= dialect_names(db)
+    in_db = dialect_names(db)  # the check finds what it looks for where it belongs
+    assert {"'mysql'", "'sqlite'", "'MariaDB'"} <= in_db
+    assert any(w.startswith("import sqlalchemy.dialects") for w in in_db), in_db
 
 
 def test_no_module_name_is_used_twice():
