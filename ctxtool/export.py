@@ -379,7 +379,7 @@ def render_checkpoints(rows: list[dict[str, Any]], output: OutputFormat, width: 
         _CHECKPOINT_LABELS.values(),
         width,
         ["summarizer", "model"],
-        optional=["fabricated", "carry-over", "created", "parent"],
+        optional=["summarized", "fabricated", "carry-over", "created", "parent"],
     )
     if rows:
         text += "\n(before / after: the context's tokens; summary: its own; --json: every field)"

@@ -134,7 +134,9 @@ def fit_columns(
     value. One cap for all, as large as fits, never below MIN_CELL. The ``optional`` columns
     are left out, last first, while the shrinkable cells would have to be cut below
     ``readable`` characters; then those left out before the last one come back, first first,
-    where they still fit."""
+    where they still fit. Where the table still does not fit at MIN_CELL (a narrow terminal,
+    a format that draws borders), more columns go, the last first and the shrinkable
+    ones last, whatever the format: every table command fits by this one rule."""
     keys = list(headers)
     if width is None:
         return keys, None
@@ -149,6 +151,16 @@ def fit_columns(
         back = [k for k in headers if k in keys or k == column]
         if line(back, least) <= width:
             keys = back
+    # The last resort, for a width or a format's borders no table of these columns fits:
+    # more columns go, the last first, those of figures before those of text (what the table
+    # is read for); the first, which names the row, stays.
+    rest = keys[1:]
+    for column in [c for c in reversed(rest) if c not in shrinkable] + [
+        c for c in reversed(rest) if c in shrinkable
+    ]:
+        if line(keys, MIN_CELL) <= width:
+            break
+        keys.remove(column)
     if line(keys, None) <= width:
         return keys, None
     # The largest cap on the shrinkable columns with which the table fits (binary search).

@@ -154,8 +154,23 @@ _HIT_COLUMNS = ["session_id", "kind", "id", "role", "created_at", "snippet", "wh
 
 
 def _hit_table(hits: list[SearchHit], output: OutputFormat) -> None:
-    rows = [{k: h.as_dict()[k] for k in _HIT_COLUMNS} for h in hits]
-    click.echo(fit_table(rows, output, _HIT_COLUMNS, table_width(None), ["snippet", "where"]))
+    """One row a hit, fitted to the terminal: the time to the minute (--json has it whole);
+    what was said and where it stands now are what is read, so the time, then the role, go
+    before they are cut short."""
+    rows = [
+        {k: h.as_dict()[k] for k in _HIT_COLUMNS}
+        | {"created_at": h.created_at and h.created_at.isoformat(sep=" ", timespec="minutes")}
+        for h in hits
+    ]
+    fitted = fit_table(
+        rows,
+        output,
+        _HIT_COLUMNS,
+        table_width(None),
+        ["snippet", "where"],
+        optional=["role", "created_at"],
+    )
+    click.echo(fitted)
 
 
 # A trace's rows (--nl, --csv, --fmt): each message that said it, then each checkpoint since.
