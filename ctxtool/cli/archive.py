@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import click
 
+from ..core.cells import shorten
 from ..core.errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, print_rows
 from ..redaction import FINDING_COLUMNS, Redactor
-from ..retention import archive_sessions, parse_age, purge_sessions, select_sessions
+from ..retention import (
+    ArchivedSession,
+    PurgeCheck,
+    archive_sessions,
+    parse_age,
+    purge_sessions,
+    select_sessions,
+)
+from ..terminal import fit_table, table_width
 from .app import pass_app
 from .options import complete_session, output_options, redact_options
 from .root import sessions
@@ -65,9 +74,12 @@ def sessions_archive(
             preview=redact_preview,
         )
     if redactor is not None and redactor.findings is not None:  # --redact-preview
-        print_rows([f.as_dict() for f in redactor.findings], output, headers=FINDING_COLUMNS)
+        print_findings([f.as_dict() for f in redactor.findings], output)
         return
-    print_rows([d.as_dict() for d in done], output)
+    if output.machine:
+        print_rows([d.as_dict() for d in done], output)
+    else:
+        click.echo(archived_table(done, output, redacted=redactor is not None))
 
 
 @sessions.command("purge")
@@ -101,10 +113,89 @@ def sessions_purge(app, sessions_, archive_dir, dry_run, output: OutputFormat):
         checks = purge_sessions(
             engine, archive_dir, sessions_, dry_run, on_session=lambda _: progress.update(1)
         )
-    print_rows([c.as_dict() for c in checks], output)
+    if output.machine:
+        print_rows([c.as_dict() for c in checks], output)
+    else:
+        click.echo(purge_table(checks, output))
     kept = [c for c in checks if not c.purged and c.verdict != "would purge"]
     if kept:
         message = f"{len(kept)} of {len(checks)} session(s) kept: see the verdict column"
         if len(kept) == len(checks):
             raise CtxtoolError(message)
         raise PartialFailure(message)
+
+
+# A checksum is told apart by its first characters, as git shows a commit; --json has it whole.
+CHECKSUM_SHOWN = 13
+
+
+def archived_table(done: list[ArchivedSession], output: OutputFormat, redacted: bool) -> str:
+    """What `sessions archive` wrote, as a table fitted to the terminal: the checksum cut
+    short, the placeholders written (with --redact) as words, the file name left out before
+    the source is cut below readable."""
+    rows = [
+        {
+            "id": d.session_id,
+            "source": d.source,
+            "file": d.file,
+            "msgs": d.messages,
+            "checkpoints": d.checkpoints,
+            "checksum": shorten(d.checksum, CHECKSUM_SHOWN),
+            "redacted": redacted_words(d.redacted),
+        }
+        for d in done
+    ]
+    headers = ["id", "source", "file", "msgs", "checkpoints", "checksum"]
+    headers += ["redacted"] if redacted else []
+    shrinkable = ["source", "file", "checksum", "redacted"]
+    return fit_table(
+        rows,
+        output,
+        headers,
+        table_width(None),
+        shrinkable,
+        optional=["file"],
+        from_left=["file"],
+        wrapped=["redacted"],
+    )
+
+
+def redacted_words(counts: dict[str, int]) -> str:
+    """The placeholders written, by type, as a person reads them: "775 home-dir, 2 email"."""
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+
+
+def purge_table(checks: list[PurgeCheck], output: OutputFormat) -> str:
+    """What `sessions purge` found and did, as a table fitted to the terminal: the verdict
+    (which says whether it went) read whole, wrapped; the file left out before the source
+    is cut below readable."""
+    rows = [
+        {
+            "id": c.session_id,
+            "source": c.source,
+            "file": c.file,
+            "msgs": c.messages,
+            "checkpoints": c.checkpoints,
+            "verdict": c.verdict,
+        }
+        for c in checks
+    ]
+    return fit_table(
+        rows,
+        output,
+        ["id", "source", "file", "msgs", "checkpoints", "verdict"],
+        table_width(None),
+        ["source", "file", "verdict"],
+        optional=["file"],
+        from_left=["file"],
+        wrapped=["verdict"],
+    )
+
+
+def print_findings(rows: list[dict], output: OutputFormat) -> None:
+    """What --redact-preview finds, fitted to the terminal (--json: each whole)."""
+    if output.machine:
+        print_rows(rows, output, headers=FINDING_COLUMNS)
+    else:
+        shrinkable = ["where", "excerpt"]
+        click.echo(fit_table(rows, output, FINDING_COLUMNS, table_width(None), shrinkable))
