@@ -137,3 +137,8 @@ def test_every_table_style_fits_80_columns(store, cli, group):
             assert result.exit_code == int(refused), (fmt, command, result.output)
             _fits(result.stdout, f"--fmt {fmt} {' '.join(command)}")
             assert "(no rows)" not in result.stdout and result.stdout.count("\n") >= 3
+        preview = cli(
+            "--db", db.url, "sessions", "delete", "2", "--fmt", fmt, env={"COLUMNS": "80"}
+        )
+        assert preview.exit_code == 2 and "pi:0195f0e2" in preview.stdout, preview.output
+        _fits(preview.stdout, f"--fmt {fmt} sessions delete 2")

@@ -244,10 +244,19 @@ def sessions_delete(app, sessions_, yes, output: OutputFormat):
     if not yes:
         with read_connection(engine) as conn:
             planned = footprints(conn, ids)
-        print_rows([f.as_dict() for f in planned], output)
+        _print_footprints([f.as_dict() for f in planned], output)
         raise click.UsageError(
             "nothing removed: add --yes to remove "
             f"{len(planned)} session(s) and everything they hold"
         )
     removed = store.delete_sessions(ids)
-    print_rows([{**f.as_dict(), "removed": True} for f in removed], output)
+    _print_footprints([{**f.as_dict(), "removed": True} for f in removed], output)
+
+
+def _print_footprints(rows: list[dict], output: OutputFormat) -> None:
+    """What `sessions delete` would remove or removed; for a person fitted to the terminal,
+    the source shortened (--json has it whole)."""
+    if output.machine or not rows:
+        print_rows(rows, output)
+    else:
+        click.echo(fit_table(rows, output, list(rows[0]), table_width(None), ["source"]))
