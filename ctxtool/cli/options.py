@@ -13,8 +13,9 @@ from tabulate import tabulate_formats
 from ..core.errors import InvalidSettings
 from ..core.tokens import SHIPPED_VOCABULARIES
 from ..core.windows import DEFAULT_RESERVE_TOKENS, CompactionSettings
-from ..db import create_engine
+from ..db import create_engine, read_connection
 from ..output import OutputFormat, visible
+from ..store.completion import session_candidates
 from .types import EncodingName, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
@@ -153,9 +154,8 @@ def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: st
     except Exception:  # noqa: BLE001 - a bad URL completes nothing
         return []
     try:
-        from ..store.reads import Store  # loaded on a Tab, not by every command's options
-
-        candidates = Store(engine).session_candidates(incomplete)
+        with read_connection(engine) as conn:  # completion.py alone: no store reads on a Tab
+            candidates = session_candidates(conn, incomplete)
     except Exception:  # noqa: BLE001 - missing tables, a server that is down: nothing
         return []
     finally:
