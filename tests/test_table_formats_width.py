@@ -130,8 +130,12 @@ def test_archive_and_purge_tables_fit_and_json_keeps_every_value(store):
 def test_every_table_style_fits_80_columns(store, cli, group):
     """Half the styles each run (two runs on each database), every table command in each."""
     db, folder, _ = store
+    previews = [
+        ["sessions", "archive", "-o", str(folder / "preview"), "--redact-preview"],
+        ["context", "export", "1", "--redact-preview"],
+    ]
     for fmt in TERMINAL_FORMATS[group::2]:
-        for command in _commands(folder):
+        for command in _commands(folder) + previews:
             result = cli("--db", db.url, *command, "--fmt", fmt, env={"COLUMNS": "80"})
             refused = command[:2] == ["sessions", "purge"] and "redacted" in command[3]
             assert result.exit_code == int(refused), (fmt, command, result.output)

@@ -23,7 +23,7 @@ from ..export import (
     text_lines,
 )
 from ..output import OutputFormat, dumps, is_terminal, print_rows
-from ..redaction import FINDING_COLUMNS, Redactor, redact_stream
+from ..redaction import Redactor, redact_stream
 from ..store.chart import session_chart
 from ..store.outline import stream_context
 from ..store.reads import SessionHistory, Store
@@ -299,8 +299,9 @@ def export(
         if redact_preview:
             for _ in stream.items(counted=False):  # every text seen once
                 pass
-            rows = [f.as_dict() for f in redactor.findings or ()]
-            print_rows(rows, output, headers=FINDING_COLUMNS)
+            from .archive import print_findings  # what sessions archive prints of them
+
+            print_findings([f.as_dict() for f in redactor.findings or ()], output)
             return
     drawn = _chart(history, settings) if fmt == "html" and chart is not False else None
     pieces = export_pieces(stream, fmt, history.compactions, drawn)
