@@ -285,7 +285,8 @@ class StreamedTable:
             self.add(row)
 
     def widths(self, width: int | None) -> tuple[dict[str, int], int | None]:
-        """The column widths and the cap on the shrinkable cells (None: whole)."""
+        """The widths of the columns kept, in order, and the cap on the shrinkable cells
+        (None: whole)."""
 
         def line(keys: list[str], cap: int | None) -> int:
             return table_line(self._width(k, cap) for k in keys)
@@ -295,19 +296,19 @@ class StreamedTable:
                 (self.columns[k].longest for k in self.shrinkable if k in keys), default=MIN_CELL
             )
 
-        _, cap = fit_columns(self.headers, self.shrinkable, width, line, longest)
-        return {k: self._width(k, cap) for k in self.headers}, cap
+        keys, cap = fit_columns(self.headers, self.shrinkable, width, line, longest)
+        return {k: self._width(k, cap) for k in keys}, cap
 
     def _width(self, key: str, cap: int | None) -> int:
         return self.columns[key].width(cap if key in self.shrinkable else None)
 
     def lines(self, rows: Iterable[dict[str, Any]], width: int | None) -> Iterator[str]:
         widths, cap = self.widths(width)
-        yield "  ".join(pad(k, widths[k]) for k in self.headers).rstrip()
-        yield "  ".join("-" * widths[k] for k in self.headers)
+        yield "  ".join(pad(k, widths[k]) for k in widths).rstrip()
+        yield "  ".join("-" * widths[k] for k in widths)
         for row in rows:
             cells = []
-            for k in self.headers:
+            for k in widths:
                 value = row.get(k)
                 cell = table_cell(value)
                 if cap is not None and k in self.shrinkable and isinstance(value, str):

@@ -8,7 +8,7 @@ import click
 from ..core.cells import shorten
 from ..core.errors import CtxtoolError, PartialFailure
 from ..output import OutputFormat, Progress, print_rows
-from ..redaction import FINDING_COLUMNS, Redactor
+from ..redaction import Redactor
 from ..retention import (
     ArchivedSession,
     PurgeCheck,
@@ -19,6 +19,7 @@ from ..retention import (
 )
 from ..terminal import fit_table, table_width
 from .app import pass_app
+from .findings import print_findings
 from .options import complete_session, output_options, redact_options
 from .root import sessions
 
@@ -190,12 +191,3 @@ def purge_table(checks: list[PurgeCheck], output: OutputFormat) -> str:
         from_left=["file"],
         wrapped=["verdict"],
     )
-
-
-def print_findings(rows: list[dict], output: OutputFormat) -> None:
-    """What --redact-preview finds, fitted to the terminal (--json: each whole)."""
-    if output.machine:
-        print_rows(rows, output, headers=FINDING_COLUMNS)
-    else:
-        shrinkable = ["where", "excerpt"]
-        click.echo(fit_table(rows, output, FINDING_COLUMNS, table_width(None), shrinkable))

@@ -30,6 +30,7 @@ from ..store.reads import SessionHistory, Store
 from ..terminal import echo_pieces, page, print_result, table_width, wrap
 from ..whole_file import write_whole
 from .app import pass_app
+from .findings import print_findings
 from .options import (
     document_output_options,
     json_option,
@@ -299,8 +300,6 @@ def export(
         if redact_preview:
             for _ in stream.items(counted=False):  # every text seen once
                 pass
-            from .archive import print_findings  # what sessions archive prints of them
-
             print_findings([f.as_dict() for f in redactor.findings or ()], output)
             return
     drawn = _chart(history, settings) if fmt == "html" and chart is not False else None
