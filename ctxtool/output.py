@@ -191,6 +191,15 @@ def print_rows(
     click.echo(render_rows(rows, output, headers))
 
 
+def print_with_rows(document: dict, rows: str, output: OutputFormat) -> None:
+    """A machine-read document: whole with --json; its ``rows`` list with --nl/--csv/--fmt
+    (a chart's points, a histogram's buckets)."""
+    if output.json:
+        click.echo(dumps(document))
+    else:
+        print_rows(document[rows], output)
+
+
 def print_document(doc: Any, output: OutputFormat, human: str) -> None:
     """A single object (commands with :func:`json_option`): JSON for machines, the given human
     rendering otherwise."""

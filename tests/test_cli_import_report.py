@@ -29,25 +29,32 @@ def _transcripts(folder: Path, n: int) -> None:
         (folder / f"session-{i:03}.jsonl").write_text(text)
 
 
-def test_ctrl_c_keeps_the_report_of_what_was_imported(sqlite_db, tmp_path):
-    db = sqlite_db
-    _transcripts(tmp_path / "many", 400)
+def _sessions(db) -> int:
+    with db.engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(agent_session)).scalar()
+
+
+def _interrupted_import(db, folder: Path) -> tuple[str, str]:
+    """`ctxtool import FOLDER` in its own process, sent Ctrl-C once 5 sessions are stored:
+    its stdout and stderr, after checking it exited 130."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path / "many")],
+        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(folder)],
         env={**os.environ, "CTXTOOL_PROGRESS_INTERVAL": "0", "COLUMNS": "80"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-    def sessions() -> int:
-        with db.engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.count()).select_from(agent_session)).scalar()
-
-    wait_until(lambda: sessions() >= 5, "the first files to be imported")
+    wait_until(lambda: _sessions(db) >= 5, "the first files to be imported")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    return out, err
+
+
+def test_ctrl_c_keeps_the_report_of_what_was_imported(sqlite_db, tmp_path):
+    db = sqlite_db
+    _transcripts(tmp_path / "many", 400)
+    out, err = _interrupted_import(db, tmp_path / "many")
     found = re.search(
         r"Error: interrupted: (\d+) transcript\(s\) of 400 file\(s\) were imported", err
     )
@@ -55,7 +62,7 @@ def test_ctrl_c_keeps_the_report_of_what_was_imported(sqlite_db, tmp_path):
     done = int(found[1])
     # Each file commits on its own: what the line says is what the store holds (the file
     # committed as the signal came may not be counted yet).
-    assert 5 <= done <= sessions() <= done + 1 < 400
+    assert 5 <= done <= _sessions(db) <= done + 1 < 400
     rows = [line for line in out.splitlines() if "session-" in line]
     assert len(rows) == done and max(map(len, out.splitlines())) <= 80
 
@@ -83,22 +90,7 @@ def test_ctrl_c_after_a_failed_file_does_not_count_it_as_imported(sqlite_db, tmp
     _transcripts(tmp_path / "many", 400)
     # Read first, and failing: said on its own line, and not among the transcripts imported.
     (tmp_path / "many" / "a-broken.jsonl").write_text('{"role": "user", "content": "hi"}\n{x\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ctxtool", "--db", db.url, "import", str(tmp_path / "many")],
-        env={**os.environ, "CTXTOOL_PROGRESS_INTERVAL": "0", "COLUMNS": "80"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-    def sessions() -> int:
-        with db.engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.count()).select_from(agent_session)).scalar()
-
-    wait_until(lambda: sessions() >= 5, "the first files to be imported")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    out, err = _interrupted_import(db, tmp_path / "many")
     found = re.search(
         r"Error: interrupted: (\d+) transcript\(s\) of 401 file\(s\) were imported before "
         r"it \(each committed\), 1 failed \(said above\);",
@@ -107,5 +99,5 @@ def test_ctrl_c_after_a_failed_file_does_not_count_it_as_imported(sqlite_db, tmp
     assert found and "Traceback" not in err, err
     assert "a-broken.jsonl:2: malformed JSON" in err
     done = int(found[1])
-    assert 5 <= done <= sessions() <= done + 1 < 400
+    assert 5 <= done <= _sessions(db) <= done + 1 < 400
     assert len([line for line in out.splitlines() if "session-" in line]) == done

@@ -22,7 +22,7 @@ from ..export import (
     table_lines,
     text_lines,
 )
-from ..output import OutputFormat, dumps, is_terminal, print_rows
+from ..output import OutputFormat, is_terminal, print_rows, print_with_rows
 from ..redaction import Redactor, redact_stream
 from ..store.chart import session_chart
 from ..store.outline import stream_context
@@ -165,11 +165,7 @@ def checkpoints(app, session, details, chart, settings, output: OutputFormat):
     """
     history = _history(app, session)
     if chart and output.machine:
-        drawn = _chart(history, settings).as_dict()
-        if output.json:
-            click.echo(dumps(drawn))
-        else:
-            print_rows(drawn["points"], output)
+        print_with_rows(_chart(history, settings).as_dict(), "points", output)
         return
     rows = history.checkpoint_rows()
     if output.machine:

@@ -12,7 +12,7 @@ from ..core.errors import CtxtoolError
 from ..core.tokens import get_encoding
 from ..core.windows import CompactionSettings, context_window_for
 from ..interrupts import INTERRUPTED
-from ..output import OutputFormat, Progress, dumps, print_rows
+from ..output import OutputFormat, Progress, print_rows, print_with_rows
 from ..store import Store
 from ..terminal import fit_table, print_result, table_width, wrap
 from .app import pass_app
@@ -116,11 +116,7 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     session_id = Store(engine).resolve_session(session) if session else None
     rows = Store(engine).token_report(session_id, encoding)
     if chart and output.machine:
-        histogram = window_histogram(rows, settings).as_doc()
-        if output.json:
-            click.echo(dumps(histogram))
-        else:
-            print_rows(histogram["buckets"], output)
+        print_with_rows(window_histogram(rows, settings).as_doc(), "buckets", output)
         return
     if output.machine:
         print_rows(rows, output)
