@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from ..core.windows import CompactionSettings
     from ..db.dialects import Dialect
     from .candidates import EffectiveContext
-    from .completion import SessionCandidate
     from .context_sums import SumsToKeep
     from .counts import CountResult
     from .removal import SessionFootprint
@@ -415,14 +414,6 @@ class Store:
             session_id = self.resolve_session(session, conn)
             set_over_window_ok(conn, session_id, ok)
         return session_id
-
-    def session_candidates(self, prefix: str, limit: int | None = None) -> list[SessionCandidate]:
-        """What a shell may complete for a SESSION argument starting with ``prefix`` (see
-        ``completion.session_candidates``), read on a connection of its own."""
-        from .completion import COMPLETION_LIMIT, session_candidates
-
-        with read_connection(self.engine) as conn:
-            return session_candidates(conn, prefix, COMPLETION_LIMIT if limit is None else limit)
 
     def session_ids(self, conn: Connection | None = None) -> list[int]:
         with connection_for(self.engine, conn) as c:
