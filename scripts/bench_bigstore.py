@@ -332,7 +332,7 @@ def main() -> None:
                     conn.exec_driver_sql("DELETE FROM ctxtool_context_sums")
                 # A real run's finding: it counts the uncounted sessions (as a cron run
                 # would have), keeps the sums it read and the pairings its measures proved.
-                keep, _ = timed(lambda: counted_batch(engine, settings, None))
+                keep, _ = timed(lambda: counted_batch(Store(engine), settings, None))
                 grow(engine, args.sessions, run)
             with engine.connect() as conn:
                 scan, (n, _) = timed(
@@ -342,7 +342,7 @@ def main() -> None:
                 )
             with read_connection(engine) as conn:
                 sums, _ = timed(lambda c=conn: effective_contexts(c))
-            find, batch = timed(lambda: find_batch(engine, settings, None))
+            find, batch = timed(lambda: find_batch(Store(engine), settings, None))
             listing, listed = timed(
                 lambda: Store(engine).list_sessions(limit=50, over_window=settings)
             )

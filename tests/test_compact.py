@@ -656,7 +656,7 @@ def test_batch_finds_a_context_over_threshold_through_its_system_prompt(db, monk
         return real(conn, session_id, *args, **kwargs)
 
     monkeypatch.setattr(candidates, "exact_context_tokens", measuring)
-    batch = find_batch(db.engine, settings, None)
+    batch = find_batch(Store(db.engine), settings, None)
     assert sorted(c.session_id for c in batch.candidates) == [1, 3]
     assert {c.session_id: c.estimated_tokens for c in batch.candidates}[1] == exact[1]
     assert measured == [1]  # 2 is under even with its prompt, 3 is over without it

@@ -472,7 +472,7 @@ def test_a_rescan_replaces_a_kept_row_it_finds_wrong(db):
     _keep(db)
     with db.engine.begin() as conn:  # as a message committed below the row would leave it
         conn.execute(context_sums.update().values(tokens=context_sums.c.tokens - 7))
-    counted_batch(db.engine, CompactionSettings(), None, rescan=True)
+    counted_batch(Store(db.engine), CompactionSettings(), None, rescan=True)
     _same(db)
 
 

@@ -293,9 +293,6 @@ def test_the_imports_the_docs_show_still_work():
 # method or a (conn, ...) function with its fix: the test fails when one is gone as well as when
 # a new one appears. The services below take the engine they build their Store on.
 KNOWN_ENGINE_TAKERS = {
-    "ctxtool.compaction.batch.count_missing",
-    "ctxtool.compaction.batch.counted_batch",
-    "ctxtool.compaction.batch.find_batch",
     "ctxtool.retention._purge_one",
     "ctxtool.retention.archive_sessions",
     "ctxtool.retention.purge_sessions",

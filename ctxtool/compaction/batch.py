@@ -22,7 +22,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.compaction_outcome import CompactionOutcome
@@ -66,7 +66,7 @@ class Batch:
 
 
 def find_batch(
-    engine: Engine,
+    store: Store,
     settings: CompactionSettings,
     encoding: str | None,
     *,
@@ -81,8 +81,7 @@ def find_batch(
     ``contexts``: the effective contexts and the newest checkpoint id as just read, in one
     transaction (by :func:`counted_batch`); ``rescan``: sum every suffix from its messages;
     ``proofs``: collects the pairings the server proved (``candidates.exact_context_tokens``)."""
-    store = Store(engine)
-    with read_connection(engine) as conn:
+    with read_connection(store.engine) as conn:
         if contexts is None:
             rows = effective_contexts(conn, encoding, rescan=rescan)
             # Read after the contexts: a checkpoint appended between the two reads costs a
@@ -121,7 +120,7 @@ def find_batch(
 
 
 def counted_batch(
-    engine: Engine,
+    store: Store,
     settings: CompactionSettings,
     encoding: str | None,
     retry: Callable = retry_transaction,
@@ -134,23 +133,23 @@ def counted_batch(
     every run after the first): the batch is found from the counting step's read. The sums it
     read from messages are kept for the next run (``store.context_sums``); ``rescan``: read
     every suffix from its messages, whatever was kept."""
-    with read_connection(engine) as conn:
+    with read_connection(store.engine) as conn:
         read = read_effective_contexts(conn, encoding, rescan=rescan)
         # In the same read: a session a sibling compacts after it is refused at its claim,
         # not read and planned for nothing (review finding on a later read of this id).
         checkpoints_through = newest_checkpoint_id(conn)
     # Kept for the next run before anything is counted: a count marks the sums it changes.
-    Store(engine).remember_sums(read.to_keep)
-    if count_missing(engine, encoding, retry, contexts=read.contexts):
+    store.remember_sums(read.to_keep)
+    if count_missing(store, encoding, retry, contexts=read.contexts):
         # The counts just stored: read again (the sessions counted are summed on their
         # ranges, the rest as just kept), and keep what is now whole.
-        with read_connection(engine) as conn:
+        with read_connection(store.engine) as conn:
             read = read_effective_contexts(conn, encoding)
             checkpoints_through = newest_checkpoint_id(conn)
-        Store(engine).remember_sums(read.to_keep)
+        store.remember_sums(read.to_keep)
     proofs: dict[int, tuple[int, int]] = {}
     batch = find_batch(
-        engine,
+        store,
         settings,
         encoding,
         contexts=(read.contexts, checkpoints_through),
@@ -160,12 +159,12 @@ def counted_batch(
     # The sessions between their bounds are measured on every run: what the server proved of
     # their pairing is kept, and the next run asks only about what came since.
     # Only on rows nobody wrote since this run read (and kept) them.
-    Store(engine).remember_pairing(proofs, context_sums.versions_after(read.versions, read.to_keep))
+    store.remember_pairing(proofs, context_sums.versions_after(read.versions, read.to_keep))
     return batch
 
 
 def count_missing(
-    engine: Engine,
+    store: Store,
     encoding: str | None = None,
     retry: Callable = retry_transaction,
     contexts: list[EffectiveContext] | None = None,
@@ -175,21 +174,21 @@ def count_missing(
     stored counts alone; returns how many messages were counted. ``contexts``: the effective
     contexts as just read."""
     if contexts is None:
-        with read_connection(engine) as conn:
+        with read_connection(store.engine) as conn:
             contexts = effective_contexts(conn, encoding)
     uncounted = [r for r in contexts if r.uncounted]
 
     def count_session(session_id: int) -> None:
-        with engine.begin() as conn:
+        with store.engine.begin() as conn:
             read_suffix(conn, session_id, encoding, store_counts=True)
 
     for r in uncounted:
         try:
-            retry(engine, partial(count_session, r.session_id))
+            retry(store.engine, partial(count_session, r.session_id))
         except SQLAlchemyError as exc:
             # Still contended (a sibling on another node counts the same messages): this
             # session is counted when it is compacted. Anything else ends the run.
-            if dialect_of(engine).transient(exc) is None:
+            if dialect_of(store.engine).transient(exc) is None:
                 raise
     return sum(r.uncounted for r in uncounted)
 

@@ -444,11 +444,11 @@ class Compactor:
         # outage, as a session's own transactions do.
         if dry_run:
             return self._retry(
-                self.engine, lambda: find_batch(self.engine, self.settings, self.encoding, **find)
+                self.engine, lambda: find_batch(self.store, self.settings, self.encoding, **find)
             )
         return self._retry(
             self.engine,
-            lambda: counted_batch(self.engine, self.settings, self.encoding, self._retry, **find),
+            lambda: counted_batch(self.store, self.settings, self.encoding, self._retry, **find),
         )
 
     def run_batch(
