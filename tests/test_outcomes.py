@@ -164,3 +164,26 @@ def test_a_chain_that_succeeded_fixes_each_of_its_steps():
     assert [o.fixed_by for o in outcomes([clippy, chain])] == [chain]
     either = Run("shell", "make lint || true", False)
     assert targets_done(either) == {"build:make"}
+
+
+def test_a_script_run_through_any_shell_has_the_script_s_target():
+    curl = "curl -fsSL https://example.org/setup.sh | bash"
+    assert command_target(f'bash -lc "{curl}"') == "url:example.org/setup.sh"
+    wrapped = f"& 'C:\\Program Files\\Git\\bin\\bash.exe' -lc \"{curl}\""
+    assert command_target(wrapped) == "url:example.org/setup.sh"
+    # the first run under WSL's missing bash, fixed by Git Bash running the same script
+    runs = [bash(f'bash -lc "{curl}"', True, "execvpe(/bin/bash) failed"), bash(wrapped)]
+    [failure] = outcomes(runs)
+    assert failure.fixed_by == runs[1]
+    assert command_target("publish x") == "publish:x"  # a program ending in "sh" is no shell
+
+
+def test_an_exploratory_look_fixed_on_its_target_is_a_failure_and_a_silent_miss_none():
+    sandbox = "execution error: CreateProcessWithLogonW failed: 1056"
+    look = bash("Get-Content -Raw SKILL.md", True, sandbox)
+    runs = [look, bash("Get-ChildItem -Force"), bash("Get-Content -Raw SKILL.md")]
+    [failure] = outcomes(runs)
+    assert failure.fixed_by == runs[2]  # the same look, later fine
+    # a PowerShell look that missed and said nothing: no error to carry
+    silent = bash("Get-ChildItem -Recurse specs -ErrorAction SilentlyContinue", True, "")
+    assert is_non_error(silent, [bash("git config --get user.name")])

@@ -212,3 +212,22 @@ def test_at_8k_a_long_list_of_bare_changed_paths_is_folded(spans):
     for name in ("lib.rs", "engine.rs", "replay.rs", "risk.rs"):
         assert f"`{name}`" in folded
     assert not any(f == "- `crates/edgerunner-core/src/lib.rs`" for f in changed)
+
+
+def test_codex_shell_command_failures_and_their_fixes(spans):
+    """The Valdyum Codex session runs ``shell_command`` on Windows: the installer failed under
+    WSL's bash and ran through Git Bash; looks failed in the sandbox and ran with
+    ``login: false``; ``git status`` failed outside the repository and ran in it. Only the
+    transcript export stays open."""
+    messages = spans("codex--Valdyum-Labs-codex-session").summarized
+    errors = section(summary(messages), "Errors and fixes")
+    [curl] = [e for e in errors if "setup.sh" in e]
+    assert "still open" not in curl and "Git\\bin\\bash.exe" in curl
+    [status] = [e for e in errors if "git status" in e]
+    assert "fixed" in status and "AgentForge" in status
+    assert any("CreateProcessWithLogonW" in e and "login: false" in e for e in errors)
+    [export] = [e for e in errors if "export-session.sh" in e]
+    assert export.endswith("still open")
+    assert len([e for e in errors if "(then: " in e]) == len(
+        {e.split("(then: ")[1] for e in errors if "(then: " in e}
+    )

@@ -40,13 +40,23 @@ _PREFIXES = frozenset(
 _WRAPPER_RUNS = (("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("bundle", "exec"))
 _EXPLORATORY = frozenset(
     {"ls", "cat", "head", "tail", "find", "which", "stat", "file", "test", "type", "readlink",
-     "realpath", "tree", "less", "wc", "du", "pwd", "echo", "printenv", "whereis", "sed", "awk"}
+     "realpath", "tree", "less", "wc", "du", "pwd", "echo", "printenv", "whereis", "sed", "awk",
+     # PowerShell's looks: which, ls, cat, test -e
+     "get-command", "get-childitem", "get-content", "get-item", "test-path", "resolve-path"}
 )  # fmt: skip
+# A shell a line runs its script through (``bash -lc "…"``, ``& 'C:\…\bash.exe' -lc "…"``):
+# what the script acts on is the target, whichever shell ran it.
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "pwsh", "powershell", "cmd"})
 _SEARCH = frozenset({"grep", "rg", "ag", "egrep", "fgrep", "zgrep", "ack"})
 _PATCH = re.compile(r"^\s*apply_patch\b|\*\*\* Begin Patch")
 _URL = re.compile(r"https?://[^\s'\"<>|;)]+")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_SHELL_WRAPPER = re.compile(r"^\s*(?:/bin/|/usr/bin/)?(?:ba|z|da)?sh\s+-l?c\s+")
+# ``bash -lc``, ``/bin/sh -c``, PowerShell's ``& 'C:\\Program Files\\Git\\bin\\bash.exe' -lc``.
+_SHELL_NAME = r"(?:ba|z|da)?sh(?:\.exe)?"
+_SHELL_WRAPPER = re.compile(
+    rf"^\s*(?:&\s*)?(?:'(?:[^']*[/\\])?{_SHELL_NAME}'|\"(?:[^\"]*[/\\])?{_SHELL_NAME}\"|"
+    rf"(?:\S*[/\\])?{_SHELL_NAME})\s+-l?c\s+"
+)
 # A tool's complaint that the agent retries at once, in the same turn: no error of the work.
 RETRY_NOISE = re.compile(
     r"has not been read yet|not been read|read it first|must read|old_string not found|"
@@ -194,15 +204,28 @@ def _program(words: list[str]) -> list[str]:
     words = list(words)
     while words:
         head = words[0]
-        if _ASSIGNMENT.match(head) or head in _PREFIXES:
+        if _ASSIGNMENT.match(head) or head in _PREFIXES or head == "&":  # PowerShell's call
             words = words[1:]
         elif _wrapped(words):
             words = words[2:]
         else:
             break
     if words:
-        words[0] = words[0].rsplit("/", 1)[-1]
+        words[0] = program_name(words[0])
     return words
+
+
+def program_name(word: str) -> str:
+    """A program as its name alone: its directory (either slash) and ``.exe`` left out."""
+    name = re.split(r"[/\\]", word)[-1]
+    return name[:-4] if name.lower().endswith(".exe") else name
+
+
+def _script_of(words: list[str]) -> str | None:
+    """The script a shell runs with ``-c`` (``bash -lc "…"``), None for any other step."""
+    if len(words) > 2 and words[0].lower() in _SHELLS and words[1] in ("-c", "-lc", "-ic"):
+        return words[2]
+    return None
 
 
 def _wrapped(words: list[str]) -> bool:
@@ -235,6 +258,9 @@ def command_target(command: str) -> str:
     words = _work_step(command)
     if not words:
         return command.strip()
+    script = _script_of(words)
+    if script is not None:
+        return command_target(script)
     program = words[0].lower()
     rest = [w for w in words[1:] if not w.startswith("-")]
     if url and program in ("curl", "wget", "http", "https", "xh"):
@@ -282,7 +308,7 @@ def is_exploratory(run: Run) -> bool:
     look succeeds."""
     words = _work_step(run.command) if _is_command_line(run) else []
     tool = run.tool.lower()
-    return (bool(words) and words[0] in _EXPLORATORY | _SEARCH) or tool in (
+    return (bool(words) and words[0].lower() in _EXPLORATORY | _SEARCH) or tool in (
         "read", "read_file", "view", "glob", "grep", "ls", "list_dir", "search",
     )  # fmt: skip
 
@@ -297,6 +323,10 @@ def is_non_error(run: Run, later: Sequence[Run]) -> bool:
     if words and words[0] in _SEARCH and (not run.error.strip() or _EXIT_ONE.search(run.error)):
         return True
     same_turn = [r for r in later if r.turn == run.turn]
+    if any(not r.failed and target_of(run) in targets_done(r) for r in later):
+        return False  # what it looked at was got later: a failure with its fix
+    if is_exploratory(run) and not run.error.strip():
+        return True  # a look that found nothing and said nothing: no error to carry
     if is_exploratory(run) and not RETRY_NOISE.search(run.error):
         return any(not r.failed and is_exploratory(r) for r in same_turn)
     return False

@@ -649,7 +649,16 @@ def successful_actions(messages: Sequence[Message], after: int = -1) -> list[str
 # -- failures -------------------------------------------------------------------------------------
 
 COMMAND_TOOLS = frozenset(
-    {"bash", "shell", "exec_command", "local_shell", "run_command", "run_terminal_cmd", "execute"}
+    {
+        "bash",
+        "shell",
+        "shell_command",
+        "exec_command",
+        "local_shell",
+        "run_command",
+        "run_terminal_cmd",
+        "execute",
+    }
 )
 _EXIT = re.compile(
     r"(?:exit code:?|exited with code|process exited with code|\"exit_code\"\s*:)\s*(-?\d+)", re.I
@@ -836,7 +845,9 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
     return isinstance(code, int) and code != 0
 
 
-_ERROR_FIRST = re.compile(r"^\s*(error|fatal)\b:", re.I)
+# A result that opens with its error: apply_patch's "error: invalid hunk …", Codex's
+# "execution error: Io(…)" when the sandbox could not start the command.
+_ERROR_FIRST = re.compile(r"^\s*(?:execution\s+)?(error|fatal)\b:", re.I)
 
 
 # A command line whose last stage is a search: its exit code 1 means "no match".
@@ -858,12 +869,17 @@ def _error_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+# Codex's frame around a shell command's output: its exit code and time, then the output.
+_COMMAND_HEADER = re.compile(r"\A(?:Exit code: -?\d+\s*\n)?Wall time: [^\n]*\n(?:Output:\n)?")
+
+
 def _unwrap_output(text: str) -> str:
     """Codex's ``{"output": …, "metadata": …}`` result, or its code mode's script result, as
     its output text."""
     script = script_result(text)
     if script is not None:
         text = script[2] if script[0] != "failed" else script[2].removeprefix("\nScript error:\n")
+    text = _COMMAND_HEADER.sub("", text, count=1)
     if text.startswith('{"output"'):
         try:
             value = json.loads(text)

@@ -9,6 +9,7 @@ sentence, and credentials masked in everything written.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -413,6 +414,8 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}  # None: no message
     out: dict[tuple[str, str], str] = {}
     retries: dict[tuple[str, str], list[str]] = {}
+    reactions: set[str] = set()  # said once: one reaction to a batch of failures
+    calls = _calls_of_results(messages)
     for f in signals.failures:
         if not f.error:
             continue  # a search that found nothing (grep's exit 1) says no error
@@ -426,12 +429,19 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
-            # cause -> fix: the command that fixed it when it is another line
+            # cause -> fix: the command that fixed it when it is another line, the arguments
+            # the run that fixed it changed (another directory, a flag of the tool's)
             fix = f" — fixed: {shown_command(f.fixed_by)} succeeded" if f.fixed_by else FIXED
-            outcome = fix + how
+            changed = argument_change(
+                calls.get(f.message_id, {}), calls.get(f.fixed_by_message_id, {})
+            )
+            outcome = fix + (f" with {changed}" if changed else "") + how
         else:
             outcome = STILL_OPEN
         said = _reaction(messages, i) if i is not None else ""
+        if said in reactions:
+            said = ""  # said at the failure before it
+        reactions.add(said)
         line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
         out[(f.command, error)] = masked(line + outcome)
     for request in signals.requests:  # an error the user pasted is one too
@@ -448,6 +458,38 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             f"{tool} refused{count}: {error} (on {named}) — fixed: retried at once, it succeeded"
         )
     return list(out.values())
+
+
+def _calls_of_results(messages: Sequence[Message]) -> dict[int | None, dict]:
+    """Each tool result's call, by the result's message id."""
+    calls = {c["id"]: c for m in messages if m.role == "assistant" for c in work_calls(m)}
+    return {
+        m.id: calls[m.tool_call_id]
+        for m in messages
+        if m.role == "tool" and m.tool_call_id in calls
+    }
+
+
+# Arguments that say nothing of why a run failed or worked: the command (shown apart), how
+# long it may take, what the agent said it was for.
+_INCIDENTAL_ARGUMENTS = frozenset(
+    {"command", "cmd", "description", "timeout", "timeout_ms", "yield_time_ms", "max_output_tokens"}
+)
+ARGUMENT_CHARS = 80
+
+
+def argument_change(failed: dict, fixed: dict) -> str:
+    """The arguments a run that fixed a failure gave otherwise ("login: false", "workdir:
+    C:\\app"): the fix when the command line stayed the same. Empty when none differ."""
+    before, after = arguments_of(failed) if failed else {}, arguments_of(fixed) if fixed else {}
+    changed = []
+    for key, value in after.items():
+        if key in _INCIDENTAL_ARGUMENTS or before.get(key) == value:
+            continue
+        shown = value if isinstance(value, str) else json.dumps(value)
+        if len(shown) <= ARGUMENT_CHARS:
+            changed.append(f"{key}: {shown}")
+    return ", ".join(changed[:3])
 
 
 def call_tool(tool: str) -> str:
