@@ -281,3 +281,54 @@ def test_an_llm_error_echoing_the_key_is_neither_printed_nor_stored(db, cli):
     assert checkpoint.summarizer == "extractive"
     assert secret not in str(checkpoint.details), checkpoint.details["fallback_from"]
     assert secret not in result.output
+
+
+def test_an_answer_read_as_json_gives_what_the_clients_models_give():
+    """The summarizer reads the answer's JSON itself (no ChatCompletion built for every
+    request): each field it reads has the value ChatCompletion.construct gives, for an
+    ordinary answer and for odd ones (fields missing, null, of another type)."""
+    from openai.types.chat import ChatCompletion
+
+    from ctxtool.compaction.summarizers.openai import _read_completion
+
+    def fields(response):
+        choices = getattr(response, "choices", "-")
+        read = {"model": getattr(response, "model", None), "choices": "-"}
+        usage = getattr(response, "usage", None)
+        read["usage"] = [getattr(usage, k, None) for k in ("prompt_tokens", "completion_tokens")]
+        if isinstance(choices, list):
+            read["choices"] = [
+                [
+                    getattr(getattr(c, "message", None), "content", "-"),
+                    getattr(c, "finish_reason", None),
+                    getattr(c, "message", None) is None,
+                ]
+                for c in choices
+            ]
+        return read
+
+    ordinary = {
+        "id": "x",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "## Goal"}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+    }
+    answers = [
+        ordinary,
+        {**ordinary, "usage": None},
+        {**ordinary, "usage": 5},
+        {"choices": []},
+        {"choices": [{"message": None}, {"finish_reason": "length"}, "odd", {"message": {}}]},
+        {"choices": [{"message": {"content": 5}}], "usage": {"prompt_tokens": "9"}},
+    ]
+    for answer in answers:
+        assert fields(_read_completion(answer, ChatCompletion)) == fields(
+            ChatCompletion.construct(**answer)
+        ), answer
+    # Without choices: as the client builds it (choices None: "no message").
+    read = _read_completion({"id": "x"}, ChatCompletion)
+    assert read.choices is None and str(read) == str(ChatCompletion.construct(id="x"))
+    # No JSON object: as it is, for the message that says it is no chat completion.
+    for answer in ([1, 2], "text", None):
+        read = _read_completion(answer, ChatCompletion)
+        assert not hasattr(read, "choices") and str(read) == str(answer)

@@ -17,6 +17,7 @@ more requests at once than it has slots: the others wait here, where no timeout 
 from __future__ import annotations
 
 import http.client
+import inspect
 import json
 import os
 import re
@@ -26,7 +27,10 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
+
+import orjson
 
 from ...core.plan import context_window_for
 from ...core.tokens import token_lengths
@@ -428,7 +432,6 @@ class OpenAISummarizer:
     def _create(self, prompt: str, max_tokens: int, encoding: str, counted: int | None = None):
         client = self.client
         import openai  # imported by the client above: its exceptions
-        from openai.types.chat import ChatCompletion
 
         body = {
             "model": self.model,
@@ -439,9 +442,7 @@ class OpenAISummarizer:
             **request_parameters(self.model, max_tokens, self.style),
         }
         try:
-            # The client's post with the body as it is: what chat.completions.create sends for
-            # these plain parameters, without walking them through its type-driven transform.
-            response = client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+            response = _chat_completion(client, body)
         except openai.APITimeoutError:
             sized = (
                 f"; its requests were sized to the model's window of {self.window} tokens "
@@ -509,6 +510,66 @@ class OpenAISummarizer:
 
     def _where(self) -> str:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
+
+
+def _chat_completion(client: Any, body: dict) -> Any:
+    """POST the body to /chat/completions through the client (its retries, timeouts and
+    errors): what ``chat.completions.create`` sends for these plain parameters, without its
+    type-driven transform of them. Where the client's ``post`` takes raw content, the body is
+    serialized once and the answer read as plain JSON (:func:`_read_completion`), not built
+    into the client's models; else it is posted as it is and read as a ``ChatCompletion``."""
+    from openai.types.chat import ChatCompletion
+
+    if not _takes_content(client):
+        return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+    answer = client.post("/chat/completions", content=orjson.dumps(body), cast_to=object)
+    if isinstance(answer, str):
+        # A JSON answer under another content type, which the client read as text: read
+        # as a ChatCompletion would have been.
+        try:
+            answer = json.loads(answer)
+        except ValueError:
+            return answer
+    return _read_completion(answer, ChatCompletion)
+
+
+def _takes_content(client: Any) -> bool:
+    """Whether the client's ``post`` takes a raw body (``content``: openai 2.x)."""
+    found = _TAKES_CONTENT.get(type(client))
+    if found is None:
+        found = "content" in inspect.signature(client.post).parameters
+        _TAKES_CONTENT[type(client)] = found
+    return found
+
+
+_TAKES_CONTENT: dict[type, bool] = {}
+
+
+def _read_completion(answer: Any, model: Any) -> Any:
+    """A chat completion's JSON as the attributes the summarizer reads (``choices[i].message
+    .content``, ``.finish_reason``, ``usage.prompt_tokens``, ``.completion_tokens``,
+    ``model``), each the value the client's ``model.construct`` gives it: the JSON value as
+    it is, None where it is missing. An answer without ``choices`` is built as the client
+    builds it (``model``), for the message that says it is no chat completion."""
+    if not isinstance(answer, dict) or "choices" not in answer:
+        return model.construct(**answer) if isinstance(answer, dict) else answer
+    choices = answer["choices"]
+    if isinstance(choices, list):
+        choices = [_read_choice(c) if isinstance(c, dict) else c for c in choices]
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        usage = SimpleNamespace(
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+        )
+    return SimpleNamespace(choices=choices, usage=usage, model=answer.get("model"))
+
+
+def _read_choice(choice: dict) -> SimpleNamespace:
+    message = choice.get("message")
+    if isinstance(message, dict):
+        message = SimpleNamespace(content=message.get("content"))
+    return SimpleNamespace(message=message, finish_reason=choice.get("finish_reason"))
 
 
 def _counted(prompt: str, encoding: str) -> int:
