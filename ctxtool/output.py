@@ -8,6 +8,8 @@ A human table (tabulate, ``--fmt`` picks its style) by default; ``--json`` (an a
 from __future__ import annotations
 
 import csv
+import functools
+import importlib
 import io
 import json
 import os
@@ -19,18 +21,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from types import ModuleType
 from typing import Any
 
 import click
-import tabulate as tabulate_module
-from tabulate import tabulate
 
 from .core.cells import display_width
 from .escapes import visible as visible
 
+# The style of a human table unless --fmt chooses another.
+DEFAULT_TABLE_FORMAT = "simple"
 # tabulate widens every column to its header plus two spaces; the gap between columns already
 # sets them apart, and at 80 columns those spaces cost a whole column.
-tabulate_module.MIN_PADDING = 0
+TABLE_PADDING = 0
 
 
 class _Columns:
@@ -41,8 +44,22 @@ class _Columns:
     wcswidth = staticmethod(display_width)
 
 
-tabulate_module.wcwidth = _Columns  # type: ignore[attr-defined]
-tabulate_module.WIDE_CHARS_MODE = True
+@functools.cache
+def tabulate_module() -> ModuleType:
+    """tabulate, set up as every table here is drawn. Loaded by name when the first table is
+    drawn or its styles are listed (start-up: a command that prints no table, such as
+    `context show` or any --json output, runs without it; tabulate also loads
+    importlib.metadata)."""
+    module: Any = importlib.import_module("tabulate")
+    module.MIN_PADDING = TABLE_PADDING
+    module.wcwidth = _Columns
+    module.WIDE_CHARS_MODE = True
+    return module
+
+
+def table_formats() -> list[str]:
+    """The table styles --fmt takes: tabulate's."""
+    return sorted(tabulate_module().tabulate_formats)
 
 
 @dataclass(frozen=True)
@@ -107,7 +124,7 @@ def render_rows(
     if not rows:
         return "(no rows)"
     colour = colour_enabled()
-    return tabulate(
+    return tabulate_module().tabulate(
         [[_coloured(k, visible_cell(r.get(k)), colour) for k in keys] for r in rows],
         headers=keys,
         tablefmt=output.fmt,

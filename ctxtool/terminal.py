@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
-import tabulate as tabulate_module
 
 from .core.cells import cut_at_width, display_width, shorten
 from .output import (
+    TABLE_PADDING,
     Lines,
     OutputFormat,
     colour_enabled,
@@ -57,13 +57,13 @@ class ColumnStats:
     a table of a million messages is measured in one pass and fitted without being held.
 
     A cell is shown stripped (tabulate strips it) and padded to its column's width, at least
-    the header's plus ``MIN_PADDING``. A text cell is shortened to the cap with "…", from the
+    the header's plus ``TABLE_PADDING``. A text cell is shortened to the cap with "…", from the
     right (or the left, for a path); a cell with whitespace at its ends changes width when
     shortened (the whitespace left at the kept end is stripped), so those are kept by length:
     the widest stripped one, and the least whitespace at each end, of each length."""
 
     def __init__(self, header: str):
-        self.whole = len(header) + tabulate_module.MIN_PADDING  # the column unshortened
+        self.whole = len(header) + TABLE_PADDING  # the column unshortened
         self.header = self.whole
         self.other = 0  # the widest cell that is not text (never shortened)
         self.plain = 0  # the widest text cell with no whitespace at its ends

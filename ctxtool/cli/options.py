@@ -8,15 +8,14 @@ import functools
 
 import click
 from click.shell_completion import CompletionItem
-from tabulate import tabulate_formats
 
 from ..core.errors import InvalidSettings
 from ..core.tokens import SHIPPED_VOCABULARIES
 from ..core.windows import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..db import create_engine, read_connection
-from ..output import OutputFormat, visible
+from ..output import DEFAULT_TABLE_FORMAT, OutputFormat, visible
 from ..store.completion import session_candidates
-from .types import EncodingName, TokenCount
+from .types import EncodingName, TableFormat, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
 
@@ -41,9 +40,9 @@ def _row_formats(func, json_help: str):
         click.option(
             "--fmt",
             "table_fmt",
-            default="simple",
+            default=DEFAULT_TABLE_FORMAT,
             show_default=True,
-            type=click.Choice(sorted(tabulate_formats)),
+            type=TableFormat(),
             metavar="FORMAT",
             help="Table style (any tabulate format: simple, github, grid, plain, ...).",
         ),

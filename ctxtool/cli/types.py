@@ -19,6 +19,7 @@ from ..core.durations import parse_duration
 from ..core.errors import CtxtoolError
 from ..core.tokens import unknown_encoding
 from ..db.schema import BIGINT_MAX
+from ..output import DEFAULT_TABLE_FORMAT, table_formats
 
 
 class WholeNumber(click.IntRange):
@@ -159,3 +160,25 @@ class TranscriptFormat(click.Choice):
     @choices.setter
     def choices(self, _value) -> None:
         pass
+
+
+class TableFormat(click.Choice):
+    """A table style of ``--fmt``: one of tabulate's, which is loaded when the choices are
+    first read (another style given, a help or a Tab listing them). The default style is taken
+    as it is: a command printing JSON, or the default table, never lists them."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(table_formats())
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass
+
+    def convert(self, value, param, ctx):
+        if value == DEFAULT_TABLE_FORMAT:
+            return value
+        return super().convert(value, param, ctx)
