@@ -3,6 +3,8 @@ plain lists (no database)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ctxtool.core.errors import CtxtoolError
@@ -12,6 +14,7 @@ from ctxtool.migrate.states import (
     not_current_message,
     pending_migrations,
     refuse_unsafe,
+    schema_is_current,
 )
 
 A = Migration("0001", "seed", "CREATE TABLE a (x INT);")
@@ -69,3 +72,23 @@ def test_pending_respects_to_and_current_means_nothing_to_say():
     assert pending_migrations([A, B], {}, to="0001") == [A]
     history = {"0001": row(A, "applied"), "0002": row(B, "baseline")}
     assert not_current_message(migration_states([A, B], history)) is None
+
+
+def test_the_quick_check_agrees_with_the_status_on_every_history():
+    """`schema_is_current`, the check every command makes from three columns, says current
+    exactly where the status has nothing to say: over every row each file may have (none,
+    applied, baseline, running, failed; its checksum or another) and a row no file ships."""
+    gone = Migration("0000", "old", "")
+    kinds = [None, "applied", "baseline", "running", "failed", "changed"]
+    for a, b, extra in itertools.product(kinds, kinds, (False, True)):
+        history = {}
+        for m, kind in ((A, a), (B, b)):
+            if kind == "changed":
+                history[m.version] = row(m, "applied", checksum="f" * 64)
+            elif kind is not None:
+                history[m.version] = row(m, kind)
+        if extra:
+            history[gone.version] = row(gone, "applied")
+        rows = [(r.version, r.checksum, r.status) for r in history.values()]
+        expected = not_current_message(migration_states([A, B], history)) is None
+        assert schema_is_current([A, B], rows) == expected, (a, b, extra)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import functools
+import importlib
 
 import click
 from sqlalchemy.engine import Engine
 
 from ..config_file import Config
 from ..core.errors import CtxtoolError, SchemaNotCurrent
-from ..db import URL_ENV, create_engine
-from ..migrate import Migrator
+from ..db import URL_ENV, create_engine, read_connection
+from ..migrate.current import history_is_current
 from .root import ROOT_SETTINGS
 
 
@@ -62,7 +63,13 @@ class AppContext:
         ``engine_options`` (e.g. a pool size for many workers) apply if no engine exists yet.
         """
         engine = self.engine(**engine_options)
-        Migrator(engine).require_current()
+        with read_connection(engine) as conn:
+            current = history_is_current(conn)
+        if not current:  # say what is amiss, as `migrate status` would
+            # Loaded by name, as the root loads a command's module: only a store that is not
+            # current (or cannot say) needs the migrator, its history writes and triggers.
+            migrator = importlib.import_module("ctxtool.migrate.migrator")
+            migrator.Migrator(engine).require_current()
         return engine
 
 

@@ -166,6 +166,22 @@ def refuse_unsafe(
             )
 
 
+def schema_is_current(
+    migrations: Sequence[Migration], rows: Sequence[tuple[str, str, str]]
+) -> bool:
+    """Whether the history rows ``(version, checksum, status)`` record every shipped file
+    applied (or baselined) unchanged and no other: the verdict on which
+    :func:`not_current_message` says nothing, from the three columns each command's check
+    reads."""
+    recorded = {version: (checksum, status) for version, checksum, status in rows}
+    if recorded.keys() != {m.version for m in migrations}:
+        return False
+    return all(
+        recorded[m.version][1] in (APPLIED, BASELINE) and m.recorded_as(recorded[m.version][0])
+        for m in migrations
+    )
+
+
 def not_current_message(states: Sequence[MigrationState]) -> str | None:
     """Why the schema is not current, in one line; None when every file is applied."""
     bad = [s for s in states if not s.ok]
