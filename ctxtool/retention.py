@@ -29,17 +29,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import __version__
 from .core.context_size import HEAD_COUNTS_KEY
 from .core.errors import CtxtoolError
 from .core.records import Compaction, Message, Session
-from .db.schema import agent_message as M
-from .db.schema import agent_session as S
 from .redaction import Redactor, without_cut_word
 from .store import Store
+from .store.archiving import first_message_from, lock_session, matching_sessions
 from .store.reads import connection_for
 from .store.removal import remove_rows
 from .transcripts.ctxtool_archive import (
@@ -109,23 +107,11 @@ def select_sessions(
     those whose last message (or start, without one) is older than ``older_than`` and to one
     project."""
     store = Store(engine)
-    query = sa.select(S.c.session_id).order_by(S.c.session_id)
     refs = list(refs)
-    if refs:
-        ids = list(dict.fromkeys(store.resolve_session(r) for r in refs))
-        query = query.where(S.c.session_id.in_(ids))
-    if project is not None:
-        query = query.where(S.c.project_id == project)
-    if older_than is not None:
-        cutoff = (now or datetime.now()) - older_than
-        last = (
-            sa.select(sa.func.max(M.c.created_at))
-            .where(M.c.session_id == S.c.session_id)
-            .scalar_subquery()
-        )
-        query = query.where(sa.func.coalesce(last, S.c.created_at) < cutoff)
+    ids = list(dict.fromkeys(store.resolve_session(r) for r in refs)) if refs else None
+    cutoff = (now or datetime.now()) - older_than if older_than is not None else None
     with engine.connect() as conn:
-        return [r[0] for r in conn.execute(query)]
+        return matching_sessions(conn, ids, project, cutoff)
 
 
 # -- the records of an archive file: one function each, for writing and for checking --------
@@ -256,13 +242,8 @@ def _first_kept(conn: Connection, session_id: int, cut: int) -> str | None:
     message from its cut on, which restore keeps first; None when it has none (the
     checkpoint kept nothing and nothing was appended after it: no message holds its cut's id,
     or another session's does)."""
-    row = conn.execute(
-        sa.select(M.c.id, M.c.source_id)
-        .where(M.c.session_id == session_id, M.c.id >= cut)
-        .order_by(M.c.id)
-        .limit(1)
-    ).first()
-    return message_source_id(row.id, row.source_id) if row is not None else None
+    first = first_message_from(conn, session_id, cut)
+    return message_source_id(*first) if first is not None else None
 
 
 def archive_sessions(
@@ -484,12 +465,7 @@ def _purge_one(engine: Engine, entry: dict, dry_run: bool) -> str:
     session_id = entry["session_id"]
     store = Store(engine)
     with engine.begin() as conn:
-        row = conn.execute(
-            sa.select(S.c.source_format, S.c.source_id)
-            .where(S.c.session_id == session_id)
-            .with_for_update()
-        ).first()
-        if row is None:
+        if not lock_session(conn, session_id):
             return "kept: not in the store (already purged?)"
         checksum = Checksum()
         records = session_records(store, session_id, conn)
