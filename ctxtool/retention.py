@@ -29,16 +29,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from . import __version__
 from .core.context_size import HEAD_COUNTS_KEY
 from .core.errors import CtxtoolError
 from .core.records import Compaction, Message, Session
+from .db import read_connection
 from .redaction import Redactor, without_cut_word
 from .store import Store
 from .store.archiving import first_message_from, lock_session, matching_sessions
-from .store.reads import connection_for
 from .store.removal import remove_rows
 from .transcripts.ctxtool_archive import (
     ARCHIVED,
@@ -97,7 +97,7 @@ def parse_age(text: str) -> timedelta:
 
 
 def select_sessions(
-    engine: Engine,
+    store: Store,
     refs: Iterable[str] = (),
     older_than: timedelta | None = None,
     project: str | None = None,
@@ -106,11 +106,10 @@ def select_sessions(
     """The sessions ``refs`` name (any reference ``context show`` takes), or all, narrowed to
     those whose last message (or start, without one) is older than ``older_than`` and to one
     project."""
-    store = Store(engine)
     refs = list(refs)
     ids = list(dict.fromkeys(store.resolve_session(r) for r in refs)) if refs else None
     cutoff = (now or datetime.now()) - older_than if older_than is not None else None
-    with engine.connect() as conn:
+    with store.engine.connect() as conn:
         return matching_sessions(conn, ids, project, cutoff)
 
 
@@ -225,16 +224,41 @@ class Checksum:
         return self.hash.hexdigest()
 
 
-def session_records(
-    store: Store, session_id: int, conn: Connection | None = None
+def session_records(store: Store, session_id: int) -> Iterator[dict]:
+    """The session's archive records, in file order, as the store holds them now (messages
+    read in batches, a connection each: flat memory)."""
+    return archive_records(
+        store.session(session_id), store.iter_messages(session_id), _checkpoints(store, session_id)
+    )
+
+
+def archive_records(
+    session: Session,
+    messages: Iterable[Message],
+    checkpoints: Iterable[tuple[Compaction, str | None]],
 ) -> Iterator[dict]:
-    """The session's archive records, in file order (messages read in batches: flat memory)."""
-    yield session_record(store.session(session_id, conn))
-    for m in store.iter_messages(session_id, conn=conn):
+    """A session's archive records, in file order: its session record, then each message's,
+    then each checkpoint's (``checkpoints``: each with the archive's name of the first message
+    it keeps, :func:`_first_kept`), read from the iterables as they are written."""
+    yield session_record(session)
+    for m in messages:
         yield message_record(m)
-    with connection_for(store.engine, conn) as c:
-        for cp in store.compactions(session_id, c):
-            yield checkpoint_record(cp, _first_kept(c, session_id, cp.first_kept_message_id))
+    for cp, first_kept in checkpoints:
+        yield checkpoint_record(cp, first_kept)
+
+
+def _checkpoints(store: Store, session_id: int) -> Iterator[tuple[Compaction, str | None]]:
+    """The session's checkpoints with the first message each keeps, on a connection of their
+    own opened when the messages before them are written."""
+    with read_connection(store.engine) as conn:
+        yield from _with_first_kept(conn, session_id, store.compactions(session_id, conn))
+
+
+def _with_first_kept(
+    conn: Connection, session_id: int, checkpoints: list[Compaction]
+) -> Iterator[tuple[Compaction, str | None]]:
+    for cp in checkpoints:
+        yield cp, _first_kept(conn, session_id, cp.first_kept_message_id)
 
 
 def _first_kept(conn: Connection, session_id: int, cut: int) -> str | None:
@@ -247,7 +271,7 @@ def _first_kept(conn: Connection, session_id: int, cut: int) -> str | None:
 
 
 def archive_sessions(
-    engine: Engine,
+    store: Store,
     session_ids: Iterable[int],
     out_dir: str,
     redactor: Redactor | None = None,
@@ -263,7 +287,6 @@ def archive_sessions(
     if not preview:
         out.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(out) if (out / MANIFEST).exists() else _new_manifest()
-    store = Store(engine)
     done: list[ArchivedSession] = []
     for session_id in session_ids:
         name = f"session-{session_id}.jsonl"
@@ -366,7 +389,7 @@ def _time(value: datetime | None) -> str | None:
 
 
 def purge_sessions(
-    engine: Engine,
+    store: Store,
     archive_dir: str,
     refs: Iterable[str] = (),
     dry_run: bool = False,
@@ -379,7 +402,6 @@ def purge_sessions(
     entries = list(manifest["sessions"].values())
     refs = list(refs)
     if refs:
-        store = Store(engine)
         wanted = {store.resolve_session(r) for r in refs}
         missing = wanted - {e["session_id"] for e in entries}
         if missing:
@@ -397,7 +419,7 @@ def purge_sessions(
             entry["checkpoints"],
             "",
         )
-        check.verdict = _file_problem(folder, entry) or _purge_one(engine, entry, dry_run)
+        check.verdict = _file_problem(folder, entry) or _purge_one(store, entry, dry_run)
         check.purged = check.verdict == "purged"
         checks.append(check)
         if on_session is not None:
@@ -459,16 +481,19 @@ def _lost_checkpoint(record: dict, messages: set[str]) -> str | None:
     )
 
 
-def _purge_one(engine: Engine, entry: dict, dry_run: bool) -> str:
+def _purge_one(store: Store, entry: dict, dry_run: bool) -> str:
     """Check the store still holds exactly what was archived, and delete it, in one
     transaction under the session's row lock (an import waits, then finds it gone)."""
     session_id = entry["session_id"]
-    store = Store(engine)
-    with engine.begin() as conn:
+    with store.engine.begin() as conn:
         if not lock_session(conn, session_id):
             return "kept: not in the store (already purged?)"
         checksum = Checksum()
-        records = session_records(store, session_id, conn)
+        records = archive_records(
+            store.session(session_id, conn),
+            store.iter_messages(session_id, conn=conn),
+            _with_first_kept(conn, session_id, store.compactions(session_id, conn)),
+        )
         header = next(records)
         if f"{header['source_format']}:{header['source_id']}" != entry["source"]:
             return f"kept: session {session_id} is now another session ({header['source_format']}:{header['source_id']})"

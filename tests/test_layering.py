@@ -291,14 +291,8 @@ def test_the_imports_the_docs_show_still_work():
 
 # Functions that still take an engine or a (store, conn) pair, each to be turned into a Store
 # method or a (conn, ...) function with its fix: the test fails when one is gone as well as when
-# a new one appears. The services below take the engine they build their Store on.
-KNOWN_ENGINE_TAKERS = {
-    "ctxtool.retention._purge_one",
-    "ctxtool.retention.archive_sessions",
-    "ctxtool.retention.purge_sessions",
-    "ctxtool.retention.select_sessions",
-    "ctxtool.retention.session_records",
-}
+# a new one appears. None is left.
+KNOWN_ENGINE_TAKERS: set[str] = set()
 # Kept under the names earlier docs showed, each one statement: return Store(engine).<itself>.
 DOCUMENTED_WRAPPERS = {
     "ctxtool.store.acknowledgement.mark_over_window_ok",

@@ -106,9 +106,9 @@ def test_which_sessions_are_archived(db, cli, tmp_path):
     store = Store(db.engine)
     newest = max(m.created_at for m in store.messages(2))
     # Messages of session 1 are from 2025, of session 2 from later: "older than" by the last.
-    assert select_sessions(db.engine, older_than=parse_age("1d"), now=newest) == [1]
-    assert select_sessions(db.engine, project="old") == [1]
-    assert select_sessions(db.engine, ["2"]) == [2]
+    assert select_sessions(Store(db.engine), older_than=parse_age("1d"), now=newest) == [1]
+    assert select_sessions(Store(db.engine), project="old") == [1]
+    assert select_sessions(Store(db.engine), ["2"]) == [2]
     assert (parse_age("12h").total_seconds(), parse_age("2w").days) == (43200, 14)
     with pytest.raises(CtxtoolError, match="--older-than 'soon'"):
         parse_age("soon")
@@ -124,7 +124,7 @@ def test_purge_keeps_what_the_archive_does_not_hold(db, cli, tmp_path):
     chat.write_bytes(b'{"role": "user", "content": "one"}\n')
     _import(cli, db, PI, CLAUDE, chat)
     archive = tmp_path / "archive"
-    archive_sessions(db.engine, [1, 2, 3], str(archive))
+    archive_sessions(Store(db.engine), [1, 2, 3], str(archive))
     with chat.open("ab") as out:  # session 3 grows after it was archived
         out.write(b'{"role": "assistant", "content": "two"}\n')
     _import(cli, db, chat)
@@ -162,7 +162,9 @@ def test_a_purge_killed_midway_deletes_nothing_the_archive_lacks(db, tmp_path):
 
     assert not any(r.error for r in Importer(db.engine).import_paths([str(folder)]))
     archive = tmp_path / "archive"
-    entries = {e.session_id: e for e in archive_sessions(db.engine, range(1, 151), str(archive))}
+    entries = {
+        e.session_id: e for e in archive_sessions(Store(db.engine), range(1, 151), str(archive))
+    }
     # One session changes after the archive: the purge must never delete it.
     with (folder / "c075.jsonl").open("a") as out:
         out.write(json.dumps({"role": "assistant", "content": "late"}) + "\n")
@@ -200,7 +202,7 @@ def test_a_purge_killed_midway_deletes_nothing_the_archive_lacks(db, tmp_path):
     )
     assert orphans == 0
     # The purge run again finishes the job, and still keeps the changed session.
-    checks = purge_sessions(db.engine, str(archive))
+    checks = purge_sessions(Store(db.engine), str(archive))
     assert [c.session_id for c in checks if not c.purged and "already" not in c.verdict] == [76]
     assert Store(db.engine).session_ids() == [76]
 
@@ -208,7 +210,7 @@ def test_a_purge_killed_midway_deletes_nothing_the_archive_lacks(db, tmp_path):
 def test_an_archive_file_is_a_transcript_ctxtool_reads_like_any_other(db, cli, tmp_path):
     _import(cli, db, PI)
     archive = tmp_path / "a"
-    archive_sessions(db.engine, [1], str(archive))
+    archive_sessions(Store(db.engine), [1], str(archive))
     lines = (archive / "session-1.jsonl").read_bytes().splitlines(keepends=True)
     broken = tmp_path / "broken.jsonl"
     broken.write_bytes(

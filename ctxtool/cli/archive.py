@@ -17,6 +17,7 @@ from ..retention import (
     purge_sessions,
     select_sessions,
 )
+from ..store import Store
 from ..terminal import fit_table, table_width
 from .app import pass_app
 from .findings import print_findings
@@ -59,15 +60,15 @@ def sessions_archive(
       ctxtool sessions archive --older-than 90d -o /backup/ctx-2026-12
       ctxtool sessions archive 42 43 -o ./archive --redact
     """
-    engine = app.checked_engine()
+    store = Store(app.checked_engine())
     age = parse_age(older_than) if older_than else None
-    ids = select_sessions(engine, sessions_, age, project_id)
+    ids = select_sessions(store, sessions_, age, project_id)
     if not ids:
         raise CtxtoolError("no session matches: nothing archived")
     redactor = Redactor(keep_findings=redact_preview) if redact or redact_preview else None
     with Progress(len(ids), "archiving") as progress:
         done = archive_sessions(
-            engine,
+            store,
             ids,
             out_dir,
             redactor,
@@ -109,10 +110,10 @@ def sessions_purge(app, sessions_, archive_dir, dry_run, output: OutputFormat):
       ctxtool sessions purge -a /backup/ctx-2026-12 --dry-run
       ctxtool sessions purge -a /backup/ctx-2026-12
     """
-    engine = app.checked_engine()
+    store = Store(app.checked_engine())
     with Progress(None, "purging") as progress:
         checks = purge_sessions(
-            engine, archive_dir, sessions_, dry_run, on_session=lambda _: progress.update(1)
+            store, archive_dir, sessions_, dry_run, on_session=lambda _: progress.update(1)
         )
     if output.machine:
         print_rows([c.as_dict() for c in checks], output)
