@@ -11,6 +11,7 @@ from ctxtool.core.changes import (
     Change,
     diff_stat_changes,
     git_status_changes,
+    git_status_gist,
     is_directory,
     merged,
     normalise_path,
@@ -275,3 +276,17 @@ def test_a_call_written_as_code_is_read_as_the_tool_it_calls():
     assert modified_paths(unwrapped(patch)) == ["src/lib.rs"]
     two = code("await tools.a({}); await tools.b({});")
     assert unwrapped(two) is two  # several tools: left as it is
+
+
+def test_where_a_repository_stands_by_its_git_status():
+    long = (
+        "On branch main\n\nNo commits yet\n\nUntracked files:\n"
+        '  (use "git add <file>..." to include in what will be committed)\n'
+        "\tLICENSE\n\tindex.html\n\nnothing added to commit but untracked files present\n"
+    )
+    assert git_status_gist(long) == "on branch main; no commits yet; untracked: LICENSE, index.html"
+    short = " M DECISIONS.md\nA  docs/zerion.md\nM  package.json\n?? docs/adr/0021.md\n"
+    assert git_status_gist(short) == (
+        "not staged: DECISIONS.md; staged: docs/zerion.md, package.json; untracked: docs/adr/0021.md"
+    )
+    assert git_status_gist("Everything up-to-date") is None

@@ -142,3 +142,35 @@ def test_bare_changed_paths_say_their_directory_once_when_over_budget():
     assert line.startswith("- `/home/me/project/src/core/`: `module_")
     assert all(f"`module_{n}.py`" in line for n in range(1, 30))  # no file lost (0 has a reason)
     assert "(clipped" not in tight
+
+
+def test_a_call_at_the_cut_says_what_came_of_it_and_a_done_one_is_marked():
+    from ctxtool.compaction.summarizers.span_notes import is_look, result_gist
+    from ctxtool.core.sections import is_done
+
+    commit = (
+        "[main f8e6fe0] feat: add the wrapper\n 3 files changed, 388 insertions(+), 1 deletion(-)\n"
+        " create mode 100644 docs/wrapper.md\n"
+    )
+    gist = result_gist("git commit -m 'feat: add the wrapper'", Message(1, 1, "tool", commit))
+    assert gist == (
+        "[main f8e6fe0] feat: add the wrapper; 3 files changed, 388 insertions(+), 1 deletion(-)"
+    )
+    status = "On branch main\n\nNo commits yet\n\nUntracked files:\n\tLICENSE\n"
+    assert result_gist("git status", Message(2, 1, "tool", status)) == (
+        "on branch main; no commits yet; untracked: LICENSE"
+    )
+    assert result_gist("ls", Message(3, 1, "tool", "a.py\nb.py")) == ""
+
+    def bash(command: str) -> dict:
+        arguments = json.dumps({"command": command})
+        return {"id": "c", "type": "function", "function": {"name": "Bash", "arguments": arguments}}
+
+    assert is_look(bash("git status --short")) and is_look(bash("ls -la"))
+    assert not is_look(bash("git commit -m x")) and not is_look(bash("npm run build"))
+    span = Span()
+    span.add("user", "Commit it.")
+    span.call("Bash", commit, command="git commit -m 'feat: add the wrapper'")
+    out = ExtractiveSummarizer().summarize(SummaryRequest(None, span.messages, {})).text
+    [line] = [w for w in section(out, "Current work") if "git commit" in w]
+    assert is_done(line) and "388 insertions" in line

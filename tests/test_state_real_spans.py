@@ -12,7 +12,7 @@ import pytest
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.core.records import calls_of
-from ctxtool.core.sections import parse_sections
+from ctxtool.core.sections import is_done, parse_sections
 from ctxtool.core.span_facts import signals_of
 from ctxtool.core.touched_files import files_touched
 from ctxtool.evaluation.keys import keyed_span, load_key
@@ -231,3 +231,18 @@ def test_codex_shell_command_failures_and_their_fixes(spans):
     assert len([e for e in errors if "(then: " in e]) == len(
         {e.split("(then: ")[1] for e in errors if "(then: " in e}
     )
+
+
+def test_the_calls_at_the_cut_say_what_came_of_them_and_done_ones_are_marked(spans):
+    """apanloco: ``git init`` ran, then ``git status`` showed both files untracked and no
+    commit: the init is done, the commit is still to do. FundWise: the feature commit ran
+    (its hash and count of changes said), so it is done."""
+    messages = spans("claude-code--apanloco-random-session").summarized
+    work = section(summary(messages), "Current work")
+    [init] = [w for w in work if "`git init`" in w]
+    [status] = [w for w in work if "git status" in w]
+    assert is_done(init) and not is_done(status)
+    assert "no commits yet; untracked: LICENSE, index.html" in status
+    messages = spans("claude-code--FundWise-claude-session").summarized
+    [commit] = [w for w in section(summary(messages), "Current work") if "git commit" in w]
+    assert is_done(commit) and "f8e6fe0" in commit and "388 insertions" in commit

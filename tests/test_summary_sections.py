@@ -224,7 +224,7 @@ def test_what_a_sub_agent_reported_is_done_work_by_name():
         "with TypeScript; […]",
         # the turn ended on the agent's closing report: it and the calls before are done work
         "> All done.",
-        "- Task (Setup Next.js project) → ok",
+        "- Task (Setup Next.js project) → ✓ ok",
         "- Task (Explore) → ok: Async agent launched successfully. agentId: ab558b3",
     ]
 
@@ -596,7 +596,7 @@ def test_current_work_reads_a_call_as_the_signals_do():
     work = section(summarize(messages), "Current work")
     assert work[-3:] == [
         "- read_file src/app.ts → ok",
-        "- edit src/build.ts → ok",
+        "- edit src/build.ts → ✓ ok",
         "- exec_command `npm run build` → ok: Process running with session ID 3",
     ]
     [turn] = condensed_log(messages + [msg(12, "user", "Thanks, now the docs.")])
@@ -712,7 +712,7 @@ def test_current_work_says_what_a_sub_agent_was_sent_to_do():
     ]
     work = section(summarize(messages), "Current work")
     assert work == [
-        "- Task (Set up the Next.js project) → ok: Created todo-app/ with create-next-app."
+        "- Task (Set up the Next.js project) → ✓ ok: Created todo-app/ with create-next-app."
     ]
 
 

@@ -137,6 +137,50 @@ def git_status_changes(output: str) -> list[Change]:
     return out
 
 
+_STATUS_HEADINGS = {
+    "Changes to be committed:": "staged",
+    "Changes not staged for commit:": "not staged",
+    "Untracked files:": "untracked",
+    "Unmerged paths:": "unmerged",
+}
+_SHORT_STATES = {"?": "untracked", "U": "unmerged"}
+MAX_STATUS_NAMES = 8
+
+
+def git_status_gist(output: str) -> str | None:
+    """Where a repository stands by a ``git status`` it printed, on one line: its branch,
+    "no commits yet", and the files in each state (staged, not staged, untracked), the first
+    ``MAX_STATUS_NAMES`` of each named. None when the output is no git status."""
+    states: dict[str, list[str]] = {}
+    head: list[str] = []
+    state = None
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith(("On branch ", "## ")):
+            head.append("on branch " + text.split(None, 2)[-1].split("...")[0])
+        elif text == "No commits yet" or "No commits yet" in text:
+            head.append("no commits yet")
+        elif text in _STATUS_HEADINGS:
+            state = _STATUS_HEADINGS[text]
+        elif not text or text.startswith(("(use ", "nothing ")):
+            continue
+        elif line.startswith(("\t", "  ")) and state:
+            long = _STATUS_LONG.match(line)
+            states.setdefault(state, []).append(long.group("rest").strip() if long else text)
+        elif (short := _STATUS_SHORT.match(line)) and state is None:
+            x = short.group("x")  # staged first: "MM" is staged, and changed again since
+            kind = _SHORT_STATES.get(x) or ("staged" if x != " " else "not staged")
+            states.setdefault(kind, []).append(short.group("rest").strip())
+    if not head and not states:
+        return None
+    parts = head + [
+        f"{kind}: {', '.join(names[:MAX_STATUS_NAMES])}"
+        + (f" (and {len(names) - MAX_STATUS_NAMES} more)" if len(names) > MAX_STATUS_NAMES else "")
+        for kind, names in states.items()
+    ]
+    return "; ".join(dict.fromkeys(parts))
+
+
 def diff_stat_changes(output: str) -> list[Change]:
     """The files ``git diff --stat`` (or ``git show --stat``) listed, renames as such."""
     out: list[Change] = []

@@ -463,7 +463,7 @@ def _current_work(messages: Sequence[Message]) -> CurrentWork | None:
     tool = call["function"]["name"] if call else None
     latest = max((m for m in (said, acted) if m is not None), key=lambda m: m.id)
     result = _results_by_call(messages).get(call["id"]) if call else None
-    shown = " ".join(_unwrap_output(result.content or "").split())[:300] if result else None
+    shown = " ".join(unwrapped_output(result.content or "").split())[:300] if result else None
     return CurrentWork(statement, action, tool, latest.id, shown or None)
 
 
@@ -835,13 +835,13 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         return False
     if details.get("is_error"):
         return True
-    said = reported_failure(_unwrap_output(result.content or ""))
+    said = reported_failure(unwrapped_output(result.content or ""))
     if code in (None, 0) and tool.lower() in COMMAND_TOOLS and said is not None:
         return True  # its output says it failed: `|| true` made the exit code 0
     if code is None and tool.lower() in COMMAND_TOOLS:
         # No exit code printed: a result that opens with "error:" failed (apply_patch's
         # "error: invalid hunk at line 4 …").
-        return bool(_ERROR_FIRST.match(_unwrap_output(result.content or "")))
+        return bool(_ERROR_FIRST.match(unwrapped_output(result.content or "")))
     return isinstance(code, int) and code != 0
 
 
@@ -857,7 +857,7 @@ _SEARCH_LAST = re.compile(r"(?:^|[|;&]\s*)(?:git\s+)?(?:e|f|z)?(?:grep|rg|ag)\b[
 def _error_line(text: str) -> str:
     """What went wrong, from the clearest kind of error line a result has: its first two
     (a compiler names the cause first) and its last (a test run or npm sums up last)."""
-    text = _unwrap_output(text)
+    text = unwrapped_output(text)
     said = reported_failure(text)
     if said is not None:
         return said[:300]
@@ -873,7 +873,7 @@ def _error_line(text: str) -> str:
 _COMMAND_HEADER = re.compile(r"\A(?:Exit code: -?\d+\s*\n)?Wall time: [^\n]*\n(?:Output:\n)?")
 
 
-def _unwrap_output(text: str) -> str:
+def unwrapped_output(text: str) -> str:
     """Codex's ``{"output": …, "metadata": …}`` result, or its code mode's script result, as
     its output text."""
     script = script_result(text)
@@ -1039,7 +1039,7 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
 
 
 # Commands whose output lists the work tree's changes.
-_GIT_STATUS = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+status\b")
+GIT_STATUS = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+status\b")
 _GIT_STAT = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+(?:diff|show|log)\b[^|;&]*--stat\b")
 _SUB_AGENTS = frozenset({"task", "agent", "taskoutput"})
 MAX_LISTED_CHANGES = 40
@@ -1070,10 +1070,10 @@ def _reported_changes(
             if patch is not None:
                 found = [c for c in patch_changes(patch) if c.kind in (DELETED, RENAMED)]
             elif (command := command_run(call)) is not None:
-                output = _unwrap_output(result.content or "")
+                output = unwrapped_output(result.content or "")
                 found = shell_changes(command)
                 listed = []
-                if _GIT_STATUS.search(command):
+                if GIT_STATUS.search(command):
                     listed += git_status_changes(output)
                 if _GIT_STAT.search(command):
                     listed += diff_stat_changes(output)

@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ...core.changes import Change
-from ...core.outcomes import command_target
+from ...core.changes import Change, git_status_gist
+from ...core.outcomes import Run, command_target, is_exploratory
 from ...core.records import Message, call_arguments, call_name
 from ...core.sections import ERRORS, canonical_heading, parse_sections
 from ...core.span_facts import (
+    GIT_STATUS,
     Signals,
     Statement,
     arguments_of,
@@ -31,6 +32,7 @@ from ...core.span_facts import (
     succeeded_commands,
     succeeded_targets,
     successful_actions,
+    unwrapped_output,
     work_calls,
 )
 from ...core.touched_files import files_touched
@@ -606,11 +608,25 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
                 continue
             result = results.get(call["id"])
             outcome = (
-                "no result yet" if result is None else "failed" if result.id in failed else "ok"
+                "no result yet"
+                if result is None
+                else "failed"
+                if result.id in failed
+                else "ok"
+                # what a look saw may be work still to do (files uncommitted); a process or a
+                # sub-agent started goes on after the call returned
+                if is_look(call) or _STILL_RUNNING.search(result.content or "")
+                else f"{DONE_MARK} ok"  # that call is done, whatever is still under way
             )
             output = " ".join((result.content or "").split()) if result is not None else ""
             if not lines and output and len(output) <= SHORT_OUTPUT_CHARS:
                 outcome += f": {output}"  # the very last result, when it is short, is the state
+            elif (
+                not lines
+                and result is not None
+                and (gist := result_gist(command_run(call), result))
+            ):
+                outcome += f": {gist}"
             limit = LAST_CALL_CHARS if not lines else COMMAND_CHARS
             shown = f"- {_call_line(call, limit)} → {outcome}"
             if before_request:
@@ -619,6 +635,48 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             if before_request:
                 break  # one call says where the work stood
     return out + [masked(line) for line in lines]
+
+
+DONE_MARK = "✓"  # a call that succeeded (``core.sections.is_done`` reads it as done)
+# A line of a command's output that reports what came of it: a commit made, files changed,
+# tests passed or failed, a build's count ("Generating static pages (15/15)").
+_REPORT_LINE = re.compile(
+    r"^\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|"
+    r"\b\d+ (?:files? changed|insertions?|deletions?|passed|failed|errors?|warnings?|tests?|"
+    r"skipped|packages?)\b|\(\d+/\d+\)|\btest result:|\b(?:compiled|built|generated)\b.*\d",
+    re.I,
+)
+REPORT_LINES = 3
+GIST_CHARS = 320
+
+
+_STILL_RUNNING = re.compile(
+    r"\A\W*(?:Process running with session ID|Async agent launched|Command running in background|"
+    r"Script running with cell ID)",
+    re.I,
+)
+_LOOKS = frozenset({"git:status", "git:log", "git:diff", "git:show", "git:branch"})
+
+
+def is_look(call: dict) -> bool:
+    """A call that only looked (a read, a search, ``ls``, ``git status``): it changed
+    nothing that could be done."""
+    command = command_run(call)
+    run = Run(call_name(call), command or call_name(call), failed=False)
+    return is_exploratory(run) or (command is not None and command_target(command) in _LOOKS)
+
+
+def result_gist(command: str | None, result: Message) -> str:
+    """What a long output says came of a run, on one line: where the repository stands after
+    a ``git status`` (``changes.git_status_gist``), else its last lines that report a result
+    (a commit's hash and count of changes, a test run's or a build's figures). Empty when it
+    has none."""
+    output = unwrapped_output(result.content or "")
+    gist = git_status_gist(output) if command and GIT_STATUS.search(command) else None
+    if gist is None:
+        lines = [" ".join(line.split()) for line in output.splitlines()]
+        gist = "; ".join([line for line in lines if _REPORT_LINE.search(line)][-REPORT_LINES:])
+    return whole_sentences(masked(gist), GIST_CHARS) if gist else ""
 
 
 def quote_gist(quote: str) -> str:
