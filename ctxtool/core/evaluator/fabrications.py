@@ -281,6 +281,8 @@ _PLACEHOLDERS = [
     for p in dict.fromkeys(re.findall(r"\[([^\]\n]+)\]", _INSTRUCTIONS))
 ]
 _PLACEHOLDERS = [p for p in _PLACEHOLDERS if len(p) >= PLACEHOLDER_WORDS]
+# Each placeholder's words as a line's joined words hold them (words hold no space).
+_PLACEHOLDER_TEXTS = [(p, f" {' '.join(p)} ") for p in _PLACEHOLDERS]
 
 
 def copied_instructions(summary: str, source: SourceText) -> list[Fabrication]:
@@ -291,7 +293,8 @@ def copied_instructions(summary: str, source: SourceText) -> list[Fabrication]:
         words = _WORD.findall(normalise(line))
         copied = _copied_run(words)
         if copied is None:
-            copied = next((p for p in _PLACEHOLDERS if _contains(words, p)), None)
+            joined = f" {' '.join(words)} "
+            copied = next((p for p, text in _PLACEHOLDER_TEXTS if text in joined), None)
         if copied is not None and not source.has_words(copied):
             found.append(Fabrication("instructions", " ".join(copied)))
     return list(dict.fromkeys(found))
@@ -314,8 +317,3 @@ def _copied_run(words: list[str]) -> tuple[str, ...] | None:
             best = tuple(words[i:end])
         i = end
     return best
-
-
-def _contains(words: list[str], run: tuple[str, ...]) -> bool:
-    n = len(run)
-    return any(tuple(words[i : i + n]) == run for i in range(len(words) - n + 1))
