@@ -8,7 +8,10 @@ from ctxtool.core.outcomes import (
     is_non_error,
     outcomes,
     output_failed,
+    remedy_named,
     reported_failure,
+    runs_remedy,
+    said_failed,
     script_result,
     target_of,
     targets_done,
@@ -187,3 +190,31 @@ def test_an_exploratory_look_fixed_on_its_target_is_a_failure_and_a_silent_miss_
     # a PowerShell look that missed and said nothing: no error to carry
     silent = bash("Get-ChildItem -Recurse specs -ErrorAction SilentlyContinue", True, "")
     assert is_non_error(silent, [bash("git config --get user.name")])
+
+
+def test_a_custom_tool_says_it_failed_and_the_remedy_it_names_fixes_it():
+    """A custom tool reports its failure in its text (no error flag): an error mark, "Error:"
+    or a first line ending "failed."; the remedy its error names is the failure's fix."""
+    fetch = (
+        "Obscura not available and HTTP fallback failed.\n\n🔗 https://a.example/post\n"
+        "⚠️ Fetch failed: fetch failed\n\nURL queued. Call `batch_extract_failed` to process"
+    )
+    assert said_failed(fetch)
+    assert said_failed('❌ Could not parse "https://a.example" via citation.js')
+    assert said_failed("Error: no such note") and said_failed("Failed to create the note")
+    assert not said_failed("📄 **Results**\nFetch failed on one mirror, the other answered.")
+    assert not said_failed("The errors are fixed: 3 tests failed before, none now.")
+    assert remedy_named(fetch) == "batch_extract_failed"
+    assert remedy_named("Cannot find module. Run npm install first.") == "npm"
+    assert remedy_named("Provide: title, authors, year.") == ""
+    runs = [
+        Run("fetch_url", "fetch_url https://a.example/post", True, remedy="batch_extract_failed"),
+        Run("fetch_url", "fetch_url https://b.example/x", True, remedy="batch_extract_failed"),
+        Run("batch_extract_failed", "batch_extract_failed", False),
+        Run("cite", "cite https://a.example/post", True, error="Could not parse"),
+        Run("cite", "cite https://a.example/post", False),
+    ]
+    first, second, cite = outcomes(runs)
+    assert first.fixed_by == second.fixed_by == runs[2]
+    assert cite.fixed_by == runs[4]
+    assert not runs_remedy(runs[4], "batch_extract_failed")

@@ -246,3 +246,21 @@ def test_the_calls_at_the_cut_say_what_came_of_them_and_done_ones_are_marked(spa
     messages = spans("claude-code--FundWise-claude-session").summarized
     [commit] = [w for w in section(summary(messages), "Current work") if "git commit" in w]
     assert is_done(commit) and "f8e6fe0" in commit and "388 insertions" in commit
+
+
+def test_custom_tool_failures_are_fixed_by_their_remedy_or_a_later_success(spans):
+    """The paradocs Pi session's custom tools say their failures in text: ``fetch_url``'s
+    "HTTP fallback failed" (fixed by ``batch_extract_failed``, the remedy the error names) and
+    ``resolve_citation``'s "❌ Could not parse" (fixed by the same URL with the authors given).
+    Each kind is one line, its other URLs named on it."""
+    messages = spans("pi--paradocs-session--committed").summarized
+    failures = signals_of(messages).failures
+    fetches = [f for f in failures if f.tool == "fetch_url"]
+    citations = [f for f in failures if f.tool == "resolve_citation"]
+    assert len(fetches) == 6 and all(f.fixed_by == "batch_extract_failed" for f in fetches)
+    assert len(citations) == 4 and all(f.fixed for f in citations)
+    errors = section(summary(messages), "Errors and fixes")
+    [fetch] = [e for e in errors if "fetch_url" in e]
+    assert "batch_extract_failed" in fetch and "the same on 5 more" in fetch
+    [cite] = [e for e in errors if "resolve_citation" in e]
+    assert "Could not parse" in cite and "authors" in cite and "still open" not in cite

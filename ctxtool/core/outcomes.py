@@ -5,7 +5,8 @@ line: a test run that crashed a worker is fixed by the test run with another fla
 conflict by ``git rebase --continue``, an edit refused before a read by the edit after the
 read, stale build output by building again. The target is what the run acted on: the file a
 tool wrote or read, the test or build command family, the git operation, the URL, else the
-program and its first argument.
+program and its first argument. An error that names its remedy ("Call `batch_extract_failed`
+to process the queued URLs", "run npm install first") is fixed by that remedy's success too.
 
 Some failures were never errors worth carrying: a search that found nothing, a command the
 user aborted, an exploratory look (``ls``, ``cat``, ``which``) that missed where the next look
@@ -89,6 +90,9 @@ class Run:
     path: str | None = None
     error: str = ""
     turn: int = 0  # which request's turn it ran in (a retry noise is the same turn's)
+    # The tool or program the error told the agent to run (``Call `batch_extract_failed```,
+    # "run npm install first"): a later success of it is the failure's fix.
+    remedy: str = ""
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,48 @@ def reported_failure(output: str) -> str | None:
     ):
         return None
     return " | ".join(dict.fromkeys(reasons)) or json.dumps(value)
+
+
+# A tool's own result that opens by saying it failed, though its record carries no error flag
+# (a custom tool reports its failure as text): an error mark, "Error:"/"Failed to …", or a
+# first line that ends "… failed."
+_SAID_FAILED = re.compile(
+    r"\A\s*(?:[❌✗✖⛔🚫]|(?:error|fatal|failed|failure)\b(?:\s*:|\s+to\b)|"
+    r"[^\n]{0,160}\bfailed[.!]?[ \t]*(?:\n|\Z))",
+    re.I,
+)
+# What an error tells the agent to run: "Call `X`", "run `X` first", "Run X first", "use `X`".
+_REMEDY = re.compile(
+    r"\b(?:call|run|use|try)\s+(?:`([^`\n]{1,80})`|'([^'\n]{1,80})'|([\w.:-]{2,40}(?:\s+[\w.:/@-]+){0,3}?)\s+first\b)",
+    re.I,
+)
+
+
+def said_failed(text: str) -> bool:
+    """A tool's result that says it failed at its start (``_SAID_FAILED``): for a tool whose
+    record has no error flag and whose result is no file's text nor a report."""
+    return bool(_SAID_FAILED.match(text))
+
+
+def remedy_named(text: str) -> str:
+    """The program or tool an error tells the agent to run (``Call `batch_extract_failed` to
+    process…``, "run npm install first"), its first word; "" when it names none."""
+    for found in _REMEDY.finditer(text):
+        named = next(g for g in found.groups() if g)
+        words = _work_step(named)
+        if words and re.fullmatch(r"[\w.:-]+", words[0]):
+            return words[0]
+    return ""
+
+
+def runs_remedy(run: Run, remedy: str) -> bool:
+    """``run`` is the remedy an error named: that tool, or a command line whose program it is."""
+    if not remedy:
+        return False
+    if run.tool == remedy:
+        return True
+    words = _work_step(run.command) if _is_command_line(run) else []
+    return bool(words) and words[0] == remedy
 
 
 def _steps(command: str) -> list[list[str]]:
@@ -323,7 +369,10 @@ def is_non_error(run: Run, later: Sequence[Run]) -> bool:
     if words and words[0] in _SEARCH and (not run.error.strip() or _EXIT_ONE.search(run.error)):
         return True
     same_turn = [r for r in later if r.turn == run.turn]
-    if any(not r.failed and target_of(run) in targets_done(r) for r in later):
+    if any(
+        not r.failed and (target_of(run) in targets_done(r) or runs_remedy(r, run.remedy))
+        for r in later
+    ):
         return False  # what it looked at was got later: a failure with its fix
     if is_exploratory(run) and not run.error.strip():
         return True  # a look that found nothing and said nothing: no error to carry
@@ -343,7 +392,14 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
         if is_non_error(run, later):
             continue
         target = target_of(run)
-        fixed_by = next((r for r in later if not r.failed and target in targets_done(r)), None)
+        fixed_by = next(
+            (
+                r
+                for r in later
+                if not r.failed and (target in targets_done(r) or runs_remedy(r, run.remedy))
+            ),
+            None,
+        )
         retry = (
             fixed_by is not None
             and fixed_by.turn == run.turn

@@ -36,10 +36,13 @@ from .changes import (
 )
 from .outcomes import (
     Run,
+    is_exploratory,
     outcomes,
     output_failed,
+    remedy_named,
     reported_failure,
     resolved_targets,
+    said_failed,
     script_result,
 )
 from .records import Message
@@ -734,7 +737,8 @@ def runs_of(messages: Sequence[Message]) -> list[Run]:
         call = calls.get(run.result.tool_call_id or "")
         path = (path_of(call) or next(iter(modified_paths(call)), None)) if call else None
         error = _error_line(run.result.content or "") if run.failed else ""
-        out.append(Run(run.tool, run.command, run.failed, path, error, turns[run.index]))
+        remedy = remedy_named(unwrapped_output(run.result.content or "")) if run.failed else ""
+        out.append(Run(run.tool, run.command, run.failed, path, error, turns[run.index], remedy))
     return out
 
 
@@ -842,7 +846,22 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         # No exit code printed: a result that opens with "error:" failed (apply_patch's
         # "error: invalid hunk at line 4 …").
         return bool(_ERROR_FIRST.match(unwrapped_output(result.content or "")))
+    if code is None and _says_its_failures(tool):
+        # a custom tool says it failed in its text (``❌ Could not parse …``, "… failed.")
+        return said_failed(unwrapped_output(result.content or ""))
     return isinstance(code, int) and code != 0
+
+
+def _says_its_failures(tool: str) -> bool:
+    """A tool whose result's opening says whether it failed: no command (its exit code says),
+    no look at a file's text, no sub-agent's report, no task list."""
+    name = tool.lower()
+    return not (
+        name in COMMAND_TOOLS
+        or name in _SUB_AGENTS
+        or tool in _TASK_TOOLS
+        or is_exploratory(Run(tool, tool, failed=True))
+    )
 
 
 # A result that opens with its error: apply_patch's "error: invalid hunk …", Codex's
@@ -866,6 +885,8 @@ def _error_line(text: str) -> str:
         errors = list(dict.fromkeys(line for line in lines if pattern.search(line)))
         if errors:
             return " | ".join(errors[:2] + errors[2:][-1:])
+    if lines and said_failed(text):
+        return lines[0]  # a tool that says it failed says why first (``❌ Could not parse …``)
     return lines[-1] if lines else ""
 
 
@@ -914,8 +935,22 @@ def _command_of(call: dict[str, Any]) -> str:
     if command is not None:
         return command
     name = call["function"]["name"] or "?"
-    path = path_of(call)
+    path = path_of(call) or _url_of(call)
     return f"{name} {path}" if path else name
+
+
+_URL_KEYS = ("url", "uri", "source", "href", "link")
+
+
+def _url_of(call: dict[str, Any]) -> str | None:
+    """The URL a tool's arguments name (``fetch_url``, ``WebFetch``, a citation's source): what
+    it acted on, so a failure on it is fixed by a later success on the same URL."""
+    args = arguments_of(call)
+    for key in _URL_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and re.match(r"https?://\S+$", value.strip()):
+            return value.strip()
+    return None
 
 
 # -- files ----------------------------------------------------------------------------------------

@@ -418,6 +418,8 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     retries: dict[tuple[str, str], list[str]] = {}
     reactions: set[str] = set()  # said once: one reaction to a batch of failures
     calls = _calls_of_results(messages)
+    alike: dict[tuple[str, str, bool, str], list[str]] = {}  # the other targets of a line
+    grouped: dict[tuple[str, str], tuple[str, str, bool, str]] = {}
     for f in signals.failures:
         if not f.error:
             continue  # a search that found nothing (grep's exit 1) says no error
@@ -440,12 +442,22 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             outcome = fix + (f" with {changed}" if changed else "") + how
         else:
             outcome = STILL_OPEN
+        group = (f.tool, _generic(error), f.fixed, _generic(f.fixed_by or ""))
+        if group in alike:  # the same failure on another target, fixed the same way
+            alike[group].append(_target_shown(f.tool, f.command))
+            continue
+        alike[group] = []
         said = _reaction(messages, i) if i is not None else ""
         if said in reactions:
             said = ""  # said at the failure before it
         reactions.add(said)
         line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
         out[(f.command, error)] = masked(line + outcome)
+        grouped[(f.command, error)] = group
+    for entry, group in grouped.items():
+        if alike[group]:
+            also = ", ".join(dict.fromkeys(alike[group]))
+            out[entry] += masked(f" (the same on {len(alike[group])} more: {also})")
     for request in signals.requests:  # an error the user pasted is one too
         i = where.get(request.message_id)
         first = _first_error(request.text)
@@ -504,6 +516,15 @@ def _error_kind(error: str) -> str:
     first = re.sub(r"\s*(in|at|:)?\s*/?(?:[\w.@~+-]+/)+[\w.@+-]+", "", first)
     first = re.split(r"\s*[\[,\"']", first, maxsplit=1)[0]  # the quoted text it missed
     return whole_sentences(first, 100)
+
+
+_QUOTED = re.compile(r"https?://\\S+|\"[^\"]*\"|'[^']*'|`[^`]*`")
+
+
+def _generic(text: str) -> str:
+    """An error or a command without the URLs and quoted names it carries: the same for each
+    target a failure hit alike."""
+    return _QUOTED.sub("…", text)
 
 
 def _target_shown(tool: str, command: str) -> str:
