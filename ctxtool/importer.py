@@ -24,7 +24,7 @@ from functools import partial
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from .core.errors import CtxtoolError
+from .core.errors import CtxtoolError, FileFailure
 from .core.import_rules import Disagreement, Reconciler
 from .core.source_records import FileIdentity, RecordedFile
 from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
@@ -128,14 +128,18 @@ class FileResult:
     converted: Counter = field(default_factory=Counter)
     recovered: Counter = field(default_factory=Counter)
     layout: str | None = None
-    error: str | None = None  # the whole line, file first, as printed
-    failure: FileFailure | None = None  # the same, as fields
+    failure: FileFailure | None = None  # why it was not (wholly) imported
     numbered_by_message: bool = False  # a whole JSON document: errors name "message #N"
     # Bounded transactions (--max-transaction-bytes): what this run committed in passes
     # that a lost race then ran again (they find it present), and how many messages the
     # session holds after the last commit, for a failure to say what is left.
     committed_earlier: tuple[int, int] = (0, 0)
     messages_stored: int | None = None
+
+    @property
+    def error(self) -> str | None:
+        """The failure's whole line, file first, as printed; None if the file was imported."""
+        return None if self.failure is None else str(self.failure)
 
     def as_dict(self) -> dict:
         return {
@@ -166,24 +170,6 @@ class FileResult:
         self.recovered.clear()
         self.messages_added = self.messages_present = 0
         self.compactions_added = self.compactions_present = 0
-
-
-@dataclass(frozen=True)
-class FileFailure:
-    """Why a file was not (wholly) imported, as fields: the file as shown, where in it (a line,
-    or "message #N" in a JSON document; None for the file as a whole), and what is wrong."""
-
-    file: str
-    message: str
-    line: int | None = None
-    numbered_by_message: bool = False
-
-    @property
-    def where(self) -> str | None:
-        """``line 3`` or ``message #3``: the place in the file, without its name."""
-        if self.line is None:
-            return None
-        return f"message #{self.line}" if self.numbered_by_message else f"line {self.line}"
 
 
 class Importer:
@@ -299,26 +285,22 @@ class Importer:
         return result
 
     def _record_failure(self, shown: str, exc: BaseException, result: FileResult) -> None:
-        """The file's failure as one line and as fields. What bounded transactions committed
-        before it stays, and is said: a prefix of the session, which importing the file again
-        continues (its messages are found present by their source ids)."""
-        text = describe_failure(exc, secrets=[self.engine.url], where=shown).message
+        """The file's failure, as a core error on its result. What bounded transactions
+        committed before it stays, and the failure says so: a prefix of the session, which
+        importing the file again continues (its messages are found present by their source
+        ids)."""
+        said = describe_failure(exc, secrets=[self.engine.url], where=shown).message
         if isinstance(exc, TranscriptError):
-            failure = FileFailure(shown, exc.detail, exc.line, result.numbered_by_message)
+            detail, line = exc.detail, exc.line
         else:
-            failure = FileFailure(shown, text.removeprefix(f"{shown}: "))
+            detail, line = said.removeprefix(f"{shown}: "), None
         earlier_messages, earlier_compactions = result.committed_earlier
         result.messages_added += earlier_messages
         result.compactions_added += earlier_compactions
+        kept = None
         if result.messages_added or result.compactions_added:
-            kept = (
-                f"; {result.messages_stored:,} messages of session {result.session_id} are "
-                "stored (committed before the failure), and importing the same file again "
-                "continues from there"
-            )
-            text += kept
-            failure = replace(failure, message=failure.message + kept)
-        result.error, result.failure = text, failure
+            kept = (result.messages_stored or 0, result.session_id)
+        result.failure = FileFailure(said, shown, detail, line, result.numbered_by_message, kept)
 
     def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
         # A new id an earlier file took and never committed comes first (see _Reservation).

@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from ctxtool.core.errors import CtxtoolError, FileFailure
 from ctxtool.importer import Importer
 from ctxtool.store.import_writes import ROW_OVERHEAD
 
@@ -284,6 +285,19 @@ def test_a_failure_right_after_a_checkpoint_leaves_no_checkpoint_without_its_mes
     assert rerun.error is None
     assert (rerun.messages_added, rerun.compactions_added) == (4, 1)
     assert [row[-1] for row in stored(db) if row[0] == "boundary"] == ["a0"]
+
+
+def test_a_failed_file_is_a_core_error_that_says_what_was_kept(db, tmp_path):
+    """The importer returns a file's failure as data (a core error with its fields), and its
+    line is the error's own message: the file, the line, what is wrong, what was committed."""
+    path = write(tmp_path / "cc.jsonl", _lines(claude_code(9, 3, bad_after_boundary=True)))
+    [failed] = Importer(db.engine, max_transaction_bytes=BOUND).import_paths([str(path)])
+    failure = failed.failure
+    assert isinstance(failure, FileFailure) and isinstance(failure, CtxtoolError)
+    assert (failure.file, failure.where, failure.kept) == (str(path), "line 12", (8, 1))
+    assert failed.error == str(failure) == f"{path}:12: {failure.message}"
+    assert failure.message.startswith(failure.detail + "; 8 messages of session 1 are stored")
+    assert failed.as_dict()["error"] == failed.error
 
 
 def test_a_branched_tree_commits_only_its_main_line(db, tmp_path):

@@ -44,3 +44,49 @@ class PartialFailure(CtxtoolError):
     """A batch finished but some items failed; the report says which."""
 
     exit_code = 4
+
+
+class FileFailure(CtxtoolError):
+    """One file of an import that was not (wholly) imported, while the files after it were.
+
+    It says the file as shown, where in it (``line``: a line, or a message's place in a JSON
+    document; None for the file as a whole), what is wrong (``detail``, without the file), and
+    what was committed before the failure: ``kept``, the messages the session then holds and
+    its id, when bounded transactions committed a prefix, which importing the file again
+    continues. ``said`` is the failure's line as its cause said it (naming the file where the
+    cause did); the message is that line, then what was kept.
+    """
+
+    def __init__(
+        self,
+        said: str,
+        file: str,
+        detail: str,
+        line: int | None = None,
+        numbered_by_message: bool = False,
+        kept: tuple[int, int | None] | None = None,
+    ):
+        self.said, self.file, self.detail, self.line = said, file, detail, line
+        self.numbered_by_message, self.kept = numbered_by_message, kept
+        super().__init__(said + self._kept_sentence())
+
+    def _kept_sentence(self) -> str:
+        if self.kept is None:
+            return ""
+        messages, session_id = self.kept
+        return (
+            f"; {messages:,} messages of session {session_id} are stored (committed before "
+            "the failure), and importing the same file again continues from there"
+        )
+
+    @property
+    def where(self) -> str | None:
+        """``line 3`` or ``message #3``: the place in the file, without its name."""
+        if self.line is None:
+            return None
+        return f"message #{self.line}" if self.numbered_by_message else f"line {self.line}"
+
+    @property
+    def message(self) -> str:
+        """What is wrong and what was kept, without the file's name."""
+        return self.detail + self._kept_sentence()
