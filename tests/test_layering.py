@@ -384,3 +384,66 @@ class Holder:
         "m.not_thin": False,
         "m.Holder.later": False,
     }
+
+
+def test_the_tree_in_the_development_docs_matches_the_package():
+    """docs/development.md draws the package: every module it names exists, and it names every
+    package, every module at the top, and each module of the rules, the services' packages and
+    migrate (the store's, db's, the parsers' and the commands' it describes as a kind)."""
+    text = (ROOT.parent / "docs" / "development.md").read_text()
+    block = text[text.index("```text\nctxtool/") :]
+    block = block[: block.index("```", 3)]
+    named = {w.removesuffix(".py").removesuffix("/") for w in re.findall(r"\w+(?:\.py|/)?", block)}
+    stems = {path.stem for path in ROOT.rglob("*.py")}
+    assert sorted(w[:-3] for w in re.findall(r"\b\w+\.py\b", block) if w[:-3] not in stems) == []
+    listed = ["", "core", "core/evaluator", "compaction", "evaluation", "migrate"]
+    missing = sorted(
+        f"{path.relative_to(ROOT)}"
+        for folder in listed
+        for path in (ROOT / folder).iterdir()
+        if (path.suffix == ".py" and path.stem not in ("__init__", "__main__"))
+        or (path.is_dir() and (path / "__init__.py").exists())
+        if path.stem not in named
+    )
+    assert missing == []
+
+
+# Where a read of a session's restored context starts: each of these once wrote the preamble
+# (the session, its encoding, its latest checkpoint, the cut) out for itself.
+READS_FROM_THE_HEAD = {
+    "store/reads.py": ["restored_context", "context_tokens"],
+    "store/counts.py": ["read_suffix", "read_tails"],
+    "store/candidates.py": ["exact_context_tokens", "summed_context_tokens"],
+    "compaction/compactor.py": ["Compactor._prepare_from_tail"],
+}
+
+
+def test_every_read_of_a_restored_context_starts_from_the_session_head():
+    """One preamble: ``Store.head`` (``store.reads.session_head``) reads the session, its
+    encoding, its latest checkpoint and the cut, and the six reads that each wrote it out call
+    it; the head's query is run nowhere else."""
+    calls = {}
+    for file, names in READS_FROM_THE_HEAD.items():
+        tree = ast.parse((ROOT / file).read_text())
+        functions = {
+            f"{owner.name}.{f.name}" if owner is not tree else f.name: f
+            for owner in [tree, *[n for n in tree.body if isinstance(n, ast.ClassDef)]]
+            for f in owner.body
+            if isinstance(f, ast.FunctionDef)
+        }
+        for name in names:
+            called = {
+                ast.unparse(node.func)
+                for node in ast.walk(functions[name])
+                if isinstance(node, ast.Call)
+            }
+            calls[name] = bool(called & {"session_head", "self.store.head", "store.head"})
+    assert calls == {name: True for names in READS_FROM_THE_HEAD.values() for name in names}
+    reads = (ROOT / "store" / "reads.py").read_text()
+    assert "def head(" in reads and "return session_head(c, session_id, encoding)" in reads
+    users = sorted(
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if "_HEAD_QUERY" in path.read_text()
+    )
+    assert users == ["store/reads.py"]
