@@ -559,9 +559,9 @@ class MySQL(Dialect):
 
     def plain_rows(self, conn, query, params=None):
         """The driver's own tuples: MySQL drivers return ints, strings and datetimes already, so
-        SQLAlchemy's row objects are pure overhead on a large read (a 100k-message history
-        loads 10-20% faster, scripts/bench_restore.py). Only for queries whose columns have no
-        result processor: JSON columns must be read as text (``type_coerce(col, Text)``).
+        SQLAlchemy's row objects are pure overhead on a large read (docs/benchmarks.md). Only
+        for queries whose columns have no result processor: JSON columns must be read as text
+        (``type_coerce(col, Text)``).
 
         A streaming connection (``stream_results``, ``yield_per``) has SQLAlchemy read ahead
         into its own buffer, so the cursor no longer holds every row: it goes the usual way."""

@@ -123,9 +123,9 @@ def _database_to_create(url: str | None, create: bool) -> str | None:
 def _pymysql_conversions() -> dict:
     """PyMySQL's converters, with DATETIME/TIMESTAMP read by ``datetime.fromisoformat`` (C).
 
-    PyMySQL parses every timestamp with a regular expression and a list of ints: 2.2 us a
-    value, a quarter of the time to load a 100k-message history. fromisoformat takes 0.16 us.
-    Only the two shapes the server sends for DATETIME(0) and DATETIME(6) take the fast path;
+    PyMySQL parses every timestamp with a regular expression and a list of ints, a large part
+    of loading a long history; fromisoformat is a C function (docs/benchmarks.md). Only the
+    two shapes the server sends for DATETIME(0) and DATETIME(6) take the fast path;
     anything else (zero dates, fractions of other widths, invalid dates) goes to PyMySQL's own
     converter, so values come out exactly as PyMySQL alone gives them.
     """

@@ -154,8 +154,8 @@ HISTORY_TABLE = "ctxtool_schema_history"
 
 class Microseconds(sa.DateTime):
     """A time kept to the microsecond: DATETIME(6) in MySQL's and MariaDB's DDL. Said by a
-    compile rule, not a variant of the MySQL dialect's DATETIME: importing that dialect costs
-    every command on a SQLite store about 15 ms of start-up."""
+    compile rule, not a variant of the MySQL dialect's DATETIME, so that a command on a SQLite
+    store does not import that dialect (docs/benchmarks.md)."""
 
     cache_ok = True
 

@@ -1,8 +1,8 @@
 """Each session's restored-suffix sums kept between runs (migration 0011, ``ctxtool_context_sums``).
 
 `compact --all` and `sessions list --over-window` need, for every session, the sums over its
-messages since its cut (``store.candidates``). Summing them walks the whole message index: on
-10M messages that is 10-20 s however it is written. A session's suffix only grows at its end,
+messages since its cut (``store.candidates``). Summing them walks the whole message index,
+however it is written (docs/benchmarks.md). A session's suffix only grows at its end,
 so a run keeps what it summed (``Store.remember_sums``), and the next one adds only what came since:
 one dive of the index per session finds its newest id, and the messages above the row's
 ``through_message_id`` are summed on their ranges. A 100k-session store then costs a read of

@@ -509,7 +509,7 @@ class MessageWriter:
         self._checkpoints: list[NewCheckpoint] = []
         # A writer thread only pays where the database works outside the GIL (a server).
         # SQLite works inside this process, mostly holding the GIL: handing it batches on
-        # a thread made a 100k-message import 40% slower than writing them in line.
+        # a thread makes an import slower than writing them in line (docs/benchmarks.md).
         self._thread = ThreadPoolExecutor(max_workers=1) if dialect.overlap_writes else None
         self._in_flight: deque[Future] = deque()
         self._failed = False
