@@ -21,6 +21,7 @@ from ..core.evaluator.evaluate import Evaluation, evaluate
 from ..core.evaluator.probes import InvalidKey, Probe, ProbeKind, derive_probes, probe_from_dict
 from ..core.records import Compaction, Message
 from ..db import create_engine
+from ..db.urls import sqlite_url_for
 from ..importer import Importer
 from ..migrate import Migrator
 from ..store.reads import Store
@@ -115,7 +116,7 @@ def _import_prefix(
     else:
         lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
         target.write_text("".join(lines[:through]), encoding="utf-8")
-    engine = create_engine(f"sqlite:///{workdir / f'{key.name}-{name}.db'}")
+    engine = create_engine(sqlite_url_for(str(workdir / f"{key.name}-{name}.db")))
     Migrator(engine).up()
     # The key names the shared folder (a family); one JSON document in openai-chat/ may be an
     # OpenAI message list or an OpenHands event array, which the importer tells apart itself.
