@@ -1,7 +1,7 @@
 """A summary that carries an earlier one may grow past its budget, up to a stated limit
-(``prepare.SUMMARY_GROWTH_LIMIT``) and only while the restored context keeps room under its
-threshold (issue #42: "where the carried content needs room, let the budget grow"), and the
-files the checkpoints' lists name are never fabrications."""
+(``CompactionSettings.max_summary_growth``, --max-summary-growth), the cut planned so that the
+kept messages leave it room (issue #42: "where the carried content needs room, let the budget
+grow"), and the files the checkpoints' lists name are never fabrications."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.core.evaluator.fabrications import fabrications
 from ctxtool.core.plan import CompactionSettings
-from ctxtool.core.prepare import SUMMARY_GROWTH_LIMIT, grown_budget
-from ctxtool.core.records import Message
-from ctxtool.core.tokens import count_text
+from ctxtool.core.prepare import (
+    carried_room,
+    carry_over_floor,
+    check_summary,
+    grown_budget,
+    prepare,
+    summary_message_tokens,
+)
+from ctxtool.core.records import Compaction, Message, RestoredContext
+from ctxtool.core.tokens import MessageText, count_messages, count_text
 from ctxtool.importer import Importer
 from ctxtool.store import Store
 
@@ -25,18 +32,19 @@ OPENCLAW = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.j
 
 
 @pytest.mark.parametrize(
-    ("budget", "previous", "room", "grown"),
+    ("budget", "previous", "growth", "grown"),
     [
-        (3500, 500, 10_000, 3500),  # a small carried summary: the span's own items fit
-        (3500, 2000, 10_000, 3750),  # the carried summary and half a budget
-        (3500, 3600, 10_000, 5250),  # at most SUMMARY_GROWTH_LIMIT times the budget
-        (3500, 3400, 4000, 4000),  # never past what the kept messages leave
-        (3500, 3400, 1000, 3500),  # never under the budget
+        (3500, 500, 1.5, 3500),  # a small carried summary: the span's own items fit
+        (3500, 2000, 1.5, 3750),  # the carried summary and half a budget
+        (3500, 3600, 1.5, 5250),  # at most max_summary_growth times the budget
+        (1500, 2587, 1.5, 2250),  # OpenClaw's carried summary at an 8k window
+        (1500, 2000, 2.0, 2750),  # a larger limit: all the carried content wants
+        (3500, 3600, 1.0, 3500),  # growth off
     ],
 )
-def test_the_budget_grows_for_carried_content_up_to_its_limit(budget, previous, room, grown):
-    assert grown_budget(budget, previous, room) == grown
-    assert grown <= budget * SUMMARY_GROWTH_LIMIT
+def test_the_budget_grows_for_carried_content_up_to_its_limit(budget, previous, growth, grown):
+    assert grown_budget(budget, previous, growth) == grown
+    assert budget <= grown <= budget * growth
 
 
 def test_a_carried_runtime_summary_gets_room_and_is_kept_whole(sqlite_db):
@@ -51,7 +59,7 @@ def test_a_carried_runtime_summary_gets_room_and_is_kept_whole(sqlite_db):
     assert outcome.status == "compacted", outcome.error
     budget = settings.threshold(None) // 4
     assert count_text(carried) > budget // 2  # the carried summary needs room
-    assert budget < outcome.summary_tokens <= budget * SUMMARY_GROWTH_LIMIT
+    assert budget < outcome.summary_tokens <= budget * settings.max_summary_growth
     assert outcome.carry_over == 1.0 and outcome.fabrications == 0
     assert outcome.tokens_after <= settings.threshold(None)
 
@@ -61,3 +69,50 @@ def test_a_path_the_checkpoints_lists_name_is_no_fabrication():
     summary = "## Files read\n`docs/guide/install.md`"
     assert [f.text for f in fabrications(summary, span)] == ["docs/guide/install.md"]
     assert fabrications(summary, span, known_paths=["docs/guide/install.md"]) == []
+
+
+def _context(previous: str | None, turns: int = 40) -> RestoredContext:
+    """A session of ``turns`` user/assistant turns of about 200 tokens each, on top of a
+    checkpoint whose summary is ``previous``."""
+    texts = [
+        MessageText(("user", "assistant")[n % 2], f"turn {n} " + "word " * 200)
+        for n in range(turns)
+    ]
+    counts = count_messages(texts, "o200k_base")  # as stored: the message's overhead in it
+    messages = [
+        Message(n + 1, 1, t.role, t.content, token_count=c)
+        for n, (t, c) in enumerate(zip(texts, counts))
+    ]
+    compaction = Compaction(1, 1, previous, 1) if previous is not None else None
+    return RestoredContext(1, None, compaction, messages)
+
+
+@pytest.mark.parametrize("growth", [1.0, 1.5, 2.0])
+def test_the_cut_leaves_room_for_the_grown_budget(growth):
+    settings = CompactionSettings(
+        context_window=8_000, reserve_tokens=2_000, max_summary_growth=growth
+    )
+    carried = "## Done\n" + "\n".join(f"- step {n} of the earlier work done" for n in range(300))
+    prep = prepare(_context(carried), None, settings, "o200k_base", max_summary_tokens=4096)
+    assert prep.plan is not None and not prep.plan.over_window
+    assert prep.base_budget == 1500
+    assert prep.summary_budget == int(1500 * growth)
+    # the kept messages and a summary of the whole grown budget fit the threshold
+    summary = summary_message_tokens("word " * prep.summary_budget, "o200k_base")
+    assert prep.tokens_kept + summary <= prep.threshold
+    without = prepare(_context(None), None, settings, "o200k_base", max_summary_tokens=4096)
+    assert without.summary_budget == 1500 and without.tokens_kept >= prep.tokens_kept
+
+
+def test_the_gate_refuses_a_summary_under_the_floor_of_what_the_grown_budget_holds():
+    settings = CompactionSettings(context_window=8_000, reserve_tokens=2_000)
+    carried = "## Done\n" + "\n".join(f"- step {n} of the earlier work done" for n in range(300))
+    prep = prepare(_context(carried), None, settings, "o200k_base", max_summary_tokens=4096)
+    floor = carry_over_floor(prep, 0.9)
+    # the carried summary's share that the budget's room for it holds (not 90% of it)
+    assert floor == round(0.9 * carried_room(prep) / count_text(carried), 3) < 0.9
+    lines = carried.splitlines()[1:]
+    for kept in (int(len(lines) * floor) - 2, int(len(lines) * floor) + 2):
+        text = "## Done\n" + "\n".join(lines[:kept])
+        _, refusal = check_summary(prep, text, min_carry_over=0.9)
+        assert (refusal is None) == (kept / len(lines) >= floor), (kept, refusal)

@@ -30,6 +30,7 @@ from ..core.evaluator import DEFAULT_MIN_QUALITY, describe
 from ..core.plan import DEFAULT_KEEP_RECENT_TOKENS, CompactionSettings
 from ..core.prepare import DEFAULT_MIN_CARRY_OVER
 from ..core.status import CompactionStatus
+from ..core.windows import DEFAULT_MAX_SUMMARY_GROWTH
 from ..db import read_connection
 from ..output import OutputFormat, Progress, dumps, echo_text, print_rows
 from ..store import Store
@@ -157,6 +158,14 @@ _LABELS = {
     "is used); a longer one is rejected.",
 )
 @click.option(
+    "--max-summary-growth",
+    default=DEFAULT_MAX_SUMMARY_GROWTH,
+    show_default=True,
+    type=FiniteNumber(1, 4),
+    help="How many times its budget a summary that carries earlier summaries may grow, as "
+    "far as the carried content needs; the kept messages leave it room (1: never).",
+)
+@click.option(
     "--min-carry-over",
     default=DEFAULT_MIN_CARRY_OVER,
     show_default=True,
@@ -262,7 +271,11 @@ def compact(
     compactor = Compactor(
         engine,
         summarizer,
-        replace(settings, keep_recent_tokens=options["keep_recent_tokens"]),
+        replace(
+            settings,
+            keep_recent_tokens=options["keep_recent_tokens"],
+            max_summary_growth=options["max_summary_growth"],
+        ),
         lease_seconds=options["lease_seconds"],
         encoding=options["encoding"],
         max_summary_tokens=options["max_summary_tokens"],

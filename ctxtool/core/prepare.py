@@ -27,10 +27,6 @@ from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_tex
 from .touched_files import files_touched, merge_file_lists
 
 MIN_SUMMARY_BUDGET = 256
-# A summary that carries an earlier one may grow past its budget, up to this many times it,
-# and only while the restored context keeps this share of its threshold free.
-SUMMARY_GROWTH_LIMIT = 1.5
-FREE_AFTER_GROWTH = 0.1
 # The least share of the previous summary's items a new summary must hold (--min-carry-over):
 # a re-compaction must not drop what the last summary knew.
 DEFAULT_MIN_CARRY_OVER = 0.9
@@ -51,6 +47,9 @@ class Preparation:
     kept: list[Message] = field(default_factory=list)
     replaced_tokens: int = 0
     summary_budget: int = 0
+    # The budget before it grew for a carried summary (--max-summary-tokens, a quarter of
+    # the threshold at most): half of it is the span's own room in a grown budget.
+    base_budget: int = 0
     error: str | None = None
     _files: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -103,14 +102,14 @@ def summary_budget(threshold: int, max_summary_tokens: int) -> int:
     return min(max_summary_tokens, max(MIN_SUMMARY_BUDGET, threshold // 4))
 
 
-def grown_budget(budget: int, previous_tokens: int, room: int) -> int:
+def grown_budget(budget: int, previous_tokens: int, growth: float) -> int:
     """The budget of a summary that carries an earlier one of ``previous_tokens``: room for
     the carried summary and half a budget of the span's own, so carried items are folded by
-    value rather than cut for lack of room; never more than ``SUMMARY_GROWTH_LIMIT`` times the
-    budget nor than ``room`` (what the kept messages leave under the threshold), never less
-    than the budget."""
+    value rather than cut for lack of room; never more than ``growth``
+    (``CompactionSettings.max_summary_growth``) times the budget, never less than it. The cut
+    is planned with the grown budget, so the kept messages leave it room."""
     wanted = previous_tokens + budget // 2
-    return max(budget, min(wanted, int(budget * SUMMARY_GROWTH_LIMIT), room))
+    return max(budget, min(wanted, int(budget * growth)))
 
 
 def summary_message_tokens(summary: str, encoding: str) -> int:
@@ -166,14 +165,19 @@ def start_preparation(
     """A preparation for a context of ``tokens_before`` (measured by the caller): its status
     BELOW_THRESHOLD unless it is over its threshold or ``force``; else to be planned."""
     threshold = settings.threshold(model)
+    budget = summary_budget(threshold, max_summary_tokens)
     prep = Preparation(
         session_id,
         tokens_before,
         threshold,
         encoding,
         previous=previous,
-        summary_budget=summary_budget(threshold, max_summary_tokens),
+        summary_budget=budget,
+        base_budget=budget,
     )
+    if previous is not None and previous.summary:
+        carried = count_text(previous.summary, encoding)
+        prep.summary_budget = grown_budget(budget, carried, settings.max_summary_growth)
     if not force and tokens_before <= threshold:
         prep.status = CompactionStatus.BELOW_THRESHOLD
     return prep
@@ -240,13 +244,6 @@ def settle_plan(
         RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding
     )
     prep.replaced_tokens = prep.tokens_before - kept_tokens
-    if prep.previous is not None and prep.previous.summary:
-        free = int(prep.threshold * FREE_AFTER_GROWTH)
-        prep.summary_budget = grown_budget(
-            prep.summary_budget,
-            count_text(prep.previous.summary, prep.encoding),
-            prep.threshold - kept_tokens - _summary_framing(prep.encoding) - free,
-        )
     if plan.over_window:
         oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, prep.threshold, oversized, head, room)
@@ -308,13 +305,19 @@ def check_summary(
         kept = carry_over(prep.previous.summary, text).share
         if kept is not None and kept < floor:
             # The flag only helps while it, not the quarter of the threshold, sets the budget.
+            base = prep.base_budget or prep.summary_budget
             room = (
                 "a larger --max-summary-tokens leaves room for them"
-                if prep.summary_budget < max(MIN_SUMMARY_BUDGET, prep.threshold // 4)
-                else f"the summary's budget, {prep.summary_budget} tokens, is already the most "
+                if base < max(MIN_SUMMARY_BUDGET, prep.threshold // 4)
+                else f"the summary's budget, {base} tokens, is already the most "
                 f"a threshold of {prep.threshold} allows: a larger --max-summary-tokens "
                 "changes nothing"
             )
+            if prep.summary_budget > base:
+                room += (
+                    f"; it grew to {prep.summary_budget} tokens for the carried summary "
+                    "(a larger --max-summary-growth lets it grow further)"
+                )
             required = f"at least {floor:.0%} required (--min-carry-over"
             if floor < min_carry_over:  # type: ignore[operator]  # not None with a floor
                 required += f" {min_carry_over:.0%} of what the budget holds"
@@ -331,7 +334,14 @@ def carry_over_floor(prep: Preparation, min_carry_over: float | None) -> float |
     if min_carry_over is None or prep.previous is None:
         return None
     previous_tokens = count_text(prep.previous.summary or "", prep.encoding)
-    return scaled_floor(min_carry_over, previous_tokens, prep.summary_budget)
+    return scaled_floor(min_carry_over, previous_tokens, carried_room(prep))
+
+
+def carried_room(prep: Preparation) -> int:
+    """What the summary's budget holds of the carried summary: a grown budget less the half
+    budget it grew by for the span's own items, never less than the budget before growth."""
+    base = prep.base_budget or prep.summary_budget
+    return max(base, prep.summary_budget - base // 2)
 
 
 def scaled_floor(min_carry_over: float, previous_tokens: int, budget: int) -> float:

@@ -13,6 +13,8 @@ from .errors import InvalidSettings
 DEFAULT_RESERVE_TOKENS = 16_384
 DEFAULT_KEEP_RECENT_TOKENS = 20_000
 DEFAULT_CONTEXT_WINDOW = 128_000
+# A summary that carries earlier ones may grow to this many times its budget (--max-summary-growth).
+DEFAULT_MAX_SUMMARY_GROWTH = 1.5
 
 # Context windows by model-name prefix (longest prefix wins); --context-window overrides.
 CONTEXT_WINDOWS: dict[str, int] = {
@@ -64,6 +66,8 @@ class CompactionSettings:
         None  # None: DEFAULT_RESERVE_TOKENS, at most a quarter of the window
     )
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
+    # How far the summary's budget may grow for the summaries it carries (core.prepare).
+    max_summary_growth: float = DEFAULT_MAX_SUMMARY_GROWTH
 
     def __post_init__(self) -> None:
         """Settings no session can run with are refused where they are made, for the CLI and a
@@ -77,6 +81,10 @@ class CompactionSettings:
         ):
             if value is not None and value < 0:
                 raise InvalidSettings(f"{name} {value} is negative")
+        if not 1 <= self.max_summary_growth <= 4:
+            raise InvalidSettings(
+                f"--max-summary-growth {self.max_summary_growth} is not between 1 and 4"
+            )
         if (
             self.context_window is not None
             and self.reserve_tokens is not None

@@ -1,0 +1,68 @@
+"""A session carrying runtime summaries larger than the budget is written (issue #42): the
+budget grows for the carried content up to its stated limit, the kept messages leave it room,
+and the carry-over floor judges the carried items the span did not overtake. Real Pi
+transcripts at the 8k and 16k windows quality_table.py measures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxtool.compaction.compactor import Compactor
+from ctxtool.compaction.summarizers import ExtractiveSummarizer
+from ctxtool.core.plan import CompactionSettings
+from ctxtool.core.tokens import count_text
+from ctxtool.importer import Importer
+from ctxtool.store import Store
+
+from .conftest import TRANSCRIPTS
+
+# OpenClaw (Pi v3) ends carrying its runtime's third summary, 2,587 tokens; Pi's own
+# refactoring session through line 628 carries Pi's first summary (1,111 tokens), and its
+# span finishes some of that summary's pending steps (WP14, WP15).
+OPENCLAW = (TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl", None)
+BEFORE_COMPACTION = (TRANSCRIPTS / "pi" / "before-compaction.jsonl", 628)
+
+
+def _imported(db, tmp_path: Path, source: Path, through: int | None) -> int:
+    prefix = tmp_path / source.name
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    prefix.write_text("".join(lines[:through]), encoding="utf-8")
+    [imported] = Importer(db.engine, fmt="pi").import_paths([str(prefix)])
+    assert imported.error is None and imported.compactions_added >= 1, imported
+    return imported.session_id
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000])
+@pytest.mark.parametrize("case", [OPENCLAW, BEFORE_COMPACTION], ids=["openclaw", "pi-628"])
+def test_a_session_carrying_a_runtime_summary_is_written(sqlite_db, tmp_path, case, window):
+    sid = _imported(sqlite_db, tmp_path, *case)
+    carried = Store(sqlite_db.engine).latest_compaction(sid).summary
+    settings = CompactionSettings(context_window=window, reserve_tokens=2_000)
+    outcome = Compactor(sqlite_db.engine, ExtractiveSummarizer(), settings).compact_session(sid)
+    assert outcome.status == "compacted", outcome.error
+    threshold = settings.threshold(None)
+    budget = threshold // 4
+    limit = int(budget * settings.max_summary_growth)
+    if window == 8_000:
+        assert count_text(carried) > budget // 2  # the carried summary needs room
+    assert outcome.summary_tokens <= limit + 40  # the budget is on the text; + its message
+    assert outcome.tokens_after <= threshold  # the restored context fits its window
+    assert outcome.carry_over is not None and outcome.fabrications == 0
+
+
+def test_the_growth_is_a_setting_and_without_it_the_carried_summary_cannot_fit(
+    cli, sqlite_db, tmp_path
+):
+    _imported(sqlite_db, tmp_path, *OPENCLAW)
+    window = ["--context-window", "8000", "--reserve-tokens", "2000"]
+    plain = cli("--db", sqlite_db.url, "compact", "1", *window, "--max-summary-growth", "1")
+    assert plain.exit_code == 1, plain.output
+    assert "drops items of the previous summary" in plain.output
+    grown = cli("--db", sqlite_db.url, "compact", "1", *window, "--json")
+    assert grown.exit_code == 0, grown.output
+    outcome = json.loads(grown.output)
+    assert outcome["status"] == "compacted" and outcome["tokens_after"] <= 6_000
+    assert 1_500 < outcome["summary_tokens"] <= 2_250 + 40
