@@ -240,8 +240,9 @@ class Importer:
                 on_bytes(os.path.getsize(path))
 
     def import_file(self, path: str) -> FileResult:
-        """Import one file. Any failure is one line in ``result.error`` naming the file (and the
-        line where there is one), with nothing written for the file."""
+        """Import one file. A failure is ``result.failure``, a core error whose message
+        (``result.error``) is one line naming the file (and the line where there is one);
+        nothing is written for the file but what bounded transactions committed before it."""
         shown = "<stdin>" if path == STDIN else printable(path)
         with self._counted_packed(path):
             return self._import_opened(path, shown, lambda: open_source(path, self.links))
