@@ -184,6 +184,11 @@ def test_no_dialect_name_is_compared_outside_the_database_layer():
 # A dialect named outside ctxtool/db, each to go with its fix: the test fails when one is gone
 # as well as when a new one appears.
 KNOWN_DIALECT_NAMES: set[tuple[str, str]] = set()
+# A database URL spelled out (``sqlite:///...``, ``mysql+pymysql://...``) names its dialect too;
+# the one outside db/ is the default URL, which the configuration file's reader holds so that
+# the CLI's root reads it without loading the database layer.
+URL_SCHEME = re.compile(r"(sqlite|mysql|mariadb)(\+\w+)?://")
+DEFAULT_URL = {("config_file.py", "'sqlite:///ctxtool.db'")}
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -200,14 +205,15 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 def dialect_names(path: Path) -> set[str]:
     """Where ``path`` names a database family: a string that is a dialect's or a server
-    product's name (docstrings aside), or an import of SQLAlchemy's dialect packages or of
+    product's name or begins a database URL (docstrings aside), or an import of SQLAlchemy's dialect packages or of
     db's dialect classes (an isinstance test on them compares names by other means)."""
     tree = ast.parse(path.read_text())
     docstrings = _docstrings(tree)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docstrings and node.value.strip().lower() in DIALECT_NAMES:
+            text = node.value.strip().lower()
+            if id(node) not in docstrings and (text in DIALECT_NAMES or URL_SCHEME.match(text)):
                 found.add(repr(node.value))
         elif isinstance(node, ast.ImportFrom):
             names = {alias.name for alias in node.names}
@@ -230,11 +236,12 @@ def test_no_dialect_is_named_outside_the_database_layer():
         if path.relative_to(ROOT).parts[0] != "db"
         for what in dialect_names(path)
     }
-    assert named == KNOWN_DIALECT_NAMES
+    assert named == KNOWN_DIALECT_NAMES | DEFAULT_URL
     db = ROOT / "db" / "dialects.py"
     in_db = dialect_names(db)  # the check finds what it looks for where it belongs
     assert {"'mysql'", "'sqlite'", "'MariaDB'"} <= in_db
     assert any(w.startswith("import sqlalchemy.dialects") for w in in_db), in_db
+    assert "'sqlite:///'" in dialect_names(ROOT / "db" / "urls.py")  # sqlite_url_for's f-string
 
 
 def test_no_module_name_is_used_twice():
