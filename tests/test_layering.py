@@ -474,3 +474,30 @@ def test_no_public_name_is_defined_in_two_modules():
             if isinstance(node, defines) and not node.name.startswith("_"):
                 where.setdefault(node.name, []).append(module_name(path))
     assert {name for name, modules in where.items() if len(modules) > 1} == KNOWN_NAMES_TWICE
+
+
+def test_where_a_change_goes_names_places_that_exist():
+    """docs/development.md says in one line each where a new rule, query, difference between
+    databases, command, format and summarizer goes; each folder, file and name it gives
+    exists (a folder or file under ctxtool/, a class, function or registry defined there)."""
+    text = (ROOT.parent / "docs" / "development.md").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("- A new ")]
+    kinds = [line.removeprefix("- A new ").split(":")[0] for line in lines]
+    assert kinds == [
+        "rule",
+        "query",
+        "difference between databases",
+        "command",
+        "format",
+        "summarizer",
+    ]
+    source = "\n".join(path.read_text() for path in ROOT.rglob("*.py"))
+    wrong = []
+    for name in re.findall(r"`([^`]+)`", "\n".join(lines)):
+        if "/" in name:
+            path = ROOT.parent / name if name.startswith("ctxtool/") else ROOT / name
+            wrong += [] if path.exists() else [name]
+        elif name.isidentifier():
+            defined = rf"^(class|def) {name}\b|^{name}\b.*="
+            wrong += [] if re.search(defined, source, re.MULTILINE) else [name]
+    assert wrong == []
