@@ -136,7 +136,7 @@ def counted_batch(
     with read_connection(store.engine) as conn:
         read = read_effective_contexts(conn, encoding, rescan=rescan)
         # In the same read: a session a sibling compacts after it is refused at its claim,
-        # not read and planned for nothing (review finding on a later read of this id).
+        # not read and planned for nothing.
         checkpoints_through = newest_checkpoint_id(conn)
     # Kept for the next run before anything is counted: a count marks the sums it changes.
     store.remember_sums(read.to_keep)
