@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from itertools import chain
 from types import ModuleType
 from typing import Any
 
@@ -124,12 +125,46 @@ def render_rows(
     if not rows:
         return "(no rows)"
     colour = colour_enabled()
+    cells = [[_coloured(k, visible_cell(r.get(k)), colour) for k in keys] for r in rows]
+    if output.fmt == DEFAULT_TABLE_FORMAT and not _spans_lines(keys, cells):
+        return simple_table(keys, cells)
     return tabulate_module().tabulate(
-        [[_coloured(k, visible_cell(r.get(k)), colour) for k in keys] for r in rows],
-        headers=keys,
-        tablefmt=output.fmt,
-        disable_numparse=True,
+        cells, headers=keys, tablefmt=output.fmt, disable_numparse=True
     )
+
+
+# The colours of _coloured (click.style): no columns on a terminal.
+_COLOUR_CODES = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _spans_lines(headers: Sequence[str], cells: Sequence[Sequence[Any]]) -> bool:
+    """Whether a header or cell holds a line break (tabulate lays such a row out on several
+    lines)."""
+    return any(isinstance(c, str) and ("\n" in c or "\r" in c) for c in chain(headers, *cells))
+
+
+def simple_table(headers: Sequence[str], cells: Sequence[Sequence[Any]]) -> str:
+    """Rows of one-line cells in tabulate's ``simple`` style as :func:`render_rows` has tabulate
+    draw it (every column left-aligned, cells stripped, no padding, two spaces between columns,
+    trailing spaces cut), the same text without loading tabulate: the default table of every
+    command (`sessions list`, `migrate status`) starts in less time. tests/test_output.py checks
+    it against tabulate."""
+    texts = [[str(c).strip() for c in row] for row in cells]
+    widths = [_columns(h) for h in headers]
+    for row in texts:
+        widths = [max(w, _columns(c)) for w, c in zip(widths, row)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c + " " * (w - _columns(c)) for c, w in zip(row, widths)).rstrip()
+
+    return "\n".join(
+        [line(headers), "  ".join("-" * w for w in widths), *(line(row) for row in texts)]
+    )
+
+
+def _columns(text: str) -> int:
+    """The columns a cell takes, its colours left out (tabulate's visible width)."""
+    return display_width(_COLOUR_CODES.sub("", text) if "\x1b" in text else text)
 
 
 # Columns whose values are a verdict, and the colour of each verdict on a terminal.

@@ -1,0 +1,55 @@
+"""What the start-up commands of issue #44 load, through the real entry point in a fresh
+process: `sessions list` and `migrate status` draw their default table without tabulate
+(ctxtool.output.simple_table), and `context show` loads none of what only another `context`
+command or an export needs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .builders import add_session, coding_session
+
+_LOADED = """
+import sys
+from ctxtool.cli import main
+try:
+    main(["--db", sys.argv[1], *sys.argv[3:]], prog_name="ctxtool")
+except SystemExit as stop:
+    assert not stop.code, stop.code
+names = sys.argv[2].split(",")
+print("loaded:" + ",".join(sorted(n for n in names if n in sys.modules)), file=sys.stderr)
+"""
+
+# Modules that only another command, an export or a --fmt style needs.
+NOT_AT_START = {
+    ("sessions", "list"): ["tabulate"],
+    ("migrate", "status"): ["tabulate"],
+    ("context", "show", "1"): ["tabulate"],
+}
+
+
+def _loaded(url: str, args: tuple[str, ...], names: list[str]) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
+    env.pop("COLUMNS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED, url, ",".join(names), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip(), "the command printed its table"
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("loaded:"), out.stderr
+    return [n for n in last.removeprefix("loaded:").split(",") if n]
+
+
+@pytest.mark.parametrize("args", list(NOT_AT_START), ids=" ".join)
+def test_a_start_up_command_loads_only_what_it_needs(sqlite_db, args):
+    add_session(sqlite_db, 1, coding_session(2), model="gpt-4o")
+    assert _loaded(sqlite_db.url, args, NOT_AT_START[args]) == []
