@@ -12,7 +12,9 @@ import pytest
 
 from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
+from ctxtool.core.evaluator.gate import carry_over, normalised_items, overtaken_items
 from ctxtool.core.plan import CompactionSettings
+from ctxtool.core.records import Message
 from ctxtool.core.tokens import count_text
 from ctxtool.importer import Importer
 from ctxtool.store import Store
@@ -66,3 +68,53 @@ def test_the_growth_is_a_setting_and_without_it_the_carried_summary_cannot_fit(
     outcome = json.loads(grown.output)
     assert outcome["status"] == "compacted" and outcome["tokens_after"] <= 6_000
     assert 1_500 < outcome["summary_tokens"] <= 2_250 + 40
+
+
+PREVIOUS = """## Next steps
+- Create `src/cli-new.ts` pointing to `main-new.ts`
+- Run the manual tests of the three modes
+## Decisions
+- Keep the old code for reference"""
+
+
+def _span(*calls: tuple[str, dict, str]) -> list[Message]:
+    """An assistant message per call, each answered by its result."""
+    out: list[Message] = [Message(1, 1, "user", "Go on with the refactoring.")]
+    for n, (tool, arguments, result) in enumerate(calls):
+        call = {"id": f"c{n}", "type": "function"}
+        call["function"] = {"name": tool, "arguments": json.dumps(arguments)}
+        out.append(Message(len(out) + 1, 1, "assistant", "", tool_calls=[call]))
+        out.append(Message(len(out) + 1, 1, "tool", result, tool_call_id=f"c{n}"))
+    return out
+
+
+def test_a_pending_item_the_span_finished_is_not_held_against_the_summary():
+    span = _span(("write", {"path": "src/cli-new.ts", "content": "main()"}, "Wrote the file"))
+    overtaken = overtaken_items(PREVIOUS, span)
+    assert overtaken == {"create src/cli-new.ts pointing to main-new.ts"}
+    retiring = "## Next steps\n- Run the manual tests of the three modes\n## Decisions\n"
+    retiring += "- Keep the old code for reference"
+    assert carry_over(PREVIOUS, retiring).share == 0.667
+    assert carry_over(PREVIOUS, retiring, overtaken).share == 1.0
+    # what the span did not finish still counts: the manual tests and the decision
+    assert carry_over(PREVIOUS, "## Decisions\n- Keep the old code", overtaken).share == 0.5
+    # a span that did other work overtakes nothing; a decision is never pending
+    other = _span(("write", {"path": "docs/notes.md", "content": "x"}, "Wrote the file"))
+    assert overtaken_items(PREVIOUS, other) == frozenset()
+    assert overtaken_items(PREVIOUS, []) == frozenset() == overtaken_items(None, span)
+
+
+def test_pi_s_span_overtakes_the_steps_of_its_carried_summary_it_did(sqlite_db, tmp_path):
+    """Pi's first summary lists WP14's and WP15's steps as next; the span through line 628
+    creates cli-new.ts and interactive-mode.ts: those two are retired, the manual tests (still
+    to do at the cut) are not."""
+    sid = _imported(sqlite_db, tmp_path, *BEFORE_COMPACTION)
+    store = Store(sqlite_db.engine)
+    checkpoint = store.latest_compaction(sid)
+    carried = checkpoint.summary
+    since = [m for m in store.messages(sid) if m.id >= checkpoint.first_kept_message_id]
+    overtaken = overtaken_items(carried, since)
+    assert any("cli-new.ts pointing to main-new.ts" in i for i in overtaken), overtaken
+    assert any("interactive-mode.ts based on tui-renderer.ts" in i for i in overtaken)
+    assert not any("test via" in i for i in overtaken)
+    assert len(overtaken) < len(normalised_items(carried)) // 10

@@ -12,6 +12,7 @@ from typing import Any
 
 from .context_size import restored_context_tokens, with_head_count
 from .evaluator import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
+from .evaluator.gate import overtaken_items
 from .plan import (
     CompactionPlan,
     CompactionSettings,
@@ -52,6 +53,7 @@ class Preparation:
     base_budget: int = 0
     error: str | None = None
     _files: dict[str, Any] | None = field(default=None, repr=False)
+    _overtaken: frozenset[str] | None = field(default=None, repr=False)
 
     @property
     def files(self) -> dict[str, Any]:
@@ -65,6 +67,14 @@ class Preparation:
                 self.previous.details if self.previous else None, read, modified
             )
         return self._files
+
+    @property
+    def overtaken(self) -> frozenset[str]:
+        """The previous summary's pending items the summarized span finished: the carry-over
+        floor does not count them (``evaluator.gate.overtaken_items``)."""
+        if self._overtaken is None:
+            self._overtaken = overtaken_items(self.previous_summary, self.summarized)
+        return self._overtaken
 
     @property
     def parent_id(self) -> int:
@@ -302,7 +312,7 @@ def check_summary(
         )
     floor = carry_over_floor(prep, min_carry_over)
     if floor is not None and prep.previous is not None:
-        kept = carry_over(prep.previous.summary, text).share
+        kept = carry_over(prep.previous.summary, text, prep.overtaken).share
         if kept is not None and kept < floor:
             # The flag only helps while it, not the quarter of the threshold, sets the budget.
             base = prep.base_budget or prep.summary_budget
@@ -321,9 +331,12 @@ def check_summary(
             required = f"at least {floor:.0%} required (--min-carry-over"
             if floor < min_carry_over:  # type: ignore[operator]  # not None with a floor
                 required += f" {min_carry_over:.0%} of what the budget holds"
+            finished = (
+                f" ({len(prep.overtaken)} the span finished left out)" if prep.overtaken else ""
+            )
             return tokens, (
                 f"summary drops items of the previous summary: it keeps {kept:.0%} "
-                f"of them, {required}; {room})"
+                f"of them{finished}, {required}; {room})"
             )
     return tokens, None
 
@@ -375,7 +388,7 @@ def evaluate_summary(prep: Preparation, text: str) -> Evaluation:
 def quality_figures(prep: Preparation, evaluation: Evaluation, text: str) -> dict[str, Any]:
     """What ``details["quality"]`` stores: the evaluation's figures and the carry-over of the
     previous summary's items (None for a first checkpoint)."""
-    kept = carry_over(prep.previous_summary, text) if prep.previous else None
+    kept = carry_over(prep.previous_summary, text, prep.overtaken) if prep.previous else None
     return {**evaluation.figures(), "carry_over": kept.share if kept else None}
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ...core.changes import is_directory, normalise_path
 from ...core.evaluator import carry_over
+from ...core.evaluator.gate import SpanProgress, overtaken_items
 from ...core.sections import (
     CONSTRAINTS,
     CURRENT_WORK,
@@ -43,7 +44,6 @@ from ...core.sections import (
 )
 from ...core.span_facts import updates_tasks
 from ...core.tokens import get_encoding, token_lengths
-from ...core.work_state import done_by_action, done_by_file, retired
 from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,
@@ -130,9 +130,10 @@ class ExtractiveSummarizer:
         # How many of the previous summary's items may go before this span's own: as many as
         # the floor allows, fewer while the result still holds less than the floor.
         allowed = None if floor is None else int(sum(i.previous for i in items) * (1 - floor))
+        overtaken = overtaken_items(request.previous_summary, _progress(notes))
         while True:
             text = self._render(request, items, foreign_order, left_out, allowed)
-            kept = carry_over(request.previous_summary, text).share
+            kept = carry_over(request.previous_summary, text, overtaken).share
             if not allowed or floor is None or kept is None or kept >= floor:
                 return Summary(text, self.name, None)
             allowed //= 2
@@ -336,12 +337,13 @@ def _errors_merged(items: list[_Item]) -> list[_Item]:
 def _finished_in_span(line: str, notes: SpanNotes) -> bool:
     """A carried pending item that names the same work as a task the span completed, that a
     successful run of the span carried out, or that makes a file the span changed."""
-    finished = [t.text for t in notes.tasks or () if t.status == "completed"]
-    return (
-        any(retired([line], finished))
-        or done_by_action(line, notes.actions)
-        or done_by_file(line, list(notes.files))
-    )
+    return _progress(notes).finished(line)
+
+
+def _progress(notes: SpanNotes) -> SpanProgress:
+    """What the span got done, as the gate reads it (``evaluator.gate.overtaken_items``)."""
+    completed = tuple(t.text for t in notes.tasks or () if t.status == "completed")
+    return SpanProgress(completed, tuple(notes.actions), tuple(notes.files))
 
 
 def _listed(line: str, notes: SpanNotes) -> bool:

@@ -4,18 +4,32 @@ summary does the new one carry over.
 Carry-over compares normalised items: fence lines, blank lines, headings, continuation
 boilerplate and a summary's note about itself are no items (a carried fence, "Please continue
 the conversation…" or "(946 messages summarized…)" is not knowledge), list markers and emphasis
-are dropped, repeats counted once.
+are dropped, repeats counted once. A pending item the span finished (``overtaken_items``) is
+not held against the new summary: it may be retired rather than carried.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..checkpoint_quality import quality_of
-from ..sections import is_item, without_scratchpad
-from ..span_facts import BOILERPLATE
+from ..records import Message
+from ..sections import (
+    CURRENT_WORK,
+    EARLIER_WORK,
+    NEXT_STEP,
+    OPEN_TASKS,
+    canonical_heading,
+    is_item,
+    parse_sections,
+    without_scratchpad,
+)
+from ..span_facts import BOILERPLATE, signals_of, successful_actions, work_calls
+from ..touched_files import files_touched
+from ..work_state import done_by_action, done_by_file, retired
 from .answers import Verdict, normalise
 from .evaluate import Evaluation
 
@@ -79,10 +93,14 @@ class CarryOver:
     missing: tuple[str, ...]
 
 
-def carry_over(previous_summary: str | None, summary: str) -> CarryOver:
+def carry_over(
+    previous_summary: str | None, summary: str, overtaken: frozenset[str] = frozenset()
+) -> CarryOver:
     """How many of the previous summary's items the new summary still holds. An item is held
-    verbatim, or with every path, number and identifier of it and most of its other words."""
-    items = normalised_items(previous_summary)
+    verbatim, or with every path, number and identifier of it and most of its other words.
+    ``overtaken`` (normalised items, :func:`overtaken_items`) are left out of the count: the
+    span finished them, so a summary that retires them drops nothing."""
+    items = [i for i in normalised_items(previous_summary) if i not in overtaken]
     text = normalise(summary.replace("**", ""))  # emphasis is no content: items drop it too
     words = _words(text)
     missing = tuple(i for i in items if not _held(i, text, words))
@@ -106,6 +124,66 @@ def _held(item: str, text: str, words: set[str]) -> bool:
     if not distinctive <= words:
         return False
     return len(mine & words) / len(mine) >= ITEM_WORD_SHARE
+
+
+# What a previous summary left pending (its own headings or a runtime's, read as ctxtool's).
+_PENDING = (OPEN_TASKS, CURRENT_WORK, NEXT_STEP, EARLIER_WORK)
+
+
+@dataclass(frozen=True)
+class SpanProgress:
+    """What a span got done, as plain strings: the tasks it completed, what its successful
+    runs did (command and purpose), the files it changed."""
+
+    completed: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.completed or self.actions or self.changed)
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> SpanProgress:
+        signals = signals_of(messages)
+        calls = [c for m in messages if m.role == "assistant" for c in work_calls(m)]
+        changed = [c.path for c in signals.files_changed] + files_touched(calls)[1]
+        return cls(
+            tuple(t.content for t in signals.tasks if t.status == "completed" and t.content),
+            tuple(successful_actions(messages)),
+            tuple(dict.fromkeys(changed)),
+        )
+
+    def finished(self, item: str) -> bool:
+        """A pending item that names the same work as a task the span completed, that a
+        successful run of the span carried out, or that makes a file the span changed."""
+        return (
+            any(retired([item], self.completed))
+            or done_by_action(item, self.actions)
+            or done_by_file(item, self.changed)
+        )
+
+
+def overtaken_items(
+    previous_summary: str | None, span: Sequence[Message] | SpanProgress
+) -> frozenset[str]:
+    """The previous summary's pending items (open tasks, current work, next steps) that the
+    span finished, normalised as :func:`carry_over` counts them. ``span``: its messages, or
+    what they got done (a summarizer that read them already)."""
+    if not previous_summary or not span:
+        return frozenset()
+    pending = [
+        line
+        for section in parse_sections(previous_summary)
+        if canonical_heading(section.heading) in _PENDING
+        for line in section.items
+        if is_item(line)
+    ]
+    if not pending:
+        return frozenset()
+    progress = span if isinstance(span, SpanProgress) else SpanProgress.of(span)
+    return frozenset(
+        item for line in pending if progress.finished(line) for item in normalised_items(line)
+    )
 
 
 # The figures a checkpoint stored (details["quality"]), read back. Checkpoints written before
