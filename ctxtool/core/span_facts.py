@@ -34,6 +34,7 @@ from .changes import (
     reported_changes,
     shell_changes,
 )
+from .keyed_patterns import KeyedPattern
 from .outcomes import (
     Run,
     is_exploratory,
@@ -1232,22 +1233,61 @@ _DECISION_WORDS = re.compile(
     ),
     re.I,
 )
+# The searches for words, each with the words one of which every match holds: most sentences
+# hold none of them and are passed over without the search (core.keyed_patterns).
+_PROHIBITION_KEYED = KeyedPattern(
+    _PROHIBITION_WORDS,
+    (
+        "never",
+        "don",
+        "do not",
+        "must",
+        "should",
+        "shall not",
+        "no more",
+        "stop ",
+        "without ",
+        "you ",
+    ),
+)
+_RULE_KEYED = KeyedPattern(
+    _RULE_WORDS, ("always", "must", "make sure", "only", "from now on", "keep the", "keep it")
+)
+_DECISION_KEYED = KeyedPattern(
+    _DECISION_WORDS,
+    (
+        "let",
+        "we",
+        "go with",
+        "decided",
+        "want",
+        "prefer",
+        "instead of",
+        "rather than",
+        "not needed",
+        "no longer",
+        "rename",
+        "keep the old",
+        "for reference",
+    ),
+)
+_ARROW_KEYED = KeyedPattern(_ARROW, ("->",))
 
 
 def _prohibition(sentence: str) -> re.Match[str] | None:
     """Where a prohibition's negation is: the sentence's start, else its first negation."""
-    return _PROHIBITION_START.match(sentence) or _PROHIBITION_WORDS.search(sentence)
+    return _PROHIBITION_START.match(sentence) or _PROHIBITION_KEYED.search(sentence)
 
 
 def _is_rule(sentence: str) -> bool:
-    return bool(_RULE_WORDS.search(sentence) or _RULE_START.match(sentence))
+    return bool(_RULE_KEYED.search(sentence) or _RULE_START.match(sentence))
 
 
 def _is_decision(sentence: str) -> bool:
     return bool(
-        _DECISION_WORDS.search(sentence)
+        _DECISION_KEYED.search(sentence)
         or _DECISION_START.match(sentence)
-        or _ARROW.search(sentence)
+        or _ARROW_KEYED.search(sentence)
     )
 
 

@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .keyed_patterns import KeyedPattern
+
 # -- the goal ---------------------------------------------------------------------------------
 
 _PLACEHOLDER = re.compile(
@@ -266,9 +268,15 @@ _OVERRIDE = re.compile(
 _NEGATION = re.compile(r"\b(no|not|never|don'?t|do not|stop|without|avoid)\b", re.I)
 
 
+# Every rejection holds one of these words: a sentence without them is passed over unsearched.
+_REJECTION_KEYED = KeyedPattern(
+    _REJECTION, ("na", "no", "that", "don", "hate", "ugh", "yuck", "scrap")
+)
+
+
 def is_rejection(sentence: str) -> bool:
     """The user turning an option down ("custom tool nahhh", "no, that's horrible")."""
-    return bool(_REJECTION.search(sentence))
+    return bool(_REJECTION_KEYED.search(sentence))
 
 
 def is_one_off(sentence: str) -> bool:
