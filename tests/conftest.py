@@ -111,6 +111,19 @@ def pytest_configure(config):
     )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed real-model test says what became of the llama.cpp server (alive or dead, the
+    end of its log): "cannot reach the summarizer" alone does not tell a crash from a
+    refused connection."""
+    report = yield
+    if report.failed and item.get_closest_marker("real_llm") is not None:
+        from .real_llm import servers_state
+
+        report.sections.append(("llama.cpp server", servers_state() or "no server running"))
+    return report
+
+
 def pytest_unconfigure(config):
     groups = getattr(config, "_ctxtool_groups", None)
     if groups is not None:

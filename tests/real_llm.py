@@ -53,6 +53,7 @@ def serving(tmp_path_factory, n_ctx: int) -> Iterator[LocalLLM]:
         CTXTOOL_LLM_CTX=str(n_ctx),
     )
     started = time.monotonic()
+    server_dir = Path(env["CTXTOOL_LLM_DIR"])
     up = subprocess.run(
         [str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
     )
@@ -63,6 +64,7 @@ def serving(tmp_path_factory, n_ctx: int) -> Iterator[LocalLLM]:
         for line in up.stdout.splitlines()
         if line.startswith("export ")
     )
+    SERVERS.append(server_dir)
     try:
         yield LocalLLM(
             exported["OPENAI_BASE_URL"],
@@ -71,7 +73,48 @@ def serving(tmp_path_factory, n_ctx: int) -> Iterator[LocalLLM]:
             time.monotonic() - started,
         )
     finally:
+        SERVERS.remove(server_dir)
         subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=60)
+
+
+# The directories (pid file, log) of the servers running now: what a failed test's report
+# says of them (tests/conftest.py), so a request that could not reach the model tells
+# whether the server had died and what its log said last.
+SERVERS: list[Path] = []
+
+# llama.cpp's lines that say nothing of a failure: timings, tensors, the model's metadata.
+_NOISE = ("llama_perf", "llama_graph", "llama_model_loader", "print_info", "load_tensors", "llama_")
+
+
+def _running(pid: int) -> bool:
+    """Whether the process runs: not gone, and no zombie (a server whose shell exited is
+    the init process's child, which may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def servers_state() -> str:
+    """Each running server's process (alive, or gone) and the last lines of its log."""
+    said = []
+    for server_dir in SERVERS:
+        pid_file, log = server_dir / "server.pid", server_dir / "server.log"
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            said.append(f"{server_dir}: no pid file")
+            continue
+        state = "alive" if _running(pid) else "GONE (the server process died)"
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        tail = [line for line in lines if not line.startswith(_NOISE)][-25:]
+        said.append(f"server pid {pid} ({server_dir}): {state}; its log ends:")
+        said.extend("    " + line[:300] for line in tail)
+    return "\n".join(said)
 
 
 @pytest.fixture(scope="session")
