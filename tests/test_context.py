@@ -911,7 +911,8 @@ def test_validate_pairs_reused_call_ids_as_the_restored_context_does(db, cli):
 def _shown_whole(view, widths, checkpoints):
     """What `context show` printed when it built the whole view: the reference the streamed
     output must equal (the table at each of ``widths``)."""
-    from ctxtool.export import render_html, render_jsonl, render_markdown, render_table, render_text
+    from ctxtool.context_text import render_table, render_text
+    from ctxtool.export import render_html, render_jsonl, render_markdown
     from ctxtool.output import dumps
 
     return {
@@ -926,15 +927,8 @@ def _shown_whole(view, widths, checkpoints):
 
 
 def _shown_streamed(stream, widths, checkpoints):
-    from ctxtool.export import (
-        html_pieces,
-        json_lines,
-        jsonl_lines,
-        markdown_lines,
-        openai_lines,
-        table_lines,
-        text_lines,
-    )
+    from ctxtool.context_text import json_lines, openai_lines, table_lines, text_lines
+    from ctxtool.export import html_pieces, jsonl_lines, markdown_lines
 
     return {
         **{("table", w): "\n".join(table_lines(stream, w)) for w in widths},
@@ -1004,7 +998,7 @@ def test_streamed_table_fits_as_fit_table_does():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from ctxtool.export import StreamedTable
+    from ctxtool.context_text import StreamedTable
     from ctxtool.output import OutputFormat
     from ctxtool.terminal import fit_table
 
@@ -1052,16 +1046,9 @@ def test_context_show_holds_a_page_of_the_context_not_all_of_it(sqlite_db):
     and fitted the table by rendering it at every width it tried."""
     import tracemalloc
 
+    from ctxtool.context_text import json_lines, openai_lines, table_lines, text_lines
     from ctxtool.core.tokens import count_text
-    from ctxtool.export import (
-        html_pieces,
-        json_lines,
-        jsonl_lines,
-        markdown_lines,
-        openai_lines,
-        table_lines,
-        text_lines,
-    )
+    from ctxtool.export import html_pieces, jsonl_lines, markdown_lines
     from ctxtool.store.reads import SessionHistory
 
     sid = _long_session(sqlite_db, 2000, 1000)
@@ -1118,7 +1105,7 @@ def test_a_message_deleted_while_the_context_is_shown_is_one_error_line(sqlite_d
     """context show reads its outline first and the text page by page: a session deleted in
     between (sessions delete, purge) ends the output with one line naming the session, never
     a KeyError (found in review)."""
-    from ctxtool.export import text_lines
+    from ctxtool.context_text import text_lines
     from ctxtool.store.reads import SessionHistory
 
     sid = _long_session(sqlite_db, 40, 100)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from ctxtool.context_text import text_lines
 from ctxtool.core.errors import CtxtoolError
 from ctxtool.db.schema import agent_message, agent_session
-from ctxtool.export import text_lines
 from ctxtool.store.outline import stream_context
 from ctxtool.store.reads import SessionHistory, Store
 

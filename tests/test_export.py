@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from ctxtool.context_text import message_rows, render_text
 from ctxtool.core.inspection import build_view, point_in_history
 from ctxtool.core.records import Compaction, Message, Session, restore_context
-from ctxtool.export import message_rows, render_html, render_jsonl, render_markdown, render_text
+from ctxtool.export import render_html, render_jsonl, render_markdown
 from ctxtool.output import OutputFormat
 from ctxtool.terminal import fit_table
 

@@ -25,11 +25,12 @@ ROOT = Path(ctxtool.__file__).parent
 PURE_MODULES = ["ctxtool.core", "ctxtool.core.*"]
 # What a rule may import besides the standard library and ctxtool.core.
 CORE_LIBRARIES = {"orjson", "tiktoken"}
-# The command line: the click commands, and what renders and prints for them only (export:
-# a context as text, a table, Markdown, HTML or JSONL, fitted to the terminal).
+# The command line: the click commands, and what renders and prints for them only (context_text
+# and export: a context as text, a table, JSON, Markdown, HTML or JSONL, fitted to the terminal).
 CLI = [
     "ctxtool.__main__",
     "ctxtool.cli",
+    "ctxtool.context_text",
     "ctxtool.escapes",
     "ctxtool.export",
     "ctxtool.output",

@@ -28,7 +28,16 @@ print("loaded:" + ",".join(sorted(n for n in names if n in sys.modules)), file=s
 NOT_AT_START = {
     ("sessions", "list"): ["tabulate"],
     ("migrate", "status"): ["tabulate"],
-    ("context", "show", "1"): ["tabulate"],
+    ("context", "show", "1"): [
+        "tabulate",
+        "ctxtool.export",  # the documents context export writes
+        "ctxtool.chart_drawings",
+        "ctxtool.core.context_chart",
+        "ctxtool.markdown_to_html",
+        "ctxtool.redaction",
+        "ctxtool.whole_file",
+        "ctxtool.store.chart",
+    ],
 }
 
 

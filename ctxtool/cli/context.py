@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from itertools import chain
 
 import click
 
@@ -14,26 +13,22 @@ from ..export import (
     FORMATS,
     export_format,
     export_pieces,
-    json_lines,
     markdown_lines,
-    openai_lines,
     render_checkpoints,
     render_diff,
-    table_lines,
-    text_lines,
 )
 from ..output import OutputFormat, is_terminal, print_rows, print_with_rows
 from ..redaction import Redactor, redact_stream
 from ..store.chart import session_chart
 from ..store.outline import stream_context
-from ..store.reads import SessionHistory, Store
+from ..store.reads import SessionHistory
 from ..terminal import echo_pieces, page, print_result, table_width, wrap
 from ..whole_file import write_whole
 from .app import pass_app
+from .context_show import PIPED_WIDTH, at_options, one_point, session_history
 from .findings import print_findings
 from .options import (
     document_output_options,
-    json_option,
     output_options,
     redact_options,
     session_argument,
@@ -42,93 +37,12 @@ from .options import (
 from .root import context
 from .types import WholeNumber
 
-# A message table written to a pipe or file keeps lines this long (--width 0: whole).
-PIPED_WIDTH = 160
-
-
-def _history(app, session: str) -> SessionHistory:
-    return SessionHistory(Store(app.checked_engine()), session)
-
-
-def _at_options(func):
-    func = click.option(
-        "--before-first", is_flag=True, help="The context before the first checkpoint (no summary)."
-    )(func)
-    return click.option(
-        "--at",
-        "at",
-        type=WholeNumber(),
-        metavar="CHECKPOINT",
-        help="The context as it was after this checkpoint (its id, see `context "
-        "checkpoints`; -1 the latest, -2 the one before), until the next "
-        "one replaced it.",
-    )(func)
-
-
-def _one_point(at: int | None, before_first: bool) -> None:
-    if at is not None and before_first:
-        raise click.UsageError("choose one of --at and --before-first")
-
 
 def _chart(history: SessionHistory, settings: CompactionSettings) -> ContextChart:
     """The session's chart against its model's window and threshold (or the options')."""
     model = history.session.model
     window = context_window_for(model, settings.context_window)
     return session_chart(history, window, settings.threshold(model))
-
-
-@context.command("show")
-@session_argument()
-@_at_options
-@click.option(
-    "--full",
-    is_flag=True,
-    help="Whole contents with real newlines, tool calls with their arguments, results "
-    "with their tool's name (through a pager on a terminal).",
-)
-@click.option(
-    "--openai",
-    "as_openai",
-    is_flag=True,
-    help="Print only the OpenAI-style message list (JSON), ready to send to an API: "
-    "the summary is its first user message, every tool call is answered.",
-)
-@click.option(
-    "--width",
-    type=WholeNumber(0),
-    metavar="N",
-    help="Characters per line of the message table (default: the terminal's, 160 "
-    "when piped; 0: no limit).",
-)
-@json_option
-@pass_app
-def show(app, session, at, before_first, full, as_openai, width, output: OutputFormat):
-    """Show system prompt + summary + the messages kept since its cut.
-
-    Without --at: the latest checkpoint and every message after its cut. With --at CHECKPOINT:
-    that checkpoint's summary and the messages of its context until the next checkpoint
-    replaced it (those the next one summarized, and those it kept that were written by its
-    time). SESSION is its id, its source id (e.g. the transcript's UUID) or a unique prefix.
-
-    \b
-    Example: ctxtool context show 42
-             ctxtool context show fe5e1c67 --at 3 --full
-             ctxtool context show 42 --json | jq '.messages[] | {id, role, token_count}'
-    """
-    history = _history(app, session)
-    _one_point(at, before_first)
-    # Streamed: a page of messages in memory at a time, however long the context.
-    stream = stream_context(history, at, before_first)
-    if as_openai:
-        echo_pieces(chain(openai_lines(stream), ["\n"]))
-        return
-    if output.json:
-        echo_pieces(chain(json_lines(stream), ["\n"]))
-        return
-    if full:
-        page(text_lines(stream))
-        return
-    page(table_lines(stream, table_width(width, piped=PIPED_WIDTH)))
 
 
 @context.command("checkpoints")
@@ -163,7 +77,7 @@ def checkpoints(app, session, details, chart, settings, output: OutputFormat):
              ctxtool context checkpoints a5c478e1 --chart
              ctxtool context checkpoints a5c478e1 --chart --json
     """
-    history = _history(app, session)
+    history = session_history(app, session)
     if chart and output.machine:
         print_with_rows(_chart(history, settings).as_dict(), "points", output)
         return
@@ -208,7 +122,7 @@ def diff(app, session, a, b, side_by_side, output: OutputFormat):
     Example: ctxtool context diff 42
              ctxtool context diff 42 -3 -1
     """
-    d = _history(app, session).diff(a, b)
+    d = session_history(app, session).diff(a, b)
     doc = d.as_dict()
     print_result(
         doc,
@@ -234,7 +148,7 @@ DIFF_COLUMNS = ["id", "role", "created_at", "token_count"]
     "OpenAI-chat transcript `ctxtool import` reads back). Default: what the -o file's "
     "extension says (.html, .md, .jsonl), else markdown.",
 )
-@_at_options
+@at_options
 @click.option(
     "-o",
     "--output",
@@ -285,8 +199,8 @@ def export(
     fmt = export_format(fmt, path)
     if chart and fmt != "html":
         raise click.UsageError("the chart is drawn in the HTML export: --format html")
-    history = _history(app, session)
-    _one_point(at, before_first)
+    history = session_history(app, session)
+    one_point(at, before_first)
     # Streamed: a page of messages in memory at a time, however long the context (redacted
     # message by message).
     stream = stream_context(history, at, before_first)

@@ -257,7 +257,7 @@ CONTEXT_COMMANDS = {
         ".context",
         "Export a session's restored context (the latest, or --at a checkpoint).",
     ),
-    "show": (".context", "Show system prompt + summary + the messages kept since its cut."),
+    "show": (".context_show", "Show system prompt + summary + the messages kept since its cut."),
     "trace": (
         ".searches",
         "Trace a fact through a session's checkpoints: the message(s) where it appeared, then "
