@@ -29,13 +29,15 @@ from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest 
 from ctxtool.core.evaluator import derive_probes, evaluate  # noqa: E402
 from ctxtool.core.evaluator.probes import OPEN_STATE, PENDING_STATE  # noqa: E402
 from ctxtool.core.plan import CompactionSettings  # noqa: E402
-from ctxtool.core.prepare import summary_budget  # noqa: E402
+from ctxtool.core.prepare import grown_budget, scaled_floor, summary_budget  # noqa: E402
 from ctxtool.core.records import (  # noqa: E402
     Compaction,
     Message,
     calls_of,  # noqa: E402
 )
+from ctxtool.core.tokens import count_text  # noqa: E402
 from ctxtool.core.touched_files import files_touched  # noqa: E402
+from ctxtool.core.windows import DEFAULT_MAX_SUMMARY_GROWTH  # noqa: E402
 from ctxtool.db import create_engine  # noqa: E402
 from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key, state_held  # noqa: E402
 from ctxtool.store import Store  # noqa: E402
@@ -80,12 +82,18 @@ def summary_of(
     the latest checkpoint the span holds (``held``), on top of that checkpoint's summary."""
     messages: list[Message] = span.summarized
     previous = None
+    floor = 0.9
     if held:
         previous = held[-1].summary
         messages = [m for m in messages if m.id >= held[-1].first_kept_message_id]
+        # the budget grown for the carried summary, and the floor of what it holds of it, as
+        # core.prepare gives a compaction
+        carried, base = count_text(previous), max_tokens
+        max_tokens = grown_budget(base, carried, DEFAULT_MAX_SUMMARY_GROWTH)
+        floor = scaled_floor(floor, carried, max(base, max_tokens - base // 2))
     read, modified = files_touched(calls_of(span.summarized))
     files = {"read_files": read, "modified_files": modified}
-    request = SummaryRequest(previous, messages, files, max_tokens=max_tokens, min_carry_over=0.9)
+    request = SummaryRequest(previous, messages, files, max_tokens=max_tokens, min_carry_over=floor)
     return ExtractiveSummarizer(condensed_log=log).summarize(request).text
 
 
