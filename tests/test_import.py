@@ -257,7 +257,6 @@ def test_malformed_line_rejects_the_file_and_writes_nothing(db, cli, tmp_path):
 @pytest.mark.parametrize(
     "name,content,message",
     [
-        ("empty.jsonl", b"\n\n", "file is empty"),
         ("junk.jsonl", bytes(range(256)) * 4, "binary data"),
         (
             "latin1.jsonl",
@@ -589,6 +588,31 @@ def test_live_transcript_with_an_unterminated_last_line(db, tmp_path):
     [res] = _import(db, only_partial)
     assert res.error is None and res.session_id is None
     assert res.skipped == {"incomplete_last_line": 1, "no_messages": 1}
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"  \r\n\t\n"])
+def test_a_file_with_nothing_written_yet_waits_for_the_next_import(db, cli, tmp_path, content):
+    """A runtime creates its transcript before writing its first record: an import of its
+    directory in between (a cron run) is no failure, and writes nothing; the next import
+    reads what was written since."""
+    folder = tmp_path / "live"
+    folder.mkdir()
+    _write(folder, "done.jsonl", _jsonl(CHAT[:2]))
+    new = _write(folder, "new.jsonl", content)
+    result = cli("--db", db.url, "import", "--json", str(folder))
+    assert result.exit_code == 0, result.output
+    rows = {Path(r["file"]).name: r for r in json.loads(result.stdout)}
+    assert rows["new.jsonl"]["error"] is None and rows["new.jsonl"]["session_id"] is None
+    assert rows["new.jsonl"]["skipped_by_kind"] == {"empty_file": 1, "no_messages": 1}
+    assert rows["done.jsonl"]["added"] == 1  # the system prompt is the session's
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 1
+    named = cli("--db", db.url, "import", str(new))  # named on its own: the same
+    assert named.exit_code == 0, named.output
+    assert "empty_file=1" in named.output and "Error" not in named.output
+    new.write_bytes(content + _jsonl(CHAT))
+    [later] = _import(db, new)
+    assert later.error is None and later.messages_added == len(CHAT) - 1
+    assert db.scalar("SELECT COUNT(*) FROM agent_session") == 2
 
 
 def test_message_still_being_streamed_is_completed_on_the_next_import(db, tmp_path):

@@ -399,7 +399,10 @@ def read_transcript(
             break
     if not samples:
         if first_bad is None:
-            raise TranscriptError(path, None, "file is empty")
+            # Nothing written yet (a runtime creates its file before its first record): no
+            # error, as an unfinished first record is none; the next import reads what comes.
+            reader.skipped["empty_file"] += 1
+            return Transcript("", SourceSession(""), iter(()), reader.skipped)
         return _no_records(path, first_bad, reader)
     fmt = fmt or detect_format(samples[0], path, samples)
     check_fit(path, fmt, samples)
