@@ -728,13 +728,14 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
     return runs
 
 
-def runs_of(messages: Sequence[Message]) -> list[Run]:
+def runs_of(messages: Sequence[Message], runs: Sequence[_Run] | None = None) -> list[Run]:
     """The span's runs as the outcome rule reads them (``core.outcomes``): tool, command line,
-    the path it worked on, failed or not, its error line and the request's turn it ran in."""
+    the path it worked on, failed or not, its error line and the request's turn it ran in.
+    ``runs``: the span's runs when read already (:func:`_runs`)."""
     calls = _calls_by_id(messages)
     turns = _turns(messages)
     out = []
-    for run in _runs(messages):
+    for run in _runs(messages) if runs is None else runs:
         call = calls.get(run.result.tool_call_id or "")
         path = (path_of(call) or next(iter(modified_paths(call)), None)) if call else None
         error = _error_line(run.result.content or "") if run.failed else ""
@@ -756,7 +757,7 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
     """Each failure that was an error, fixed when a later run succeeded on its target (the
     file, the test or build family, the git operation, the URL: ``core.outcomes``)."""
     runs = _runs(messages)
-    plain = runs_of(messages)
+    plain = runs_of(messages, runs)
     changes = _changes_by_index(messages)
     where = {id(r): n for n, r in enumerate(plain)}
     failures = []
