@@ -174,3 +174,20 @@ def test_a_call_at_the_cut_says_what_came_of_it_and_a_done_one_is_marked():
     out = ExtractiveSummarizer().summarize(SummaryRequest(None, span.messages, {})).text
     [line] = [w for w in section(out, "Current work") if "git commit" in w]
     assert is_done(line) and "388 insertions" in line
+
+
+def test_a_changed_file_s_line_names_what_its_edits_brought_in():
+    """A file the agent said something about carries the names its edits brought in (what
+    is in it now); a file it said nothing about stays a bare path (folded when short of room)."""
+    span = Span()
+    span.add("user", "Build the todo app")
+    span.add("assistant", "Now the app logic:")
+    span.call(
+        "Write", "ok", file_path="app.js",
+        content="const STORAGE_KEY = 'todos';\nfunction saveTodos() {}\nfunction addTodo() {}",
+    )  # fmt: skip
+    span.call("Write", "ok", file_path="util.js", content="export function formatDate() {}")
+    changed = section(summarize(span.messages), "Files changed and why")
+    [app] = [line for line in changed if "`app.js`" in line]
+    assert "(adds `STORAGE_KEY`, `saveTodos`, `addTodo`)" in app
+    assert "- `util.js`" in changed

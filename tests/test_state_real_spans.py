@@ -264,3 +264,12 @@ def test_custom_tool_failures_are_fixed_by_their_remedy_or_a_later_success(spans
     assert "batch_extract_failed" in fetch and "the same on 5 more" in fetch
     [cite] = [e for e in errors if "resolve_citation" in e]
     assert "Could not parse" in cite and "authors" in cite and "still open" not in cite
+
+
+def test_a_written_file_names_what_it_holds(spans):
+    """OpenHands' Vue todo app: app.js's line names what it was written with (createApp,
+    its storage key)."""
+    messages = spans("openai-chat--OpenHands-basic_gui_mode").summarized
+    changed = section(summary(messages), "Files changed and why")
+    [app] = [line for line in changed if "app.js" in line]
+    assert "(adds " in app and "`createApp`" in app and "`STORAGE_KEY`" in app

@@ -487,7 +487,17 @@ def _calls_of_results(messages: Sequence[Message]) -> dict[int | None, dict]:
 # Arguments that say nothing of why a run failed or worked: the command (shown apart), how
 # long it may take, what the agent said it was for.
 _INCIDENTAL_ARGUMENTS = frozenset(
-    {"command", "cmd", "description", "timeout", "timeout_ms", "yield_time_ms", "max_output_tokens"}
+    {
+        "command",
+        "cmd",
+        "description",
+        "timeout",
+        "timeout_ms",
+        "yield_time_ms",
+        "max_output_tokens",
+        "justification",
+        "prefix_rule",
+    }
 )
 ARGUMENT_CHARS = 80
 
@@ -551,12 +561,17 @@ def _reaction(messages: Sequence[Message], i: int) -> str:
     return plain(whole_sentences(said.content or "", REACTION_CHARS)) if said else ""
 
 
+MAX_FILE_NAMES = 5  # of the names a file's edits brought in, shown at its line
+
+
 def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
-    """Each changed file with why: what the agent said as it changed it, and the request it
-    served. A file the checkpoint's own lists (``touched_files``) count as modified but the
-    signals do not (a patch passed as ``["apply_patch", patch]``) is explained the same way."""
+    """Each changed file with why: what the agent said as it changed it, the names its edits
+    brought in (functions, settings, flags: what is in it now), and the request it served. A
+    file the checkpoint's own lists (``touched_files``) count as modified but the signals do
+    not (a patch passed as ``["apply_patch", patch]``) is explained the same way."""
     where: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}  # None: no message
     changes = [(c.path, where.get(c.message_id), c.request) for c in signals.files_changed]
+    added = {c.path: c.added[:MAX_FILE_NAMES] for c in signals.files_changed}
     seen = {c.path for c in signals.files_changed}
     asked_before = _requests_by_index(signals, where)
     for i, m in enumerate(messages):
@@ -576,7 +591,10 @@ def _files(signals: Signals, messages: Sequence[Message]) -> dict[str, str]:
         if asked and request == goal:
             asked = "the goal"
         before = request
-        out[path] = masked(" ".join(p for p in (said, f"(for: {asked})" if asked else "") if p))
+        # a bare path stays bare: a long list of them is folded by directory when short of room
+        names = ", ".join(f"`{n}`" for n in added.get(path, ())) if said or asked else ""
+        parts = (said, f"(adds {names})" if names else "", f"(for: {asked})" if asked else "")
+        out[path] = masked(" ".join(p for p in parts if p))
     return out
 
 
