@@ -11,11 +11,12 @@ Looked up in order: ``--config PATH``, ``$CTXTOOL_CONFIG``, ``./ctxtool.toml``,
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .core.errors import CtxtoolError
@@ -119,6 +120,12 @@ def candidate_paths(explicit: str | None = None, cwd: Path | None = None) -> lis
     return found
 
 
+def toml_module() -> ModuleType:
+    """tomllib, loaded by name when a configuration file is read: most runs have none, and
+    every command's start-up would pay for its parser (issue #44)."""
+    return importlib.import_module("tomllib")
+
+
 def load_config(explicit: str | None = None) -> Config:
     """The configuration in force; an explicit path that does not exist is an error."""
     for path in candidate_paths(explicit):
@@ -133,11 +140,12 @@ def load_config(explicit: str | None = None) -> Config:
                 )
                 raise CtxtoolError(f"configuration file {path} {what}")
             continue
+        toml = toml_module()
         try:
-            data = tomllib.loads(path.read_text("utf-8"))
+            data = toml.loads(path.read_text("utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise CtxtoolError(f"{path}: cannot read the configuration file ({exc})") from None
-        except tomllib.TOMLDecodeError as exc:
+        except toml.TOMLDecodeError as exc:
             raise CtxtoolError(f"{path}: invalid TOML: {exc}") from None
         _check_database_table(data, path)
         return Config(path, data)

@@ -1,6 +1,7 @@
 """What the start-up commands of issue #44 load, through the real entry point in a fresh
 process: `sessions list` and `migrate status` draw their default table without tabulate
-(ctxtool.output.simple_table), and `context show` loads none of what only another `context`
+(ctxtool.output.simple_table), none parses TOML where there is no configuration file or
+loads the completion query, and `context show` loads none of what only another `context`
 command or an export needs."""
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ print("loaded:" + ",".join(sorted(n for n in names if n in sys.modules)), file=s
 
 # Modules that only another command, an export or a --fmt style needs.
 NOT_AT_START = {
-    ("sessions", "list"): ["tabulate"],
-    ("migrate", "status"): ["tabulate"],
+    ("sessions", "list"): ["tabulate", "tomllib", "difflib", "ctxtool.store.completion"],
+    ("migrate", "status"): ["tabulate", "tomllib", "difflib", "ctxtool.store.completion"],
     ("context", "show", "1"): [
         "tabulate",
+        "tomllib",  # no configuration file to read
+        "ctxtool.store.completion",  # a Tab's query
         "ctxtool.export",  # the documents context export writes
         "ctxtool.chart_drawings",
         "ctxtool.core.context_chart",
@@ -41,12 +44,14 @@ NOT_AT_START = {
 }
 
 
-def _loaded(url: str, args: tuple[str, ...], names: list[str]) -> list[str]:
+def _loaded(url: str, args: tuple[str, ...], names: list[str], cwd) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
     env.pop("COLUMNS", None)
+    env["XDG_CONFIG_HOME"] = "/nonexistent"  # no configuration file
     out = subprocess.run(
         [sys.executable, "-c", _LOADED, url, ",".join(names), *args],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -59,6 +64,6 @@ def _loaded(url: str, args: tuple[str, ...], names: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("args", list(NOT_AT_START), ids=" ".join)
-def test_a_start_up_command_loads_only_what_it_needs(sqlite_db, args):
+def test_a_start_up_command_loads_only_what_it_needs(sqlite_db, args, tmp_path):
     add_session(sqlite_db, 1, coding_session(2), model="gpt-4o")
-    assert _loaded(sqlite_db.url, args, NOT_AT_START[args]) == []
+    assert _loaded(sqlite_db.url, args, NOT_AT_START[args], tmp_path) == []

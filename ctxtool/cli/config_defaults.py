@@ -4,7 +4,7 @@ each checked against its option before any command runs, and said with the file'
 from __future__ import annotations
 
 import datetime
-import difflib
+import importlib
 
 import click
 
@@ -124,7 +124,10 @@ def _unknown(command: click.Command, key: str, name: str, where: str) -> str:
     ]
     what = "command or option" if subcommands else "option"
     of = f" of `ctxtool {where.replace('.', ' ')}`" if where else ""
-    near = difflib.get_close_matches(key.replace("_", "-"), subcommands + options, n=1)
+    # Loaded by name when a key is unknown: no command's start-up needs it.
+    near = importlib.import_module("difflib").get_close_matches(
+        key.replace("_", "-"), subcommands + options, n=1
+    )
     hint = f"; did you mean {where + '.' if where else ''}{near[0]}?" if near else ""
     if not near and where:
         hint = f" (see `ctxtool {where.replace('.', ' ')} --help`)"

@@ -5,6 +5,7 @@ the library takes (an OutputFormat, a CompactionSettings, a session reference)."
 from __future__ import annotations
 
 import functools
+import importlib
 
 import click
 from click.shell_completion import CompletionItem
@@ -14,7 +15,6 @@ from ..core.tokens import SHIPPED_VOCABULARIES
 from ..core.windows import DEFAULT_RESERVE_TOKENS, CompactionSettings
 from ..db import create_engine, read_connection
 from ..output import DEFAULT_TABLE_FORMAT, OutputFormat, visible
-from ..store.completion import session_candidates
 from .types import EncodingName, TableFormat, TokenCount
 
 COMPLETION_TIMEOUT = 1.0  # seconds: a Tab that waits longer for a server is worse than none
@@ -153,8 +153,11 @@ def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: st
     except Exception:  # noqa: BLE001 - a bad URL completes nothing
         return []
     try:
-        with read_connection(engine) as conn:  # completion.py alone: no store reads on a Tab
-            candidates = session_candidates(conn, incomplete)
+        # store/completion.py alone, loaded by name on a Tab: no store reads, and no
+        # command's start-up pays for it.
+        completion = importlib.import_module("ctxtool.store.completion")
+        with read_connection(engine) as conn:
+            candidates = completion.session_candidates(conn, incomplete)
     except Exception:  # noqa: BLE001 - missing tables, a server that is down: nothing
         return []
     finally:
