@@ -16,6 +16,7 @@ from itertools import islice
 from typing import Any
 
 from .core.cells import display_width, pad, shorten
+from .core.context_size import has_usable_count
 from .core.inspection import ContextStream, ContextView, ViewItem, summary_text
 from .core.records import NO_CALL_ID
 from .output import OutputFormat, dumps, render_rows, visible
@@ -215,10 +216,18 @@ def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterato
     the first pass counts the tokens, fitted once, then written row by row in the second
     (never held)."""
     table = StreamedTable(_MESSAGE_COLUMNS, _SHRINKABLE)
+    uncounted = 0
+
+    def measure(item: ViewItem) -> None:
+        nonlocal uncounted
+        table.add(message_row(item))
+        uncounted += counted_now(item, view.encoding)
+
     if isinstance(view, ContextStream):
-        view.first_pass(observe=lambda item: table.add(message_row(item)))
+        view.first_pass(observe=measure)
     else:
-        table.measure(message_row(i) for i in message_items(view))
+        for item in message_items(view):
+            measure(item)
     # Wrapped to the width under their value: a title or the synthetic-results note is long.
     yield from (
         wrap(f"{label + ':':19}{_line(value)}", width, " " * 19)
@@ -241,6 +250,25 @@ def table_lines(view: ContextView | ContextStream, width: int | None) -> Iterato
         return
     yield from table.lines((message_row(i) for i in message_items(view)), width)
     yield "(--full shows whole contents; --json adds ids, times and token counts)"
+    if uncounted:
+        yield wrap(
+            f"({uncounted} of these messages had no stored count under {view.encoding} and "
+            "were counted now, with its vocabulary: `ctxtool tokens count` stores their counts, "
+            "as `import` does not)",
+            width,
+        )
+
+
+def counted_now(item: ViewItem, encoding: str) -> bool:
+    """Whether showing the message counted it: it has no stored count made with ``encoding``
+    (a freshly imported store until `tokens count` runs). A synthetic result takes its fixed
+    count."""
+    message = item.message
+    return (
+        message is not None
+        and item.kind != "synthetic_result"
+        and not has_usable_count(message, encoding)
+    )
 
 
 def message_items(view: ContextView | ContextStream) -> Iterator[ViewItem]:

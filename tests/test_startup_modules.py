@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from .builders import add_session, coding_session
 
 _LOADED = """
 import sys
+from pathlib import Path
 from ctxtool.cli import main
 try:
     main(["--db", sys.argv[1], *sys.argv[3:]], prog_name="ctxtool")
@@ -67,3 +69,19 @@ def _loaded(url: str, args: tuple[str, ...], names: list[str], cwd) -> list[str]
 def test_a_start_up_command_loads_only_what_it_needs(sqlite_db, args, tmp_path):
     add_session(sqlite_db, 1, coding_session(2), model="gpt-4o")
     assert _loaded(sqlite_db.url, args, NOT_AT_START[args], tmp_path) == []
+
+
+def test_context_show_says_which_messages_it_counted_because_import_does_not(sqlite_db, cli):
+    """`import` stores no message counts (counting 50,000 messages costs about 0.76 s of CPU;
+    `tokens count` does it once, in bulk): `context show` then counts them with the vocabulary,
+    and says so under its table until `tokens count` has stored them."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    assert cli("--db", sqlite_db.url, "import", str(examples)).exit_code == 0
+    shown = cli("--db", sqlite_db.url, "context", "show", "1")
+    assert shown.exit_code == 0, shown.output
+    note = "of these messages had no stored count under o200k_base and were counted now"
+    assert note in shown.stdout
+    assert cli("--db", sqlite_db.url, "tokens", "count", "--all").exit_code == 0
+    again = cli("--db", sqlite_db.url, "context", "show", "1")
+    assert "no stored count" not in again.stdout
+    assert again.stdout.splitlines()[:6] == shown.stdout.splitlines()[:6]  # the same figures
