@@ -10,9 +10,14 @@ most 1.3x). The store is a fresh SQLite file: the session of examples/ imported,
 stored (``tokens count --all``), compacted. ``--old DIR`` runs every command a second time
 with the ctxtool source tree in DIR first on ``PYTHONPATH`` (e.g. a ``git worktree`` of an
 earlier commit, its bytecode compiled), so old and new are measured in one run.
+``--instructions`` counts the instructions each process runs instead (valgrind's cachegrind,
+one run each, the same count within half a percent from run to run): on a machine other work
+loads, CPU times move by a tenth from one run to the next and their ratios with them, where
+the instructions do not.
 
 Example: .venv/bin/python scripts/bench_startup.py
          .venv/bin/python scripts/bench_startup.py --old /tmp/old --markdown
+         .venv/bin/python scripts/bench_startup.py --old /tmp/old --instructions
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,6 +65,25 @@ def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def instructions(argv: list[str], env: dict[str, str]) -> float:
+    """The instructions (millions) one process running ``argv`` executes, counted by valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    out = subprocess.run(
+        [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"] + argv,
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if out.returncode != 0 or found is None:
+        raise SystemExit(f"{' '.join(argv[-3:])} failed ({out.returncode}): {out.stderr[-500:]}")
+    return int(found.group(1).replace(",", "")) / 1e6
+
+
 def command_argv(args: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """The process for a command; ``None`` is a Tab after ``ctxtool con`` (bash)."""
     if args is None:
@@ -86,16 +112,17 @@ def prepare_store(url: str, env: dict[str, str]) -> None:
 
 
 def measure(
-    trees: dict[str, str | None], url: str, runs: int = RUNS
+    trees: dict[str, str | None], url: str, runs: int = RUNS, cost=cpu_seconds
 ) -> dict[str, dict[str, float]]:
-    """{label: {tree: min CPU seconds}}, every command and baseline interleaved run by run."""
+    """{label: {tree: the least ``cost``}} (CPU seconds, or instructions), every command and
+    baseline interleaved run by run."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
     base["CTXTOOL_DATABASE_URL"] = url
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     found: dict[str, dict[str, float]] = {}
     for _ in range(runs):
         for snippet in (CLICK, DRIVER):
-            t = cpu_seconds([sys.executable, "-c", snippet], base)
+            t = cost([sys.executable, "-c", snippet], base)
             found.setdefault(snippet, {})["-"] = min(found.get(snippet, {}).get("-", t), t)
         for label, args, _, _ in COMMANDS:
             for tree, path in trees.items():
@@ -103,18 +130,21 @@ def measure(
                 env = {**base, **extra}
                 if path is not None:
                     env["PYTHONPATH"] = path
-                t = cpu_seconds(argv, env)
+                t = cost(argv, env)
                 seen = found.setdefault(label, {})
                 seen[tree] = min(seen.get(tree, t), t)
     return found
 
 
-def report(found: dict[str, dict[str, float]], trees: list[str], markdown: bool) -> bool:
+def report(
+    found: dict[str, dict[str, float]], trees: list[str], markdown: bool, unit: str = "CPU s"
+) -> bool:
     """Print the table; whether every new figure meets its target."""
     ok = True
-    head = ["command", *(f"{t} CPU s" for t in trees), "baseline", "new / baseline", "target"]
+    digits = 3 if unit == "CPU s" else 1
+    head = ["command", *(f"{t} {unit}" for t in trees), "baseline", "new / baseline", "target"]
     rows = [
-        [f"`python -c '{s}'`", *(f"{found[s]['-']:.3f}" for _ in trees), "", "", ""]
+        [f"`python -c '{s}'`", *(f"{found[s]['-']:.{digits}f}" for _ in trees), "", "", ""]
         for s in (CLICK, DRIVER)
     ]
     for label, _, baseline, target in COMMANDS:
@@ -123,7 +153,7 @@ def report(found: dict[str, dict[str, float]], trees: list[str], markdown: bool)
         rows.append(
             [
                 f"`{label}`",
-                *(f"{found[label][t]:.3f}" for t in trees),
+                *(f"{found[label][t]:.{digits}f}" for t in trees),
                 "click" if baseline == CLICK else "sqlalchemy+pymysql+click",
                 f"{ratio:.2f}x",
                 f"≤ {target}x",
@@ -148,6 +178,11 @@ def main() -> int:
     parser.add_argument(
         "--runs", type=int, default=RUNS, help=f"runs of each command (default {RUNS})"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count each process's instructions under valgrind (one run each) instead of its CPU",
+    )
     args = parser.parse_args()
     trees: dict[str, str | None] = {"new": str(ROOT)}
     if args.old is not None:
@@ -158,8 +193,12 @@ def main() -> int:
         url = f"sqlite:///{tmp}/bench.db"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
         prepare_store(url, {**env, "PYTHONPATH": str(ROOT)})
-        found = measure(trees, url, args.runs)
-    return 0 if report(found, list(trees), args.markdown) else 1
+        if args.instructions:
+            found = measure(trees, url, 1, instructions)
+        else:
+            found = measure(trees, url, args.runs)
+    unit = "M instructions" if args.instructions else "CPU s"
+    return 0 if report(found, list(trees), args.markdown, unit) else 1
 
 
 if __name__ == "__main__":

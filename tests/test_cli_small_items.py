@@ -120,3 +120,13 @@ def test_migrate_status_says_why_0007_is_absent(db, cli):
     assert status.exit_code == 0
     assert "0007: no migration of this number was ever shipped" in " ".join(status.stderr.split())
     assert "0007" not in status.stdout
+
+
+def test_completion_without_a_shell_takes_the_one_shell_names(cli):
+    zsh = cli("completion", env={"SHELL": "/usr/bin/zsh"})
+    assert zsh.exit_code == 0 and "#compdef ctxtool" in zsh.stdout
+    fish = cli("completion", env={"SHELL": "/usr/local/bin/fish"})
+    assert fish.exit_code == 0 and "complete --no-files --command ctxtool" in fish.stdout
+    unknown = cli("completion", env={"SHELL": "/bin/tcsh"})
+    assert unknown.exit_code == 2
+    assert "$SHELL is 'tcsh': give the shell, one of bash, zsh, fish" in unknown.output
