@@ -90,7 +90,7 @@ def summary_of(
         # core.prepare gives a compaction
         carried, base = count_text(previous), max_tokens
         max_tokens = grown_budget(base, carried, DEFAULT_MAX_SUMMARY_GROWTH)
-        floor = scaled_floor(floor, carried, max(base, max_tokens - base // 2))
+        floor = scaled_floor(floor, carried, max(base, max_tokens - base))
     read, modified = files_touched(calls_of(span.summarized))
     files = {"read_files": read, "modified_files": modified}
     request = SummaryRequest(previous, messages, files, max_tokens=max_tokens, min_carry_over=floor)

@@ -118,3 +118,18 @@ def test_pi_s_span_overtakes_the_steps_of_its_carried_summary_it_did(sqlite_db, 
     assert any("interactive-mode.ts based on tui-renderer.ts" in i for i in overtaken)
     assert not any("test via" in i for i in overtaken)
     assert len(overtaken) < len(normalised_items(carried)) // 10
+
+
+def test_pi_s_whole_session_at_8k_is_over_its_window_not_refused(sqlite_db, tmp_path):
+    """The whole session carries Pi's second summary (963 tokens) over 444 messages of new
+    work; its last message, a 27.5k-token `$ find .` output, must stay verbatim. With the plain
+    budget the summary kept 35% of the carried items (floor 90%) and was refused; with the
+    grown one it keeps them, and the outcome says what is true: the context stays over its
+    window because of that message, never success."""
+    sid = _imported(sqlite_db, tmp_path, BEFORE_COMPACTION[0], None)
+    settings = CompactionSettings(context_window=8_000, reserve_tokens=2_000)
+    outcome = Compactor(sqlite_db.engine, ExtractiveSummarizer(), settings).compact_session(sid)
+    assert outcome.status == "over_window", outcome.error
+    assert "must stay verbatim" in outcome.error
+    assert outcome.carry_over >= 0.9 and outcome.fabrications == 0
+    assert outcome.summary_tokens <= 2_250 + 40

@@ -35,10 +35,11 @@ OPENCLAW = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.j
     ("budget", "previous", "growth", "grown"),
     [
         (3500, 500, 1.5, 3500),  # a small carried summary: the span's own items fit
-        (3500, 2000, 1.5, 3750),  # the carried summary and half a budget
+        (3500, 1750, 1.5, 3500),  # half the budget: still no growth
+        (3500, 1800, 2.0, 5300),  # the carried summary and a whole budget
         (3500, 3600, 1.5, 5250),  # at most max_summary_growth times the budget
         (1500, 2587, 1.5, 2250),  # OpenClaw's carried summary at an 8k window
-        (1500, 2000, 2.0, 2750),  # a larger limit: all the carried content wants
+        (1500, 963, 2.0, 2463),  # Pi's second summary at 8k, with a larger limit
         (3500, 3600, 1.0, 3500),  # growth off
     ],
 )

@@ -113,13 +113,14 @@ def summary_budget(threshold: int, max_summary_tokens: int) -> int:
 
 
 def grown_budget(budget: int, previous_tokens: int, growth: float) -> int:
-    """The budget of a summary that carries an earlier one of ``previous_tokens``: room for
-    the carried summary and half a budget of the span's own, so carried items are folded by
-    value rather than cut for lack of room; never more than ``growth``
-    (``CompactionSettings.max_summary_growth``) times the budget, never less than it. The cut
-    is planned with the grown budget, so the kept messages leave it room."""
-    wanted = previous_tokens + budget // 2
-    return max(budget, min(wanted, int(budget * growth)))
+    """The budget of a summary that carries an earlier one of ``previous_tokens``: a carried
+    summary larger than half the budget gets room for itself and a whole budget of the span's
+    own, so carried items are folded by value rather than cut for lack of room; never more
+    than ``growth`` (``CompactionSettings.max_summary_growth``) times the budget. The cut is
+    planned with the grown budget, so the kept messages leave it room."""
+    if previous_tokens <= budget // 2:
+        return budget
+    return max(budget, min(previous_tokens + budget, int(budget * growth)))
 
 
 def summary_message_tokens(summary: str, encoding: str) -> int:
@@ -254,6 +255,11 @@ def settle_plan(
         RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding
     )
     prep.replaced_tokens = prep.tokens_before - kept_tokens
+    if prep.summary_budget > prep.base_budget:
+        # grown, yet never to a summary as large as what it replaces (a cut that summarizes
+        # little more than the carried summary itself)
+        smaller = prep.replaced_tokens - _summary_framing(prep.encoding) - 16
+        prep.summary_budget = max(prep.base_budget, min(prep.summary_budget, smaller))
     if plan.over_window:
         oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, prep.threshold, oversized, head, room)
@@ -351,10 +357,10 @@ def carry_over_floor(prep: Preparation, min_carry_over: float | None) -> float |
 
 
 def carried_room(prep: Preparation) -> int:
-    """What the summary's budget holds of the carried summary: a grown budget less the half
-    budget it grew by for the span's own items, never less than the budget before growth."""
+    """What the summary's budget holds of the carried summary: a grown budget less the
+    budget it keeps for the span's own items, never less than the budget before growth."""
     base = prep.base_budget or prep.summary_budget
-    return max(base, prep.summary_budget - base // 2)
+    return max(base, prep.summary_budget - base)
 
 
 def scaled_floor(min_carry_over: float, previous_tokens: int, budget: int) -> float:
