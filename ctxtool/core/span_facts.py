@@ -1324,9 +1324,14 @@ _QUESTION_START = re.compile(
 )
 
 
+# Where a request's sentences part: after an end mark, at line breaks. Led by a lookahead of
+# the whitespace both start with, so re passes over every other position at once.
+_SENTENCE_BREAK = re.compile(r"(?=\s)(?:(?<=[.!?])\s+|\n+)")
+
+
 def _sentences(text: str) -> list[str]:
     """The sentences of a request; one that ends with a colon goes on with the list after it."""
-    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
+    parts = _SENTENCE_BREAK.split(text)
     out: list[str] = []
     listing = False
     for part in parts:

@@ -61,6 +61,8 @@ def issue_reference(url: str) -> str | None:
 def own_words(text: str) -> str:
     """A request without what the user quoted in it (``>`` lines, fenced blocks, a long
     passage in quotation marks): the user's own words."""
+    if not any(mark in text for mark in ("```", "~~~", ">", '"', "“")):
+        return " ".join(text.split())  # nothing quoted: each step below would leave it as it is
     text = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", " ", text)
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
     text = re.sub(r"[\"“]([^\"”]{120,})[\"”]", " ", text)
