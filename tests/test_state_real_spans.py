@@ -273,3 +273,11 @@ def test_a_written_file_names_what_it_holds(spans):
     changed = section(summary(messages), "Files changed and why")
     [app] = [line for line in changed if "app.js" in line]
     assert "(adds " in app and "`createApp`" in app and "`STORAGE_KEY`" in app
+
+
+def test_the_calls_at_the_cut_name_what_they_acted_on(spans):
+    """paradocs, cut after three fetch_url calls: Current work names the three URLs fetched."""
+    messages = spans("pi--paradocs-session").summarized
+    work = section(summary(messages), "Current work")
+    fetched = [line for line in work if "fetch_url https://" in line]
+    assert len(fetched) == 3 and any("lucioduran.com" in line for line in fetched)

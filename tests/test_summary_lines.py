@@ -5,11 +5,13 @@ or dropped, never shortened in front of its figures."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from ctxtool.compaction.summarizers.span_notes import (
     NUMBER_LINE_CHARS,
     NUMBER_REACH,
+    _call_line,
     report_line,
     reported,
     whole_sentences,
@@ -65,3 +67,18 @@ def test_a_report_keeps_its_version_line_whole():
     )
     said = reported(report, 100)
     assert "0.41.2 to 0.42.0 and tagged `v0.42.0`" in said and "(sha256 9f2c1e)" in said
+
+
+def test_a_call_says_what_it_acted_on():
+    """A tool with no command nor path is shown with the URL it acted on."""
+
+    def call(name: str, **arguments) -> dict:
+        return {"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+
+    assert _call_line(call("fetch_url", url="https://a.example/post")) == (
+        "fetch_url https://a.example/post"
+    )
+    assert _call_line(call("cite", source="https://a.example/b", year=2026)) == (
+        "cite https://a.example/b"
+    )
+    assert _call_line(call("cite", source="a book")) == "cite"

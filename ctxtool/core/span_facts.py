@@ -937,14 +937,14 @@ def _command_of(call: dict[str, Any]) -> str:
     if command is not None:
         return command
     name = call["function"]["name"] or "?"
-    path = path_of(call) or _url_of(call)
+    path = path_of(call) or url_of(call)
     return f"{name} {path}" if path else name
 
 
 _URL_KEYS = ("url", "uri", "source", "href", "link")
 
 
-def _url_of(call: dict[str, Any]) -> str | None:
+def url_of(call: dict[str, Any]) -> str | None:
     """The URL a tool's arguments name (``fetch_url``, ``WebFetch``, a citation's source): what
     it acted on, so a failure on it is fixed by a later success on the same URL."""
     args = arguments_of(call)

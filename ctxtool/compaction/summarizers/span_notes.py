@@ -33,6 +33,7 @@ from ...core.span_facts import (
     succeeded_targets,
     successful_actions,
     unwrapped_output,
+    url_of,
     work_calls,
 )
 from ...core.touched_files import files_touched
@@ -758,7 +759,7 @@ def _call_line(call: dict, limit: int = COMMAND_CHARS) -> str:
     command = command_run(call)
     if command is not None:
         return f"{name} {shown_command(command, limit)}"
-    path = path_of(call)
+    path = path_of(call) or url_of(call)
     if path:
         return f"{name} {path}"
     about = arguments_of(call).get("description")  # what a sub-agent was sent to do
