@@ -218,3 +218,16 @@ def test_a_custom_tool_says_it_failed_and_the_remedy_it_names_fixes_it():
     assert first.fixed_by == second.fixed_by == runs[2]
     assert cite.fixed_by == runs[4]
     assert not runs_remedy(runs[4], "batch_extract_failed")
+
+
+def test_a_flag_s_number_is_not_what_a_command_acts_on():
+    """``grep -A 3 "a" x.ts`` and ``grep -A 3 "b" y.ts`` look for different things: the
+    number after ``-A`` is no target they share, so one does not fix the other."""
+    assert command_target('grep -A 3 "function paint" wrap.ts') == "grep:function paint"
+    assert command_target("head -n 20 notes.md") == "head:notes.md"
+    runs = [
+        bash('grep -A 3 "function paint" wrap.ts', True, "grep: wrap.ts: No such file"),
+        bash('grep -A 3 "class Loader" loader.ts', turn=1),
+    ]
+    [miss] = outcomes(runs)
+    assert not miss.fixed

@@ -281,3 +281,11 @@ def test_the_calls_at_the_cut_name_what_they_acted_on(spans):
     work = section(summary(messages), "Current work")
     fetched = [line for line in work if "fetch_url https://" in line]
     assert len(fetched) == 3 and any("lucioduran.com" in line for line in fetched)
+
+
+def test_a_search_that_missed_is_not_fixed_by_another_search(spans):
+    """Pi's large session: ``grep -A 3 "function applyBackgroundToLine" …`` missed its file
+    and the next look (``grep -A 3 "class Loader" …``) found what it wanted: an exploratory
+    miss, not a failure that grep fixed (the ``3`` after ``-A`` is no shared target)."""
+    messages = spans("pi--large-session").summarized
+    assert not [f for f in signals_of(messages).failures if "applyBackgroundToLine" in f.command]

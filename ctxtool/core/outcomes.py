@@ -308,7 +308,12 @@ def command_target(command: str) -> str:
     if script is not None:
         return command_target(script)
     program = words[0].lower()
-    rest = [w for w in words[1:] if not w.startswith("-")]
+    # no flag, nor a flag's number (``grep -A 3 pattern``: the pattern is what it acts on)
+    rest = [
+        w
+        for before, w in zip(words, words[1:])
+        if not w.startswith("-") and not (before.startswith("-") and w.isdigit())
+    ]
     if url and program in ("curl", "wget", "http", "https", "xh"):
         return "url:" + url.group(0).split("://", 1)[1].split("?", 1)[0].rstrip("/")
     if program == "git":
