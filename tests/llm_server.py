@@ -115,6 +115,9 @@ class FakeLLM:
         self.slots: int | None = None  # answer this many at once, queue the rest (llama.cpp)
         self._slots: threading.Semaphore | None = None
         self.summary_text: object = faithful_summary  # a text, or a function of the request
+        # Answer every request with this body under HTTP 200 (JSON, or a str sent as it is):
+        # a server's odd answers.
+        self.answer_body: object = None
         self.requests: list[dict] = []
         self.prompt_tokens: list[int] = []
         self.lock = threading.Lock()
@@ -220,6 +223,10 @@ class FakeLLM:
                     )
                 if mode == "hang":
                     time.sleep(30)
+                if llm.answer_body is not None:
+                    raw = llm.answer_body
+                    data = raw if isinstance(raw, str) else json.dumps(raw)
+                    return self._raw(200, data.encode(), "application/json")
                 if mode == "garbage":
                     return self._raw(200, b"<html>definitely not json", "text/html")
                 if mode == "no_choices":

@@ -332,3 +332,69 @@ def test_an_answer_read_as_json_gives_what_the_clients_models_give():
     for answer in ([1, 2], "text", None):
         read = _read_completion(answer, ChatCompletion)
         assert not hasattr(read, "choices") and str(read) == str(answer)
+
+
+GOOD_SUMMARY = "## Goal\nFix the bug.\n\n## Current work\nNothing yet.\n"
+
+
+def _completion(content: object = GOOD_SUMMARY, **fields: object) -> dict:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+        **fields,
+    }
+
+
+def test_odd_answers_are_unusable_and_the_fallback_applies(db, cli):
+    """Answers of another shape than a chat completion's (a message that is a string, choices
+    that are an object, JSON nested past what a parser reads) end in one line saying the
+    response is unusable and why, never an internal error; --fallback extractive then
+    writes."""
+    odd = {
+        "its first choice's message is a string, not an object": {
+            "choices": [{"message": "hello", "finish_reason": "stop"}]
+        },
+        "its choices are an object, not a list": {
+            "choices": {"0": {"message": {"content": GOOD_SUMMARY}}}
+        },
+        "its first choice is a number, not an object": {"choices": [7]},
+        "its JSON is nested too deeply to read": "[" * 100_000 + "]" * 100_000,
+    }
+    for sid, (why, body) in enumerate(odd.items(), start=1):
+        add_session(db, sid, coding_session(12), model="gpt-4o")
+        with FakeLLM() as llm:
+            llm.answer_body = body
+            failed = compact_with_llm(cli, db, llm, str(sid))
+            fell_back = compact_with_llm(cli, db, llm, str(sid), "--fallback", "extractive")
+        assert failed.exit_code == 1, failed.output
+        assert f"unusable summarizer response (model m at {llm.base_url}): {why}" in failed.output
+        assert "internal error" not in failed.output + fell_back.output
+        assert fell_back.exit_code == 0, fell_back.output
+        checkpoint = Store(db.engine).latest_compaction(sid)
+        assert checkpoint.summarizer == "extractive"
+        assert why in checkpoint.details["fallback_from"]["reason"]
+
+
+def test_an_error_object_under_200_says_the_servers_words_masked(db, cli):
+    """An answer carrying an error object instead of choices says what the server said, the
+    key it echoed masked, and the fallback applies."""
+    secret = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX123456"
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    with FakeLLM() as llm:
+        llm.answer_body = {"error": {"message": f"overloaded, key {secret} refused"}}
+        failed = compact_with_llm(cli, db, llm, "1", env={"OPENAI_API_KEY": secret})
+        fell_back = compact_with_llm(
+            cli, db, llm, "1", "--fallback", "extractive", env={"OPENAI_API_KEY": secret}
+        )
+    assert failed.exit_code == 1, failed.output
+    assert (
+        f"summarizer answered an error (model m at {llm.base_url}): overloaded, key"
+        in failed.output
+    )
+    assert "has no message" not in failed.output
+    assert secret not in failed.output + fell_back.output
+    assert fell_back.exit_code == 0, fell_back.output
+    reason = Store(db.engine).latest_compaction(1).details["fallback_from"]["reason"]
+    assert reason.startswith("openai failed: summarizer answered an error") and secret not in reason

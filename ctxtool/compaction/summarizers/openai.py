@@ -391,9 +391,12 @@ class OpenAISummarizer:
 
     def _answer(self, response: Any) -> tuple[str, str | None]:
         choices = response.choices
-        if not choices or not getattr(choices[0], "message", None):
+        message = (
+            getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        )
+        if not message:
             raise SummarizerError(f"summarizer response has no message ({self._where()})")
-        text = choices[0].message.content
+        text = getattr(message, "content", None)
         finish = getattr(choices[0], "finish_reason", None)
         if finish != "length" and (not isinstance(text, str) or not text.strip()):
             raise SummarizerError(f"summarizer returned an empty summary ({self._where()})")
@@ -481,6 +484,19 @@ class OpenAISummarizer:
             raise SummarizerError(
                 f"cannot reach the summarizer ({self._where()}): {self._shown(str(exc), 0)}"
             ) from None
+        except _ErrorAnswer as exc:
+            raise SummarizerError(
+                f"summarizer answered an error ({self._where()}): {self._shown(str(exc))}"
+            ) from None
+        except _UnusableAnswer as exc:
+            raise SummarizerError(
+                f"unusable summarizer response ({self._where()}): {exc}"
+            ) from None
+        except RecursionError:
+            raise SummarizerError(
+                f"unusable summarizer response ({self._where()}): its JSON is nested too "
+                "deeply to read"
+            ) from None
         except (openai.APIError, ValueError, TypeError) as exc:
             raise SummarizerError(
                 f"unusable summarizer response ({self._where()}): "
@@ -545,15 +561,29 @@ def _takes_content(client: Any) -> bool:
 _TAKES_CONTENT: dict[type, bool] = {}
 
 
+class _UnusableAnswer(Exception):
+    """An answer whose shape is not a chat completion's where the summarizer reads it."""
+
+
+class _ErrorAnswer(Exception):
+    """An answer that carries an error object instead of choices (under HTTP 200)."""
+
+
 def _read_completion(answer: Any, model: Any) -> Any:
     """A chat completion's JSON as the attributes the summarizer reads (``choices[i].message
     .content``, ``.finish_reason``, ``usage.prompt_tokens``, ``.completion_tokens``,
     ``model``), each the value the client's ``model.construct`` gives it: the JSON value as
     it is, None where it is missing. An answer without ``choices`` is built as the client
-    builds it (``model``), for the message that says it is no chat completion."""
+    builds it (``model``), for the message that says it is no chat completion; one carrying
+    an error object instead raises :class:`_ErrorAnswer` with the server's words, and
+    choices of another shape than a list of objects whose message is an object raise
+    :class:`_UnusableAnswer`."""
+    if isinstance(answer, dict) and "choices" not in answer and "error" in answer:
+        raise _ErrorAnswer(_error_words(answer["error"]))
     if not isinstance(answer, dict) or "choices" not in answer:
         return model.construct(**answer) if isinstance(answer, dict) else answer
     choices = answer["choices"]
+    _check_choices(choices)
     if isinstance(choices, list):
         choices = [_read_choice(c) if isinstance(c, dict) else c for c in choices]
     usage = answer.get("usage")
@@ -563,6 +593,37 @@ def _read_completion(answer: Any, model: Any) -> Any:
             completion_tokens=usage.get("completion_tokens"),
         )
     return SimpleNamespace(choices=choices, usage=usage, model=answer.get("model"))
+
+
+def _check_choices(choices: Any) -> None:
+    """Raise :class:`_UnusableAnswer` unless the choices are a list (or null) whose first
+    item, the one read, is an object with an object (or no) message."""
+    if choices is None:
+        return
+    if not isinstance(choices, list):
+        raise _UnusableAnswer(f"its choices are {_json_kind(choices)}, not a list")
+    if not choices:
+        return
+    if not isinstance(choices[0], dict):
+        raise _UnusableAnswer(f"its first choice is {_json_kind(choices[0])}, not an object")
+    message = choices[0].get("message")
+    if message is not None and not isinstance(message, dict):
+        raise _UnusableAnswer(f"its first choice's message is {_json_kind(message)}, not an object")
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in words."""
+    if isinstance(value, bool):
+        return "true or false"
+    kinds = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), "null" if value is None else type(value).__name__)
+
+
+def _error_words(error: Any) -> str:
+    """The words of an answer's error object (its ``message``), else the object as JSON."""
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return error if isinstance(error, str) else json.dumps(error)
 
 
 def _read_choice(choice: dict) -> SimpleNamespace:
