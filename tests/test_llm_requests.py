@@ -398,3 +398,17 @@ def test_an_error_object_under_200_says_the_servers_words_masked(db, cli):
     assert fell_back.exit_code == 0, fell_back.output
     reason = Store(db.engine).latest_compaction(1).details["fallback_from"]["reason"]
     assert reason.startswith("openai failed: summarizer answered an error") and secret not in reason
+
+
+def test_a_model_the_answer_names_is_recorded_only_when_it_is_a_name(db, cli):
+    """The answer's ``model`` is what the checkpoint records when it is a string; an object or
+    a number there is no model name: the one asked for is recorded."""
+    for sid, named in ((1, {"x": 1}), (2, 12345), (3, "m-2024-08-06")):
+        add_session(db, sid, coding_session(12), model="gpt-4o")
+        with FakeLLM() as llm:
+            llm.answer_body = _completion(model=named)
+            result = compact_with_llm(cli, db, llm, str(sid), "--min-quality", "0")
+        assert result.exit_code == 0, result.output
+        checkpoint = Store(db.engine).latest_compaction(sid)
+        assert checkpoint.summarizer == "openai"
+        assert checkpoint.summarizer_model == (named if isinstance(named, str) else "m")

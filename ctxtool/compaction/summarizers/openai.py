@@ -301,10 +301,12 @@ class OpenAISummarizer:
         text, unicode_notes = _valid_unicode(mask_secrets(text.strip()))
         learned = self.window_note()
         details = self.window_details()
+        # The model the server says answered, when it says it as a name.
+        answered = getattr(response, "model", None)
         return Summary(
             text,
             self.name,
-            getattr(response, "model", None) or self.model,
+            answered if isinstance(answered, str) and answered.strip() else self.model,
             requests=requests,
             notes=notes + unicode_notes + ((learned,) if learned else ()),
             details={"summary_window": details} if details else None,
