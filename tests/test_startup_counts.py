@@ -139,3 +139,34 @@ def test_the_heads_are_counted_a_page_at_a_time(db):
         kept += [d[HEAD_COUNTS_KEY]["o200k_base"] for (d,) in conn.execute(sa.select(C.c.details))]
     assert [k["tokens"] for k in kept] == [prompt] * 3 + [summary] * 3
     assert Store(db.engine).count_heads(session_id=2, recount=True, batch_size=1) == 2
+
+
+def test_eval_of_ctxtools_checkpoint_reads_its_stored_section_counts(db, cli):
+    """`eval` counts a summary's sections, which ctxtool's own checkpoint stored when it was
+    written in the session's encoding: read, not counted, so no vocabulary is loaded, and
+    the figures are the ones counting gives. A summary changed since (its digest differs), or
+    a runtime's checkpoint, which stores none: counted."""
+    add_session(db, 1, coding_session(12), model="gpt-4o", system_prompt=PROMPT)
+    done = cli("--db", db.url, "compact", "1", "--summarizer", "extractive", "--force", *LIMITS)
+    assert done.exit_code == 0, done.output
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXTOOL_")}
+    report, loaded = run_fresh(["--db", db.url, "eval", "1", "--json"], env)
+    assert loaded == {"openai": False, "vocabularies": []}
+    counted = json.loads(cli("--db", db.url, "eval", "1", "--json").stdout)  # this process
+    assert report["section_tokens"] == counted["section_tokens"] and report["section_tokens"]
+    summary = Store(db.engine).latest_compaction(1).summary
+    from ctxtool.core.evaluator import section_costs
+
+    assert report["section_tokens"] == {s.heading: s.tokens for s in section_costs(summary)}
+
+    with db.engine.begin() as conn:  # the summary changed since it was counted: counted
+        conn.execute(sa.update(C).values(summary=C.c.summary + " "))
+    report, loaded = run_fresh(["--db", db.url, "eval", "1", "--json"], env)
+    assert loaded["vocabularies"] == ["o200k_base"]
+
+    add_session(db, 2, coding_session(4, tag="r"), model="gpt-4o")
+    ids = [m.id for m in Store(db.engine).messages(2)]
+    _runtime_checkpoint(db, 2, ids[8])
+    report, loaded = run_fresh(["--db", db.url, "eval", "2", "--json"], env)
+    assert loaded["vocabularies"] == ["o200k_base"]
+    assert report["section_tokens"] == {s.heading: s.tokens for s in section_costs(SUMMARY)}

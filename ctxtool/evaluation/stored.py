@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..core.context_size import HEAD_COUNTS_KEY, text_digest
 from ..core.errors import CtxtoolError
-from ..core.evaluator.evaluate import Evaluation, evaluate
-from ..core.records import Compaction
+from ..core.evaluator.evaluate import Evaluation, SectionCost, evaluate, stored_section_costs
+from ..core.records import SUMMARY_PREFIX, Compaction
 from ..core.tokens import encoding_for_model
 from ..store.reads import SessionHistory, Store
 from .judge import Judge, JudgedProbe, judged_share
@@ -74,6 +75,7 @@ def evaluate_checkpoint(
         kept,
         previous_summary=previous.summary if previous else None,
         encoding=encoding,
+        sections=_stored_sections(checkpoint, encoding),
     )
     judged = (
         judge.judge([v.probe for v in evaluation.summary_only], checkpoint.summary, kept, on_probe)
@@ -83,3 +85,19 @@ def evaluate_checkpoint(
     return CheckpointEvaluation(
         history.session_id, checkpoint, len(span), len(kept), evaluation, judged
     )
+
+
+def _stored_sections(checkpoint: Compaction, encoding: str) -> list[SectionCost] | None:
+    """The section costs ctxtool stored with its checkpoint, when they were counted in the
+    encoding eval counts in (a runtime's checkpoint has none): read, not counted again."""
+    details = checkpoint.details or {}
+    quality, counted = details.get("quality"), details.get(HEAD_COUNTS_KEY)
+    if details.get("encoding") != encoding or not isinstance(quality, dict):
+        return None
+    # The summary as it was counted: its digest is kept beside its count.
+    kept = counted.get(encoding) if isinstance(counted, dict) else None
+    if not isinstance(kept, dict) or kept.get("digest") != text_digest(
+        SUMMARY_PREFIX + checkpoint.summary
+    ):
+        return None
+    return stored_section_costs(checkpoint.summary, quality.get("section_tokens"))

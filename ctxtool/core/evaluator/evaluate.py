@@ -93,14 +93,38 @@ class Evaluation:
 
 def section_costs(summary: str, encoding: str = DEFAULT_ENCODING) -> list[SectionCost]:
     """Tokens of each ``## `` section of a summary (text before the first heading apart)."""
-    starts = [(m.start(), m.group(1)) for m in _HEADING.finditer(summary or "")]
-    bounds = [(0, PREAMBLE)] + starts
+    return [
+        SectionCost(heading, count_text(text, encoding)) for heading, text in _sections(summary)
+    ]
+
+
+def stored_section_costs(summary: str, stored: Any) -> list[SectionCost] | None:
+    """The section costs a checkpoint stored for ``summary`` (``section_tokens``: heading to
+    tokens, counted when it was written), in the summary's order; None when they cannot be
+    its own: a heading missing or repeated (the mapping keeps one count per heading), or a
+    count that is no number. Read instead of counting, so no vocabulary is loaded."""
+    if not isinstance(stored, dict):
+        return None
+    headings = [heading for heading, _ in _sections(summary)]
+    if len(set(headings)) != len(headings) or set(headings) != set(stored):
+        return None
+    counts = [stored[h] for h in headings]
+    if not all(type(c) is int and c >= 0 for c in counts):
+        return None
+    return [SectionCost(h, c) for h, c in zip(headings, counts, strict=True)]
+
+
+def _sections(summary: str) -> list[tuple[str, str]]:
+    """Each ``## `` section of a summary as (heading, its text), the text before the first
+    heading as :data:`PREAMBLE`; blank ones left out."""
+    summary = summary or ""
+    bounds = [(0, PREAMBLE)] + [(m.start(), m.group(1)) for m in _HEADING.finditer(summary)]
     out = []
     for n, (start, heading) in enumerate(bounds):
-        end = bounds[n + 1][0] if n + 1 < len(bounds) else len(summary or "")
-        text = (summary or "")[start:end]
+        end = bounds[n + 1][0] if n + 1 < len(bounds) else len(summary)
+        text = summary[start:end]
         if text.strip():
-            out.append(SectionCost(heading, count_text(text, encoding)))
+            out.append((heading, text))
     return out
 
 
@@ -114,11 +138,14 @@ def evaluate(
     continued: bool = False,
     encoding: str = DEFAULT_ENCODING,
     known_paths: Sequence[str] = (),
+    sections: Sequence[SectionCost] | None = None,
 ) -> Evaluation:
     """Evaluate a summary of ``span`` restored with ``kept``: by ``probes`` when given (hand
     keys), else by the probes derived from the span (``continued``: the span starts after an
     earlier checkpoint, see :func:`derive_probes`). ``known_paths``: files earlier spans read
-    or changed (the checkpoints' lists), never fabrications."""
+    or changed (the checkpoints' lists), never fabrications. ``sections``: the summary's
+    section costs when they are known (stored with its checkpoint), else counted in
+    ``encoding``."""
     asked = list(probes) if probes is not None else derive_probes(span, continued=continued)
     context = ContextText(summary, kept)
     return Evaluation(
@@ -126,6 +153,6 @@ def evaluate(
         fabrications=fabrications(
             summary, span, previous_summary=previous_summary, kept=kept, known_paths=known_paths
         ),
-        sections=section_costs(summary, encoding),
+        sections=list(sections) if sections is not None else section_costs(summary, encoding),
         boilerplate=boilerplate_in(summary),
     )
