@@ -158,6 +158,39 @@ def test_changed_file_is_refused_then_repaired(db, cli):
     assert [s.state for s in migrator.status()] == ["applied"] * len(SHIPPED)
 
 
+def test_a_history_date_no_parser_reads_is_shown_unreadable(db, cli):
+    """A history row's date written by hand ('garbage' in SQLite's text, a zero date in
+    MariaDB's DATETIME): `migrate status` shows it as unreadable, never an internal error,
+    and other commands still say the schema is not current in one line."""
+    bad = "0000-00-00 00:00:00" if db.kind == "mysql" else "garbage"
+    with db.engine.begin() as conn:
+        if db.kind == "mysql":
+            mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+            conn.exec_driver_sql("SET SESSION sql_mode = ''")  # lets a zero date in
+        update = f"UPDATE {HISTORY_TABLE} SET started_at = :bad, applied_at = :bad"
+        conn.execute(sa.text(update + " WHERE version = :v"), {"bad": bad, "v": SHIPPED[0]})
+        conn.execute(
+            sa.text(update + ", status = 'running' WHERE version = :v"),
+            {"bad": bad, "v": SHIPPED[-1]},
+        )
+        if db.kind == "mysql":
+            conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+    status = cli("--db", db.url, "migrate", "status", "--json")
+    assert "internal error" not in status.output
+    rows = {row["version"]: row for row in json.loads(status.stdout)}
+    assert rows[SHIPPED[0]]["state"] == "applied"
+    assert rows[SHIPPED[0]]["applied_at"] == "unreadable"
+    assert rows[SHIPPED[-1]]["state"] == "running"
+    assert rows[SHIPPED[-1]]["applied_at"] == "unreadable"
+    assert rows[SHIPPED[1]]["applied_at"][:2] == "20"  # the others as they were
+    listed = cli("--db", db.url, "sessions", "list")
+    assert listed.exit_code != 0
+    assert listed.output.strip().splitlines() == [
+        f"Error: database schema is not current: {SHIPPED[-1]}_{load_migrations('sqlite')[-1].name}"
+        " is running; run `ctxtool migrate status`, then `ctxtool migrate up`"
+    ]
+
+
 def test_failed_mysql_migration_is_recorded_and_blocks(db, cli):
     dialect = "mysql" if db.kind == "mysql" else "sqlite"
     broken = Migration(

@@ -36,15 +36,39 @@ def read_history(conn: Connection) -> dict[str, HistoryRow]:
             H.c.name,
             H.c.checksum,
             H.c.status,
-            H.c.started_at,
-            H.c.applied_at,
+            # As stored, not parsed by the column's type: a date no parser reads is shown so.
+            sa.type_coerce(H.c.started_at, sa.String()).label("started_at"),
+            sa.type_coerce(H.c.applied_at, sa.String()).label("applied_at"),
             H.c.duration_ms,
             progress,
             H.c.failed_statement,
             H.c.error,
         )
     )
-    return {r.version: HistoryRow(**r._asdict()) for r in rows}  # columns named as its fields
+    return {
+        r.version: HistoryRow(
+            **{  # columns named as its fields
+                **r._asdict(),
+                "started_at": history_date(r.started_at),
+                "applied_at": history_date(r.applied_at),
+            }
+        )
+        for r in rows
+    }
+
+
+UNREADABLE_DATE = "unreadable"
+
+
+def history_date(value: object) -> datetime | str | None:
+    """A history row's date as a datetime; ``"unreadable"`` for one no ISO parser reads (a
+    row written by hand, or by another tool), which `status` shows as it is."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return UNREADABLE_DATE
 
 
 def ensure_history(conn: Connection) -> None:
