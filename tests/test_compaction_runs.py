@@ -394,6 +394,57 @@ def test_an_answer_keeping_most_but_not_all_is_revised_or_refused(db):
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 3
 
 
+def test_a_revision_asks_only_for_the_carried_items_the_span_did_not_finish(db):
+    """A carried next step the span carried out (it wrote the file the step was to make) is
+    retired: the floor leaves it out, and so does the revision request, which lists what the
+    answer dropped and the span did not finish."""
+    written = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "w1",
+                "type": "function",
+                "function": {
+                    "name": "write",
+                    "arguments": json.dumps({"path": "src/mod3.py", "content": "x = 1\n"}),
+                },
+            }
+        ],
+    }
+    add_session(db, 1, coding_session(12), model="gpt-4o")
+    steps = ["1. Create src/mod3.py"] + [
+        f"{i}. Port module{i} to the streaming reader" for i in range(2, 11)
+    ]
+    full = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps)
+    lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[5:])
+    with FakeLLM() as llm:
+        llm.summary_text = full
+        compactor = Compactor(
+            db.engine,
+            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+            SETTINGS,
+            min_quality=0,  # carry-over alone is tested here
+        )
+        assert compactor.compact_session(1).status == "compacted"
+        with db.engine.begin() as conn:  # the span after the cut writes the file
+            for m in [written, {"role": "tool", "tool_call_id": "w1", "content": "ok"}]:
+                conn.execute(agent_message.insert().values(session_id=1, **m))
+        with db.engine.begin() as conn:
+            for m in coding_session(12, tag="b"):
+                conn.execute(agent_message.insert().values(session_id=1, **m))
+        llm.summary_text = lossy
+        before = len(llm.requests)
+        outcome = compactor.compact_session(1, force=True)
+        assert len(llm.requests) - before == 2, outcome  # sent back once
+        revision = llm.requests[-1]["messages"][1]["content"]
+        dropped = revision.split("<dropped-items>")[1].split("</dropped-items>")[0]
+        assert (
+            dropped.split()
+            == " ".join(f"port module{i} to the streaming reader" for i in range(2, 6)).split()
+        )
+
+
 def test_min_carry_over_is_set_from_the_command_line(db, cli):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     steps = [f"{i}. Port module{i} to the streaming reader" for i in range(1, 31)]

@@ -737,7 +737,7 @@ def judge_summary(prep: Preparation, summary: Summary, gate: Gate = Gate()) -> J
     missing: tuple[str, ...] = ()
     floor = carry_over_floor(prep, gate.min_carry_over)
     if floor is not None and prep.previous is not None:
-        dropped = carry_over(prep.previous.summary, summary.text)
+        dropped = carry_over(prep.previous.summary, summary.text, prep.overtaken)
         if dropped.share is not None and dropped.share < floor:
             missing = dropped.missing
     if refusal is None:
