@@ -301,6 +301,15 @@ class Importer:
         kept = None
         if result.messages_added or result.compactions_added:
             kept = (result.messages_stored or 0, result.session_id)
+        elif (
+            self.max_transaction_bytes is not None
+            and result.messages_stored
+            and result.session_id is not None
+            and not isinstance(exc, Disagreement)
+        ):
+            # A run again that committed nothing new: what earlier runs committed is stored,
+            # and this file continues it.
+            kept = (result.messages_stored, result.session_id)
         result.failure = FileFailure(said, shown, detail, line, result.numbered_by_message, kept)
 
     def _import_source(self, path: str, source: SourceFile, result: FileResult) -> None:
@@ -486,6 +495,7 @@ class Importer:
             )
             stored = self.sessions.stored(conn, session_id)
             stored_before = len(stored.messages)
+            result.messages_stored = stored_before
             reconciler = Reconciler(path, stored)
 
             def commit_chunk() -> None:

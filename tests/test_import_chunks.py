@@ -177,6 +177,12 @@ def test_a_bad_record_after_the_first_chunk_keeps_the_prefix_and_a_rerun_continu
     still = cli("--db", db.url, "import", "--json", "--max-transaction-bytes", BOUND, bad)
     assert [(r["added"], r["error"] is not None) for r in json.loads(still.stdout)] == [(0, True)]
     assert counts(db) == (1, 20, 0)
+    assert (
+        f"; 20 messages of session {session} are stored (committed before the failure)"
+        in still.stderr
+    ), still.stderr
+    assert "what was committed before each failure is kept" in still.stderr
+    assert "nothing was written" not in still.stderr
 
     good = chat(30)
     bad.write_bytes(good)  # the operator fixes the line

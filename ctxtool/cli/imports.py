@@ -124,7 +124,7 @@ def import_cmd(
         )
     failed = [r for r in results if r.error]
     if failed:
-        kept = sum(1 for r in failed if r.messages_added or r.compactions_added)
+        kept = sum(1 for r in failed if r.failure is not None and r.failure.kept is not None)
         message = f"{len(failed)} of {len(results)} file(s) failed; " + (
             "nothing was written for them"
             if not kept
