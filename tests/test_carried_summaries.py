@@ -6,6 +6,7 @@ transcripts at the 8k and 16k windows quality_table.py measures."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,28 @@ def test_pi_s_whole_session_at_8k_is_over_its_window_not_refused(sqlite_db, tmp_
     assert "must stay verbatim" in outcome.error
     assert outcome.carry_over >= 0.9 and outcome.fabrications == 0
     assert outcome.summary_tokens <= 2_250 + 40
+
+
+def test_growth_at_a_small_window_stops_where_the_restored_context_fits(cli, sqlite_db, tmp_path):
+    """OpenClaw at a 4k window (threshold 3,000, budget 750): growth 4 would let the summary
+    take the whole threshold beside the newest message (90 tokens), which must stay, and the
+    checkpoint was written over its threshold (3,024 tokens) and called over_window where a
+    smaller summary fits. The grown budget stops where the restored context fits."""
+    _imported(sqlite_db, tmp_path, *OPENCLAW)
+    window = ["--context-window", "4k"]
+    outcomes = {}
+    for growth in ("3", "4"):
+        copy = tmp_path / f"growth-{growth}.db"
+        with sqlite3.connect(tmp_path / "ctx.db") as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        db = f"sqlite:///{copy}"
+        done = cli("--db", db, "compact", "1", *window, "--max-summary-growth", growth, "--json")
+        assert done.exit_code == 0, done.output
+        outcomes[growth] = outcome = json.loads(done.output)
+        assert outcome["status"] == "compacted" and outcome["threshold"] == 3_000
+        assert outcome["tokens_after"] <= 3_000, outcome
+        checked = cli("--db", db, "validate", "1", *window)
+        assert "over_window" not in checked.output, checked.output
+    # growth 4 still grows further than growth 3 did (2,250), short of the threshold
+    assert outcomes["3"]["summary_tokens"] < outcomes["4"]["summary_tokens"] <= 3_000 - 90
+    assert outcomes["4"]["carry_over"] >= outcomes["3"]["carry_over"]

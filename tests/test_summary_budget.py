@@ -5,6 +5,8 @@ grow"), and the files the checkpoints' lists name are never fabrications."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ctxtool.compaction.compactor import Compactor
@@ -15,6 +17,7 @@ from ctxtool.core.prepare import (
     carried_room,
     carry_over_floor,
     check_summary,
+    fitting_budget,
     grown_budget,
     prepare,
     summary_message_tokens,
@@ -24,6 +27,7 @@ from ctxtool.core.tokens import MessageText, count_messages, count_text
 from ctxtool.importer import Importer
 from ctxtool.store import Store
 
+from .builders import SETTINGS, add_session, coding_session
 from .conftest import TRANSCRIPTS
 
 # Pi's OpenClaw session ends with its runtime's own summaries carried: the first ctxtool
@@ -117,3 +121,77 @@ def test_the_gate_refuses_a_summary_under_the_floor_of_what_the_grown_budget_hol
         text = "## Done\n" + "\n".join(lines[:kept])
         _, refusal = check_summary(prep, text, min_carry_over=0.9)
         assert (refusal is None) == (kept / len(lines) >= floor), (kept, refusal)
+
+
+@pytest.mark.parametrize(
+    ("budget", "base", "room", "fitted"),
+    [
+        (3000, 750, 5000, 3000),  # room to spare: the grown budget stands
+        (3000, 750, 2780, 2780),  # cut to what fits beside the smallest safe kept suffix
+        (3000, 750, 500, 750),  # never below the budget before growth
+        (3000, 750, 0, 3000),  # no summary fits at all: growth costs nothing, it stays
+        (750, 750, 500, 750),  # a budget that did not grow is not this rule's
+    ],
+)
+def test_a_grown_budget_is_cut_to_what_fits_beside_the_smallest_kept_suffix(
+    budget, base, room, fitted
+):
+    assert fitting_budget(budget, base, room) == fitted
+
+
+def _carrying(carried: str, last: str | None = None) -> RestoredContext:
+    """``_context``'s session with its last message replaced by ``last``."""
+    ctx = _context(carried, turns=12)
+    if last is not None:
+        [count] = count_messages([MessageText("assistant", last)], "o200k_base")
+        ctx.messages[-1] = Message(12, 1, "assistant", last, token_count=count)
+    return ctx
+
+
+def test_a_grown_budget_leaves_the_smallest_safe_cut_room_under_the_threshold():
+    """At a 4k window (threshold 3,000, budget 750) growth 4 lets a large carried summary take
+    the whole threshold: the budget is cut so that the summary and the newest message (the
+    least a safe cut keeps) fit, and the plan fits its window, where it was over it."""
+    settings = CompactionSettings(context_window=4_000, reserve_tokens=1_000, max_summary_growth=4)
+    carried = "## Done\n" + "\n".join(f"- step {n} of the earlier work done" for n in range(400))
+    assert count_text(carried) > 3_000
+    prep = prepare(_carrying(carried), None, settings, "o200k_base", max_summary_tokens=4096)
+    assert prep.plan is not None and not prep.plan.over_window, prep.plan
+    assert prep.plan.kept_ids == [12]  # the smallest safe kept suffix
+    assert prep.base_budget < prep.summary_budget < 3_000
+    whole = summary_message_tokens("word " * prep.summary_budget, "o200k_base")
+    assert prep.tokens_kept + whole <= prep.threshold < prep.tokens_kept + whole + 40
+    # growth 3 (2,250) fitted already and is left as it was
+    three = replace(settings, max_summary_growth=3)
+    grown = prepare(_carrying(carried), None, three, "o200k_base", max_summary_tokens=4096)
+    assert grown.summary_budget == 2_250 and grown.plan is not None
+    assert not grown.plan.over_window
+
+
+def test_where_no_summary_fits_the_grown_budget_stays_and_the_plan_is_over_window():
+    """A newest message larger than the threshold must stay verbatim: the context is over its
+    window whatever the summary's size, so the budget keeps its growth for the carried items."""
+    settings = CompactionSettings(context_window=4_000, reserve_tokens=1_000, max_summary_growth=4)
+    carried = "## Done\n" + "\n".join(f"- step {n} of the earlier work done" for n in range(400))
+    huge = _carrying(carried, last="output " * 3_500)
+    prep = prepare(huge, None, settings, "o200k_base", max_summary_tokens=4096)
+    assert prep.plan is not None and prep.plan.over_window and prep.plan.oversized_ids == [12]
+    assert prep.summary_budget == 3_000
+
+
+def test_the_outcome_follows_the_restored_context_as_measured(sqlite_db):
+    """A system prompt of 3,801 tokens under a 5,000-token threshold leaves the budget (1,250)
+    no room beside any kept message, so the plan is short of room; the summary comes out
+    smaller than its budget and the restored context fits: compacted, not over_window (as it
+    was called while the plan's flag, not the measured size, decided), and the checkpoint
+    records no over_window."""
+    add_session(
+        sqlite_db, 1, coding_session(6), model="gpt-4o", system_prompt="Follow the rule. " * 950
+    )
+    outcome = Compactor(sqlite_db.engine, ExtractiveSummarizer(), SETTINGS).compact_session(1)
+    threshold = SETTINGS.threshold("gpt-4o")
+    assert "no room is left for messages" in outcome.notes[0]  # the plan was short of room
+    assert outcome.tokens_after is not None and outcome.tokens_after <= threshold, outcome
+    assert outcome.status == "compacted" and outcome.error is None
+    details = Store(sqlite_db.engine).latest_compaction(1).details
+    assert "over_window" not in details

@@ -785,15 +785,18 @@ def _record_plan(outcome: CompactionOutcome, prep: Preparation) -> CompactionOut
 def _check_fit(
     outcome: CompactionOutcome, prep: Preparation, status: CompactionStatus
 ) -> CompactionOutcome:
-    """The outcome with ``status``, or OVER_WINDOW (and why) when the context stays over its
-    threshold after all."""
-    if prep.plan is not None and prep.plan.over_window:
-        return replace(outcome, status=CompactionStatus.OVER_WINDOW, error=prep.error)
-    if outcome.tokens_after is not None and outcome.tokens_after > prep.threshold:
-        return replace(
-            outcome,
-            status=CompactionStatus.OVER_WINDOW,
-            error=f"restored context of {outcome.tokens_after} tokens stays over its threshold "
-            f"of {prep.threshold} tokens",
-        )
-    return replace(outcome, status=status)
+    """The outcome with ``status``, or OVER_WINDOW (and why) when the restored context as
+    measured stays over its threshold: a plan that left the summary too little room is no
+    failure when the summary came out small enough."""
+    over_window = prep.plan is not None and prep.plan.over_window
+    measured = outcome.tokens_after
+    if not (over_window if measured is None else measured > prep.threshold):
+        return replace(outcome, status=status)
+    return replace(
+        outcome,
+        status=CompactionStatus.OVER_WINDOW,
+        error=prep.error
+        if over_window
+        else f"restored context of {outcome.tokens_after} tokens stays over its threshold "
+        f"of {prep.threshold} tokens",
+    )

@@ -123,6 +123,18 @@ def grown_budget(budget: int, previous_tokens: int, growth: float) -> int:
     return max(budget, min(previous_tokens + budget, int(budget * growth)))
 
 
+def fitting_budget(budget: int, base: int, room: int) -> int:
+    """A grown ``budget`` cut to ``room``, what the threshold leaves the summary's text beside
+    the system prompt, the summary's framing and the smallest safe kept suffix: growth that
+    would put the restored context over its threshold falls back as far as it must, never
+    below the budget before growth (``base``). A budget that did not grow stays as it is, and
+    so does one where no summary fits (``room`` <= 0: the context stays over its window
+    whatever the summary's size, and the grown budget still keeps the carried items)."""
+    if budget <= base or room <= 0:
+        return budget
+    return max(base, min(budget, room))
+
+
 def summary_message_tokens(summary: str, encoding: str) -> int:
     """Tokens of a summary as the restored context carries it (a user message with a preface)."""
     return count_messages([MessageText("user", SUMMARY_PREFIX + summary)], encoding)[0]
@@ -151,11 +163,18 @@ def prepare(
     )
     if prep.status is not None:
         return prep
+    messages = [plan_message(m) for m in ctx.messages]
     plan = plan_compaction(
-        [plan_message(m) for m in ctx.messages],
+        messages,
         settings.keep_recent_tokens,
         max_kept_tokens=_kept_room(prep, ctx.system_prompt)[1],
     )
+    if _fit_growth(prep, ctx.system_prompt, plan):
+        plan = plan_compaction(
+            messages,
+            settings.keep_recent_tokens,
+            max_kept_tokens=_kept_room(prep, ctx.system_prompt)[1],
+        )
     settle_plan(prep, plan, ctx.system_prompt, ctx.messages)
     if prep.plan is not None:
         prep.summarized = [m for m in ctx.messages if m.id < prep.plan.first_kept_message_id]
@@ -203,6 +222,22 @@ def _kept_room(prep: Preparation, system_prompt: str | None) -> tuple[int, int]:
     return head, prep.threshold - fixed
 
 
+def _fit_growth(
+    prep: Preparation, system_prompt: str | None, plan: CompactionPlan | None | NeedsEarlier
+) -> bool:
+    """Cut a grown budget that leaves no safe cut room (``plan`` over its window, keeping the
+    smallest safe suffix) to what fits beside that suffix; True when it was cut, so the caller
+    plans again with it."""
+    if not isinstance(plan, CompactionPlan) or not plan.over_window:
+        return False
+    head, _ = _kept_room(prep, system_prompt)
+    room = prep.threshold - head - _summary_framing(prep.encoding) - plan.kept_tokens
+    budget = fitting_budget(prep.summary_budget, prep.base_budget, room)
+    cut = budget < prep.summary_budget
+    prep.summary_budget = budget
+    return cut
+
+
 def _summary_framing(encoding: str) -> int:
     """The tokens the summary message takes beside the summary: its preface, the message's
     overhead (8 at most) and the reply priming."""
@@ -220,12 +255,15 @@ def plan_of_tail(
     """The plan over the suffix's newest messages ``tail`` (``plan.plan_tail``): what the
     whole suffix's plan would be, or NEEDS_EARLIER. The caller adds the summarized messages
     before the tail (``plan.with_earlier``) and then calls :func:`settle_plan`."""
-    return plan_tail(
-        [plan_message(m) for m in tail],
-        settings.keep_recent_tokens,
-        _kept_room(prep, system_prompt)[1],
-        whole=whole,
+    messages = [plan_message(m) for m in tail]
+    plan = plan_tail(
+        messages, settings.keep_recent_tokens, _kept_room(prep, system_prompt)[1], whole=whole
     )
+    if _fit_growth(prep, system_prompt, plan):
+        plan = plan_tail(
+            messages, settings.keep_recent_tokens, _kept_room(prep, system_prompt)[1], whole=whole
+        )
+    return plan
 
 
 def settle_plan(
@@ -260,6 +298,12 @@ def settle_plan(
         # little more than the carried summary itself)
         smaller = prep.replaced_tokens - _summary_framing(prep.encoding) - 16
         prep.summary_budget = max(prep.base_budget, min(prep.summary_budget, smaller))
+        # and within what the threshold leaves beside the kept messages as measured (answers
+        # to their unanswered calls included), which the plan's counts may fall short of
+        room = prep.threshold - kept_tokens - _summary_framing(prep.encoding)
+        prep.summary_budget = fitting_budget(
+            prep.summary_budget, prep.base_budget, room + REPLY_PRIMING_TOKENS
+        )
     if plan.over_window:
         oversized = [m for m in prep.kept if m.id in set(plan.oversized_ids)]
         prep.error = over_window_message(None, prep.threshold, oversized, head, room)
@@ -314,7 +358,12 @@ def check_summary(
         return tokens, (
             f"summary text ({own} tokens; {tokens} as the context message it "
             f"becomes) is over its budget of {prep.summary_budget} tokens "
-            "(--max-summary-tokens, at most a quarter of the threshold)"
+            + (
+                "(--max-summary-tokens, at most a quarter of the threshold)"
+                if prep.summary_budget <= (prep.base_budget or prep.summary_budget)
+                else "(--max-summary-tokens grown for the carried summary, "
+                "--max-summary-growth, within what the threshold leaves it)"
+            )
         )
     floor = carry_over_floor(prep, min_carry_over)
     if floor is not None and prep.previous is not None:
@@ -448,13 +497,14 @@ def checkpoint_values(
     }
     # The summary as sent, counted: showing the context later needs no vocabulary for it.
     details = with_head_count(details, prep.encoding, SUMMARY_PREFIX + text, summary_tokens) or {}
-    if prep.plan.over_window:
+    tokens_after = prep.tokens_before - prep.replaced_tokens + summary_tokens
+    if prep.plan.over_window and tokens_after > prep.threshold:
         details["over_window"] = prep.plan.oversized_ids
     return {
         "summary": text,
         "first_kept_message_id": prep.plan.first_kept_message_id,
         "tokens_before": prep.tokens_before,
-        "tokens_after": prep.tokens_before - prep.replaced_tokens + summary_tokens,
+        "tokens_after": tokens_after,
         "summary_tokens": summary_tokens,
         "summarizer": summarizer,
         "summarizer_model": model,
