@@ -155,7 +155,8 @@ _LABELS = {
     show_default=True,
     type=WholeNumber(64),
     help="Largest summary any summarizer may write (at most a quarter of the threshold "
-    "is used); a longer one is rejected.",
+    "is used); a longer one is rejected. A summary that carries earlier summaries may "
+    "be allowed more: this budget times --max-summary-growth.",
 )
 @click.option(
     "--max-summary-growth",
@@ -163,7 +164,8 @@ _LABELS = {
     show_default=True,
     type=FiniteNumber(1, 4),
     help="How many times its budget a summary that carries earlier summaries may grow, as "
-    "far as the carried content needs; the kept messages leave it room (1: never).",
+    "far as the carried content needs and no further than the restored context fits its "
+    "threshold; the kept messages leave it room (1: never).",
 )
 @click.option(
     "--min-carry-over",
