@@ -141,6 +141,29 @@ def test_each_transaction_is_a_prefix_under_the_bound_starting_with_the_session_
     assert halves[:30] == halves[30:] == expected
 
 
+def test_the_byte_options_take_k_and_m_as_the_token_options_do(db, cli, tmp_path):
+    """``--max-transaction-bytes 5k`` is 5,000 bytes (four messages a transaction, as BOUND
+    gives), as ``--context-window 32k`` is 32,000 tokens; ``--max-row-bytes 1m`` lets every
+    message in, ``1k`` refuses one of 1,500 bytes, ``2k`` takes it."""
+    path = write(tmp_path / "s.jsonl", chat(9, bad_at=7))
+    done = cli(
+        "--db", db.url, "import", "--max-transaction-bytes", "5k", "--max-row-bytes", "1m", path
+    )
+    assert done.exit_code == 1 and "; 4 messages of session" in done.stderr, done.output
+    assert counts(db)[1] == 4
+    message = {"role": "user", "content": "y" * 1_500}
+    small = write(tmp_path / "t.jsonl", json.dumps(message).encode() + b"\n")
+    refused = cli("--db", db.url, "import", "--max-row-bytes", "1k", small)
+    assert refused.exit_code == 1 and "is larger than --max-row-bytes 1,000" in refused.stderr, (
+        refused.output
+    )
+    assert cli("--db", db.url, "import", "--max-row-bytes", "2k", small).exit_code == 0
+    for wrong in ("4.5k", "-1k", "k"):
+        bad = cli("--db", db.url, "import", "--max-transaction-bytes", wrong, path)
+        assert bad.exit_code == 2
+        assert f"'{wrong}' is not a number of bytes (e.g. 4000 or 4k)" in bad.stderr, bad.stderr
+
+
 def test_a_message_larger_than_the_bound_goes_alone(db, tmp_path):
     path = write(tmp_path / "big.jsonl", chat(6))
     with Commits(db.engine) as commits:

@@ -16,6 +16,7 @@ from ..transcripts.discover import expand_paths, file_sizes
 from .app import pass_app
 from .options import output_options
 from .root import main
+from .types import ByteCount
 
 _KINDS_SHOWN = 12
 # Short labels keep the table within 80 columns; the paths are shortened from the left (the
@@ -49,7 +50,7 @@ _LABELS = {
 )
 @click.option(
     "--max-row-bytes",
-    type=click.IntRange(min=1),
+    type=ByteCount(1),
     metavar="BYTES",
     help="Refuse a message larger than this (text, tool calls and details, in UTF-8 bytes): "
     "an engine's bound on a row that the server does not announce, such as TiDB's "
@@ -57,13 +58,14 @@ _LABELS = {
 )
 @click.option(
     "--max-transaction-bytes",
-    type=click.IntRange(min=1),
+    type=ByteCount(1),
     metavar="BYTES",
     help="Write each session's new messages in consecutive transactions of at most this many "
     "bytes of rows (a larger message goes alone), each a prefix of the session: for an "
     "engine's bound on a transaction, such as TiDB's txn-total-size-limit or Galera's "
     "wsrep_max_ws_size. A failure then keeps the committed prefix, and importing the file "
-    "again continues. Default: one transaction per session.",
+    "again continues. Default: one transaction per session. Both byte options take k "
+    "(thousands) and m (millions): 64k is 64,000.",
 )
 @output_options
 @pass_app

@@ -58,14 +58,23 @@ class TokenCount(WholeNumber):
     (1,000,000), as providers state their windows in thousands."""
 
     _SUFFIXES = {"k": 1_000, "m": 1_000_000}
+    _UNIT = "tokens"
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value[-1:].lower() in self._SUFFIXES:
             number = value[:-1].strip()
             if not number.isdigit():
-                self.fail(f"{value!r} is not a number of tokens (e.g. 4000 or 4k)", param, ctx)
+                self.fail(
+                    f"{value!r} is not a number of {self._UNIT} (e.g. 4000 or 4k)", param, ctx
+                )
             value = int(number) * self._SUFFIXES[value[-1].lower()]
         return super().convert(value, param, ctx)
+
+
+class ByteCount(TokenCount):
+    """A number of bytes, with the same suffixes: ``64k`` (64,000), ``50m`` (50,000,000)."""
+
+    _UNIT = "bytes"
 
 
 class FiniteNumber(click.FloatRange):
