@@ -331,6 +331,17 @@ def test_the_test_server_rejects_what_the_real_api_rejects(db, cli):
     assert "HTTP 400" in result.output and "Use 'max_completion_tokens' instead" in result.output
 
 
+def _judging_carry_over_alone(db, llm) -> Compactor:
+    """A compactor asking the stand-in server, its gate judging carry-over alone (no probe
+    floor)."""
+    return Compactor(
+        db.engine,
+        OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
+        SETTINGS,
+        min_quality=0,
+    )
+
+
 def test_an_llm_answer_that_drops_the_previous_summary_is_rejected(db):
     add_session(db, 1, coding_session(12), model="gpt-4o")
     with FakeLLM() as llm:
@@ -338,12 +349,7 @@ def test_an_llm_answer_that_drops_the_previous_summary_is_rejected(db):
             "## Goal\nFix the bug.\n\n## Constraints & Preferences\n- Keep the tests fast\n\n"
             "## Next Steps\n1. Port the parser\n2. Delete src/mod1.py"
         )
-        compactor = Compactor(
-            db.engine,
-            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-            SETTINGS,
-            min_quality=0,  # carry-over alone is tested here
-        )
+        compactor = _judging_carry_over_alone(db, llm)
         assert compactor.compact_session(1).status == "compacted"
         llm.summary_text = "## Goal\nSomething else entirely."
         before = len(llm.requests)
@@ -367,12 +373,7 @@ def test_an_answer_keeping_most_but_not_all_is_revised_or_refused(db):
     lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[:20])
     with FakeLLM() as llm:
         llm.summary_text = full
-        compactor = Compactor(
-            db.engine,
-            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-            SETTINGS,
-            min_quality=0,  # carry-over alone is tested here
-        )
+        compactor = _judging_carry_over_alone(db, llm)
         assert compactor.compact_session(1).status == "compacted"
         llm.summary_text = lambda body: (
             full if "<draft-summary>" in body["messages"][1]["content"] else lossy
@@ -420,12 +421,7 @@ def test_a_revision_asks_only_for_the_carried_items_the_span_did_not_finish(db):
     lossy = "## Goal\nFix the bug.\n\n## Next Steps\n" + "\n".join(steps[5:])
     with FakeLLM() as llm:
         llm.summary_text = full
-        compactor = Compactor(
-            db.engine,
-            OpenAISummarizer("m", llm.base_url, "k", timeout=10, max_retries=0),
-            SETTINGS,
-            min_quality=0,  # carry-over alone is tested here
-        )
+        compactor = _judging_carry_over_alone(db, llm)
         assert compactor.compact_session(1).status == "compacted"
         with db.engine.begin() as conn:  # the span after the cut writes the file
             for m in [written, {"role": "tool", "tool_call_id": "w1", "content": "ok"}]:
