@@ -458,11 +458,8 @@ def test_every_read_of_a_restored_context_starts_from_the_session_head():
 
 
 # Public names defined at the top of two modules, each with its own meaning, to be renamed with
-# its fix (the test fails when one is gone as well as when a new one appears):
-# export.render (a context in a format) and cli.eval.render (an evaluation as text);
-# cli.token_counts.window_histogram (the report's) and core.context_chart.window_histogram
-# (the buckets it is made of).
-KNOWN_NAMES_TWICE = {"render", "window_histogram"}
+# its fix (the test fails when one is gone as well as when a new one appears): none left.
+KNOWN_NAMES_TWICE: set[str] = set()
 
 
 def test_no_public_name_is_defined_in_two_modules():

@@ -80,7 +80,7 @@ def eval_command(app, session, at, judge_model, base_url, output: OutputFormat):
     elif output.machine:  # --nl / --csv: a row a probe
         print_rows(probe_rows(result), output)
     else:
-        click.echo(render(result, table_width(None), output))
+        click.echo(evaluation_text(result, table_width(None), output))
 
 
 def probe_rows(result: CheckpointEvaluation) -> list[dict]:
@@ -101,7 +101,7 @@ def probe_rows(result: CheckpointEvaluation) -> list[dict]:
     ]
 
 
-def render(
+def evaluation_text(
     result: CheckpointEvaluation, width: int | None = None, output: OutputFormat | None = None
 ) -> str:
     """The evaluation as text: one header line, the probes, fabrications, section costs, fitted

@@ -116,7 +116,7 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
     session_id = Store(engine).resolve_session(session) if session else None
     rows = Store(engine).token_report(session_id, encoding)
     if chart and output.machine:
-        print_with_rows(window_histogram(rows, settings).as_doc(), "buckets", output)
+        print_with_rows(report_histogram(rows, settings).as_doc(), "buckets", output)
         return
     if output.machine:
         print_rows(rows, output)
@@ -138,7 +138,7 @@ def report_cmd(app, session, encoding, chart, settings, output: OutputFormat):
         click.echo("\n" + "\n".join(window_chart(rows, settings, table_width(None) or 80)))
 
 
-def window_histogram(rows: list[dict], settings: CompactionSettings) -> WindowHistogram:
+def report_histogram(rows: list[dict], settings: CompactionSettings) -> WindowHistogram:
     """The report's histogram: each session's context as a share of its model's window (or
     the --context-window), with its model's threshold."""
     return sessions_histogram(
@@ -154,7 +154,7 @@ def window_histogram(rows: list[dict], settings: CompactionSettings) -> WindowHi
 def window_chart(rows: list[dict], settings: CompactionSettings, width: int) -> list[str]:
     """The report's histogram drawn: a bar a bucket, then how many sessions are near the
     threshold, over it, over the window."""
-    histogram = window_histogram(rows, settings)
+    histogram = report_histogram(rows, settings)
     lines = ["sessions by restored context, as a share of their window:"]
     lines += histogram_lines(
         histogram.buckets, histogram.threshold_share, width, unicode_allowed(sys.stdout)
