@@ -193,5 +193,10 @@ def test_the_outcome_follows_the_restored_context_as_measured(sqlite_db):
     assert "no room is left for messages" in outcome.notes[0]  # the plan was short of room
     assert outcome.tokens_after is not None and outcome.tokens_after <= threshold, outcome
     assert outcome.status == "compacted" and outcome.error is None
+    # The plan's note says what came of it: a success does not read as a failure.
+    assert outcome.notes[0].endswith(
+        f"the summary came out small enough: the restored context holds {outcome.tokens_after} "
+        f"of its {threshold} tokens"
+    )
     details = Store(sqlite_db.engine).latest_compaction(1).details
     assert "over_window" not in details

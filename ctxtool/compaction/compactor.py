@@ -782,6 +782,10 @@ def _record_plan(outcome: CompactionOutcome, prep: Preparation) -> CompactionOut
     )
 
 
+# How the plan's notes begin that say it left the summary no room (core.plan).
+_NO_ROOM = ("no room is left for messages", "no safe cut keeps under")
+
+
 def _check_fit(
     outcome: CompactionOutcome, prep: Preparation, status: CompactionStatus
 ) -> CompactionOutcome:
@@ -791,6 +795,13 @@ def _check_fit(
     over_window = prep.plan is not None and prep.plan.over_window
     measured = outcome.tokens_after
     if not (over_window if measured is None else measured > prep.threshold):
+        if over_window:  # the plan's note of no room says what came of it
+            fitted = (
+                f"; the summary came out small enough: the restored context holds {measured} "
+                f"of its {prep.threshold} tokens"
+            )
+            notes = [n + fitted if n.startswith(_NO_ROOM) else n for n in outcome.notes]
+            return replace(outcome, status=status, notes=notes)
         return replace(outcome, status=status)
     return replace(
         outcome,
