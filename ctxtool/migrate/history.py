@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db.schema import HISTORY_TABLE, schema_history
+from ..db.stored_time import parse_stored_time
 from .sql_files import Migration
 from .states import HistoryRow
 
@@ -61,14 +62,12 @@ UNREADABLE_DATE = "unreadable"
 
 
 def history_date(value: object) -> datetime | str | None:
-    """A history row's date as a datetime; ``"unreadable"`` for one no ISO parser reads (a
-    row written by hand, or by another tool), which `status` shows as it is."""
-    if value is None or isinstance(value, datetime):
-        return value
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return UNREADABLE_DATE
+    """A history row's date as the store reads every stored time (``db.parse_stored_time``);
+    ``"unreadable"`` for one it cannot read (a row written by hand, or by another tool),
+    which `status` shows as it is."""
+    if value is None:
+        return None
+    return parse_stored_time(value) or UNREADABLE_DATE
 
 
 def ensure_history(conn: Connection) -> None:
