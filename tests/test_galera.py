@@ -68,7 +68,9 @@ def nodes(galera):  # noqa: F811 - the fixture above, by name
 def test_messages_written_through_three_nodes_restore_in_the_order_written(nodes):
     """Galera hands out AUTO_INCREMENT ids in steps of three, each node from its own offset:
     a session written through nodes 1, 2, 3 in turn still has ids in the order written, so
-    its restored context (ordered by id) is the conversation as it happened."""
+    its restored context (ordered by id) is the conversation as it happened. Which offset a
+    node gets follows its place in the cluster's membership, not its number: each node's ids
+    are read against the offset it reports."""
     with nodes[1].engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO agent_session (session_id) VALUES (7)")
     written = []
@@ -76,11 +78,18 @@ def test_messages_written_through_three_nodes_restore_in_the_order_written(nodes
         node = 1 + i % 3
         role = "user" if i % 2 == 0 else "assistant"
         written.append((runtime_write(nodes[node], 7, role, f"message {i} via node {node}"), node))
+    offsets = {}
+    for node in (1, 2, 3):
+        with nodes[node].engine.connect() as conn:
+            step, offset = conn.exec_driver_sql(
+                "SELECT @@auto_increment_increment, @@auto_increment_offset"
+            ).one()
+        assert step == 3, (node, step)
+        offsets[node] = offset % 3
+    assert sorted(offsets.values()) == [0, 1, 2], offsets  # three nodes, three offsets
     assert {node: {i % 3 for i, n in written if n == node} for node in (1, 2, 3)} == {
-        1: {1},
-        2: {2},
-        3: {0},
-    }, written  # each node's own offset
+        node: {offsets[node]} for node in (1, 2, 3)
+    }, (written, offsets)  # each node's ids from its own offset
     assert [i for i, _ in written] == sorted(i for i, _ in written)
     for node in (1, 2, 3):
         shown = ctxtool(nodes[node].url, "context", "show", "7", "--json")
