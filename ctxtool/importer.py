@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .core.errors import CtxtoolError, FileFailure
-from .core.import_rules import Disagreement, Reconciler
+from .core.import_rules import Counts, Disagreement, Reconciler
 from .core.source_records import FileIdentity, RecordedFile
 from .db import DEFAULT_POLICY, RetryPolicy, dialect_of, retry_transaction
 from .failures import describe_failure
@@ -465,6 +465,14 @@ class Importer:
                     raise _NotTheLegacySession() from None
             raise
 
+    @staticmethod
+    def _count_present(result: FileResult, counts: Counts) -> None:
+        """The messages and checkpoints the file's reading found stored already. What a pass
+        run again after a lost race finds present was this run's own work, not counted."""
+        earlier_messages, earlier_compactions = result.committed_earlier
+        result.messages_present = counts.messages_present - earlier_messages
+        result.compactions_present = counts.compactions_present - earlier_compactions
+
     def _write(
         self,
         path: str,
@@ -523,10 +531,16 @@ class Importer:
                 # A refusal (not a continuation after all) must find nothing committed.
                 lambda: reconciler.continuation_proven,
             ) as writer:
-                for rec in records:
-                    writer.apply(reconciler.step(rec))
-                writer.apply(reconciler.finish())
-                writer.close()
+                try:
+                    for rec in records:
+                        writer.apply(reconciler.step(rec))
+                    writer.apply(reconciler.finish())
+                    writer.close()
+                except BaseException:
+                    # What was found stored before the failure is stored still, whatever
+                    # this run's own transaction loses: the failed file's row says so.
+                    self._count_present(result, reconciler.counts)
+                    raise
             changed = self.sessions.update(
                 conn,
                 session_id,
@@ -570,9 +584,7 @@ class Importer:
         earlier_messages, earlier_compactions = result.committed_earlier
         result.messages_added = writer.messages_added + earlier_messages
         result.compactions_added = writer.compactions_added + earlier_compactions
-        # What a pass run again after a lost race finds present was this run's own work.
-        result.messages_present = counts.messages_present - earlier_messages
-        result.compactions_present = counts.compactions_present - earlier_compactions
+        self._count_present(result, counts)
         result.messages_stored = stored_before + writer.messages_added
         result.skipped.update(transcript.skipped)
         result.skipped.update(counts.skipped)

@@ -198,7 +198,10 @@ def test_a_bad_record_after_the_first_chunk_keeps_the_prefix_and_a_rerun_continu
     assert "malformed" not in done.stdout and done.stderr.count("malformed JSON") == 1
     # Again, unfixed: nothing more, still refused, the same prefix said.
     still = cli("--db", db.url, "import", "--json", "--max-transaction-bytes", BOUND, bad)
-    assert [(r["added"], r["error"] is not None) for r in json.loads(still.stdout)] == [(0, True)]
+    # Its row says what it found stored: the prefix, present (it said 0 before).
+    assert [
+        (r["added"], r["present"], r["error"] is not None) for r in json.loads(still.stdout)
+    ] == [(0, 20, True)]
     assert counts(db) == (1, 20, 0)
     assert (
         f"; 20 messages of session {session} are stored (committed before the failure)"
