@@ -269,38 +269,103 @@ def patch_changes(patch: str) -> list[Change]:
     return out
 
 
+_VERBS = (
+    r"created|creat(?:ing)|added|adding|modified|modifying|updated|updating|edited|editing|"
+    r"wrote|writing|written|changed|deleted|removed|renamed|moved|new file|appended|generated|"
+    r"saved"
+)
+_FILE = r"(?:~?/)?(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6}"
 _REPORTED = re.compile(
-    r"(?P<verb>created|creat(?:ing)|added|adding|modified|modifying|updated|updating|edited|"
-    r"editing|wrote|writing|changed|deleted|removed|renamed|moved|new file)\b[^\n`]{0,40}?"
-    r"`?(?P<path>(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6})`?",
+    rf"(?P<verb>{_VERBS})\b[^\n`]{{0,40}}?`?(?P<path>{_FILE})`?",
     re.I,
 )
 _PATH_FIRST = re.compile(
-    r"^\s*(?:[-*+]|\d+[.)])?\s*\**`?(?P<path>(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6})`?\**"
+    rf"^\s*(?:[-*+•]|\d+[.)])?\s*\**`?(?P<path>{_FILE})`?\**"
     r"\s*(?:[-—–:(]|\s)\s*\(?(?P<verb>new|created|added|modified|updated|deleted|removed)\b",
     re.I,
 )
+# A heading that says what the list under it did ("Created:", "Updated files:", "✅ Created
+# and indexed 2 documents:"): each item of the list names a file so changed.
+_LIST_HEADING = re.compile(
+    rf"^\W*(?:[\w-]+\s+){{0,3}}?(?P<verb>{_VERBS})\b[^`\n]{{0,60}}:\s*$", re.I
+)
+_LIST_ITEM = re.compile(
+    rf"^\s*(?:[-*+•]|\d+[.)])?\s*(?:[^`\n:]{{0,40}}:\s*)?`?(?P<path>(?:\./)?{_FILE})`?"
+    r"(?:\s|$|[,;.—–(-])"
+)
 
 
-def reported_changes(report: str) -> list[Change]:
-    """The files a report (a sub-agent's answer, the agent's own closing words) says were
-    created, modified, deleted or renamed."""
+_LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
+
+
+def _kind_of(verb: str) -> str:
+    verb = verb.lower()
+    if verb in ("deleted", "removed"):
+        return DELETED
+    return ADDED if verb.startswith(("creat", "new", "add", "generat")) else MODIFIED
+
+
+def reported_changes(report: str, deletions: bool = True) -> list[Change]:
+    """The files a report (a sub-agent's answer, a tool's "Created …" result, the agent's
+    own closing words) says were created, modified, deleted or renamed: a verb before the
+    path, a path followed by its verb, or a list under a heading that says what it did
+    ("Created:", "Updated files:"). ``deletions``: False for words that may say something was
+    removed *from* a file ("removed the import from `a.py`"), where only additions and
+    modifications are read."""
     out: dict[str, Change] = {}
+    heading: str | None = None
+    listed = 0  # items read under the heading
     for line in report.splitlines():
+        found_heading = _LIST_HEADING.match(line)
+        if found_heading:
+            heading, listed = found_heading.group("verb"), 0
+            continue
+        item = _LIST_ITEM.match(line) if heading else None
+        if item and _is_file(item.group("path")):
+            out.setdefault(item.group("path"), Change(item.group("path"), _kind_of(heading or "")))
+            listed += 1
+            continue
+        if line.strip() and not _LIST_MARK.match(line) and (listed or line.rstrip().endswith(":")):
+            heading = None  # prose after the list, or another heading, ends it
         for found in list(_REPORTED.finditer(line)) + list(_PATH_FIRST.finditer(line)):
-            verb = found.group("verb").lower()
-            kind = (
-                DELETED
-                if verb in ("deleted", "removed")
-                else ADDED
-                if verb.startswith(("creat", "new", "add"))
-                else MODIFIED
-            )
-            path = found.group("path")
-            if re.fullmatch(r"v?\d+(\.\d+)+", path) or path.lower().startswith(("e.g", "i.e")):
-                continue  # a version number is no file
+            kind, path = _kind_of(found.group("verb")), found.group("path")
+            if not _is_file(path) or (kind == DELETED and not deletions):
+                continue
             out.setdefault(path, Change(path, kind))
     return list(out.values())
+
+
+def _is_file(path: str) -> bool:
+    """A path a report names, not a version number (``v1.4.2``) nor an abbreviation."""
+    return not re.fullmatch(r"v?\d+(\.\d+)+", path) and not path.lower().startswith(("e.g", "i.e"))
+
+
+# A line of a tool's report that gives a key of what it made ("Citekey: @kistner2025",
+# "ID: PROJ-12"): the names a later question asks for by name.
+_REPORT_KEY = re.compile(r"^\s*[\w -]{2,20}:\s*`?(?P<name>@?[\w][\w:./@-]{2,60})`?\s*$", re.M)
+
+
+def report_names(report: str) -> list[str]:
+    """The keys a tool's creation report gives its result ("Citekey: @kistner2025"), paths
+    left out."""
+    return [
+        n
+        for n in dict.fromkeys(m.group("name") for m in _REPORT_KEY.finditer(report))
+        if "/" not in n and not re.search(r"\.[A-Za-z]{1,6}$", n)
+    ]
+
+
+_OPENS_WITH_REPORT = re.compile(rf"\A\W*(?:[^\n]{{0,60}}\b)?(?:{_VERBS})\b", re.I)
+
+
+REPORT_OPENING_LINES = 3
+
+
+def opens_with_report(text: str) -> bool:
+    """A tool's result whose first lines say it made or changed something ("✅ New citation
+    created.", "Created and indexed 2 documents:", "notes.db — indexed / Created: …")."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return any(_OPENS_WITH_REPORT.match(line) for line in lines[:REPORT_OPENING_LINES])
 
 
 def merged(changes: Iterable[Change], cwd: str | None = None) -> list[Change]:

@@ -30,7 +30,9 @@ from .changes import (
     Change,
     diff_stat_changes,
     git_status_changes,
+    opens_with_report,
     patch_changes,
+    report_names,
     reported_changes,
     shell_changes,
 )
@@ -1068,7 +1070,9 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
                 old_path=change.old_path,
             )
             added.setdefault(path, {})
-        elif change.kind in (DELETED, RENAMED):
+        if change.added:  # a report's keys of what it made, newest first
+            added[path] = dict.fromkeys(change.added) | added.get(path, {})
+        if old is not None and change.kind in (DELETED, RENAMED):
             changes[path] = replace(old, kind=change.kind, old_path=change.old_path)
         if change.kind == RENAMED and change.old_path in changes:
             changes.pop(change.old_path)  # listed under its new path, "renamed from" the old
@@ -1089,6 +1093,7 @@ def _reported_changes(
     moves, a shell line's ``mv``/``rm``, what ``git status`` and ``git diff --stat`` listed,
     and the files a sub-agent's report names (``core.changes``)."""
     out: dict[str, FileChange] = {}
+    names: dict[str, list[str]] = {}
 
     def add(change: Change, tool: str, message_id: int | None) -> None:
         if change.kind in (DELETED, RENAMED) or change.path not in out:
@@ -1096,7 +1101,12 @@ def _reported_changes(
                 change.path, tool, message_id, None, kind=change.kind, old_path=change.old_path
             )
 
-    for m in messages:
+    for n, m in enumerate(messages):
+        if m.role == "assistant" and _closes_turn(messages, n):
+            # the agent's own report at the end of a turn: the files made by calls whose
+            # record says nothing (a redacted shell line, a script)
+            for change in reported_changes(m.content or "", deletions=False):
+                add(change, "report", m.id)
         for call in work_calls(m) if m.role == "assistant" else []:
             result = results.get(call["id"])
             name = call["function"]["name"] or "?"
@@ -1118,9 +1128,35 @@ def _reported_changes(
                 found += listed if len(listed) <= MAX_LISTED_CHANGES else []
             elif name.lower() in _SUB_AGENTS:
                 found = reported_changes(result.content or "")
+            elif _says_its_failures(name) and not modified_paths(call):
+                # a custom tool's report of what it made ("✅ Created and indexed 2
+                # documents: …", "New citation created. … Appended to: ref.bib")
+                report = _before_code(unwrapped_output(result.content or ""))
+                found = reported_changes(report) if opens_with_report(report) else []
+                for change in found:  # its keys, newest first ("Citekey: @kistner2025")
+                    names[change.path] = report_names(report) + names.get(change.path, [])
             for change in found:
                 add(change, name, m.id)
-    return out
+    return {
+        path: replace(c, added=tuple(dict.fromkeys(names.get(path, [])))) for path, c in out.items()
+    }
+
+
+def _before_code(text: str) -> str:
+    """A report's text before its first code block (the record it made, shown whole)."""
+    return re.split(r"^\s*(?:```|~~~)", text, maxsplit=1, flags=re.M)[0]
+
+
+def _closes_turn(messages: Sequence[Message], i: int) -> bool:
+    """Message ``i`` is the agent's text with no call, and the turn ends on it: nothing but
+    the user's next request (or the span's end) comes after it."""
+    m = messages[i]
+    if not (m.content or "").strip() or work_calls(m):
+        return False
+    later = next(
+        (x for x in messages[i + 1 :] if x.role in ("assistant", "tool") or is_request(x)), None
+    )
+    return later is None or is_request(later)
 
 
 MAX_ADDED = 24

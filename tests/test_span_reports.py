@@ -1,0 +1,98 @@
+"""What a span's reports say changed and came of its runs (issue #42 item 3): the files a
+tool's "Created …" report or the agent's own closing words name, and the keys a report gives.
+Each rule as a plain list, then on a real shared transcript's span."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxtool.core.changes import (
+    ADDED,
+    MODIFIED,
+    Change,
+    opens_with_report,
+    report_names,
+    reported_changes,
+)
+from ctxtool.core.span_facts import signals_of
+from ctxtool.evaluation.keys import keyed_span, load_key
+
+from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).resolve().parent / "answer_keys"
+
+
+def _span(name: str, tmp_path: Path):
+    return keyed_span(load_key(KEYS / f"{name}.json"), TRANSCRIPTS, tmp_path).summarized
+
+
+# -- plain lists -----------------------------------------------------------------------------
+
+
+def test_a_list_under_a_heading_that_says_what_it_did_names_its_files():
+    report = (
+        "Completed.\n\nCreated:\n- Folder: `/u/p/sessions`\n"
+        "- JSONL dump (migration-style): `/u/p/sessions/a.jsonl`\n"
+        "- HTML file alongside it: `/u/p/sessions/a.html`\n\n"
+        "Details:\n- Source copied from: `/u/.codex/x.jsonl`\n"
+    )
+    assert reported_changes(report) == [
+        Change("/u/p/sessions/a.jsonl", ADDED),
+        Change("/u/p/sessions/a.html", ADDED),
+    ]  # the folder is no file; the list under "Details:" says nothing was made
+
+
+def test_a_tool_s_report_past_its_first_line_and_an_absolute_path_whole():
+    created = (
+        "✅ Created and indexed 2 documents:\n🔗 Auto-linked: 2/2 documents\n\n"
+        "  • Resources/a-note.md — A Note\n  • Resources/b-note.md — B Note"
+    )
+    assert [c.path for c in reported_changes(created)] == [
+        "Resources/a-note.md",
+        "Resources/b-note.md",
+    ]
+    indexed = "🗄️ notes.db — indexed\nCreated: /home/l/Notes/c-note.md\nTitle: C"
+    assert opens_with_report(indexed)
+    assert reported_changes(indexed) == [Change("/home/l/Notes/c-note.md", ADDED)]
+    assert not opens_with_report("🗄️ 25 documents found for: sqlite\n- [A](Resources/a-note.md)")
+
+
+def test_the_agent_s_words_name_no_deletion_they_may_mean_from_a_file():
+    said = "Removed the unused import from `src/a.py` and updated `README.md`."
+    assert reported_changes(said, deletions=False) == [Change("README.md", MODIFIED)]
+
+
+def test_a_creation_report_s_keys_are_its_names():
+    report = "✅ New citation created.\nCitekey: @kistner2025\nAppended to: ref.bib\n"
+    assert opens_with_report(report)
+    assert reported_changes(report) == [Change("ref.bib", MODIFIED)]
+    assert report_names(report) == ["@kistner2025"]  # the file's line is no key
+
+
+# -- real spans ------------------------------------------------------------------------------
+
+
+def test_files_a_redacted_shell_made_come_from_the_agent_s_closing_report(tmp_path):
+    """Codex export with its calls redacted: the session exports and their rename are known
+    only from what the agent reported at the end of each turn."""
+    span = _span(
+        "codex--20260213134203_redacted_current_codex_session_jsonl_export--sensitive-question",
+        tmp_path,
+    )
+    paths = {c.path for c in signals_of(span).files_changed}
+    base = "/Users/jerome/codex_log_viewer/codex_sessions/20260213131852_"
+    assert base + "codex_session.jsonl" in paths
+    assert base + "browser_native_log_viewer_session.jsonl" in paths
+
+
+def test_a_custom_tool_s_creation_reports_are_changes_with_their_keys(tmp_path):
+    """Pi with PARA note tools: notes made by batch_create_para_docs and create_para_doc, and
+    citations appended to ref.bib, each citation's key named, the newest first."""
+    changes = {c.path: c for c in signals_of(_span("pi--paradocs-session", tmp_path)).files_changed}
+    assert "Resources/when-to-choose-go-htmx-sqlite-for-saas.md" in changes
+    assert any(
+        p.endswith("when-to-use-client-side-sqlite-with-a-go-backend-for-frontend.md")
+        for p in changes
+    )
+    keys = changes["ref.bib"].added
+    assert keys[0] == "@rxdb2024" and "@sqliteconsortium2025" in keys
