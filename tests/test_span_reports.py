@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxtool.compaction.summarizers.span_notes import read_span, result_gist
 from ctxtool.core.changes import (
     ADDED,
     MODIFIED,
@@ -14,6 +15,7 @@ from ctxtool.core.changes import (
     report_names,
     reported_changes,
 )
+from ctxtool.core.records import Message
 from ctxtool.core.span_facts import signals_of
 from ctxtool.evaluation.keys import keyed_span, load_key
 
@@ -96,3 +98,21 @@ def test_a_custom_tool_s_creation_reports_are_changes_with_their_keys(tmp_path):
     )
     keys = changes["ref.bib"].added
     assert keys[0] == "@rxdb2024" and "@sqliteconsortium2025" in keys
+
+
+def test_a_commit_s_line_and_counts_are_its_gist_not_a_file_mode():
+    output = (
+        "[main 346de6e26] Add session accumulation\n 13 files changed, 1157 insertions(+)\n"
+        " create mode 100644 src/a.py\n create mode 100644 tests/unit/test_a.py\n"
+    )
+    gist = result_gist("git commit -m x", Message(id=2, session_id=1, role="tool", content=output))
+    assert gist == "[main 346de6e26] Add session accumulation; 13 files changed, 1157 insertions(+)"
+
+
+def test_a_commit_before_the_last_call_says_its_hash_and_counts(tmp_path):
+    """Claude Code's /erk:plan-implement run: the commit is followed by `erk pr submit` and a
+    signal, and the commit's hash and size are what the next agent asks for."""
+    span = _span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction", tmp_path)
+    work = "\n".join(read_span(span).current_work)
+    assert "346de6e26" in work and "13 files changed, 1157 insertions(+)" in work
+    assert "create mode" not in work

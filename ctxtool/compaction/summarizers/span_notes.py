@@ -662,9 +662,11 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             if not lines and output and len(output) <= SHORT_OUTPUT_CHARS:
                 outcome += f": {output}"  # the very last result, when it is short, is the state
             elif (
-                not lines
-                and result is not None
+                result is not None
                 and (gist := result_gist(command_run(call), result))
+                # the very last call's gist says where things stand; an earlier one's only
+                # when it reports a result (a commit's hash and counts, a test run's figures)
+                and (not lines or _REPORT_LINE.search(gist))
             ):
                 outcome += f": {gist}"
             limit = LAST_CALL_CHARS if not lines else COMMAND_CHARS
@@ -680,10 +682,12 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
 DONE_MARK = "✓"  # a call that succeeded (``core.sections.is_done`` reads it as done)
 # A line of a command's output that reports what came of it: a commit made, files changed,
 # tests passed or failed, a build's count ("Generating static pages (15/15)").
+_COMMIT_LINE = re.compile(r"^\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]")
 _REPORT_LINE = re.compile(
-    r"^\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|"
+    _COMMIT_LINE.pattern + r"|"
     r"\b\d+ (?:files? changed|insertions?|deletions?|passed|failed|errors?|warnings?|tests?|"
-    r"skipped|packages?)\b|\(\d+/\d+\)|\btest result:|\b(?:compiled|built|generated)\b.*\d",
+    r"skipped|packages?)\b(?![/.\w])|\(\d+/\d+\)|\btest result:|"
+    r"\b(?:compiled|built|generated)\b.*\d",
     re.I,
 )
 REPORT_LINES = 3
@@ -715,7 +719,10 @@ def result_gist(command: str | None, result: Message) -> str:
     gist = git_status_gist(output) if command and GIT_STATUS.search(command) else None
     if gist is None:
         lines = [" ".join(line.split()) for line in output.splitlines()]
-        gist = "; ".join([line for line in lines if _REPORT_LINE.search(line)][-REPORT_LINES:])
+        # a commit's line (its branch, hash and title) first, then the last figures
+        commits = [line for line in lines if _COMMIT_LINE.search(line)][-1:]
+        figures = [line for line in lines if _REPORT_LINE.search(line) and line not in commits]
+        gist = "; ".join(commits + figures[-(REPORT_LINES - len(commits)) :])
     return whole_sentences(masked(gist), GIST_CHARS) if gist else ""
 
 
