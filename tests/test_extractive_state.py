@@ -70,9 +70,12 @@ def test_a_turn_that_ended_on_the_agent_s_words_left_its_calls_done():
     span.call("commit_changes", "Commit successful. Hash: 5484f07", message="docs: notes")
     span.add("assistant", "Committed `5484f07` with the staged changes. Want me to push it?")
     text = summarize(span.messages)
-    # its words (a question) stay as the last thing said, its call is done work
-    assert [line[:11] for line in section(text, "Current work")] == ["> Committed"]
+    # its turn is over: what its words report is done, the question they end on is the next
+    # step, and its call is done work; nothing is under way
+    assert section(text, "Current work") == []
+    assert "> Committed `5484f07` with the staged changes." in section(text, "Done")
     assert any("commit_changes" in line for line in section(text, "Done"))
+    assert "> Want me to push it?" in section(text, "Next step")
     step = " ".join(section(text, "Next step"))
     assert step.startswith("The agent ended its turn on the latest request; it asked:")
     assert "Commit the staged" not in step  # answered: quoted as the latest request only
@@ -82,13 +85,15 @@ def test_a_turn_that_ended_on_the_agent_s_words_left_its_calls_done():
     assert any("git push" in line for line in section(summarize(span.messages), "Current work"))
 
 
-def test_a_closing_report_with_work_left_stays_current_work():
+def test_a_closing_report_with_work_left_keeps_the_work_left_as_the_next_step():
     span = Span()
     span.add("user", "Redact the log")
     span.call("bash", "ok", command="python3 sanitize.py raw.jsonl -o redacted.jsonl")
     span.add("assistant", "I wrote a redacted copy.\nImportant: the raw file still exists.")
     text = summarize(span.messages)
-    assert any("raw file still exists" in line for line in section(text, "Current work"))
+    assert any("raw file still exists" in line for line in section(text, "Next step"))
+    assert not any("redacted copy" in line for line in section(text, "Next step"))
+    assert "> I wrote a redacted copy." in section(text, "Done")
     assert any("sanitize.py" in line for line in section(text, "Done"))
 
 
@@ -112,8 +117,9 @@ def test_a_carried_step_the_span_carried_out_is_done_and_trimmed_first():
     span.add("assistant", "Both done.")
     text = summarize(span.messages, previous=PREVIOUS)
     done = section(text, "Done")
-    assert "- Create `src/cli-new.ts` pointing to `main-new.ts`" in done
-    assert "- Run `npm run check`" in done
+    # ticked, so that nothing reads them as still to do
+    assert "- [x] Create `src/cli-new.ts` pointing to `main-new.ts`" in done
+    assert "- [x] Run `npm run check`" in done
     # short of room, the overtaken steps go first, though newer than the carried decisions
     decisions = "\n".join(f"- Decision {n}: keep module {n} as it is" for n in range(8))
     previous = (

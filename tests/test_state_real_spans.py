@@ -190,9 +190,9 @@ def test_carried_steps_the_span_carried_out_are_done_and_go_first(tmp_path):
     assert held  # the span carries Pi's first compaction
     text = summary_sections.summary_of(span, held, 3500)
     done = section(text, "Done")
-    assert "- Create `cli-new.ts` pointing to `main-new.ts`" in done
+    assert "- [x] Create `cli-new.ts` pointing to `main-new.ts`" in done
     assert any(
-        line.startswith("- Create `src/modes/interactive/interactive-mode.ts`") for line in done
+        line.startswith("- [x] Create `src/modes/interactive/interactive-mode.ts`") for line in done
     )
     assert not any("cli-new.ts` pointing" in line for line in section(text, "Earlier work"))
     small = summary_sections.summary_of(span, held, 1500)

@@ -307,3 +307,144 @@ def superseded(instructions: Sequence[str]) -> list[int | None]:
             )
         )
     return out
+
+
+# -- the agent's last words: what they report finished, what they leave open --------------------
+
+REPORT, OPEN_PART, OTHER = "report", "open", "other"
+# A sentence naming work still to do: a plan, the work under way, a question, an offer, a
+# condition; and, weaker (a report may name what it fixed), a failure or a gap.
+_LEFT_OPEN = re.compile(
+    # "Now commit the files:", not "Now: crypto RNG" (a label) nor "now uses" (a new state)
+    r"\?\s*\**\s*$|^\W*now,?\s+(?!\w+s\b|that\b)\w|\b(i'?m|we'?re) (now )?\w+ing\b|"
+    r"\b(next(?![.-]\w)|then i|let me|let'?s|i'?ll|i will|i'?m going to|going to|still|"
+    r"remain(s|ing)?|left to|not yet|pending|in progress|if you (want|need|prefer|like)|"
+    r"should i|want me to|would you like|do you want|shall i|(?<!you )needs? to|has to|"
+    r"blocked|blocker|waiting|awaits?|after that)\b",
+    re.I,
+)
+_GAP = re.compile(r"\b(fail(s|ed|ing|ure)?|broken|missing)\b", re.I)
+# A sentence reporting work finished: the report phrases of ``reported_done``, a line opening
+# with what was done ("- Added the scrubber"), a check that passed.
+_FINISHED = re.compile(
+    r"^\W*(added|updated|created|fixed|removed|deleted|generated|wrote|written|implemented|"
+    r"refactored|moved|renamed|committed|pushed|merged|installed|replaced|changed|configured|"
+    r"built|ran|verified|tested|cleaned|extracted|converted|migrated|enabled|disabled|wired|"
+    r"rewrote|restored|reverted|bumped|released|published|deployed|documented|split|"
+    r"simplified|saved|set up)\b|"
+    r"\b(pass(es|ed|ing)|succeed(s|ed)|succeeded|worked|works now|now works|is (now )?(done|complete|"
+    r"completed|finished|ready|in place|fixed|live|green)|are (now )?(done|complete|in place|"
+    r"fixed|green)|what i (changed|did)|changes made|summary of (the )?changes|"
+    r"\b(tests?|checks?|builds?) (all )?pass\b|"
+    r"(i'?ve|i have|we'?ve|has been|have been|was|were|is|are) (now |successfully |also )?"
+    r"(added|updated|created|fixed|removed|deleted|generated|written|implemented|refactored|"
+    r"moved|renamed|committed|pushed|merged|installed|replaced|changed|configured|built|"
+    r"verified|tested|wired|set up|completed|finished)|i (added|updated|created|fixed|removed|"
+    r"deleted|generated|wrote|implemented|refactored|moved|renamed|committed|pushed|merged|"
+    r"installed|replaced|changed|configured|built|ran|verified|tested|wired|set up))\b|✅|✓|"
+    # "WP15 complete.", "**Phase 1 complete**:", not "complete CRUD operations"
+    r"\b(complete|completed|done|finished)\b(?!\s+\w)",
+    re.I,
+)
+# A sentence ends at ". " after a word or a closing mark, never after a list's number ("1. ").
+_SENTENCE = re.compile(r"(?<=[a-z)\]`'\"*][.!])\s+(?=[A-Z*`\"(])")
+
+
+# Where a sentence that reports one thing and leaves another open divides: "The build passes,
+# so let me commit", "Pushed the branch; want me to open the PR?"
+_CLAUSE = re.compile(
+    r"(?<=[;,:—])\s+(?=(?:so|and|but|now|then|next|let|i'?ll|want|should)\b)|(?<=;)\s+", re.I
+)
+
+
+def _parts_of(sentence: str) -> list[tuple[str, str]]:
+    """The sentence's label, or its clauses' labels when it both reports and leaves open."""
+    label = _part_of(sentence)
+    if label != OPEN_PART or not (_FINISHED.search(sentence) or _REPORTED_DONE.search(sentence)):
+        return [(label, sentence)]
+    return [(_part_of(c), c) for c in _CLAUSE.split(sentence) if c.strip()]
+
+
+def _part_of(sentence: str) -> str:
+    if _LEFT_OPEN.search(sentence):
+        return OPEN_PART
+    if _FINISHED.search(sentence) or _REPORTED_DONE.search(sentence):
+        return REPORT
+    return OPEN_PART if _GAP.search(sentence) else OTHER
+
+
+def report_parts(words: str) -> list[tuple[str, str]]:
+    """The agent's words, line by line and sentence by sentence within a line, each labelled
+    ``report`` (it says work finished: "Build passes.", "- Added the scrubber"), ``open`` (it
+    names work still to do: a plan, "Now commit …", a question, "the raw file still exists")
+    or ``other`` (a finding). A line ending in ":" takes the label of the line it introduces,
+    and a line it introduces that is no sentence (a path, a command) takes its label. Adjacent
+    sentences with one label are joined again: ``[(label, text), …]`` in order."""
+    pieces: list[tuple[str, str, bool]] = []  # (label, text, starts a line)
+    for line in words.splitlines():
+        if not line.strip():
+            continue
+        for n, sentence in enumerate(_SENTENCE.split(line.strip())):
+            for m, (label, text) in enumerate(_parts_of(sentence)):
+                pieces.append((label, text, n == 0 and m == 0))
+    # a heading line ("What I changed:", "Important:") labels what it introduces and is
+    # labelled by it; what it introduces that is no sentence (a path, code) follows its label
+    for i in range(len(pieces) - 2, -1, -1):
+        label, text, starts = pieces[i]
+        if label == OTHER and text.rstrip("*").endswith(":") and pieces[i + 1][2]:
+            pieces[i] = (pieces[i + 1][0], text, starts)
+    for i in range(1, len(pieces)):
+        label, text, starts = pieces[i]
+        before = pieces[i - 1][1].rstrip("*")
+        if starts and label == OTHER and before.endswith(":") and not _is_list_item(text):
+            pieces[i] = (pieces[i - 1][0], text, starts)
+    out: list[tuple[str, str]] = []
+    for label, text, starts in pieces:
+        if out and out[-1][0] == label:
+            out[-1] = (label, out[-1][1] + ("\n" if starts else " ") + text)
+        else:
+            out.append((label, text))
+    return out
+
+
+def _is_list_item(text: str) -> bool:
+    return bool(re.match(r"^\s*([-*+]|\d+[.)])\s", text))
+
+
+# A name that picks out one piece of work: a numbered item (WP15, FW-005, #42, Phase 7), a file
+# name with its extension, a name in backticks.
+_IDENTIFIER = re.compile(
+    r"`([^`\s]{3,60})`|\b((?:phase|step|part|stage|task|issue|pr|wp)\s?-?\d+[a-z]?)\b|"
+    r"(#\d+)\b|\b([A-Z]{1,6}-?\d+[\w.-]*)|\b([\w-]+\.(?:py|ts|tsx|js|jsx|mjs|md|json|toml|yml|"
+    r"yaml|rs|go|java|kt|rb|sh|ps1|html|css|sql|txt))\b",
+    re.I,
+)
+
+
+def subject_of(item: str) -> str | None:
+    """The first name in a pending item that picks out its work ("WP15", "`cli-new.ts`")."""
+    found = _IDENTIFIER.search(_TASK_CHECKBOX.sub("", item))
+    if not found:
+        return None
+    return next(g for g in found.groups() if g).lower()
+
+
+_TASK_CHECKBOX = re.compile(r"^\W*\[(?: |x|in progress)\]\s*", re.I)
+
+
+def finished_by_report(item: str, statements: Sequence[str]) -> bool:
+    """A pending item whose subject the agent's words last name in a report of finished work
+    ("WP15 complete", "Committed `cli-new.ts`"), not in a sentence leaving it open: the span
+    finished it. ``statements``: the agent's words in order."""
+    subject = subject_of(item)
+    if subject is None:
+        return False
+    last = None
+    pattern = re.compile(r"(?<![\w-])" + re.escape(subject) + r"(?![\w-])", re.I)
+    for words in statements:
+        if subject not in words.lower():
+            continue
+        for label, text in report_parts(words):
+            if pattern.search(text):
+                last = label
+    return last == REPORT

@@ -14,11 +14,13 @@ modified files are never trimmed.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...core.changes import is_directory, normalise_path
 from ...core.evaluator import carry_over
 from ...core.evaluator.gate import SpanProgress, overtaken_items
+from ...core.records import Message
 from ...core.sections import (
     CONSTRAINTS,
     CURRENT_WORK,
@@ -42,8 +44,9 @@ from ...core.sections import (
     is_item,
     parse_sections,
 )
-from ...core.span_facts import updates_tasks
+from ...core.span_facts import is_request, updates_tasks
 from ...core.tokens import get_encoding, token_lengths
+from ...core.work_state import OPEN_PART, OTHER, REPORT, finished_by_report, report_parts
 from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,
@@ -112,7 +115,8 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> Summary:
         notes = read_span(request.messages)
-        items, foreign_order = _previous(request.previous_summary, notes)
+        said = [m.content or "" for m in request.messages if m.role == "assistant" and m.content]
+        items, foreign_order = _previous(request.previous_summary, notes, said)
         items += self._new_items(request, notes, items, age=len(items))
         items = _errors_merged(items)
         modified = list(request.files.get("modified_files") or [])
@@ -208,22 +212,24 @@ class ExtractiveSummarizer:
         for line in notes.delegated:
             add(DONE, f"- {line}")
         calls = [line for line in notes.current_work if line.startswith("- ")]
+        # The agent's last words: what they report finished is done work, what they leave
+        # open is current work (mid-turn) or the next step (its turn is over, or the user has
+        # spoken since), never the other way round (``core.work_state.report_parts``).
+        over = notes.turn_ended or _words_before_request(request.messages)
+        left_open: list[str] = []
         for line in notes.current_work:
-            # The last call is never trimmed (what the agent was doing at the cut); the quote
-            # of its last words, when trimmed, leaves its gist.
-            # The agent's last words reporting the work finished are done work, not pending.
-            # Its calls are done work when its turn ended on those words (it handed back to
-            # the user); the words themselves may still name what is left.
-            finished = notes.turn_ended and not notes.stated_next
-            quote = line.startswith(">")
-            where = (
-                DONE
-                if (quote and notes.reported_done) or (finished and not quote)
-                else CURRENT_WORK
-            )
-            add(where, line, protected=bool(calls) and line is calls[-1])
             if line.startswith(">"):
-                items[-1].fallback = quote_gist(line) or None
+                for where, text in _placed_words(line, over, notes.reported_done):
+                    if where == NEXT_STEP:
+                        left_open.append(text)
+                        continue
+                    add(where, text)
+                    items[-1].fallback = quote_gist(text) or None
+                continue
+            # The last call is never trimmed (what the agent was doing at the cut). Its calls
+            # are done work when its turn ended on its words (it handed back to the user).
+            finished = notes.turn_ended and not notes.stated_next
+            add(DONE if finished else CURRENT_WORK, line, protected=line is calls[-1])
         if len(notes.errors) > MAX_NEW_ERRORS:
             more = len(notes.errors) - MAX_NEW_ERRORS
             add(ERRORS, f"- (and {more} earlier distinct errors in this span)")
@@ -247,7 +253,41 @@ class ExtractiveSummarizer:
         step = _next_step(notes)
         if step:
             add(NEXT_STEP, step)
+        for text in left_open:
+            add(NEXT_STEP, text)
+            items[-1].fallback = quote_gist(text) or None
         return items
+
+
+def _placed_words(quote: str, over: bool, reported: bool) -> list[tuple[str, str]]:
+    """The sections the quote of the agent's last words goes under, part by part: what it
+    reports finished under Done; what it leaves open under Current work while the agent is at
+    work, under Next step once its turn is over (``over``); a finding under Current work
+    mid-turn, under Done (its last report) once the turn is over or the words report the work
+    done (``reported``)."""
+    words = "\n".join(line.removeprefix(">").removeprefix(" ") for line in quote.splitlines())
+    out: list[tuple[str, str]] = []
+    for label, text in report_parts(words):
+        if label == REPORT or (label == OTHER and (over or reported)):
+            where = DONE
+        else:
+            where = NEXT_STEP if over and label == OPEN_PART else CURRENT_WORK
+        quoted = "\n".join("> " + line for line in text.splitlines())
+        if out and out[-1][0] == where:
+            out[-1] = (where, out[-1][1] + "\n" + quoted)
+        else:
+            out.append((where, quoted))
+    return out
+
+
+def _words_before_request(messages: Sequence[Message]) -> bool:
+    """The agent's last words came before the latest request: they answered an earlier one."""
+    for m in reversed(messages):
+        if is_request(m):
+            return True
+        if m.role == "assistant" and (m.content or "").strip():
+            return False
+    return False
 
 
 def _next_step(notes: SpanNotes) -> str | None:
@@ -274,11 +314,14 @@ def _next_step(notes: SpanNotes) -> str | None:
     return f"Continue the latest request: {first}"
 
 
-def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[str]]:
+def _previous(
+    summary: str | None, notes: SpanNotes, statements: Sequence[str] = ()
+) -> tuple[list[_Item], list[str]]:
     """The previous summary's items (any writer) in ctxtool's sections and its foreign headings
     in order. Done tasks are retired to Done; what the span supersedes moves to Earlier
     requests / Earlier work; a tool usage tally (what older versions wrote) is left out: a
-    count of calls tells the next step nothing."""
+    count of calls tells the next step nothing. ``statements``: the agent's words in the span
+    (a pending item they last name in a report of finished work is done)."""
     items: list[_Item] = []
     foreign: list[str] = []
     supersedes = {
@@ -301,10 +344,17 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
             where = name
             if name == OPEN_TASKS and (_NO_TASK.match(line) or _listed(line, notes)):
                 continue  # a placeholder, or a task the span's own list states now
-            if name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP, EARLIER_WORK) and (
-                is_done(line) or _finished_in_span(line, notes)
+            # an item listed as to do (by its section, or its own mark under any heading)
+            to_do = name in (OPEN_TASKS, CURRENT_WORK, NEXT_STEP, EARLIER_WORK) or bool(
+                _PENDING_MARK.search(line)
+            )
+            if to_do and (
+                is_done(line)
+                or _finished_in_span(line, notes)
+                or finished_by_report(line, statements)
             ):
                 where = DONE  # marked done, or work the span did since
+                line = _marked_done(line)
             if name == ERRORS and fixed_command(line, notes.succeeded, notes.targets):
                 # a run of its command succeeded in this span: retired to Done
                 where, line = DONE, as_fixed(line)
@@ -315,6 +365,25 @@ def _previous(summary: str | None, notes: SpanNotes) -> tuple[list[_Item], list[
                 item.fallback = f"- `{path.group(1)}`"  # trimmed, the path stays
             items.append(item)
     return items, foreign
+
+
+# The marks that list an item as to do (as the evaluator reads them), and its checkbox.
+_PENDING_MARK = re.compile(r"\[ \]|\[in progress\]|\bpending\b|\bin progress\b", re.I)
+_CHECKBOX = re.compile(r"^(\s*(?:[-*+]|\d+[.)])?\s*)\[(?: |in progress)\]\s*", re.I)
+
+
+def _marked_done(line: str) -> str:
+    """A carried item the span finished, marked done: its checkbox ticked, or ``[x]`` put
+    before it, and the words that listed it as to do ("(pending)", "(NEXT)") taken out."""
+    if is_done(line) or "\n" in line:
+        return line
+    text = re.sub(r"\s*\((?:pending|in progress|next|todo)\)", "", line, flags=re.I)
+    ticked, n = _CHECKBOX.subn(lambda m: m.group(1) + "[x] ", text, count=1)
+    if n:
+        return ticked
+    lead = re.match(r"^(\s*(?:[-*+]|\d+[.)])\s+|#+\s*)?", text)
+    head = lead.group(0) if lead else ""
+    return f"{head}[x] {text[len(head) :]}"
 
 
 def _errors_merged(items: list[_Item]) -> list[_Item]:
