@@ -168,6 +168,7 @@ class FakeLLM:
                     if llm.slots and llm._slots is None:
                         llm._slots = threading.Semaphore(llm.slots)
                     slots = llm._slots
+                self._in_hand = True
                 try:
                     if slots is None:
                         self._post()
@@ -175,6 +176,13 @@ class FakeLLM:
                         with slots:
                             self._post()
                 finally:
+                    self._answered()
+
+            def _answered(self):
+                """The request leaves the hand as its answer goes out: a client that has read
+                the answer may send its next request before this thread returns."""
+                if getattr(self, "_in_hand", False):
+                    self._in_hand = False
                     with llm.lock:
                         llm.in_hand -= 1
 
@@ -284,6 +292,7 @@ class FakeLLM:
                 self._raw(status, json.dumps(payload).encode(), "application/json", headers)
 
             def _raw(self, status, data, ctype, headers=None):
+                self._answered()
                 self.send_response(status)
                 self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(data)))
