@@ -4,6 +4,7 @@ Each rule as a plain list, then on a real shared transcript's span."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ctxtool.compaction.summarizers.span_notes import read_span, result_gist
@@ -16,7 +17,7 @@ from ctxtool.core.changes import (
     reported_changes,
 )
 from ctxtool.core.records import Message
-from ctxtool.core.span_facts import signals_of
+from ctxtool.core.span_facts import first_added_line, signals_of
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
@@ -116,3 +117,29 @@ def test_a_commit_before_the_last_call_says_its_hash_and_counts(tmp_path):
     work = "\n".join(read_span(span).current_work)
     assert "346de6e26" in work and "13 files changed, 1157 insertions(+)" in work
     assert "create mode" not in work
+
+
+def _call(name: str, **arguments) -> dict:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"id": "c1", "type": "function", "function": function}
+
+
+def test_the_first_line_an_edit_brings_in_is_the_fix():
+    patch = (
+        "*** Begin Patch\n*** Update File: src/risk.rs\n@@\n-    prop_assert!(matches!(\n"
+        "+    // rejected first: the macro cannot take a format string\n"
+        "+    let rejected = matches!(\n     risk.evaluate(),\n*** End Patch"
+    )
+    assert first_added_line(_call("apply_patch", input=patch)) == "let rejected = matches!("
+    edit = _call("Edit", file_path="a.py", old_string="x = 1\n}", new_string="x = 1\n}\ntotal = 2")
+    assert first_added_line(edit) == "total = 2"  # a line the old text had is no change
+    assert first_added_line(_call("Write", file_path="a.py", content="import os\n")) is None
+
+
+def test_a_failure_fixed_by_a_one_file_edit_says_the_line_it_brought_in(tmp_path):
+    """Codex on edgerunner: `cargo clippy` failed on a prop_assert!(matches!(…)) format string;
+    the same line passed after the patch to risk.rs that took the match out first."""
+    failures = signals_of(_span("codex--edgerunner-codex-session", tmp_path)).failures
+    [fixed] = [f for f in failures if "invalid format string" in f.error]
+    assert fixed.fixed and fixed.changed_between == ("crates/edgerunner-core/src/risk.rs",)
+    assert fixed.changed_code == ("let rejected = matches!(",)

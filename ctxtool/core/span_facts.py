@@ -265,6 +265,9 @@ class Failure:
     then: str | None = None  # what the agent said next (its diagnosis, or the fix it made)
     fixed_by: str | None = None  # the command that fixed it, when it is another line
     retry: bool = False  # a tool's complaint retried past at once (``core.outcomes``)
+    # The first line each edit between the failure and the fix brought in: the fix itself
+    # when the command stayed the same ("let rejected = matches!(").
+    changed_code: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -761,6 +764,7 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
     runs = _runs(messages)
     plain = runs_of(messages, runs)
     changes = _changes_by_index(messages)
+    edits = _edits_by_index(messages)
     where = {id(r): n for n, r in enumerate(plain)}
     failures = []
     for outcome in outcomes(plain):
@@ -769,6 +773,11 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
         # What changed between the failure and the run that succeeded (that run excluded).
         between = (
             tuple(dict.fromkeys(p for j, p in changes if run.index < j < later.index))
+            if later
+            else ()
+        )
+        code = (
+            tuple(dict.fromkeys(c for j, c in edits if run.index < j < later.index))
             if later
             else ()
         )
@@ -784,9 +793,74 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
                 then=_said_after(messages, run.result),
                 fixed_by=later.command if later and later.command != run.command else None,
                 retry=outcome.retry,
+                changed_code=code[:MAX_CHANGED_CODE],
             )
         )
     return failures
+
+
+MAX_CHANGED_CODE = 2
+CHANGED_CODE_CHARS = 80
+
+
+def _edits_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
+    """The first line each edit call brought in (:func:`first_added_line`), by index."""
+    return [
+        (i, line)
+        for i, m in enumerate(messages)
+        if m.role == "assistant"
+        for call in work_calls(m)
+        if modified_paths(call) and (line := first_added_line(call))
+    ]
+
+
+def first_added_line(call: dict[str, Any]) -> str | None:
+    """The first line an edit brings in that the text it replaces did not have, with a word
+    in it (no lone brace), within ``CHANGED_CODE_CHARS``; None for a whole file written (its
+    first line says nothing of a fix) or an edit that adds none."""
+    new, old = _edit_texts(call)
+    if new is None:
+        return None
+    before = {line.strip() for line in old.splitlines()}
+    for line in new.splitlines():
+        text = " ".join(line.split())
+        if (
+            text
+            and text not in before
+            and re.search(r"[A-Za-z]{2}", text)
+            and not text.startswith(("#", "//", "/*", "*", "--", "<!--"))  # a comment is no fix
+        ):
+            return text if len(text) <= CHANGED_CODE_CHARS else text[:CHANGED_CODE_CHARS] + "…"
+    return None
+
+
+def _edit_texts(call: dict[str, Any]) -> tuple[str | None, str]:
+    """The new and the replaced text of an edit (a patch's + and - lines, an Edit's new and
+    old strings); (None, "") for a call that writes a whole file."""
+    args = arguments_of(call)
+    patch = _patch_of(call)
+    if patch is not None:
+        lines = patch.splitlines()
+        new = [x[1:] for x in lines if x.startswith("+") and not x.startswith("+++")]
+        old = [x[1:] for x in lines if x.startswith("-") and not x.startswith("---")]
+        return "\n".join(new), "\n".join(old)
+    listed = args.get("edits")
+    edits: list[Any] = listed if isinstance(listed, list) else [args]
+    olds = [
+        str(e.get(k) or "")
+        for e in edits
+        if isinstance(e, dict)
+        for k in ("old_string", "old_str", "oldText")
+    ]
+    if not any(olds):
+        return None, ""
+    news = [
+        str(e.get(k) or "")
+        for e in edits
+        if isinstance(e, dict)
+        for k in ("new_string", "new_str", "newText")
+    ]
+    return "\n".join(news), "\n".join(olds)
 
 
 def succeeded_commands(messages: Sequence[Message]) -> set[str]:

@@ -62,6 +62,7 @@ _SPECIFIC_ERROR = re.compile(
     re.M,
 )
 RECENT_CALLS = 3
+MAX_FIX_FILES = 2  # a fix that changed more files is no one line of code
 # A word that carries a number or a version: a cut never ends just before one.
 _NUMERIC = re.compile(r"\d")
 NUMBER_REACH = 40  # characters past a limit that a number after the cut may take
@@ -434,6 +435,9 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
+            if how and f.changed_code and len(f.changed_between) <= MAX_FIX_FILES:
+                # what a targeted edit brought in: the fix itself
+                how += f" ({'; '.join(f'`{c}`' for c in f.changed_code)})"
             # cause -> fix: the command that fixed it when it is another line, the arguments
             # the run that fixed it changed (another directory, a flag of the tool's)
             fix = f" — fixed: {shown_command(f.fixed_by)} succeeded" if f.fixed_by else FIXED
