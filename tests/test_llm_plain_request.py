@@ -7,6 +7,8 @@ twice. Against tests/llm_server.py and a server that records what it is sent, th
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import socket
 import threading
@@ -20,6 +22,7 @@ from ctxtool.compaction.summarizers.openai import (
     _chat_completion,
     _closed_by_peer,
     _json_body,
+    _read_answer,
     _Replay,
 )
 
@@ -218,21 +221,61 @@ def test_which_answers_the_plain_request_reads_itself():
 
 
 def test_a_kept_alive_connection_the_server_closed_is_not_reused():
-    import http.client
-
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    conn = http.client.HTTPConnection("127.0.0.1", listener.getsockname()[1], timeout=2)
-    conn.connect()
+    sock = socket.create_connection(listener.getsockname(), timeout=2)
     accepted, _ = listener.accept()
     try:
-        assert not _closed_by_peer(conn)  # idle and open
+        assert not _closed_by_peer(sock)  # idle and open
         accepted.close()  # the server's idle timeout
-        assert _closed_by_peer(conn)
+        assert _closed_by_peer(sock)
     finally:
-        conn.close()
+        sock.close()
         listener.close()
+
+
+def _answer(raw: bytes):
+    return _read_answer(io.BytesIO(raw))
+
+
+def test_an_answer_is_read_as_http_1_1_frames_it():
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    assert _answer(head + b"Content-Length: 2\r\n\r\n{}extra") == (
+        200,
+        [("Content-Type", "application/json"), ("Content-Length", "2")],
+        b"{}",
+        True,
+    )
+    chunked = (
+        head + b'Transfer-Encoding: chunked\r\n\r\n3;x=y\r\n{"a\r\n4\r\n":1}\r\n0\r\nT: 1\r\n\r\n'
+    )
+    assert _answer(chunked)[2] == b'{"a":1}'
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + head + b"Content-Length: 0\r\n\r\n"
+    assert _answer(interim)[0] == 200
+    # Framed by the connection's end: read to it, and the connection is not kept.
+    assert _answer(head + b'\r\n{"b": 2}')[2:] == (b'{"b": 2}', False)
+    assert _answer(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")[3] is False
+    close = b"HTTP/1.1 503 busy\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"
+    assert _answer(close) == (503, [("Connection", "close"), ("Content-Length", "1")], b"x", False)
+    assert _answer(b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n")[2] == b""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # closed before answering
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+def test_a_malformed_answer_is_a_protocol_error(raw):
+    with pytest.raises(http.client.HTTPException):
+        _answer(raw)
 
 
 def _span():
