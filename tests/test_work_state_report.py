@@ -12,7 +12,17 @@ import pytest
 
 from ctxtool.core.evaluator.answers import ContextText
 from ctxtool.core.sections import parse_sections
-from ctxtool.core.work_state import OPEN_PART, OTHER, REPORT, finished_by_report, report_parts
+from ctxtool.core.work_state import (
+    OPEN_PART,
+    OTHER,
+    REPORT,
+    finished_by_report,
+    notices_of,
+    report_parts,
+    request_steps,
+    steps_left,
+    users_own_words,
+)
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
@@ -120,3 +130,71 @@ def test_mid_turn_words_keep_what_passed_out_of_current_work(span):
     assert any(line.startswith("> Now commit the FW-005 feature files") for line in work)
     assert not any("Build passes" in line for line in work)
     assert "> Build passes." in section(text, "Done")
+
+
+def test_a_runtime_s_notices_in_a_user_message_are_not_the_user_s_words():
+    message = (
+        "System: [2026-03-06 21:42:42 GMT+8] Exec failed (dawn-pra, code 1) :: error: GH001\n"
+        "System: [2026-03-06 21:43:59 GMT+8] Exec completed (briny-nu, code 0)\n\n"
+        "[Fri 2026-03-06 21:50 GMT+8] Two questions: why did my push pass?\n"
+        "[message_id: 3f496722-f059]"
+    )
+    assert users_own_words(message) == "Two questions: why did my push pass?"
+    assert notices_of(message).count("System:") == 2
+    assert users_own_words("System: [2026-03-06 21:43:59 GMT+8] Exec completed (x, code 0)") == ""
+    assert users_own_words("Fix [this] please") == "Fix [this] please"
+
+
+PLAN = """## Research Plan
+
+**Question**: which browser storage for a SaaS app?
+
+**Phase 1**: Sufficiency check — search notes.db
+
+**Phase 2**: Web search
+
+**Phase 3**: Fetch and cite — fetch_url then resolve_citation
+
+**Phase 4**: Synthesize — create_para_doc"""
+
+
+def test_a_plan_s_phases_are_its_steps_and_those_reported_done_are_not_left():
+    steps = request_steps(PLAN)
+    assert [s.split("**")[1] for s in steps] == ["Phase 1", "Phase 2", "Phase 3", "Phase 4"]
+    said = ["**Phase 1 complete**: the notes say little. Moving to **Phase 2**."]
+    assert steps_left(steps, said) == steps[1:]
+    # a later phase reported done: the ones before it are done too (the work goes in order)
+    assert steps_left(steps, said + ["Phase 3 complete."]) == steps[3:]
+    assert steps_left(steps, []) == steps
+
+
+def test_prose_signposts_its_later_steps():
+    request = (
+        "Pick up FW-005 first. Run pnpm build, commit the feature, then update issues.md and "
+        "STATUS.md in a second commit. After that, help decide FW-007."
+    )
+    assert request_steps(request) == [
+        "update issues.md and STATUS.md in a second commit.",
+        "help decide FW-007.",
+    ]
+    assert request_steps("Fix it. When you're done, run the submit command.") == [
+        "When you're done run the submit command."
+    ]
+    assert request_steps("I think then we are done") == []  # "then" that orders nothing
+    # a long template's numbered tips are no steps
+    tips = "Fix the issue.\n" + "\n".join(
+        f"{n}. If you open a file, look {'x' * 300}" for n in range(5)
+    )
+    assert request_steps(tips) == []
+
+
+def test_the_next_step_names_the_request_s_steps_not_yet_done(span):
+    """paradocs (Pi) cut in Phase 2 of the research plan: Phases 2-4 are left, Phase 1 was
+    reported complete; SWE-agent cut after the fix: the template's closing step, running
+    submit, is left."""
+    text = _summary(span("pi--paradocs-session"))
+    [left] = [i for i in section(text, "Next step") if i.startswith("- Steps of the latest")]
+    assert "Phase 3**: Fetch and cite" in left and "Phase 4" in left
+    assert "Phase 1" not in left
+    text = _summary(span("openai-chat--SWE-agent-function_calling_simple"))
+    assert any("submit command" in i for i in section(text, "Next step"))

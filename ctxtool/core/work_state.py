@@ -448,3 +448,97 @@ def finished_by_report(item: str, statements: Sequence[str]) -> bool:
             if pattern.search(text):
                 last = label
     return last == REPORT
+
+
+# -- what the user typed, apart from what the runtime put in their message ----------------------
+
+# A runtime's notice in the user's message ("System: [2026-03-06 21:42:42 GMT+8] Exec failed
+# (dawn-pra, code 1) :: …"), the message's id trailer, and the time stamp before their words.
+_NOTICE_LINE = re.compile(r"^[ \t]*System:[ \t]*\[[^\]\n]{6,40}\][^\n]*$", re.M)
+_MESSAGE_ID = re.compile(r"^[ \t]*\[message_id:[^\]\n]*\][ \t]*$", re.M | re.I)
+_STAMP = re.compile(
+    r"^[ \t]*\[(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,? \d{4}-\d\d-\d\d[^\]\n]{0,24}\][ \t]*",
+    re.M | re.I,
+)
+
+
+def users_own_words(text: str) -> str:
+    """A user message without the runtime's notices in it (a command's exit reported as
+    "System: [time] Exec failed …"), its message id and its time stamp: what the user typed.
+    Empty when the message is only notices."""
+    if "System:" not in text and "[" not in text:
+        return text
+    own = _STAMP.sub("", _MESSAGE_ID.sub("", _NOTICE_LINE.sub("", text)))
+    return (
+        "\n".join(line for line in own.strip().splitlines() if line.strip())
+        if own != text
+        else text
+    )
+
+
+def notices_of(text: str) -> str:
+    """The runtime's notices in a user message, joined (empty when there are none)."""
+    return "\n".join(m.group(0) for m in _NOTICE_LINE.finditer(text))
+
+
+# -- the latest request's steps, and those the span has not done --------------------------------
+
+# A request's own list of steps: "**Phase 3**: Fetch and cite", "Step 2 -", "1.", "- ".
+_STEP_LINE = re.compile(
+    r"^\s*(?:[-*+]\s+|\d+[.)]\s+|\**(?:phase|step|stage|part)\s*\d+[a-z]?\**\s*[:.)-])", re.I
+)
+_LABELLED_STEP = re.compile(r"^\s*\**(?:phase|step|stage)\s*\d+[a-z]?\**\s*[:.)-]", re.I)
+MAX_LISTED_REQUEST = 1_200
+# Where a request in prose goes on to a later step: "…, then update X", "After that, help …",
+# and its closing step: "When you're satisfied …, submit", "Finally, …".
+_LATER_STEP = re.compile(
+    r"(?:[,;.:]\s+(?:and\s+)?|\s+and\s+)(then|after that|afterwards|finally|once (?:that|this|it|you)|"
+    r"when (?:you'?re|you are|that'?s|it'?s) (?:done|satisfied|finished))\b,?\s*",
+    re.I,
+)
+
+
+def request_steps(request: str) -> list[str]:
+    """The steps of a request, in order: its own list of steps when it has one (a plan's
+    phases, a numbered or bulleted list); in prose, the later steps it signposts ("…, then
+    update X", "After that, help decide Y", "When you're satisfied …, submit"), each up to the
+    end of its sentence."""
+    lines = [line.strip() for line in request.splitlines() if line.strip()]
+    labelled = [line for line in lines if _LABELLED_STEP.match(line)]
+    if len(labelled) >= 2:
+        return labelled
+    listed = [line for line in lines if _STEP_LINE.match(line)]
+    # a short request's list is its steps; a long one's (a template's tips) may be anything
+    if len(listed) >= 2 and len(request) <= MAX_LISTED_REQUEST:
+        return listed
+    text = " ".join(request.split())
+    out = []
+    for found in _LATER_STEP.finditer(text):
+        rest = text[found.end() :]
+        end = re.search(
+            r"(?<=[.!?])\s|(?:[,;.]\s*|\s)(?:and\s+)?(?:then|after that|finally)\b", rest
+        )
+        step = rest[: end.start()] if end else rest
+        lead = found.group(1)
+        if lead.lower().startswith(("once", "when")):
+            step = f"{lead} {step}"
+        if step.strip(" .,;"):
+            out.append(step.strip().rstrip(",;"))
+    return out
+
+
+def steps_left(
+    steps: Sequence[str],
+    statements: Sequence[str],
+    actions: Sequence[str] = (),
+    changed: Sequence[str] = (),
+) -> list[str]:
+    """The steps the span has not done: not one its agent's words last report finished
+    ("Phase 1 complete"), that a successful run carried out, or that made a file it
+    changed. Steps before the last done one are done too (the work goes in order)."""
+    done = [
+        finished_by_report(s, statements) or done_by_action(s, actions) or done_by_file(s, changed)
+        for s in steps
+    ]
+    last = max((n for n, d in enumerate(done) if d), default=-1)
+    return [s for n, s in enumerate(steps) if n > last and not done[n]]

@@ -46,7 +46,15 @@ from ...core.sections import (
 )
 from ...core.span_facts import is_request, updates_tasks
 from ...core.tokens import get_encoding, token_lengths
-from ...core.work_state import OPEN_PART, OTHER, REPORT, finished_by_report, report_parts
+from ...core.work_state import (
+    OPEN_PART,
+    OTHER,
+    REPORT,
+    finished_by_report,
+    report_parts,
+    request_steps,
+    steps_left,
+)
 from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,
@@ -253,10 +261,29 @@ class ExtractiveSummarizer:
         step = _next_step(notes)
         if step:
             add(NEXT_STEP, step)
+            left = _steps_left(notes, request.messages)
+            if left and not (notes.turn_ended or notes.reported_done):
+                add(NEXT_STEP, "- Steps of the latest request not yet done: " + "; ".join(left))
         for text in left_open:
             add(NEXT_STEP, text)
             items[-1].fallback = quote_gist(text) or None
         return items
+
+
+MAX_STEPS_LEFT = 4
+
+
+def _steps_left(notes: SpanNotes, messages: Sequence[Message]) -> list[str]:
+    """The latest request's steps the span has not done (``work_state.steps_left``), the
+    next ``MAX_STEPS_LEFT`` of them, each within a line."""
+    if not notes.latest_request:
+        return []
+    said = [m.content or "" for m in messages if m.role == "assistant" and m.content]
+    steps = request_steps(notes.latest_request)
+    left = steps_left(steps, said, notes.actions, list(notes.files))
+    # "2. If you …" would end a sentence at its number
+    left = [re.sub(r"^(\d+)\.\s", r"\1) ", s) for s in left[:MAX_STEPS_LEFT]]
+    return [whole_sentences(s, 160) for s in left]
 
 
 def _placed_words(quote: str, over: bool, reported: bool) -> list[tuple[str, str]]:
