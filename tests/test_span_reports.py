@@ -143,3 +143,37 @@ def test_a_failure_fixed_by_a_one_file_edit_says_the_line_it_brought_in(tmp_path
     [fixed] = [f for f in failures if "invalid format string" in f.error]
     assert fixed.fixed and fixed.changed_between == ("crates/edgerunner-core/src/risk.rs",)
     assert fixed.changed_code == ("let rejected = matches!(",)
+
+
+def _tool_run(name: str, arguments: dict, result: str, first_id: int) -> list[Message]:
+    call = {"id": f"c{first_id}", "type": "function", "function": {"name": name}}
+    call["function"]["arguments"] = json.dumps(arguments)
+    return [
+        Message(id=first_id, session_id=1, role="assistant", content="", tool_calls=[call]),
+        Message(
+            id=first_id + 1, session_id=1, role="tool", content=result, tool_call_id=call["id"]
+        ),
+    ]
+
+
+def test_a_custom_tool_s_json_record_of_its_failure_is_a_failure_and_its_retry_the_fix():
+    refused = json.dumps({"status": "error", "tool": "cron", "error": "invalid cron.add params"})
+    messages = [Message(id=1, session_id=1, role="user", content="Schedule the digest at 7:00")]
+    messages += _tool_run("cron", {"action": "add"}, refused, 2)
+    messages += _tool_run("cron", {"action": "add"}, json.dumps({"ok": True, "id": "j1"}), 4)
+    [failure] = signals_of(messages).failures
+    assert failure.error == "invalid cron.add params" and failure.fixed
+    # a command line's failure is its exit code's to say, not its JSON frame's
+    ran = json.dumps({"status": "error", "tool": "exec", "error": "Command exited with code 1"})
+    messages = messages[:1] + _tool_run("exec", {"command": "git commit -m x"}, ran, 2)
+    assert signals_of(messages).failures == []
+
+
+def test_openclaw_s_cron_tool_refusing_its_parameters_is_a_failure_fixed_later(tmp_path):
+    """Pi (OpenClaw) before its third compaction: the cron tool answered
+    {"status": "error", "error": "invalid cron.add params: …"} twice before the job was added."""
+    span = _span(
+        "pi--openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc--before-third-compaction", tmp_path
+    )
+    refused = [f for f in signals_of(span).failures if f.tool == "cron"]
+    assert refused and all("invalid cron.add params" in f.error and f.fixed for f in refused)

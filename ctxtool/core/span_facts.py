@@ -925,9 +925,19 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         # "error: invalid hunk at line 4 …").
         return bool(_ERROR_FIRST.match(unwrapped_output(result.content or "")))
     if code is None and _says_its_failures(tool):
-        # a custom tool says it failed in its text (``❌ Could not parse …``, "… failed.")
-        return said_failed(unwrapped_output(result.content or ""))
+        # a custom tool says it failed in its text (``❌ Could not parse …``, "… failed."),
+        # or in a JSON record ({"error": "invalid cron.add params: …"}) when it runs no
+        # command line (a command's failure is its exit code's to say)
+        return said_failed(unwrapped_output(result.content or "")) or (
+            said is not None and not _runs_a_command(tool, command)
+        )
     return isinstance(code, int) and code != 0
+
+
+def _runs_a_command(tool: str, command: str) -> bool:
+    """The call ran a command line (OpenClaw's ``exec``), not a tool on its arguments
+    (``cron``, ``fetch_url https://…``)."""
+    return bool(command) and command != tool and not command.startswith(f"{tool} ")
 
 
 def _says_its_failures(tool: str) -> bool:
