@@ -197,3 +197,19 @@ def test_a_changed_file_s_line_names_what_its_edits_brought_in():
     [app] = [line for line in changed if "`app.js`" in line]
     assert "(adds `STORAGE_KEY`, `saveTodos`, `addTodo`)" in app
     assert "- `util.js`" in changed
+
+
+def test_an_earlier_answer_is_said_whole_while_there_is_room_and_shrinks_first():
+    span = Span()
+    span.add("user", "Where are the provider headers loaded?")
+    lines = [f"- `loader{n}.ts` reads `header_{n}` from `models.json`" for n in range(12)]
+    span.add("assistant", "Here is what I found:\n" + "\n".join(lines))
+    span.add("user", "Thanks. Now add a test.")
+    span.call("bash", "ok", command="pytest -q")
+    roomy = summarize(span.messages)
+    earlier = "\n".join(section(roomy, "Earlier requests"))
+    assert "header_11" in earlier and "header_0" in earlier  # the whole report
+    # short of room it is the first of the span's own items to shrink, to its first lines
+    tight = summarize(span.messages, budget=len(roomy) // 4 - 60)
+    earlier = "\n".join(section(tight, "Earlier requests"))
+    assert "header_0" in earlier and "header_11" not in earlier and "[…]" in earlier

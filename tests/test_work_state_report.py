@@ -198,3 +198,18 @@ def test_the_next_step_names_the_request_s_steps_not_yet_done(span):
     assert "Phase 1" not in left
     text = _summary(span("openai-chat--SWE-agent-function_calling_simple"))
     assert any("submit command" in i for i in section(text, "Next step"))
+
+
+def test_what_stays_the_same_is_no_work_left():
+    assert labels("- The rest of the renderer remains the same.")[0][0] != OPEN_PART
+    assert labels("What remains is the README.")[0][0] == OPEN_PART
+
+
+def test_an_earlier_answer_keeps_the_names_a_later_question_asks_for(span):
+    """kimchi-dev (Pi), a question-and-answer session: each earlier answer is said whole at
+    16k (the ModelRegistry's getApiKeyAndHeaders; streamFn, not a writable property), where
+    it stopped after its first line."""
+    text = _summary(span("pi--kimchi-dev-session"))
+    earlier = "\n".join(section(text, "Earlier requests"))
+    assert "getApiKeyAndHeaders" in earlier
+    assert "writable" in earlier or "not exposed" in earlier

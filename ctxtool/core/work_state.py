@@ -318,7 +318,7 @@ _LEFT_OPEN = re.compile(
     # "Now commit the files:", not "Now: crypto RNG" (a label) nor "now uses" (a new state)
     r"\?\s*\**\s*$|^\W*now,?\s+(?!\w+s\b|that\b)\w|\b(i'?m|we'?re) (now )?\w+ing\b|"
     r"\b(next(?![.-]\w)|then i|let me|let'?s|i'?ll|i will|i'?m going to|going to|still|"
-    r"remain(s|ing)?|left to|not yet|pending|in progress|if you (want|need|prefer|like)|"
+    r"remaining|remains? to|what remains|left to|not yet|pending|in progress|if you (want|need|prefer|like)|"
     r"should i|want me to|would you like|do you want|shall i|(?<!you )needs? to|has to|"
     r"blocked|blocker|waiting|awaits?|after that)\b",
     re.I,

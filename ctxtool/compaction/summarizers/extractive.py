@@ -67,6 +67,7 @@ from .span_notes import (
     masked,
     quote_gist,
     read_span,
+    reported,
     whole_sentences,
 )
 
@@ -100,6 +101,9 @@ class _Item:
     # A carried item the span overtook (finished, fixed, superseded): the first of the
     # previous summary's items trimmed.
     retired: bool = False
+    # the item said at more length while there is room: shrunk to ``text`` early (after
+    # the noise and the read paths), dropped later where ``text`` would be
+    longer: str | None = None
 
 
 class ExtractiveSummarizer:
@@ -195,12 +199,15 @@ class ExtractiveSummarizer:
             shown = whole_sentences(goal or request.title or "(not stated)", LATEST_REQUEST_CHARS)
             add(GOAL, _not_a_heading(shown), protected=True)
         earlier, latest = notes.requests[:-1], notes.latest_request
+        fuller = _fuller_outcomes(notes.outcomes[: len(earlier)], request.messages)
         for text, outcome in zip(earlier, notes.outcomes):
             if text != goal:  # the first request, when it is the goal, is said there
                 add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
             if outcome:  # under its request; the first thing trimmed when over budget
-                shown = f"  → {outcome}" if text != goal else f"- (the goal) → {outcome}"
-                items.append(_Item(EARLIER_REQUESTS, shown, len(items) - 10**6))
+                lead = "  → " if text != goal else "- (the goal) → "
+                items.append(_Item(EARLIER_REQUESTS, lead + outcome, len(items) - 10**6))
+                if fuller.get(outcome):  # the report whole while there is room
+                    items[-1].longer = lead + fuller[outcome]
         if latest:
             quoted = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS)
             if request.split_turn:
@@ -315,6 +322,27 @@ def _words_before_request(messages: Sequence[Message]) -> bool:
         if m.role == "assistant" and (m.content or "").strip():
             return False
     return False
+
+
+FULL_OUTCOME_CHARS = 900
+
+
+def _fuller_outcomes(outcomes: list[str], messages: Sequence[Message]) -> dict[str, str]:
+    """For each earlier request's outcome (the first lines of the agent's report that name
+    something, ``span_notes.reported``), the same report within ``FULL_OUTCOME_CHARS``: the
+    answer a question about that turn asks for, said whole while the budget has room."""
+    wanted = {o for o in outcomes if o and o.endswith("[…]")}
+    out: dict[str, str] = {}
+    for m in messages:
+        if not wanted:
+            break
+        if m.role != "assistant" or not (m.content or "").strip():
+            continue
+        short = masked(reported(m.content or ""))
+        if short in wanted:
+            wanted.discard(short)
+            out[short] = masked(reported(m.content or "", FULL_OUTCOME_CHARS))
+    return out
 
 
 def _next_step(notes: SpanNotes) -> str | None:
@@ -625,15 +653,34 @@ def _fit(
     cost_short = {
         id(i): n + 1 for i, n in zip(short, token_lengths([i.fallback or "" for i in short], enc))
     }
-    total = sum(cost.values()) + frame
+    # what the longer forms add: shrunk back (``shrink``) after the noise and the read paths
+    longer = sorted((i for i in items if i.longer), key=lambda i: i.age)
+    extra = {
+        id(i): max(0, n + 1 - cost[id(i)])
+        for i, n in zip(longer, token_lengths([i.longer or "" for i in longer], enc))
+    }
+    total = sum(cost.values()) + frame + sum(extra.values())
+    order = _trim_order(items, allowed)
+    noise = next((n for n, i in enumerate(order) if not (i.resolved or i.section == READ)), 0)
+    steps = [(i, False) for i in order[:noise]] + [(i, True) for i in longer]
+    steps += [(i, False) for i in order[noise:]]
     dropped: set[int] = set()
-    for item in _trim_order(items, allowed):
+    shrunk: set[int] = set()
+    for item, shrink in steps:
         if total <= budget:
             break
-        dropped.add(id(item))
-        total -= cost[id(item)] - cost_short.get(id(item), 0)
+        if id(item) in extra and id(item) not in shrunk:
+            shrunk.add(id(item))
+            total -= extra[id(item)]
+        if not shrink:
+            dropped.add(id(item))
+            total -= cost[id(item)] - cost_short.get(id(item), 0)
     kept = [
-        i if id(i) not in dropped else _Item(i.section, i.fallback or "", i.age)
+        _Item(i.section, i.longer, i.age)
+        if i.longer and id(i) not in shrunk
+        else i
+        if id(i) not in dropped
+        else _Item(i.section, i.fallback or "", i.age)
         for i in items
         if id(i) not in dropped or i.fallback
     ]
