@@ -38,8 +38,12 @@ NEGATION_WINDOW = 80  # characters before a phrase searched for its negation
 
 def normalise(text: str) -> str:
     """Lower case, one space for any whitespace, plain quotes: how keys and contexts compare."""
-    text = (text or "").replace("\u2019", "'").replace("\u2018", "'").replace("`", "")
-    return " ".join(text.lower().split())
+    return " ".join(lowered(text).split())
+
+
+def lowered(text: str) -> str:
+    """:func:`normalise` but for the whitespace: lower case, plain quotes, no backticks."""
+    return (text or "").replace("\u2019", "'").replace("\u2018", "'").replace("`", "").lower()
 
 
 def message_text(m: Message) -> str:

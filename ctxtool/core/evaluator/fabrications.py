@@ -23,7 +23,7 @@ from typing import Any
 
 from ..records import Message
 from ..summary_prompt import BRIEF_FORMAT, SUMMARY_FORMAT, SYSTEM_PROMPT, TURN_PREFIX_FORMAT
-from .answers import message_text, normalise
+from .answers import lowered, message_text, normalise
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _PATH = re.compile(
@@ -187,35 +187,74 @@ def _is_path(path: str) -> bool:
 
 
 class SourceText:
-    """What a summary may state: the span, the previous summary, the kept messages."""
+    """What a summary may state: the span, the previous summary, the kept messages.
+
+    Held as :func:`lowered` (lower case, plain quotes), and normalised (whitespace collapsed)
+    only when asked: a string without whitespace is in the normalised text exactly when it is
+    in the lowered one, and one with single spaces inside is when the lowered one holds it
+    (collapsing a run of whitespace only joins what it separated; the ends are stripped), so
+    only a string with spaces that the lowered text lacks needs the normalised one. Numbers
+    and words are the same runs in both. Normalising the span was half of this check."""
 
     def __init__(self, messages: Iterable[Message], extra: Iterable[str | None] = ()):
-        messages = list(messages)
-        parts = [message_text(m) for m in messages] + [e or "" for e in extra]
-        # A summary names a tool's call as the tool and its path ("`grep /src/x`"), as the
-        # summarizer shows a call that runs no command.
-        self.tools = {
-            (c["function"]["name"] or "").lower() for m in messages for c in m.calls()
-        } - {""}
-        self.text = normalise("\n".join(parts))
-        # A call a runtime recorded as code (Codex's ``tools.exec_command({"cmd": …})``) holds
-        # its command JSON-escaped: ``printf '\\n'`` for the ``printf '\n'`` it ran.
-        self.unescaped = self.text.replace("\\\\", "\\").replace('\\"', '"')
+        self._messages = list(messages)
+        parts = [message_text(m) for m in self._messages] + [e or "" for e in extra]
+        self.lowered = lowered("\n".join(parts))
+        self._text: str | None = None
+        self._unescaped: str | None = None
+        self._tools: set[str] | None = None
         self._numbers: set[str] | None = None
         self._words: set[tuple[str, ...]] | None = None
         self._joined = ""
 
+    @property
+    def text(self) -> str:
+        """The history normalised (:func:`normalise`)."""
+        if self._text is None:
+            self._text = " ".join(self.lowered.split())
+        return self._text
+
+    @property
+    def unescaped(self) -> str:
+        r"""A call a runtime recorded as code (Codex's ``tools.exec_command({"cmd": …})``)
+        holds its command JSON-escaped: ``printf '\\n'`` for the ``printf '\n'`` it ran."""
+        if self._unescaped is None:
+            self._unescaped = self.text.replace("\\\\", "\\").replace('\\"', '"')
+        return self._unescaped
+
+    @property
+    def tools(self) -> set[str]:
+        """A summary names a tool's call as the tool and its path ("`grep /src/x`"), as the
+        summarizer shows a call that runs no command."""
+        if self._tools is None:
+            self._tools = {
+                (c["function"]["name"] or "").lower() for m in self._messages for c in m.calls()
+            } - {""}
+        return self._tools
+
+    def holds(self, part: str) -> bool:
+        """Whether the normalised history holds ``part`` (read in the lowered one where that
+        says the same, see the class)."""
+        words = part.split()
+        if words == [part] or not part:  # no whitespace in it
+            return part in self.lowered
+        if " ".join(words) == part and part in self.lowered:  # single spaces, none at the ends
+            return True
+        return part in self.text
+
     def has_number(self, number: str) -> bool:
         """Whether the history holds ``number`` (1,234 as 1234 too; 13 in 13:45 or v2.13)."""
         if self._numbers is None:
-            found = _NUMBERS.findall(self.text)
-            self._numbers = {n.replace(",", "") for n in found} | set(re.findall(r"\d+", self.text))
+            found = _NUMBERS.findall(self.lowered)  # no whitespace in a match: as in the text
+            self._numbers = {n.replace(",", "") for n in found} | set(
+                re.findall(r"\d+", self.lowered)
+            )
         return number.replace(",", "") in self._numbers
 
     def has_words(self, run: tuple[str, ...]) -> bool:
         """Whether the history holds these words in a row (of ``COPIED_WORDS`` at most)."""
         if self._words is None:
-            words = _WORD.findall(self.text)
+            words = _WORD.findall(self.lowered)  # the text's words, whitespace apart
             self._words = _ngrams(words, COPIED_WORDS)
             self._joined = f" {' '.join(words)} "
         if len(run) >= COPIED_WORDS:
@@ -227,11 +266,11 @@ class SourceText:
 
     def contains(self, item: Fabrication) -> bool:
         text = normalise(item.text)
-        if text in self.text:
+        if self.holds(text):
             return True
         if item.kind == "path":
             base = text.rstrip("/").rsplit("/", 1)[-1]
-            return len(base) >= 3 and base in self.text
+            return len(base) >= 3 and self.holds(base)
         if item.kind == "command":
             # A summary may clip a command ("git commit -m … […]"), drop its flags, or quote
             # a line of several steps: each step is then looked for on its own.
@@ -243,7 +282,7 @@ class SourceText:
                 return True
             return whole or all(self._has_command(s) for s in steps or [text])
         if item.kind == "identifier" and text.endswith("()"):
-            return text[:-2].rsplit(".", 1)[-1] in self.text
+            return self.holds(text[:-2].rsplit(".", 1)[-1])
         if item.kind in ("line", "figure"):
             return self.has_number(text)
         return False
