@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctxtool.compaction.summarizers.span_notes import read_span, result_gist
+from ctxtool.compaction.summarizers.span_notes import read_span, reported, result_gist
 from ctxtool.core.changes import (
     ADDED,
     MODIFIED,
@@ -177,3 +177,25 @@ def test_openclaw_s_cron_tool_refusing_its_parameters_is_a_failure_fixed_later(t
     )
     refused = [f for f in signals_of(span).failures if f.tool == "cron"]
     assert refused and all("invalid cron.add params" in f.error and f.fixed for f in refused)
+
+
+def test_a_report_line_with_a_figure_runs_past_the_limit_once():
+    report = (
+        "Done. Single `index.html` with:\n"
+        "- **Min/Max inputs** persisted to `localStorage` (defaults to 1–4 for your group)\n"
+        "- **Land** plays `playLand` (C5-E5-G5, 523.25 Hz)\n- `Enter` key shortcut"
+    )
+    said = reported(report, 100)
+    assert said.startswith("Done. Single `index.html` with:; Min/Max inputs persisted to")
+    assert "defaults to 1–4 for your group" in said and said.endswith("; […]")
+    assert "523.25" not in said  # one line stretches the limit, not two
+    assert reported(
+        "Done. Wrote `a.py`, `b.py` and `c.py` with the new parser.\n" * 3, 60
+    ).endswith("[…]")
+
+
+def test_an_earlier_request_s_outcome_keeps_the_default_it_reported(tmp_path):
+    """Claude Code building a random-number page: the turn's report says the bounds default
+    to 1–4 on its second line, after a line that only opens the list."""
+    notes = read_span(_span("claude-code--apanloco-random-session", tmp_path))
+    assert any("defaults to 1–4" in outcome for outcome in notes.outcomes)

@@ -384,7 +384,7 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     """A report condensed to its lines that name something (code blocks left out), in order,
     within ``limit`` characters; nothing when no line names anything."""
     prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", text)  # code is not a report
-    lines = [_LIST_MARKER.sub("", line).strip() for line in prose.splitlines()]
+    lines = [_LIST_MARKER.sub("", line).replace("**", "").strip() for line in prose.splitlines()]
     named = [line for line in lines if _NAMES_SOMETHING.search(line)]
     # Lines quoting code or a path first ("Created with `npx create-next-app todo-app`"),
     # then the others ("a Next.js project"), each group in order.
@@ -393,13 +393,26 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
         return ""  # nothing a later question could ask for by name
     kept: list[str] = []
     size = 0
+    stretched = False  # one line with a figure may run past the limit (NUMBER_STRETCH)
     for line in named:
-        if kept and size + len(line) > limit:
+        over = kept and size + len(line) > limit
+        if over and (stretched or not _carries_figure(line, limit, size)):
             kept.append("[…]")
             break
+        stretched = stretched or bool(over)
         kept.append(report_line(line, limit))
         size += len(kept[-1]) + 2
     return "; ".join(kept)
+
+
+NUMBER_STRETCH = 0.6  # of the limit: how far one report line with a figure may run past it
+
+
+def _carries_figure(line: str, limit: int, size: int) -> bool:
+    """A line with a figure in it ("defaults to 1–4", "C5-E5-G5 (523.25 Hz)") that fits
+    within the limit stretched by ``NUMBER_STRETCH``: a report's number is what a later
+    question asks for, and the line's first words rarely hold it."""
+    return bool(_NUMERIC.search(line)) and size + len(line) <= limit * (1 + NUMBER_STRETCH)
 
 
 def report_line(line: str, limit: int) -> str:
