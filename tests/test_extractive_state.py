@@ -213,3 +213,20 @@ def test_an_earlier_answer_is_said_whole_while_there_is_room_and_shrinks_first()
     tight = summarize(span.messages, budget=len(roomy) // 4 - 60)
     earlier = "\n".join(section(tight, "Earlier requests"))
     assert "header_0" in earlier and "header_11" not in earlier and "[…]" in earlier
+
+
+def test_a_long_goal_and_request_are_whole_while_there_is_room_and_shrink_when_short():
+    span = Span()
+    goal = " ".join(f"Part {n}: wire module_{n} into the CLI." for n in range(40))
+    span.add("user", goal)
+    span.call("bash", "ok", command="pytest -q")
+    span.add("user", " ".join(f"Then check case_{n} again." for n in range(50)))
+    span.call("bash", "ok", command="pytest -q tests/test_cli.py")
+    roomy = summarize(span.messages)
+    assert "module_39" in section(roomy, "Goal")[0]
+    assert "case_49" in section(roomy, "Latest request")[0]
+    tight = summarize(span.messages, budget=500)
+    [short] = section(tight, "Goal")
+    assert "module_0" in short and "module_39" not in short and short.endswith("[…]")
+    [quoted] = section(tight, "Latest request")
+    assert "case_0" in quoted and "case_49" not in quoted

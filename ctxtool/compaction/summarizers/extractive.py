@@ -196,8 +196,11 @@ class ExtractiveSummarizer:
         carried_goal = any(i.section == GOAL for i in carried)
         goal = None if carried_goal else notes.goal
         if not carried_goal:
-            shown = whole_sentences(goal or request.title or "(not stated)", LATEST_REQUEST_CHARS)
-            add(GOAL, _not_a_heading(shown), protected=True)
+            stated = goal or request.title or "(not stated)"
+            add(GOAL, _not_a_heading(whole_sentences(stated, SHORT_GOAL_CHARS)), protected=True)
+            whole = _not_a_heading(whole_sentences(stated, LATEST_REQUEST_CHARS))
+            if whole != items[-1].text:  # whole while there is room, its start when short
+                items[-1].longer = whole
         earlier, latest = notes.requests[:-1], notes.latest_request
         fuller = _fuller_outcomes(notes.outcomes[: len(earlier)], request.messages)
         for text, outcome in zip(earlier, notes.outcomes):
@@ -209,10 +212,13 @@ class ExtractiveSummarizer:
                 if fuller.get(outcome):  # the report whole while there is room
                     items[-1].longer = lead + fuller[outcome]
         if latest:
-            quoted = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS)
+            after = ""
             if request.split_turn:
-                quoted += "\n(The work on it continues in the messages after this summary.)"
-            add(LATEST_REQUEST, quoted, protected=True)
+                after = "\n(The work on it continues in the messages after this summary.)"
+            add(LATEST_REQUEST, "> " + whole_sentences(latest, SHORT_REQUEST_CHARS) + after, True)
+            whole = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS) + after
+            if whole != items[-1].text:  # whole while there is room, its start when short
+                items[-1].longer = whole
         # A split turn whose kept messages update the task list again: that newer list says
         # where each task stands, the one at the cut would be stale beside it.
         restated = request.split_turn and updates_tasks(request.kept)
@@ -325,6 +331,8 @@ def _words_before_request(messages: Sequence[Message]) -> bool:
 
 
 FULL_OUTCOME_CHARS = 900
+SHORT_GOAL_CHARS = 400  # the goal when room is short: it still names the work
+SHORT_REQUEST_CHARS = 600  # the latest request's quote when room is short
 
 
 def _fuller_outcomes(outcomes: list[str], messages: Sequence[Message]) -> dict[str, str]:
