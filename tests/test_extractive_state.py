@@ -230,3 +230,19 @@ def test_a_long_goal_and_request_are_whole_while_there_is_room_and_shrink_when_s
     assert "module_0" in short and "module_39" not in short and short.endswith("[…]")
     [quoted] = section(tight, "Latest request")
     assert "case_0" in quoted and "case_49" not in quoted
+
+
+def test_a_changed_file_names_what_its_edits_brought_in_while_there_is_room():
+    span = Span()
+    span.add("user", "Add sounds to index.html")
+    span.call("write", "ok", path="/repo/index.html", content="a_1 a_2 a_3 a_4 a_5 a_6 a_7")
+    span.add("assistant", "Now the sounds:")
+    span.call(
+        "edit", "ok", path="/repo/index.html", oldText="a_7",
+        newText="<script>function playTick() {} function playLand() {} new AudioContext()</script>",
+    )  # fmt: skip
+    span.add("assistant", "Done: sounds added.")
+    text = "\n".join(section(summarize(span.messages), "Files changed and why"))
+    assert "its edits bring in `playTick`, `playLand`, `AudioContext`" in text, text
+    tight = "\n".join(section(summarize(span.messages, budget=130), "Files changed and why"))
+    assert "index.html" in tight and "playTick" not in tight  # the first thing to go

@@ -16,7 +16,9 @@ from ctxtool.core.work_state import (
     OPEN_PART,
     OTHER,
     REPORT,
+    edit_texts,
     finished_by_report,
+    names_brought_in,
     notices_of,
     report_parts,
     request_steps,
@@ -213,3 +215,21 @@ def test_an_earlier_answer_keeps_the_names_a_later_question_asks_for(span):
     earlier = "\n".join(section(text, "Earlier requests"))
     assert "getApiKeyAndHeaders" in earlier
     assert "writable" in earlier or "not exposed" in earlier
+
+
+def test_the_names_an_edit_brings_in():
+    assert names_brought_in("fn playTick() { audioCtx.resume() }", "fn old_name() {}") == [
+        "playTick",
+        "audioCtx",
+    ]
+    assert edit_texts({"old_string": "a_b", "new_string": "a_b c_d"}) == ("a_b c_d", "a_b")
+    patch = "*** Begin Patch\n*** Update File: x.rs\n-old_one\n+new_one\n*** End Patch"
+    assert edit_texts({"input": patch}) == ("new_one", "old_one")
+
+
+def test_a_changed_file_names_what_its_edits_brought_in(span):
+    """apanloco's random-number page: index.html's line names the sound functions its later
+    edits brought in (playTick, playLand), not only what its first write held."""
+    text = _summary(span("claude-code--apanloco-random-session"))
+    [line] = [i for i in section(text, "Files changed and why") if "index.html" in i]
+    assert "playTick" in line

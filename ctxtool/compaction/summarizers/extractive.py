@@ -44,13 +44,21 @@ from ...core.sections import (
     is_item,
     parse_sections,
 )
-from ...core.span_facts import is_request, updates_tasks
+from ...core.span_facts import (
+    arguments_of,
+    is_request,
+    modified_paths,
+    updates_tasks,
+    work_calls,
+)
 from ...core.tokens import get_encoding, token_lengths
 from ...core.work_state import (
     OPEN_PART,
     OTHER,
     REPORT,
+    edit_texts,
     finished_by_report,
+    names_brought_in,
     report_parts,
     request_steps,
     steps_left,
@@ -104,6 +112,7 @@ class _Item:
     # the item said at more length while there is room: shrunk to ``text`` early (after
     # the noise and the read paths), dropped later where ``text`` would be
     longer: str | None = None
+    extra_first: bool = False  # its longer form shrinks before anything else is cut
 
 
 class ExtractiveSummarizer:
@@ -257,6 +266,7 @@ class ExtractiveSummarizer:
         for error in notes.errors[-MAX_NEW_ERRORS:]:
             add(ERRORS, "- " + error)
             items[-1].resolved = error in notes.resolved
+        brought = _names_by_file(request.messages) if notes.files else {}
         for path, why in notes.files.items():
             shown = f"`{path}` {notes.labels[path]}" if path in notes.labels else f"`{path}`"
             if why:
@@ -264,6 +274,11 @@ class ExtractiveSummarizer:
                 items[-1].fallback = f"- {shown}"
             else:
                 add(FILES_CHANGED, f"- {shown}", protected=True)
+            unnamed = [n for n in brought.get(path, []) if f"`{n}`" not in items[-1].text]
+            if unnamed and why:  # what its edits brought in, while there is room
+                names = ", ".join(f"`{n}`" for n in unnamed[:MAX_MORE_NAMES])
+                items[-1].longer = f"{items[-1].text} (its edits bring in {names})"
+                items[-1].extra_first = True
         for text in notes.constraints:
             add(CONSTRAINTS, "- " + text)
         for text in notes.decisions:
@@ -350,6 +365,26 @@ def _fuller_outcomes(outcomes: list[str], messages: Sequence[Message]) -> dict[s
         if short in wanted:
             wanted.discard(short)
             out[short] = masked(reported(m.content or "", FULL_OUTCOME_CHARS))
+    return out
+
+
+MAX_MORE_NAMES = 12
+
+
+def _names_by_file(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """For each file the span's edits change, the code names they bring in, newest first."""
+    out: dict[str, list[str]] = {}
+    for m in reversed(messages):
+        if m.role != "assistant":
+            continue
+        for call in reversed(work_calls(m)):
+            paths = modified_paths(call)
+            if not paths:
+                continue
+            names = names_brought_in(*edit_texts(arguments_of(call)))
+            for path in paths:
+                out.setdefault(path, [])
+                out[path] += [n for n in names if n not in out[path]]
     return out
 
 
@@ -670,7 +705,8 @@ def _fit(
     total = sum(cost.values()) + frame + sum(extra.values())
     order = _trim_order(items, allowed)
     noise = next((n for n, i in enumerate(order) if not (i.resolved or i.section == READ)), 0)
-    steps = [(i, False) for i in order[:noise]] + [(i, True) for i in longer]
+    steps = [(i, True) for i in longer if i.extra_first]
+    steps += [(i, False) for i in order[:noise]] + [(i, True) for i in longer if not i.extra_first]
     steps += [(i, False) for i in order[noise:]]
     dropped: set[int] = set()
     shrunk: set[int] = set()
