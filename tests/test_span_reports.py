@@ -199,3 +199,41 @@ def test_an_earlier_request_s_outcome_keeps_the_default_it_reported(tmp_path):
     to 1–4 on its second line, after a line that only opens the list."""
     notes = read_span(_span("claude-code--apanloco-random-session", tmp_path))
     assert any("defaults to 1–4" in outcome for outcome in notes.outcomes)
+
+
+def _changes(*calls: tuple[str, dict]) -> dict:
+    messages = [Message(id=1, session_id=1, role="user", content="Build the page")]
+    for n, (name, arguments) in enumerate(calls):
+        messages += _tool_run(name, arguments, "ok", 2 + 2 * n)
+    return {c.path: c for c in signals_of(messages).files_changed}
+
+
+def test_a_file_s_names_say_what_it_loads_not_its_styles():
+    page = (
+        '<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
+        '<link href="https://cdn.jsdelivr.net/npm/bootstrap@5.3.2/dist/css/bootstrap.min.css">\n'
+        '<script src="https://unpkg.com/vue@3/dist/vue.global.js"></script>\n'
+        "<style>body { box-sizing: border-box; } .done { text-decoration: line-through; }</style>\n"
+        "<script>function randomInRange(min, max) { return min; }</script>"
+    )
+    roll = "function randomInRange(min, max) {\n  return crypto.getRandomValues(buf);\n}"
+    old = "function randomInRange(min, max) {\n  return min;\n}"
+    [page_change] = _changes(
+        ("Write", {"file_path": "index.html", "content": page}),
+        ("Edit", {"file_path": "index.html", "old_string": old, "new_string": roll}),
+    ).values()
+    assert page_change.added == ("bootstrap@5.3.2", "vue@3", "randomInRange", "getRandomValues")
+    # an insertion into an empty file (no old text) brings its names too
+    [empty] = _changes(
+        ("Edit", {"file_path": "a.ts", "old_string": "", "new_string": "export const saveTodos"})
+    ).values()
+    assert empty.added == ("saveTodos",)
+
+
+def test_the_versions_a_page_loads_are_its_first_names(tmp_path):
+    """OpenHands' todo app: index.html loads Vue 3 and Bootstrap 5.3.2 from CDNs, and its
+    viewport and stylesheet words are left out."""
+    todo = signals_of(_span("openai-chat--OpenHands-basic_gui_mode", tmp_path)).files_changed
+    page = next(c for c in todo if c.path.endswith("index.html"))
+    assert page.added[:2] == ("vue@3", "bootstrap@5.3.2")
+    assert not {"device-width", "initial-scale", "text-decoration"} & set(page.added)

@@ -1252,31 +1252,36 @@ _CODE_NAME = re.compile(
 
 
 def _identifiers_added(call: dict[str, Any]) -> list[str]:
-    """The names a write brings in that the text it replaces did not have: the new text of an
-    Edit/MultiEdit/editor call, a Write's content, a patch's added lines."""
-    args = arguments_of(call)
-    patch = _patch_of(call)
-    if patch is not None:
-        lines = patch.splitlines()
-        new = "\n".join(line[1:] for line in lines if line.startswith("+"))
-        old = "\n".join(line[1:] for line in lines if line.startswith("-"))
-    else:
-        listed = args.get("edits")
-        edits: list[Any] = listed if isinstance(listed, list) else [args]
-        new = "\n".join(
-            str(e.get(k) or "")
-            for e in edits
-            if isinstance(e, dict)
-            for k in ("new_string", "new_str", "content", "file_text", "newText")
-        )
-        old = "\n".join(
-            str(e.get(k) or "")
-            for e in edits
-            if isinstance(e, dict)
-            for k in ("old_string", "old_str", "oldText")
-        )
+    """The names a write brings in that the text it replaces did not have (the new text of an
+    Edit/MultiEdit/editor call, a Write's content, a patch's added lines): the packages it
+    loads by version first (``vue@3``, ``bootstrap@5.3.2``), then the names in code; a
+    stylesheet's properties and values (``box-sizing: border-box``, ``width=device-width``)
+    are no names of the work."""
+    new, old = _written_texts(call)
     before = set(_CODE_NAME.findall(old))
-    return [n for n in dict.fromkeys(_CODE_NAME.findall(new)) if n not in before]
+    styled = set(_STYLE_PROPERTY.findall(new)) | set(_STYLE_VALUE.findall(new))
+    ranked = _PACKAGE_VERSION.findall(new) + [n for n in _CODE_NAME.findall(new) if n not in styled]
+    return [n for n in dict.fromkeys(ranked) if n not in before]
+
+
+# A package loaded by version, in a URL or an import: ``unpkg.com/vue@3/…``, ``bootstrap@5.3.2``.
+_PACKAGE_VERSION = re.compile(r"(?<![\w@.-])((?:@[\w-]+/)?[A-Za-z][\w.-]*@\d[\w.]*)")
+# A stylesheet's property and its value, an attribute's value list (``width=device-width``).
+_KEBAB = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+"
+_STYLE_PROPERTY = re.compile(rf"({_KEBAB})\s*:(?!:)")
+_STYLE_VALUE = re.compile(rf"[:=,][ \t]*({_KEBAB})\b")
+
+
+def _written_texts(call: dict[str, Any]) -> tuple[str, str]:
+    """The new text a write brings and the text it replaces ("" for a whole file)."""
+    new, old = _edit_texts(call)
+    if new is not None:
+        return new, old
+    args = arguments_of(call)
+    listed = args.get("edits")
+    edits: list[Any] = listed if isinstance(listed, list) else [args]
+    keys = ("new_string", "new_str", "content", "file_text", "newText")
+    return "\n".join(str(e.get(k) or "") for e in edits if isinstance(e, dict) for k in keys), ""
 
 
 def _changes_by_index(messages: Sequence[Message]) -> list[tuple[int, str]]:
