@@ -246,3 +246,25 @@ def test_a_changed_file_names_what_its_edits_brought_in_while_there_is_room():
     assert "its edits bring in `playTick`, `playLand`, `AudioContext`" in text, text
     tight = "\n".join(section(summarize(span.messages, budget=130), "Files changed and why"))
     assert "index.html" in tight and "playTick" not in tight  # the first thing to go
+
+
+def test_a_request_s_checklist_says_where_each_item_stands_at_the_cut():
+    span = Span()
+    span.add(
+        "user",
+        "Please finish the release.\nSteps:\n- [ ] WP7: bump `version.py`\n"
+        "- [ ] WP8: tag the release\nThanks!",
+    )
+    span.call("bash", "ok", command="git commit -am bump")
+    span.add("assistant", "WP7 complete: `version.py` bumped. Next: WP8.")
+    span.call("bash", "ok", command="git status")
+    lines = "\n".join(section(summarize(span.messages), "Latest request")).splitlines()
+    assert lines[0] == "> Please finish the release. Steps:"
+    assert "> - [x] WP7: bump `version.py` (done since)" in lines
+    assert "> - [ ] WP8: tag the release" in lines  # still to do, on a line of its own
+    # a request with no checklist is one line, as before
+    plain = Span()
+    plain.add("user", "Bump the version.\nThen tag it.")
+    assert section(summarize(plain.messages), "Latest request") == [
+        "> Bump the version. Then tag it."
+    ]

@@ -233,3 +233,14 @@ def test_a_changed_file_names_what_its_edits_brought_in(span):
     text = _summary(span("claude-code--apanloco-random-session"))
     [line] = [i for i in section(text, "Files changed and why") if "index.html" in i]
     assert "playTick" in line
+
+
+def test_a_request_s_pending_line_stands_alone(span):
+    """bhavana's latest request lists what to build and, inside one component's spec, a
+    "pending (spinner)" state: that line is its own line of the quote, so the components the
+    span built are not read as pending beside it."""
+    text = _summary(span("claude-code--bhavana-claude-session"))
+    quote = section(text, "Latest request")
+    [pending] = [line for line in quote if "pending" in line]
+    assert "Navbar" not in pending and "PropertyCard" not in pending
+    assert any("Navbar" in line for line in quote)

@@ -14,7 +14,7 @@ modified files are never trimmed.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...core.changes import is_directory, normalise_path
@@ -202,12 +202,17 @@ class ExtractiveSummarizer:
             age += 1
             items.append(_Item(section, text, age, protected))
 
+        said = [m.content or "" for m in request.messages if m.role == "assistant" and m.content]
+
+        def done_since(item: str) -> bool:
+            return _finished_in_span(item, notes) or finished_by_report(item, said)
+
         carried_goal = any(i.section == GOAL for i in carried)
         goal = None if carried_goal else notes.goal
         if not carried_goal:
             stated = goal or request.title or "(not stated)"
-            add(GOAL, _not_a_heading(whole_sentences(stated, SHORT_GOAL_CHARS)), protected=True)
-            whole = _not_a_heading(whole_sentences(stated, LATEST_REQUEST_CHARS))
+            add(GOAL, _not_a_heading(_said(stated, SHORT_GOAL_CHARS, done_since)), protected=True)
+            whole = _not_a_heading(_said(stated, LATEST_REQUEST_CHARS, done_since))
             if whole != items[-1].text:  # whole while there is room, its start when short
                 items[-1].longer = whole
         earlier, latest = notes.requests[:-1], notes.latest_request
@@ -224,8 +229,10 @@ class ExtractiveSummarizer:
             after = ""
             if request.split_turn:
                 after = "\n(The work on it continues in the messages after this summary.)"
-            add(LATEST_REQUEST, "> " + whole_sentences(latest, SHORT_REQUEST_CHARS) + after, True)
-            whole = "> " + whole_sentences(latest, LATEST_REQUEST_CHARS) + after
+            short = _said(latest, SHORT_REQUEST_CHARS, done_since).replace("\n", "\n> ")
+            add(LATEST_REQUEST, "> " + short + after, True)
+            whole = "> " + _said(latest, LATEST_REQUEST_CHARS, done_since).replace("\n", "\n> ")
+            whole += after
             if whole != items[-1].text:  # whole while there is room, its start when short
                 items[-1].longer = whole
         # A split turn whose kept messages update the task list again: that newer list says
@@ -346,6 +353,47 @@ def _words_before_request(messages: Sequence[Message]) -> bool:
 
 
 FULL_OUTCOME_CHARS = 900
+# What lists an item as to do, as a reader of the summary takes it: a checkbox, "pending".
+_TO_DO_MARK = re.compile(r"\[ \]|\[in progress\]|\bpending\b|\bin progress\b", re.I)
+_OPEN_BOX = re.compile(r"\[ \]")
+
+
+def _said(text: str, limit: int, finished: Callable[[str], bool]) -> str:
+    """The user's text within ``limit`` characters, on one line; but when it lists items as
+    to do (a checklist, "pending"), each such line on its own line, an item the span has
+    finished since ticked: the checklist of a request says where each item stands at the cut,
+    and a finished item is not read as pending beside the others."""
+    if not _TO_DO_MARK.search(text):
+        return whole_sentences(text, limit)
+    lines: list[str] = []
+    prose: list[str] = []
+    for line in (x.strip() for x in text.splitlines() if x.strip()):
+        if not _TO_DO_MARK.search(line):
+            prose.append(line)
+            continue
+        if prose:
+            lines.append(" ".join(prose))
+            prose = []
+        if _OPEN_BOX.search(line) and finished(line):
+            line = _OPEN_BOX.sub("[x]", line, count=1) + " (done since)"
+        lines.append(" ".join(line.split()))
+    if prose:
+        lines.append(" ".join(prose))
+    out: list[str] = []
+    size = 0
+    for line in lines:
+        room = limit - size
+        if out and len(line) > room:
+            if room >= 80:  # the start of the line that does not fit, as the one-line form
+                out.append(whole_sentences(line, room))
+            elif not out[-1].endswith("[…]"):
+                out.append("[…]")
+            break
+        out.append(whole_sentences(line, limit))
+        size += len(out[-1]) + 1
+    return "\n".join(out)
+
+
 SHORT_GOAL_CHARS = 400  # the goal when room is short: it still names the work
 SHORT_REQUEST_CHARS = 600  # the latest request's quote when room is short
 
