@@ -237,3 +237,27 @@ def test_the_versions_a_page_loads_are_its_first_names(tmp_path):
     page = next(c for c in todo if c.path.endswith("index.html"))
     assert page.added[:2] == ("vue@3", "bootstrap@5.3.2")
     assert not {"device-width", "initial-scale", "text-decoration"} & set(page.added)
+
+
+def test_a_document_s_new_headings_are_its_first_names_and_code_comments_are_not():
+    doc = "## Usage\n\nRun it.\n\n### Step 5: Upload Planning Session\n\nerk exec push-session\n"
+    [md] = _changes(
+        (
+            "Edit",
+            {"file_path": "plan-save.md", "old_string": "## Usage\n\nRun it.\n", "new_string": doc},
+        )
+    ).values()
+    assert md.added == ("Step 5: Upload Planning Session", "push-session")
+    [py] = _changes(
+        ("Write", {"file_path": "a.py", "content": "# Step one: load it\nload_config()"})
+    ).values()
+    assert py.added == ("load_config",)
+
+
+def test_the_heading_an_edit_added_to_a_command_file_is_named(tmp_path):
+    """Claude Code's /erk:plan-implement: plan-save.md gained its 'Step 5: Upload Planning
+    Session' and pr-address.md its 'Phase 6: Upload Address Session'."""
+    span = _span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--mid-implementation", tmp_path)
+    changes = {c.path.rsplit("/", 1)[-1]: c for c in signals_of(span).files_changed}
+    assert changes["plan-save.md"].added[0] == "Step 5: Upload Planning Session"
+    assert changes["pr-address.md"].added[0] == "Phase 6: Upload Address Session"

@@ -1258,10 +1258,21 @@ def _identifiers_added(call: dict[str, Any]) -> list[str]:
     stylesheet's properties and values (``box-sizing: border-box``, ``width=device-width``)
     are no names of the work."""
     new, old = _written_texts(call)
-    before = set(_CODE_NAME.findall(old))
+    before = set(_CODE_NAME.findall(old)) | set(_HEADING.findall(old))
     styled = set(_STYLE_PROPERTY.findall(new)) | set(_STYLE_VALUE.findall(new))
-    ranked = _PACKAGE_VERSION.findall(new) + [n for n in _CODE_NAME.findall(new) if n not in styled]
+    # a document's new headings say what it gained ("Step 5: Upload Planning Session")
+    document = any(p.lower().endswith(_DOCUMENTS) for p in modified_paths(call))
+    headings = [h.strip() for h in _HEADING.findall(new)] if document else []
+    ranked = (
+        headings
+        + _PACKAGE_VERSION.findall(new)
+        + [n for n in _CODE_NAME.findall(new) if n not in styled]
+    )
     return [n for n in dict.fromkeys(ranked) if n not in before]
+
+
+_DOCUMENTS = (".md", ".mdx", ".markdown", ".rst")
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.{3,80}?)[ \t#]*$", re.M)
 
 
 # A package loaded by version, in a URL or an import: ``unpkg.com/vue@3/…``, ``bootstrap@5.3.2``.
