@@ -59,6 +59,7 @@ from .work_state import (
     own_words,
     quotes_to_reject,
     superseded,
+    users_own_words,
     without_placeholders,
 )
 
@@ -163,7 +164,10 @@ def user_text_kind(m: Message) -> UserText | None:
         return UserText.COMMAND
     if _INJECTED_START.match(text) or _UI_COMMAND.match(text) or _is_pasted_log(text):
         return UserText.CONTEXT
-    if is_acknowledgement(request_text(text)):
+    own = request_text(text)
+    if not own:
+        return UserText.CONTEXT  # only the runtime's notices: nothing the user typed
+    if is_acknowledgement(own):
         return UserText.ACKNOWLEDGEMENT
     return UserText.REQUEST
 
@@ -206,9 +210,10 @@ _LOG_LINE = re.compile(
 
 
 def request_text(text: str) -> str:
-    """The user's own words of a typed message: injected blocks removed, a pasted JSON record
-    after the words cut off (it is material, not the request)."""
-    text = _INJECTED_BLOCK.sub("", text or "")
+    """The user's own words of a typed message: injected blocks and the runtime's notices in
+    it ("System: [time] Exec failed …", OpenClaw's) removed, a pasted JSON record after the
+    words cut off (it is material, not the request)."""
+    text = users_own_words(_INJECTED_BLOCK.sub("", text or ""))
     paste = re.search(r"\n\s*\{\"", text)
     if paste and paste.start() > 0:
         text = text[: paste.start()]
