@@ -12,8 +12,6 @@ in /props), else what its context-length error states; the model table only for 
 API. A server's tokenizer is not o200k: requests within a known window keep a margin,
 corrected from the ``usage.prompt_tokens`` each answer reports. A server with a few slots (llama.cpp) gets no
 more requests at once than it has slots: the others wait here, where no timeout runs.
-A server on plain http:// gets the client's first attempt as a plain HTTP request with the
-client's headers (its answer handed to the client unless it is a JSON 200: ``_PlainPost``).
 """
 
 from __future__ import annotations
@@ -23,12 +21,8 @@ import inspect
 import json
 import os
 import re
-import select
-import socket
-import sys
 import threading
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -145,7 +139,6 @@ class OpenAISummarizer:
         self.timeout, self.max_retries = timeout, max_retries
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._client: Any = None
-        self._plain: _PlainPost | None = None  # the first attempt's plain request (http://)
         self._client_lock = threading.Lock()
         # The window: None until the server stated it (its own figure, or its error's).
         self.window: int | None = None
@@ -260,16 +253,12 @@ class OpenAISummarizer:
             if self._client is None:
                 import openai
 
-                replay = _Replay.for_url(self.base_url)
                 self._client = openai.OpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=self.max_retries,
-                    **({"http_client": replay.http_client()} if replay else {}),
                 )
-                if replay is not None:
-                    self._plain = _PlainPost.of(self._client, replay, self.timeout)
             return self._client
 
     def seconds_per_request(self) -> float:
@@ -458,7 +447,7 @@ class OpenAISummarizer:
             **request_parameters(self.model, max_tokens, self.style),
         }
         try:
-            response = _chat_completion(client, body, self._plain)
+            response = _chat_completion(client, body)
         except openai.APITimeoutError:
             sized = (
                 f"; its requests were sized to the model's window of {self.window} tokens "
@@ -541,33 +530,17 @@ class OpenAISummarizer:
         return f"model {self.model} at {mask_url(self.base_url) if self.base_url else 'api.openai.com'}"
 
 
-def _chat_completion(client: Any, body: dict, plain: _PlainPost | None = None) -> Any:
+def _chat_completion(client: Any, body: dict) -> Any:
     """POST the body to /chat/completions through the client (its retries, timeouts and
     errors): what ``chat.completions.create`` sends for these plain parameters, without its
     type-driven transform of them. Where the client's ``post`` takes raw content, the body is
     serialized once and the answer read as plain JSON (:func:`_read_completion`), not built
-    into the client's models; else it is posted as it is and read as a ``ChatCompletion``.
-
-    With ``plain`` (a server on http://, see :class:`_PlainPost`) the first attempt is a plain
-    HTTP request carrying the client's own headers; a 200 with a JSON body is read here, and
-    anything else (another status, another body, a timeout, a refused connection) is handed
-    to the client as its first attempt's answer (:class:`_Replay`): its retries and its errors
-    follow from it as they did when it sent the request itself."""
+    into the client's models; else it is posted as it is and read as a ``ChatCompletion``."""
     from openai.types.chat import ChatCompletion
 
     if not _takes_content(client):
         return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-    content = orjson.dumps(body)
-    if plain is not None:
-        answered = plain.post(content)
-        if answered.json is not _NOT_JSON:
-            return _read_completion(answered.json, ChatCompletion)
-        plain.replay.hand_over(answered)
-    try:
-        answer = client.post("/chat/completions", content=content, cast_to=object)
-    finally:
-        if plain is not None:
-            plain.replay.hand_over(None)
+    answer = client.post("/chat/completions", content=orjson.dumps(body), cast_to=object)
     if isinstance(answer, str):
         # A JSON answer under another content type, which the client read as text: read
         # as a ChatCompletion would have been.
@@ -576,252 +549,6 @@ def _chat_completion(client: Any, body: dict, plain: _PlainPost | None = None) -
         except ValueError:
             return answer
     return _read_completion(answer, ChatCompletion)
-
-
-_NOT_JSON: Any = object()
-
-
-class _Answered:
-    """What the plain request came to: the status, headers and body the server answered
-    (``json``: the body read, when it is a 200 the client reads as JSON), or the error that
-    stopped it."""
-
-    def __init__(
-        self,
-        status: int = 0,
-        headers: list[tuple[str, str]] | None = None,
-        body: bytes = b"",
-        error: BaseException | None = None,
-    ):
-        self.status, self.headers, self.body, self.error = status, headers or [], body, error
-        self.json: Any = _NOT_JSON
-        if status == 200 and _json_body(self.headers):
-            try:
-                self.json = orjson.loads(body)
-            except orjson.JSONDecodeError:  # json reads some that orjson does not: the client
-                pass
-
-
-def _json_body(headers: list[tuple[str, str]]) -> bool:
-    """Whether the client reads a body with these headers as JSON as it is (its content type
-    ends in json, as ``APIResponse.parse`` asks; no content encoding to undo)."""
-    content_type = "*"
-    for name, value in headers:
-        lower = name.lower()
-        if lower == "content-encoding":
-            return False
-        if lower == "content-type":
-            content_type = value
-    return content_type.split(";")[0].endswith("json")
-
-
-class _PlainPost:
-    """The chat-completions POST as a plain HTTP/1.1 request on a kept-alive connection of
-    each thread, with the headers the client's first attempt carries (built by the client
-    itself: its host, authorization, user agent, retry count 0), the answer read by
-    :func:`_read_answer`: the client's request and response machinery cost about 0.4 ms of CPU
-    a request, this about 0.05 ms. Only for a server on plain http:// that no proxy setting
-    applies to (:meth:`_Replay.for_url`), where this request is the one the client sends: TLS
-    and proxies stay the client's."""
-
-    def __init__(self, url: str, head: bytes, timeout: float, replay: _Replay):
-        parts = urllib.parse.urlsplit(url)
-        self.address = (parts.hostname or "", parts.port or 80)
-        self.head, self.timeout, self.replay = head, timeout, replay
-        self._local = threading.local()
-
-    @classmethod
-    def of(cls, client: Any, replay: _Replay, timeout: float) -> _PlainPost | None:
-        """The plain request of ``client``'s first attempt at /chat/completions; None when
-        the client cannot say what it sends (another version of it)."""
-        try:
-            from openai._models import FinalRequestOptions
-
-            options = FinalRequestOptions.construct(
-                method="post", url="/chat/completions", content=b"{}"
-            )
-            if getattr(client, "_idempotency_header", None):
-                return None  # a key of each request's own
-            request = client._build_request(client._prepare_options(options))
-            url = request.url
-            lines = [f"POST {url.raw_path.decode('ascii')} HTTP/1.1"] + [
-                f"{name}: {value}"
-                for name, value in request.headers.items()
-                if name.lower() != "content-length"
-            ]
-            head = ("\r\n".join(lines) + "\r\ncontent-length: ").encode("latin-1")
-        except Exception:
-            return None
-        return cls(str(url), head, timeout, replay)
-
-    def post(self, content: bytes) -> _Answered:
-        held = getattr(self._local, "held", None)
-        if held is not None and _closed_by_peer(held[0]):
-            held[0].close()
-            held = None
-        try:
-            if held is None:
-                sock = socket.create_connection(self.address, timeout=self.timeout)
-                held = (sock, sock.makefile("rb"))
-                self._local.held = held
-            held[0].sendall(self.head + b"%d\r\n\r\n" % len(content) + content)
-            status, headers, body, keep = _read_answer(held[1])
-        except BaseException as exc:
-            if held is not None:
-                held[0].close()
-            self._local.held = None
-            if isinstance(exc, (OSError, http.client.HTTPException)):
-                return _Answered(error=exc)
-            raise
-        if not keep:
-            held[0].close()
-            self._local.held = None
-        return _Answered(status, headers, body)
-
-
-_MAX_LINE = 65536
-_MAX_HEADERS = 100
-
-
-def _read_answer(stream: Any) -> tuple[int, list[tuple[str, str]], bytes, bool]:
-    """An HTTP/1.x response to a POST read from ``stream``: its status, headers and body, and
-    whether the connection stays open. Interim (1xx) answers are passed over; the body is
-    framed by chunks, a length, or the connection's end; anything malformed raises
-    ``http.client.HTTPException`` (the client's pool raises its protocol error there)."""
-    while True:
-        line = stream.readline(_MAX_LINE + 1)
-        if not line:
-            raise http.client.RemoteDisconnected("the server closed the connection")
-        version, _, rest = line.decode("latin-1").partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise http.client.BadStatusLine(line.decode("latin-1").strip())
-        status = int(code)
-        headers: list[tuple[str, str]] = []
-        while True:
-            line = stream.readline(_MAX_LINE + 1)
-            if len(line) > _MAX_LINE or len(headers) > _MAX_HEADERS:
-                raise http.client.LineTooLong("a header line or the header count")
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, colon, value = line.decode("latin-1").partition(":")
-            if not colon or not name.strip():
-                raise http.client.HTTPException(f"a malformed header: {line[:80]!r}")
-            headers.append((name.strip(), value.strip()))
-        if status >= 200 or status == 101:
-            break
-    fields = {name.lower(): value for name, value in headers}
-    keep = version != "HTTP/1.0" and fields.get("connection", "").lower() != "close"
-    if status in (204, 304):
-        return status, headers, b"", keep
-    if "chunked" in fields.get("transfer-encoding", "").lower():
-        return status, headers, _read_chunks(stream), keep
-    length = fields.get("content-length")
-    if length is None:
-        return status, headers, stream.read(), False
-    if not length.strip().isdigit():
-        raise http.client.HTTPException(f"a content length of {length!r}")
-    body = stream.read(int(length))
-    if len(body) < int(length):
-        raise http.client.IncompleteRead(body, int(length) - len(body))
-    return status, headers, body, keep
-
-
-def _read_chunks(stream: Any) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        line = stream.readline(_MAX_LINE + 1)
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise http.client.HTTPException(f"a chunk size of {line[:40]!r}") from None
-        if size == 0:
-            while stream.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(parts)
-        chunk = stream.read(size)
-        if len(chunk) < size:
-            raise http.client.IncompleteRead(chunk, size - len(chunk))
-        parts.append(chunk)
-        stream.readline(_MAX_LINE + 1)
-
-
-def _closed_by_peer(sock: socket.socket) -> bool:
-    """Whether a kept-alive connection was closed by the server while idle (its socket reads
-    as ready: the end of the stream), as the client's pool checks before it reuses one."""
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
-
-
-class _Replay:
-    """The client's transport for a server the plain request reaches: its first attempt,
-    after a plain request that did not end in a JSON 200, is answered by what the server
-    answered that request (or fails as it failed), so the client's retries, its backoff and
-    its error follow as if it had sent it; every other request goes out as before."""
-
-    def __init__(self, inner: Any, module: Any):
-        self.inner, self.module = inner, module
-        self._local = threading.local()
-        self.sent = 0  # requests the client sent itself: its retries after a plain attempt
-
-    @staticmethod
-    def for_url(base_url: str | None) -> _Replay | None:
-        """The transport for a server on plain http:// with nothing that would send the
-        client's request another way (a proxy setting for it, a query or credentials in its
-        URL); None elsewhere, or when the client's HTTP library is not the one expected."""
-        parts = urllib.parse.urlsplit(base_url or "")
-        if parts.scheme != "http" or parts.query or parts.fragment or "@" in parts.netloc:
-            return None
-        proxies = urllib.request.getproxies()
-        if any(kind in proxies for kind in ("http", "all")):
-            return None
-        try:
-            import openai
-
-            # The HTTP library the client is built on (httpx, or httpx2 for openai 3).
-            module = sys.modules[openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]]
-            inner = module.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-        except Exception:
-            return None
-        return _Replay(inner, module)
-
-    def http_client(self) -> Any:
-        """The client's HTTP client: the one it makes itself, on this transport."""
-        import openai
-
-        replay = self
-
-        class ReplayTransport(self.module.BaseTransport):  # type: ignore[name-defined]
-            def handle_request(self, request: Any) -> Any:
-                return replay.handle_request(request)
-
-            def close(self) -> None:
-                replay.inner.close()
-
-        return openai.DefaultHttpxClient(transport=ReplayTransport())
-
-    def hand_over(self, answered: _Answered | None) -> None:
-        """What the client's next request in this thread is answered (None: sent as usual)."""
-        self._local.answered = answered
-
-    def handle_request(self, request: Any) -> Any:
-        answered = getattr(self._local, "answered", None)
-        if answered is None:
-            self.sent += 1
-            return self.inner.handle_request(request)
-        self._local.answered = None
-        if answered.error is not None:
-            kind = (
-                self.module.ReadTimeout
-                if isinstance(answered.error, TimeoutError)
-                else self.module.ConnectError
-            )
-            raise kind(str(answered.error), request=request) from answered.error
-        return self.module.Response(
-            answered.status, headers=answered.headers, content=answered.body, request=request
-        )
 
 
 def _takes_content(client: Any) -> bool:
