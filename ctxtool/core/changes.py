@@ -335,9 +335,27 @@ def reported_changes(report: str, deletions: bool = True) -> list[Change]:
     return list(out.values())
 
 
+# A bare name ending in a web domain's suffix no source file has ("crates.io", "github.com"):
+# a site, as in cargo's "Updating crates.io index".
+_DOMAIN = re.compile(r"[\w.-]+\.(?:com|org|net|io|dev|ai|app|co|gov|edu)", re.I)
+# What a build makes, never the work's own files: a wheel, an egg, object code, compiled
+# Python, and anything in a build's output directory ("Removed build/lib.linux").
+_ARTIFACT = re.compile(
+    r"(?:^|.*/)(?:build|__pycache__|node_modules|[\w.-]+\.egg-info)/.*"
+    r"|.*\.(?:whl|egg|pyc|pyo|o|obj|so|dylib|dll|class)",
+    re.I,
+)
+
+
 def _is_file(path: str) -> bool:
-    """A path a report names, not a version number (``v1.4.2``) nor an abbreviation."""
-    return not re.fullmatch(r"v?\d+(\.\d+)+", path) and not path.lower().startswith(("e.g", "i.e"))
+    """A path a report names, not a version number (``v1.4.2``), an abbreviation, a web
+    domain (``crates.io``) nor a build's artifact (a ``.whl``, ``build/…``)."""
+    return (
+        not re.fullmatch(r"v?\d+(\.\d+)+", path)
+        and not path.lower().startswith(("e.g", "i.e"))
+        and not _DOMAIN.fullmatch(path)
+        and not _ARTIFACT.fullmatch(path)
+    )
 
 
 # A line of a tool's report that gives a key of what it made ("Citekey: @kistner2025",

@@ -1172,6 +1172,10 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
 GIT_STATUS = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+status\b")
 _GIT_STAT = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+(?:diff|show|log)\b[^|;&]*--stat\b")
 _SUB_AGENTS = frozenset({"task", "agent", "taskoutput"})
+# Calls that return a running command's output (Codex's ``wait`` on a cell, ``write_stdin``,
+# OpenClaw's ``process`` poll): that command's words ("Updating crates.io index"), never a
+# tool's report of what it made.
+_OUTPUT_POLLS = frozenset({"wait", "write_stdin", "process"})
 MAX_LISTED_CHANGES = 40
 
 
@@ -1217,7 +1221,11 @@ def _reported_changes(
                 found += listed if len(listed) <= MAX_LISTED_CHANGES else []
             elif name.lower() in _SUB_AGENTS:
                 found = reported_changes(result.content or "")
-            elif _says_its_failures(name) and not modified_paths(call):
+            elif (
+                _says_its_failures(name)
+                and name.lower() not in _OUTPUT_POLLS
+                and not modified_paths(call)
+            ):
                 # a custom tool's report of what it made ("✅ Created and indexed 2
                 # documents: …", "New citation created. … Appended to: ref.bib")
                 report = _before_code(unwrapped_output(result.content or ""))
