@@ -242,6 +242,34 @@ def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
     return [any(same_work(p, f) for f in finished) for p in pending]
 
 
+# A plan left behind: the agent stopped updating its list while its work went on for this
+# many calls, and its words since report checks passing.
+STALE_PLAN_CALLS = 30
+_CHECKS_PASS = re.compile(
+    r"\b(tests?|checks?|builds?|clippy|lint)\b[^.\n]{0,100}?\b(now )?pass(es|ed)?\b", re.I
+)
+
+
+def stale_plan_done(
+    items: Sequence[str], words_since: Sequence[str], calls_since: int
+) -> list[bool]:
+    """For each item of the agent's plan (in its order), whether the span finished it though
+    the plan says otherwise: the plan was not updated for ``STALE_PLAN_CALLS`` calls or more
+    (``calls_since``) while the agent's words since (``words_since``) report checks passing,
+    and a report since names the item's work, or a later item's (a plan is done in order:
+    the steps before a finished one were done first). ``retired`` compares the work; a named
+    subject goes by ``finished_by_report``."""
+    if calls_since < STALE_PLAN_CALLS or not any(_CHECKS_PASS.search(w) for w in words_since):
+        return [False] * len(items)
+    reports = [t for w in words_since for label, t in report_parts(w) if label == REPORT]
+    named = [
+        any(same_work(item, r, 0.4) for r in reports) or finished_by_report(item, words_since)
+        for item in items
+    ]
+    last = max((i for i, done in enumerate(named) if done), default=-1)
+    return [i <= last for i in range(len(items))]
+
+
 # -- the user's words ----------------------------------------------------------------------------
 
 # Led by a lookahead of its alternatives' first letters (d, h, i, n, s, t, u, y): the re module

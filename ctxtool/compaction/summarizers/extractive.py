@@ -61,6 +61,7 @@ from ...core.work_state import (
     names_brought_in,
     report_parts,
     request_steps,
+    stale_plan_done,
     steps_left,
 )
 from .base import Summary, SummaryRequest
@@ -68,6 +69,7 @@ from .span_notes import (
     LATEST_REQUEST_CHARS,
     REQUEST_CHARS,
     SpanNotes,
+    TaskNote,
     as_fixed,
     condensed_log,
     failure_stated,
@@ -136,9 +138,14 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> Summary:
         notes = read_span(request.messages)
+        stale = _stale_plan_done(notes, request.messages)
+        if stale:  # the plan's finished steps are done work, the next step is past them
+            notes.tasks = [
+                TaskNote(t.text, "completed") if t.text in stale else t for t in notes.tasks or ()
+            ]
         said = [m.content or "" for m in request.messages if m.role == "assistant" and m.content]
         items, foreign_order = _previous(request.previous_summary, notes, said)
-        items += self._new_items(request, notes, items, age=len(items))
+        items += self._new_items(request, notes, items, age=len(items), stale=stale)
         items = _errors_merged(items)
         modified = list(request.files.get("modified_files") or [])
         read = [
@@ -192,7 +199,12 @@ class ExtractiveSummarizer:
         return text + "\n\n" + "\n".join(notes)
 
     def _new_items(
-        self, request: SummaryRequest, notes: SpanNotes, carried: list[_Item], age: int
+        self,
+        request: SummaryRequest,
+        notes: SpanNotes,
+        carried: list[_Item],
+        age: int,
+        stale: frozenset[str] | set[str] = frozenset(),
     ) -> list[_Item]:
         """The span's own items, newer than every previous one."""
         items: list[_Item] = []
@@ -238,10 +250,14 @@ class ExtractiveSummarizer:
         # A split turn whose kept messages update the task list again: that newer list says
         # where each task stands, the one at the cut would be stale beside it.
         restated = request.split_turn and updates_tasks(request.kept)
+        last_stale = next((t.text for t in reversed(notes.tasks or ()) if t.text in stale), None)
         if notes.tasks is not None:
             for task in notes.tasks:
                 if task.status == "completed":
                     add(DONE, f"- [x] {task.text}")
+                    if task.text == last_stale:  # said once, after the last of them
+                        n = len(stale)
+                        items[-1].text += STALE_DONE.format(f"these {n}" if n > 1 else "it")
                 elif not restated:
                     add(OPEN_TASKS, f"- {_STATUS_MARK.get(task.status, '[ ]')} {task.text}", True)
             if restated and any(t.status != "completed" for t in notes.tasks):
@@ -293,7 +309,7 @@ class ExtractiveSummarizer:
         if self.condensed_log:  # the first items trimmed: the sections say it shorter
             turns = condensed_log(request.messages)
             items += [_Item(LOG, turn, n - len(turns) - age) for n, turn in enumerate(turns)]
-        step = _next_step(notes)
+        step = _next_step(notes, bool(stale))
         if step:
             add(NEXT_STEP, step)
             left = _steps_left(notes, request.messages)
@@ -306,6 +322,23 @@ class ExtractiveSummarizer:
 
 
 MAX_STEPS_LEFT = 4
+STALE_DONE = " ({}: done by the agent's reports since the plan's last update)"
+
+
+def _stale_plan_done(notes: SpanNotes, messages: Sequence[Message]) -> set[str]:
+    """The open tasks of a plan the agent stopped updating that its reports since finished
+    (``work_state.stale_plan_done``)."""
+    if not notes.tasks or all(t.status == "completed" for t in notes.tasks):
+        return set()
+    updates = [i for i, m in enumerate(messages) if m.role == "assistant" and updates_tasks([m])]
+    if not updates:
+        return set()
+    since = [m for m in messages[updates[-1] + 1 :] if m.role == "assistant"]
+    calls = sum(len(work_calls(m)) for m in since)
+    words = [m.content for m in since if m.content]
+    texts = [t.text for t in notes.tasks]
+    done = stale_plan_done(texts, words, calls)
+    return {t.text for t, d in zip(notes.tasks, done) if d and t.status != "completed"}
 
 
 def _steps_left(notes: SpanNotes, messages: Sequence[Message]) -> list[str]:
@@ -436,7 +469,7 @@ def _names_by_file(messages: Sequence[Message]) -> dict[str, list[str]]:
     return out
 
 
-def _next_step(notes: SpanNotes) -> str | None:
+def _next_step(notes: SpanNotes, stale: bool = False) -> str | None:
     """From the latest explicit request, the task under way for it, and the agent's last
     words: its stated next step ("WP14 next") is the next step; a request it reported done is
     not to be continued."""
@@ -446,6 +479,9 @@ def _next_step(notes: SpanNotes) -> str | None:
     doing = [t.text for t in notes.tasks or () if t.status == "in_progress"]
     if doing:
         return f"Finish the task in progress ({doing[0]}) for the latest request: {first}"
+    left = [t.text for t in notes.tasks or () if t.status != "completed"]
+    if stale and left:  # the plan's step under way is done: the next is the first left
+        return f"Go on with the plan's first step not yet reported done ({left[0]}) for the latest request: {first}"
     if notes.stated_next:
         return f"As the agent said last: {whole_sentences(notes.stated_next, 200)}"
     # A request answered is not restated here: this section lists what is still to do, and

@@ -1,0 +1,82 @@
+"""The faults issue #42's review found in extractive summaries, each as a rule on plain lists
+and on the real span it was found in: a plan the agent stopped updating while it reported its
+work passing is not the open work; a heading line ending in ":" goes with the list it
+introduces; a latest request that is the goal's is said once; a plan step or a fragment of a
+request is no constraint or decision."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxtool.core.evaluator.answers import ContextText
+from ctxtool.core.sections import parse_sections
+from ctxtool.core.work_state import STALE_PLAN_CALLS, stale_plan_done
+from ctxtool.evaluation.keys import keyed_span, load_key
+
+from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).parent / "answer_keys"
+
+
+@pytest.fixture(scope="module")
+def span(tmp_path_factory):
+    def load(name: str, through: int | None = None):
+        key = load_key(KEYS / f"{name}.json")
+        if through is not None:  # the span of a compaction the review read, not the key's
+            key = dataclasses.replace(key, through=through)
+        return keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+
+    return load
+
+
+def _summary(span, budget: int = 3500) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import summary_sections
+
+    return summary_sections.summary_of(span, [], budget)
+
+
+def section(text: str, heading: str) -> list[str]:
+    return [i for s in parse_sections(text) if s.heading == heading for i in s.items]
+
+
+PLAN = [
+    "Scaffold the workspace and domain model",
+    "Build the operator terminal with responsive states",
+    "Run browser QA at three widths",
+]
+PASSING = "All checks and tests now pass. I'm starting the server for browser QA."
+
+
+def test_a_plan_left_behind_is_done_up_to_the_last_step_reported_finished():
+    words = ["The operator terminal is implemented with responsive states.", PASSING]
+    assert stale_plan_done(PLAN, words, STALE_PLAN_CALLS) == [True, True, False]
+
+
+def test_a_plan_kept_up_to_date_or_without_passing_checks_stands():
+    words = ["The operator terminal is implemented with responsive states.", PASSING]
+    # updated recently: the plan says where the work stands
+    assert stale_plan_done(PLAN, words, STALE_PLAN_CALLS - 1) == [False] * 3
+    # no check passed since: the reports may be of work still failing
+    assert stale_plan_done(PLAN, words[:1], 100) == [False] * 3
+    # checks pass, but no report names a step's work: nothing is retired
+    assert stale_plan_done(PLAN, [PASSING], 100) == [False] * 3
+
+
+def test_edgerunner_s_stale_plan_is_not_listed_as_pending(span):
+    """Codex edgerunner cut at line 504: update_plan last ran at line 146 with "Scaffold Rust
+    workspace …" in progress; 76 calls later the agent reports the operator terminal built
+    and all checks passing, and is at browser QA. The steps the reports went past are done,
+    and the next step is the plan's first step left, not "Finish … Scaffold"."""
+    text = _summary(span("codex--edgerunner-codex-session", 504))
+    pending = "\n".join(ContextText(text).pending)
+    assert "Scaffold Rust workspace" not in pending
+    assert "React operator terminal" not in pending
+    assert any(line.startswith("- [x] Scaffold Rust workspace") for line in section(text, "Done"))
+    assert any("browser QA" in line for line in section(text, "Open tasks"))
+    step = "\n".join(section(text, "Next step"))
+    assert "Scaffold" not in step and "browser QA" in step
