@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxtool.core.changes import ADDED, DELETED, Change, reported_changes
+from ctxtool.core.changes import ADDED, DELETED, Change, listed_as, merged, reported_changes
 from ctxtool.core.records import Message
 from ctxtool.core.span_facts import signals_of
 from ctxtool.evaluation.keys import keyed_span, load_key
@@ -90,3 +90,33 @@ def test_edgerunner_lists_no_crates_io(spans):
     changed = _changed(spans("codex--edgerunner-codex-session"))
     assert "crates.io" not in changed
     assert "crates/edgerunner-service/src/config.rs" in changed  # its real files stay
+
+
+# -- 2. a method is no file; a bare name of a listed file is that file ---------------------------
+
+
+def test_a_called_name_is_no_file_and_a_bare_name_is_the_listed_path():
+    assert reported_changes("3. **Updated all chalk calls in `UserMessageList.render()`:**") == []
+    assert reported_changes("Created:\n- `Foo.bar()`\n- `cfg.yaml`\n") == [
+        Change("cfg.yaml", ADDED)
+    ]
+    assert reported_changes("Updated foo.py.") == [Change("foo.py")]  # a sentence's stop
+    listed = ["packages/tui/test/truncated-text.test.ts", "src/a/x.ts", "src/b/x.ts"]
+    assert listed_as("truncated-text.test.ts", listed) == listed[0]
+    assert listed_as("x.ts", listed) == "x.ts"  # two files end so: which one is unknown
+    assert listed_as("new.ts", listed) == "new.ts"
+    assert merged([Change("pkg/a/x.ts"), Change("x.ts", ADDED), Change("y.ts")]) == [
+        Change("pkg/a/x.ts"),
+        Change("y.ts"),
+    ]
+
+
+def test_pi_large_session_lists_no_method_and_no_file_twice(spans):
+    """The closing words "Updated all chalk calls in `UserMessageList.render()`" and "Added
+    comprehensive tests in `truncated-text.test.ts`" listed a method and a second line of a
+    file already listed with its directory."""
+    changed = _changed(spans("pi--large-session"))
+    assert "UserMessageList.render" not in changed
+    assert "truncated-text.test.ts" not in changed
+    assert "packages/tui/test/truncated-text.test.ts" in changed
+    assert len(changed) == len(set(changed))

@@ -275,12 +275,14 @@ _VERBS = (
     r"saved"
 )
 _FILE = r"(?:~?/)?(?:[\w.@~+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]{1,6}"
+# A name called ("`UserMessageList.render()`") is a method, not a file.
+_NO_CALL = r"(?![\w(])"
 _REPORTED = re.compile(
-    rf"(?P<verb>{_VERBS})\b[^\n`]{{0,40}}?`?(?P<path>{_FILE})`?",
+    rf"(?P<verb>{_VERBS})\b[^\n`]{{0,40}}?`?(?P<path>{_FILE}){_NO_CALL}`?",
     re.I,
 )
 _PATH_FIRST = re.compile(
-    rf"^\s*(?:[-*+•]|\d+[.)])?\s*\**`?(?P<path>{_FILE})`?\**"
+    rf"^\s*(?:[-*+•]|\d+[.)])?\s*\**`?(?P<path>{_FILE}){_NO_CALL}`?\**"
     r"\s*(?:[-—–:(]|\s)\s*\(?(?P<verb>new|created|added|modified|updated|deleted|removed)\b",
     re.I,
 )
@@ -290,7 +292,7 @@ _LIST_HEADING = re.compile(
     rf"^\W*(?:[\w-]+\s+){{0,3}}?(?P<verb>{_VERBS})\b[^`\n]{{0,60}}:\s*$", re.I
 )
 _LIST_ITEM = re.compile(
-    rf"^\s*(?:[-*+•]|\d+[.)])?\s*(?:[^`\n:]{{0,40}}:\s*)?`?(?P<path>(?:\./)?{_FILE})`?"
+    rf"^\s*(?:[-*+•]|\d+[.)])?\s*(?:[^`\n:]{{0,40}}:\s*)?`?(?P<path>(?:\./)?{_FILE}){_NO_CALL}`?"
     r"(?:\s|$|[,;.—–(-])"
 )
 
@@ -386,12 +388,25 @@ def opens_with_report(text: str) -> bool:
     return any(_OPENS_WITH_REPORT.match(line) for line in lines[:REPORT_OPENING_LINES])
 
 
+def listed_as(path: str, listed: Iterable[str]) -> str:
+    """The path a bare file name stands for: the one listed path it is the last part of
+    (``truncated-text.test.ts`` beside ``packages/tui/test/truncated-text.test.ts``); itself
+    when it has a directory, or when no listed path or more than one ends in it."""
+    if "/" in path:
+        return path
+    ends = [p for p in listed if p.endswith(f"/{path}")]
+    return ends[0] if len(set(ends)) == 1 else path
+
+
 def merged(changes: Iterable[Change], cwd: str | None = None) -> list[Change]:
     """Each file once, in first-seen order, in one path form; a later deletion or rename of
-    a file overrides its modification, and a renamed file is listed under its new path."""
+    a file overrides its modification, and a renamed file is listed under its new path. A
+    bare name that is the last part of one listed path is that path."""
     out: dict[str, Change] = {}
+    changes = list(changes)
+    full = [normalise_path(c.path, cwd) for c in changes if "/" in c.path]
     for change in changes:
-        path = normalise_path(change.path, cwd)
+        path = listed_as(normalise_path(change.path, cwd), full)
         old = normalise_path(change.old_path, cwd) if change.old_path else None
         if change.kind == RENAMED and old:
             out.pop(old, None)

@@ -30,6 +30,7 @@ from .changes import (
     Change,
     diff_stat_changes,
     git_status_changes,
+    listed_as,
     opens_with_report,
     patch_changes,
     report_names,
@@ -1145,7 +1146,9 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
                 )
                 added.setdefault(path, {}).update(dict.fromkeys(brought))
                 last_edit[path] = m.id or 0
-    for path, change in _reported_changes(messages, results).items():
+    for reported_path, change in _reported_changes(messages, results).items():
+        path = listed_as(reported_path, changes)  # a bare name of a file edited is that file
+        change = replace(change, path=path)
         old = changes.get(path)
         if old is not None and last_edit.get(path, 0) > (change.message_id or 0):
             continue  # written again after it was removed: it is there, modified
