@@ -14,7 +14,13 @@ import pytest
 
 from ctxtool.core.evaluator.answers import ContextText
 from ctxtool.core.sections import parse_sections
-from ctxtool.core.work_state import STALE_PLAN_CALLS, stale_plan_done
+from ctxtool.core.work_state import (
+    OPEN_PART,
+    OTHER,
+    STALE_PLAN_CALLS,
+    report_parts,
+    stale_plan_done,
+)
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
@@ -80,3 +86,25 @@ def test_edgerunner_s_stale_plan_is_not_listed_as_pending(span):
     assert any("browser QA" in line for line in section(text, "Open tasks"))
     step = "\n".join(section(text, "Next step"))
     assert "Scaffold" not in step and "browser QA" in step
+
+
+def test_a_heading_goes_with_the_list_it_introduces():
+    behaviour = "Now invalid themes will:\n1. **On startup**: Log error, fall back to dark theme"
+    assert report_parts(behaviour) == [(OTHER, behaviour)]  # a new state, no step to take
+    steps = "Next steps:\n1. Run the tests\n2. Open the PR"
+    assert report_parts(steps) == [(OPEN_PART, steps)]
+    assert report_parts("Now commit the feature files only:")[0][0] == OPEN_PART
+    assert report_parts("Now I will commit:")[0][0] == OPEN_PART
+
+
+def test_pi_s_last_words_on_invalid_themes_are_said_with_their_list(span):
+    """pi large-session cut at line 863: the agent's last words are "Now invalid themes
+    will:" and the list of what they now do. That is the fix in place (Done), said with its
+    list; the heading is never the next step alone, the list item never "1." alone."""
+    for budget in (3500, 1500):
+        text = _summary(span("pi--large-session", 863), budget)
+        done = "\n".join(section(text, "Done"))
+        assert "Now invalid themes will:" in done
+        assert "Log error, fall back to dark theme" in done
+        assert "> 1. (names" not in done
+        assert not any("invalid themes" in line for line in section(text, "Next step"))

@@ -344,8 +344,9 @@ REPORT, OPEN_PART, OTHER = "report", "open", "other"
 # A sentence naming work still to do: a plan, the work under way, a question, an offer, a
 # condition; and, weaker (a report may name what it fixed), a failure or a gap.
 _LEFT_OPEN = re.compile(
-    # "Now commit the files:", not "Now: crypto RNG" (a label) nor "now uses" (a new state)
-    r"\?\s*\**\s*$|^\W*now,?\s+(?!\w+s\b|that\b)\w|\b(i'?m|we'?re) (now )?\w+ing\b|"
+    # "Now commit the files:", not "Now: crypto RNG" (a label), "now uses" nor "Now invalid
+    # themes will:" (a new state)
+    r"\?\s*\**\s*$|^\W*now,?\s+(?!\w+s\b|that\b|(?!i\b|we\b)[^.:\n]{0,60}?\bwill\b)\w|\b(i'?m|we'?re) (now )?\w+ing\b|"
     r"\b(next(?![.-]\w)|then i|let me|let'?s|i'?ll|i will|i'?m going to|going to|still|"
     r"remaining|remains? to|what remains|left to|not yet|pending|in progress|if you (want|need|prefer|like)|"
     r"should i|want me to|would you like|do you want|shall i|(?<!you )needs? to|has to|"
@@ -427,6 +428,16 @@ def report_parts(words: str) -> list[tuple[str, str]]:
         before = pieces[i - 1][1].rstrip("*")
         if starts and label == OTHER and before.endswith(":") and not _is_list_item(text):
             pieces[i] = (pieces[i - 1][0], text, starts)
+    # the list a heading introduces goes with it: its items that are no sentence of their own
+    # kind ("1. Run the tests" under "Next steps:") take the heading's label
+    heading = None
+    for i, (label, text, starts) in enumerate(pieces):
+        if starts and text.rstrip("*").endswith(":") and not _is_list_item(text):
+            heading = label
+        elif starts and not _is_list_item(text):
+            heading = None
+        elif starts and heading not in (None, OTHER) and label == OTHER:
+            pieces[i] = (heading, text, starts)
     out: list[tuple[str, str]] = []
     for label, text, starts in pieces:
         if out and out[-1][0] == label:

@@ -277,7 +277,7 @@ class ExtractiveSummarizer:
                         left_open.append(text)
                         continue
                     add(where, text)
-                    items[-1].fallback = quote_gist(text) or None
+                    items[-1].fallback = _quote_gist(text) or None
                 continue
             # The last call is never trimmed (what the agent was doing at the cut). Its calls
             # are done work when its turn ended on its words (it handed back to the user).
@@ -317,7 +317,7 @@ class ExtractiveSummarizer:
                 add(NEXT_STEP, "- Steps of the latest request not yet done: " + "; ".join(left))
         for text in left_open:
             add(NEXT_STEP, text)
-            items[-1].fallback = quote_gist(text) or None
+            items[-1].fallback = _quote_gist(text) or None
         return items
 
 
@@ -362,7 +362,14 @@ def _placed_words(quote: str, over: bool, reported: bool) -> list[tuple[str, str
     done (``reported``)."""
     words = "\n".join(line.removeprefix(">").removeprefix(" ") for line in quote.splitlines())
     out: list[tuple[str, str]] = []
-    for label, text in report_parts(words):
+    parts = report_parts(words)
+    for n in range(len(parts) - 1):  # a heading goes where the list it introduces goes
+        label, text = parts[n]
+        *rest, last = text.split("\n")
+        if last.rstrip("*").endswith(":") and _LIST_ITEM.match(parts[n + 1][1]):
+            parts[n] = (label, "\n".join(rest))
+            parts[n + 1] = (parts[n + 1][0], last + "\n" + parts[n + 1][1])
+    for label, text in (p for p in parts if p[1].strip()):
         if label == REPORT or (label == OTHER and (over or reported)):
             where = DONE
         else:
@@ -373,6 +380,20 @@ def _placed_words(quote: str, over: bool, reported: bool) -> list[tuple[str, str
         else:
             out.append((where, quoted))
     return out
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def _quote_gist(quote: str) -> str:
+    """What stays of a quote when the budget cannot hold it (``span_notes.quote_gist``); but
+    a quote that opens on a heading or a list keeps its first lines whole, up to the end of
+    the first item: "1." alone, or "Now invalid themes will:" alone, says nothing."""
+    lines = [line.removeprefix(">").strip() for line in quote.splitlines() if line.strip()]
+    if not lines or not (lines[0].rstrip("*").endswith(":") or _LIST_ITEM.match(lines[0])):
+        return quote_gist(quote)
+    head = lines[: 2 if lines[0].rstrip("*").endswith(":") else 1]
+    return "> " + whole_sentences(" ".join(head), 240)
 
 
 def _words_before_request(messages: Sequence[Message]) -> bool:
