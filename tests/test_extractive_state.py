@@ -250,6 +250,7 @@ def test_a_changed_file_names_what_its_edits_brought_in_while_there_is_room():
 
 def test_a_request_s_checklist_says_where_each_item_stands_at_the_cut():
     span = Span()
+    span.add("user", "Set up the release tooling.")  # the goal; the checklist is the latest
     span.add(
         "user",
         "Please finish the release.\nSteps:\n- [ ] WP7: bump `version.py`\n"
@@ -264,6 +265,7 @@ def test_a_request_s_checklist_says_where_each_item_stands_at_the_cut():
     assert "> - [ ] WP8: tag the release" in lines  # still to do, on a line of its own
     # a request with no checklist is one line, as before
     plain = Span()
+    plain.add("user", "Set up the release tooling.")
     plain.add("user", "Bump the version.\nThen tag it.")
     assert section(summarize(plain.messages), "Latest request") == [
         "> Bump the version. Then tag it."

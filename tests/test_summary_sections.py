@@ -171,7 +171,7 @@ def test_the_latest_request_is_quoted_whole_and_never_cut_mid_sentence():
     [quoted] = section(out, "Latest request")
     assert colours in quoted
     huge = ("Keep every line of the log. " * 80) + colours
-    [cut] = section(summarize([msg(1, "user", huge)]), "Latest request")
+    [cut] = section(summarize([msg(0, "user", "Build the viewer."), msg(1, "user", huge)]), "Latest request")  # fmt: skip
     assert cut.endswith("log. […]")  # whole sentences left out, none cut
     assert section(summarize([msg(1, "user", huge)]), "Next step")[0].startswith(
         "Continue the latest request: Keep every line"
@@ -428,7 +428,10 @@ def test_a_turn_a_slash_command_started_is_split_at_the_command():
     assert prefix.startswith("[User command]: /erk:plan-implement 8511")
     text = ExtractiveSummarizer().summarize(SummaryRequest(None, messages[2:], {}, True)).text
     [latest] = [s for s in parse_sections(text) if s.heading == "Latest request"]
-    assert latest.items[0] == "> /erk:plan-implement 8511"
+    [goal] = [s for s in parse_sections(text) if s.heading == "Goal"]
+    # the command is the span's one request: the goal, said once (the latest request points there)
+    assert goal.items[0] == "/erk:plan-implement 8511"
+    assert latest.items[0] == "(the goal's request, quoted above)"
     assert "continues in the messages after this summary" in latest.items[1]
 
 

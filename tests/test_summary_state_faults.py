@@ -108,3 +108,25 @@ def test_pi_s_last_words_on_invalid_themes_are_said_with_their_list(span):
         assert "Log error, fall back to dark theme" in done
         assert "> 1. (names" not in done
         assert not any("invalid themes" in line for line in section(text, "Next step"))
+
+
+def test_a_latest_request_that_is_the_goal_s_is_said_once():
+    from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
+    from ctxtool.core.records import Message
+
+    ask = "Add a roadmap section for the Telegram agent and research Visa card partners. " * 6
+    messages = [Message(1, 1, "user", ask), Message(2, 1, "assistant", "Done: the roadmap.")]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, messages, {})).text
+    assert text.count("research Visa card partners") == section(text, "Goal")[0].count(
+        "research Visa card partners"
+    )
+    assert section(text, "Latest request") == ["(the goal's request, quoted above)"]
+
+
+def test_fundwise_s_goal_is_not_quoted_twice(span):
+    """FundWise cut at line 59: the one request (1,502 characters, voice-typed) is the goal
+    and the latest request; it was quoted under both (~375 tokens twice)."""
+    for budget in (3500, 1500):
+        text = _summary(span("claude-code--FundWise-claude-session", 59), budget)
+        assert "split mode first" in "\n".join(section(text, "Goal"))
+        assert "split mode first" not in "\n".join(section(text, "Latest request"))

@@ -223,7 +223,9 @@ class ExtractiveSummarizer:
         goal = None if carried_goal else notes.goal
         if not carried_goal:
             stated = goal or request.title or "(not stated)"
-            add(GOAL, _not_a_heading(_said(stated, SHORT_GOAL_CHARS, done_since)), protected=True)
+            # the goal that is the latest request too is said once, here, as long as that
+            short_goal = SHORT_REQUEST_CHARS if goal == notes.latest_request else SHORT_GOAL_CHARS
+            add(GOAL, _not_a_heading(_said(stated, short_goal, done_since)), protected=True)
             whole = _not_a_heading(_said(stated, LATEST_REQUEST_CHARS, done_since))
             if whole != items[-1].text:  # whole while there is room, its start when short
                 items[-1].longer = whole
@@ -237,10 +239,12 @@ class ExtractiveSummarizer:
                 items.append(_Item(EARLIER_REQUESTS, lead + outcome, len(items) - 10**6))
                 if fuller.get(outcome):  # the report whole while there is room
                     items[-1].longer = lead + fuller[outcome]
-        if latest:
-            after = ""
-            if request.split_turn:
-                after = "\n(The work on it continues in the messages after this summary.)"
+        after = ""
+        if latest and request.split_turn:
+            after = "\n(The work on it continues in the messages after this summary.)"
+        if latest and latest == goal:
+            add(LATEST_REQUEST, "(the goal's request, quoted above)" + after, True)
+        elif latest:
             short = _said(latest, SHORT_REQUEST_CHARS, done_since).replace("\n", "\n> ")
             add(LATEST_REQUEST, "> " + short + after, True)
             whole = "> " + _said(latest, LATEST_REQUEST_CHARS, done_since).replace("\n", "\n> ")
