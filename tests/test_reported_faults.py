@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.core.changes import ADDED, DELETED, Change, listed_as, merged, reported_changes
-from ctxtool.core.records import Message
+from ctxtool.core.outcomes import aborted, still_running
+from ctxtool.core.records import Message, calls_of
 from ctxtool.core.span_facts import signals_of
+from ctxtool.core.touched_files import files_touched
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
@@ -21,14 +24,16 @@ KEYS = Path(__file__).resolve().parent / "answer_keys"
 
 @pytest.fixture(scope="module")
 def spans(tmp_path_factory):
-    cache: dict[str, list[Message]] = {}
+    cache: dict[tuple[str, bool], list[Message]] = {}
 
-    def span(name: str) -> list[Message]:
-        if name not in cache:
+    def span(name: str, whole: bool = False) -> list[Message]:
+        """The key's summarized span, or with ``whole`` every message of its transcript's
+        prefix."""
+        if (name, whole) not in cache:
             key = load_key(KEYS / f"{name}.json")
-            where = tmp_path_factory.mktemp(name[:30])
-            cache[name] = keyed_span(key, TRANSCRIPTS, where).summarized
-        return cache[name]
+            keyed = keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+            cache[name, whole] = keyed.messages if whole else keyed.summarized
+        return cache[name, whole]
 
     return span
 
@@ -120,3 +125,52 @@ def test_pi_large_session_lists_no_method_and_no_file_twice(spans):
     assert "truncated-text.test.ts" not in changed
     assert "packages/tui/test/truncated-text.test.ts" in changed
     assert len(changed) == len(set(changed))
+
+
+# -- 3. an aborted or a still running call is not done --------------------------------------------
+
+
+def summary(messages: list[Message], budget: int = 3500) -> str:
+    read, modified = files_touched(calls_of(messages))
+    files = {"read_files": read, "modified_files": modified}
+    request = SummaryRequest(None, messages, files, max_tokens=budget, min_carry_over=0.9)
+    return ExtractiveSummarizer().summarize(request).text
+
+
+def _through(messages: list[Message], text: str) -> list[Message]:
+    """The span up to the first result that says ``text``."""
+    at = next(i for i, m in enumerate(messages) if m.role == "tool" and text in (m.content or ""))
+    return messages[: at + 1]
+
+
+def test_aborted_and_still_running_results():
+    assert aborted("aborted by user after 77.1s")
+    assert aborted("[Request interrupted by user for tool use]")
+    assert not aborted("ok\nThe test checks that a run aborted by user is retried")
+    assert still_running("Command still running (session tender-nexus, pid 10844). Use process")
+    assert still_running("(no new output)\n\nProcess still running.")
+    assert still_running("Process running with session ID 7")
+    assert not still_running("done in 2s")
+    s = Span()
+    s.add("user", "check the page")
+    s.call("exec_command", "aborted by user after 77.1s", cmd="node check.mjs")
+    s.call("exec", "Command still running (session a, pid 1).", command="git push origin main")
+    assert signals_of(s.messages).failures == []  # the user stopped it: no error to fix
+    text = summary(s.messages)
+    assert "`node check.mjs` → aborted" in text and "✓ ok: aborted" not in text
+    assert "`git push origin main` → still running" in text and "✓ ok: Command" not in text
+
+
+def test_edgerunner_visual_check_the_user_aborted_is_not_done(spans):
+    messages = _through(spans("codex--edgerunner-codex-session", whole=True), "aborted by user")
+    text = summary(messages)
+    [line] = [x for x in text.splitlines() if "node scripts/visual-check.mjs`" in x]
+    assert "→ aborted" in line and "✓" not in line
+    assert not any("visual-check.mjs" in f.command for f in signals_of(messages).failures)
+
+
+def test_openclaw_push_still_running_is_not_done(spans):
+    name = "pi--openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc"
+    messages = _through(spans(name, whole=True), "session tender-nexus")
+    [line] = [x for x in summary(messages).splitlines() if "git push backup master" in x]
+    assert "→ still running" in line and "✓" not in line

@@ -225,7 +225,7 @@ def test_what_a_sub_agent_reported_is_done_work_by_name():
         # the turn ended on the agent's closing report: it and the calls before are done work
         "> All done.",
         "- Task (Setup Next.js project) → ✓ ok",
-        "- Task (Explore) → ok: Async agent launched successfully. agentId: ab558b3",
+        "- Task (Explore) → still running: Async agent launched successfully. agentId: ab558b3",
     ]
 
 
@@ -600,7 +600,7 @@ def test_current_work_reads_a_call_as_the_signals_do():
     assert work[-3:] == [
         "- read_file src/app.ts → ok",
         "- edit src/build.ts → ✓ ok",
-        "- exec_command `npm run build` → ok: Process running with session ID 3",
+        "- exec_command `npm run build` → still running: Process running with session ID 3",
     ]
     [turn] = condensed_log(messages + [msg(12, "user", "Thanks, now the docs.")])
     assert "read_file src/app.ts ✓; edit src/build.ts ✓; exec_command `npm run build` ✓" in turn

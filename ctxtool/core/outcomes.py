@@ -74,6 +74,28 @@ ABORTED = re.compile(
     r"^\s*command aborted",
     re.I,
 )
+# A run that returned while its command goes on (a process, a sub-agent, a code cell started,
+# OpenClaw's "Command still running (session …)"): neither done nor failed yet.
+_STILL_RUNNING = re.compile(
+    r"\A\W*(?:Process running with session ID|Async agent launched|Command running in background|"
+    r"Script running with cell ID)|^\W*(?:Command|Process) still running\b",
+    re.I | re.M,
+)
+_OPENING_CHARS = 300
+
+
+def still_running(output: str) -> bool:
+    """A result that says its command is still running: no outcome yet."""
+    return bool(_STILL_RUNNING.search(output[:_OPENING_CHARS]))
+
+
+def aborted(output: str) -> bool:
+    """A result whose first line says the user stopped the run ("aborted by user after
+    77.1s", "[Request interrupted by user for tool use]"): not done, and no error to fix."""
+    first = next((line for line in output.splitlines() if line.strip()), "")
+    return bool(ABORTED.search(first))
+
+
 # A word that names a sub-command (no path, no file name, no value).
 _SUBCOMMAND = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 _EXIT_ONE = re.compile(r"^\s*(command )?exit(ed)?( with)? (code|status) 1\.?\s*$", re.I)

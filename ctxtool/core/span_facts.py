@@ -40,6 +40,7 @@ from .changes import (
 from .keyed_patterns import KeyedPattern
 from .outcomes import (
     Run,
+    aborted,
     is_exploratory,
     outcomes,
     output_failed,
@@ -903,9 +904,12 @@ def _said_after(messages: Sequence[Message], result: Message) -> str | None:
 
 
 def _failed(result: Message, tool: str, command: str = "") -> bool:
-    """Failed by the record's flags, or, for a command tool only, by the exit code it printed:
+    """Failed by the record's flags, or, for a command tool only, by the exit code it printed,
+    or stopped by the user:
     a Read whose text holds "exit code 1" succeeded, and so did a search that found nothing
     (grep and rg exit 1 for no match)."""
+    if aborted(unwrapped_output(result.content or "")):
+        return True  # not done (``outcomes`` keeps no error of it)
     details = _details(result)
     code = details.get("exit_code")
     script = script_result(result.content or "")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...core.changes import Change, git_status_gist
-from ...core.outcomes import Run, command_target, is_exploratory
+from ...core.outcomes import Run, aborted, command_target, is_exploratory, still_running
 from ...core.records import Message, call_arguments, call_name
 from ...core.sections import ERRORS, canonical_heading, parse_sections
 from ...core.span_facts import (
@@ -669,10 +669,15 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
                 if result is None
                 else "failed"
                 if result.id in failed
+                # stopped by the user, or gone on after the call returned (a process, a
+                # sub-agent started): not done
+                else "aborted"
+                if aborted(unwrapped_output(result.content or ""))
+                else "still running"
+                if still_running(unwrapped_output(result.content or ""))
+                # what a look saw may be work still to do (files uncommitted)
                 else "ok"
-                # what a look saw may be work still to do (files uncommitted); a process or a
-                # sub-agent started goes on after the call returned
-                if is_look(call) or _STILL_RUNNING.search(result.content or "")
+                if is_look(call)
                 else f"{DONE_MARK} ok"  # that call is done, whatever is still under way
             )
             output = " ".join((result.content or "").split()) if result is not None else ""
@@ -711,11 +716,6 @@ REPORT_LINES = 3
 GIST_CHARS = 320
 
 
-_STILL_RUNNING = re.compile(
-    r"\A\W*(?:Process running with session ID|Async agent launched|Command running in background|"
-    r"Script running with cell ID)",
-    re.I,
-)
 _LOOKS = frozenset({"git:status", "git:log", "git:diff", "git:show", "git:branch"})
 
 
@@ -824,7 +824,15 @@ def condensed_log(messages: Sequence[Message]) -> list[str]:
             if is_bookkeeping(call):
                 continue
             result = results.get(call["id"])
-            mark = "✗" if result is not None and result.id in failed else "✓"
+            output = unwrapped_output(result.content or "") if result is not None else ""
+            # a process started in an earlier turn has had its time: only a stop is said
+            mark = (
+                "✗"
+                if result is not None and result.id in failed
+                else "(aborted)"
+                if aborted(output)
+                else "✓"
+            )
             calls.append(f"{_call_line(call, LOG_COMMAND_CHARS)} {mark}")
     close()
     return [masked("\n".join(turn)) for turn in turns[:-1]]
