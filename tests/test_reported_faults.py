@@ -11,7 +11,7 @@ import pytest
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.core.changes import ADDED, DELETED, Change, listed_as, merged, reported_changes
-from ctxtool.core.outcomes import aborted, still_running
+from ctxtool.core.outcomes import aborted, command_target, still_running
 from ctxtool.core.records import Message, calls_of
 from ctxtool.core.span_facts import signals_of
 from ctxtool.core.touched_files import files_touched
@@ -174,3 +174,31 @@ def test_openclaw_push_still_running_is_not_done(spans):
     messages = _through(spans(name, whole=True), "session tender-nexus")
     [line] = [x for x in summary(messages).splitlines() if "git push backup master" in x]
     assert "→ still running" in line and "✓" not in line
+
+
+# -- 4. a copy or a move is keyed on its destination ----------------------------------------------
+
+
+def test_a_copy_is_keyed_on_where_it_puts_the_file():
+    global_copy = "mkdir -p ~/t && cp $(npm root -g)/pkg/dist/dark.json ~/t/custom.json"
+    assert command_target(global_copy) == "to:~/t/custom.json"
+    assert command_target("cp src/dark.json ~/t/custom.json") == "to:~/t/custom.json"
+    assert command_target("mv build/a.txt out/") == "to:out"
+    assert command_target("cp src/a.json ~/t/other.json") != command_target(global_copy)
+    s = Span()
+    s.add("user", "install the theme")
+    s.call("bash", "cp: pkg/dist/dark.json: No such file or directory\nexit code 1",
+           details={"exit_code": 1}, command=global_copy)  # fmt: skip
+    s.call("bash", "", details={"exit_code": 0}, command="cp src/dark.json ~/t/custom.json")
+    [failure] = signals_of(s.messages).failures
+    assert failure.fixed and "cp src/dark.json" in (failure.fixed_by or "")
+
+
+def test_pi_large_session_theme_copy_is_fixed(spans):
+    """``cp $(npm root -g)/…/dark.json ~/.pi/agent/themes/custom.json`` failed, the next copy
+    from packages/coding-agent/src/theme to the same file succeeded: "still open" said it."""
+    messages = spans("pi--large-session")
+    [failure] = [f for f in signals_of(messages).failures if "npm root -g" in f.command]
+    assert failure.fixed and "packages/coding-agent/src/theme/dark.json" in (failure.fixed_by or "")
+    text = summary(messages)
+    assert not any("npm root -g" in x and "still open" in x for x in text.splitlines())

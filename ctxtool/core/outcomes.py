@@ -30,6 +30,7 @@ from dataclasses import dataclass
 _TEST_PROGRAMS = frozenset(
     {"pytest", "py.test", "jest", "vitest", "mocha", "tox", "nox", "rspec", "phpunit", "ctest"}
 )
+_COPIES = frozenset({"cp", "mv", "install", "rsync", "scp", "ln"})
 _BUILD_PROGRAMS = frozenset({"tsc", "webpack", "vite", "esbuild", "rollup", "gradle", "mvn"})
 _RUNNERS = frozenset({"npm", "pnpm", "yarn", "bun", "cargo", "go", "make", "dotnet", "deno"})
 _TEST_WORDS = frozenset({"test", "tests", "check", "spec", "e2e", "unit"})
@@ -320,8 +321,8 @@ def _work_step(command: str) -> list[str]:
 
 def command_target(command: str) -> str:
     """What a command line acts on, as a key two runs share when one can fix the other:
-    ``test:pytest``, ``build:npm``, ``git:rebase``, ``url:host/path``, else the program and its
-    first argument that is no flag."""
+    ``test:pytest``, ``build:npm``, ``git:rebase``, ``url:host/path``, ``to:dest`` for a copy
+    or a move, else the program and its first argument that is no flag."""
     url = _URL.search(command)
     words = _work_step(command)
     if not words:
@@ -344,6 +345,11 @@ def command_target(command: str) -> str:
             args = args[2:]
         operation = next((w for w in args if not w.startswith("-") and "=" not in w), "")
         return f"git:{operation}"
+    if program in _COPIES and len(rest) > 1:
+        # a copy or a move acts on where it puts the file: another source to the same
+        # destination fixes it (``cp $(npm root -g)/…/dark.json x.json``, then ``cp src/dark.json
+        # x.json``)
+        return "to:" + rest[-1].rstrip("/")
     if program in _TEST_PROGRAMS:
         return f"test:{program}"
     if program in _BUILD_PROGRAMS:
