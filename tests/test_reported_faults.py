@@ -202,3 +202,30 @@ def test_pi_large_session_theme_copy_is_fixed(spans):
     assert failure.fixed and "packages/coding-agent/src/theme/dark.json" in (failure.fixed_by or "")
     text = summary(messages)
     assert not any("npm root -g" in x and "still open" in x for x in text.splitlines())
+
+
+# -- 5. another commit's --stat is no change of the session --------------------------------------
+
+STAT = " src/cli.ts | 4 ++--\n src/web.ts | 9 +++++++--\n 2 files changed, 9 insertions(+)\n"
+
+
+def test_only_the_work_trees_diff_stat_lists_changes():
+    for command, listed in [
+        ("git show 9b6e517 --stat", False),
+        ("git log --stat -3", False),
+        ("git diff main..feature --stat", False),
+        ("git diff --stat", True),
+        ("git -C repo diff HEAD --stat", True),
+    ]:
+        s = Span()
+        s.add("user", "what changed?")
+        s.call("bash", STAT, details={"exit_code": 0}, command=command)
+        assert (_changed(s.messages) == ["src/cli.ts", "src/web.ts"]) is listed, command
+
+
+def test_kimchi_git_show_of_a_commit_is_no_change(spans):
+    """The kimchi session opens by reading commit 9b6e517 with ``git show --stat``: its files
+    were listed as changed by the session."""
+    changed = _changed(spans("pi--kimchi-dev-session"))
+    assert "src/cli.ts" not in changed
+    assert "src/extensions/web-fetch/page-fetcher.ts" not in changed

@@ -1177,7 +1177,9 @@ def _files_changed(messages: Sequence[Message]) -> list[FileChange]:
 
 # Commands whose output lists the work tree's changes.
 GIT_STATUS = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+status\b")
-_GIT_STAT = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+(?:diff|show|log)\b[^|;&]*--stat\b")
+# ``git diff --stat`` of the work tree (or the index) against a commit; never another commit's
+# changes (``git show <hash> --stat``, ``git log --stat``, ``git diff a..b --stat``).
+_GIT_STAT = re.compile(r"(?:^|[;&|]\s*)git(?:\s+-C\s+\S+)?\s+diff\b(?![^|;&]*\.\.)[^|;&]*--stat\b")
 _SUB_AGENTS = frozenset({"task", "agent", "taskoutput"})
 # Calls that return a running command's output (Codex's ``wait`` on a cell, ``write_stdin``,
 # OpenClaw's ``process`` poll): that command's words ("Updating crates.io index"), never a
