@@ -229,3 +229,33 @@ def test_kimchi_git_show_of_a_commit_is_no_change(spans):
     changed = _changed(spans("pi--kimchi-dev-session"))
     assert "src/cli.ts" not in changed
     assert "src/extensions/web-fetch/page-fetcher.ts" not in changed
+
+
+# -- 6. a runtime's notice is no request ----------------------------------------------------------
+
+OPENCLAW = "pi--openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        (OPENCLAW, "有两个问题：第一，我刚刚自己推送仓库的时候并没有出现不能推送大文件的问题"),
+        (f"{OPENCLAW}--before-third-compaction", "我想像之前新建一个单独的“大象”workspace"),
+    ],
+)
+def test_openclaw_latest_request_is_the_users_words_not_an_exec_notice(spans, name, words):
+    """OpenClaw puts "System: [time] Exec failed (…) :: …" notices before the user's words
+    in one message, and a message of notices only after them: the latest request is the
+    user's words, the notices none of it."""
+    messages = spans(name)
+    notices = [
+        m for m in messages if m.role == "user" and (m.content or "").startswith("System: [")
+    ]
+    assert notices and any(m.id > notices[0].id for m in messages)  # the span has them
+    latest = signals_of(messages).latest_request
+    assert latest is not None and latest.text.startswith(words)
+    assert "Exec failed" not in latest.text and "System:" not in latest.text
+    assert "message_id" not in latest.text
+    sections = summary(messages)
+    [quoted] = [x for x in sections.splitlines() if words in x][:1]
+    assert "Exec failed" not in quoted
