@@ -18,6 +18,9 @@ from ctxtool.core.work_state import (
     OPEN_PART,
     OTHER,
     STALE_PLAN_CALLS,
+    asks_the_agent,
+    cut_mid_sentence,
+    is_plan_step,
     report_parts,
     stale_plan_done,
 )
@@ -130,3 +133,53 @@ def test_fundwise_s_goal_is_not_quoted_twice(span):
         text = _summary(span("claude-code--FundWise-claude-session", 59), budget)
         assert "split mode first" in "\n".join(section(text, "Goal"))
         assert "split mode first" not in "\n".join(section(text, "Latest request"))
+
+
+WRAPPED = (
+    "in our roadmap we are going through the split mode first then we'll have this telegram\n"
+    "bot which is like an agent and as we have already mentioned in our documents we will\n"
+    "never open the fund mode to everyone so we'll go with split mode on mainnet first then we\n"
+    "will have this agent ready. Always use USDC.\n"
+    "never push to main\n"
+)
+
+
+def test_a_line_of_a_wrapped_sentence_states_no_rule():
+    # a line the one before goes on into, or that goes on into the next: a piece of a sentence
+    assert cut_mid_sentence("never open the fund mode to everyone so we'll go with", WRAPPED)
+    assert cut_mid_sentence(
+        "bot which is like an agent and as we have already mentioned in our documents we will",
+        WRAPPED,
+    )
+    # a sentence of its own, and a short line after a finished sentence, are rules
+    assert not cut_mid_sentence("Always use USDC.", WRAPPED)
+    assert not cut_mid_sentence("never push to main", WRAPPED)
+    assert not cut_mid_sentence("never push to main", "always use pnpm\nnever push to main")
+
+
+def test_a_plan_step_or_a_request_is_no_constraint_or_decision():
+    assert is_plan_step("**Phase 1**: Sufficiency check — Existing PARA notes do not cover this")
+    assert is_plan_step("Step 2 - build the index")
+    assert not is_plan_step("Never skip the sufficiency check in any phase.")
+    assert asks_the_agent("I want you to do a research on that as well.")
+    assert asks_the_agent("Can you use pnpm instead?")
+    assert not asks_the_agent("We'll go with split mode first, then the agent.")
+
+
+def test_fundwise_s_voice_typed_request_leaves_no_fragments(span):
+    """FundWise cut at line 59: the request is voice-typed and hard-wrapped; its wrapped lines
+    ("docs documentsThen we will open …", "the personal finance will manage …") were listed
+    as a constraint and a decision, and "I want you to do a research on that as well." as a
+    decision."""
+    text = _summary(span("claude-code--FundWise-claude-session", 59))
+    stated = "\n".join(section(text, "Constraints") + section(text, "Decisions"))
+    assert "documentsThen" not in stated
+    assert "the personal finance will manage" not in stated
+    assert "I want you to do a research" not in stated
+
+
+def test_paradocs_plan_step_is_no_constraint(span):
+    """paradocs cut at line 67: the plan's "**Phase 1**: Sufficiency check …" was listed as a
+    constraint."""
+    text = _summary(span("pi--paradocs-session", 67))
+    assert not any("Phase 1" in line for line in section(text, "Constraints"))

@@ -338,6 +338,50 @@ def superseded(instructions: Sequence[str]) -> list[int | None]:
     return out
 
 
+# -- what the user's words state: a rule or a decision, or something else ----------------------
+
+# A plan's step ("**Phase 1**: Sufficiency check", "Step 2 - build"): work to do, no rule.
+_PLAN_STEP = re.compile(r"^\W*(?:phase|step|stage|part)\s*\d+[a-z]?\b[*_\s]*[:.)—–-]", re.I)
+# The user asking the agent for work ("I want you to research that", "Can you …").
+_ASKS_AGENT = re.compile(
+    r"^\W*(?:(?:so|and|also|ok|okay|now),?\s+)?(?:(?:i|we) (?:want|need|would like|'d like) you to|"
+    r"(?:can|could|would) you|please)\b",
+    re.I,
+)
+WRAPPED_LINE = 70  # a line this long that ends with no mark goes on in the next
+
+
+def is_plan_step(sentence: str) -> bool:
+    """A step of a plan ("**Phase 1**: Sufficiency check …"): work to do, not a rule."""
+    return bool(_PLAN_STEP.match(sentence))
+
+
+def asks_the_agent(sentence: str) -> bool:
+    """A request to the agent ("I want you to do a research on that as well."): what it is
+    asked to do, not a decision taken."""
+    return bool(_ASKS_AGENT.match(sentence))
+
+
+def _goes_on(line: str, following: str) -> bool:
+    """A long line ending with no mark, and a next line going on in lower case: one sentence
+    wrapped (a pasted paragraph, voice typing without marks)."""
+    return len(line) >= WRAPPED_LINE and line[-1:].isalnum() and following[:1].islower()
+
+
+def cut_mid_sentence(sentence: str, source: str) -> bool:
+    """The sentence is one line of a longer sentence ``source`` wraps over lines: the line
+    before it goes on into it, or it goes on into the next. A piece of a sentence states no
+    rule or decision."""
+    lines = [" ".join(line.split()) for line in source.splitlines() if line.strip()]
+    text = " ".join(sentence.split())
+    for n, line in enumerate(lines):
+        if line.startswith(text[:40]) and n and _goes_on(lines[n - 1], line):
+            return True
+        if line.endswith(text[-40:]) and n + 1 < len(lines) and _goes_on(line, lines[n + 1]):
+            return True
+    return False
+
+
 # -- the agent's last words: what they report finished, what they leave open --------------------
 
 REPORT, OPEN_PART, OTHER = "report", "open", "other"

@@ -56,8 +56,11 @@ from ...core.work_state import (
     OPEN_PART,
     OTHER,
     REPORT,
+    asks_the_agent,
+    cut_mid_sentence,
     edit_texts,
     finished_by_report,
+    is_plan_step,
     names_brought_in,
     report_parts,
     request_steps,
@@ -307,9 +310,11 @@ class ExtractiveSummarizer:
                 items[-1].longer = f"{items[-1].text} (its edits bring in {names})"
                 items[-1].extra_first = True
         for text in notes.constraints:
-            add(CONSTRAINTS, "- " + text)
+            if _states_something(text, notes.requests):
+                add(CONSTRAINTS, "- " + text)
         for text in notes.decisions:
-            add(DECISIONS, "- " + text)
+            if _states_something(text, notes.requests) and not asks_the_agent(text):
+                add(DECISIONS, "- " + text)
         if self.condensed_log:  # the first items trimmed: the sections say it shorter
             turns = condensed_log(request.messages)
             items += [_Item(LOG, turn, n - len(turns) - age) for n, turn in enumerate(turns)]
@@ -326,6 +331,16 @@ class ExtractiveSummarizer:
 
 
 MAX_STEPS_LEFT = 4
+
+
+def _states_something(statement: str, requests: Sequence[str]) -> bool:
+    """A constraint or decision the user's words state: not a plan's step, nor one line of
+    a sentence that wraps over lines (``work_state.cut_mid_sentence``)."""
+    if is_plan_step(statement):
+        return False
+    return not any(cut_mid_sentence(statement, r) for r in requests)
+
+
 STALE_DONE = " ({}: done by the agent's reports since the plan's last update)"
 
 
