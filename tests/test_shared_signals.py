@@ -4,12 +4,18 @@ over it (#45 item 12). Outside a compaction nothing is kept: a span read again i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ctxtool.compaction.compactor import Compactor
 from ctxtool.compaction.summarizers import ExtractiveSummarizer
 from ctxtool.core import span_facts
 from ctxtool.core.records import Message
+from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .builders import SETTINGS, add_session, coding_session
+from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).resolve().parent / "answer_keys"
 
 
 def _counting(monkeypatch) -> list[int]:
@@ -63,3 +69,32 @@ def test_inside_a_block_the_same_messages_are_read_once(monkeypatch):
     assert read == [2, 1]
     assert span_facts.signals_of(span) is not first  # the block ended: read anew
     assert read == [2, 1, 2]
+
+
+def _json_parses(monkeypatch) -> list[str]:
+    """The call arguments parsed as JSON (the real parse runs; this only counts it)."""
+    parsed: list[str] = []
+    real = span_facts._arguments
+
+    def counted(raw):
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(span_facts, "_arguments", counted)
+    return parsed
+
+
+def test_one_reading_of_a_span_parses_each_call_s_arguments_once(monkeypatch, tmp_path):
+    """Every signal that walks the calls asks for their arguments (about ten times a span):
+    within one reading each JSON text is parsed once, and the signals are those read without
+    it (a real Codex session's span, 1,000 messages and more)."""
+    key = load_key(KEYS / "codex--edgerunner-codex-session.json")
+    messages = keyed_span(key, TRANSCRIPTS, tmp_path).summarized
+    parsed = _json_parses(monkeypatch)
+    unshared = span_facts._signals_of(messages)  # no reading-once block: each asks anew
+    asked = len(parsed)
+    parsed.clear()
+    once = span_facts.signals_of(messages)
+    assert once == unshared
+    assert len(parsed) == len(set(parsed)) > 0  # each text parsed once
+    assert asked > 3 * len(parsed), (asked, len(parsed))

@@ -158,6 +158,16 @@ def user_text_kind(m: Message) -> UserText | None:
     """What a user-role message is (None for other roles and empty messages)."""
     if m.role != "user" or not (m.content or "").strip():
         return None
+    once = _READ_ONCE.get()
+    if once is None:
+        return _user_text_kind(m)
+    held = once.kinds.get(id(m))
+    if held is None or held[0] is not m:
+        held = once.kinds[id(m)] = (m, _user_text_kind(m))
+    return held[1]
+
+
+def _user_text_kind(m: Message) -> UserText | None:
     details = _details(m)
     if details.get("is_meta") or details.get("source_role") in _INJECTED_SOURCE_ROLES:
         return UserText.CONTEXT
@@ -349,9 +359,38 @@ def shared_signals() -> Iterator[None]:
     the signals read only. Also a decorator."""
     token = _SHARED.set({})
     try:
-        yield
+        with _reading_once():
+            yield
     finally:
         _SHARED.reset(token)
+
+
+class _ReadOnce:
+    """What the signals ask of the same call or message again and again, read once: a call's
+    arguments by their JSON text, a message's calls and its kind by the message (held, so
+    its id stays its own). The values are read only."""
+
+    def __init__(self) -> None:
+        self.arguments: dict[str, dict[str, Any]] = {}
+        self.calls: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+        self.kinds: dict[int, tuple[Message, UserText | None]] = {}
+
+
+_READ_ONCE: ContextVar[_ReadOnce | None] = ContextVar("span_facts_read_once", default=None)
+
+
+@contextlib.contextmanager
+def _reading_once() -> Iterator[None]:
+    """Within the block, each call's arguments, each message's calls and kind are read once
+    (about ten times each otherwise, one per signal that walks them)."""
+    if _READ_ONCE.get() is not None:
+        yield
+        return
+    token = _READ_ONCE.set(_ReadOnce())
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
 
 
 def signals_of(messages: Sequence[Message]) -> Signals:
@@ -359,7 +398,8 @@ def signals_of(messages: Sequence[Message]) -> Signals:
     :func:`shared_signals` block, once for the same messages."""
     shared = _SHARED.get()
     if shared is None:
-        return _signals_of(messages)
+        with _reading_once():
+            return _signals_of(messages)
     key = tuple(map(id, messages))
     if key not in shared:
         shared[key] = (tuple(messages), _signals_of(messages))
@@ -1519,7 +1559,13 @@ _CODE_CALL = re.compile(r"\btools\.(\w+)\(\s*(\{.*\}|[A-Za-z_]\w*)\s*\)", re.S)
 def work_calls(message: Message) -> list[dict[str, Any]]:
     """A message's calls as the work they do: a call written as code that calls one tool is
     read as that tool's call with its arguments (:func:`unwrapped`)."""
-    return [unwrapped(c) for c in message.calls()]
+    once = _READ_ONCE.get()
+    if once is None:
+        return [unwrapped(c) for c in message.calls()]
+    held = once.calls.get(id(message))
+    if held is None or held[0] is not message:
+        held = once.calls[id(message)] = (message, [unwrapped(c) for c in message.calls()])
+    return held[1]
 
 
 def unwrapped(call: dict[str, Any]) -> dict[str, Any]:
@@ -1555,6 +1601,16 @@ def arguments_of(call: dict[str, Any]) -> dict[str, Any]:
     """A call's arguments as an object ({} when they are a JSON value of another kind, and
     ``{"input": text}`` when they are no JSON)."""
     raw = call["function"]["arguments"]
+    once = _READ_ONCE.get()
+    if once is None or not isinstance(raw, str):
+        return _arguments(raw)
+    value = once.arguments.get(raw)
+    if value is None:
+        value = once.arguments[raw] = _arguments(raw)
+    return value
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
     try:
         value = json.loads(raw) if raw else {}
     except ValueError:
