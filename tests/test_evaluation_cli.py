@@ -193,10 +193,12 @@ def test_an_imported_runtime_checkpoint_is_evaluated(db, cli):
 
 
 def test_eval_table_fits_80_columns_and_json_keeps_where_whole(db, cli):
-    """A real session compacted by the extractive summarizer finds its goal in several places:
-    at 80 columns the "where" column is broken into lines like the others shrink, every line
-    fits, and --json still says every place."""
-    transcript = TRANSCRIPTS / "pi" / "openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc.jsonl"
+    """A real session compacted by the extractive summarizer finds a probe in several places
+    (Codex log viewer's first fix: two kept messages and the summary): at 80 columns the
+    "where" column is broken into lines like the others shrink, every line fits, and --json
+    still says every place. (OpenClaw's goal, in several places until its runtime's notices
+    stopped being read as requests, no longer is.)"""
+    transcript = TRANSCRIPTS / "codex" / "codex_log_viewer-example.jsonl"
     for args in (
         ("import", transcript),
         ("tokens", "count", "--all"),
