@@ -25,6 +25,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .records import Message
+
 # Programs and sub-commands that run a project's tests or builds: one family each, so a run
 # with other flags, another test file or another package is the same target.
 _TEST_PROGRAMS = frozenset(
@@ -457,3 +459,13 @@ def targets_done(run: Run) -> set[str]:
         line = _SHELL_WRAPPER.sub("", run.command)
         done |= {command_target(step) for step in line.split("&&") if step.strip()}
     return done
+
+
+def failed_turn_error(m: Message) -> str | None:
+    """The error a model turn ended with, as its runtime recorded it (Pi's ``stopReason``
+    "error" with its ``errorMessage``: "Request timed out."), or None."""
+    details = m.details if isinstance(m.details, dict) else {}
+    error = details.get("errorMessage")
+    if m.role != "assistant" or details.get("stopReason") != "error" or not isinstance(error, str):
+        return None
+    return " ".join(error.split())[:200] or None

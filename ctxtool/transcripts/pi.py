@@ -276,7 +276,7 @@ def _assistant(message: dict, source_id: str, line: int, when, skipped) -> Sourc
                 skipped[f"block:{f.label(kind)}"] += 1
     details: dict = {
         k: message[k]
-        for k in ("provider", "model", "api", "stopReason")
+        for k in ("provider", "model", "api", "stopReason", "errorMessage")
         if isinstance(message.get(k), str)
     }
     usage = message.get("usage")

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...core.changes import Change, git_status_gist
-from ...core.outcomes import Run, aborted, command_target, is_exploratory, still_running
+from ...core.outcomes import (
+    Run,
+    aborted,
+    command_target,
+    failed_turn_error,
+    is_exploratory,
+    still_running,
+)
 from ...core.records import Message, call_arguments, call_name
 from ...core.sections import ERRORS, canonical_heading, parse_sections
 from ...core.span_facts import (
@@ -483,6 +490,9 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             said = _reaction(messages, i)
             line = f"the user reported: {first}" + (f" (then: {said})" if said else "")
             out[("", first)] = masked(line)
+    turns = _failed_turns(messages)
+    if turns:
+        out[("", turns)] = masked(turns)
     for (tool, error), targets in retries.items():
         named = ", ".join(dict.fromkeys(targets))
         count = f" ({len(targets)} times)" if len(targets) > 1 else ""
@@ -490,6 +500,27 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             f"{tool} refused{count}: {error} (on {named}) — fixed: retried at once, it succeeded"
         )
     return list(out.values())
+
+
+def _failed_turns(messages: Sequence[Message]) -> str:
+    """One line for the model turns that ended with an error (the provider's, not a tool's):
+    each error said once with how often, fixed when a later turn of the agent's went on."""
+    errors: dict[str, int] = {}
+    last = -1
+    for i, m in enumerate(messages):
+        error = failed_turn_error(m)
+        if error:
+            errors[error] = errors.get(error, 0) + 1
+            last = i
+    if not errors:
+        return ""
+    said = "; ".join(f"{e} ({n} times)" if n > 1 else e for e, n in errors.items())
+    went_on = any(
+        m.role == "assistant" and failed_turn_error(m) is None and (m.content or m.calls())
+        for m in messages[last + 1 :]
+    )
+    outcome = " — fixed: the next turn went on" if went_on else STILL_OPEN
+    return f"the model's turn ended with an error: {said}{outcome}"
 
 
 def _calls_of_results(messages: Sequence[Message]) -> dict[int | None, dict]:

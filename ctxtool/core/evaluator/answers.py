@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..outcomes import failed_turn_error
 from ..records import Message
 from ..sections import (
     CURRENT_WORK,
@@ -48,8 +49,11 @@ def lowered(text: str) -> str:
 
 def message_text(m: Message) -> str:
     """Everything of a message a model reads: its text and its tool calls, their arguments as
-    the values they carry (a command's quotes as typed, not JSON-escaped)."""
+    the values they carry (a command's quotes as typed, not JSON-escaped), and the error a
+    model turn ended with (:func:`failed_turn_error`)."""
     parts = [m.content or ""]
+    if error := failed_turn_error(m):
+        parts.append(error)
     for call in m.calls():
         raw = call["function"]["arguments"] or ""
         try:
