@@ -6,17 +6,17 @@ fixes: how often, and whether the agent's next turn went on (#42 item 1)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from ctxtool.compaction.summarizers.span_notes import read_span
 from ctxtool.core.evaluator.answers import message_text
 from ctxtool.core.outcomes import failed_turn_error
 from ctxtool.core.records import Message
-from ctxtool.core.sections import ERRORS, parse_sections
+from ctxtool.core.sections import ERRORS
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
+from .keyed_spans import extractive_summary, section
 
 KEYS = Path(__file__).parent / "answer_keys"
 TIMED_OUT = {"stopReason": "error", "errorMessage": "Request timed out."}
@@ -53,15 +53,5 @@ def test_pi_keeps_the_error_and_paradocs_summary_says_what_interrupted_it(tmp_pa
     failed = [m for m in span.summarized if failed_turn_error(m)]
     assert failed and all(m.content in (None, "") for m in failed)
     assert json.loads(json.dumps(failed[0].details))["errorMessage"] == "Request timed out."
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import summary_sections
-
-    summary = summary_sections.summary_of(span, [], 3500)
-    [line] = [
-        i
-        for s in parse_sections(summary)
-        if s.heading == ERRORS
-        for i in s.items
-        if "Request timed out" in i
-    ]
+    [line] = [i for i in section(extractive_summary(span), ERRORS) if "Request timed out" in i]
     assert f"({len(failed)} times)" in line and "fixed: the next turn went on" in line

@@ -7,13 +7,11 @@ request is no constraint or decision."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import pytest
 
 from ctxtool.core.evaluator.answers import ContextText
-from ctxtool.core.sections import parse_sections
 from ctxtool.core.work_state import (
     OPEN_PART,
     OTHER,
@@ -27,6 +25,7 @@ from ctxtool.core.work_state import (
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
+from .keyed_spans import extractive_summary, section
 
 KEYS = Path(__file__).parent / "answer_keys"
 
@@ -40,17 +39,6 @@ def span(tmp_path_factory):
         return keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
 
     return load
-
-
-def _summary(span, budget: int = 3500) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import summary_sections
-
-    return summary_sections.summary_of(span, [], budget)
-
-
-def section(text: str, heading: str) -> list[str]:
-    return [i for s in parse_sections(text) if s.heading == heading for i in s.items]
 
 
 PLAN = [
@@ -81,7 +69,7 @@ def test_edgerunner_s_stale_plan_is_not_listed_as_pending(span):
     workspace …" in progress; 76 calls later the agent reports the operator terminal built
     and all checks passing, and is at browser QA. The steps the reports went past are done,
     and the next step is the plan's first step left, not "Finish … Scaffold"."""
-    text = _summary(span("codex--edgerunner-codex-session", 504))
+    text = extractive_summary(span("codex--edgerunner-codex-session", 504))
     pending = "\n".join(ContextText(text).pending)
     assert "Scaffold Rust workspace" not in pending
     assert "React operator terminal" not in pending
@@ -105,7 +93,7 @@ def test_pi_s_last_words_on_invalid_themes_are_said_with_their_list(span):
     will:" and the list of what they now do. That is the fix in place (Done), said with its
     list; the heading is never the next step alone, the list item never "1." alone."""
     for budget in (3500, 1500):
-        text = _summary(span("pi--large-session", 863), budget)
+        text = extractive_summary(span("pi--large-session", 863), budget)
         done = "\n".join(section(text, "Done"))
         assert "Now invalid themes will:" in done
         assert "Log error, fall back to dark theme" in done
@@ -130,7 +118,7 @@ def test_fundwise_s_goal_is_not_quoted_twice(span):
     """FundWise cut at line 59: the one request (1,502 characters, voice-typed) is the goal
     and the latest request; it was quoted under both (~375 tokens twice)."""
     for budget in (3500, 1500):
-        text = _summary(span("claude-code--FundWise-claude-session", 59), budget)
+        text = extractive_summary(span("claude-code--FundWise-claude-session", 59), budget)
         assert "split mode first" in "\n".join(section(text, "Goal"))
         assert "split mode first" not in "\n".join(section(text, "Latest request"))
 
@@ -171,7 +159,7 @@ def test_fundwise_s_voice_typed_request_leaves_no_fragments(span):
     ("docs documentsThen we will open …", "the personal finance will manage …") were listed
     as a constraint and a decision, and "I want you to do a research on that as well." as a
     decision."""
-    text = _summary(span("claude-code--FundWise-claude-session", 59))
+    text = extractive_summary(span("claude-code--FundWise-claude-session", 59))
     stated = "\n".join(section(text, "Constraints") + section(text, "Decisions"))
     assert "documentsThen" not in stated
     assert "the personal finance will manage" not in stated
@@ -181,5 +169,5 @@ def test_fundwise_s_voice_typed_request_leaves_no_fragments(span):
 def test_paradocs_plan_step_is_no_constraint(span):
     """paradocs cut at line 67: the plan's "**Phase 1**: Sufficiency check …" was listed as a
     constraint."""
-    text = _summary(span("pi--paradocs-session", 67))
+    text = extractive_summary(span("pi--paradocs-session", 67))
     assert not any("Phase 1" in line for line in section(text, "Constraints"))

@@ -5,13 +5,11 @@ carried item the span's words last report finished is done (``finished_by_report
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from ctxtool.core.evaluator.answers import ContextText
-from ctxtool.core.sections import parse_sections
 from ctxtool.core.work_state import (
     OPEN_PART,
     OTHER,
@@ -28,6 +26,7 @@ from ctxtool.core.work_state import (
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
+from .keyed_spans import extractive_summary, section
 
 KEYS = Path(__file__).parent / "answer_keys"
 
@@ -99,22 +98,11 @@ def span(tmp_path_factory):
     return load
 
 
-def _summary(span, budget: int = 3500) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import summary_sections
-
-    return summary_sections.summary_of(span, [], budget)
-
-
-def section(text: str, heading: str) -> list[str]:
-    return [i for s in parse_sections(text) if s.heading == heading for i in s.items]
-
-
 def test_a_closing_report_is_done_and_what_it_leaves_is_the_next_step(span):
     """The Codex log viewer session cut after the agent's report on redacting the log: its
     turn is over. What it changed (the scrubber, the redacted file) is done, never listed as
     to do; the raw file it says still exists, to delete, is the next step."""
-    text = _summary(span("codex--20260213134203_redacted_current_codex_session_jsonl_export"
+    text = extractive_summary(span("codex--20260213134203_redacted_current_codex_session_jsonl_export"
                          "--sensitive-question"))  # fmt: skip
     pending = ContextText(text).pending
     assert not any("added scrubber" in line for line in pending)
@@ -127,7 +115,7 @@ def test_a_closing_report_is_done_and_what_it_leaves_is_the_next_step(span):
 def test_mid_turn_words_keep_what_passed_out_of_current_work(span):
     """FundWise cut while the agent commits FW-005: "Build passes." is done, "Now commit the
     FW-005 feature files only" is the work under way."""
-    text = _summary(span("claude-code--FundWise-claude-session"))
+    text = extractive_summary(span("claude-code--FundWise-claude-session"))
     work = section(text, "Current work")
     assert any(line.startswith("> Now commit the FW-005 feature files") for line in work)
     assert not any("Build passes" in line for line in work)
@@ -194,11 +182,11 @@ def test_the_next_step_names_the_request_s_steps_not_yet_done(span):
     """paradocs (Pi) cut in Phase 2 of the research plan: Phases 2-4 are left, Phase 1 was
     reported complete; SWE-agent cut after the fix: the template's closing step, running
     submit, is left."""
-    text = _summary(span("pi--paradocs-session"))
+    text = extractive_summary(span("pi--paradocs-session"))
     [left] = [i for i in section(text, "Next step") if i.startswith("- Steps of the latest")]
     assert "Phase 3**: Fetch and cite" in left and "Phase 4" in left
     assert "Phase 1" not in left
-    text = _summary(span("openai-chat--SWE-agent-function_calling_simple"))
+    text = extractive_summary(span("openai-chat--SWE-agent-function_calling_simple"))
     assert any("submit command" in i for i in section(text, "Next step"))
 
 
@@ -211,7 +199,7 @@ def test_an_earlier_answer_keeps_the_names_a_later_question_asks_for(span):
     """kimchi-dev (Pi), a question-and-answer session: each earlier answer is said whole at
     16k (the ModelRegistry's getApiKeyAndHeaders; streamFn, not a writable property), where
     it stopped after its first line."""
-    text = _summary(span("pi--kimchi-dev-session"))
+    text = extractive_summary(span("pi--kimchi-dev-session"))
     earlier = "\n".join(section(text, "Earlier requests"))
     assert "getApiKeyAndHeaders" in earlier
     assert "writable" in earlier or "not exposed" in earlier
@@ -230,7 +218,7 @@ def test_the_names_an_edit_brings_in():
 def test_a_changed_file_names_what_its_edits_brought_in(span):
     """apanloco's random-number page: index.html's line names the sound functions its later
     edits brought in (playTick, playLand), not only what its first write held."""
-    text = _summary(span("claude-code--apanloco-random-session"))
+    text = extractive_summary(span("claude-code--apanloco-random-session"))
     [line] = [i for i in section(text, "Files changed and why") if "index.html" in i]
     assert "playTick" in line
 
@@ -239,7 +227,7 @@ def test_a_request_s_pending_line_stands_alone(span):
     """bhavana's latest request lists what to build and, inside one component's spec, a
     "pending (spinner)" state: that line is its own line of the quote, so the components the
     span built are not read as pending beside it."""
-    text = _summary(span("claude-code--bhavana-claude-session"))
+    text = extractive_summary(span("claude-code--bhavana-claude-session"))
     quote = section(text, "Latest request")
     [pending] = [line for line in quote if "pending" in line]
     assert "Navbar" not in pending and "PropertyCard" not in pending
