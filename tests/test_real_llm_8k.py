@@ -72,26 +72,44 @@ def test_the_137k_span_against_the_8k_server_is_one_line_naming_what_to_set(
     issue_store, tmp_path, cli, llm_8k: LocalLLM
 ):
     """No HTTP 400: the server's error taught its window (8,192), the span was folded again
-    inside it, and the first chunk's request ran past --timeout: one line saying so and what
-    to set; nothing written."""
+    inside it, and the first chunk's request failed: one line saying why and what to set;
+    nothing written. How it fails depends on the machine's speed, never on ctxtool: under
+    load the request runs past --timeout; where SmolLM2 answers in time, it runs on past the
+    cap its window allows, twice."""
     db = _store(issue_store, tmp_path)
     result = compact_at(cli, db, llm_8k.base_url, llm_8k.model, "1", *RUN, *FAST)
     assert result.exit_code == 1
     assert "HTTP 400" not in result.output and "Traceback" not in result.output
     [error] = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert "summarizer timed out after 60 s" in error and "--timeout" in error
-    assert f"sized to the model's window of {WINDOW} tokens (stated by the server's" in error
+    if "timed out" in error:
+        assert "summarizer timed out after 60 s" in error and "--timeout" in error
+        assert f"sized to the model's window of {WINDOW} tokens (stated by the server's" in error
+    else:
+        assert "summary was cut at max_tokens=" in error and " twice" in error, error
+        assert "the summary model's window allows" in error and "larger window" in error
     assert db.scalar("SELECT COUNT(*) FROM agent_compaction") == 0
     db.engine.dispose()
+
+
+def _llm_failed(reason: str) -> bool:
+    """The ways SmolLM2 fails a span this size: too slow for --timeout, an answer running on
+    past its cap twice, or a summary the gate rejects (which of them depends on the machine's
+    speed, never on ctxtool)."""
+    return (
+        "timed out" in reason
+        or ("summary was cut at max_tokens=" in reason and " twice" in reason)
+        or ("summary was rejected" in reason and "--min-quality" in reason)
+    )
 
 
 def test_fallback_extractive_brings_every_over_window_session_under_its_window(
     issue_store, tmp_path, cli, llm_8k: LocalLLM
 ):
     """`compact --all --fallback extractive` over the store: the LLM fails each session (its
-    requests time out behind the server's one slot), the extractive summary is written for
-    each, the output says which fell back and why, and every session's context is under its
-    threshold."""
+    requests time out behind the server's one slot, or, where the machine is fast enough for
+    SmolLM2 to answer in time, its answers run past their cap or fail the quality gate), the
+    extractive summary is written for each, the output says which fell back and why, and every session's context is
+    under its threshold."""
     db = _store(issue_store, tmp_path)
     result = compact_at(
         cli, db, llm_8k.base_url, llm_8k.model, "--all", *RUN, *FAST,
@@ -104,10 +122,10 @@ def test_fallback_extractive_brings_every_over_window_session_under_its_window(
     store = Store(db.engine)
     for sid, out in outcomes.items():
         assert out["status"] == "compacted" and out["summarizer"] == "extractive", out
-        assert "timed out" in out["fell_back"]
+        assert _llm_failed(out["fell_back"]), out
         checkpoint = store.latest_compaction(sid)
         assert checkpoint.summarizer == "extractive"
-        assert "timed out" in checkpoint.details["fallback_from"]["reason"]
+        assert _llm_failed(checkpoint.details["fallback_from"]["reason"])
         assert store.context_tokens(sid) <= out["threshold"]
     # The 137k span met the server's 400 first: its window, learned, is in the failure.
     window = store.latest_compaction(1).details["fallback_from"]["summary_window"]
