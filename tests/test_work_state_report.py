@@ -5,19 +5,19 @@ carried item the span's words last report finished is done (``finished_by_report
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ctxtool.core.evaluator.answers import ContextText
+from ctxtool.core.span_facts import written_texts
 from ctxtool.core.work_state import (
     OPEN_PART,
     OTHER,
     REPORT,
-    edit_texts,
     finished_by_report,
     names_brought_in,
-    notices_of,
     report_parts,
     request_steps,
     steps_left,
@@ -130,7 +130,6 @@ def test_a_runtime_s_notices_in_a_user_message_are_not_the_user_s_words():
         "[message_id: 3f496722-f059]"
     )
     assert users_own_words(message) == "Two questions: why did my push pass?"
-    assert notices_of(message).count("System:") == 2
     assert users_own_words("System: [2026-03-06 21:43:59 GMT+8] Exec completed (x, code 0)") == ""
     assert users_own_words("Fix [this] please") == "Fix [this] please"
 
@@ -210,9 +209,18 @@ def test_the_names_an_edit_brings_in():
         "playTick",
         "audioCtx",
     ]
-    assert edit_texts({"old_string": "a_b", "new_string": "a_b c_d"}) == ("a_b c_d", "a_b")
+    new, old = written_texts(_call("edit", old_string="a_b", new_string="a_b c_d"))
+    assert (new.strip(), old.strip()) == ("a_b c_d", "a_b")
     patch = "*** Begin Patch\n*** Update File: x.rs\n-old_one\n+new_one\n*** End Patch"
-    assert edit_texts({"input": patch}) == ("new_one", "old_one")
+    assert written_texts(_call("apply_patch", input=patch)) == ("new_one", "old_one")
+
+
+def _call(name: str, **arguments) -> dict:
+    return {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
 
 
 def test_a_changed_file_names_what_its_edits_brought_in(span):

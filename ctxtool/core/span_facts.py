@@ -52,6 +52,7 @@ from .outcomes import (
 )
 from .records import Message
 from .work_state import (
+    CODE_NAME,
     done_by_action,
     has_placeholder,
     is_bare_url,
@@ -1306,11 +1307,6 @@ def _closes_turn(messages: Sequence[Message], i: int) -> bool:
 
 
 MAX_ADDED = 24
-# Names in code: snake_case, camelCase, PascalCase with an inner capital, kebab-case, --flags.
-_CODE_NAME = re.compile(
-    r"(?<![\w-])(--[a-z][\w-]+|[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|"
-    r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![\w-])"
-)
 
 
 def _identifiers_added(call: dict[str, Any]) -> list[str]:
@@ -1319,8 +1315,8 @@ def _identifiers_added(call: dict[str, Any]) -> list[str]:
     loads by version first (``vue@3``, ``bootstrap@5.3.2``), then the names in code; a
     stylesheet's properties and values (``box-sizing: border-box``, ``width=device-width``)
     are no names of the work."""
-    new, old = _written_texts(call)
-    before = set(_CODE_NAME.findall(old)) | set(_HEADING.findall(old))
+    new, old = written_texts(call)
+    before = set(CODE_NAME.findall(old)) | set(_HEADING.findall(old))
     styled = set(_STYLE_PROPERTY.findall(new)) | set(_STYLE_VALUE.findall(new))
     # a document's new headings say what it gained ("Step 5: Upload Planning Session")
     document = any(p.lower().endswith(_DOCUMENTS) for p in modified_paths(call))
@@ -1328,7 +1324,7 @@ def _identifiers_added(call: dict[str, Any]) -> list[str]:
     ranked = (
         headings
         + _PACKAGE_VERSION.findall(new)
-        + [n for n in _CODE_NAME.findall(new) if n not in styled]
+        + [n for n in CODE_NAME.findall(new) if n not in styled]
     )
     return [n for n in dict.fromkeys(ranked) if n not in before]
 
@@ -1345,7 +1341,7 @@ _STYLE_PROPERTY = re.compile(rf"({_KEBAB})\s*:(?!:)")
 _STYLE_VALUE = re.compile(rf"[:=,][ \t]*({_KEBAB})\b")
 
 
-def _written_texts(call: dict[str, Any]) -> tuple[str, str]:
+def written_texts(call: dict[str, Any]) -> tuple[str, str]:
     """The new text a write brings and the text it replaces ("" for a whole file)."""
     new, old = _edit_texts(call)
     if new is not None:

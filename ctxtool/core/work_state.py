@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .keyed_patterns import KeyedPattern
 
@@ -560,11 +559,6 @@ def users_own_words(text: str) -> str:
     )
 
 
-def notices_of(text: str) -> str:
-    """The runtime's notices in a user message, joined (empty when there are none)."""
-    return "\n".join(m.group(0) for m in _NOTICE_LINE.finditer(text))
-
-
 # -- the latest request's steps, and those the span has not done --------------------------------
 
 # A request's own list of steps: "**Phase 3**: Fetch and cite", "Step 2 -", "1.", "- ".
@@ -631,7 +625,7 @@ def steps_left(
 # -- what edits bring into a file -----------------------------------------------------------------
 
 # A name in code: snake_case, camelCase, PascalCase with two humps, a --flag, a kebab-name.
-_CODE_NAME = re.compile(
+CODE_NAME = re.compile(
     r"(?<![\w-])(--[a-z][\w-]+|[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|"
     r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![\w-])"
 )
@@ -639,32 +633,5 @@ _CODE_NAME = re.compile(
 
 def names_brought_in(new: str, old: str = "") -> list[str]:
     """The code names the new text has that the text it replaces had not, in order."""
-    before = set(_CODE_NAME.findall(old))
-    return [n for n in dict.fromkeys(_CODE_NAME.findall(new)) if n not in before]
-
-
-def edit_texts(arguments: dict[str, Any]) -> tuple[str, str]:
-    """(new text, replaced text) of an edit call's arguments: a patch's added and removed
-    lines, an Edit/MultiEdit/editor call's new and old strings, a Write's content."""
-    values = [v for v in arguments.values() if isinstance(v, str)]
-    values += [
-        v for v in arguments.values() if isinstance(v, list) for v in v if isinstance(v, str)
-    ]
-    patch = next((v for v in values if "*** Begin Patch" in v or "\n@@" in v), None)
-    if patch is not None:
-        lines = patch.splitlines()
-        new = "\n".join(x[1:] for x in lines if x.startswith("+") and not x.startswith("+++"))
-        old = "\n".join(x[1:] for x in lines if x.startswith("-") and not x.startswith("---"))
-        return new, old
-    listed = arguments.get("edits")
-    edits = listed if isinstance(listed, list) else [arguments]
-
-    def pick(keys: tuple[str, ...]) -> str:
-        return "\n".join(
-            str(e.get(k)) for e in edits if isinstance(e, dict) for k in keys if e.get(k)
-        )
-
-    return (
-        pick(("new_string", "new_str", "content", "file_text", "newText")),
-        pick(("old_string", "old_str", "oldText")),
-    )
+    before = set(CODE_NAME.findall(old))
+    return [n for n in dict.fromkeys(CODE_NAME.findall(new)) if n not in before]

@@ -45,11 +45,11 @@ from ...core.sections import (
     parse_sections,
 )
 from ...core.span_facts import (
-    arguments_of,
     is_request,
     modified_paths,
     updates_tasks,
     work_calls,
+    written_texts,
 )
 from ...core.tokens import get_encoding, token_lengths
 from ...core.work_state import (
@@ -58,7 +58,6 @@ from ...core.work_state import (
     REPORT,
     asks_the_agent,
     cut_mid_sentence,
-    edit_texts,
     finished_by_report,
     is_plan_step,
     names_brought_in,
@@ -502,7 +501,7 @@ def _names_by_file(messages: Sequence[Message]) -> dict[str, list[str]]:
             paths = modified_paths(call)
             if not paths:
                 continue
-            names = names_brought_in(*edit_texts(arguments_of(call)))
+            names = names_brought_in(*written_texts(call))
             for path in paths:
                 out.setdefault(path, [])
                 out[path] += [n for n in names if n not in out[path]]
