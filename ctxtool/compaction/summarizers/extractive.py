@@ -80,6 +80,7 @@ from .span_notes import (
     quote_gist,
     read_span,
     reported,
+    shown_command,
     whole_sentences,
 )
 
@@ -294,7 +295,12 @@ class ExtractiveSummarizer:
             add(ERRORS, f"- (and {more} earlier distinct errors in this span)")
         for error in notes.errors[-MAX_NEW_ERRORS:]:
             add(ERRORS, "- " + error)
-            items[-1].resolved = error in notes.resolved
+            if error in notes.resolved:  # cause -> fix in one line when room is short
+                items[-1].resolved = True
+                short = fix_gist(items[-1].text)
+                if short != items[-1].text:
+                    items[-1].longer, items[-1].text = items[-1].text, short
+                    items[-1].extra_first = True
         brought = _names_by_file(request.messages) if notes.files else {}
         for path, why in notes.files.items():
             shown = f"`{path}` {notes.labels[path]}" if path in notes.labels else f"`{path}`"
@@ -330,6 +336,38 @@ class ExtractiveSummarizer:
 
 
 MAX_STEPS_LEFT = 4
+GIST_COMMAND_CHARS = 60
+GIST_ERROR_CHARS = 150
+GIST_FIX_CHARS = 110
+_SAME_ON = re.compile(r" \(the same on (\d+) more: .*\)$")
+_FAILED = re.compile(r"^(- )?(`[^`]+`(?: \(shortened\))? failed: |[^:`]{1,60}?: )")
+
+
+def fix_gist(item: str) -> str:
+    """A fixed failure's item as one line of cause -> fix, for when the budget is short: its
+    command shortened, its first error within ``GIST_ERROR_CHARS``, the fix within
+    ``GIST_FIX_CHARS``; what the agent said then and the other targets' names left out (their
+    count stays). Dropping the failure whole loses its fix, which a later question asks for.
+    An item that is no fixed failure comes back as it is."""
+    head, sep, fix = item.rpartition(" — fixed: ")
+    if not sep:
+        return item
+    head = head.split(" (then: ", 1)[0]
+    more = _SAME_ON.search(fix)
+    if more:
+        fix = fix[: more.start()]
+    lead = _FAILED.match(head)
+    if lead is None:
+        return item
+    opening = lead.group(0)
+    command = re.match(r"(- )?`([^`]+)`(?: \(shortened\))?", opening)
+    if command:  # the command shown shorter, its cut said as shown_command says it
+        opening = (command.group(1) or "") + shown_command(command.group(2), GIST_COMMAND_CHARS)
+        opening += lead.group(0)[command.end() :]
+    error = whole_sentences(head[lead.end() :], GIST_ERROR_CHARS)
+    alike = f" (the same on {more.group(1)} more)" if more else ""
+    short = f"{opening}{error} — fixed: {whole_sentences(fix, GIST_FIX_CHARS)}{alike}"
+    return short if len(short) < len(item) else item
 
 
 def _states_something(statement: str, requests: Sequence[str]) -> bool:
@@ -612,7 +650,7 @@ def _errors_merged(items: list[_Item]) -> list[_Item]:
     the carried ones after (the same command failing the same way again is said once, as the
     span says it). Carried ones past the section's budget are the first previous items trimmed."""
     own = [i for i in items if i.section == ERRORS and not i.previous]
-    restated = {failure_stated(i.text) for i in own} - {None}
+    restated = {failure_stated(i.longer or i.text) for i in own} - {None}
     carried = [
         i
         for i in items
@@ -813,7 +851,7 @@ def _fit(
     frame = reserve + 4 * (len({i.section for i in items}) + 1)
     if sum(cost.values()) + frame > budget:
         # over: a long list of bare changed paths says each directory once (no file lost)
-        items = folded_paths(items)
+        items = folded_paths(relative_paths(items))
         cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     short = [i for i in items if i.fallback]
     cost_short = {
@@ -833,15 +871,25 @@ def _fit(
     steps += [(i, False) for i in order[noise:]]
     dropped: set[int] = set()
     shrunk: set[int] = set()
+    undo: list[tuple[set[int], int, int]] = []  # each cut: its set, its item, what it freed
     for item, shrink in steps:
         if total <= budget:
             break
         if id(item) in extra and id(item) not in shrunk:
             shrunk.add(id(item))
             total -= extra[id(item)]
+            undo.append((shrunk, id(item), extra[id(item)]))
         if not shrink:
             dropped.add(id(item))
-            total -= cost[id(item)] - cost_short.get(id(item), 0)
+            freed = cost[id(item)] - cost_short.get(id(item), 0)
+            total -= freed
+            undo.append((dropped, id(item), freed))
+    # The last cuts freed more than was needed: what fits again comes back, the most
+    # valuable (the last cut) first, so the budget is used while there is more worth saying.
+    for cut, key, freed in reversed(undo):
+        if total + freed <= budget and not (cut is shrunk and key in dropped):
+            cut.discard(key)
+            total += freed
     kept = [
         _Item(i.section, i.longer, i.age)
         if i.longer and id(i) not in shrunk
@@ -865,6 +913,71 @@ def _fit(
     elif more:  # none left to list: the count alone, never "(and 13 more)" after nothing
         out += ["", f"## {FILES_READ}", f"({more} files read; the checkpoint's details list them)"]
     return "\n".join(out).strip(), len(dropped) - read_trimmed
+
+
+ROOT_DEPTH = 2  # a shared root says something from /home/<user>/ on, never / alone
+
+
+def common_root(paths: Sequence[str]) -> str | None:
+    """The deepest directory every absolute path of ``paths`` lies under (with its trailing
+    slash), when two or more are absolute and it is ``ROOT_DEPTH`` directories deep or more;
+    None otherwise. Relative paths are left aside: they are relative to the session already."""
+    absolute = [p for p in paths if p.startswith("/")]
+    if len(absolute) < 2:
+        return None
+    # the directories above each path (a directory's own name left out, as a file's is)
+    parts = [p.rstrip("/").split("/")[1:-1] for p in absolute]
+    shared: list[str] = []
+    for names in zip(*parts):
+        if len(set(names)) > 1:
+            break
+        shared.append(names[0])
+    return "/" + "/".join(shared) + "/" if len(shared) >= ROOT_DEPTH else None
+
+
+def relative_paths(items: list[_Item]) -> list[_Item]:
+    """Over budget, the span's changed files under one root directory (an absolute session's
+    project, ``/home/runner/work/erk/erk/``) listed relative to it, the root said once in the
+    section's first line: the same prefix on every line costs ten tokens a file. No file is
+    lost, and a relative path still names its file by its whole tail."""
+    files = [
+        m.group(1)
+        for i in items
+        if i.section == FILES_CHANGED and not i.previous
+        if (m := _FILE_ITEM.match(i.text))
+    ]
+    root = common_root(files)
+    if root is None:
+        return items
+    out: list[_Item] = []
+    for item in items:
+        if item.section == FILES_CHANGED and not any(i.section == FILES_CHANGED for i in out):
+            out.append(_Item(FILES_CHANGED, f"- (paths relative to `{root}`)", item.age, True))
+        if item.section == FILES_CHANGED and not item.previous:  # a carried line stays
+            item = _relative_to(item, root)
+        out.append(item)
+    return out
+
+
+def _relative_to(item: _Item, root: str) -> _Item:
+    """The item with its paths under ``root`` written relative to it."""
+
+    def rel(text: str | None) -> str | None:
+        return None if text is None else text.replace("`" + root, "`")
+
+    return _Item(
+        item.section,
+        rel(item.text) or "",
+        item.age,
+        protected=item.protected,
+        previous=item.previous,
+        fallback=rel(item.fallback),
+        over_budget=item.over_budget,
+        resolved=item.resolved,
+        retired=item.retired,
+        longer=rel(item.longer),
+        extra_first=item.extra_first,
+    )
 
 
 _BARE_FILE = re.compile(r"^- `([^`]+)`( \((?:deleted|added|renamed from [^)]*)\))?$")

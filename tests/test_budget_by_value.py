@@ -1,0 +1,133 @@
+"""The budget spent by value (issue #42 item 5), each rule on plain lists and on a real span:
+a fixed failure shrinks to one line of cause -> fix before it is dropped; over budget, the
+changed files under one root are listed relative to it; what the last cuts freed past the
+budget comes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxtool.compaction.summarizers.extractive import (
+    DONE,
+    ERRORS,
+    FILES_CHANGED,
+    _fit,
+    _Item,
+    common_root,
+    fix_gist,
+)
+from ctxtool.core.tokens import count_text
+from ctxtool.evaluation.keys import keyed_span, load_key
+
+from .conftest import TRANSCRIPTS
+from .keyed_spans import extractive_summary, section
+
+KEYS = Path(__file__).parent / "answer_keys"
+ENCODING = "o200k_base"
+
+FETCH = (
+    "- `fetch_url https://thunderhooks.com/blog/go-htmx-saas-stack` failed: Obscura not "
+    "available and HTTP fallback failed. | ⚠️ Fetch failed: fetch failed (then: Several URLs "
+    "failed. Let me fetch working alternatives and process failed ones via Tavily.) — fixed: "
+    "`batch_extract_failed` succeeded with format: markdown (the same on 2 more: whentouse.html, "
+    "sqlite-persistence-on-the-web)"
+)
+
+
+@pytest.fixture(scope="module")
+def span(tmp_path_factory):
+    def load(name: str):
+        key = load_key(KEYS / f"{name}.json")
+        return keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+
+    return load
+
+
+def test_a_fixed_failure_shrinks_to_its_cause_and_fix():
+    short = fix_gist(FETCH)
+    assert short.startswith(
+        "- `fetch_url https://thunderhooks.com/blog/go-htmx-saas-stack` failed:"
+    )
+    assert "Obscura not available and HTTP fallback failed." in short
+    assert short.endswith(
+        "— fixed: `batch_extract_failed` succeeded with format: markdown (the same on 2 more)"
+    )
+    assert "(then:" not in short and "whentouse.html" not in short
+    # a long command is shown shortened, the cut said outside its backticks
+    long = (
+        "- `"
+        + "npm run build -- --filter "
+        + "pkg " * 40
+        + "` failed: error TS2305 — fixed: `npm ci` succeeded"
+    )
+    assert "(shortened) failed: error TS2305 — fixed: `npm ci` succeeded" in fix_gist(long)
+    assert len(fix_gist(long)) < len(long)
+
+
+def test_an_open_failure_or_a_short_one_stays_as_it_is():
+    still_open = (
+        "- `cargo test` failed: error[E0277]: `Rc<T>` cannot be sent (then: I look.) — still open"
+    )
+    assert fix_gist(still_open) == still_open
+    short = "- `ls x` failed: No such file — fixed: `ls y` succeeded"
+    assert fix_gist(short) == short
+
+
+def test_paradocs_fixed_citation_failure_is_kept_short_at_8k(span):
+    paradocs = span("pi--paradocs-session")
+    small = section(extractive_summary(paradocs, 1500), ERRORS)
+    citation = [i for i in small if i.startswith("- `resolve_citation")]
+    assert citation, small
+    assert "Could not parse" in citation[0] and "no fallback metadata" in citation[0]
+    assert "— fixed: a later run succeeded with authors:" in citation[0]
+    assert "(then:" not in citation[0]
+    # with room, the failure is said whole: what the agent said then, every target
+    whole = section(extractive_summary(paradocs, 3500), ERRORS)
+    full = [i for i in whole if i.startswith("- `resolve_citation")]
+    assert "(then: Need to provide fallback metadata" in full[0]
+    assert "sqlite-production-guide" in full[0]
+
+
+def test_the_root_every_absolute_path_shares():
+    assert common_root(["/home/u/proj/a.py", "/home/u/proj/src/b.py", "rel.py"]) == "/home/u/proj/"
+    assert common_root(["/home/u/proj/src/a.py", "/home/u/proj/src/b.py"]) == "/home/u/proj/src/"
+    assert common_root(["/home/a.py", "/home/b.py"]) is None  # / and one directory: no root
+    assert common_root(["/srv/x/a.py", "/home/u/b.py"]) is None
+    assert common_root(["/home/u/proj/a.py", "src/b.py"]) is None  # one absolute path
+
+
+def test_erk_s_changed_files_say_their_root_once_at_8k(span):
+    erk = span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction")
+    small = section(extractive_summary(erk, 1500), FILES_CHANGED)
+    assert small[0] == "- (paths relative to `/home/runner/work/erk/erk/`)"
+    assert not any("`/home/runner/work/erk/erk/" in i for i in small[1:])
+    assert any(i.startswith("- `src/erk/cli/commands/exec/group.py`") for i in small)
+    # with room, every path is written as the session named it
+    whole = section(extractive_summary(erk, 3500), FILES_CHANGED)
+    assert any(
+        i.startswith("- `/home/runner/work/erk/erk/src/erk/cli/commands/exec/group.py`")
+        for i in whole
+    )
+    assert not any("relative to" in i for i in whole)
+
+
+def test_what_the_last_cut_freed_past_the_budget_comes_back():
+    big = _Item(DONE, "- " + "a long report of finished work " * 30, age=1)
+    fixed = _Item(
+        ERRORS, "- `ls x` failed: No such file — fixed: `ls y` succeeded", 2, resolved=True
+    )
+    # the fixed failure goes first, then the old report; the report's room holds the failure
+    text, trimmed = _fit([big, fixed], [], 150, ENCODING, 0)
+    assert "a long report" not in text
+    assert "`ls x` failed" in text
+    assert trimmed == 1
+
+
+def test_bhavana_s_summary_at_8k_uses_its_budget(span):
+    bhavana = span("claude-code--bhavana-claude-session")
+    text = extractive_summary(bhavana, 1500)
+    assert "older items trimmed" in text
+    # trimmed, yet no cut left more than a short item's room unused
+    assert count_text(text, ENCODING) > 1500 - 100
