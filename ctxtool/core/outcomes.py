@@ -251,7 +251,7 @@ def runs_remedy(run: Run, remedy: str) -> bool:
     return bool(words) and words[0] == remedy
 
 
-def _steps(command: str) -> list[list[str]]:
+def shell_steps(command: str) -> list[list[str]]:
     """The words of each step of a shell line (``&&``, ``||``, ``;`` split; a pipe's first
     stage only), a ``bash -lc`` wrapper taken off."""
     line = _SHELL_WRAPPER.sub("", command).strip()
@@ -312,7 +312,7 @@ def _wrapped(words: list[str]) -> bool:
 def _work_step(command: str) -> list[str]:
     """The step of a line that does the work: the last one that is no ``cd``, ``export``,
     ``source`` or activation."""
-    steps = [_program(s) for s in _steps(command)]
+    steps = [_program(s) for s in shell_steps(command)]
     steps = [
         s
         for s in steps

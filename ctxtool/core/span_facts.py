@@ -409,23 +409,21 @@ def signals_of(messages: Sequence[Message]) -> Signals:
 
 def _signals_of(messages: Sequence[Message]) -> Signals:
     requests = [r for r in _requests(messages) if r.text]
-    instructions, decisions = [], []
+    instructions: list[Statement] = []
+    decisions: list[Statement] = []
     for r in requests:
         for sentence in _sentences(own_words(r.text) if quotes_to_reject(r.text) else r.text):
-            if _is_question(sentence) or is_rejection(sentence):
-                continue  # a rejected option is no decision
-            if _USER_WILL.match(sentence):
-                # "i will make sure the jsonl upstream is fine": what the user decided to do.
-                decisions.append(Statement(sentence, r.message_id, request=r.text))
-            elif (no := _prohibition(sentence)) or (
-                _is_rule(sentence) and not is_one_off(sentence)  # an order for once
-            ):
-                forbidden = _forbidden(sentence[no.start() :]) if no else None
-                instructions.append(
-                    Statement(sentence, r.message_id, bool(no), r.text, forbidden or None)
-                )
-            elif _is_decision(sentence):
-                decisions.append(Statement(sentence, r.message_id, request=r.text))
+            _file_statement(sentence, r.message_id, r.text, instructions, decisions)
+    # The options the user picked from the agent's questions are decisions, one for the
+    # answers given at once. (The notes written under them, read as instructions, cost the
+    # held-out keys 3 probes at 8k and won none at 16k: left out.)
+    chosen: dict[int | None, list[str]] = {}
+    for said, message_id, picked in question_answers(messages):
+        if picked:
+            chosen.setdefault(message_id, []).append(said)
+    for message_id, options in chosen.items():
+        said = "; ".join(options)
+        decisions.append(Statement(f"Chosen: {said}", message_id, request=said))
     instructions = _replacing(instructions)
     goal = _goal(messages, requests)
     latest = requests[-1] if requests else None
@@ -447,6 +445,78 @@ def _signals_of(messages: Sequence[Message]) -> Signals:
         decisions=decisions,
         current_work=_current_work(messages),
     )
+
+
+# Tools through which the agent asks the user and the user picks an answer (Claude Code's
+# ``AskUserQuestion``, Codex's ``request_user_input``): the answers are the user's words.
+QUESTION_TOOLS = frozenset({"askuserquestion", "request_user_input"})
+_NOTE = re.compile(r"^\s*user_note:\s*", re.I)
+_ANSWERED = re.compile(r'"(?P<q>[^"\n]{2,300})"\s*=\s*"(?P<a>[^"\n]{1,500})"')
+_RECOMMENDED = re.compile(r"\s*\(recommended\)\s*$", re.I)
+
+
+def question_answers(messages: Sequence[Message]) -> list[tuple[str, int | None, bool]]:
+    """What the user answered to the agent's questions (``QUESTION_TOOLS``), in order: each
+    option it chose as ``(topic: option, result's message id, True)``, where the topic is the
+    question's header or the question; each note the user wrote as ``(note, id, False)``."""
+    asked: dict[str, dict[str, Any]] = {
+        c["id"]: c
+        for m in messages
+        if m.role == "assistant"
+        for c in m.calls()
+        if (c["function"]["name"] or "").lower() in QUESTION_TOOLS
+    }
+    out: list[tuple[str, int | None, bool]] = []
+    for m in messages:
+        call = asked.get(m.tool_call_id or "") if m.role == "tool" else None
+        if call is None:
+            continue
+        topics = {
+            str(q.get("id") or q.get("question")): str(q.get("header") or q.get("question") or "")
+            for q in arguments_of(call).get("questions") or []
+            if isinstance(q, dict)
+        }
+        text = m.content or ""
+        try:
+            answers = json.loads(text).get("answers")
+        except (ValueError, AttributeError):
+            answers = None
+        if isinstance(answers, dict):  # Codex: {"answers": {id: {"answers": [...]}}}
+            for key, value in answers.items():
+                picked = value.get("answers") if isinstance(value, dict) else None
+                for answer in picked if isinstance(picked, list) else []:
+                    answer = str(answer).strip()
+                    if _NOTE.match(answer):
+                        out.append((_NOTE.sub("", answer), m.id, False))
+                    elif answer:
+                        topic = topics.get(key) or key
+                        out.append((f"{topic}: {_RECOMMENDED.sub('', answer)}", m.id, True))
+            continue
+        for found in _ANSWERED.finditer(text):  # Claude Code: "Question"="Answer", …
+            answer = _RECOMMENDED.sub("", found.group("a").strip())
+            out.append((f"{found.group('q').strip()}: {answer}", m.id, True))
+    return out
+
+
+def _file_statement(
+    sentence: str,
+    message_id: int | None,
+    request: str,
+    instructions: list[Statement],
+    decisions: list[Statement],
+) -> None:
+    """A sentence of the user's filed as an instruction or a decision, or neither: a question,
+    a rejected option ("nahhh") and a one-off order ("let's do a new release") are none."""
+    if _is_question(sentence) or is_rejection(sentence):
+        return
+    if _USER_WILL.match(sentence):
+        # "i will make sure the jsonl upstream is fine": what the user decided to do.
+        decisions.append(Statement(sentence, message_id, request=request))
+    elif (no := _prohibition(sentence)) or (_is_rule(sentence) and not is_one_off(sentence)):
+        forbidden = _forbidden(sentence[no.start() :]) if no else None
+        instructions.append(Statement(sentence, message_id, bool(no), request, forbidden or None))
+    elif _is_decision(sentence):
+        decisions.append(Statement(sentence, message_id, request=request))
 
 
 def _replacing(instructions: list[Statement]) -> list[Statement]:

@@ -11,8 +11,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .outcomes import shell_steps
 from .records import call_name
-from .span_facts import arguments_of, modified_paths, path_of
+from .span_facts import arguments_of, command_run, modified_paths, path_of
 
 _READ_TOOLS = re.compile(
     r"^(read|read_file|readfile|view|cat|open|glob|grep|ls|list_dir|search)$", re.I
@@ -38,7 +39,60 @@ def files_touched(tool_calls: Sequence[dict[str, Any]]) -> tuple[list[str], list
             path = path_of(call)  # the path the evaluator's probes read the call as naming
             if path is not None:
                 read[path] = None
+        elif (command := command_run(call)) is not None:
+            read.update(dict.fromkeys(shell_reads(command)))
     return [p for p in read if p not in modified], list(modified)
+
+
+# Programs that print a file: the reads of an agent whose only tool is a shell (Codex,
+# OpenHands), ``sed -n '1,80p' a.py`` as much as a Read of ``a.py``.
+_PRINTERS = frozenset(
+    {"cat", "head", "tail", "nl", "less", "more", "bat", "sed", "get-content", "gc", "type"}
+)
+_WORD = re.compile(r"'[^']*'|\"[^\"]*\"|\S+")
+_OPTION_VALUE = frozenset({"-n", "-c", "--lines", "--bytes", "-TotalCount", "-Tail", "-Head"})
+_PATH_WORD = re.compile(
+    r"[\w.@~+/\\\[\]-]*[\w\]]\.[A-Za-z0-9]{1,8}|[\w.@~+-]*[/\\][\w.@~+/\\\[\]-]+"
+)
+
+
+def shell_reads(command: str) -> list[str]:
+    """The files a shell line prints (``cat``, ``head``, ``tail``, ``nl``, ``sed -n`` without
+    ``-i``, PowerShell's ``Get-Content``), each step's first stage only (what a pipe feeds
+    ``head`` is no file); no glob, variable, option nor ``/dev/`` path."""
+    out: list[str] = []
+    steps = shell_steps(command)
+    if "\\" in command:  # a Windows path: shell quoting would eat its separators
+        steps = [
+            [w.strip("'\"") for w in _WORD.findall(step)]
+            for step in re.split(r"&&|\|\||;|\||\n", command)
+        ]
+    for words in (s for s in steps if s):
+        program = words[0].rsplit("/", 1)[-1].lower()
+        if program not in _PRINTERS:
+            continue
+        args = words[1:]
+        if program == "sed":
+            if any(w.startswith("-i") or w == "--in-place" for w in args):
+                continue  # it edits the file
+            script = next((w for w in args if not w.startswith("-")), None)
+            if "-e" in args or script is None:
+                continue
+            args = args[args.index(script) + 1 :]
+        skip = False
+        for word in args:
+            if skip:
+                skip = False
+            elif word in _OPTION_VALUE or (word.startswith("-") and word[1:] in ("Path",)):
+                skip = word in _OPTION_VALUE
+            elif (
+                not word.startswith("-")
+                and not any(c in word for c in "*?$<>|&")
+                and not word.startswith("/dev/")
+                and _PATH_WORD.fullmatch(word)
+            ):
+                out.append(word)
+    return list(dict.fromkeys(out))
 
 
 def merge_file_lists(

@@ -33,6 +33,7 @@ from ...core.span_facts import (
     command_run,
     is_bookkeeping,
     is_request,
+    modified_paths,
     path_of,
     reaction_after,
     signals_of,
@@ -42,9 +43,10 @@ from ...core.span_facts import (
     unwrapped_output,
     url_of,
     work_calls,
+    written_texts,
 )
 from ...core.touched_files import files_touched
-from ...core.work_state import reported_done, stated_next
+from ...core.work_state import names_brought_in, reported_done, stated_next
 from ...redaction import SUMMARY_PLACEHOLDER
 from ...redaction import mask_secrets as masked  # one place says what a secret is
 
@@ -261,13 +263,22 @@ def _standing(statement: Statement) -> str:
     return f"{statement.text} (replaces the earlier: {whole_sentences(statement.replaces, 120)})"
 
 
+# The runtime's mark of words said while the turn goes on (Codex's ``phase``: a
+# ``commentary`` message comes between calls, the ``final_answer`` ends the turn).
+MID_TURN_PHASES = frozenset({"commentary"})
+
+
 def turn_ended(messages: Sequence[Message]) -> bool:
     """The span's last message is the agent's words with no call: its turn on the latest
-    request is over (it answered, reported or asked, and waits for the user)."""
+    request is over (it answered, reported or asked, and waits for the user); not when the
+    runtime marks those words as said mid-turn (``MID_TURN_PHASES``)."""
     for m in reversed(messages):
         if m.role == "tool" or is_request(m):
             return False
         if m.role == "assistant":
+            phase = m.details.get("phase") if isinstance(m.details, dict) else None
+            if phase in MID_TURN_PHASES:
+                return False
             return bool((m.content or "").strip()) and not work_calls(m)
     return False
 
@@ -391,8 +402,7 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     """A report condensed to its lines that name something (code blocks left out), in order,
     within ``limit`` characters; nothing when no line names anything."""
     prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", text)  # code is not a report
-    lines = [_LIST_MARKER.sub("", line).replace("**", "").strip() for line in prose.splitlines()]
-    named = [line for line in lines if _NAMES_SOMETHING.search(line)]
+    named = _naming_lines(prose.splitlines())
     # Lines quoting code or a path first ("Created with `npx create-next-app todo-app`"),
     # then the others ("a Next.js project"), each group in order.
     named.sort(key=lambda line: not _QUOTES_A_NAME.search(line))
@@ -410,6 +420,29 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
         kept.append(report_line(line, limit))
         size += len(kept[-1]) + 2
     return "; ".join(kept)
+
+
+_LIST_ITEM_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+
+
+def _naming_lines(lines: Sequence[str]) -> list[str]:
+    """The lines of a report that name something (``_NAMES_SOMETHING``), markers taken off;
+    and the items of a list a naming line introduces ("Single `index.html` with:"): they say
+    what the named thing holds, though they quote nothing themselves."""
+    out: list[str] = []
+    introduced = False  # under a naming line that ends with ":"
+    for raw in lines:
+        line = _LIST_MARKER.sub("", raw).replace("**", "").strip()
+        if not line:
+            continue
+        if _NAMES_SOMETHING.search(line):
+            out.append(line)
+            introduced = line.endswith(":")
+        elif introduced and _LIST_ITEM_MARK.match(raw):
+            out.append(line)
+        else:
+            introduced = False
+    return out
 
 
 NUMBER_STRETCH = 0.6  # of the limit: how far one report line with a figure may run past it
@@ -723,13 +756,62 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             ):
                 outcome += f": {gist}"
             limit = LAST_CALL_CHARS if not lines else COMMAND_CHARS
+            if outcome.startswith(DONE_MARK):
+                outcome += _writes(call)
             shown = f"- {_call_line(call, limit)} → {outcome}"
             if before_request:
                 shown = f"- (before the latest request) {_call_line(call, limit)} → {outcome}"
             lines.insert(0, shown)
             if before_request:
                 break  # one call says where the work stood
+    lines = _open_in_batch(signals, messages, lines) + lines
     return out + [masked(line) for line in lines]
+
+
+MAX_OPEN_IN_BATCH = 2
+
+
+def _open_in_batch(signals: Signals, messages: Sequence[Message], shown: list[str]) -> list[str]:
+    """The calls of the agent's last batch (the calls after its last words that came before
+    a call) that failed and are still open, when the last calls shown leave them out: a run
+    that failed among reads is where the work stands, though later calls succeeded."""
+    start = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i].role == "assistant"
+            and (messages[i].content or "").strip()
+            and any(m.role == "assistant" and work_calls(m) for m in messages[i + 1 :])
+        ),
+        None,
+    )
+    if start is None or any(is_request(m) for m in messages[start:]):
+        return []
+    open_failed = {
+        f.message_id for f in signals.failures if f.error and not f.fixed and not f.retry
+    }
+    results = {m.tool_call_id: m for m in messages[start:] if m.role == "tool" and m.tool_call_id}
+    out: list[str] = []
+    for m in messages[start:]:
+        for call in work_calls(m) if m.role == "assistant" else []:
+            result = results.get(call["id"])
+            line = f"- {_call_line(call)} → failed (still open)"
+            if (
+                result is not None
+                and result.id in open_failed
+                and not any(_call_line(call) in s for s in shown)
+            ):
+                out.append(line)
+    return out[-MAX_OPEN_IN_BATCH:]
+
+
+def _writes(call: dict) -> str:
+    """What an edit at the cut was writing: the code names it brings in (a struct's new
+    fields, a client, a flag), the answer to "what was the agent editing" beside its path."""
+    if not modified_paths(call):
+        return ""
+    names = names_brought_in(*written_texts(call))[:MAX_FILE_NAMES]
+    return f" (writes {', '.join(f'`{n}`' for n in names)})" if names else ""
 
 
 DONE_MARK = "✓"  # a call that succeeded (``core.sections.is_done`` reads it as done)

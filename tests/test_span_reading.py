@@ -1,0 +1,166 @@
+"""What the summarizer reads from a span (#42 items 1-4), each rule on plain lists and on a
+real shared transcript span: the files a shell prints are read files, a runtime's mid-turn
+words do not end the turn, an edit at the cut says what it writes, a failure among the last
+batch of calls stays in view, a report's list belongs to the line that names it, and the
+options the user picked from the agent's questions are decisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxtool.compaction.summarizers.span_notes import read_span, reported, turn_ended
+from ctxtool.core.records import calls_of
+from ctxtool.core.sections import CURRENT_WORK, DECISIONS, FILES_READ, NEXT_STEP
+from ctxtool.core.span_facts import question_answers, signals_of
+from ctxtool.core.touched_files import files_touched, shell_reads
+from ctxtool.evaluation.keys import keyed_span, load_key
+
+from .conftest import TRANSCRIPTS
+from .keyed_spans import extractive_summary, section
+from .test_span_facts import Span
+
+KEYS = Path(__file__).parent / "answer_keys"
+
+
+def _span(name: str, tmp_path: Path):
+    return keyed_span(load_key(KEYS / f"{name}.json"), TRANSCRIPTS, tmp_path)
+
+
+# -- the files a shell prints are files read -----------------------------------------------------
+
+
+def test_a_shell_line_that_prints_a_file_reads_it():
+    assert shell_reads("sed -n '1,220p' app/api/[id]/route.ts") == ["app/api/[id]/route.ts"]
+    assert shell_reads("nl -ba docs/A.md | sed -n 1,80p && tail -5 README.md") == [
+        "docs/A.md",
+        "README.md",
+    ]
+    assert shell_reads(r"Get-Content -Raw docs\arch\Plan.md") == [r"docs\arch\Plan.md"]
+    assert shell_reads("head -n 40 src/a.rs") == ["src/a.rs"]
+    # an edit, a glob, a variable, a device, a pipe's later stage: no file read
+    for command in ("sed -i 's/a/b/' x.py", "cat *.py", "cat $F", "cat /dev/null", "ls | head"):
+        assert shell_reads(command) == [], command
+    calls = [{"id": "1", "function": {"name": "exec_command", "arguments": '{"cmd": "cat a.py"}'}}]
+    assert files_touched(calls) == (["a.py"], [])
+
+
+def test_gildore_s_reads_through_the_shell_are_its_files_read(tmp_path):
+    span = _span("codex--gildore-arena-codex-session-v0.130", tmp_path)
+    read, _ = files_touched(calls_of(span.summarized))
+    assert any(p.endswith("Narrative.md") for p in read)
+    listed = " ".join(section(extractive_summary(span), FILES_READ))
+    assert "browser-session" in listed and "third-touch" in listed
+
+
+# -- a runtime's mid-turn words do not end the turn ----------------------------------------------
+
+
+def test_words_the_runtime_marks_as_said_mid_turn_end_no_turn():
+    s = Span()
+    s.user("Install it and prepare the grant.")
+    s.call("shell", "Exit code: 0\nOutput:\ndone", command="make install")
+    s.add("assistant", "The installer completed.", details={"phase": "commentary"})
+    assert not turn_ended(s.messages)
+    s.messages[-1].details = {"phase": "final_answer"}
+    assert turn_ended(s.messages)
+
+
+def test_valdyum_s_span_ends_mid_turn_with_its_failed_export_in_view(tmp_path):
+    span = _span("codex--Valdyum-Labs-codex-session", tmp_path)
+    assert not read_span(span.summarized).turn_ended
+    summary = extractive_summary(span)
+    assert not any("ended its turn" in i for i in section(summary, NEXT_STEP))
+    [line] = [i for i in section(summary, CURRENT_WORK) if "export-session.sh" in i]
+    assert line.endswith("→ failed (still open)")
+
+
+# -- a failure among the last batch of calls stays in view ---------------------------------------
+
+
+def test_an_open_failure_of_the_last_batch_is_current_work():
+    s = Span()
+    s.user("Export the session and read the docs.")
+    s.add("assistant", "Exporting the transcript, then reading the docs.")
+    s.call("shell", "Exit code: 1\nOutput:\nfatal error", exit_code=1, command="./export.sh .")
+    for n in range(4):
+        s.call("shell", "Exit code: 0\nOutput:\ntext", command=f"cat doc{n}.md")
+    work = read_span(s.messages).current_work
+    assert "- shell `./export.sh .` → failed (still open)" in work
+    s.call("shell", "Exit code: 0\nOutput:\nexported", command="./export.sh .")  # fixed
+    assert not any("still open" in line for line in read_span(s.messages).current_work)
+
+
+# -- an edit at the cut says what it writes ------------------------------------------------------
+
+
+def test_an_edit_at_the_cut_says_the_names_it_brings_in():
+    s = Span()
+    s.user("Add proof tracking.")
+    s.call(
+        "Edit",
+        "The file src/types.rs has been updated successfully.",
+        file_path="src/types.rs",
+        old_string="pub struct Intent {\n    pub id: u64,\n}",
+        new_string="pub struct Intent {\n    pub id: u64,\n    pub message_id: u64,\n}",
+    )
+    [line] = [x for x in read_span(s.messages).current_work if x.startswith("- Edit")]
+    assert "(writes `message_id`)" in line
+
+
+def test_edgerunner_s_last_patch_names_what_it_was_wiring(tmp_path):
+    span = _span("codex--edgerunner-codex-session", tmp_path)
+    work = " ".join(section(extractive_summary(span), CURRENT_WORK))
+    assert "TxLineProofClient" in work and "txline.rs" in work
+
+
+# -- a report's list belongs to the line that names it -------------------------------------------
+
+
+def test_the_list_a_naming_line_introduces_is_part_of_the_report():
+    report = (
+        "Done. Single `index.html` with:\n\n- **Pixel art font** (Press Start 2P)\n"
+        "- **Generate button** with an animation\n\nEnjoy the game night."
+    )
+    assert reported(report, 900) == (
+        "Done. Single `index.html` with:; Pixel art font (Press Start 2P); "
+        "Generate button with an animation"
+    )
+    # a list under a line that names nothing is still left out
+    assert reported("Here is what I did:\n- a nicer font\n- a button", 900) == ""
+
+
+def test_apanloco_s_first_report_keeps_what_its_single_file_holds(tmp_path):
+    summary = extractive_summary(
+        _span("claude-code--apanloco-random-session--sfx-randomness", tmp_path)
+    )
+    assert "Single `index.html`" in summary and "Press Start 2P" in summary
+
+
+# -- the options the user picked from the agent's questions are decisions ------------------------
+
+
+def test_the_options_the_user_picked_are_decisions():
+    s = Span()
+    s.user("Plan the engine.")
+    question = {"header": "Capital", "id": "capital", "question": "What capital policy?"}
+    answers = {"answers": {"capital": {"answers": ["Zero required (Recommended)"]}}}
+    s.call("request_user_input", json.dumps(answers), questions=[question])
+    s.call(
+        "AskUserQuestion",
+        'User has answered your questions: "Which database?"="SQLite". You can now continue.',
+        questions=[{"question": "Which database?"}],
+    )
+    assert question_answers(s.messages) == [
+        ("Capital: Zero required", 3, True),
+        ("Which database?: SQLite", 5, True),
+    ]
+    decisions = [d.text for d in signals_of(s.messages).decisions]
+    assert decisions == ["Chosen: Capital: Zero required", "Chosen: Which database?: SQLite"]
+
+
+def test_edgerunner_s_answered_questions_are_its_decisions(tmp_path):
+    decisions = " ".join(
+        section(extractive_summary(_span("codex--edgerunner-codex-session", tmp_path)), DECISIONS)
+    )
+    assert "Capital: Zero required" in decisions and "Venue Access: No access yet" in decisions
