@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 from ctxtool.compaction.summarizers.span_notes import read_span, reported, turn_ended
+from ctxtool.core.outcomes import alternative_remedy, shell_steps
 from ctxtool.core.records import calls_of
-from ctxtool.core.sections import CURRENT_WORK, DECISIONS, FILES_READ, NEXT_STEP
+from ctxtool.core.sections import CURRENT_WORK, DECISIONS, ERRORS, FILES_READ, NEXT_STEP
 from ctxtool.core.span_facts import question_answers, signals_of
 from ctxtool.core.touched_files import files_touched, shell_reads
 from ctxtool.evaluation.keys import keyed_span, load_key
@@ -164,3 +165,38 @@ def test_edgerunner_s_answered_questions_are_its_decisions(tmp_path):
         section(extractive_summary(_span("codex--edgerunner-codex-session", tmp_path)), DECISIONS)
     )
     assert "Capital: Zero required" in decisions and "Venue Access: No access yet" in decisions
+
+
+# -- a failure the agent got past another way is no open error ------------------------------------
+
+
+def test_a_quoted_script_s_semicolon_ends_no_step():
+    line = "cd /x && npx tsx -e \"import { a } from './c.js'; console.log(a());\" | head"
+    assert shell_steps(line) == [
+        ["cd", "/x"],
+        ["npx", "tsx", "-e", "import { a } from './c.js'; console.log(a());"],
+    ]
+    assert shell_steps("a && b; c | d > e") == [["a"], ["b"], ["c"]]
+
+
+def test_a_failure_the_agent_tried_another_way_past_is_fixed_by_that_way():
+    assert alternative_remedy("npx tsx -e 'x'", "Let me try a different approach:") == "tsx"
+    assert alternative_remedy("npx tsx -e 'x'", "The module is missing.") == ""
+    s = Span()
+    s.user("Check the paths.")
+    s.call("bash", "Error: Cannot find module './c.js'", exit_code=1, command="npx tsx -e 'x'")
+    s.add("assistant", "Let me try a different approach:")
+    s.call("bash", "usage: cli", exit_code=0, command="npx tsx src/cli.ts --help")
+    [failure] = signals_of(s.messages).failures
+    assert failure.fixed and failure.fixed_by == "npx tsx src/cli.ts --help"
+    s.messages[3].content = "The module is missing."  # no other way: it stays open
+    [failure] = signals_of(s.messages).failures
+    assert not failure.fixed
+
+
+def test_pi_s_path_check_that_another_run_got_past_is_not_called_open(tmp_path):
+    span = _span("pi--before-compaction--old-files-removed", tmp_path)
+    [failure] = [f for f in signals_of(span.summarized).failures if "tsx -e" in f.command][:1]
+    assert failure.fixed and "tsx" in (failure.fixed_by or "")
+    errors = section(extractive_summary(span), ERRORS)
+    assert not [e for e in errors if "Cannot find module" in e and "still open" in e]

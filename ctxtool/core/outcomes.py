@@ -241,6 +241,23 @@ def remedy_named(text: str) -> str:
     return ""
 
 
+# The agent's words after a failure that say it goes at the work another way ("Let me try a
+# different approach:", "another way", "alternatively").
+_ANOTHER_WAY = re.compile(
+    r"\b(?:(?:a|another|different|other)\s+(?:approach|way|method)|alternative(?:ly)?)\b", re.I
+)
+
+
+def alternative_remedy(command: str, reaction: str) -> str:
+    """The program of a failed command line when the agent's reaction says it tries another
+    way: a later success of that program (another script, other arguments) got past the
+    failure, as an exploratory miss another look got past is no open error; "" otherwise."""
+    words = _work_step(command)
+    if not words or not _ANOTHER_WAY.search(reaction):
+        return ""
+    return words[0]
+
+
 def runs_remedy(run: Run, remedy: str) -> bool:
     """``run`` is the remedy an error named: that tool, or a command line whose program it is."""
     if not remedy:
@@ -251,6 +268,24 @@ def runs_remedy(run: Run, remedy: str) -> bool:
     return bool(words) and words[0] == remedy
 
 
+_STEP_SEPARATOR = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
+_STAGE_END = re.compile(r"\s+\|\s*|\s+2>&1|\s+>")
+_QUOTED_PART = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _unquoted_split(line: str, separator: re.Pattern[str]) -> list[str]:
+    """``line`` split where ``separator`` matches outside quotes: the ``;`` of a script quoted
+    to ``python -c`` or ``tsx -e`` ends no step of the line."""
+    quoted = [(m.start(), m.end()) for m in _QUOTED_PART.finditer(line)]
+    parts, start = [], 0
+    for found in separator.finditer(line):
+        if any(a <= found.start() < b for a, b in quoted):
+            continue
+        parts.append(line[start : found.start()])
+        start = found.end()
+    return parts + [line[start:]]
+
+
 def shell_steps(command: str) -> list[list[str]]:
     """The words of each step of a shell line (``&&``, ``||``, ``;`` split; a pipe's first
     stage only), a ``bash -lc`` wrapper taken off."""
@@ -258,8 +293,8 @@ def shell_steps(command: str) -> list[list[str]]:
     if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
         line = line[1:-1]
     out = []
-    for step in re.split(r"\s*(?:&&|\|\||;|\n)\s*", line):
-        first = re.split(r"\s+\|\s*|\s+2>&1|\s+>", step.strip(), maxsplit=1)[0]
+    for step in _unquoted_split(line, _STEP_SEPARATOR):
+        first = _unquoted_split(step.strip(), _STAGE_END)[0]
         try:
             words = shlex.split(first)
         except ValueError:

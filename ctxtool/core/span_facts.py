@@ -41,6 +41,7 @@ from .keyed_patterns import KeyedPattern
 from .outcomes import (
     Run,
     aborted,
+    alternative_remedy,
     is_exploratory,
     outcomes,
     output_failed,
@@ -863,6 +864,9 @@ def runs_of(messages: Sequence[Message], runs: Sequence[_Run] | None = None) -> 
         path = (path_of(call) or next(iter(modified_paths(call)), None)) if call else None
         error = _error_line(run.result.content or "") if run.failed else ""
         remedy = remedy_named(unwrapped_output(run.result.content or "")) if run.failed else ""
+        if run.failed and not remedy and run.tool.lower() in COMMAND_TOOLS:
+            said = reaction_after(messages, run.index)
+            remedy = alternative_remedy(run.command, said.content or "") if said else ""
         out.append(Run(run.tool, run.command, run.failed, path, error, turns[run.index], remedy))
     return out
 
