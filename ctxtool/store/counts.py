@@ -273,8 +273,10 @@ def read_suffix(
     ``texts=False``: what planning needs, no more (a dry run): the text of user messages
     (where turns start), of roles resent as user messages and of messages without a usable
     count; the rest carry their counts. A result whose call is not in the suffix is resent as
-    a user message: then every text is read."""
-    head = session_head(conn, session_id, encoding)
+    a user message: then every text is read. The session and its latest checkpoint carry
+    what restoring and planning read, their other fields None (``session_head``'s
+    ``planning``)."""
+    head = session_head(conn, session_id, encoding, planning=True)
     session, enc, latest, cut = head.session, head.encoding, head.latest, head.cut
     texts_of = (
         None

@@ -186,6 +186,32 @@ _HEAD_QUERY = (
 )
 _SESSION_NAMES = [c.name for c in _SESSION_COLUMNS]
 _COMPACTION_NAMES = [c.name for c in _COMPACTION_COLUMNS]
+# The head as a compaction reads it (read_suffix): of the session what restoring and planning
+# read (its model, its system prompt and that prompt's stored count, the title a summarizer
+# is given), of the checkpoint its summary, cut, parent and stored counts. The driver parses
+# each column's description: the 24 columns of _HEAD_QUERY cost 1.5-2x these 12.
+_PLANNED_SESSION = [
+    S.c.session_id,
+    S.c.title,
+    S.c.model,
+    S.c.system_prompt,
+    json_as_text(S.c.details),
+]
+_PLANNED_COMPACTION = [
+    C.c.id,
+    C.c.session_id,
+    C.c.summary,
+    C.c.first_kept_message_id,
+    C.c.parent_compaction_id,
+    C.c.summary_tokens,
+    json_as_text(C.c.details),
+]
+_PLANNED_HEAD_QUERY = (
+    sa.select(*_PLANNED_SESSION, *(c.label(f"latest_{c.name}") for c in _PLANNED_COMPACTION))
+    .select_from(_HEAD_QUERY.get_final_froms()[0])
+    .where(S.c.session_id == sa.bindparam("sid"))
+)
+_PLANNED_NAMES = ([c.name for c in _PLANNED_SESSION], [c.name for c in _PLANNED_COMPACTION])
 _LATEST_COMPACTION_ID_QUERY = sa.select(sa.func.max(C.c.id)).where(
     C.c.session_id == sa.bindparam("sid")
 )
@@ -871,17 +897,26 @@ def _restored(conn: Connection, head: SessionHead) -> RestoredContext:
     return restore_context(sid, head.session.system_prompt, head.latest, suffix)
 
 
-def session_head(conn: Connection, session_id: int, encoding: str | None = None) -> SessionHead:
+def session_head(
+    conn: Connection, session_id: int, encoding: str | None = None, *, planning: bool = False
+) -> SessionHead:
     """The session, its encoding (``encoding`` wins over the model's), its latest checkpoint
-    and the cut: what every read of its restored context starts from."""
-    row = conn.execute(_HEAD_QUERY, {"sid": session_id}).first()
+    and the cut: what every read of its restored context starts from. ``planning``: only what
+    restoring and planning read (``_PLANNED_HEAD_QUERY``, a compaction's read), the session's
+    and the checkpoint's other fields None."""
+    query, (session_names, compaction_names) = (
+        (_PLANNED_HEAD_QUERY, _PLANNED_NAMES)
+        if planning
+        else (_HEAD_QUERY, (_SESSION_NAMES, _COMPACTION_NAMES))
+    )
+    row = conn.execute(query, {"sid": session_id}).first()
     if row is None:
         raise CtxtoolError(f"session {session_id} does not exist")
-    n = len(_SESSION_NAMES)
-    session = _record(Session, dict(zip(_SESSION_NAMES, row[:n])))
+    n = len(session_names)
+    session = _record(Session, dict(zip(session_names, row[:n])))
     latest = None
     if row[n] is not None:
-        latest = _record(Compaction, dict(zip(_COMPACTION_NAMES, row[n:])))
+        latest = _record(Compaction, dict(zip(compaction_names, row[n:])))
     return SessionHead(session, encoding_for_model(session.model, encoding).name, latest)
 
 
