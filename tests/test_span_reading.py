@@ -12,8 +12,21 @@ from pathlib import Path
 from ctxtool.compaction.summarizers.span_notes import read_span, reported, turn_ended
 from ctxtool.core.outcomes import alternative_remedy, shell_steps
 from ctxtool.core.records import calls_of
-from ctxtool.core.sections import CURRENT_WORK, DECISIONS, ERRORS, FILES_READ, NEXT_STEP
-from ctxtool.core.span_facts import question_answers, signals_of
+from ctxtool.core.sections import (
+    CURRENT_WORK,
+    DECISIONS,
+    ERRORS,
+    FILES_READ,
+    NEXT_STEP,
+    OPEN_TASKS,
+)
+from ctxtool.core.span_facts import (
+    command_steps,
+    question_answers,
+    signals_of,
+    steps_not_run,
+    working_branch,
+)
 from ctxtool.core.touched_files import files_touched, shell_reads
 from ctxtool.evaluation.keys import keyed_span, load_key
 
@@ -200,3 +213,79 @@ def test_pi_s_path_check_that_another_run_got_past_is_not_called_open(tmp_path):
     assert failure.fixed and "tsx" in (failure.fixed_by or "")
     errors = section(extractive_summary(span), ERRORS)
     assert not [e for e in errors if "Cannot find module" in e and "still open" in e]
+
+
+# -- where the work stands: the command's steps not yet run, the branch --------------------------
+
+EXPANSION = """# /ship
+
+Ship the branch.
+
+### Step 1: Set up
+
+```bash
+tool setup --plan 12
+```
+
+### Step 2: Work through the plan
+
+Each phase in turn.
+
+### Step 3: Signal ended
+
+```bash
+tool signal ended --id=x || true
+```
+
+### Step 4: Submit
+
+```bash
+tool pr submit
+```
+"""
+
+
+def test_the_invoked_command_s_steps_after_the_last_one_run_are_still_to_do():
+    steps = command_steps(EXPANSION)
+    assert [t for t, _ in steps] == [
+        "Step 1: Set up",
+        "Step 2: Work through the plan",
+        "Step 3: Signal ended",
+        "Step 4: Submit",
+    ]
+    assert steps[1][1] == [] and steps[3][1] == ["tool pr submit"]
+    ran = ["tool setup --plan 12 --json"]
+    assert steps_not_run(steps, ran) == [
+        "Step 3: Signal ended (`tool signal ended --id=x || true`)",
+        "Step 4: Submit (`tool pr submit`)",
+    ]
+    assert steps_not_run(steps, ran + ["tool pr submit"]) == []
+    assert steps_not_run(steps, []) == []  # no step run: nothing says where the run is
+    s = Span()
+    s.user("<command-name>/ship</command-name>\n<command-args>12</command-args>")
+    s.user(EXPANSION, is_meta=True)
+    s.call("Bash", '{"branch": "feat/ship-12"}', exit_code=0, command="tool setup --plan 12")
+    notes = read_span(s.messages)
+    assert [t.text for t in notes.tasks or ()] == steps_not_run(steps, ran)
+    assert "- (on branch `feat/ship-12`)" in notes.current_work
+
+
+def test_the_branch_the_work_is_on_is_the_last_one_made_or_named():
+    s = Span()
+    s.user("Start the feature.")
+    s.call("Bash", "Switched to a new branch 'feat/a'", command="git checkout -b feat/a")
+    assert working_branch(s.messages) == "feat/a"
+    s.call("Bash", "On branch main\nnothing to commit", command="git status")
+    assert working_branch(s.messages) == "feat/a"  # a default branch says nothing
+    s.call("Bash", '{"branch": "other/b"}', command="cat session.json")
+    assert working_branch(s.messages) == "feat/a"  # a file read may name any branch
+
+
+def test_a5c478e1_mid_implementation_says_its_steps_left_and_its_branch(tmp_path):
+    span = _span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--mid-implementation", tmp_path)
+    summary = extractive_summary(span)
+    tasks = " ".join(section(summary, OPEN_TASKS))
+    assert "Step 12: Submit PR (`erk pr submit`)" in tasks and "upload-impl-session" in tasks
+    assert "impl-signal started" not in tasks  # step 5 ran
+    work = " ".join(section(summary, CURRENT_WORK))
+    assert "(on branch `plnd/add-session-push-fetch-02-28-1911`)" in work

@@ -51,7 +51,7 @@ from .outcomes import (
     said_failed,
     script_result,
 )
-from .records import Message
+from .records import Message, call_name
 from .work_state import (
     CODE_NAME,
     done_by_action,
@@ -655,6 +655,123 @@ def _expansion_purpose(messages: Sequence[Message]) -> str | None:
                 if line and not line.startswith(("#", "<", "/")):
                     return re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0][:300]
     return None
+
+
+# A step of a command's expansion: a heading "### Step 12: Submit PR", and the command
+# lines of the fenced blocks under it.
+_STEP_HEADING = re.compile(r"^#{2,4}\s+Step\s+(\d+)[a-z]?\s*[:.)-]\s*(.+?)\s*$", re.I | re.M)
+_FENCE = re.compile(r"^```[\w-]*\n(.*?)^```", re.M | re.S)
+STEP_WORDS = 4  # the words of a step's command that a run must share to have run it
+
+
+def command_steps(expansion: str) -> list[tuple[str, list[str]]]:
+    """The numbered steps of a command's expansion (``### Step 12: Submit PR``), each as its
+    heading and the first line of each of its fenced blocks (what it runs), in order."""
+    found = list(_STEP_HEADING.finditer(expansion))
+    out = []
+    for n, heading in enumerate(found):
+        end = found[n + 1].start() if n + 1 < len(found) else len(expansion)
+        body = expansion[heading.end() : end]
+        commands = [
+            line.strip()
+            for block in _FENCE.findall(body)
+            for line in block.splitlines()[:1]
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        out.append((f"Step {heading.group(1)}: {heading.group(2)}", commands))
+    return out
+
+
+def steps_not_run(steps: list[tuple[str, list[str]]], commands: Sequence[str]) -> list[str]:
+    """The steps after the last one whose command a run ran (its first ``STEP_WORDS`` words
+    in a run's command line) that run a command none of the runs ran, each as ``Step N:
+    title (`command`)``: the invoked command's work still to do. None before any step ran."""
+
+    def ran(command: str) -> bool:
+        head = " ".join(command.split()[:STEP_WORDS])
+        return any(head in c for c in commands)
+
+    last = max((n for n, (_, cmds) in enumerate(steps) if any(map(ran, cmds))), default=None)
+    if last is None:
+        return []
+    return [
+        f"{title} (`{next(c for c in cmds if not ran(c))}`)"
+        for title, cmds in steps[last + 1 :]
+        if cmds and not all(map(ran, cmds))
+    ]
+
+
+def invoked_steps_left(messages: Sequence[Message]) -> list[str]:
+    """The steps of the latest slash command's expansion the span has not run yet
+    (:func:`steps_not_run` over the span's command lines)."""
+    start = max(
+        (i for i, m in enumerate(messages) if user_text_kind(m) == UserText.COMMAND), default=None
+    )
+    if start is None:
+        return []
+    expansion = next(
+        (
+            m.content or ""
+            for m in messages[start + 1 : start + 3]
+            if m.role == "user" and user_text_kind(m) == UserText.CONTEXT
+        ),
+        "",
+    )
+    steps = command_steps(expansion)
+    if not steps:
+        return []
+    runs = [
+        c
+        for m in messages[start:]
+        if m.role == "assistant"
+        for call in work_calls(m)
+        if (c := command_run(call))
+    ]
+    return steps_not_run(steps, runs)
+
+
+# Where a result says the work's branch is: a tool's JSON ("branch": "…"), git's own words.
+_BRANCH_SAID = re.compile(
+    r"\"branch(?:_name)?\"\s*:\s*\"(?P<a>[\w./-]{2,120})\"|"
+    r"^On branch (?P<b>[\w./-]{2,120})$|"
+    r"Switched to (?:a new )?branch '(?P<c>[\w./-]{2,120})'|"
+    r"Already on (?:\w+ )?branch '(?P<d>[\w./-]{2,120})'",
+    re.M,
+)
+_BRANCH_MADE = re.compile(
+    r"\bgit\s+(?:checkout\s+-[bB]|switch\s+(?:-c|--create)|worktree\s+add\b.*?\s-b)\s+"
+    r"(?P<a>[\w./-]{2,120})"
+)
+_DEFAULT_BRANCHES = frozenset({"main", "master", "HEAD", "trunk", "develop"})
+
+
+def working_branch(messages: Sequence[Message]) -> str | None:
+    """The branch the work is on at the cut, when it is no default branch: the last one a
+    command made or switched to (``git checkout -b``) or a result named (a tool's JSON
+    ``"branch"``, git's "On branch …", "Switched to branch '…'")."""
+    found: str | None = None
+    calls = _calls_by_id(messages)
+    for m in messages:
+        texts: list[tuple[re.Pattern[str], str]] = []
+        call = calls.get(m.tool_call_id or "") if m.role == "tool" else None
+        if call is not None and not _looked(call):  # a file read may name any branch
+            texts.append((_BRANCH_SAID, unwrapped_output(m.content or "")))
+        elif m.role == "assistant":
+            texts += [(_BRANCH_MADE, c) for call in work_calls(m) if (c := command_run(call))]
+        for pattern, text in texts:
+            for hit in pattern.finditer(text):
+                name = next(g for g in hit.groups() if g)
+                if name not in _DEFAULT_BRANCHES:
+                    found = name
+    return found
+
+
+def _looked(call: dict[str, Any]) -> bool:
+    """A call that read or searched (``outcomes.is_exploratory``): what it printed is a
+    file's text, not the state of the work."""
+    command = command_run(call)
+    name = call_name(call)
+    return is_exploratory(Run(name, command or name, False, path_of(call)))
 
 
 def _title_after(messages: Sequence[Message]) -> str | None:

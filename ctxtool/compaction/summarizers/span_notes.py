@@ -31,6 +31,7 @@ from ...core.span_facts import (
     Statement,
     arguments_of,
     command_run,
+    invoked_steps_left,
     is_bookkeeping,
     is_request,
     modified_paths,
@@ -43,6 +44,7 @@ from ...core.span_facts import (
     unwrapped_output,
     url_of,
     work_calls,
+    working_branch,
     written_texts,
 )
 from ...core.touched_files import files_touched
@@ -233,7 +235,10 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         goal=masked(signals.goal.text) if signals.goal else None,
         requests=requests,
         outcomes=outcomes,
-        tasks=[TaskNote(masked(t.content), t.status) for t in signals.tasks if t.content] or None,
+        tasks=[TaskNote(masked(t.content), t.status) for t in signals.tasks if t.content]
+        # the invoked command's steps not yet run are work still to do, after the list's
+        + [TaskNote(masked(step), "pending") for step in invoked_steps_left(messages)]
+        or None,
         errors=(errors := _errors(signals, messages)),
         resolved={e for e in errors if _FIXED_END.search(e)},
         succeeded=_succeeded(messages),
@@ -765,6 +770,9 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             if before_request:
                 break  # one call says where the work stood
     lines = _open_in_batch(signals, messages, lines) + lines
+    branch = working_branch(messages)
+    if branch:  # where the work is: a feature branch the agent made or was put on
+        lines.insert(0, f"- (on branch `{branch}`)")
     return out + [masked(line) for line in lines]
 
 
