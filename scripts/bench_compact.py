@@ -21,17 +21,28 @@ moves both sides alike, so the ratio is what to read.
 
 Example: .venv/bin/python scripts/bench_compact.py --delay 0 --sessions 300 --workers 4 \
     --compare /tmp/old --rounds 5
+
+``--parts`` says where a compaction's CPU went: the thread CPU (``time.thread_time``) spent in
+each of its steps (:data:`PARTS`, nested ones indented), per compaction, over the rounds after
+the first (which imports the openai client). py-spy's ``--gil`` misses what runs outside the
+GIL (tiktoken), and without it counts a thread waiting on a socket as busy on this machine.
+
+Example: .venv/bin/python scripts/bench_compact.py --delay 0 --sessions 300 --workers 2 --parts
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import functools
+import importlib
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -153,6 +164,54 @@ def one_round(engine: sa.Engine, base_url: str, workers: int, sessions: int) -> 
     return {"wall": wall, "cpu": cpu, "done": done, "outcomes": outcomes}
 
 
+# Where a compaction's CPU goes: (module, function, what it is); nested steps indented.
+PARTS = [
+    ("ctxtool.compaction.compactor", "Compactor._take_many", "the batch's claim (2 statements)"),
+    ("ctxtool.compaction.compactor", "Compactor._prepare", "reading and planning"),
+    ("ctxtool.store.counts", "session_head", "  the session's head (1 statement)"),
+    ("ctxtool.store.counts", "session_messages", "  the suffix's messages (1 statement)"),
+    ("ctxtool.compaction.compactor", "prepare", "  the plan (prepare)"),
+    ("ctxtool.compaction.summarizers.openai", "OpenAISummarizer._prompt", "the prompt"),
+    ("ctxtool.compaction.summarizers.openai", "OpenAISummarizer._create", "the openai request"),
+    ("ctxtool.compaction.compactor", "judge_summary", "the quality gate"),
+    ("ctxtool.core.evaluator.probes", "signals_of", "  the span's signals"),
+    ("ctxtool.core.evaluator.probes", "key_terms", "  the probes' key terms"),
+    ("ctxtool.core.evaluator.evaluate", "fabrications", "  fabrications"),
+    ("ctxtool.core.evaluator.answers", "ContextText.__init__", "  the context's text"),
+    ("ctxtool.core.evaluator.evaluate", "section_costs", "  the sections' tokens"),
+    ("ctxtool.compaction.compactor", "Compactor._write", "the append (4 statements)"),
+    ("sqlalchemy.engine.base", "Connection._execute_context", "every statement (of the above)"),
+]
+
+
+def time_parts() -> collections.Counter:
+    """Wrap each of :data:`PARTS` to add up its thread CPU (a part called within itself
+    counted once); the totals by name, as the wrapped functions run."""
+    spent: collections.Counter = collections.Counter()
+    local = threading.local()
+    for module, name, label in PARTS:
+        owner = importlib.import_module(module)
+        *path, attr = name.split(".")
+        for step in path:
+            owner = getattr(owner, step)
+        timed = getattr(owner, attr)
+
+        def wrapper(*a, _f=timed, _label=label, **k):
+            active = local.__dict__.setdefault("active", set())
+            if _label in active:
+                return _f(*a, **k)
+            active.add(_label)
+            start = time.thread_time()
+            try:
+                return _f(*a, **k)
+            finally:
+                spent[_label] += time.thread_time() - start
+                active.discard(_label)
+
+        setattr(owner, attr, functools.wraps(timed)(wrapper))
+    return spent
+
+
 def child(args: argparse.Namespace) -> None:
     """One side of --compare: set up its database, then run a round per line read ("run URL"),
     answering each with a JSON line of its wall and CPU seconds."""
@@ -211,6 +270,23 @@ def compare(args: argparse.Namespace) -> None:
     )
 
 
+def parts(args: argparse.Namespace) -> None:
+    """The thread CPU of each of :data:`PARTS` a compaction, ``--rounds`` rounds after one
+    that warms up, at the first ``--workers``."""
+    engine = setup(args.db, args.sessions)
+    spent = time_parts()
+    with llm_server(args.delay) as (base_url, _pid):
+        one_round(engine, base_url, args.workers[0], args.sessions)
+        spent.clear()
+        cpu, done = 0.0, 0
+        for _ in range(args.rounds):
+            r = one_round(engine, base_url, args.workers[0], args.sessions)
+            cpu, done = cpu + r["cpu"], done + r["done"]
+    print(f"CPU a compaction: {cpu / done * 1000:.2f} ms (the process), by part (thread CPU):")
+    for _module, _name, label in PARTS:
+        print(f"  {label:40s} {spent[label] / done * 1000:6.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="mysql+pymysql://root@127.0.0.1:3306/ctxtool_bench_compact")
@@ -221,12 +297,17 @@ def main() -> None:
         "--compare", metavar="DIR", help="an older checkout (with its .venv) to run beside this one"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for --compare")
+    parser.add_argument(
+        "--parts", action="store_true", help="the thread CPU of each step a compaction"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
     if args.compare:
         return compare(args)
+    if args.parts:
+        return parts(args)
 
     engine = setup(args.db, args.sessions)
     with llm_server(args.delay) as (base_url, _pid):
