@@ -1,7 +1,7 @@
 """The budget spent by value (issue #42 item 5), each rule on plain lists and on a real span:
 a fixed failure shrinks to one line of cause -> fix before it is dropped; over budget, the
 changed files under one root are listed relative to it; what the last cuts freed past the
-budget comes back."""
+budget comes back; an earlier request is said whole in spare room."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import (
     DONE,
+    EARLIER_REQUESTS,
     ERRORS,
     FILES_CHANGED,
     _fit,
@@ -18,6 +20,8 @@ from ctxtool.compaction.summarizers.extractive import (
     common_root,
     fix_gist,
 )
+from ctxtool.compaction.summarizers.span_notes import REQUEST_CHARS
+from ctxtool.core.records import Message
 from ctxtool.core.tokens import count_text
 from ctxtool.evaluation.keys import keyed_span, load_key
 
@@ -131,3 +135,42 @@ def test_bhavana_s_summary_at_8k_uses_its_budget(span):
     assert "older items trimmed" in text
     # trimmed, yet no cut left more than a short item's room unused
     assert count_text(text, ENCODING) > 1500 - 100
+
+
+def _request_span(first: str) -> list[Message]:
+    return [
+        Message(1, 1, "user", first),
+        Message(2, 1, "assistant", "Built the seed data."),
+        Message(3, 1, "user", "Now write the README."),
+        Message(4, 1, "assistant", "Writing it."),
+    ]
+
+
+def test_an_earlier_request_is_said_whole_in_spare_room():
+    first = "Build the seed program. " + " ".join(
+        f"Property {n} is at street {n} with a yield of {n}.{n}% a year." for n in range(1, 20)
+    )
+    assert len(first) > REQUEST_CHARS
+    messages = [Message(0, 1, "user", "Plan the grant work."), *_request_span(first)]
+
+    def earlier(budget: int) -> str:
+        request = SummaryRequest(None, messages, {}, max_tokens=budget)
+        [item] = [
+            i
+            for i in section(ExtractiveSummarizer().summarize(request).text, EARLIER_REQUESTS)
+            if "seed program" in i
+        ]
+        return item
+
+    assert "Property 19 is at street 19" in earlier(3500)  # whole: the room is there
+    cut = earlier(450)  # short of room: its first 600 characters, cut between sentences
+    assert cut.endswith("[…]") and "Property 19" not in cut
+
+
+def test_bhavana_s_earlier_request_names_its_seed_properties_at_16k(span):
+    bhavana = span("claude-code--bhavana-claude-session--wiring-frontend")
+    requests = section(extractive_summary(bhavana, 3500), EARLIER_REQUESTS)
+    [anchor] = [r for r in requests if "Build the complete Bhavana Anchor program" in r]
+    # past its first 600 characters, where the seed properties and their prices are
+    assert len(anchor) > REQUEST_CHARS + 2
+    assert "Sudirman Park" in anchor

@@ -237,6 +237,9 @@ class ExtractiveSummarizer:
         for text, outcome in zip(earlier, notes.outcomes):
             if text != goal:  # the first request, when it is the goal, is said there
                 add(EARLIER_REQUESTS, "- " + whole_sentences(text, self.request_chars))
+                whole = "- " + whole_sentences(text, LATEST_REQUEST_CHARS)
+                if whole != items[-1].text:  # whole only in spare room
+                    items[-1].longer, items[-1].extra_first = whole, True
             if outcome:  # under its request; the first thing trimmed when over budget
                 lead = "  → " if text != goal else "- (the goal) → "
                 items.append(_Item(EARLIER_REQUESTS, lead + outcome, len(items) - 10**6))
