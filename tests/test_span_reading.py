@@ -22,6 +22,7 @@ from ctxtool.core.sections import (
 )
 from ctxtool.core.span_facts import (
     command_steps,
+    loaded_not_written,
     question_answers,
     signals_of,
     steps_not_run,
@@ -289,3 +290,29 @@ def test_a5c478e1_mid_implementation_says_its_steps_left_and_its_branch(tmp_path
     assert "impl-signal started" not in tasks  # step 5 ran
     work = " ".join(section(summary, CURRENT_WORK))
     assert "(on branch `plnd/add-session-push-fetch-02-28-1911`)" in work
+
+
+# -- a file the written ones load, not written yet, is still to do -------------------------------
+
+
+def test_a_file_a_new_page_loads_that_the_span_never_wrote_is_still_to_do():
+    page = '<html><script src="https://cdn/vue.js"></script><script src="app.js"></script></html>'
+    s = Span()
+    s.user("Make the todo app.")
+    s.call("Write", "File created.", file_path="/w/index.html", content=page)
+    s.call("Write", "File created.", file_path="/w/notes.md", content="import x from './doc.js'")
+    assert loaded_not_written(s.messages) == [("app.js", "/w/index.html")]  # no CDN, no doc
+    [task] = read_span(s.messages).tasks or []
+    assert task.text == "Write `app.js` (/w/index.html loads it; not written yet)"
+    assert task.status == "pending"
+    s.call("Write", "File created.", file_path="/w/app.js", content="createApp({})")
+    assert loaded_not_written(s.messages) == []
+
+
+def test_openhands_html_only_says_its_app_js_is_still_to_write(tmp_path):
+    span = _span("openai-chat--OpenHands-basic_gui_mode--html-only", tmp_path)
+    tasks = section(extractive_summary(span), OPEN_TASKS)
+    assert any("`app.js`" in t and "not written yet" in t for t in tasks)
+    # the whole run wrote it: nothing left
+    whole = _span("openai-chat--OpenHands-basic_gui_mode", tmp_path)
+    assert not loaded_not_written(whole.summarized)

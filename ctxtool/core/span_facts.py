@@ -766,6 +766,51 @@ def working_branch(messages: Sequence[Message]) -> str | None:
     return found
 
 
+# What a written file loads by a relative path: a page's script or stylesheet, a module's
+# relative import.
+_LOADS = re.compile(
+    r"""(?:\bsrc|\bhref)\s*=\s*["'](?P<a>(?:\./)?[\w./-]+\.(?:m?js|tsx?|jsx|css|vue|svelte))["']|"""
+    r"""\b(?:from|import)\s+["'](?P<b>\.{1,2}/[\w./-]+)["']|"""
+    r"""\brequire\(\s*["'](?P<c>\.{1,2}/[\w./-]+)["']\s*\)"""
+)
+
+
+_CODE_FILE = re.compile(r"\.(?:html?|[mc]?js|tsx?|jsx|vue|svelte)$", re.I)
+
+
+def _stem(path: str) -> str:
+    name = re.split(r"[/\\]", path)[-1]
+    return name.split(".", 1)[0].lower()
+
+
+def loaded_not_written(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """The files a file the span wrote loads by a relative path (``<script src="app.js">``,
+    ``import … from './store'``) that the span never wrote and no result of it named (so
+    not known to exist): work still to do, as ``(the file loaded, the file loading it)``."""
+    written: dict[str, str] = {}  # loaded -> loading
+    changed: set[str] = set()
+    for m in messages:
+        for call in work_calls(m) if m.role == "assistant" else []:
+            paths = modified_paths(call)
+            changed.update(_stem(p) for p in paths)
+            code = [p for p in paths if _CODE_FILE.search(p)]  # a doc's quoted import loads none
+            new, _ = written_texts(call) if code else ("", "")
+            for hit in _LOADS.finditer(new):
+                loaded = next(g for g in hit.groups() if g).removeprefix("./")
+                written.setdefault(loaded, code[0])
+    calls = _calls_by_id(messages)
+    said = " ".join(  # what the results said, a write's echo of its own text left out
+        (m.content or "").lower()
+        for m in messages
+        if m.role == "tool" and not modified_paths(calls.get(m.tool_call_id or "") or {})
+    )
+    return [
+        (loaded, by)
+        for loaded, by in written.items()
+        if _stem(loaded) not in changed and re.split(r"[/\\]", loaded)[-1].lower() not in said
+    ]
+
+
 def _looked(call: dict[str, Any]) -> bool:
     """A call that read or searched (``outcomes.is_exploratory``): what it printed is a
     file's text, not the state of the work."""

@@ -34,6 +34,7 @@ from ...core.span_facts import (
     invoked_steps_left,
     is_bookkeeping,
     is_request,
+    loaded_not_written,
     modified_paths,
     path_of,
     reaction_after,
@@ -238,6 +239,11 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         tasks=[TaskNote(masked(t.content), t.status) for t in signals.tasks if t.content]
         # the invoked command's steps not yet run are work still to do, after the list's
         + [TaskNote(masked(step), "pending") for step in invoked_steps_left(messages)]
+        # a file the written ones load that the span has not written yet
+        + [
+            TaskNote(masked(f"Write `{loaded}` ({by} loads it; not written yet)"), "pending")
+            for loaded, by in loaded_not_written(messages)
+        ]
         or None,
         errors=(errors := _errors(signals, messages)),
         resolved={e for e in errors if _FIXED_END.search(e)},
