@@ -179,6 +179,13 @@ def test_next_steps_and_what_is_reported_done():
     assert stated_next("Tests pass. Next: wire the --json flag into export") == (
         "wire the --json flag into export"
     )
+    # "I'm" with either apostrophe, after "next"; "now I'm" narrates and is no next step.
+    assert stated_next("Installer done. Next I\u2019m exporting the session.") == (
+        "exporting the session"
+    )
+    assert stated_next("Next, I am wiring the grant form") == "wiring the grant form"
+    assert stated_next("Now I\u2019ll rerun the tests.") == "rerun the tests"
+    assert stated_next("Now I'm reading the config.") is None
     assert reported_done("All done: the release is tagged and pushed.")
     assert not reported_done("WP13 is complete. WP14 next.")
     assert not reported_done("I am running the tests now")

@@ -132,11 +132,12 @@ _REPORTED_DONE = re.compile(
     r"\S+[^\n?]*$)|✅",
     re.I | re.M,
 )
+# "Next I'm …" says the next step as surely as "next, I'll …"; "now I'm …" narrates the present.
 _NEXT = re.compile(
     r"(?:\bnext(?: step)?s?\s*[:—-]\s*(?P<a>[^\n]{3,200})|"
     r"\b(?P<b>[A-Z]{1,5}-?\d+[\w.-]*)\s+(?:is\s+)?next\b|"
-    r"\bnext,?\s+i(?:'ll| will)\s+(?P<c>[^\n.]{3,200})|"
-    r"\b(?:then|now) i(?:'ll| will)\s+(?P<d>[^\n.]{3,200}))",
+    r"\bnext,?\s+i(?:['\u2019](?:ll|m)| will| am)\s+(?P<c>[^\n.]{3,200})|"
+    r"\b(?:then|now),? i(?:['\u2019]ll| will)\s+(?P<d>[^\n.]{3,200}))",
     re.I,
 )
 
