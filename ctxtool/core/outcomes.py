@@ -277,9 +277,12 @@ def _unquoted_split(line: str, separator: re.Pattern[str]) -> list[str]:
     """``line`` split where ``separator`` matches outside quotes: the ``;`` of a script quoted
     to ``python -c`` or ``tsx -e`` ends no step of the line."""
     quoted = [(m.start(), m.end()) for m in _QUOTED_PART.finditer(line)]
-    parts, start = [], 0
+    parts, start, q = [], 0, 0
     for found in separator.finditer(line):
-        if any(a <= found.start() < b for a, b in quoted):
+        # one walk over the sorted quoted spans beside the sorted matches: linear in the line
+        while q < len(quoted) and quoted[q][1] <= found.start():
+            q += 1
+        if q < len(quoted) and quoted[q][0] <= found.start():
             continue
         parts.append(line[start : found.start()])
         start = found.end()

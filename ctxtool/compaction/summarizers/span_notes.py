@@ -728,6 +728,7 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
     failed = {f.message_id for f in signals.failures}
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     lines: list[str] = []
+    shown_ids: set[str] = set()
     before_request = False
     for m in reversed(messages):
         if len(lines) >= RECENT_CALLS or (lines and before_request):
@@ -773,9 +774,10 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
             if before_request:
                 shown = f"- (before the latest request) {_call_line(call, limit)} → {outcome}"
             lines.insert(0, shown)
+            shown_ids.add(call["id"])
             if before_request:
                 break  # one call says where the work stood
-    lines = _open_in_batch(signals, messages, lines) + lines
+    lines = _open_in_batch(signals, messages, shown_ids) + lines
     branch = working_branch(messages)
     if branch:  # where the work is: a feature branch the agent made or was put on
         lines.insert(0, f"- (on branch `{branch}`)")
@@ -785,20 +787,20 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
 MAX_OPEN_IN_BATCH = 2
 
 
-def _open_in_batch(signals: Signals, messages: Sequence[Message], shown: list[str]) -> list[str]:
+def _open_in_batch(signals: Signals, messages: Sequence[Message], shown_ids: set[str]) -> list[str]:
     """The calls of the agent's last batch (the calls after its last words that came before
-    a call) that failed and are still open, when the last calls shown leave them out: a run
-    that failed among reads is where the work stands, though later calls succeeded."""
-    start = next(
-        (
-            i
-            for i in range(len(messages) - 1, -1, -1)
-            if messages[i].role == "assistant"
-            and (messages[i].content or "").strip()
-            and any(m.role == "assistant" and work_calls(m) for m in messages[i + 1 :])
-        ),
-        None,
-    )
+    a call) that failed and are still open, when the last calls shown (``shown_ids``, their
+    call ids) leave them out: a run that failed among reads is where the work stands, though
+    later calls succeeded."""
+    start, calls_seen = None, False
+    for i in range(len(messages) - 1, -1, -1):  # one backward pass: linear in the span
+        m = messages[i]
+        if m.role != "assistant":
+            continue
+        if calls_seen and (m.content or "").strip():
+            start = i
+            break
+        calls_seen = calls_seen or bool(work_calls(m))
     if start is None or any(is_request(m) for m in messages[start:]):
         return []
     open_failed = {
@@ -809,13 +811,8 @@ def _open_in_batch(signals: Signals, messages: Sequence[Message], shown: list[st
     for m in messages[start:]:
         for call in work_calls(m) if m.role == "assistant" else []:
             result = results.get(call["id"])
-            line = f"- {_call_line(call)} → failed (still open)"
-            if (
-                result is not None
-                and result.id in open_failed
-                and not any(_call_line(call) in s for s in shown)
-            ):
-                out.append(line)
+            if result is not None and result.id in open_failed and call["id"] not in shown_ids:
+                out.append(f"- {_call_line(call)} → failed (still open)")
     return out[-MAX_OPEN_IN_BATCH:]
 
 
