@@ -32,7 +32,7 @@ PAGE = ROOT / "docs" / "quality.md"
 HOLDOUT = summary_sections.KEYS / "holdout"
 # Held-out keys written in one sitting by a reader of the transcripts alone, after the earlier
 # held-out aggregate had been used to choose between summarizer changes: reported on their own.
-FRESH = "fresh--"
+FRESH = "--fresh-"
 WINDOWS = (16_000, 8_000)
 
 
@@ -100,7 +100,7 @@ def windows_markdown(tuning: list[dict], holdout: list[dict]) -> str:
         "| both, by eval's derived probes | mean summary tokens |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    fresh = [r for r in holdout if r["key"].startswith(FRESH)]
+    fresh = [r for r in holdout if FRESH in r["key"]]
     sets = [("tuning", tuning), ("holdout", [r for r in holdout if r not in fresh])]
     if fresh:
         sets.append(("fresh holdout", fresh))
