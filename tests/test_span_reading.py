@@ -208,6 +208,33 @@ def test_a_failure_the_agent_tried_another_way_past_is_fixed_by_that_way():
     assert not failure.fixed
 
 
+def test_another_way_needs_its_words_and_the_same_target_or_the_next_command():
+    # words that change no way: "a method" the agent adds, "alternatively" a look aside
+    assert alternative_remedy("cargo build", "I'll add a method `area` to Shape.") == ""
+    assert alternative_remedy("python train.py", "Alternatively, let me check the GPU.") == ""
+    assert alternative_remedy("python train.py", "Let me use another method.") == "python"
+    s = Span()
+    s.user("Fix the build.")
+    s.call("bash", "error[E0599]: no method named `area`", exit_code=101, command="cargo build")
+    s.add("assistant", "The trait is missing a method. I'll add a method `area` to Shape.")
+    s.call("bash", "", exit_code=0, command="cargo fmt")
+    [failure] = signals_of(s.messages).failures
+    assert not failure.fixed
+    s = Span()
+    s.user("Train it.")
+    s.call(
+        "bash", "RuntimeError: CUDA out of memory", exit_code=1, command="python train.py --bs 64"
+    )
+    s.add("assistant", "Out of memory. Let me try a different approach: first check the GPU.")
+    s.call("bash", "ok", exit_code=0, command="ls checkpoints")
+    s.call("bash", "True", exit_code=0, command="python -c 'import torch; print(1)'")
+    [failure] = signals_of(s.messages).failures
+    assert not failure.fixed  # another program came first; python -c works on no train.py
+    s.call("bash", "loss 0.1", exit_code=0, command="python train.py --bs 16")
+    [failure] = signals_of(s.messages).failures
+    assert failure.fixed_by == "python train.py --bs 16"  # the same script: the other way
+
+
 def test_pi_s_path_check_that_another_run_got_past_is_not_called_open(tmp_path):
     span = _span("pi--before-compaction--old-files-removed", tmp_path)
     [failure] = [f for f in signals_of(span.summarized).failures if "tsx -e" in f.command][:1]

@@ -118,6 +118,9 @@ class Run:
     # The tool or program the error told the agent to run (``Call `batch_extract_failed```,
     # "run npm install first"): a later success of it is the failure's fix.
     remedy: str = ""
+    # The remedy is the failed program itself, which the agent said it would try another way
+    # (``alternative_remedy``): only its next command or a run on the same file fixes it.
+    another_way: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,20 +245,44 @@ def remedy_named(text: str) -> str:
 
 
 # The agent's words after a failure that say it goes at the work another way ("Let me try a
-# different approach:", "another way", "alternatively").
+# different approach:", "use another method"): a verb of trying and "a different"/"another";
+# "I'll add a method", "alternatively, let me check" change no way.
 _ANOTHER_WAY = re.compile(
-    r"\b(?:(?:a|another|different|other)\s+(?:approach|way|method)|alternative(?:ly)?)\b", re.I
+    r"\b(?:try|tries|trying|use|using|take|taking)\s+(?:a\s+different|another)\s+"
+    r"(?:approach|way|method)\b",
+    re.I,
 )
 
 
 def alternative_remedy(command: str, reaction: str) -> str:
     """The program of a failed command line when the agent's reaction says it tries another
-    way: a later success of that program (another script, other arguments) got past the
-    failure, as an exploratory miss another look got past is no open error; "" otherwise."""
+    way: a later success of that program on the same script or file, or as the very next
+    command, got past the failure (:func:`runs_another_way`); "" otherwise."""
     words = _work_step(command)
     if not words or not _ANOTHER_WAY.search(reaction):
         return ""
     return words[0]
+
+
+def _file_arguments(words: Sequence[str]) -> set[str]:
+    """The words of a step that name a script or a file (a path or a name with an extension),
+    its program left out."""
+    return {w for w in words[1:] if not w.startswith("-") and re.fullmatch(r"[\w./~-]*[./]\w+", w)}
+
+
+def runs_another_way(failed: Run, run: Run, next_command: bool) -> bool:
+    """``run`` is the other way the agent said it would try after ``failed``: a success of the
+    failed program that is the agent's next command (failed tries of it aside), or works on the same script or file
+    (``python train.py --bs 16`` after ``python train.py --bs 64``); ``python -c …`` after a
+    failed ``python train.py`` is a look aside, not the way past it."""
+    if not failed.another_way or run.failed or not _is_command_line(run):
+        return False
+    words = _work_step(run.command)
+    if not words or words[0] != failed.remedy:
+        return False
+    return next_command or bool(
+        _file_arguments(_work_step(failed.command)) & _file_arguments(words)
+    )
 
 
 def runs_remedy(run: Run, remedy: str) -> bool:
@@ -266,6 +293,34 @@ def runs_remedy(run: Run, remedy: str) -> bool:
         return True
     words = _work_step(run.command) if _is_command_line(run) else []
     return bool(words) and words[0] == remedy
+
+
+def _next_other_command(failed: Run, later: Sequence[Run]) -> int:
+    """Where in ``later`` the agent first ran a command line of another program than the
+    failed one (its failed tries of the same program aside); ``len(later)`` when it never did."""
+    if not failed.another_way:
+        return len(later)
+    return next(
+        (
+            k
+            for k, r in enumerate(later)
+            if _is_command_line(r) and _work_step(r.command)[:1] != [failed.remedy]
+        ),
+        len(later),
+    )
+
+
+def _fixes(failed: Run, run: Run, next_command: bool) -> bool:
+    """``run`` succeeded where ``failed`` failed: on its target, as the remedy its error named,
+    or as the other way the agent said it would try (``next_command``: no other program's
+    command came between)."""
+    if run.failed:
+        return False
+    if target_of(failed) in targets_done(run):
+        return True
+    if failed.another_way:
+        return runs_another_way(failed, run, next_command)
+    return runs_remedy(run, failed.remedy)
 
 
 _STEP_SEPARATOR = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
@@ -442,10 +497,8 @@ def is_non_error(run: Run, later: Sequence[Run]) -> bool:
     if words and words[0] in _SEARCH and (not run.error.strip() or _EXIT_ONE.search(run.error)):
         return True
     same_turn = [r for r in later if r.turn == run.turn]
-    if any(
-        not r.failed and (target_of(run) in targets_done(r) or runs_remedy(r, run.remedy))
-        for r in later
-    ):
+    reach = _next_other_command(run, later)
+    if any(_fixes(run, r, k <= reach) for k, r in enumerate(later)):
         return False  # what it looked at was got later: a failure with its fix
     if is_exploratory(run) and not run.error.strip():
         return True  # a look that found nothing and said nothing: no error to carry
@@ -464,15 +517,8 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
         later = runs[n + 1 :]
         if is_non_error(run, later):
             continue
-        target = target_of(run)
-        fixed_by = next(
-            (
-                r
-                for r in later
-                if not r.failed and (target in targets_done(r) or runs_remedy(r, run.remedy))
-            ),
-            None,
-        )
+        reach = _next_other_command(run, later)
+        fixed_by = next((r for k, r in enumerate(later) if _fixes(run, r, k <= reach)), None)
         retry = (
             fixed_by is not None
             and fixed_by.turn == run.turn

@@ -1029,7 +1029,21 @@ def runs_of(messages: Sequence[Message], runs: Sequence[_Run] | None = None) -> 
         if run.failed and not remedy and run.tool.lower() in COMMAND_TOOLS:
             said = reaction_after(messages, run.index)
             remedy = alternative_remedy(run.command, said.content or "") if said else ""
-        out.append(Run(run.tool, run.command, run.failed, path, error, turns[run.index], remedy))
+            another_way = bool(remedy)
+        else:
+            another_way = False
+        out.append(
+            Run(
+                run.tool,
+                run.command,
+                run.failed,
+                path,
+                error,
+                turns[run.index],
+                remedy,
+                another_way,
+            )
+        )
     return out
 
 
