@@ -303,10 +303,24 @@ def test_the_branch_the_work_is_on_is_the_last_one_made_or_named():
     s.user("Start the feature.")
     s.call("Bash", "Switched to a new branch 'feat/a'", command="git checkout -b feat/a")
     assert working_branch(s.messages) == "feat/a"
-    s.call("Bash", "On branch main\nnothing to commit", command="git status")
-    assert working_branch(s.messages) == "feat/a"  # a default branch says nothing
     s.call("Bash", '{"branch": "other/b"}', command="cat session.json")
     assert working_branch(s.messages) == "feat/a"  # a file read may name any branch
+    s.call("Bash", "On branch main\nnothing to commit", command="git status")
+    assert working_branch(s.messages) is None  # back on the default branch: no feature one
+
+
+def test_a_merged_and_deleted_branch_is_no_working_branch():
+    s = Span()
+    s.user("Make the fix on a branch, then merge it into main.")
+    s.call("Bash", "Switched to a new branch 'fix/typo'", command="git checkout -b fix/typo")
+    s.call("Bash", "[fix/typo 1a2b3c] Fix typo", command="git commit -am 'Fix typo'")
+    s.call("Bash", "Switched to branch 'main'", command="git checkout main")
+    assert working_branch(s.messages) is None
+    assert not any("(on branch" in line for line in read_span(s.messages).current_work)
+    s.call("Bash", "Switched to branch 'fix/typo'", command="git checkout fix/typo")
+    assert working_branch(s.messages) == "fix/typo"
+    s.call("Bash", "Deleted branch fix/typo (was 1a2b3c).", command="git branch -D fix/typo")
+    assert working_branch(s.messages) is None  # a deleted branch holds no work
 
 
 def test_a5c478e1_mid_implementation_says_its_steps_left_and_its_branch(tmp_path):

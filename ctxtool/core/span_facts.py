@@ -735,7 +735,8 @@ _BRANCH_SAID = re.compile(
     r"\"branch(?:_name)?\"\s*:\s*\"(?P<a>[\w./-]{2,120})\"|"
     r"^On branch (?P<b>[\w./-]{2,120})$|"
     r"Switched to (?:a new )?branch '(?P<c>[\w./-]{2,120})'|"
-    r"Already on (?:\w+ )?branch '(?P<d>[\w./-]{2,120})'",
+    r"Already on (?:(?:\w+ )?branch )?'(?P<d>[\w./-]{2,120})'|"
+    r"^Deleted branch (?P<gone>[\w./-]{2,120}) \(was",
     re.M,
 )
 _BRANCH_MADE = re.compile(
@@ -748,7 +749,8 @@ _DEFAULT_BRANCHES = frozenset({"main", "master", "HEAD", "trunk", "develop"})
 def working_branch(messages: Sequence[Message]) -> str | None:
     """The branch the work is on at the cut, when it is no default branch: the last one a
     command made or switched to (``git checkout -b``) or a result named (a tool's JSON
-    ``"branch"``, git's "On branch …", "Switched to branch '…'")."""
+    ``"branch"``, git's "On branch …", "Switched to branch '…'"). A later default branch
+    (``git checkout main``: the work was merged or left) or the branch's deletion clears it."""
     found: str | None = None
     calls = _calls_by_id(messages)
     for m in messages:
@@ -761,8 +763,10 @@ def working_branch(messages: Sequence[Message]) -> str | None:
         for pattern, text in texts:
             for hit in pattern.finditer(text):
                 name = next(g for g in hit.groups() if g)
-                if name not in _DEFAULT_BRANCHES:
-                    found = name
+                if hit.lastgroup == "gone":
+                    found = None if name == found else found
+                else:
+                    found = None if name in _DEFAULT_BRANCHES else name
     return found
 
 
