@@ -22,6 +22,7 @@ from ctxtool.core.sections import (
 )
 from ctxtool.core.span_facts import (
     command_steps,
+    invoked_steps_left,
     loaded_not_written,
     question_answers,
     signals_of,
@@ -296,6 +297,33 @@ def test_the_invoked_command_s_steps_after_the_last_one_run_are_still_to_do():
     notes = read_span(s.messages)
     assert [t.text for t in notes.tasks or ()] == steps_not_run(steps, ran)
     assert "- (on branch `feat/ship-12`)" in notes.current_work
+
+
+def test_a_step_runs_by_its_words_not_by_a_substring():
+    steps = command_steps(
+        "### Step 1: Build\n```bash\nnpm run build\n```\n### Step 2: Deploy\n```bash\n"
+        "make deploy\n```\n### Step 3: Notify\n```bash\nls\n```\n"
+    )
+    # `false` holds "ls", `cmake --build .` holds "make": neither ran a step
+    assert steps_not_run(steps, ["npm run build", "false", "cmake --build ."]) == [
+        "Step 2: Deploy (`make deploy`)",
+        "Step 3: Notify (`ls`)",
+    ]
+    assert steps_not_run(steps, ["npm run build", "bash -lc 'cd /x && make deploy'"]) == [
+        "Step 3: Notify (`ls`)"
+    ]
+
+
+def test_a_command_the_user_called_off_leaves_no_steps():
+    s = Span()
+    s.user("<command-name>/ship</command-name>\n<command-args>12</command-args>")
+    s.user(EXPANSION, is_meta=True)
+    s.call("Bash", "ok", exit_code=0, command="tool setup --plan 12")
+    assert invoked_steps_left(s.messages)  # the run is under way
+    s.user("Stop, don't ship this. Just fix the typo in README.md instead.")
+    s.call("Edit", "ok", file_path="README.md", old_string="teh", new_string="the")
+    assert invoked_steps_left(s.messages) == []
+    assert not any("Submit" in t.text for t in read_span(s.messages).tasks or ())
 
 
 def test_the_branch_the_work_is_on_is_the_last_one_made_or_named():

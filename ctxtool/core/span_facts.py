@@ -50,6 +50,7 @@ from .outcomes import (
     resolved_targets,
     said_failed,
     script_result,
+    shell_steps,
 )
 from .records import Message, call_name
 from .work_state import (
@@ -684,12 +685,14 @@ def command_steps(expansion: str) -> list[tuple[str, list[str]]]:
 
 def steps_not_run(steps: list[tuple[str, list[str]]], commands: Sequence[str]) -> list[str]:
     """The steps after the last one whose command a run ran (its first ``STEP_WORDS`` words
-    in a run's command line) that run a command none of the runs ran, each as ``Step N:
-    title (`command`)``: the invoked command's work still to do. None before any step ran."""
+    begin a step of a run's command line, word for word: ``ls`` is no run of ``false``) that
+    run a command none of the runs ran, each as ``Step N: title (`command`)``: the invoked
+    command's work still to do. None before any step ran."""
+    run_steps = [step for c in commands for step in shell_steps(c)]
 
     def ran(command: str) -> bool:
-        head = " ".join(command.split()[:STEP_WORDS])
-        return any(head in c for c in commands)
+        head = next(iter(shell_steps(command)), [])[:STEP_WORDS]
+        return bool(head) and any(step[: len(head)] == head for step in run_steps)
 
     last = max((n for n, (_, cmds) in enumerate(steps) if any(map(ran, cmds))), default=None)
     if last is None:
@@ -703,7 +706,8 @@ def steps_not_run(steps: list[tuple[str, list[str]]], commands: Sequence[str]) -
 
 def invoked_steps_left(messages: Sequence[Message]) -> list[str]:
     """The steps of the latest slash command's expansion the span has not run yet
-    (:func:`steps_not_run` over the span's command lines)."""
+    (:func:`steps_not_run` over the span's command lines); none once a request of the user's
+    followed it (a cancel, another ask)."""
     start = max(
         (i for i, m in enumerate(messages) if user_text_kind(m) == UserText.COMMAND), default=None
     )
@@ -718,8 +722,8 @@ def invoked_steps_left(messages: Sequence[Message]) -> list[str]:
         "",
     )
     steps = command_steps(expansion)
-    if not steps:
-        return []
+    if not steps or any(is_request(m) for m in messages[start + 1 :]):
+        return []  # the user asked for something else since: the command's run was left
     runs = [
         c
         for m in messages[start:]
