@@ -385,3 +385,18 @@ def test_openhands_html_only_says_its_app_js_is_still_to_write(tmp_path):
     # the whole run wrote it: nothing left
     whole = _span("openai-chat--OpenHands-basic_gui_mode", tmp_path)
     assert not loaded_not_written(whole.summarized)
+
+
+def test_a_backslash_in_a_bash_line_is_no_windows_path():
+    line = "sed -n '1,40p' src/app.py && rg 'a\\|b' src"
+    assert shell_reads(f'bash -lc "{line}"') == ["src/app.py"]
+    call = {
+        "id": "1",
+        "function": {"name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", line]})},
+    }
+    assert files_touched([call]) == (["src/app.py"], [])
+    # PowerShell's read of a drive path is a read of that file
+    assert shell_reads(r"Get-Content C:\Users\me\app\main.py -TotalCount 20") == [
+        r"C:\Users\me\app\main.py"
+    ]
+    assert shell_reads(r"type C:\work\notes.txt") == [r"C:\work\notes.txt"]

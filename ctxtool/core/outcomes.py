@@ -344,12 +344,19 @@ def _unquoted_split(line: str, separator: re.Pattern[str]) -> list[str]:
     return parts + [line[start:]]
 
 
-def shell_steps(command: str) -> list[list[str]]:
-    """The words of each step of a shell line (``&&``, ``||``, ``;`` split; a pipe's first
-    stage only), a ``bash -lc`` wrapper taken off."""
+def shell_line(command: str) -> str:
+    """A command line with its ``bash -lc`` wrapper and the quotes around the script taken
+    off: the line the shell inside runs."""
     line = _SHELL_WRAPPER.sub("", command).strip()
     if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
         line = line[1:-1]
+    return line
+
+
+def shell_steps(command: str) -> list[list[str]]:
+    """The words of each step of a shell line (``&&``, ``||``, ``;`` split; a pipe's first
+    stage only), a ``bash -lc`` wrapper taken off."""
+    line = shell_line(command)
     out = []
     for step in _unquoted_split(line, _STEP_SEPARATOR):
         first = _unquoted_split(step.strip(), _STAGE_END)[0]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .outcomes import shell_steps
+from .outcomes import shell_line, shell_steps
 from .records import call_name
 from .span_facts import arguments_of, command_run, modified_paths, path_of
 
@@ -52,7 +52,15 @@ _PRINTERS = frozenset(
 _WORD = re.compile(r"'[^']*'|\"[^\"]*\"|\S+")
 _OPTION_VALUE = frozenset({"-n", "-c", "--lines", "--bytes", "-TotalCount", "-Tail", "-Head"})
 _PATH_WORD = re.compile(
-    r"[\w.@~+/\\\[\]-]*[\w\]]\.[A-Za-z0-9]{1,8}|[\w.@~+-]*[/\\][\w.@~+/\\\[\]-]+"
+    r"(?:[A-Za-z]:(?=\\))?"  # a Windows drive
+    r"(?:[\w.@~+/\\\[\]-]*[\w\]]\.[A-Za-z0-9]{1,8}|[\w.@~+-]*[/\\][\w.@~+/\\\[\]-]+)"
+)
+# A PowerShell line: its program (``Get-Content``, ``pwsh``) or a drive path (``C:\…``); a
+# backslash alone is a bash escape (``rg 'a\|b'``).
+_WINDOWS = re.compile(
+    r"(?:^|[\s'\"])[A-Za-z]:\\|(?:^|[;|&\n]\s*)(?:powershell|pwsh)(?:\.exe)?\b|"
+    r"(?:^|[;|&\n]\s*)(?:Get|Set|Select|Out|New|Remove|Test|Write|Copy|Move)-[A-Za-z]+\b",
+    re.I,
 )
 
 
@@ -61,11 +69,12 @@ def shell_reads(command: str) -> list[str]:
     ``-i``, PowerShell's ``Get-Content``), each step's first stage only (what a pipe feeds
     ``head`` is no file); no glob, variable, option nor ``/dev/`` path."""
     out: list[str] = []
+    line = shell_line(command)
     steps = shell_steps(command)
-    if "\\" in command:  # a Windows path: shell quoting would eat its separators
+    if _WINDOWS.search(line):  # a shell's quoting would eat a Windows path's separators
         steps = [
             [w.strip("'\"") for w in _WORD.findall(step)]
-            for step in re.split(r"&&|\|\||;|\||\n", command)
+            for step in re.split(r"&&|\|\||;|\||\n", line)
         ]
     for words in (s for s in steps if s):
         program = words[0].rsplit("/", 1)[-1].lower()
