@@ -151,11 +151,23 @@ def _matches(
 
 
 _SUMMARY_RULES = _SPECIFIC + _BUILTIN + _CREDENTIAL_SHAPES
-# What every match of a rule contains, for the rules tried at many positions of a text (at each
-# a, s or p; at each line's start), most of masking's cost: a text without any of these words
-# is not searched with that rule. (ignore case, words): a rule that ignores case is checked on
-# the lowered text, and only when the text is ASCII (where ignoring case is lowering it).
+# What every match of a rule contains: a text without any of these words is not searched with
+# that rule. (ignore case, words): a rule that ignores case is checked on the lowered text, and
+# only when the text is ASCII (where ignoring case is lowering it). First for the rules tried
+# at many positions (at each a, s or p; at each line's start); then for those led by their
+# literal, whose search still reads the whole text at about 3 ns a character where ``in``
+# reads it many times faster: a span's 19 KB without a credential was masked in 0.45 ms, most
+# of it these searches finding nothing.
 _NEEDED = {
+    "private-key": (False, ("-----BEGIN",)),
+    "jwt": (False, ("eyJ",)),
+    "anthropic-key": (False, ("sk-ant-",)),
+    "openai-key": (False, ("sk-",)),  # both openai-key rules
+    "google-api-key": (False, ("AIza",)),
+    "github-token": (False, ("gh", "github_pat_")),
+    "aws-key": (False, ("AKIA",)),
+    "slack-token": (False, ("xox",)),
+    "url-password": (False, ("://",)),
     "password": (True, ("api", "access", "auth", "secret", "pass")),
     "bearer-token": (True, ("bearer",)),
     "env-secret": (
@@ -165,6 +177,23 @@ _NEEDED = {
 }
 
 
+def _least_words(words: set[str]) -> tuple[str, ...]:
+    """``words`` less those holding another of them (a text holding one holds the other)."""
+    return tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
+
+
+# Each rule with its words: (kind, pattern, group, ignore case, words; no words: searched).
+_CHECKED = [(k, p, g, *_NEEDED.get(k, (False, ()))) for k, p, g in _SUMMARY_RULES]
+# Every rule's words, lowered: an ASCII text whose lowered form holds none of them holds no
+# match of any rule (lowering an ASCII text keeps each word it holds, lowered). None when a rule
+# has no words: then no text is passed over whole.
+_ANY_WORD: tuple[str, ...] | None = (
+    _least_words({w.lower() for _, _, _, _, words in _CHECKED for w in words})
+    if all(words for *_, words in _CHECKED)
+    else None
+)
+
+
 def mask_secrets(text: str, placeholder: str = SUMMARY_PLACEHOLDER) -> str:
     """``text`` with its credentials (API keys, tokens, private keys, bearer headers, a URL's
     password, ``password=`` / ``api_key:`` values) replaced by ``placeholder``: what a summary
@@ -172,16 +201,20 @@ def mask_secrets(text: str, placeholder: str = SUMMARY_PLACEHOLDER) -> str:
     so every summarizer masks."""
     if not text:
         return text
-    chosen: list[tuple[int, int, str]] = []
     lowered = text.lower() if text.isascii() else None
-    for kind, pattern, group in _SUMMARY_RULES:
-        needed = _NEEDED.get(kind)
-        if needed is not None:
-            ignore_case, words = needed
+    if (
+        lowered is not None
+        and _ANY_WORD is not None
+        and not any(map(lowered.__contains__, _ANY_WORD))
+    ):
+        return text
+    chosen: list[tuple[int, int, str]] = []
+    for kind, pattern, group, ignore_case, words in _CHECKED:
+        if words:
             if not ignore_case:
-                if not any(w in text for w in words):
+                if not any(map(text.__contains__, words)):
                     continue
-            elif lowered is not None and not any(w in lowered for w in words):
+            elif lowered is not None and not any(map(lowered.__contains__, words)):
                 continue
         for m in pattern.finditer(text):
             _take(chosen, m.start(group), m.end(group), kind)

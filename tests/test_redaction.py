@@ -468,3 +468,72 @@ def test_a_redacted_archive_carries_no_count_of_the_text_it_replaced(db, cli, tm
     assert HEAD_COUNTS_KEY not in text and not any(d in text for d in digests)
     kept = "".join(f.read_text() for f in sorted(plain.glob("session-*.jsonl")))
     assert all(d in kept for d in digests)
+
+
+_CREDENTIAL_PIECES = _PIECES + [
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "-----BEGIN",
+    "https://",
+    "://",
+    "bob:",
+    "@",
+    "export ",
+    "DB_PASSWORD",
+    "MY_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "GOOGLE_API_KEY",
+    "X_PRIVATE_KEY",
+    "CREDENTIALS",
+    "gh",
+    "GH",
+    "p_",
+    "o_",
+    "eyJhbGciOiJIUzI1NiJ9.",
+    "xoxp-",
+    "AIzaSyA1234567890abcdefghijklmnopqrstu",
+    "\t",
+]
+
+
+def test_every_match_of_a_summary_rule_holds_one_of_its_words():
+    """mask_secrets passes over a rule (and an ASCII text over every rule) when the text lacks
+    the rule's words: that masks what every rule masks only if each match holds one of them.
+    Were a word wrong (``gh`` written ``ghp``), a credential of that form would go unmasked."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    assert redaction._ANY_WORD is not None  # every rule has its words: clean texts pass whole
+    assert {k for k, *_ in redaction._SUMMARY_RULES} == set(redaction._NEEDED)
+
+    @settings(max_examples=1500, deadline=None)
+    @given(st.lists(st.sampled_from(_CREDENTIAL_PIECES), max_size=40).map("".join))
+    def holds(text):
+        for kind, pattern, _group, ignore_case, words in redaction._CHECKED:
+            for m in pattern.finditer(text):
+                found = m.group(0)
+                if ignore_case:
+                    if not found.isascii():  # a text not ASCII is searched with every rule
+                        continue
+                    found = found.lower()
+                assert any(w in found for w in words), (kind, found)
+                assert any(w in found.lower() for w in redaction._ANY_WORD), (kind, found)
+        assert redaction.mask_secrets(text) == _masked_by_every_rule(text), text
+
+    holds()
+
+
+def test_masking_the_shared_transcripts_masks_what_every_rule_masks():
+    """Every line of the real transcripts (their JSON as written: messages, tool results,
+    commands), masked with the words checks and with every rule searched: the same text."""
+    from .conftest import TRANSCRIPTS
+
+    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".jsonl", ".json"))
+    assert len(files) >= 20
+    masked = 0
+    for path in files:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            expected = _masked_by_every_rule(line)
+            assert redaction.mask_secrets(line) == expected, (path.name, line[:200])
+            masked += expected != line
+    assert masked > 0  # the premise: some lines hold a credential's shape
