@@ -256,6 +256,8 @@ def compare(args: argparse.Namespace) -> None:
                 proc.stdin.write(f"run {base_url}\n")
                 proc.stdin.flush()
                 r = json.loads(proc.stdout.readline())
+                if not r["done"]:
+                    sys.exit(f"round {i + 1} {name}: no compaction succeeded")
                 cpu[name].append(r["cpu"] / r["done"] * 1000)
                 print(f"round {i + 1} {name:5s}: CPU {cpu[name][-1]:.1f} ms a session")
     for proc in procs.values():
@@ -282,6 +284,8 @@ def parts(args: argparse.Namespace) -> None:
         for _ in range(args.rounds):
             r = one_round(engine, base_url, args.workers[0], args.sessions)
             cpu, done = cpu + r["cpu"], done + r["done"]
+    if not done:  # a round that compacted nothing has no CPU a compaction to divide
+        sys.exit(f"no compaction succeeded in {args.rounds} rounds: nothing to divide by")
     print(f"CPU a compaction: {cpu / done * 1000:.2f} ms (the process), by part (thread CPU):")
     for _module, _name, label in PARTS:
         print(f"  {label:40s} {spent[label] / done * 1000:6.2f} ms")

@@ -54,6 +54,10 @@ class Preparation:
     error: str | None = None
     _files: dict[str, Any] | None = field(default=None, repr=False)
     _overtaken: frozenset[str] | None = field(default=None, repr=False)
+    # Counted once a compaction: the previous summary's tokens, and the system prompt's (the
+    # prompt counted with them): planning asks for each up to four times.
+    _previous_tokens: int | None = field(default=None, repr=False, compare=False)
+    _system_tokens: tuple[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def files(self) -> dict[str, Any]:
@@ -75,6 +79,21 @@ class Preparation:
         if self._overtaken is None:
             self._overtaken = overtaken_items(self.previous_summary, self.summarized)
         return self._overtaken
+
+    @property
+    def previous_tokens(self) -> int:
+        """Tokens of the previous summary's text (0 without one)."""
+        if self._previous_tokens is None:
+            summary = self.previous.summary if self.previous else None
+            self._previous_tokens = count_text(summary or "", self.encoding)
+        return self._previous_tokens
+
+    def system_tokens(self, system_prompt: str) -> int:
+        """Tokens of ``system_prompt``'s text, counted once for the prompt last asked about."""
+        known = self._system_tokens
+        if known is None or known[0] is not system_prompt and known[0] != system_prompt:
+            known = self._system_tokens = (system_prompt, count_text(system_prompt, self.encoding))
+        return known[1]
 
     @property
     def parent_id(self) -> int:
@@ -206,8 +225,9 @@ def start_preparation(
         base_budget=budget,
     )
     if previous is not None and previous.summary:
-        carried = count_text(previous.summary, encoding)
-        prep.summary_budget = grown_budget(budget, carried, settings.max_summary_growth)
+        prep.summary_budget = grown_budget(
+            budget, prep.previous_tokens, settings.max_summary_growth
+        )
     if not force and tokens_before <= threshold:
         prep.status = CompactionStatus.BELOW_THRESHOLD
     return prep
@@ -217,7 +237,7 @@ def _kept_room(prep: Preparation, system_prompt: str | None) -> tuple[int, int]:
     """(the system prompt's tokens, what is left for kept messages once the system prompt,
     the summary's budget and the framing are in)."""
     encoding = prep.encoding
-    head = count_text(system_prompt, encoding) + 8 if system_prompt else 0
+    head = prep.system_tokens(system_prompt) + 8 if system_prompt else 0
     fixed = head + prep.summary_budget + _summary_framing(encoding)
     return head, prep.threshold - fixed
 
@@ -240,8 +260,17 @@ def _fit_growth(
 
 def _summary_framing(encoding: str) -> int:
     """The tokens the summary message takes beside the summary: its preface, the message's
-    overhead (8 at most) and the reply priming."""
-    return count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
+    overhead (8 at most) and the reply priming. The same for every compaction: counted once
+    an encoding (planning asked for it up to four times a compaction)."""
+    framing = _FRAMING.get(encoding)
+    if framing is None:
+        framing = _FRAMING[encoding] = (
+            count_text(SUMMARY_PREFIX, encoding) + 8 + REPLY_PRIMING_TOKENS
+        )
+    return framing
+
+
+_FRAMING: dict[str, int] = {}
 
 
 def plan_of_tail(
@@ -401,8 +430,7 @@ def carry_over_floor(prep: Preparation, min_carry_over: float | None) -> float |
     checked): see :func:`scaled_floor`."""
     if min_carry_over is None or prep.previous is None:
         return None
-    previous_tokens = count_text(prep.previous.summary or "", prep.encoding)
-    return scaled_floor(min_carry_over, previous_tokens, carried_room(prep))
+    return scaled_floor(min_carry_over, prep.previous_tokens, carried_room(prep))
 
 
 def carried_room(prep: Preparation) -> int:
