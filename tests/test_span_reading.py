@@ -400,3 +400,25 @@ def test_a_backslash_in_a_bash_line_is_no_windows_path():
         r"C:\Users\me\app\main.py"
     ]
     assert shell_reads(r"type C:\work\notes.txt") == [r"C:\work\notes.txt"]
+
+
+def test_a_retry_with_no_target_says_no_empty_on():
+    s = Span()
+    s.user("Patch it.")
+    for _ in range(3):
+        s.call("apply_patch", "Error: invalid hunk at line 3", error=True)
+    s.call("apply_patch", "Success. Updated the following files:\nM a.py")
+    s.add("assistant", "Patched.")
+    lines = [line for line in read_span(s.messages).errors if "refused" in line]
+    assert lines and not any("(on )" in line or "(on ," in line for line in lines), lines
+
+
+def test_a_technology_a_report_names_is_no_changed_file():
+    from ctxtool.core.changes import reported_changes
+
+    said = "I've successfully created a fully functional TODO app using Next.js with Node.js."
+    assert reported_changes(said) == []
+    assert [c.path for c in reported_changes("Created `src/next.config.js` using npm.")] == [
+        "src/next.config.js"
+    ]
+    assert [c.path for c in reported_changes("Created App.js with a counter.")] == ["App.js"]

@@ -298,6 +298,9 @@ _LIST_ITEM = re.compile(
 
 
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
+# The words that name what a thing was made with, not what was made ("using Next.js", "with
+# Node.js", "built on Vue.js"): a bare name after them is a technology.
+_MEANS = re.compile(r"\b(?:using|via|with|powered by|built on|based on)\s+`?$", re.I)
 
 
 def _kind_of(verb: str) -> str:
@@ -333,6 +336,8 @@ def reported_changes(report: str, deletions: bool = True) -> list[Change]:
             kind, path = _kind_of(found.group("verb")), found.group("path")
             if not _is_file(path) or (kind == DELETED and not deletions):
                 continue
+            if not re.search(r"[/\\]", path) and _MEANS.search(line[: found.start("path")]):
+                continue  # "created the app using Next.js": what it was made with, no file
             out.setdefault(path, Change(path, kind))
     return list(out.values())
 

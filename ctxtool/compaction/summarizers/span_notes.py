@@ -538,10 +538,11 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     if turns:
         out[("", turns)] = masked(turns)
     for (tool, error), targets in retries.items():
-        named = ", ".join(dict.fromkeys(targets))
+        named = ", ".join(dict.fromkeys(t for t in targets if t))
         count = f" ({len(targets)} times)" if len(targets) > 1 else ""
+        on = f" (on {named})" if named else ""
         out[(tool, error)] = masked(
-            f"{tool} refused{count}: {error} (on {named}) — fixed: retried at once, it succeeded"
+            f"{tool} refused{count}: {error}{on} — fixed: retried at once, it succeeded"
         )
     return list(out.values())
 
