@@ -422,3 +422,24 @@ def test_a_technology_a_report_names_is_no_changed_file():
         "src/next.config.js"
     ]
     assert [c.path for c in reported_changes("Created App.js with a counter.")] == ["App.js"]
+
+
+def test_a_list_item_s_marker_is_read_by_one_pattern():
+    from ctxtool.compaction.summarizers.span_notes import _naming_lines
+
+    lines = ["Single `index.html` with:", "• a header", "- a footer", "## Next steps"]
+    assert _naming_lines(lines) == ["Single `index.html` with:", "a header", "a footer"]
+
+
+def test_decisions_come_in_order_and_a_question_keeps_its_last_answer():
+    s = Span()
+    s.user("Plan the engine.")
+    asked = [{"question": "Which database?"}]
+    said = 'User has answered your questions: "Which database?"="{}". You can now continue.'
+    s.call("AskUserQuestion", said.format("SQLite"), questions=asked)
+    s.user("We will use Rust for the engine.")
+    s.call("AskUserQuestion", said.format("Postgres"), questions=asked)
+    decisions = [d.text for d in signals_of(s.messages).decisions]
+    assert not any("SQLite" in d for d in decisions)
+    assert decisions[-1] == "Chosen: Which database?: Postgres"
+    assert any("Rust" in d for d in decisions[:-1])  # the request's decision came first

@@ -417,15 +417,21 @@ def _signals_of(messages: Sequence[Message]) -> Signals:
         for sentence in _sentences(own_words(r.text) if quotes_to_reject(r.text) else r.text):
             _file_statement(sentence, r.message_id, r.text, instructions, decisions)
     # The options the user picked from the agent's questions are decisions, one for the
-    # answers given at once. (The notes written under them, read as instructions, cost the
-    # held-out keys 3 probes at 8k and won none at 16k: left out.)
-    chosen: dict[int | None, list[str]] = {}
+    # answers given at once; a question answered again keeps its last answer. (The notes
+    # written under them are not read as instructions.)
+    last: dict[str, tuple[str, int | None]] = {}
     for said, message_id, picked in question_answers(messages):
         if picked:
-            chosen.setdefault(message_id, []).append(said)
+            last.pop(said.split(":", 1)[0], None)
+            last[said.split(":", 1)[0]] = (said, message_id)
+    chosen: dict[int | None, list[str]] = {}
+    for said, message_id in last.values():
+        chosen.setdefault(message_id, []).append(said)
     for message_id, options in chosen.items():
         said = "; ".join(options)
         decisions.append(Statement(f"Chosen: {said}", message_id, request=said))
+    at: dict[int | None, int] = {m.id: i for i, m in enumerate(messages)}
+    decisions.sort(key=lambda d: at.get(d.message_id, len(messages)))  # in the span's order
     instructions = _replacing(instructions)
     goal = _goal(messages, requests)
     latest = requests[-1] if requests else None

@@ -89,7 +89,8 @@ _NAMES_SOMETHING = re.compile(
 # A file, a path or a piece of code named in the agent's words (``quote_gist``).
 _NAMED = re.compile(r"`[^`\n]{2,120}`|(?:[\w.@~+-]*/)+[\w.@+-]+|\b[\w-]+\.[A-Za-z]{1,5}\b")
 _QUOTES_A_NAME = re.compile(r"`[^`]+`|\w/[\w.-]")
-_LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+)\s+")
+# A list item's marker or a heading's hashes at the start of a line (one pattern for both uses)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|(?P<heading>#+))\s+")
 # How a failure ended, as its line in a summary says it ("`cmd` failed: error — still open"):
 # written here, read back from a previous summary by the summarizers.
 STILL_OPEN = " — still open"
@@ -433,9 +434,6 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     return "; ".join(kept)
 
 
-_LIST_ITEM_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
-
-
 def _naming_lines(lines: Sequence[str]) -> list[str]:
     """The lines of a report that name something (``_NAMES_SOMETHING``), markers taken off;
     and the items of a list a naming line introduces ("Single `index.html` with:"): they say
@@ -449,7 +447,7 @@ def _naming_lines(lines: Sequence[str]) -> list[str]:
         if _NAMES_SOMETHING.search(line):
             out.append(line)
             introduced = line.endswith(":")
-        elif introduced and _LIST_ITEM_MARK.match(raw):
+        elif introduced and (mark := _LIST_MARKER.match(raw)) and not mark.group("heading"):
             out.append(line)
         else:
             introduced = False
