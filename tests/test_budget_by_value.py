@@ -5,6 +5,7 @@ budget comes back; an earlier request is said whole in spare room."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,15 @@ from ctxtool.compaction.summarizers.extractive import (
     _Item,
     common_root,
     fix_gist,
+    folded_paths,
+    relative_paths,
+    whole_paths,
 )
 from ctxtool.compaction.summarizers.span_notes import REQUEST_CHARS
-from ctxtool.core.records import Message
+from ctxtool.core.evaluator import carry_over
+from ctxtool.core.records import Message, calls_of
 from ctxtool.core.tokens import count_text
+from ctxtool.core.touched_files import files_touched
 from ctxtool.evaluation.keys import keyed_span, load_key
 
 from .conftest import TRANSCRIPTS
@@ -115,6 +121,116 @@ def test_erk_s_changed_files_say_their_root_once_at_8k(span):
         for i in whole
     )
     assert not any("relative to" in i for i in whole)
+
+
+ROOT_LINE = re.compile(r"^- \(paths relative to `([^`]+)`\)$")
+
+
+def resolved(lines: list[str]) -> list[str]:
+    """The files a list of changed files names, as a reader takes them: a root's line covers
+    the lines after it; a folded line ("- `dir/`: `a.py`, `b.py`") names each file."""
+    root = ""
+    out = []
+    for line in lines:
+        if said := ROOT_LINE.match(line):
+            root = said.group(1)
+            continue
+        found = re.match(r"^- `([^`]+)`(: (.*))?", line)
+        if not found:
+            continue
+        lead = found.group(1) if found.group(1).startswith("/") else root + found.group(1)
+        names = re.findall(r"`([^`]+)`", found.group(3) or "") if found.group(2) else [""]
+        out += [lead + n for n in names]
+    return out
+
+
+def _compacted(carried: list[str], paths: list[str]) -> list[str]:
+    """The changed files a compaction over budget lists: the previous summary's lines (as
+    ``_previous`` reads them) and the span's own paths."""
+    items = whole_paths([_Item(FILES_CHANGED, t, n, previous=True) for n, t in enumerate(carried)])
+    items += [_Item(FILES_CHANGED, f"- `{p}`", 100 + n) for n, p in enumerate(paths)]
+    return [i.text for i in relative_paths(items)]
+
+
+def test_carried_relative_paths_stay_true_under_a_new_root():
+    first = [f"/home/u/proj/pkg{n}/mod{n}.py" for n in range(3)]
+    second = [f"/home/u/proj/src/core/f{n}.py" for n in range(3)]
+    third = ["/srv/data/a.py", "/srv/data/b.py"]
+    one = _compacted([], first)
+    assert one[0] == "- (paths relative to `/home/u/proj/`)"
+    assert "- `pkg0/mod0.py`" in one
+    # the next span's files share another root: the carried lines are not put under it
+    two = _compacted(one, second)
+    assert [line for line in two if ROOT_LINE.match(line)] == [
+        "- (paths relative to `/home/u/proj/`)"
+    ]
+    assert "- `pkg0/mod0.py`" in two and "- `src/core/f0.py`" in two
+    assert resolved(two) == first + second
+    # alone, the span's files would share /home/u/proj/src/core/, and pkg0/mod0.py under it
+    # names another file
+    assert _compacted([], second)[0] == "- (paths relative to `/home/u/proj/src/core/`)"
+    # a third span's files share no root with them: every path is whole again, no root line
+    three = _compacted(two, third)
+    assert not any(ROOT_LINE.match(line) for line in three)
+    assert resolved(three) == first + second + third
+    # the bare function given a summary's lines as they are (root line and all) never says
+    # a second root nor puts them under it
+    raw = [_Item(FILES_CHANGED, t, n, previous=True) for n, t in enumerate(one)]
+    raw += [_Item(FILES_CHANGED, f"- `{p}`", 9) for p in second]
+    again = [i.text for i in relative_paths(raw)]
+    assert sum(bool(ROOT_LINE.match(line)) for line in again) == 1
+    assert resolved(again) == first + second
+
+
+def test_a_file_named_relative_to_the_session_stays_before_the_root_line():
+    items = [
+        _Item(FILES_CHANGED, "- `src/a.py`", 1),
+        _Item(FILES_CHANGED, "- `/home/u/proj/src/b.py`", 2),
+        _Item(FILES_CHANGED, "- `/home/u/proj/lib/c.py`", 3),
+    ]
+    lines = [i.text for i in folded_paths(relative_paths(items))]
+    assert lines == [
+        "- `src/a.py`",
+        "- (paths relative to `/home/u/proj/`)",
+        "- `src/b.py`",
+        "- `lib/c.py`",
+    ]  # src/a.py and src/b.py: the same directory name, not folded across the root line
+
+
+def test_erk_compacted_twice_names_every_changed_file_truly(span):
+    erk = span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--before-compaction")
+    messages = erk.summarized
+    cut = 72  # the first span changes files under src/erk/cli/commands/exec/ only
+
+    def files(part: list[Message]) -> dict:
+        read, modified = files_touched(calls_of(part))
+        return {"read_files": read, "modified_files": modified}
+
+    summarizer = ExtractiveSummarizer()
+    first = summarizer.summarize(
+        SummaryRequest(None, messages[:cut], files(messages[:cut]), max_tokens=700)
+    ).text
+    listed = section(first, FILES_CHANGED)
+    assert (
+        listed[0] == "- (paths relative to `/home/runner/work/erk/erk/src/erk/cli/commands/exec/`)"
+    )
+    assert "- `group.py`" in listed
+    second = summarizer.summarize(
+        SummaryRequest(first, messages[cut:], files(messages), max_tokens=1500, min_carry_over=0.9)
+    ).text
+    listed = section(second, FILES_CHANGED)
+    assert [line for line in listed if ROOT_LINE.match(line)] == [
+        "- (paths relative to `/home/runner/work/erk/erk/`)"
+    ]
+    changed = files(messages)["modified_files"]
+    named = resolved(listed)
+    assert sorted(named) == sorted(changed)  # each changed file once, by its true path
+    assert "- `src/erk/cli/commands/exec/group.py`" in listed
+    # the carried files are still held; only the old root's line is not
+    kept = carry_over(first, second)
+    assert kept.missing == (
+        "(paths relative to /home/runner/work/erk/erk/src/erk/cli/commands/exec/)",
+    )
 
 
 def test_what_the_last_cut_freed_past_the_budget_comes_back():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...core.changes import is_directory, normalise_path
 from ...core.evaluator import carry_over
@@ -118,6 +118,9 @@ class _Item:
     # the noise and the read paths), dropped later where ``text`` would be
     longer: str | None = None
     extra_first: bool = False  # its longer form shrinks before anything else is cut
+    # a carried changed file the previous summary wrote relative to this root (its path is
+    # whole again here; written relative to the new root, if any, never under a wrong one)
+    root: str | None = None
 
 
 class ExtractiveSummarizer:
@@ -626,7 +629,7 @@ def _previous(
             if path:
                 item.fallback = f"- `{path.group(1)}`"  # trimmed, the path stays
             items.append(item)
-    return items, foreign
+    return whole_paths(items), foreign
 
 
 # The marks that list an item as to do (as the evaluator reads them), and its checkbox.
@@ -852,9 +855,13 @@ def _fit(
     cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     reserve = 48  # the notes under the summary, the Read line's frame
     frame = reserve + 4 * (len({i.section for i in items}) + 1)
-    if sum(cost.values()) + frame > budget:
-        # over: a long list of bare changed paths says each directory once (no file lost)
-        items = folded_paths(relative_paths(items))
+    over = sum(cost.values()) + frame > budget
+    if over or any(i.root for i in items):
+        # over, or the carried summary wrote paths relative to a root: the changed files under
+        # one root relative to it; over, a long list of bare changed paths says each directory
+        # once (no file lost)
+        items = relative_paths(items)
+        items = folded_paths(items) if over else items
         cost = {id(i): n + 1 for i, n in zip(items, token_lengths([i.text for i in items], enc))}
     short = [i for i in items if i.fallback]
     cost_short = {
@@ -938,48 +945,99 @@ def common_root(paths: Sequence[str]) -> str | None:
     return "/" + "/".join(shared) + "/" if len(shared) >= ROOT_DEPTH else None
 
 
-def relative_paths(items: list[_Item]) -> list[_Item]:
-    """Over budget, the span's changed files under one root directory (an absolute session's
-    project, ``/home/runner/work/erk/erk/``) listed relative to it, the root said once in the
-    section's first line: the same prefix on every line costs ten tokens a file. No file is
-    lost, and a relative path still names its file by its whole tail."""
-    files = [
-        m.group(1)
-        for i in items
-        if i.section == FILES_CHANGED and not i.previous
-        if (m := _FILE_ITEM.match(i.text))
-    ]
-    root = common_root(files)
-    if root is None:
-        return items
+_ROOT_LINE = re.compile(r"^[-*]\s+\(paths relative to `([^`]+)`\)\s*$")
+
+
+def _root_line(root: str) -> str:
+    """The line that says the changed files after it are written relative to ``root``."""
+    return f"- (paths relative to `{root}`)"
+
+
+def whole_paths(items: list[_Item]) -> list[_Item]:
+    """A carried summary's changed files written relative to a root (the lines after its
+    "- (paths relative to `…`)" line) with their paths whole again, the root line left out:
+    the span's own files may share another root, and a carried line put under that one would
+    name another file. Each such item keeps its root (:func:`relative_paths` writes it
+    relative again, to the root it shares with the span's files)."""
     out: list[_Item] = []
+    root: str | None = None
     for item in items:
-        if item.section == FILES_CHANGED and not any(i.section == FILES_CHANGED for i in out):
-            out.append(_Item(FILES_CHANGED, f"- (paths relative to `{root}`)", item.age, True))
-        if item.section == FILES_CHANGED and not item.previous:  # a carried line stays
-            item = _relative_to(item, root)
+        said = _ROOT_LINE.match(item.text) if item.section == FILES_CHANGED else None
+        if said:
+            root = said.group(1)
+            continue
+        path = _lead_path(item.text) if item.section == FILES_CHANGED else None
+        if root and path and item.previous and not _absolute(path):
+            item = _rewritten(item, root.__add__)  # the root before the path
+            item.root = root
         out.append(item)
     return out
 
 
-def _relative_to(item: _Item, root: str) -> _Item:
-    """The item with its paths under ``root`` written relative to it."""
+def relative_paths(items: list[_Item]) -> list[_Item]:
+    """The span's changed files under one root directory (an absolute session's project,
+    ``/home/runner/work/erk/erk/``) listed relative to it, the root said once in a line before
+    them: the same prefix on every line costs ten tokens a file. The root is the one the
+    span's files share with the carried ones a previous summary wrote relative to its own root
+    (:func:`whole_paths`); a carried line the previous summary wrote whole stays as it was (the
+    carry-over floor compares it). The files named relative to the session go before the
+    root's line, so that no line after it reads from the root unless it lies there. No file is
+    lost, and a relative path still names its file by its whole tail. Only an item's leading
+    path is rewritten: it alone is known to be a path."""
+    items = whole_paths(items)  # a root's line already there: its lines whole again first
+    files = [
+        path
+        for i in items
+        if i.section == FILES_CHANGED and (not i.previous or i.root)
+        if (path := _lead_path(i.text)) and path.startswith("/")
+    ]
+    root = common_root(files)
+    if root is None:
+        return items
+    before: list[_Item] = []
+    after: list[_Item] = []
+    into = after
+    for item in items:
+        if item.section != FILES_CHANGED:
+            continue
+        path = _lead_path(item.text)
+        if item.text[:1].isspace():  # a detail under the item before it goes with it
+            pass
+        elif path and (not item.previous or item.root) and path.startswith(root):
+            into, item = after, _rewritten(item, lambda p: p.removeprefix(root))
+        elif path and not _absolute(path):
+            into = before  # relative to the session, not to the root
+        else:
+            into = after  # a path elsewhere, whole; a line that names no path
+        into.append(item)
+    first = next(n for n, i in enumerate(items) if i.section == FILES_CHANGED)
+    line = _Item(FILES_CHANGED, _root_line(root), items[first].age, protected=True)
+    others = [i for i in items if i.section != FILES_CHANGED]
+    return others[:first] + before + [line] + after + others[first:]
 
-    def rel(text: str | None) -> str | None:
-        return None if text is None else text.replace("`" + root, "`")
 
-    return _Item(
-        item.section,
-        rel(item.text) or "",
-        item.age,
-        protected=item.protected,
-        previous=item.previous,
-        fallback=rel(item.fallback),
-        over_budget=item.over_budget,
-        resolved=item.resolved,
-        retired=item.retired,
-        longer=rel(item.longer),
-        extra_first=item.extra_first,
+def _lead_path(text: str) -> str | None:
+    """The path an item of the changed files opens with ("- `path` — why")."""
+    found = _FILE_ITEM.match(text)
+    return found.group(1) if found else None
+
+
+def _absolute(path: str) -> bool:
+    """A path that names its file wherever it is read (POSIX, home, Windows drive or share)."""
+    return path.startswith(("/", "~", "\\")) or bool(re.match(r"[A-Za-z]:[\\/]", path))
+
+
+def _rewritten(item: _Item, change: Callable[[str], str]) -> _Item:
+    """A copy of the item with ``change`` applied to the leading path of each of its forms."""
+
+    def lead(text: str | None) -> str | None:
+        found = _FILE_ITEM.match(text) if text else None
+        if not text or not found:
+            return text
+        return text[: found.start(1)] + change(found.group(1)) + text[found.end(1) :]
+
+    return replace(
+        item, text=lead(item.text) or "", fallback=lead(item.fallback), longer=lead(item.longer)
     )
 
 
@@ -989,18 +1047,22 @@ _BARE_FILE = re.compile(r"^- `([^`]+)`( \((?:deleted|added|renamed from [^)]*)\)
 def folded_paths(items: list[_Item]) -> list[_Item]:
     """The changed files listed bare (no reason), two or more in one directory, as one item:
     "- `src/core/`: `a.py`, `b.py` (deleted)", where the first of them stood. Every file
-    stays named, its directory said once."""
-    groups: dict[str, list[tuple[_Item, str]]] = {}
+    stays named, its directory said once. Files on either side of a root's line
+    (:func:`relative_paths`) are never folded together: the same directory names two."""
+    groups: dict[tuple[int, str], list[tuple[_Item, str]]] = {}
+    side = 0
     for item in items:
+        side += item.section == FILES_CHANGED and bool(_ROOT_LINE.match(item.text))
         found = _BARE_FILE.match(item.text) if item.section == FILES_CHANGED else None
         if found and not item.fallback:
             path = found.group(1)
             cut = max(path.rfind("/"), path.rfind("\\"))
             if 0 < cut < len(path) - 1:
                 label = found.group(2) or ""
-                groups.setdefault(path[: cut + 1], []).append((item, f"`{path[cut + 1 :]}`{label}"))
+                folded = (side, path[: cut + 1])
+                groups.setdefault(folded, []).append((item, f"`{path[cut + 1 :]}`{label}"))
     out: dict[int, _Item | None] = {}
-    for directory, members in groups.items():
+    for (_, directory), members in groups.items():
         if len(members) < 2:
             continue
         first = members[0][0]
