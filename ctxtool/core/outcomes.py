@@ -37,6 +37,22 @@ _BUILD_PROGRAMS = frozenset({"tsc", "webpack", "vite", "esbuild", "rollup", "gra
 _RUNNERS = frozenset({"npm", "pnpm", "yarn", "bun", "cargo", "go", "make", "dotnet", "deno"})
 _TEST_WORDS = frozenset({"test", "tests", "check", "spec", "e2e", "unit"})
 _BUILD_WORDS = frozenset({"build", "compile", "bundle", "typecheck", "tsc", "lint"})
+# Words that make a run of a test, build or git command ask only for information (its version,
+# its help, what it would run or do) and so test, build or change nothing: ``pytest --version``,
+# ``pytest --collect-only``, ``cargo --version``, ``git push --dry-run``, ``make -n``.
+_INFO_FLAGS = frozenset(
+    {"--version", "--help", "-h", "--collect-only", "--co", "--dry-run", "--dryrun",
+     "--just-print", "--recon", "--list", "-list", "--list-tests", "--listtests", "--fixtures",
+     "--markers", "--showconfig", "--show-config", "--print-config", "--info", "--list-sdks",
+     "--listenvs", "--list-envs", "--setup-plan"}
+)  # fmt: skip
+_GIT_DRY_N = frozenset({"git:push", "git:clean", "git:add", "git:mv", "git:rm"})
+# ``-v``/``-V`` alone asks for the version, except where it means "verbose" (``pytest -v`` runs
+# every test); ``-n`` is a dry run only for make and some git operations (``pytest -n 2`` runs
+# workers, ``git commit -n`` skips the hooks).
+_VERBOSE_ALONE = frozenset({("-v", "pytest"), ("-v", "py.test"), ("-v", "tox"), ("-v", "nox"),
+                            ("-V", "ctest")})  # fmt: skip
+_FAMILY_PROGRAMS = _TEST_PROGRAMS | _BUILD_PROGRAMS | _RUNNERS | {"git"}
 # Words in front of the program that do not change what it acts on.
 _PREFIXES = frozenset(
     {"sudo", "time", "env", "nice", "exec", "command", "npx", "bunx", "pnpx", "uvx", "noglob"}
@@ -316,8 +332,10 @@ def _fixes(failed: Run, run: Run, next_command: bool) -> bool:
     command came between)."""
     if run.failed:
         return False
-    if target_of(failed) in targets_done(run):
+    if _answered(target_of(failed), targets_done(run)):
         return True
+    if target_of(run).startswith("info:"):
+        return False  # ``npm -v`` is no run of the ``npm install`` an error named
     if failed.another_way:
         return runs_another_way(failed, run, next_command)
     return runs_remedy(run, failed.remedy)
@@ -432,6 +450,36 @@ def command_target(command: str) -> str:
     script = _script_of(words)
     if script is not None:
         return command_target(script)
+    target = _step_target(words, url)
+    return "info:" + target if asks_only_information(words, target) else target
+
+
+def asks_only_information(words: Sequence[str], target: str) -> bool:
+    """A step of a test, build or git command (its words from the program on, its target)
+    that asks only for its version, its help, a listing or a dry run (``pytest --version``,
+    ``pytest --co``, ``cargo --version``, ``npm -v``, ``git push --dry-run``): it tested,
+    built or changed nothing, so it neither fixes nor fails that command's own target."""
+    program = words[0].lower() if words else ""
+    if program not in _FAMILY_PROGRAMS:
+        return False
+    args = list(words[1:])
+    if "--" in args and not target.startswith("test:"):
+        args = args[: args.index("--")]  # the words the program runs with (``cargo run -- -h``)
+    flags = {w.split("=", 1)[0] for w in args if w.startswith("-")}
+    if flags & _INFO_FLAGS or {f.lower() for f in flags if f.startswith("--")} & _INFO_FLAGS:
+        return True
+    if len(args) == 1 and args[0] in ("-v", "-V"):
+        return (args[0], program) not in _VERBOSE_ALONE
+    if "-n" in flags and (program == "make" or target in _GIT_DRY_N):
+        return True
+    rest = [w for w in args if not w.startswith("-")]
+    if program in _TEST_PROGRAMS or not rest:
+        return False  # ``pytest help`` runs the tests under ``help/``
+    return rest[0] == "help" or rest == ["version"] or (program == "gradle" and rest[0] == "tasks")
+
+
+def _step_target(words: list[str], url: re.Match[str] | None) -> str:
+    """The target of one step's words (:func:`command_target`), whatever its flags ask."""
     program = words[0].lower()
     # no flag, nor a flag's number (``grep -A 3 pattern``: the pattern is what it acts on)
     rest = [
@@ -538,7 +586,9 @@ def outcomes(runs: Sequence[Run]) -> list[Outcome]:
 def resolved_targets(runs: Sequence[Run]) -> set[str]:
     """The targets the runs succeeded on: a failure an earlier summary carried as open is
     fixed once its target is among them."""
-    return {t for r in runs if not r.failed for t in targets_done(r)}
+    done = {t for r in runs if not r.failed for t in targets_done(r)}
+    # a real run answers its information runs too (``pytest tests/`` a ``pytest --version``)
+    return done | {"info:" + t for t in done if not t.startswith("info:")}
 
 
 def targets_done(run: Run) -> set[str]:
@@ -547,9 +597,16 @@ def targets_done(run: Run) -> set[str]:
     fixes a clippy failure)."""
     done = {target_of(run)}
     if _is_command_line(run) and not _PATCH.search(run.command):
-        line = _SHELL_WRAPPER.sub("", run.command)
+        line = shell_line(run.command)
         done |= {command_target(step) for step in line.split("&&") if step.strip()}
     return done
+
+
+def _answered(target: str, done: set[str]) -> bool:
+    """A failure's ``target`` is among what a success acted on (``done``): the same target,
+    or an information run's (``pytest --version``) whose command then really ran and passed;
+    never the other way."""
+    return target in done or (target.startswith("info:") and target[len("info:") :] in done)
 
 
 def failed_turn_error(m: Message) -> str | None:
