@@ -56,17 +56,25 @@ def total_tokens(message_counts: Iterable[int]) -> int:
     return sum(message_counts) + REPLY_PRIMING_TOKENS
 
 
-def restored_context_tokens(ctx: RestoredContext, encoding: str) -> int:
+def restored_context_tokens(
+    ctx: RestoredContext, encoding: str, entries: Sequence[ContextEntry] | None = None
+) -> int:
     """Tokens of a restored context under ``encoding``, reusing stored counts that match it
-    (synthetic tool results and the summary included: they are sent too)."""
-    return total_tokens(context_token_counts(ctx, encoding))
+    (synthetic tool results and the summary included: they are sent too). ``entries``:
+    ``ctx.entries()`` when the caller has them already."""
+    return total_tokens(context_token_counts(ctx, encoding, entries))
 
 
-def context_token_counts(ctx: RestoredContext, encoding: str) -> list[int]:
+def context_token_counts(
+    ctx: RestoredContext, encoding: str, entries: Sequence[ContextEntry] | None = None
+) -> list[int]:
     """Tokens of each message of ``ctx.to_openai()`` (system prompt, summary, then entries),
-    stored counts reused where they were made with ``encoding``, the rest counted now."""
+    stored counts reused where they were made with ``encoding``, the rest counted now.
+    ``entries``: ``ctx.entries()`` when the caller has them already."""
     head = ctx.texts(head_only=True)
-    return count_messages(head, encoding) + entry_token_counts(ctx.entries(), encoding)
+    if entries is None:
+        entries = ctx.entries()
+    return count_messages(head, encoding) + entry_token_counts(entries, encoding)
 
 
 # Where a session's details keep the count of its system prompt, and a checkpoint's details the

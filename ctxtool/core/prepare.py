@@ -21,7 +21,14 @@ from .plan import (
     plan_message,
     plan_tail,
 )
-from .records import SUMMARY_PREFIX, Compaction, Message, RestoredContext, SummarizedSpan
+from .records import (
+    SUMMARY_PREFIX,
+    AnsweredMessages,
+    Compaction,
+    Message,
+    RestoredContext,
+    SummarizedSpan,
+)
 from .span_facts import work_calls
 from .status import CompactionStatus
 from .tokens import REPLY_PRIMING_TOKENS, MessageText, count_messages, count_text
@@ -170,9 +177,10 @@ def prepare(
 ) -> Preparation:
     """Measure the restored context, decide whether to compact, choose the cut (one that fits
     the window), and gather what the summarizer needs."""
+    answered = AnsweredMessages(ctx.messages)
     prep = start_preparation(
         ctx.session_id,
-        restored_context_tokens(ctx, encoding),
+        restored_context_tokens(ctx, encoding, answered.entries),
         ctx.compaction,
         model,
         settings,
@@ -194,7 +202,7 @@ def prepare(
             settings.keep_recent_tokens,
             max_kept_tokens=_kept_room(prep, ctx.system_prompt)[1],
         )
-    settle_plan(prep, plan, ctx.system_prompt, ctx.messages)
+    settle_plan(prep, plan, ctx.system_prompt, ctx.messages, answered)
     if prep.plan is not None:
         prep.summarized = [m for m in ctx.messages if m.id < prep.plan.first_kept_message_id]
     return prep
@@ -300,10 +308,12 @@ def settle_plan(
     plan: CompactionPlan | None,
     system_prompt: str | None,
     messages: Sequence[Message],
+    answered: AnsweredMessages | None = None,
 ) -> Preparation:
     """Set the plan on ``prep`` with what it keeps and replaces, or the status that says why
     there is none. ``messages``: the restored suffix, or (a tail plan) its newest messages from
-    before the cut on; ``prep.summarized`` is the caller's (a dry run lists none)."""
+    before the cut on; ``prep.summarized`` is the caller's (a dry run lists none).
+    ``answered``: ``messages`` answered already, whose entries the kept ones are taken from."""
     over = prep.tokens_before > prep.threshold
     head, room = _kept_room(prep, system_prompt)
     if plan is None:
@@ -318,8 +328,16 @@ def settle_plan(
     # What stays is measured as it will be sent (synthetic answers to unanswered calls
     # included), so tokens_after is what a restore then counts, not an estimate from the plan.
     prep.kept = [m for m in messages if m.id >= plan.first_kept_message_id]
+    start = len(messages) - len(prep.kept)
+    entries = None
+    if (
+        answered is not None
+        and answered.messages is messages
+        and all(a is b for a, b in zip(prep.kept, messages[start:]))
+    ):
+        entries = answered.suffix(start)
     kept_tokens = restored_context_tokens(
-        RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding
+        RestoredContext(prep.session_id, system_prompt, None, prep.kept), prep.encoding, entries
     )
     prep.replaced_tokens = prep.tokens_before - kept_tokens
     if prep.summary_budget > prep.base_budget:

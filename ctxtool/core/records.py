@@ -431,6 +431,44 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     return list(placement.entries(enumerate(messages), lambda keys: {k: messages[k] for k in keys}))
 
 
+class AnsweredMessages:
+    """:func:`answer_tool_calls` of a list, kept with the cuts where no call is open, so that a
+    suffix starting at one is answered from the whole's entries: a compaction measures its
+    context and then the messages it keeps, and pairing both was most of the plan's CPU.
+    At such a cut no result after it answers a call before it (none is open), and every
+    result before it is sent before its first message (a call's moved results follow it at
+    the latest there), so the suffix's entries are the whole's from its first message on."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        placement = ToolResultPlacement()
+        open_calls = placement._scan.pairer.pending
+        closed: set[int] = set()
+        for i, m in enumerate(messages):
+            if not open_calls:
+                closed.add(i)
+            placement.scan(i, m)
+        placement.finish()
+        self._closed = closed
+        self.entries = list(
+            placement.entries(enumerate(messages), lambda keys: {k: messages[k] for k in keys})
+        )
+
+    def suffix(self, start: int) -> list[ContextEntry]:
+        """``answer_tool_calls(self.messages[start:])``, taken from the whole's entries when
+        no call is open at ``start``."""
+        messages = self.messages
+        if start >= len(messages):
+            return []
+        if start not in self._closed:
+            return answer_tool_calls(messages[start:])
+        first = messages[start]
+        for j in range(len(self.entries) - 1, -1, -1):
+            if self.entries[j].message is first:
+                return self.entries[j:]
+        raise AssertionError("every message of a list is one of its entries")
+
+
 @dataclass
 class RestoredContext:
     """What the model sees after a restart: built by :func:`restore_context`."""
