@@ -378,6 +378,17 @@ def test_a_file_a_new_page_loads_that_the_span_never_wrote_is_still_to_do():
     assert loaded_not_written(s.messages) == []
 
 
+def test_a_result_whose_call_came_before_the_span_is_read_as_a_result():
+    """A span may begin with a tool result whose call was summarized earlier (a fold's chunk,
+    a cut's neighbour): its text is what a result said, never an error (a KeyError once)."""
+    s = Span()
+    s.add("tool", "app.js is in /w already", tool_call_id="before-the-span")
+    page = '<script src="app.js"></script><script src="store.js"></script>'
+    s.call("Write", "File created.", file_path="/w/index.html", content=page)
+    assert loaded_not_written(s.messages) == [("store.js", "/w/index.html")]
+    assert read_span(s.messages).tasks
+
+
 def test_openhands_html_only_says_its_app_js_is_still_to_write(tmp_path):
     span = _span("openai-chat--OpenHands-basic_gui_mode--html-only", tmp_path)
     tasks = section(extractive_summary(span), OPEN_TASKS)

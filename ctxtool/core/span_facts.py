@@ -797,6 +797,12 @@ def _stem(path: str) -> str:
     return name.split(".", 1)[0].lower()
 
 
+def _is_write(call: dict[str, Any] | None) -> bool:
+    """A call that wrote files; a result whose call is not in the span (an orphan, or its
+    call before the span began) is no write."""
+    return call is not None and bool(modified_paths(call))
+
+
 def loaded_not_written(messages: Sequence[Message]) -> list[tuple[str, str]]:
     """The files a file the span wrote loads by a relative path (``<script src="app.js">``,
     ``import … from './store'``) that the span never wrote and no result of it named (so
@@ -816,7 +822,7 @@ def loaded_not_written(messages: Sequence[Message]) -> list[tuple[str, str]]:
     said = " ".join(  # what the results said, a write's echo of its own text left out
         (m.content or "").lower()
         for m in messages
-        if m.role == "tool" and not modified_paths(calls.get(m.tool_call_id or "") or {})
+        if m.role == "tool" and not _is_write(calls.get(m.tool_call_id or ""))
     )
     return [
         (loaded, by)
