@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 
 from ctxtool.core.sections import parse_sections
-from ctxtool.evaluation.keys import KeyedSpan
+from ctxtool.evaluation.keys import KeyedSpan, keyed_span, load_key
+
+from .conftest import TRANSCRIPTS
+
+KEYS = Path(__file__).parent / "answer_keys"
+
+
+def keyed_span_named(name: str, workdir: Path) -> KeyedSpan:
+    """The tuning key ``name``'s span of its shared transcript, imported under ``workdir``."""
+    return keyed_span(load_key(KEYS / f"{name}.json"), TRANSCRIPTS, workdir)
 
 
 def extractive_summary(span: KeyedSpan, budget: int = 3500) -> str:

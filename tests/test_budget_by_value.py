@@ -6,7 +6,6 @@ budget comes back; an earlier request is said whole in spare room."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -29,12 +28,9 @@ from ctxtool.core.evaluator import carry_over
 from ctxtool.core.records import Message, calls_of
 from ctxtool.core.tokens import count_text
 from ctxtool.core.touched_files import files_touched
-from ctxtool.evaluation.keys import keyed_span, load_key
 
-from .conftest import TRANSCRIPTS
-from .keyed_spans import extractive_summary, section
+from .keyed_spans import extractive_summary, keyed_span_named, section
 
-KEYS = Path(__file__).parent / "answer_keys"
 ENCODING = "o200k_base"
 
 FETCH = (
@@ -49,8 +45,7 @@ FETCH = (
 @pytest.fixture(scope="module")
 def span(tmp_path_factory):
     def load(name: str):
-        key = load_key(KEYS / f"{name}.json")
-        return keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+        return keyed_span_named(name, tmp_path_factory.mktemp(name[:30]))
 
     return load
 

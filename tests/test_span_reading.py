@@ -30,17 +30,13 @@ from ctxtool.core.span_facts import (
     working_branch,
 )
 from ctxtool.core.touched_files import files_touched, shell_reads
-from ctxtool.evaluation.keys import keyed_span, load_key
 
-from .conftest import TRANSCRIPTS
-from .keyed_spans import extractive_summary, section
+from .keyed_spans import extractive_summary, keyed_span_named, section
 from .test_span_facts import Span
-
-KEYS = Path(__file__).parent / "answer_keys"
 
 
 def _span(name: str, tmp_path: Path):
-    return keyed_span(load_key(KEYS / f"{name}.json"), TRANSCRIPTS, tmp_path)
+    return keyed_span_named(name, tmp_path)
 
 
 # -- the files a shell prints are files read -----------------------------------------------------

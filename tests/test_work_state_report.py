@@ -6,7 +6,6 @@ carried item the span's words last report finished is done (``finished_by_report
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -23,12 +22,8 @@ from ctxtool.core.work_state import (
     steps_left,
     users_own_words,
 )
-from ctxtool.evaluation.keys import keyed_span, load_key
 
-from .conftest import TRANSCRIPTS
-from .keyed_spans import extractive_summary, section
-
-KEYS = Path(__file__).parent / "answer_keys"
+from .keyed_spans import extractive_summary, keyed_span_named, section
 
 
 def labels(words: str) -> list[tuple[str, str]]:
@@ -92,8 +87,7 @@ def test_a_carried_item_is_finished_when_the_span_last_reports_its_subject_done(
 @pytest.fixture(scope="module")
 def span(tmp_path_factory):
     def load(name: str):
-        key = load_key(KEYS / f"{name}.json")
-        return keyed_span(key, TRANSCRIPTS, tmp_path_factory.mktemp(name[:30]))
+        return keyed_span_named(name, tmp_path_factory.mktemp(name[:30]))
 
     return load
 
