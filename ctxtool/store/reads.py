@@ -191,25 +191,26 @@ _COMPACTION_NAMES = [c.name for c in _COMPACTION_COLUMNS]
 # is given), of the checkpoint its summary, cut, parent and stored counts. The driver parses
 # each column's description: the 24 columns of _HEAD_QUERY cost 1.5-2x these 12.
 _PLANNED_SESSION = [
-    S.c.session_id,
-    S.c.title,
-    S.c.model,
-    S.c.system_prompt,
-    json_as_text(S.c.details),
+    c
+    for c in _SESSION_COLUMNS
+    if c.name in {"session_id", "title", "model", "system_prompt", "details"}
 ]
 _PLANNED_COMPACTION = [
-    C.c.id,
-    C.c.session_id,
-    C.c.summary,
-    C.c.first_kept_message_id,
-    C.c.parent_compaction_id,
-    C.c.summary_tokens,
-    json_as_text(C.c.details),
+    c
+    for c in _COMPACTION_COLUMNS
+    if c.name
+    in {
+        "id",
+        "session_id",
+        "summary",
+        "first_kept_message_id",
+        "parent_compaction_id",
+        "summary_tokens",
+        "details",
+    }
 ]
-_PLANNED_HEAD_QUERY = (
-    sa.select(*_PLANNED_SESSION, *(c.label(f"latest_{c.name}") for c in _PLANNED_COMPACTION))
-    .select_from(_HEAD_QUERY.get_final_froms()[0])
-    .where(S.c.session_id == sa.bindparam("sid"))
+_PLANNED_HEAD_QUERY = _HEAD_QUERY.with_only_columns(
+    *_PLANNED_SESSION, *(c.label(f"latest_{c.name}") for c in _PLANNED_COMPACTION)
 )
 _PLANNED_NAMES = ([c.name for c in _PLANNED_SESSION], [c.name for c in _PLANNED_COMPACTION])
 _LATEST_COMPACTION_ID_QUERY = sa.select(sa.func.max(C.c.id)).where(
