@@ -336,6 +336,11 @@ class ToolResultPlacement:
         self._last_key: Any = _NO_CALLER  # the last message that is not a moved result
         self._run: tuple[Any, tuple[str, ...]] = (_NO_CALLER, ())  # its calling message
 
+    @property
+    def calls_open(self) -> bool:
+        """A call scanned so far still waits for its result."""
+        return bool(self._scan.pairer.pending)
+
     def scan(self, key: Any, m: Message) -> tuple[ContextEntry, str | None]:
         """First pass: the entry ``m`` is (a moved result flagged, in id order rather than
         at its call), with the name of the tool a result answers."""
@@ -442,10 +447,9 @@ class AnsweredMessages:
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = messages
         placement = ToolResultPlacement()
-        open_calls = placement._scan.pairer.pending
         closed: set[int] = set()
         for i, m in enumerate(messages):
-            if not open_calls:
+            if not placement.calls_open:
                 closed.add(i)
             placement.scan(i, m)
         placement.finish()
