@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context_size import restored_context_tokens, with_head_count
+from .context_size import restored_context_tokens, stored_summary_count, with_head_count
 from .evaluator import DEFAULT_MIN_QUALITY, Evaluation, carry_over, evaluate, meets_floor
 from .evaluator.gate import overtaken_items
 from .plan import (
@@ -89,16 +89,21 @@ class Preparation:
 
     @property
     def previous_tokens(self) -> int:
-        """Tokens of the previous summary's text (0 without one)."""
+        """Tokens of the previous summary's text (0 without one): the count its checkpoint
+        keeps for this encoding when it keeps one, else counted now."""
         if self._previous_tokens is None:
-            summary = self.previous.summary if self.previous else None
-            self._previous_tokens = count_text(summary or "", self.encoding)
+            prev, stored = self.previous, None
+            if prev is not None and prev.summary:
+                stored = stored_summary_count(prev.details, self.encoding, prev.summary)
+            if stored is None:
+                stored = count_text(prev.summary if prev and prev.summary else "", self.encoding)
+            self._previous_tokens = stored
         return self._previous_tokens
 
     def system_tokens(self, system_prompt: str) -> int:
         """Tokens of ``system_prompt``'s text, counted once for the prompt last asked about."""
         known = self._system_tokens
-        if known is None or known[0] is not system_prompt and known[0] != system_prompt:
+        if known is None or known[0] != system_prompt:
             known = self._system_tokens = (system_prompt, count_text(system_prompt, self.encoding))
         return known[1]
 
