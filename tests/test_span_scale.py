@@ -3,6 +3,8 @@ a long heredoc with quoted ``;`` in a command line (review items 6, 7, 9)."""
 
 from __future__ import annotations
 
+import random
+import re
 import time
 
 from ctxtool.compaction.summarizers import span_notes
@@ -61,6 +63,21 @@ def test_unquoted_split_is_linear_in_the_line():
     ratio = _best_time(outcomes._unquoted_split, large, sep) / _best_time(
         outcomes._unquoted_split, small, sep
     )
+    assert ratio < 12, ratio  # 4x the input: ~4x linear, ~16x quadratic
+
+
+QUOTED_PART = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")  # what _quoted_spans finds
+
+
+def test_quoted_parts_are_the_regex_s_in_one_pass():
+    rng = random.Random(7)
+    alphabet = ["'", '"', "\\", "\n", "a", ";", " "]
+    for _ in range(20000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert outcomes._quoted_spans(line) == [m.span() for m in QUOTED_PART.finditer(line)]
+    # a double quote that never closes, then escaped ones: each was retried to the line's end
+    small, large = '"\\' * 2000, '"\\' * 8000
+    ratio = _best_time(outcomes.shell_steps, large) / _best_time(outcomes.shell_steps, small)
     assert ratio < 12, ratio  # 4x the input: ~4x linear, ~16x quadratic
 
 
