@@ -472,7 +472,7 @@ def question_answers(messages: Sequence[Message]) -> list[tuple[str, int | None,
         for m in messages
         if m.role == "assistant"
         for c in m.calls()
-        if (c["function"]["name"] or "").lower() in QUESTION_TOOLS
+        if call_name(c).lower() in QUESTION_TOOLS
     }
     out: list[tuple[str, int | None, bool]] = []
     for m in messages:
@@ -766,8 +766,11 @@ def working_branch(messages: Sequence[Message]) -> str | None:
     for m in messages:
         texts: list[tuple[re.Pattern[str], str]] = []
         call = calls.get(m.tool_call_id or "") if m.role == "tool" else None
-        if call is not None and not _looked(call):  # a file read may name any branch
-            texts.append((_BRANCH_SAID, unwrapped_output(m.content or "")))
+        if call is not None:
+            output = unwrapped_output(m.content or "")
+            # a file read may name any branch (asked only of results that name one)
+            if _BRANCH_SAID.search(output) and not _looked(call):
+                texts.append((_BRANCH_SAID, output))
         elif m.role == "assistant":
             texts += [(_BRANCH_MADE, c) for call in work_calls(m) if (c := command_run(call))]
         for pattern, text in texts:
@@ -818,6 +821,8 @@ def loaded_not_written(messages: Sequence[Message]) -> list[tuple[str, str]]:
             for hit in _LOADS.finditer(new):
                 loaded = next(g for g in hit.groups() if g).removeprefix("./")
                 written.setdefault(loaded, code[0])
+    if not written:  # most spans: no result need be read
+        return []
     calls = _calls_by_id(messages)
     said = " ".join(  # what the results said, a write's echo of its own text left out
         (m.content or "").lower()
