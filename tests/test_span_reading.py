@@ -171,6 +171,15 @@ def test_the_options_the_user_picked_are_decisions():
     assert decisions == ["Chosen: Capital: Zero required", "Chosen: Which database?: SQLite"]
 
 
+def test_an_answer_that_names_no_option_is_no_decision():
+    question = {"id": "k", "header": "Capital", "question": "How much capital?"}
+    s = Span()
+    s.user("Plan the launch.")
+    answers = {"answers": {"k": {"answers": [None, {"x": 1}, 7, "Zero required"]}}}
+    s.call("request_user_input", json.dumps(answers), questions=[question])
+    assert question_answers(s.messages) == [("Capital: Zero required", 3, True)]
+
+
 def test_edgerunner_s_answered_questions_are_its_decisions(tmp_path):
     decisions = " ".join(
         section(extractive_summary(_span("codex--edgerunner-codex-session", tmp_path)), DECISIONS)

@@ -493,7 +493,9 @@ def question_answers(messages: Sequence[Message]) -> list[tuple[str, int | None,
             for key, value in answers.items():
                 picked = value.get("answers") if isinstance(value, dict) else None
                 for answer in picked if isinstance(picked, list) else []:
-                    answer = str(answer).strip()
+                    if not isinstance(answer, str):  # null or an object: no option named
+                        continue
+                    answer = answer.strip()
                     if _NOTE.match(answer):
                         out.append((_NOTE.sub("", answer), m.id, False))
                     elif answer:
