@@ -126,6 +126,17 @@ class GaleraCluster:
             server.dispose()
 
 
+def caught_up(db) -> None:
+    """Wait until the node behind ``db`` has applied every write set the cluster ordered so
+    far (a causal read: wsrep_sync_wait). A migration's DDL returns once node 1 ran it; a node
+    still applying it aborts a local transaction on those tables with 1213, which is how a
+    test's first insert through node 2 once failed in CI."""
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")
+        conn.exec_driver_sql("SELECT COUNT(*) FROM agent_message").scalar()
+        conn.exec_driver_sql("SET SESSION wsrep_sync_wait = 0")
+
+
 def synced(url: str) -> bool:
     """Whether the node behind ``url`` says it is Synced with the cluster."""
     engine = create_engine(url)

@@ -18,7 +18,7 @@ from ctxtool.store.leases import LEASE_BEAT_S
 
 from .builders import add_session, coding_session
 from .conftest import TRANSCRIPTS, Database
-from .galera_cluster import galera  # noqa: F401 - the session fixture
+from .galera_cluster import caught_up, galera  # noqa: F401 - the session fixture
 from .llm_server import FakeLLM
 from .test_compact import _compact_all_cmd
 from .waiting import wait_until
@@ -62,6 +62,8 @@ def nodes(galera):  # noqa: F811 - the fixture above, by name
     with galera.database() as dbs:
         done = ctxtool(dbs[1].url, "migrate", "up")
         assert done.returncode == 0, done.stderr
+        for db in dbs.values():
+            caught_up(db)
         yield dbs
 
 

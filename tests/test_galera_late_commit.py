@@ -23,7 +23,7 @@ from ctxtool.db.schema import agent_message, agent_session
 from ctxtool.store.session_touch import RUNTIME_STATEMENT, TRIGGER_NAME
 
 from .builders import LIMITS, add_session, coding_session
-from .galera_cluster import galera  # noqa: F401 - the session fixture
+from .galera_cluster import caught_up, galera  # noqa: F401 - the session fixture
 from .llm_server import FakeLLM
 from .test_galera import ctxtool
 from .waiting import LOCK_WAITS_INTERVAL, lock_waits, wait_until
@@ -43,6 +43,8 @@ def cluster_db(galera):  # noqa: F811 - the fixture above, by name
 def _migrate(nodes, *extra: str) -> None:
     done = ctxtool(nodes[1].url, "migrate", "up", *extra)
     assert done.returncode == 0, done.stderr
+    for db in nodes.values():
+        caught_up(db)
 
 
 def _runtime_insert(conn, sid: int, touch: bool, role: str, content: str) -> int:
