@@ -137,6 +137,9 @@ class Run:
     # The remedy is the failed program itself, which the agent said it would try another way
     # (``alternative_remedy``): only its next command or a run on the same file fixes it.
     another_way: bool = False
+    # What the run printed: a success that prints a failure's error again got no further
+    # (``| head`` hid its exit code), so it fixes nothing.
+    output: str = ""
 
 
 @dataclass(frozen=True)
@@ -330,7 +333,7 @@ def _fixes(failed: Run, run: Run, next_command: bool) -> bool:
     """``run`` succeeded where ``failed`` failed: on its target, as the remedy its error named,
     or as the other way the agent said it would try (``next_command``: no other program's
     command came between)."""
-    if run.failed:
+    if run.failed or repeats_error(failed.error, run.output):
         return False
     if _answered(target_of(failed), targets_done(run)):
         return True
@@ -339,6 +342,19 @@ def _fixes(failed: Run, run: Run, next_command: bool) -> bool:
     if failed.another_way:
         return runs_another_way(failed, run, next_command)
     return runs_remedy(run, failed.remedy)
+
+
+MIN_REPEATED_ERROR = 16  # characters of an error line that, printed again, are the same error
+
+
+def repeats_error(error: str, output: str) -> bool:
+    """``output`` prints one of the lines of a failure's ``error`` again (a line long enough
+    to be that error, not a word of it): the run that printed it met the same failure,
+    whatever its exit code said (``pnpm --version | head -5`` exits 0)."""
+    return any(
+        len(line) >= MIN_REPEATED_ERROR and line in output
+        for line in (part.strip() for part in error.split(" | "))
+    )
 
 
 _STEP_SEPARATOR = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")

@@ -1069,6 +1069,7 @@ def runs_of(messages: Sequence[Message], runs: Sequence[_Run] | None = None) -> 
                 turns[run.index],
                 remedy,
                 another_way,
+                "" if run.failed else run.result.content or "",
             )
         )
     return out
