@@ -70,6 +70,7 @@ from .base import Summary, SummaryRequest
 from .span_notes import (
     LATEST_REQUEST_CHARS,
     REQUEST_CHARS,
+    RETRIED,
     SpanNotes,
     TaskNote,
     as_fixed,
@@ -110,7 +111,8 @@ class _Item:
     previous: bool = False  # carried from the previous summary (the carry-over floor guards it)
     fallback: str | None = None  # what stays when the item is trimmed (a changed file's path)
     over_budget: bool = False  # a carried failure past its section's budget: trimmed first
-    resolved: bool = False  # a fixed failure of the span: the first thing trimmed
+    resolved: bool = False  # a fixed failure of the span: trimmed after the reasons
+    retry: bool = False  # a tool's complaint retried past at once: the first thing trimmed
     # A carried item the span overtook (finished, fixed, superseded): the first of the
     # previous summary's items trimmed.
     retired: bool = False
@@ -303,6 +305,7 @@ class ExtractiveSummarizer:
             add(ERRORS, "- " + error)
             if error in notes.resolved:  # cause -> fix in one line when room is short
                 items[-1].resolved = True
+                items[-1].retry = error.endswith(RETRIED)
                 short = fix_gist(items[-1].text)
                 if short != items[-1].text:
                     items[-1].longer, items[-1].text = items[-1].text, short
@@ -780,24 +783,27 @@ def _dedupe(items: list[_Item]) -> list[_Item]:
 
 
 def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
-    """Which items go first when over budget (issue #42's order): resolved failures, read
-    paths, the quote of the agent's last words, the reasons of changed files (their paths
-    stay), then the oldest items; the user's constraints, decisions and requests last. With a
-    carry-over floor, only ``allowed`` of the previous summary's items go before this span's
-    own (oldest first), and the rest of them last."""
+    """Which items go first when over budget (issue #42's order): a tool's complaints retried
+    past at once, read paths, the quote of the agent's last words, the reasons of changed
+    files (their paths stay), then the oldest items (a fixed failure, already one line of
+    cause -> fix, among them: its fix is what a later question asks for); the user's
+    constraints, decisions and requests last. With a carry-over floor, only ``allowed`` of the
+    previous summary's items go before this span's own (oldest first, the span's fixed
+    failures before them), and the rest of them last."""
     by_age = sorted((i for i in items if not i.protected), key=lambda i: i.age)
-    resolved = [i for i in by_age if i.resolved]
+    retries = [i for i in by_age if i.retry]
+    fixes = [i for i in by_age if i.resolved and not i.retry]
     read = [i for i in by_age if i.section == READ]
     quotes = [i for i in by_age if _is_quote(i)]
     reasons = [i for i in by_age if i.fallback and not i.previous]
     said = [i for i in by_age if _users_words(i)]
-    early = {id(i) for i in resolved + read + quotes + reasons + said}
+    early = {id(i) for i in retries + read + quotes + reasons + said}
     # the carried items the span overtook (finished, fixed, superseded; blocks too)
     overtaken = [i for i in by_age if i.previous and i.retired and id(i) not in early]
     if allowed is None:
         early |= {id(i) for i in overtaken}
         rest = [i for i in by_age if id(i) not in early]
-        return _once(resolved + read + overtaken + quotes + reasons + rest + said)
+        return _once(retries + read + overtaken + quotes + reasons + rest + said)
     # the overtaken first among the carried items, then failures past their budget
     early |= {id(i) for i in overtaken}
     previous = [i for i in by_age if i.previous and "\n" not in i.text and id(i) not in early]
@@ -811,10 +817,11 @@ def _trim_order(items: list[_Item], allowed: int | None) -> list[_Item]:
     # the span's own failures go last: what failed since the last checkpoint is news
     errors = [i for i in by_age if not i.previous and i.section == ERRORS and id(i) not in early]
     return _once(
-        resolved
+        retries
         + read
         + quotes
         + reasons
+        + fixes
         + previous[:allowed]
         + own
         + said  # the previous summary's items past the floor's allowance go after them
@@ -875,7 +882,7 @@ def _fit(
     }
     total = sum(cost.values()) + frame + sum(extra.values())
     order = _trim_order(items, allowed)
-    noise = next((n for n, i in enumerate(order) if not (i.resolved or i.section == READ)), 0)
+    noise = next((n for n, i in enumerate(order) if not (i.retry or i.section == READ)), 0)
     steps = [(i, True) for i in longer if i.extra_first]
     steps += [(i, False) for i in order[:noise]] + [(i, True) for i in longer if not i.extra_first]
     steps += [(i, False) for i in order[noise:]]

@@ -95,6 +95,8 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|(?P<heading>#+))\s+")
 # written here, read back from a previous summary by the summarizers.
 STILL_OPEN = " — still open"
 FIXED = " — fixed: a later run succeeded"
+# How a tool's complaint retried past at once ends: noise, the first thing trimmed.
+RETRIED = " — fixed: retried at once, it succeeded"
 # A failure item's end that says it was fixed.
 _FIXED_END = re.compile(r" — fixed: .*$")
 # The end of a failure item carried as open, however its writer dashed it.
@@ -539,9 +541,7 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         named = ", ".join(dict.fromkeys(t for t in targets if t))
         count = f" ({len(targets)} times)" if len(targets) > 1 else ""
         on = f" (on {named})" if named else ""
-        out[(tool, error)] = masked(
-            f"{tool} refused{count}: {error}{on} — fixed: retried at once, it succeeded"
-        )
+        out[(tool, error)] = masked(f"{tool} refused{count}: {error}{on}{RETRIED}")
     return list(out.values())
 
 
