@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import (
     CONSTRAINTS,
+    DONE,
     ERRORS,
     FILES_CHANGED,
     READ,
     _Item,
     _trim_order,
 )
+from ctxtool.compaction.summarizers.span_notes import read_span
+from ctxtool.core.records import Message
 
 from .keyed_spans import extractive_summary, keyed_span_named, section
 
@@ -58,3 +64,44 @@ def test_paradocs_fixed_fetch_failure_stays_at_8k(span):
     assert fetch, small
     assert "HTTP fallback failed" in fetch[0]
     assert "— fixed: `batch_extract_failed` succeeded" in fetch[0]
+
+
+REPORT = (
+    "Brief added to `ROADMAP.md` (new partner subsection).\n\n"
+    "Key findings:\n\n"
+    "- **Visa track**: Sidetrack on the Frontier Hackathon (Apr 6 – May 11, 2026), "
+    "Germany-only, 10,000 USDG prize pool, winners May 27, 2026, contact `@zCasee` on TG. "
+    "The public listing does not enumerate a rubric or mandate specific SDKs.\n"
+)
+
+
+def _task_run(report: str) -> list[Message]:
+    call = {"id": "t1", "type": "function", "function": {"name": "Task"}}
+    call["function"]["arguments"] = json.dumps({"description": "Research the track"})
+    return [
+        Message(id=1, session_id=1, role="user", content="Research the hackathon track"),
+        Message(id=2, session_id=1, role="assistant", content="", tool_calls=[call]),
+        Message(id=3, session_id=1, role="tool", content=report, tool_call_id="t1"),
+    ]
+
+
+def test_a_sub_agent_s_report_is_said_whole_while_there_is_room():
+    notes = read_span(_task_run(REPORT))
+    [short] = notes.delegated
+    assert short.endswith("[…]") and "10,000 USDG" not in short
+    whole = notes.delegated_whole[short]
+    assert whole.startswith("Task (Research the track): Brief added to `ROADMAP.md`")
+    assert "10,000 USDG prize pool" in whole
+    roomy = ExtractiveSummarizer().summarize(SummaryRequest(None, _task_run(REPORT), {}))
+    assert "10,000 USDG prize pool" in "\n".join(section(roomy.text, DONE))
+    # a short report is one form only
+    assert read_span(_task_run("Created `a.py`.")).delegated_whole == {}
+
+
+def test_fundwise_s_research_agent_reports_the_prize_at_16k(span):
+    """Claude Code on FundWise: a research sub-agent's key finding (the Visa track's
+    10,000 USDG prize pool) was cut after its first line though the summary had room."""
+    fundwise = span("claude-code--FundWise-claude-session--zerion-before-build")
+    done = section(extractive_summary(fundwise, 3500), DONE)
+    agent = [i for i in done if i.startswith("- Agent (Research Visa")]
+    assert agent and "10,000 USDG prize pool" in agent[0], done

@@ -279,6 +279,8 @@ class ExtractiveSummarizer:
                 add(OPEN_TASKS, "- (the task list goes on in the messages after this summary)")
         for line in notes.delegated:
             add(DONE, f"- {line}")
+            if line in notes.delegated_whole:  # the report whole while there is room
+                items[-1].longer = f"- {notes.delegated_whole[line]}"
         calls = [line for line in notes.current_work if line.startswith("- ")]
         # The agent's last words: what they report finished is done work, what they leave
         # open is current work (mid-turn) or the next step (its turn is over, or the user has

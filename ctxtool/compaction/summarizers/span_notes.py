@@ -68,6 +68,7 @@ LOG_STATEMENT_CHARS = 120
 LOG_COMMAND_CHARS = 60
 OUTCOME_CHARS = 100  # what the agent reported at the end of an earlier request's turn
 DELEGATED_CHARS = 70  # of what a sub-agent reported
+FULL_REPORT_CHARS = 900  # of a report said whole while the budget has room
 _SPECIFIC_ERROR = re.compile(
     r"^.*(\berror\s+[A-Z]+\d+\b|\b\w*(Error|Exception|Warning):|^\s*E\s{2,}\S|"
     r"\bFAILED\s+\S|\berror\[E\d+\]).*$",
@@ -205,6 +206,8 @@ class SpanNotes:
     decisions: list[str] = field(default_factory=list)
     current_work: list[str] = field(default_factory=list)
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
+    # each of those reports within ``FULL_REPORT_CHARS``: said so while the budget has room
+    delegated_whole: dict[str, str] = field(default_factory=dict)
     stated_next: str | None = None  # the agent's last "next: …" (``core.work_state``)
     reported_done: bool = False  # the agent's last words report the work finished
     # The span ends with the agent's words and no call after them: its turn is over, it
@@ -235,6 +238,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
     if not requests and signals.latest_request is not None:
         requests = [masked(signals.latest_request.text)]  # a command-driven run
         outcomes = [""]
+    delegated = _delegated(messages)
     return SpanNotes(
         goal=masked(signals.goal.text) if signals.goal else None,
         requests=requests,
@@ -261,7 +265,8 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         constraints=list(dict.fromkeys(masked(_standing(s)) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
-        delegated=_delegated(messages),
+        delegated=[short for short, _ in delegated],
+        delegated_whole={short: whole for short, whole in delegated if whole != short},
         stated_next=masked(said) if (said := stated_next(_last_words(messages))) else None,
         reported_done=reported_done(_last_words(messages)),
         actions=successful_actions(messages),
@@ -387,9 +392,11 @@ SUB_AGENT_TOOLS = ("Task", "Agent", "TaskOutput")
 _RESULT_PART = re.compile(r"--- RESULT ---\s*(.*?)(?:</output>|\Z)", re.S)
 
 
-def _delegated(messages: Sequence[Message]) -> list[str]:
+def _delegated(messages: Sequence[Message]) -> list[tuple[str, str]]:
     """What each sub-agent (Claude Code's ``Task``) reported, by name: its work, the files it
-    wrote and the checks it ran are in its report, never in the main conversation's calls."""
+    wrote and the checks it ran are in its report, never in the main conversation's calls.
+    Each report twice: within ``DELEGATED_CHARS``, and within ``FULL_REPORT_CHARS`` (its
+    findings, figures and versions, for when the budget has room)."""
     calls = {
         c["id"]: c
         for m in messages
@@ -406,9 +413,13 @@ def _delegated(messages: Sequence[Message]) -> list[str]:
         if text.startswith("Async agent launched"):
             continue  # its report comes with TaskOutput
         part = _RESULT_PART.search(text)
-        said = reported(part.group(1) if part else text, DELEGATED_CHARS)
+        report = part.group(1) if part else text
+        said = reported(report, DELEGATED_CHARS)
         if said:
-            out.append(masked(f"{_call_line(call)}: {said}"))
+            whole = reported(report, FULL_REPORT_CHARS)
+            out.append(
+                (masked(f"{_call_line(call)}: {said}"), masked(f"{_call_line(call)}: {whole}"))
+            )
     return out
 
 
