@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxtool.core.outcomes import Run, outcomes, repeats_error
-from ctxtool.core.span_facts import signals_of
+from ctxtool.core.sections import NEXT_STEP
+from ctxtool.core.span_facts import Request, answered_question, in_reply, signals_of
 
-from .keyed_spans import keyed_span_named
+from .keyed_spans import extractive_summary, keyed_span_named, section
 
 YARN = 'This project is configured to use yarn because /home/a/package.json has a "packageManager" field'
 
@@ -36,3 +37,37 @@ def test_zerion_span_s_pnpm_failure_is_fixed_by_the_env_prefix(tmp_path: Path):
         f for f in signals_of(span.summarized).failures if "configured to use yarn" in f.error
     ]
     assert pnpm.fixed and (pnpm.fixed_by or "").startswith("COREPACK_ENABLE_PROJECT_SPEC=0 pnpm")
+
+
+OPTIONS = "您希望我：\n1. 先解决origin仓库的冲突？\n2. 还是保持现状，只确保backup仓库的每日备份？"
+
+
+def test_a_short_reply_says_the_question_or_the_option_it_answers():
+    asked = "We only have one `link` style. Should I add a `mdLinkUrl` token for the URL?"
+    assert answered_question("yes, in old pi as 666666", asked) == (
+        "Should I add a `mdLinkUrl` token for the URL?"
+    )
+    earlier = "Plan:\n1. **Keep both**\n2. **Merge origin**\n\n" + OPTIONS
+    assert answered_question("选 2", earlier) == "还是保持现状，只确保backup仓库的每日备份？"
+    assert answered_question("option 1", OPTIONS) == "先解决origin仓库的冲突？"
+    assert answered_question("选 3", OPTIONS) is None  # no such option, and no yes/no answer
+    assert answered_question("yes", "Done: the tests pass.") is None  # nothing was asked
+    assert answered_question("can you add a LICENSE file?", asked) is None  # a new request
+    assert answered_question("yes " + "x" * 100, asked) is None  # a request of its own
+    assert in_reply(Request(1, "选 2", "还是保持现状？")) == "选 2 (in reply to: 还是保持现状？)"
+
+
+def test_md_link_url_span_s_latest_reply_names_the_token_it_agrees_to(tmp_path: Path):
+    span = keyed_span_named("pi--large-session--md-link-url", tmp_path)
+    latest = signals_of(span.summarized).latest_request
+    assert latest is not None and latest.text.startswith("yes, in old pi link url")
+    assert "mdLinkUrl" in (latest.answers or "")
+    [step] = section(extractive_summary(span), NEXT_STEP)
+    assert "mdLinkUrl" in step
+
+
+def test_openclaw_span_s_pick_by_number_names_the_option(tmp_path: Path):
+    name = "pi--openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc--before-third-compaction"
+    span = keyed_span_named(name, tmp_path)
+    [pick] = [r for r in signals_of(span.summarized).requests if r.text == "选 2"]
+    assert pick.answers is not None and "保持现状" in pick.answers

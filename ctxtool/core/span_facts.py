@@ -244,6 +244,9 @@ class Request:
 
     message_id: int | None
     text: str
+    # A short reply's subject: the agent's question it answers, or the option it picks by
+    # number ("选 2" → "还是保持现状，只确保backup仓库的每日备份？"); "yes" alone says nothing.
+    answers: str | None = None
 
 
 @dataclass(frozen=True)
@@ -550,10 +553,74 @@ def _requests(messages: Sequence[Message]) -> list[Request]:
     for i, m in enumerate(messages):
         kind = user_text_kind(m)
         if kind is UserText.REQUEST:
-            out.append(Request(m.id, request_text(m.content or "")))
+            text = request_text(m.content or "")
+            out.append(Request(m.id, text, answered_question(text, _said_before(messages, i))))
         elif kind is UserText.COMMAND and not _answered_locally(messages[i + 1 : i + 2]):
             out.append(Request(m.id, slash_command(m.content or "")))
     return out
+
+
+MAX_REPLY_CHARS = 80  # a reply this short leans on the question it answers
+MAX_PICK_CHARS = 20  # "选 2", "option 2", "2": a pick of a numbered option
+QUESTION_CHARS = 240
+_PICKED = re.compile(r"\A\D{0,12}?(?<!\d)(\d{1,2})(?!\d)\D{0,8}\Z")
+_NUMBERED = re.compile(r"^\s*(\d{1,2})[.)、]\s+(.+?)\s*$", re.M)
+_QUESTION_END = re.compile(r"[?？]\W*\Z")
+# How a reply to a yes/no or either/or question opens ("yes, in old pi link url as 666666").
+_ANSWER_WORD = re.compile(
+    r"\A(?:yes|yeah|yep|yup|no|nope|nah|sure|ok(?:ay)?|go ahead|do it|please|correct|right|"
+    r"agreed|both|neither|the (?:first|second|third|latter|former))\b",
+    re.I,
+)
+
+
+def _said_before(messages: Sequence[Message], i: int) -> str:
+    """The agent's last words before ``messages[i]`` in the same stretch (no request between)."""
+    for m in reversed(messages[:i]):
+        if is_request(m):
+            return ""
+        if m.role == "assistant" and (m.content or "").strip():
+            return m.content or ""
+    return ""
+
+
+def answered_question(reply: str, said: str) -> str | None:
+    """What a short reply (``MAX_REPLY_CHARS``) answers in the agent's words just before it
+    (``said``): the option of its last numbered list the reply picks by number ("选 2"), else
+    the question its words end on. None for a longer request, or after words that ask nothing."""
+    reply = " ".join(reply.split())
+    if not reply or len(reply) > MAX_REPLY_CHARS or not said.strip():
+        return None
+    picked = _PICKED.match(reply) if len(reply) <= MAX_PICK_CHARS else None
+    if picked:
+        options = [(int(n), text) for n, text in _NUMBERED.findall(said)]
+        last = max((k for k, (n, _) in enumerate(options) if n == 1), default=None)
+        chosen = [t for n, t in options[last or 0 :] if n == int(picked.group(1))]
+        if chosen:
+            return _cut(chosen[0].replace("**", ""), QUESTION_CHARS)
+    text = said.strip()
+    if (
+        not _QUESTION_END.search(text)
+        or not _ANSWER_WORD.match(reply)
+        or _QUESTION_END.search(reply)
+    ):
+        return None
+    sentences = [t for t in _SENTENCE_BREAK.split(text) if t.strip()]
+    return _cut(" ".join(sentences[-1].replace("**", "").split()), QUESTION_CHARS)
+
+
+def in_reply(request: Request) -> str:
+    """A request as a summary says it: a short reply with what it answers."""
+    if not request.answers:
+        return request.text
+    return f"{request.text} (in reply to: {request.answers})"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut after a whole word."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
 
 
 def _answered_locally(after: Sequence[Message]) -> bool:

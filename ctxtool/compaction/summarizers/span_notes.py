@@ -31,6 +31,7 @@ from ...core.span_facts import (
     Statement,
     arguments_of,
     command_run,
+    in_reply,
     invoked_steps_left,
     is_bookkeeping,
     is_request,
@@ -233,7 +234,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
     """The notes of a span: its signals, shaped and masked, with the agent's reasons and the
     outcome of its last calls."""
     signals = signals_of(messages)
-    requests = [masked(r.text) for r in signals.requests]
+    requests = [masked(in_reply(r)) for r in signals.requests]
     outcomes = _outcomes(signals, messages)
     if not requests and signals.latest_request is not None:
         requests = [masked(signals.latest_request.text)]  # a command-driven run
