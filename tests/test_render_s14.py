@@ -13,11 +13,16 @@ from ctxtool.compaction.summarizers.extractive import (
     DONE,
     ERRORS,
     FILES_CHANGED,
+    FINDINGS,
     READ,
     _Item,
     _trim_order,
 )
-from ctxtool.compaction.summarizers.span_notes import read_span
+from ctxtool.compaction.summarizers.span_notes import (
+    findings_along_the_way,
+    has_figure,
+    read_span,
+)
 from ctxtool.core.records import Message
 
 from .keyed_spans import extractive_summary, keyed_span_named, section
@@ -105,3 +110,31 @@ def test_fundwise_s_research_agent_reports_the_prize_at_16k(span):
     done = section(extractive_summary(fundwise, 3500), DONE)
     agent = [i for i in done if i.startswith("- Agent (Research Visa")]
     assert agent and "10,000 USDG prize pool" in agent[0], done
+
+
+def _said(*texts: str) -> list[Message]:
+    out = [Message(id=1, session_id=1, role="user", content="Benchmark the engine")]
+    for n, text in enumerate(texts, 2):
+        out.append(Message(id=n, session_id=1, role="assistant", content=text))
+    return out
+
+
+def test_what_the_agent_found_along_the_way_is_kept_not_what_it_is_about_to_do():
+    found = findings_along_the_way(
+        _said(
+            "I'm running the release benchmark now.",
+            "The release core processed 200,000 events in 372 ms. Next I check the replay.",
+            "Is `cargo` on the PATH? The suite has 12 passing tests:",
+            "All done: the engine is benchmarked.",  # the turn's report, said elsewhere
+        )
+    )
+    assert found == ["The release core processed 200,000 events in 372 ms."]
+    assert has_figure(found[0]) and not has_figure("Build the page")
+
+
+def test_edgerunner_s_benchmark_figures_are_found_at_16k(span):
+    """Codex on edgerunner: the release benchmark's figures were only in the agent's words
+    between its calls, never in a turn's report nor next to a change."""
+    edgerunner = span("codex--edgerunner-codex-session")
+    found = section(extractive_summary(edgerunner, 3500), FINDINGS)
+    assert any("200,000 events in 372 ms" in f for f in found), found

@@ -34,6 +34,7 @@ FILES_CHANGED = "Files changed and why"
 CONSTRAINTS = "Constraints"
 DECISIONS = "Decisions"
 DONE = "Done"
+FINDINGS = "Findings"
 EARLIER_WORK = "Earlier work"
 LOG = "Log of earlier turns"
 EARLIER_REQUESTS = "Earlier requests"
@@ -50,6 +51,7 @@ SECTIONS = (
     CONSTRAINTS,
     DECISIONS,
     DONE,
+    FINDINGS,
     EARLIER_WORK,
     EARLIER_REQUESTS,
     LOG,
@@ -263,6 +265,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "completed work packages",
         "accomplished",
     ),
+    FINDINGS: ("findings", "key findings"),
     EARLIER_WORK: ("earlier work",),
     LOG: ("log of earlier turns", "log"),
     EARLIER_REQUESTS: (

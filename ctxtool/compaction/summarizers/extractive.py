@@ -31,6 +31,7 @@ from ...core.sections import (
     ERRORS,
     FILES_CHANGED,
     FILES_READ,
+    FINDINGS,
     GOAL,
     LATEST_REQUEST,
     LOG,
@@ -77,6 +78,7 @@ from .span_notes import (
     condensed_log,
     failure_stated,
     fixed_command,
+    has_figure,
     masked,
     quote_gist,
     read_span,
@@ -343,6 +345,10 @@ class ExtractiveSummarizer:
         for text in left_open:
             add(NEXT_STEP, text)
             items[-1].fallback = _quote_gist(text) or None
+        said_at = [i.text for i in carried + items]
+        for n, finding in enumerate(notes.findings):  # cut early: the sections say more
+            if not any(finding in text for text in said_at):
+                items.append(_Item(FINDINGS, f"- {finding}", n - len(notes.findings) - 10**6))
         return items
 
 
@@ -885,7 +891,9 @@ def _fit(
     total = sum(cost.values()) + frame + sum(extra.values())
     order = _trim_order(items, allowed)
     noise = next((n for n, i in enumerate(order) if not (i.retry or i.section == READ)), 0)
-    steps = [(i, True) for i in longer if i.extra_first]
+    # the agent's findings along the way go first: the sections and reports say more
+    steps = [(i, False) for i in order if i.section == FINDINGS and not has_figure(i.text)]
+    steps += [(i, True) for i in longer if i.extra_first]
     steps += [(i, False) for i in order[:noise]] + [(i, True) for i in longer if not i.extra_first]
     steps += [(i, False) for i in order[noise:]]
     dropped: set[int] = set()

@@ -209,6 +209,7 @@ class SpanNotes:
     delegated: list[str] = field(default_factory=list)  # what each sub-agent reported
     # each of those reports within ``FULL_REPORT_CHARS``: said so while the budget has room
     delegated_whole: dict[str, str] = field(default_factory=dict)
+    findings: list[str] = field(default_factory=list)  # what the agent found along the way
     stated_next: str | None = None  # the agent's last "next: …" (``core.work_state``)
     reported_done: bool = False  # the agent's last words report the work finished
     # The span ends with the agent's words and no call after them: its turn is over, it
@@ -266,6 +267,7 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         constraints=list(dict.fromkeys(masked(_standing(s)) for s in signals.instructions)),
         decisions=list(dict.fromkeys(masked(s.text) for s in signals.decisions)),
         current_work=_current_work(signals, messages),
+        findings=[masked(f) for f in findings_along_the_way(messages)],
         delegated=[short for short, _ in delegated],
         delegated_whole={short: whole for short, whole in delegated if whole != short},
         stated_next=masked(said) if (said := stated_next(_last_words(messages))) else None,
@@ -387,6 +389,52 @@ def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
         ]
         out.append(masked(reported(said[-1])) if start is not None and said else "")
     return out + [""] if starts else []
+
+
+MAX_FINDINGS = 5
+FINDING_CHARS = 300
+# A figure: a number of two digits or more ("907-line", "10,000 USDG", "372 ms", "v6.26.0").
+_FIGURE = re.compile(r"\d[\d,.]*\d")
+# A sentence that says what the agent is about to do, not what it found.
+_INTENT = re.compile(
+    r"^(?:I['’]m|I am|I['’]ll|I will|I need|I want|Let me|Let['’]s|Next|Now|Then|First|Going to)\b",
+    re.I,
+)
+
+
+def has_figure(text: str) -> bool:
+    """Whether ``text`` states a figure (a count, a measure, a version)."""
+    return bool(_FIGURE.search(text))
+
+
+def findings_along_the_way(messages: Sequence[Message]) -> list[str]:
+    """What the agent stated mid-turn, between its calls, that names or measures something
+    ("The release core processed 200,000 events in 372 ms", "Valdyum is a monorepo with a
+    Next.js client, … Soroban/Stellar proof flows"): the newest ``MAX_FINDINGS`` sentences,
+    never what it is about to do nor a question. A turn's last words are its report, said
+    elsewhere (the outcome under its request, the current work)."""
+    last_of_turn: set[int] = set()
+    said_last: int | None = None
+    for i, m in enumerate(messages):
+        if m.role == "user" and is_request(m) and said_last is not None:
+            last_of_turn.add(said_last)
+            said_last = None
+        elif m.role == "assistant" and (m.content or "").strip():
+            said_last = i
+    if said_last is not None:
+        last_of_turn.add(said_last)
+    out: list[str] = []
+    for i, m in enumerate(messages):
+        if m.role != "assistant" or i in last_of_turn or not (m.content or "").strip():
+            continue
+        prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", m.content or "")
+        for sentence in _SENTENCES.split(" ".join(prose.split())):
+            sentence = _LIST_MARKER.sub("", sentence).replace("**", "").strip()
+            if _INTENT.match(sentence) or sentence.endswith((":", "?")):
+                continue
+            if _FIGURE.search(sentence) or _NAMES_SOMETHING.search(sentence):
+                out.append(whole_sentences(sentence, FINDING_CHARS))
+    return list(dict.fromkeys(out))[-MAX_FINDINGS:]
 
 
 SUB_AGENT_TOOLS = ("Task", "Agent", "TaskOutput")
