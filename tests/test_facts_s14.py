@@ -7,7 +7,14 @@ from pathlib import Path
 
 from ctxtool.core.outcomes import Run, outcomes, repeats_error
 from ctxtool.core.sections import NEXT_STEP
-from ctxtool.core.span_facts import Request, answered_question, in_reply, signals_of
+from ctxtool.core.span_facts import (
+    Request,
+    answered_question,
+    in_reply,
+    planned_steps_left,
+    signals_of,
+)
+from ctxtool.core.work_state import planned_steps
 
 from .keyed_spans import extractive_summary, keyed_span_named, section
 
@@ -71,3 +78,26 @@ def test_openclaw_span_s_pick_by_number_names_the_option(tmp_path: Path):
     span = keyed_span_named(name, tmp_path)
     [pick] = [r for r in signals_of(span.summarized).requests if r.text == "选 2"]
     assert pick.answers is not None and "保持现状" in pick.answers
+
+
+def test_the_steps_an_agent_plans_after_then():
+    said = [
+        "I'll rename the files to `viewer` and update the docs, then run a quick syntax check.",
+        "Now run the smoke test, then `pnpm build`:",  # no one says what they will do
+        "The build passed, then the tests ran.",  # a report, no plan
+    ]
+    assert planned_steps(said) == ["run a quick syntax check"]
+    assert planned_steps(["Let me read it first, and then I'll patch `cli.ts`."]) == [
+        "patch `cli.ts`"
+    ]
+
+
+def test_mid_rename_span_s_next_step_keeps_the_planned_syntax_check(tmp_path: Path):
+    name = "codex--20260213134203_redacted_current_codex_session_jsonl_export--mid-rename"
+    span = keyed_span_named(name, tmp_path)
+    assert planned_steps_left(span.summarized) == ["run a quick syntax check again"]
+    steps = section(extractive_summary(span), NEXT_STEP)
+    assert any("as the agent planned: run a quick syntax check again" in s for s in steps)
+    # a plan the agent went on past is no step left (FundWise built FW-005 it planned)
+    other = keyed_span_named("claude-code--FundWise-claude-session--zerion-before-build", tmp_path)
+    assert planned_steps_left(other.summarized) == []

@@ -62,7 +62,10 @@ from .work_state import (
     is_rejection,
     issue_reference,
     own_words,
+    planned_steps,
     quotes_to_reject,
+    reported_done,
+    steps_left,
     superseded,
     users_own_words,
     without_placeholders,
@@ -1014,6 +1017,32 @@ def _done_since(tasks: list[Task], messages: Sequence[Message]) -> list[Task]:
 
 
 _NO_CALL: dict[str, Any] = {"function": {"arguments": ""}}
+
+
+PLAN_RECENCY = 2  # of the agent's last statements, those whose plan is still ahead of it
+
+
+def planned_steps_left(messages: Sequence[Message]) -> list[str]:
+    """The steps the agent's last plan since the latest request names ("…, then run a quick
+    syntax check again", ``work_state.planned_steps``) that the turn has not done: none when
+    the plan is older than its last ``PLAN_RECENCY`` statements or its words since report
+    work finished; else each that no successful run since carried out and no file changed
+    since is the subject of (``work_state.steps_left``)."""
+    start = max((i for i, m in enumerate(messages) if is_request(m)), default=-1)
+    said = [
+        m.content or ""
+        for m in messages[start + 1 :]
+        if m.role == "assistant" and (m.content or "").strip()
+    ]
+    planning = max((n for n, words in enumerate(said) if planned_steps([words])), default=None)
+    if planning is None or planning < len(said) - PLAN_RECENCY:
+        return []  # an older plan: the agent has gone on past it
+    if any(reported_done(words) for words in said[planning:]):
+        return []  # a plan the agent has since reported on is no longer ahead of it
+    steps = planned_steps(said[planning : planning + 1])
+    after = {m.id for m in messages[start + 1 :]}
+    changed = [c.path for c in _files_changed(messages) if c.message_id in after]
+    return steps_left(steps, said, successful_actions(messages, start), changed)
 
 
 def successful_actions(messages: Sequence[Message], after: int = -1) -> list[str]:

@@ -606,6 +606,35 @@ def request_steps(request: str) -> list[str]:
     return out
 
 
+# The agent saying what it will do ("I'll rename …", "Let me …", "Next I'm …") and the later
+# step it names after "then" in the same sentence ("…, then run a quick syntax check again").
+_PLANNING = re.compile(
+    r"\b(?:i(?:['\u2019]ll| will| am going to|['\u2019]m going to)|let me|next,? i(?:['\u2019]m| am))\s",
+    re.I,
+)
+_THEN_STEP = re.compile(
+    r"(?:,\s*|\s)(?:and\s+)?then,?\s+(?:i(?:['\u2019]ll| will)\s+)?(?P<step>(?:[^\n.;!?]|\.(?=\w)){3,160})",
+    re.I,
+)
+
+
+def planned_steps(statements: Sequence[str]) -> list[str]:
+    """The later steps the agent's words plan, in order: in a sentence where it says what it
+    will do, each part after "then" ("I'll rename the files …, then run a quick syntax check
+    again" plans "run a quick syntax check again")."""
+    out = []
+    for words in statements:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", words):
+            planning = _PLANNING.search(sentence)
+            if planning is None:
+                continue
+            for found in _THEN_STEP.finditer(sentence, planning.end()):
+                step = found.group("step").strip().rstrip(",:")
+                if step not in out:
+                    out.append(step)
+    return out
+
+
 def steps_left(
     steps: Sequence[str],
     statements: Sequence[str],

@@ -48,6 +48,7 @@ from ...core.sections import (
 from ...core.span_facts import (
     is_request,
     modified_paths,
+    planned_steps_left,
     updates_tasks,
     work_calls,
     written_texts,
@@ -342,6 +343,9 @@ class ExtractiveSummarizer:
             left = _steps_left(notes, request.messages)
             if left and not (notes.turn_ended or notes.reported_done):
                 add(NEXT_STEP, "- Steps of the latest request not yet done: " + "; ".join(left))
+            planned = planned_steps_left(request.messages)
+            if planned and not (notes.turn_ended or notes.reported_done):
+                add(NEXT_STEP, "- Then, as the agent planned: " + masked("; ".join(planned)))
         for text in left_open:
             add(NEXT_STEP, text)
             items[-1].fallback = _quote_gist(text) or None
