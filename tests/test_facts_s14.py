@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxtool.core.outcomes import Run, outcomes, repeats_error
-from ctxtool.core.sections import NEXT_STEP
+from ctxtool.core.sections import ERRORS, NEXT_STEP
 from ctxtool.core.span_facts import (
+    _WARNINGS,
     Request,
+    _same_file,
     answered_question,
     in_reply,
     planned_steps_left,
@@ -101,3 +103,22 @@ def test_mid_rename_span_s_next_step_keeps_the_planned_syntax_check(tmp_path: Pa
     # a plan the agent went on past is no step left (FundWise built FW-005 it planned)
     other = keyed_span_named("claude-code--FundWise-claude-session--zerion-before-build", tmp_path)
     assert planned_steps_left(other.summarized) == []
+
+
+def test_a_warning_a_later_edit_of_its_file_removed_is_a_fix_worth_keeping():
+    assert _same_file("../coding-agent/src/cli.ts", "/w/pi/packages/coding-agent/src/cli.ts")
+    assert _same_file("crates/svc/src/main.rs", "crates/svc/src/main.rs")
+    assert not _same_file("src/main.rs", "/w/other/lib.rs")
+    rust = "warning: unused imports: `A` and `B`\n  --> crates/svc/src/main.rs:10:5\n"
+    biome = "packages/app/src/cli/args.ts:8:52 lint/correctness/noUnusedImports  FIXABLE\n"
+    assert [p.search(rust) is not None for p in _WARNINGS] == [True, False, False, False]
+    assert _WARNINGS[2].search(biome).group("path") == "packages/app/src/cli/args.ts"
+
+
+def test_edgerunner_span_s_unused_imports_warning_is_fixed_by_the_next_patch(tmp_path: Path):
+    span = keyed_span_named("codex--edgerunner-codex-session--backend-only", tmp_path)
+    [warned] = [f for f in signals_of(span.summarized).failures if f.warning]
+    assert "unused imports: `DislocationConfig` and `EngineConfig`" in warned.error
+    assert "main.rs" in warned.error and warned.fixed and warned.fixed_by == "apply_patch"
+    [line] = [i for i in section(extractive_summary(span), ERRORS) if "unused imports" in i]
+    assert "warned: unused imports" in line and "fixed" in line

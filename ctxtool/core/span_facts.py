@@ -42,6 +42,7 @@ from .outcomes import (
     Run,
     aborted,
     alternative_remedy,
+    command_target,
     is_exploratory,
     outcomes,
     output_failed,
@@ -294,6 +295,9 @@ class Failure:
     # The first line each edit between the failure and the fix brought in: the fix itself
     # when the command stayed the same ("let rejected = matches!(").
     changed_code: tuple[str, ...] = ()
+    # A warning a run that succeeded printed, which a later edit of the file it names removed
+    # (``_warnings_fixed``): no failure, but a fix worth remembering.
+    warning: bool = False
 
 
 @dataclass(frozen=True)
@@ -1218,7 +1222,85 @@ def _failures(messages: Sequence[Message]) -> list[Failure]:
                 changed_code=code[:MAX_CHANGED_CODE],
             )
         )
-    return failures
+    return failures + _warnings_fixed(messages, runs)
+
+
+# A compiler's or linter's warning and the file it names: rustc's ``warning: unused imports:
+# `A` and `B``` with ``--> src/main.rs:10:5`` under it; ``path:line:col: warning: …`` (gcc,
+# clang, tsc); biome's ``path:line:col lint/correctness/noUnusedImports``; Python's
+# ``path.py:284: SyntaxWarning: …``.
+_WARNINGS = (
+    re.compile(r"^warning: (?P<msg>[^\n]{3,200})\n\s*--> (?P<path>[^\s:]+):\d+", re.M),
+    re.compile(r"^(?P<path>[\w./@-]+\.\w+):\d+:\d+:? (?P<msg>warning:? [^\n]{3,200})$", re.M),
+    re.compile(r"^(?P<path>[\w./@-]+\.\w+):\d+:\d+ (?P<msg>lint/\S+)", re.M),
+    re.compile(r"^(?P<path>[\w./@-]+\.py):\d+: (?P<msg>\w*Warning: [^\n]{3,200})$", re.M),
+)
+MAX_WARNINGS = 4
+
+
+def _same_file(named: str, path: str) -> bool:
+    """A path a warning names (relative, maybe ``../``) and the path an edit wrote are one file:
+    one ends with the other's components."""
+    a = [p for p in re.split(r"[/\\]", named) if p not in ("", ".", "..")]
+    b = [p for p in re.split(r"[/\\]", path) if p not in ("", ".")]
+    return bool(a) and b[-len(a) :] == a
+
+
+def _warnings_fixed(messages: Sequence[Message], runs: Sequence[_Run]) -> list[Failure]:
+    """The warnings of command runs that succeeded which a later edit of the file each names
+    removed (no later run of the same command prints it again): as fixed failures marked
+    ``warning``, what was warned of and where, the edit that fixed it. A warning never acted on
+    is left out: a build's standing warnings are no news."""
+    changes = _changes_by_index(messages)
+    out: list[Failure] = []
+    seen: set[tuple[str, str]] = set()
+    for n, run in enumerate(runs):
+        if run.failed or run.tool.lower() not in COMMAND_TOOLS:
+            continue
+        text = unwrapped_output(run.result.content or "")
+        if "warning" not in text.lower() and "lint/" not in text:
+            continue
+        for pattern in _WARNINGS:
+            for found in pattern.finditer(text):
+                msg, named = found.group("msg").strip(), found.group("path")
+                if (msg, named) in seen or len(out) >= MAX_WARNINGS:
+                    continue
+                edit = next((i for i, p in changes if i > run.index and _same_file(named, p)), None)
+                target = command_target(run.command)
+                again = edit is not None and any(
+                    r.index > edit
+                    and command_target(r.command) == target
+                    and msg in (r.result.content or "")
+                    for r in runs[n + 1 :]
+                )
+                if edit is None or again:
+                    continue
+                seen.add((msg, named))
+                fix = next((c for c in work_calls(messages[edit])), None)
+                same = next(
+                    (
+                        k
+                        for k, f in enumerate(out)
+                        if f.message_id == run.result.id and f.error.startswith(f"{msg} (")
+                    ),
+                    None,
+                )
+                if same is not None:  # a run's warning in several files: said once, each named
+                    out[same] = replace(out[same], error=f"{out[same].error[:-1]}, {named})")
+                    continue
+                out.append(
+                    Failure(
+                        run.result.id,
+                        run.tool,
+                        run.command,
+                        f"{msg} ({named})",
+                        fixed=True,
+                        fixed_by_message_id=messages[edit].id,
+                        fixed_by=_command_of(fix) if fix else None,
+                        warning=True,
+                    )
+                )
+    return out
 
 
 MAX_CHANGED_CODE = 2

@@ -580,7 +580,8 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
         if said in reactions:
             said = ""  # said at the failure before it
         reactions.add(said)
-        line = f"{shown_command(f.command)} failed: {error}" + (f" (then: {said})" if said else "")
+        verb = "warned" if f.warning else "failed"
+        line = f"{shown_command(f.command)} {verb}: {error}" + (f" (then: {said})" if said else "")
         out[(f.command, error)] = masked(line + outcome)
         grouped[(f.command, error)] = group
     for entry, group in grouped.items():
