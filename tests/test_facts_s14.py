@@ -16,7 +16,7 @@ from ctxtool.core.span_facts import (
     planned_steps_left,
     signals_of,
 )
-from ctxtool.core.work_state import planned_steps
+from ctxtool.core.work_state import changed_named_file, planned_steps, request_steps, steps_left
 
 from .keyed_spans import extractive_summary, keyed_span_named, section
 
@@ -122,3 +122,29 @@ def test_edgerunner_span_s_unused_imports_warning_is_fixed_by_the_next_patch(tmp
     assert "main.rs" in warned.error and warned.fixed and warned.fixed_by == "apply_patch"
     [line] = [i for i in section(extractive_summary(span), ERRORS) if "unused imports" in i]
     assert "warned: unused imports" in line and "fixed" in line
+
+
+def test_a_prose_request_s_asks_joined_by_and_are_its_steps():
+    ask = (
+        "when done, remove the old files (main.ts, cli.ts right? nothing else), and add a code"
+        " map to AGENTS.md, and a DEVELOPMENT.md that README.md links to."
+    )
+    steps = request_steps(ask)
+    assert steps == [
+        "when done, remove the old files (main.ts, cli.ts right? nothing else)",
+        "add a code map to AGENTS.md",
+        "a DEVELOPMENT.md that README.md links to",
+    ]
+    assert request_steps("fix the bug, and add a test") == []  # one "and": no list of asks
+    changed = ["/w/src/main.ts", "/w/src/tui/tui.ts"]
+    assert changed_named_file(steps[0], changed)
+    assert not changed_named_file(steps[1], changed)
+    assert steps_left(steps, [], [], changed) == steps[1:]
+
+
+def test_old_files_removed_span_s_next_step_lists_the_docs_still_to_write(tmp_path: Path):
+    span = keyed_span_named("pi--before-compaction--old-files-removed", tmp_path)
+    steps = section(extractive_summary(span), NEXT_STEP)
+    [left] = [s for s in steps if s.startswith("- Steps of the latest request not yet done")]
+    assert "add a code map to AGENTS.md" in left and "DEVELOPMENT.md" in left
+    assert "remove the old remaining files" not in left  # rm main.ts cli.ts did it

@@ -236,6 +236,25 @@ def done_by_file(item: str, changed: Sequence[str]) -> bool:
     )
 
 
+# A step that changes a file by its verb, and the first file it names, bare or with a path
+# ("remove the old remaining files (main.ts, cli.ts)").
+_CHANGING = re.compile(
+    r"\b(?:remove|remoev|delete|rename|move|update|edit|change|add|create|write|fix)\b", re.I
+)
+_FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.[A-Za-z]\w{0,5})(?![\w/-])")
+
+
+def changed_named_file(step: str, changed: Sequence[str]) -> bool:
+    """A step that changes a file (``_CHANGING``) whose first named file the span changed
+    (written, moved or deleted): "remove the old files (main.ts, cli.ts)" after ``rm main.ts``."""
+    verb = _CHANGING.search(step)
+    named = _FILE_NAME.search(step, verb.end()) if verb else None
+    if named is None:
+        return False
+    name = named.group(1)
+    return any(p == name or p.endswith(("/" + name, "\\" + name)) for p in changed)
+
+
 def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
     """For each pending item (a carried summary's, a stated next step): whether the span
     finished it (a task completed later names the same work)."""
@@ -603,7 +622,29 @@ def request_steps(request: str) -> list[str]:
             step = f"{lead} {step}"
         if step.strip(" .,;"):
             out.append(step.strip().rstrip(",;"))
-    return out
+    return out or _joined_steps(text)
+
+
+# A request in prose that strings its asks together with ", and …" at least twice
+# ("remove the old files, and add a code map to AGENTS.md, and a DEVELOPMENT.md …").
+_AND_JOIN = re.compile(r",\s+and\s+(?:also\s+)?", re.I)
+MIN_JOINED = 3
+
+
+def _joined_steps(text: str) -> list[str]:
+    """The asks of one prose sentence joined by ", and" (``MIN_JOINED`` or more), in order:
+    a request that lists its steps without numbers."""
+    sentences: list[str] = []
+    for part in re.split(r"(?<=[.!?])\s+", text):
+        if sentences and sentences[-1].count("(") > sentences[-1].count(")"):
+            sentences[-1] += " " + part  # "(… right? nothing else)" ends no sentence
+        else:
+            sentences.append(part)
+    for sentence in sentences:
+        parts = [p.strip(" .") for p in _AND_JOIN.split(sentence)]
+        if len(parts) >= MIN_JOINED and all(len(p.split()) >= 2 for p in parts):
+            return parts
+    return []
 
 
 # The agent saying what it will do ("I'll rename …", "Let me …", "Next I'm …") and the later
@@ -645,7 +686,10 @@ def steps_left(
     ("Phase 1 complete"), that a successful run carried out, or that made a file it
     changed. Steps before the last done one are done too (the work goes in order)."""
     done = [
-        finished_by_report(s, statements) or done_by_action(s, actions) or done_by_file(s, changed)
+        finished_by_report(s, statements)
+        or done_by_action(s, actions)
+        or done_by_file(s, changed)
+        or changed_named_file(s, changed)
         for s in steps
     ]
     last = max((n for n, d in enumerate(done) if d), default=-1)
