@@ -7,12 +7,20 @@ orphan and unanswered results, and through ``prepare``'s measure of what it keep
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxtool.compaction import CompactionSettings
 from ctxtool.core import records
 from ctxtool.core.context_size import restored_context_tokens
 from ctxtool.core.prepare import prepare
-from ctxtool.core.records import AnsweredMessages, Message, RestoredContext, answer_tool_calls
+from ctxtool.core.records import (
+    AnsweredMessages,
+    Message,
+    RestoredContext,
+    ToolResultPlacement,
+    answer_tool_calls,
+)
 from ctxtool.db import create_engine
 from ctxtool.importer import Importer
 from ctxtool.migrate import Migrator
@@ -120,3 +128,79 @@ def test_prepare_measures_the_kept_messages_as_alone(store):
         assert prep.replaced_tokens == prep.tokens_before - alone
         assert prep.tokens_before == restored_context_tokens(ctx, "o200k_base")
     assert planned >= 15
+
+
+def _two_passes(messages):
+    """The entries and the cuts with no call open as the two passes find them, never the
+    one-pass reading of a list already in order (``records._in_place``)."""
+    placement = ToolResultPlacement()
+    closed = set()
+    for i, m in enumerate(messages):
+        if not placement.calls_open:
+            closed.add(i)
+        placement.scan(i, m)
+    placement.finish()
+    entries = placement.entries(enumerate(messages), lambda keys: {k: messages[k] for k in keys})
+    return list(entries), closed
+
+
+def test_a_list_in_order_is_read_in_one_pass_as_the_two_passes_read_it(store):
+    one_pass = other = 0
+    for sid in store.session_ids():
+        messages = store.messages(sid)
+        for start in range(0, len(messages), 5):
+            suffix = messages[start:]
+            found = records._in_place(suffix)
+            if found is None:
+                other += 1
+                continue
+            one_pass += 1
+            entries, closed = _two_passes(suffix)
+            _same(found[0], entries)
+            assert found[1] == closed
+    assert one_pass > 100 and other > 200, (one_pass, other)
+
+
+def _calls(n, ids):
+    calls = [{"id": c, "function": {"name": "ls", "arguments": "{}"}} for c in ids]
+    return Message(n, 1, "assistant", f"m{n}", tool_calls=calls or None)
+
+
+# A turn: a user message or a legacy role, or a call and results in some order: each of its
+# calls answered in place, some left out, one answered twice or by an id never called.
+_ids = st.lists(st.sampled_from(["a", "b", "c", ""]), max_size=3)
+_turn = st.one_of(
+    st.tuples(st.sampled_from(["user", "function"]), st.just([]), st.just([])),
+    st.tuples(st.just("assistant"), _ids, st.none()),
+    st.tuples(st.just("assistant"), _ids, st.lists(st.sampled_from(["a", "b", "c", "", None]))),
+)
+
+
+def _list_of(turns):
+    out: list[Message] = []
+    for role, ids, answered in turns:
+        n = len(out) + 1
+        if role != "assistant":
+            out.append(Message(n, 1, role, f"m{n}"))
+            continue
+        out.append(_calls(n, ids))
+        for call_id in dict.fromkeys(ids) if answered is None else answered:
+            out.append(Message(len(out) + 1, 1, "tool", "r", tool_call_id=call_id))
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_turn, max_size=8))
+def test_the_one_pass_reading_agrees_with_the_two_passes(turns):
+    messages = _list_of(turns)
+    entries, closed = _two_passes(messages)
+    found = records._in_place(messages)
+    in_order = all(not (e.moved or e.orphan or e.foreign or e.synthetic) for e in entries)
+    assert (found is not None) == in_order
+    if found is not None:
+        _same(found[0], entries)
+        assert found[1] == closed
+    _same(answer_tool_calls(messages), entries)
+    answered = AnsweredMessages(messages)
+    for start in range(len(messages) + 1):
+        _same(answered.suffix(start), answer_tool_calls(messages[start:]))

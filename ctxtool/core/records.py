@@ -429,11 +429,39 @@ def answer_tool_calls(messages: Sequence[Message]) -> list[ContextEntry]:
     otherwise. Synthetic results carry ``id=None`` and the call's id as ``tool_call_id``.
     The two passes of :class:`ToolResultPlacement` over the list, so a held context and a
     streamed one follow one rule."""
+    in_place = _in_place(messages)
+    if in_place is not None:
+        return in_place[0]
     placement = ToolResultPlacement()
     for i, m in enumerate(messages):
         placement.scan(i, m)
     placement.finish()
     return list(placement.entries(enumerate(messages), lambda keys: {k: messages[k] for k in keys}))
+
+
+def _in_place(messages: Sequence[Message]) -> tuple[list[ContextEntry], set[int]] | None:
+    """The entries of a list already in the order sent, and the indices before which no call
+    is open; None for any other list. In such a list (nearly every stored one) each call's
+    results follow it at once, one for each of its calls, every role a chat role: each
+    message is its own entry, in place. One pass, where :class:`ToolResultPlacement` takes
+    two and pairs every call (most of a compaction's planning)."""
+    entries: list[ContextEntry] = []
+    closed: set[int] = set()
+    open_ids: set[Any] = set()  # the calls of the last calling message not answered yet
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            if m.tool_call_id not in open_ids:  # moved, orphan or a duplicate
+                return None
+            open_ids.discard(m.tool_call_id)
+        else:
+            if open_ids or m.role not in CHAT_ROLES:  # a call left unanswered, or foreign
+                return None
+            closed.add(i)
+            open_ids = set(m.call_ids)
+        entries.append(ContextEntry(m))
+    if open_ids:
+        return None
+    return entries, closed
 
 
 class AnsweredMessages:
@@ -446,6 +474,11 @@ class AnsweredMessages:
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = messages
+        in_place = _in_place(messages)
+        self._aligned = in_place is not None  # entry i is message i
+        if in_place is not None:
+            self.entries, self._closed = in_place
+            return
         placement = ToolResultPlacement()
         closed: set[int] = set()
         for i, m in enumerate(messages):
@@ -466,6 +499,8 @@ class AnsweredMessages:
             return []
         if start not in self._closed:
             return answer_tool_calls(messages[start:])
+        if self._aligned:
+            return self.entries[start:]
         first = messages[start]
         for j in range(len(self.entries) - 1, -1, -1):
             if self.entries[j].message is first:
