@@ -54,3 +54,16 @@ def test_a_claim_binds_no_session_id_and_reads_the_same_states(db):
         assert not set(values) & set(ahead), values  # no id bound: the ids are in the text
         assert "IN (1, 2)" in statement
     assert ", ".join(map(str, ahead)) in executed[1][0]  # the read of those ahead
+
+
+def test_an_empty_list_of_ids_matches_no_session(db):
+    """``(NULL)`` stands for an empty list (``_IdList``): no session is taken or read by it."""
+    engine = db.engine
+    with engine.begin() as conn:
+        conn.execute(agent_session.insert(), [{"session_id": s} for s in range(1, 4)])
+    with engine.connect() as conn:
+        assert leases.take_many(conn, [], "me", 60, checkpoints_through=0, also=[2]) == {}
+        states = leases.take_many(conn, [1], "me", 60, checkpoints_through=0, also=[])
+        assert list(states) == [1] and states[1].holder is not None
+        assert states[1].holder.owner == "me"
+        assert leases.holder(conn, 2) is None and leases.holder(conn, 3) is None

@@ -88,11 +88,31 @@ def _take_statement(dialect: Dialect, seconds: int) -> sa.Update:
     )
 
 
-def _ids(name: str) -> sa.BindParameter[int]:
-    """A list of session ids a claim's statements bind, written into the statement as integers
-    when it runs: SQLAlchemy and PyMySQL handling each of the 32 ids of the sessions ahead as a
-    parameter of its own cost a claim's read 0.09 ms of CPU more (0.55 -> 0.46 ms)."""
-    return sa.bindparam(name, expanding=True, literal_execute=True, type_=sa.Integer())
+class _IdList(sa.types.UserDefinedType):
+    """A list of session ids written into a statement as ``(1, 2, 3)`` when it runs (``(NULL)``,
+    which no row matches, for none): one literal for the whole list, where an expanding
+    parameter has SQLAlchemy render each id through the dialect's literal machinery (about
+    3 µs an id, a tenth of a claim's read of the 32 sessions ahead)."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw) -> str:  # never a column's type; required of the class
+        return "INTEGER"
+
+    def literal_processor(self, dialect):
+        def process(ids) -> str:
+            return "(" + (", ".join(str(int(i)) for i in ids) or "NULL") + ")"
+
+        return process
+
+
+def _in_ids(column: sa.ColumnElement[int], name: str) -> sa.ColumnElement[bool]:
+    """SQL: ``column IN (ids)``, the list bound as ``name`` and written into the statement as
+    integers when it runs (:class:`_IdList`): SQLAlchemy and PyMySQL handling each of the 32
+    ids of the sessions ahead as a parameter of its own cost a claim's read 0.09 ms of CPU
+    more."""
+    ids = sa.bindparam(name, literal_execute=True, type_=_IdList())
+    return column.op("IN")(ids)
 
 
 @functools.lru_cache(maxsize=64)
@@ -100,7 +120,7 @@ def _take_many_statement(dialect: Dialect, seconds: int) -> sa.Update:
     return (
         S.update()
         .where(
-            S.c.session_id.in_(_ids("ids")),
+            _in_ids(S.c.session_id, "ids"),
             _free_for(dialect),
             ~_checkpointed_since(sa.bindparam("through")),
         )
@@ -120,11 +140,11 @@ def _lease_states_statement(dialect: Dialect) -> sa.Select:
         sa.case((since, 1), else_=0).label("since"),
     ).where(
         sa.or_(
-            S.c.session_id.in_(_ids("ids")),
+            _in_ids(S.c.session_id, "ids"),
             # Of the sessions ahead, only those a live lease holds or a checkpoint passed: a
             # free one says what its absence says (try it), and each row read costs the claim.
             sa.and_(
-                S.c.session_id.in_(_ids("also")),
+                _in_ids(S.c.session_id, "also"),
                 sa.or_(sa.and_(S.c.lease_owner.is_not(None), live), since),
             ),
         )
