@@ -3,15 +3,18 @@ rule on a plain list, and on the real shared span it was found on."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ctxtool.core.outcomes import Run, outcomes, repeats_error
-from ctxtool.core.sections import ERRORS, NEXT_STEP
+from ctxtool.core.records import Message
+from ctxtool.core.sections import ERRORS, NEXT_STEP, OPEN_TASKS
 from ctxtool.core.span_facts import (
     _WARNINGS,
     Request,
     _same_file,
     answered_question,
+    checklist_left,
     in_reply,
     planned_steps_left,
     signals_of,
@@ -148,3 +151,30 @@ def test_old_files_removed_span_s_next_step_lists_the_docs_still_to_write(tmp_pa
     [left] = [s for s in steps if s.startswith("- Steps of the latest request not yet done")]
     assert "add a code map to AGENTS.md" in left and "DEVELOPMENT.md" in left
     assert "remove the old remaining files" not in left  # rm main.ts cli.ts did it
+
+
+def _write(i: int, path: str, content: str) -> list[Message]:
+    call = {"id": f"c{i}", "type": "function",
+            "function": {"name": "write", "arguments": json.dumps({"path": path, "content": content})}}  # fmt: skip
+    return [
+        Message(i, 1, "assistant", None, tool_calls=[call]),
+        Message(i + 1, 1, "tool", "ok", tool_call_id=f"c{i}"),
+    ]
+
+
+def test_the_unchecked_items_of_a_checklist_the_turn_wrote_are_left_open():
+    memory = "# Today\n- [x] Create the workspace\n- [ ] Define the identity\n- [ ] Fill TOOLS.md\n"
+    turn = [Message(1, 1, "user", "Create the DX workspace")] + _write(2, "mem/today.md", memory)
+    assert checklist_left(turn) == ["Define the identity", "Fill TOOLS.md"]
+    # written again after: its list is the later write's
+    assert checklist_left(turn + _write(4, "mem/today.md", "- [x] all done\n")) == []
+    # a list written before the latest request belongs to earlier work
+    assert checklist_left(turn + [Message(9, 1, "user", "Now do something else")]) == []
+
+
+def test_openclaw_span_s_memory_checklist_is_open_work(tmp_path: Path):
+    name = "pi--openclaw-d27ecd5a-45f9-41a3-bad1-ddef6a3c79fc--before-third-compaction"
+    span = keyed_span_named(name, tmp_path)
+    assert "与用户对话，定义DX3906身份" in checklist_left(span.summarized)
+    tasks = section(extractive_summary(span), OPEN_TASKS)
+    assert any("定义DX3906身份" in t for t in tasks)

@@ -876,6 +876,34 @@ def _stem(path: str) -> str:
     return name.split(".", 1)[0].lower()
 
 
+_UNCHECKED = re.compile(r"^\s*[-*+] \[ \]\s+(.+?)\s*$", re.M)
+MAX_CHECKLIST = 6
+
+
+def checklist_left(messages: Sequence[Message]) -> list[str]:
+    """The unchecked items (``- [ ] …``) of the checklists the agent wrote since the latest
+    request into a file it has not changed since (a memory or plan file's to-do list, written
+    as the turn's work ended): work it left open. A list edited again later is left to the
+    list's later state, which an edit shows only in part."""
+    start = max((i for i, m in enumerate(messages) if is_request(m)), default=-1)
+    by_file: dict[str, list[str]] = {}
+    for m in messages[start + 1 :]:
+        if m.role != "assistant":
+            continue
+        for call in work_calls(m):
+            paths = modified_paths(call)
+            if not paths:
+                continue
+            new, old = written_texts(call)
+            for path in paths:
+                by_file.pop(path, None)  # changed again: its earlier list is not the last word
+            if not old and len(paths) == 1:
+                items = _UNCHECKED.findall(new)
+                if items:
+                    by_file[paths[0]] = items
+    return [item for items in by_file.values() for item in items][:MAX_CHECKLIST]
+
+
 def _is_write(call: dict[str, Any] | None) -> bool:
     """A call that wrote files; a result whose call is not in the span (an orphan, or its
     call before the span began) is no write."""

@@ -30,6 +30,7 @@ from ...core.span_facts import (
     Signals,
     Statement,
     arguments_of,
+    checklist_left,
     command_run,
     in_reply,
     invoked_steps_left,
@@ -248,6 +249,8 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         tasks=[TaskNote(masked(t.content), t.status) for t in signals.tasks if t.content]
         # the invoked command's steps not yet run are work still to do, after the list's
         + [TaskNote(masked(step), "pending") for step in invoked_steps_left(messages)]
+        # a checklist the agent wrote as it went, left unchecked
+        + [TaskNote(masked(item), "pending") for item in checklist_left(messages)]
         # a file the written ones load that the span has not written yet
         + [
             TaskNote(masked(f"Write `{loaded}` ({by} loads it; not written yet)"), "pending")
