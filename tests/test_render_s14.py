@@ -17,6 +17,7 @@ from ctxtool.compaction.summarizers.extractive import (
     READ,
     _Item,
     _trim_order,
+    fix_gist,
 )
 from ctxtool.compaction.summarizers.span_notes import (
     findings_along_the_way,
@@ -138,3 +139,27 @@ def test_edgerunner_s_benchmark_figures_are_found_at_16k(span):
     edgerunner = span("codex--edgerunner-codex-session")
     found = section(extractive_summary(edgerunner, 3500), FINDINGS)
     assert any("200,000 events in 372 ms" in f for f in found), found
+
+
+def test_a_fix_s_gist_names_the_files_it_changed_and_keeps_its_code():
+    item = (
+        "- `cargo clippy --workspace` failed: error: invalid format string (then: I look.)"
+        " — fixed: `cargo fmt --all -- --check && cargo clippy --workspace` succeeded after"
+        " changing /Users/a/Desktop/new/crates/edgerunner-core/src/risk.rs"
+        " (`let rejected = matches!(`)"
+    )
+    short = fix_gist(item)
+    assert short.endswith("after changing risk.rs (`let rejected = matches!(`)"), short
+    assert "`cargo fmt --all -- --check && cargo clippy --workspace`" in short
+    # a path inside the code or the command is never shortened
+    code = "- `ls a/b.py` failed: No such file — fixed: `ls c/d.py` succeeded after changing e/f.py (`g/h.py`)"
+    assert fix_gist(code).endswith("`ls c/d.py` succeeded after changing f.py (`g/h.py`)")
+
+
+def test_edgerunner_s_format_string_fix_keeps_its_code_at_8k(span):
+    """Codex on edgerunner: the clippy failure's fix (`let rejected = matches!(` in risk.rs)
+    was cut behind the fix command and the file's whole path at 8k."""
+    edgerunner = span("codex--edgerunner-codex-session")
+    errors = section(extractive_summary(edgerunner, 1500), ERRORS)
+    [line] = [e for e in errors if "invalid format string" in e]
+    assert "after changing risk.rs (`let rejected = matches!(`)" in line, line

@@ -359,7 +359,9 @@ class ExtractiveSummarizer:
 MAX_STEPS_LEFT = 4
 GIST_COMMAND_CHARS = 60
 GIST_ERROR_CHARS = 150
-GIST_FIX_CHARS = 110
+GIST_FIX_CHARS = 200
+# the directories of a path in a fix's line ("/Users/a/proj/src/" of "/Users/a/proj/src/x.rs")
+_DIRECTORIES = re.compile(r"(?<![\w`])(?:[\w.@~-]*/)+(?=[\w.@-]+\.\w+\b)")
 _SAME_ON = re.compile(r" \(the same on (\d+) more: .*\)$")
 _FAILED = re.compile(r"^(- )?(`[^`]+`(?: \(shortened\))? failed: |[^:`]{1,60}?: )")
 
@@ -367,7 +369,7 @@ _FAILED = re.compile(r"^(- )?(`[^`]+`(?: \(shortened\))? failed: |[^:`]{1,60}?: 
 def fix_gist(item: str) -> str:
     """A fixed failure's item as one line of cause -> fix, for when the budget is short: its
     command shortened, its first error within ``GIST_ERROR_CHARS``, the fix within
-    ``GIST_FIX_CHARS``; what the agent said then and the other targets' names left out (their
+    ``GIST_FIX_CHARS`` (the files it changed by name, room for the code it brought in); what the agent said then and the other targets' names left out (their
     count stays). Dropping the failure whole loses its fix, which a later question asks for.
     An item that is no fixed failure comes back as it is."""
     head, sep, fix = item.rpartition(" — fixed: ")
@@ -387,6 +389,10 @@ def fix_gist(item: str) -> str:
         opening += lead.group(0)[command.end() :]
     error = whole_sentences(head[lead.end() :], GIST_ERROR_CHARS)
     alike = f" (the same on {more.group(1)} more)" if more else ""
+    before, sep, changed = fix.partition(" after changing ")
+    if sep:  # the files the fix changed by name (room for its code), never inside code
+        files, code, rest = changed.partition(" (`")
+        fix = before + sep + _DIRECTORIES.sub("", files) + code + rest
     short = f"{opening}{error} — fixed: {whole_sentences(fix, GIST_FIX_CHARS)}{alike}"
     return short if len(short) < len(item) else item
 
