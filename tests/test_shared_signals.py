@@ -98,3 +98,20 @@ def test_one_reading_of_a_span_parses_each_call_s_arguments_once(monkeypatch, tm
     assert once == unshared
     assert len(parsed) == len(set(parsed)) > 0  # each text parsed once
     assert asked > 3 * len(parsed), (asked, len(parsed))
+
+
+def test_one_compaction_reads_each_user_message_s_kind_once(sqlite_db, monkeypatch):
+    """Planning asks what each user message is (a turn's start), the summarizer and the gate
+    ask again of the span's: one compaction reads it once a message."""
+    add_session(sqlite_db, 1, coding_session(12), model="gpt-4o")
+    asked: list[int] = []
+    real = span_facts._user_text_kind
+
+    def counted(m):
+        asked.append(m.id)
+        return real(m)
+
+    monkeypatch.setattr(span_facts, "_user_text_kind", counted)
+    outcome = Compactor(sqlite_db.engine, ExtractiveSummarizer(), SETTINGS).compact_session(1)
+    assert outcome.status == "compacted"
+    assert asked and len(asked) == len(set(asked)), asked

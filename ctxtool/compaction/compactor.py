@@ -151,6 +151,8 @@ class Compactor:
 
     # -- one session -----------------------------------------------------------------------------
 
+    # Planning, the summarizer and the gate read each message's kind and calls once.
+    @shared_signals()
     def compact_session(
         self,
         session_id: int,
