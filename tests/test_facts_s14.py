@@ -16,6 +16,7 @@ from ctxtool.core.span_facts import (
     answered_question,
     checklist_left,
     in_reply,
+    left_in_code,
     planned_steps_left,
     signals_of,
 )
@@ -178,3 +179,37 @@ def test_openclaw_span_s_memory_checklist_is_open_work(tmp_path: Path):
     assert "与用户对话，定义DX3906身份" in checklist_left(span.summarized)
     tasks = section(extractive_summary(span), OPEN_TASKS)
     assert any("定义DX3906身份" in t for t in tasks)
+
+
+def _edit(i: int, path: str, old: str, new: str) -> list[Message]:
+    arguments = {"file_path": path, "old_string": old, "new_string": new}
+    call = {"id": f"c{i}", "type": "function",
+            "function": {"name": "Edit", "arguments": json.dumps(arguments)}}  # fmt: skip
+    return [
+        Message(i, 1, "assistant", None, tool_calls=[call]),
+        Message(i + 1, 1, "tool", "ok", tool_call_id=f"c{i}"),
+    ]
+
+
+def test_what_the_code_written_leaves_for_later_is_open_work():
+    code = (
+        "// Replace with your deployed program ID after `anchor deploy`\n"
+        'export const PROGRAM_ID = "Bhvn111";\n'
+        "<!-- Todo list -->\n"  # a heading, no to-do
+        "# TODO: retry on 429\n"
+    )
+    written = _write(1, "src/constants.ts", code)
+    assert left_in_code(written) == [
+        ("src/constants.ts", "Replace with your deployed program ID after `anchor deploy`"),
+        ("src/constants.ts", "TODO: retry on 429"),
+    ]
+    fixed = _edit(3, "src/constants.ts", "# TODO: retry on 429\n", "retry(429)\n")
+    assert left_in_code(written + fixed) == [
+        ("src/constants.ts", "Replace with your deployed program ID after `anchor deploy`")
+    ]
+
+
+def test_wiring_span_s_open_tasks_say_the_program_id_to_replace(tmp_path: Path):
+    span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
+    tasks = section(extractive_summary(span), OPEN_TASKS)
+    assert any("constants.ts`: Replace with your deployed program ID" in t for t in tasks)

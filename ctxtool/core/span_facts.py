@@ -904,6 +904,37 @@ def checklist_left(messages: Sequence[Message]) -> list[str]:
     return [item for items in by_file.values() for item in items][:MAX_CHECKLIST]
 
 
+# A comment in code the agent wrote that leaves something for later: "// Replace with your
+# deployed program ID after `anchor deploy`", "# TODO: …", "FIXME".
+_LEFT_FOR_LATER = re.compile(
+    r"^\s*(?://|#|/\*|\*|<!--|--)\s*(?P<note>(?-i:TODO|FIXME)\b[:\s].{3,150}?|"
+    r"(?:replace|fill in|set) (?:this |it )?(?:with|to) (?:your|the real|a real|the actual)\b.{3,150}?)"
+    r"\s*(?:\*/|-->)?\s*$",
+    re.I | re.M,
+)
+MAX_LEFT_IN_CODE = 4
+
+
+def left_in_code(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """The comments the agent's writes left in the code for later (``_LEFT_FOR_LATER``: a
+    TODO, a value to replace with the real one), each once with its file, in order; one a
+    later edit of the file replaced is gone."""
+    out: dict[tuple[str, str], None] = {}
+    for m in messages:
+        if m.role != "assistant":
+            continue
+        for call in work_calls(m):
+            paths = modified_paths(call)
+            if len(paths) != 1:
+                continue
+            new, old = written_texts(call)
+            for key in [k for k in out if k[0] == paths[0] and k[1] in old]:
+                del out[key]
+            for found in _LEFT_FOR_LATER.finditer(new):
+                out.setdefault((paths[0], found.group("note").strip()), None)
+    return list(out)[:MAX_LEFT_IN_CODE]
+
+
 def _is_write(call: dict[str, Any] | None) -> bool:
     """A call that wrote files; a result whose call is not in the span (an orphan, or its
     call before the span began) is no write."""

@@ -36,6 +36,7 @@ from ...core.span_facts import (
     invoked_steps_left,
     is_bookkeeping,
     is_request,
+    left_in_code,
     loaded_not_written,
     modified_paths,
     path_of,
@@ -251,6 +252,11 @@ def read_span(messages: Sequence[Message]) -> SpanNotes:
         + [TaskNote(masked(step), "pending") for step in invoked_steps_left(messages)]
         # a checklist the agent wrote as it went, left unchecked
         + [TaskNote(masked(item), "pending") for item in checklist_left(messages)]
+        # what the code it wrote leaves for later ("Replace with your deployed program ID")
+        + [
+            TaskNote(masked(f"`{path}`: {note}"), "pending")
+            for path, note in left_in_code(messages)
+        ]
         # a file the written ones load that the span has not written yet
         + [
             TaskNote(masked(f"Write `{loaded}` ({by} loads it; not written yet)"), "pending")
