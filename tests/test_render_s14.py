@@ -15,9 +15,11 @@ from ctxtool.compaction.summarizers.extractive import (
     FILES_CHANGED,
     FINDINGS,
     READ,
+    _fit,
     _Item,
     _trim_order,
     fix_gist,
+    retry_gist,
 )
 from ctxtool.compaction.summarizers.span_notes import (
     findings_along_the_way,
@@ -163,3 +165,21 @@ def test_edgerunner_s_format_string_fix_keeps_its_code_at_8k(span):
     errors = section(extractive_summary(edgerunner, 1500), ERRORS)
     [line] = [e for e in errors if "invalid format string" in e]
     assert "after changing risk.rs (`let rejected = matches!(`)" in line, line
+
+
+def test_a_retry_cut_first_leaves_its_complaint_in_one_short_line():
+    gist = retry_gist(RETRY.replace(" — fixed:", " (on a.py, b.md) — fixed:"))
+    assert gist == "- Edit refused (3 times): File has not been read yet — retried at once"
+    # over budget the line is cut first (the issue's order) and its gist stays
+    items = [_Item(ERRORS, RETRY, 1, resolved=True, retry=True, fallback=gist)]
+    items.append(_Item(FILES_CHANGED, "- `a.py` — " + "why " * 200, 2, fallback="- `a.py`"))
+    text, _ = _fit(items, [], 75, "o200k_base", 0)
+    assert gist in text and RETRY not in text
+
+
+def test_a5c478e1_s_edit_refused_before_a_read_is_said_at_8k(span):
+    """Claude Code on erk (a5c478e1): Edit refused three times with 'File has not been read
+    yet' and retried; at 8k the line went whole, the first thing cut."""
+    erk = span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--mid-implementation")
+    errors = section(extractive_summary(erk, 1500), ERRORS)
+    assert any(e.startswith("- Edit refused") and "has not been read" in e for e in errors), errors

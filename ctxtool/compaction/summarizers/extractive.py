@@ -311,6 +311,8 @@ class ExtractiveSummarizer:
             if error in notes.resolved:  # cause -> fix in one line when room is short
                 items[-1].resolved = True
                 items[-1].retry = error.endswith(RETRIED)
+                if items[-1].retry:  # what stays of it: the complaint, once, without targets
+                    items[-1].fallback = retry_gist(items[-1].text)
                 short = fix_gist(items[-1].text)
                 if short != items[-1].text:
                     items[-1].longer, items[-1].text = items[-1].text, short
@@ -395,6 +397,17 @@ def fix_gist(item: str) -> str:
         fix = before + sep + _DIRECTORIES.sub("", files) + code + rest
     short = f"{opening}{error} — fixed: {whole_sentences(fix, GIST_FIX_CHARS)}{alike}"
     return short if len(short) < len(item) else item
+
+
+RETRY_ERROR_CHARS = 60
+
+
+def retry_gist(item: str) -> str:
+    """A tool's complaint retried past at once, in the fewest words: the tool, how often, the
+    complaint's first sentence (within ``RETRY_ERROR_CHARS``); not the targets."""
+    head = item.removesuffix(RETRIED).split(" (on ", 1)[0]
+    tool, sep, error = head.partition(": ")
+    return f"{tool}{sep}{whole_sentences(error, RETRY_ERROR_CHARS)} — retried at once"
 
 
 def _states_something(statement: str, requests: Sequence[str]) -> bool:
