@@ -213,3 +213,15 @@ def test_wiring_span_s_open_tasks_say_the_program_id_to_replace(tmp_path: Path):
     span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
     tasks = section(extractive_summary(span), OPEN_TASKS)
     assert any("constants.ts`: Replace with your deployed program ID" in t for t in tasks)
+
+
+def test_a_step_that_opens_with_the_file_it_makes_is_done_once_written():
+    changed = ["/home/u/app/src/lib/constants.ts"]
+    assert changed_named_file("2. lib/constants.ts — PROGRAM_ID, RPC endpoint", changed)
+    assert not changed_named_file("3. hooks/useProperties.ts — fetch all PDAs", changed)
+
+
+def test_wiring_span_s_next_step_lists_no_file_it_wrote(tmp_path: Path):
+    span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
+    steps = " ".join(section(extractive_summary(span), NEXT_STEP))
+    assert "lib/program.ts — getProgram()" not in steps  # written: done, not to do

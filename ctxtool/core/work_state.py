@@ -246,9 +246,12 @@ _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.[A-Za-z]\w{
 
 def changed_named_file(step: str, changed: Sequence[str]) -> bool:
     """A step that changes a file (``_CHANGING``) whose first named file the span changed
-    (written, moved or deleted): "remove the old files (main.ts, cli.ts)" after ``rm main.ts``."""
+    (written, moved or deleted): "remove the old files (main.ts, cli.ts)" after ``rm main.ts``;
+    or a step that opens with the file it makes ("lib/constants.ts — PROGRAM_ID, …")."""
     verb = _CHANGING.search(step)
     named = _FILE_NAME.search(step, verb.end()) if verb else None
+    if named is None:  # a step that is a file to make ("2. lib/constants.ts — PROGRAM_ID, …")
+        named = _FILE_NAME.match(_TASK_NUMBER.sub("", step.strip("-*` ")))
     if named is None:
         return False
     name = named.group(1)
