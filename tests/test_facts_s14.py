@@ -18,6 +18,7 @@ from ctxtool.core.span_facts import (
     in_reply,
     left_in_code,
     planned_steps_left,
+    rejected_calls,
     signals_of,
 )
 from ctxtool.core.work_state import changed_named_file, planned_steps, request_steps, steps_left
@@ -225,3 +226,23 @@ def test_wiring_span_s_next_step_lists_no_file_it_wrote(tmp_path: Path):
     span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
     steps = " ".join(section(extractive_summary(span), NEXT_STEP))
     assert "lib/program.ts — getProgram()" not in steps  # written: done, not to do
+
+
+def test_the_calls_the_user_refused_are_said_with_what_they_were_for():
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "WebFetch", "arguments": json.dumps({"url": "https://www.landx.id"})}}  # fmt: skip
+    refused = "The user doesn't want to proceed with this tool use. The tool use was rejected."
+    turn = [
+        Message(1, 1, "user", "Research the market"),
+        Message(2, 1, "assistant", None, tool_calls=[call]),
+        Message(3, 1, "tool", refused, tool_call_id="c1"),
+    ]
+    assert rejected_calls(turn) == [("WebFetch", "www.landx.id")]
+    stopped = [*turn[:2], Message(3, 1, "tool", "Command aborted", tool_call_id="c1")]
+    assert rejected_calls(stopped) == []  # stopped, not refused
+
+
+def test_wiring_span_s_errors_say_the_user_rejected_the_web_fetches(tmp_path: Path):
+    span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
+    [line] = [e for e in section(extractive_summary(span), ERRORS) if "rejected" in e]
+    assert line.startswith("- WebFetch rejected by the user (2 times): ") and "landx.id" in line

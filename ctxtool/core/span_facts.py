@@ -1108,6 +1108,28 @@ def planned_steps_left(messages: Sequence[Message]) -> list[str]:
     return steps_left(steps, said, successful_actions(messages, start), changed)
 
 
+# The runtime's words when the user refused a call the agent asked to make (Claude Code).
+_REFUSED = re.compile(r"tool use was rejected|doesn't want to proceed with this tool use", re.I)
+
+
+def rejected_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """The calls the user refused to let run, as (tool, what it was to act on: its URL
+    without the scheme, its path or command), in order: no error of the work, but what the
+    user would not have done."""
+    calls = _calls_by_id(messages)
+    out = []
+    for run in _runs(messages):
+        if not _REFUSED.search(unwrapped_output(run.result.content or "")[:OPENING]):
+            continue
+        call = calls.get(run.result.tool_call_id or "")
+        target = (url_of(call) or path_of(call) or command_run(call) or "") if call else ""
+        out.append((run.tool, re.sub(r"^https?://", "", target)[:120]))
+    return out
+
+
+OPENING = 300
+
+
 def successful_actions(messages: Sequence[Message], after: int = -1) -> list[str]:
     """What each successful run after index ``after`` did: its command line (or tool and
     path) and the purpose the agent gave it (``work_state.done_by_action`` reads them)."""

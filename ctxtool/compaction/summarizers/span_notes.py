@@ -41,6 +41,7 @@ from ...core.span_facts import (
     modified_paths,
     path_of,
     reaction_after,
+    rejected_calls,
     signals_of,
     succeeded_commands,
     succeeded_targets,
@@ -607,6 +608,15 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
     turns = _failed_turns(messages)
     if turns:
         out[("", turns)] = masked(turns)
+    refused: dict[str, list[str]] = {}
+    for tool, target in rejected_calls(messages):
+        refused.setdefault(tool, []).append(target)
+    for tool, targets in refused.items():  # what the user would not let run
+        count = f" ({len(targets)} times)" if len(targets) > 1 else ""
+        on = ", ".join(dict.fromkeys(t for t in targets if t))
+        out[(tool, "rejected")] = masked(
+            f"{tool} rejected by the user{count}" + (f": {on}" if on else "")
+        )
     for (tool, error), targets in retries.items():
         named = ", ".join(dict.fromkeys(t for t in targets if t))
         count = f" ({len(targets)} times)" if len(targets) > 1 else ""
