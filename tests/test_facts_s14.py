@@ -8,11 +8,12 @@ from pathlib import Path
 
 from ctxtool.core.outcomes import Run, outcomes, repeats_error
 from ctxtool.core.records import Message
-from ctxtool.core.sections import ERRORS, NEXT_STEP, OPEN_TASKS
+from ctxtool.core.sections import DECISIONS, ERRORS, NEXT_STEP, OPEN_TASKS
 from ctxtool.core.span_facts import (
     _WARNINGS,
     Request,
     _same_file,
+    agent_choices,
     answered_question,
     checklist_left,
     in_reply,
@@ -246,3 +247,32 @@ def test_wiring_span_s_errors_say_the_user_rejected_the_web_fetches(tmp_path: Pa
     span = keyed_span_named("claude-code--bhavana-claude-session--wiring-frontend", tmp_path)
     [line] = [e for e in section(extractive_summary(span), ERRORS) if "rejected" in e]
     assert line.startswith("- WebFetch rejected by the user (2 times): ") and "landx.id" in line
+
+
+def test_a_way_the_agent_chose_with_its_reason_is_a_decision():
+    said = [
+        Message(1, 1, "user", "Build a TODO app"),
+        Message(
+            2,
+            1,
+            "assistant",
+            "No commands found. Since no custom commands are available, I'll split the work"
+            " into parallel subtasks. I'll run the tests now.",  # no reason: no choice
+        ),
+        Message(
+            3, 1, "assistant", "I'll try the installer with approval since it runs a remote script."
+        ),
+    ]
+    assert agent_choices(said) == [
+        "Since no custom commands are available, I'll split the work into parallel subtasks.",
+        "I'll try the installer with approval since it runs a remote script.",
+    ]
+    assert agent_choices(said[:1]) == []
+
+
+def test_fe5e1c67_span_s_decisions_say_why_the_agent_split_the_work(tmp_path: Path):
+    span = keyed_span_named("claude-code--fe5e1c67-53e7-4862-81ae-d0e013e3270b", tmp_path)
+    decisions = section(extractive_summary(span), DECISIONS)
+    assert any(
+        d.startswith("- (the agent) Since no custom commands are available") for d in decisions
+    )

@@ -1108,6 +1108,29 @@ def planned_steps_left(messages: Sequence[Message]) -> list[str]:
     return steps_left(steps, said, successful_actions(messages, start), changed)
 
 
+# The agent choosing a way and saying why: "Since no custom commands are available, I'll
+# decompose …", "I'll try the installer in bash with approval since it downloads …".
+_REASONED_CHOICE = re.compile(
+    r"(?:^|(?<=[.!?]\s))((?:Since|Because|As) [^.!?\n]{5,160}, (?:I['\u2019]ll|I will|let me|"
+    r"we['\u2019]ll)[^.!?\n]{5,200}[.!]|I['\u2019]ll [^.!?\n]{5,160} (?:since|because) "
+    r"[^.!?\n]{5,200}[.!])",
+    re.I | re.M,
+)
+MAX_AGENT_CHOICES = 3
+
+
+def agent_choices(messages: Sequence[Message]) -> list[str]:
+    """The ways the agent chose and said why (``_REASONED_CHOICE``), the newest
+    ``MAX_AGENT_CHOICES``, each once: a decision of the work though not the user's."""
+    found = [
+        choice.group(1)
+        for m in messages
+        if m.role == "assistant" and m.content
+        for choice in _REASONED_CHOICE.finditer(m.content)
+    ]
+    return list(dict.fromkeys(found))[-MAX_AGENT_CHOICES:]
+
+
 # The runtime's words when the user refused a call the agent asked to make (Claude Code).
 _REFUSED = re.compile(r"tool use was rejected|doesn't want to proceed with this tool use", re.I)
 

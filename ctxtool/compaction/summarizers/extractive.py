@@ -46,6 +46,7 @@ from ...core.sections import (
     parse_sections,
 )
 from ...core.span_facts import (
+    agent_choices,
     is_request,
     modified_paths,
     planned_steps_left,
@@ -336,6 +337,8 @@ class ExtractiveSummarizer:
         for text in notes.decisions:
             if _states_something(text, notes.requests) and not asks_the_agent(text):
                 add(DECISIONS, "- " + text)
+        for text in agent_choices(request.messages):  # the agent's own, with its reason
+            add(DECISIONS, "- (the agent) " + masked(text))
         if self.condensed_log:  # the first items trimmed: the sections say it shorter
             turns = condensed_log(request.messages)
             items += [_Item(LOG, turn, n - len(turns) - age) for n, turn in enumerate(turns)]
