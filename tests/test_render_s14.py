@@ -11,6 +11,7 @@ from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxtool.compaction.summarizers.extractive import (
     CONSTRAINTS,
     DONE,
+    EARLIER_REQUESTS,
     ERRORS,
     FILES_CHANGED,
     FINDINGS,
@@ -183,3 +184,12 @@ def test_a5c478e1_s_edit_refused_before_a_read_is_said_at_8k(span):
     erk = span("claude-code--a5c478e1-0d31-46d4-9fd6-3b6b203b3752--mid-implementation")
     errors = section(extractive_summary(erk, 1500), ERRORS)
     assert any(e.startswith("- Edit refused") and "has not been read" in e for e in errors), errors
+
+
+def test_a_request_said_whole_outlasts_the_names_a_file_s_edits_bring_in():
+    request = _Item(EARLIER_REQUESTS, "- Build the program.", 1, extra_first=True)
+    request.longer = "- Build the program. Seed it with " + "Sudirman Park, " * 12
+    changed = _Item(FILES_CHANGED, "- `a.py` — why", 2, extra_first=True)
+    changed.longer = "- `a.py` — why (its edits bring in " + "`name`, " * 12 + ")"
+    text, _ = _fit([request, changed], [], 140, "o200k_base", 0)
+    assert "Sudirman Park" in text and "bring in" not in text

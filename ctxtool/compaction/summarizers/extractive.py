@@ -919,7 +919,9 @@ def _fit(
     noise = next((n for n, i in enumerate(order) if not (i.retry or i.section == READ)), 0)
     # the agent's findings along the way go first: the sections and reports say more
     steps = [(i, False) for i in order if i.section == FINDINGS and not has_figure(i.text)]
-    steps += [(i, True) for i in longer if i.extra_first]
+    # the user's words said whole shrink after the other extra forms: request history last
+    extras = sorted((i for i in longer if i.extra_first), key=_users_words)
+    steps += [(i, True) for i in extras]
     steps += [(i, False) for i in order[:noise]] + [(i, True) for i in longer if not i.extra_first]
     steps += [(i, False) for i in order[noise:]]
     dropped: set[int] = set()
