@@ -21,6 +21,7 @@ from ctxtool.compaction.summarizers.extractive import (
     _trim_order,
     fix_gist,
     retry_gist,
+    settings_written,
 )
 from ctxtool.compaction.summarizers.span_notes import (
     findings_along_the_way,
@@ -193,3 +194,25 @@ def test_a_request_said_whole_outlasts_the_names_a_file_s_edits_bring_in():
     changed.longer = "- `a.py` — why (its edits bring in " + "`name`, " * 12 + ")"
     text, _ = _fit([request, changed], [], 140, "o200k_base", 0)
     assert "Sudirman Park" in text and "bring in" not in text
+
+
+def test_the_settings_of_a_small_configuration_file_are_said():
+    toml = (
+        '[viewer]\nsource = "example.jsonl"\n# the collapse\ncollapse_output_line_threshold = 300\n'
+    )
+    assert settings_written(toml) == [
+        'source = "example.jsonl"',
+        "collapse_output_line_threshold = 300",
+    ]
+    assert settings_written("name: app\nport: 8080") == ["name: app", "port: 8080"]
+    assert settings_written("def f(x):\n    return x\n") == []  # code is no configuration
+    assert settings_written("\n".join(f"k{n} = {n}" for n in range(20))) == []  # nor a long file
+
+
+def test_the_log_viewer_s_collapse_thresholds_are_said_at_its_toml(span):
+    """Codex on codex_log_viewer: the agent wrote viewer.toml whole (two collapse thresholds);
+    the summary listed the bare path."""
+    viewer = span("codex--20260213134203_redacted_current_codex_session_jsonl_export--mid-rename")
+    changed = section(extractive_summary(viewer, 3500), FILES_CHANGED)
+    [toml] = [c for c in changed if "viewer.toml`" in c.split(" ")[1]]
+    assert "`collapse_output_char_threshold = 15000`" in toml, toml

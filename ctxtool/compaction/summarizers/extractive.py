@@ -319,6 +319,7 @@ class ExtractiveSummarizer:
                     items[-1].longer, items[-1].text = items[-1].text, short
                     items[-1].extra_first = True
         brought = _names_by_file(request.messages) if notes.files else {}
+        settings = _settings_by_file(request.messages) if notes.files else {}
         for path, why in notes.files.items():
             shown = f"`{path}` {notes.labels[path]}" if path in notes.labels else f"`{path}`"
             if why:
@@ -326,6 +327,9 @@ class ExtractiveSummarizer:
                 items[-1].fallback = f"- {shown}"
             else:
                 add(FILES_CHANGED, f"- {shown}", protected=True)
+            if settings.get(path):  # what a configuration file it wrote sets
+                sets = ", ".join(f"`{line}`" for line in settings[path])
+                items[-1].text += f" (sets {sets})"
             unnamed = [n for n in brought.get(path, []) if f"`{n}`" not in items[-1].text]
             if unnamed and why:  # what its edits brought in, while there is room
                 names = ", ".join(f"`{n}`" for n in unnamed[:MAX_MORE_NAMES])
@@ -586,6 +590,37 @@ def _names_by_file(messages: Sequence[Message]) -> dict[str, list[str]]:
             for path in paths:
                 out.setdefault(path, [])
                 out[path] += [n for n in names if n not in out[path]]
+    return out
+
+
+MAX_SETTINGS = 12
+_SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*[=:]\s*\S")
+_NOT_SETTINGS = ("#", "[", "//", ";")  # comments and a TOML/INI table's header
+
+
+def settings_written(text: str) -> list[str]:
+    """The ``key = value`` lines of a small configuration file the agent wrote whole (TOML,
+    INI, YAML, .env), each as written: a threshold or a port it set is what a later question
+    asks for, and a bare path says none of it. None for anything else (code, prose)."""
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(_NOT_SETTINGS)]
+    if not lines or len(lines) > MAX_SETTINGS or not all(_SETTING.match(x) for x in lines):
+        return []
+    return lines
+
+
+def _settings_by_file(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """For each file one write of the span made a small configuration file, its settings
+    (the last such write)."""
+    out: dict[str, list[str]] = {}
+    for m in messages:
+        if m.role != "assistant":
+            continue
+        for call in work_calls(m):
+            paths = modified_paths(call)
+            new, old = written_texts(call)
+            if len(paths) == 1 and not old and (found := settings_written(new)):
+                out[paths[0]] = found
     return out
 
 
