@@ -63,7 +63,7 @@ def own_words(text: str) -> str:
     passage in quotation marks): the user's own words."""
     if not any(mark in text for mark in ("```", "~~~", ">", '"', "“")):
         return " ".join(text.split())  # nothing quoted: each step below would leave it as it is
-    text = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", " ", text)
+    text = re.sub(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1|\Z)", " ", text)
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
     text = re.sub(r"[\"“]([^\"”]{120,})[\"”]", " ", text)
     return " ".join(text.split())
@@ -125,7 +125,7 @@ _REPORTED_DONE = re.compile(
     r"successfully (implemented|completed|pushed|merged|released|deployed|created|built)|"
     r"is (now )?ready (for use|to use)|"
     # a report's heading line: "**SFX added:**", "Bug fixed."
-    r"^\W*\w[\w .-]{0,40} (added|fixed|updated|removed|implemented|created)\W*$|"
+    r"^[^\w\n]*\w[\w .-]{0,40} (added|fixed|updated|removed|implemented|created)[^\w\n]*$|"
     r"everything (is )?(in place|done)|all \w+ (tests )?pass(ed)?|changes made:|"
     # a closing report that opens with what it did ("Updated only JavaScript as requested")
     r"\A\s*(updated|implemented|fixed|created|refactored|removed|added|committed|pushed) "
