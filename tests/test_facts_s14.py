@@ -121,13 +121,16 @@ def test_a_warning_a_later_edit_of_its_file_removed_is_a_fix_worth_keeping():
     assert _WARNINGS[2].search(biome).group("path") == "packages/app/src/cli/args.ts"
 
 
-def test_edgerunner_span_s_unused_imports_warning_is_fixed_by_the_next_patch(tmp_path: Path):
+def test_edgerunner_span_s_unused_imports_warning_patched_but_not_rerun_is_not_called_fixed(
+    tmp_path: Path,
+):
+    # The patch of main.rs came after the last `cargo check` printing it, but nothing ran
+    # after the patch: the warning is not known to be gone (``_warnings_fixed``).
     span = keyed_span_named("codex--edgerunner-codex-session--backend-only", tmp_path)
-    [warned] = [f for f in signals_of(span.summarized).failures if f.warning]
-    assert "unused imports: `DislocationConfig` and `EngineConfig`" in warned.error
-    assert "main.rs" in warned.error and warned.fixed and warned.fixed_by == "apply_patch"
-    [line] = [i for i in section(extractive_summary(span), ERRORS) if "unused imports" in i]
-    assert "warned: unused imports" in line and "fixed" in line
+    assert [f for f in signals_of(span.summarized).failures if f.warning] == []
+    assert not any(
+        "→ failed" in i and "cargo check" in i for i in extractive_summary(span).splitlines()
+    )
 
 
 def test_a_prose_request_s_asks_joined_by_and_are_its_steps():

@@ -1352,59 +1352,75 @@ def _same_file(named: str, path: str) -> bool:
 
 def _warnings_fixed(messages: Sequence[Message], runs: Sequence[_Run]) -> list[Failure]:
     """The warnings of command runs that succeeded which a later edit of the file each names
-    removed (no later run of the same command prints it again): as fixed failures marked
-    ``warning``, what was warned of and where, the edit that fixed it. A warning never acted on
-    is left out: a build's standing warnings are no news."""
+    removed: an edit of that file follows the last run that printed it, and a later run of the
+    same program (its output whole, not cut by ``head``/``tail``/``grep``) no longer prints it.
+    As fixed failures marked ``warning``: what was warned of and where, the edit that fixed it.
+    A warning never acted on, or printed again, is left out: a build's standing warnings are
+    no news. Each run's output is read once and each distinct warning judged once."""
     changes = _changes_by_index(messages)
-    out: list[Failure] = []
-    seen: set[tuple[str, str]] = set()
+    first: dict[tuple[str, str], tuple[int, str]] = {}  # warning -> its first run, its target
+    last_print: dict[tuple[str, str], int] = {}  # warning -> the last run (any) printing it
+    whole_runs: dict[str, list[int]] = {}  # target -> runs whose output is whole, in order
     for n, run in enumerate(runs):
         if run.failed or run.tool.lower() not in COMMAND_TOOLS:
             continue
+        target = command_target(run.command)
+        if not _CUT_OUTPUT.search(run.command):
+            whole_runs.setdefault(target, []).append(run.index)
         text = unwrapped_output(run.result.content or "")
         if "warning" not in text.lower() and "lint/" not in text:
             continue
         for pattern in _WARNINGS:
             for found in pattern.finditer(text):
-                msg, named = found.group("msg").strip(), found.group("path")
-                if (msg, named) in seen or len(out) >= MAX_WARNINGS:
-                    continue
-                edit = next((i for i, p in changes if i > run.index and _same_file(named, p)), None)
-                target = command_target(run.command)
-                again = edit is not None and any(
-                    r.index > edit
-                    and command_target(r.command) == target
-                    and msg in (r.result.content or "")
-                    for r in runs[n + 1 :]
-                )
-                if edit is None or again:
-                    continue
-                seen.add((msg, named))
-                fix = next((c for c in work_calls(messages[edit])), None)
-                same = next(
-                    (
-                        k
-                        for k, f in enumerate(out)
-                        if f.message_id == run.result.id and f.error.startswith(f"{msg} (")
-                    ),
-                    None,
-                )
-                if same is not None:  # a run's warning in several files: said once, each named
-                    out[same] = replace(out[same], error=f"{out[same].error[:-1]}, {named})")
-                    continue
-                out.append(
-                    Failure(
-                        run.result.id,
-                        run.tool,
-                        run.command,
-                        f"{msg} ({named})",
-                        fixed=True,
-                        fixed_by_message_id=messages[edit].id,
-                        fixed_by=_command_of(fix) if fix else None,
-                        warning=True,
-                    )
-                )
+                key = (found.group("msg").strip(), found.group("path"))
+                first.setdefault(key, (n, target))
+                last_print[key] = run.index
+    by_name: dict[str, list[tuple[int, str]]] = {}  # a changed file's base name -> its changes
+    for i, p in changes:
+        by_name.setdefault(re.split(r"[/\\]", p)[-1], []).append((i, p))
+    edits_of: dict[str, list[int]] = {}
+    out: list[Failure] = []
+    for (msg, named), (n, target) in first.items():
+        if len(out) >= MAX_WARNINGS:
+            break
+        if named not in edits_of:
+            base = re.split(r"[/\\]", named)[-1]
+            edits_of[named] = [i for i, p in by_name.get(base, ()) if _same_file(named, p)]
+        printed = last_print[(msg, named)]
+        edit = next((i for i in edits_of[named] if i > printed), None)
+        if edit is None or not any(i > edit for i in whole_runs.get(target, ())):
+            continue  # never acted on, or not run again since: not known to be gone
+        run = runs[n]
+        fix = next((c for c in work_calls(messages[edit])), None)
+        same = next(
+            (
+                k
+                for k, f in enumerate(out)
+                if f.message_id == run.result.id and f.error.startswith(f"{msg} (")
+            ),
+            None,
+        )
+        if same is not None:  # a run's warning in several files: said once, each named
+            out[same] = replace(out[same], error=f"{out[same].error[:-1]}, {named})")
+            continue
+        out.append(
+            Failure(
+                run.result.id,
+                run.tool,
+                run.command,
+                f"{msg} ({named})",
+                fixed=True,
+                fixed_by_message_id=messages[edit].id,
+                fixed_by=_command_of(fix) if fix else None,
+                warning=True,
+            )
+        )
     return out
+
+
+# A command whose output a pipe cuts (``| tail -3``, ``| head``, ``| grep error``): a warning
+# missing from it may only have been cut.
+_CUT_OUTPUT = re.compile(r"\|\s*(?:head|tail|grep|rg|sed|awk|less|wc)\b")
 
 
 MAX_CHANGED_CODE = 2

@@ -586,7 +586,7 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             alike[group].append(_target_shown(f.tool, f.command))
             continue
         alike[group] = []
-        said = _reaction(messages, i) if i is not None else ""
+        said = _reaction(messages, i) if i is not None and not f.warning else ""
         if said in reactions:
             said = ""  # said at the failure before it
         reactions.add(said)
@@ -804,7 +804,7 @@ def _current_work(signals: Signals, messages: Sequence[Message]) -> list[str]:
     if work is None:
         return []
     out = [masked(_quoted(_last_statement(messages)))] if work.statement else []
-    failed = {f.message_id for f in signals.failures}
+    failed = {f.message_id for f in signals.failures if not f.warning}  # a warning: still ok
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     lines: list[str] = []
     shown_ids: set[str] = set()
@@ -998,7 +998,7 @@ def condensed_log(messages: Sequence[Message]) -> list[str]:
     the agent's statements (their first sentence) and each tool call with its outcome, outputs
     elided. Consecutive calls of one tool on nothing in particular are counted, not listed."""
     signals = signals_of(messages)
-    failed = {f.message_id for f in signals.failures}
+    failed = {f.message_id for f in signals.failures if not f.warning}  # a warning: still ok
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     turns: list[list[str]] = []
     said: list[str] = []
