@@ -237,25 +237,71 @@ def done_by_file(item: str, changed: Sequence[str]) -> bool:
 
 
 # A step that changes a file by its verb, and the first file it names, bare or with a path
-# ("remove the old remaining files (main.ts, cli.ts)").
-_CHANGING = re.compile(
-    r"\b(?:remove|remoev|delete|rename|move|update|edit|change|add|create|write|fix)\b", re.I
-)
+# ("remove the old remaining files (main.ts, cli.ts)"). Only a step that asks to remove a file
+# is done by its deletion: "create a new interactive-mode.ts" is not done by ``rm`` of the old.
+_CHANGING_VERBS = [
+    "remove",
+    "delete",
+    "rename",
+    "move",
+    "update",
+    "edit",
+    "change",
+    "add",
+    "create",
+    "write",
+    "fix",
+]
+_REMOVING_VERBS = ["remove", "delete"]
+TYPO_VERB_LETTERS = 5  # a verb this long is read through one swap of adjacent letters
+
+
+def _typed(verbs: Sequence[str]) -> re.Pattern[str]:
+    """The verbs, and each of at least ``TYPO_VERB_LETTERS`` letters with two adjacent
+    letters swapped (the commonest slip of a typist: "remoev", "udpate")."""
+    forms = dict.fromkeys(verbs)
+    for verb in verbs:
+        if len(verb) >= TYPO_VERB_LETTERS:
+            for i in range(len(verb) - 1):
+                forms[verb[:i] + verb[i + 1] + verb[i] + verb[i + 2 :]] = None
+    return re.compile(r"\b(?:" + "|".join(sorted(forms, key=len, reverse=True)) + r")\b", re.I)
+
+
+_CHANGING = _typed(_CHANGING_VERBS)
+_REMOVING = _typed(_REMOVING_VERBS)
+# A step that opens with an article names the thing the step before asks for ("…, and add a
+# code map to AGENTS.md, and a DEVELOPMENT.md …"): it takes that step's verb.
+_ARTICLE_LED = re.compile(r"^\W*(?:a|an|the)\s", re.I)
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.[A-Za-z]\w{0,5})(?![\w/-])")
 
 
-def changed_named_file(step: str, changed: Sequence[str]) -> bool:
-    """A step that changes a file (``_CHANGING``) whose first named file the span changed
-    (written, moved or deleted): "remove the old files (main.ts, cli.ts)" after ``rm main.ts``;
-    or a step that opens with the file it makes ("lib/constants.ts — PROGRAM_ID, …")."""
-    verb = _CHANGING.search(step)
-    named = _FILE_NAME.search(step, verb.end()) if verb else None
+def changed_named_file(
+    step: str, changed: Sequence[str], deleted: Sequence[str] = (), verb: str | None = None
+) -> bool:
+    """A step that changes a file (``_CHANGING``, or ``verb``: the step before's, for a step
+    that opens with an article) whose first named file the span wrote (``changed``), or
+    deleted (``deleted``) when the step asks to remove it: "remove the old files (main.ts,
+    cli.ts)" after ``rm main.ts``; or a step that opens with the file it makes
+    ("lib/constants.ts — PROGRAM_ID, …"). ``changed`` and ``deleted``: the files changed
+    since the request, not before it (an earlier turn's edit does no step of a later ask)."""
+    found = _CHANGING.search(step)
+    if found is None and verb and _ARTICLE_LED.match(step):
+        step = f"{verb} {step}"
+        found = _CHANGING.match(step)
+    named = _FILE_NAME.search(step, found.end()) if found else None
     if named is None:  # a step that is a file to make ("2. lib/constants.ts — PROGRAM_ID, …")
         named = _FILE_NAME.match(_TASK_NUMBER.sub("", step.strip("-*` ")))
     if named is None:
         return False
     name = named.group(1)
-    return any(p == name or p.endswith(("/" + name, "\\" + name)) for p in changed)
+    gone = deleted if found and _REMOVING.fullmatch(found.group(0)) else ()
+    return any(p == name or p.endswith(("/" + name, "\\" + name)) for p in [*changed, *gone])
+
+
+def _verb_of(step: str) -> str | None:
+    """The verb by which a step changes a file (``_CHANGING``), None when it names none."""
+    found = _CHANGING.search(step)
+    return found.group(0).lower() if found else None
 
 
 def retired(pending: Sequence[str], finished: Sequence[str]) -> list[bool]:
@@ -684,18 +730,27 @@ def steps_left(
     statements: Sequence[str],
     actions: Sequence[str] = (),
     changed: Sequence[str] = (),
+    deleted: Sequence[str] = (),
 ) -> list[str]:
     """The steps the span has not done: not one its agent's words last report finished
-    ("Phase 1 complete"), that a successful run carried out, or that made a file it
-    changed. Steps before the last done one are done too (the work goes in order)."""
-    done = [
-        finished_by_report(s, statements)
-        or done_by_action(s, actions)
-        or done_by_file(s, changed)
-        or changed_named_file(s, changed)
-        for s in steps
-    ]
-    last = max((n for n, d in enumerate(done) if d), default=-1)
+    ("Phase 1 complete"), that a successful run carried out, or that made a file it wrote
+    (``changed``) or removed one it deleted (``deleted``), both since the request. Each step
+    is judged on its own: only a plan's phase the agent reports finished ("Phase 3 complete")
+    says the phases before it are done too (a plan goes in order); a file written for a later
+    step says nothing of the steps before it."""
+    done, reported = [], []
+    verb = None
+    for step in steps:
+        by_report = finished_by_report(step, statements)
+        reported.append(by_report and bool(_LABELLED_STEP.match(step)))
+        done.append(
+            by_report
+            or done_by_action(step, actions)
+            or done_by_file(step, changed)
+            or changed_named_file(step, changed, deleted, verb)
+        )
+        verb = _verb_of(step) or (verb if _ARTICLE_LED.match(step) else None)
+    last = max((n for n, r in enumerate(reported) if r), default=-1)
     return [s for n, s in enumerate(steps) if n > last and not done[n]]
 
 
