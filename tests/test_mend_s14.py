@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ctxtool.compaction.summarizers.span_notes import read_span
-from ctxtool.core.span_facts import _failures
+from ctxtool.core.span_facts import _failures, checklist_left
 
 from .test_span_facts import Span
 
@@ -73,3 +73,26 @@ def test_many_warnings_over_many_runs_are_judged_in_linear_time():
     start = time.process_time()
     assert _warned(span) == []  # each warning printed again after its last edit
     assert time.process_time() - start < 3
+
+
+def test_a_checklist_item_the_span_did_after_writing_the_list_is_not_left_open():
+    span = Span()
+    span.user("add a parser and tests for it")
+    plan = "# Plan\n- [ ] Add parser in parser.py\n- [ ] Add tests in test_parser.py\n- [ ] Run pytest\n"
+    plan += "- [ ] Update the README\n"
+    span.call("Write", "ok", file_path="PLAN.md", content=plan)
+    span.call("Write", "ok", file_path="parser.py", content="def parse(s):\n    return s.split()\n")
+    span.call("Write", "ok", file_path="test_parser.py", content="def test():\n    pass\n")
+    span.call("Bash", "1 passed in 0.01s", exit_code=0, command="pytest")
+    assert checklist_left(span.messages) == ["Update the README"]
+    span.add("assistant", "All done: the README update is in.")
+    assert checklist_left(span.messages) == []
+
+
+def test_a_template_s_checkboxes_are_no_tasks():
+    span = Span()
+    span.user("add a pull request template")
+    boxes = "## Checklist\n- [ ] Tests added\n- [ ] Docs updated\n"
+    span.call("Write", "ok", file_path=".github/pull_request_template.md", content=boxes)
+    span.call("Write", "ok", file_path="docs/issue-template.md", content=boxes)
+    assert checklist_left(span.messages) == []

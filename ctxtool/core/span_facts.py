@@ -66,6 +66,7 @@ from .work_state import (
     planned_steps,
     quotes_to_reject,
     reported_done,
+    same_work,
     steps_left,
     superseded,
     users_own_words,
@@ -884,10 +885,13 @@ def checklist_left(messages: Sequence[Message]) -> list[str]:
     """The unchecked items (``- [ ] …``) of the checklists the agent wrote since the latest
     request into a file it has not changed since (a memory or plan file's to-do list, written
     as the turn's work ended): work it left open. A list edited again later is left to the
-    list's later state, which an edit shows only in part."""
+    list's later state, which an edit shows only in part. A template's boxes (under
+    ``.github/``, a ``*template*`` file) are for its readers, not the agent's work; an item the
+    span did after the list was written is not left: a later change of a file it names, a
+    later successful run of a command it names, the agent's later report of it done."""
     start = max((i for i, m in enumerate(messages) if is_request(m)), default=-1)
-    by_file: dict[str, list[str]] = {}
-    for m in messages[start + 1 :]:
+    by_file: dict[str, tuple[int, list[str]]] = {}
+    for i, m in enumerate(messages[start + 1 :], start + 1):
         if m.role != "assistant":
             continue
         for call in work_calls(m):
@@ -897,11 +901,57 @@ def checklist_left(messages: Sequence[Message]) -> list[str]:
             new, old = written_texts(call)
             for path in paths:
                 by_file.pop(path, None)  # changed again: its earlier list is not the last word
-            if not old and len(paths) == 1:
+            if not old and len(paths) == 1 and not _TEMPLATE.search(paths[0]):
                 items = _UNCHECKED.findall(new)
                 if items:
-                    by_file[paths[0]] = items
-    return [item for items in by_file.values() for item in items][:MAX_CHECKLIST]
+                    by_file[paths[0]] = (i, items)
+    if not by_file:
+        return []
+    changes = _changes_by_index(messages)
+    runs = [r for r in _runs(messages) if not r.failed]
+    said = [
+        (i, m.content or "")
+        for i, m in enumerate(messages)
+        if m.role == "assistant" and reported_done(m.content or "")
+    ]
+
+    def done_after(item: str, written: int) -> bool:
+        names = {n.lower() for n in _NAMED_FILE.findall(item)}
+        if any(
+            i > written and (p.lower() in names or re.split(r"[/\\]", p)[-1].lower() in names)
+            for i, p in changes
+        ):
+            return True
+        if any(r.index > written and _names_command(item, r.command) for r in runs):
+            return True
+        return any(i > written and same_work(item, text, 0.8) for i, text in said)
+
+    return [
+        item
+        for written, items in by_file.values()
+        for item in items
+        if not done_after(item, written)
+    ][:MAX_CHECKLIST]
+
+
+# A file a checklist's item names ("Add tests in test_parser.py", "Fill TOOLS.md").
+_NAMED_FILE = re.compile(r"[\w./-]*\w\.[A-Za-z]\w{0,5}\b")
+# A file of boxes for its readers to tick: a pull-request or issue template.
+_TEMPLATE = re.compile(r"(?:^|[/\\])\.github[/\\]|template", re.I)
+
+
+def _names_command(item: str, command: str) -> bool:
+    """A checklist item names a command line that ran: its program is a word of the item, and
+    each word of the item after it that looks like an argument (a flag, a path) is in it."""
+    words = command.split()
+    if not words:
+        return False
+    program = re.split(r"[/\\]", words[0])[-1]
+    said = item.replace("`", " ").split()
+    if program not in said:
+        return False
+    after = said[said.index(program) + 1 :]
+    return all(w in words for w in after if w.startswith("-") or "/" in w)
 
 
 # A comment in code the agent wrote that leaves something for later: "// Replace with your
