@@ -97,3 +97,15 @@ def test_last_failed_call_with_a_long_command_is_listed_once():
     s.call("shell", "Exit code: 1\nOutput:\nfatal error", exit_code=1, command=long)
     work = read_span(s.messages).current_work
     assert sum("export.sh" in line for line in work) == 1, work
+
+
+def test_blank_lines_are_read_in_linear_time():
+    """A message of many blank lines holding a space: each pattern anchored at a line start
+    with ``\\s*`` rescanned the rest of the run from every line, 8 s for a 16 KB user message."""
+    from ctxtool.core.changes import report_names
+    from ctxtool.core.span_facts import request_text
+
+    small, large = " \n" * 2000, " \n" * 16000
+    for read in (request_text, span_notes.reported, report_names):
+        ratio = _best_time(read, large) / _best_time(read, small)
+        assert ratio < 24, (read.__name__, ratio)  # 8x the input: ~8x linear, ~64x quadratic

@@ -234,7 +234,7 @@ def request_text(text: str) -> str:
     it ("System: [time] Exec failed …", OpenClaw's) removed, a pasted JSON record after the
     words cut off (it is material, not the request)."""
     text = users_own_words(_INJECTED_BLOCK.sub("", text or ""))
-    paste = re.search(r"\n\s*\{\"", text)
+    paste = re.search(r"\n[ \t]*\{\"", text)  # [ \t]: \s* rescans every blank line
     if paste and paste.start() > 0:
         text = text[: paste.start()]
     return text.strip()

@@ -401,6 +401,9 @@ def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
     return out + [""] if starts else []
 
 
+# A fenced code block, to its closing fence or the text's end. The fences' indent is [ \t]*:
+# with \s* each line start of a run of blank lines scanned the whole run again.
+_FENCE = re.compile(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1|\Z)")
 MAX_FINDINGS = 5
 FINDING_CHARS = 300
 # A figure: a number of two digits or more ("907-line", "10,000 USDG", "372 ms", "v6.26.0").
@@ -437,7 +440,7 @@ def findings_along_the_way(messages: Sequence[Message]) -> list[str]:
     for i, m in enumerate(messages):
         if m.role != "assistant" or i in last_of_turn or not (m.content or "").strip():
             continue
-        prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", m.content or "")
+        prose = _FENCE.sub("", m.content or "")
         for sentence in _SENTENCES.split(" ".join(prose.split())):
             sentence = _LIST_MARKER.sub("", sentence).replace("**", "").strip()
             if _INTENT.match(sentence) or sentence.endswith((":", "?")):
@@ -485,7 +488,7 @@ def _delegated(messages: Sequence[Message]) -> list[tuple[str, str]]:
 def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     """A report condensed to its lines that name something (code blocks left out), in order,
     within ``limit`` characters; nothing when no line names anything."""
-    prose = re.sub(r"(?ms)^\s*(```|~~~).*?(^\s*\1|\Z)", "", text)  # code is not a report
+    prose = _FENCE.sub("", text)  # code is not a report
     named = _naming_lines(prose.splitlines())
     # Lines quoting code or a path first ("Created with `npx create-next-app todo-app`"),
     # then the others ("a Next.js project"), each group in order.
