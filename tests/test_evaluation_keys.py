@@ -70,7 +70,9 @@ def path_and_error_dump(messages: list[Message]) -> str:
             for p in [*named, *modified_paths(call)]:
                 if isinstance(p, str) and p:
                     paths[p] = None
-    errors = dict.fromkeys(f.error for f in signals_of(messages).failures if f.error)
+    errors = dict.fromkeys(
+        f.error for f in signals_of(messages).failures if f.error and not f.warning
+    )  # the errors: a warning the agent fixed is no error it met
     return "\n".join(["Files:", *paths, "Errors:", *errors])
 
 
