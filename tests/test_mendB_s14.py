@@ -143,3 +143,25 @@ def test_pi_s_summary_at_830_lists_no_step_the_span_did(pi_messages):
     )
     assert "Continue the latest request" in " ".join(section(summary, NEXT_STEP))
     assert "not yet done" not in summary  # DEVELOPMENT.md written at 818: nothing left
+
+
+def test_a_file_changed_before_the_request_leaves_its_step_left_in_the_summary():
+    """The summary's steps left read only what happened after the latest request: README.md
+    edited in an earlier turn does not make 'update README.md' done (extractive._steps_left)."""
+    from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
+    from tests.test_span_facts import Span
+
+    s = Span()
+    s.user("fix the typo in README.md")
+    s.call("Edit", "ok", file_path="README.md", old_string="teh", new_string="the")
+    s.add("assistant", "Fixed the typo in README.md.")
+    s.user(
+        "add a --json flag to cli.py, and update README.md with the new flag, and add tests "
+        "for it in tests/test_cli.py"
+    )
+    s.add("assistant", "Let me look at cli.py first.")
+    s.call("Read", "import argparse\n...", file_path="cli.py")
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, s.messages, {})).text
+    [left] = [line for line in text.splitlines() if line.startswith("- Steps of the latest")]
+    assert "update README.md with the new flag" in left, left
+    assert "add a --json flag to cli.py" in left and "tests/test_cli.py" in left, left

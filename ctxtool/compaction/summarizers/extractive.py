@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ...core.changes import is_directory, normalise_path
+from ...core.changes import DELETED, is_directory, normalise_path
 from ...core.evaluator import carry_over
 from ...core.evaluator.gate import SpanProgress, overtaken_items
 from ...core.records import Message
@@ -46,10 +46,12 @@ from ...core.sections import (
     parse_sections,
 )
 from ...core.span_facts import (
+    _files_changed,
     agent_choices,
     is_request,
     modified_paths,
     planned_steps_left,
+    successful_actions,
     updates_tasks,
     work_calls,
     written_texts,
@@ -472,9 +474,14 @@ def _steps_left(notes: SpanNotes, messages: Sequence[Message]) -> list[str]:
     next ``MAX_STEPS_LEFT`` of them, each within a line."""
     if not notes.latest_request:
         return []
-    said = [m.content or "" for m in messages if m.role == "assistant" and m.content]
+    start = max((i for i, m in enumerate(messages) if is_request(m)), default=-1)
+    since = messages[start + 1 :]
+    said = [m.content or "" for m in since if m.role == "assistant" and m.content]
     steps = request_steps(notes.latest_request)
-    left = steps_left(steps, said, notes.actions, list(notes.files))
+    changes = _files_changed(since)
+    written = [c.path for c in changes if c.kind != DELETED]
+    deleted = [c.path for c in changes if c.kind == DELETED]
+    left = steps_left(steps, said, successful_actions(messages, start), written, deleted)
     # "2. If you …" would end a sentence at its number
     left = [re.sub(r"^(\d+)\.\s", r"\1) ", s) for s in left[:MAX_STEPS_LEFT]]
     return [whole_sentences(s, 160) for s in left]
