@@ -411,9 +411,13 @@ FINDING_CHARS = 300
 _FIGURE = re.compile(r"\d[\d,.]*\d")
 # A sentence that says what the agent is about to do, not what it found.
 _INTENT = re.compile(
-    r"^(?:I['’]m|I am|I['’]ll|I will|I need|I want|Let me|Let['’]s|Next|Now|Then|First|Going to)\b",
+    r"^(?:I['’]m|I am|I['’]ll|I will|I need|I want|Let me|Let['’]s|Next|Now|Then|First|Going to"
+    r"|After that|Once that)\b|[;,]\s*(?:I['’]m now|I['’]ll|I will|let me)\b|^(?:现在)?(?:让我|我将|我会|接下来)",
     re.I,
 )
+_FULL_STOP = re.compile(r"(?<=[。！？])")
+# The redaction's own placeholder ("[REDACTED_TEXT len=212 sha=…]"): its length is no figure.
+_PLACEHOLDER = re.compile(r"\[REDACTED[^\]]*\]")
 
 
 def has_figure(text: str) -> bool:
@@ -442,10 +446,22 @@ def findings_along_the_way(messages: Sequence[Message]) -> list[str]:
         if m.role != "assistant" or i in last_of_turn or not (m.content or "").strip():
             continue
         prose = _FENCE.sub("", m.content or "")
-        for sentence in _SENTENCES.split(" ".join(prose.split())):
-            sentence = _LIST_MARKER.sub("", sentence).replace("**", "").strip()
-            if _INTENT.match(sentence) or sentence.endswith((":", "?")):
+        # line by line, so that a list's next number is not read as the end of a sentence
+        # ("… helper 2."); Chinese sentences end at their own full stops. A list's item is a
+        # finding only with a figure in it: items are mostly a plan's steps or names listed.
+        for item, sentence in (
+            (bool(_LIST_MARKER.match(line)), s)
+            for line in prose.splitlines()
+            for part in _SENTENCES.split(_LIST_MARKER.sub("", line).strip())
+            for s in _FULL_STOP.split(part)
+        ):
+            sentence = sentence.replace("**", "").strip()
+            if not sentence or _INTENT.search(sentence) or sentence.endswith((":", "?")):
                 continue
+            if item and not _FIGURE.search(sentence):
+                continue
+            if _PLACEHOLDER.search(sentence):
+                continue  # what it said is not there to say
             if _FIGURE.search(sentence) or _NAMES_SOMETHING.search(sentence):
                 out.append(whole_sentences(sentence, FINDING_CHARS))
     return list(dict.fromkeys(out))[-MAX_FINDINGS:]
