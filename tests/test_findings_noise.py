@@ -1,6 +1,6 @@
 """What the agent found along the way (span_notes.findings_along_the_way) leaves out what is
 no finding: the redaction's placeholder, an intention after a semicolon, a plan's items, and
-a list's next number glued to a sentence (found by the session's review)."""
+a list's next number glued to a sentence; and a fix's one line keeps the directories of files that share a name (found by the session's review)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,15 @@ def test_chinese_sentences_end_at_their_full_stops():
     found = _findings("问题找到了！大文件lancedb.node有143.94 MB。现在让我检查一下工作空间。")
     assert "大文件lancedb.node有143.94 MB。" in found, found
     assert not any("让我" in f for f in found), found
+
+
+def test_a_fix_s_files_that_share_a_name_keep_their_directories():
+    from ctxtool.compaction.summarizers.extractive import fix_gist
+
+    item = (
+        "- `cargo check` failed: error[E0432]: unresolved import `foo` in crate b — fixed: "
+        "`cargo check` succeeded after changing crates/a/src/lib.rs, crates/b/src/lib.rs, "
+        "crates/b/src/util.rs (`use crate::foo;`) " + "x" * 300
+    )
+    gist = fix_gist(item)
+    assert "crates/a/src/lib.rs, crates/b/src/lib.rs, util.rs" in gist, gist

@@ -409,9 +409,17 @@ def fix_gist(item: str) -> str:
     before, sep, changed = fix.partition(" after changing ")
     if sep:  # the files the fix changed by name (room for its code), never inside code
         files, code, rest = changed.partition(" (`")
-        fix = before + sep + _DIRECTORIES.sub("", files) + code + rest
+        fix = before + sep + _file_names(files) + code + rest
     short = f"{opening}{error} — fixed: {whole_sentences(fix, GIST_FIX_CHARS)}{alike}"
     return short if len(short) < len(item) else item
+
+
+def _file_names(files: str) -> str:
+    """The files of a fix by name ("a/b/lib.rs, c.py" -> "lib.rs, c.py"), each path whose
+    name another of them shares kept whole ("crates/a/src/lib.rs, crates/b/src/lib.rs")."""
+    paths = files.split(", ")
+    names = [_DIRECTORIES.sub("", p) for p in paths]
+    return ", ".join(n if names.count(n) == 1 else p for p, n in zip(paths, names, strict=True))
 
 
 def open_gist(item: str) -> str:
