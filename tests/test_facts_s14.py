@@ -59,7 +59,7 @@ OPTIONS = "您希望我：\n1. 先解决origin仓库的冲突？\n2. 还是保�
 
 def test_a_short_reply_says_the_question_or_the_option_it_answers():
     asked = "We only have one `link` style. Should I add a `mdLinkUrl` token for the URL?"
-    assert answered_question("yes, in old pi as 666666", asked) == (
+    assert answered_question("yes, in old pi link url as 666666", asked) == (
         "Should I add a `mdLinkUrl` token for the URL?"
     )
     earlier = "Plan:\n1. **Keep both**\n2. **Merge origin**\n\n" + OPTIONS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ctxtool.compaction.summarizers.span_notes import read_span
-from ctxtool.core.span_facts import _failures, checklist_left
+from ctxtool.core.span_facts import _failures, answered_question, checklist_left
 
 from .test_span_facts import Span
 
@@ -96,3 +96,18 @@ def test_a_template_s_checkboxes_are_no_tasks():
     span.call("Write", "ok", file_path=".github/pull_request_template.md", content=boxes)
     span.call("Write", "ok", file_path="docs/issue-template.md", content=boxes)
     assert checklist_left(span.messages) == []
+
+
+def test_a_reply_that_goes_on_to_something_new_answers_no_question():
+    done = "Done. I made these changes:\n1. Added the parser\n2. Fixed the lexer\n3. Updated README"
+    assert answered_question("run it 2 times", done) is None
+    assert answered_question("now do step 3", done) is None
+    assert answered_question("2", done) is None  # a list of things done offers no options
+    offered = "Two ways:\n1. Keep both\n2. Merge them\nWhich would you prefer?"
+    assert answered_question("2", offered) == "Merge them"
+    asked = "All tests pass. Should I commit the changes?"
+    assert answered_question("ok now let's add dark mode", asked) is None
+    assert answered_question("please add a LICENSE file too", asked) is None
+    assert answered_question("ok, i hope compaction didn't hurt you", asked) is None
+    assert answered_question("yes please, commit the changes", asked) == asked.split(". ")[1]
+    assert answered_question("sure", asked) == "Should I commit the changes?"

@@ -569,9 +569,13 @@ def _requests(messages: Sequence[Message]) -> list[Request]:
 
 
 MAX_REPLY_CHARS = 80  # a reply this short leans on the question it answers
-MAX_PICK_CHARS = 20  # "选 2", "option 2", "2": a pick of a numbered option
 QUESTION_CHARS = 240
-_PICKED = re.compile(r"\A\D{0,12}?(?<!\d)(\d{1,2})(?!\d)\D{0,8}\Z")
+# A bare pick of a numbered option: "2", "选 2", "option 2", "#2".
+_PICKED = re.compile(
+    r"\A(?:(?:option|choice|number|no\.?|pick|go with|选择?|方案|第)\s*|#)?(\d{1,2})"
+    r"\s*(?:个|号|项)?\s*[.!。]?\Z",
+    re.I,
+)
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)、]\s+(.+?)\s*$", re.M)
 _QUESTION_END = re.compile(r"[?？]\W*\Z")
 # How a reply to a yes/no or either/or question opens ("yes, in old pi link url as 666666").
@@ -594,27 +598,64 @@ def _said_before(messages: Sequence[Message], i: int) -> str:
 
 def answered_question(reply: str, said: str) -> str | None:
     """What a short reply (``MAX_REPLY_CHARS``) answers in the agent's words just before it
-    (``said``): the option of its last numbered list the reply picks by number ("选 2"), else
-    the question its words end on. None for a longer request, or after words that ask nothing."""
+    (``said``): the option of its last numbered list a bare pick names ("选 2", "option 2")
+    when the agent offered options (a question asks to choose); else the question its words
+    end on, when the reply is an answer word ("yes", "ok, go ahead") with at most words that
+    echo the question. None for a reply that goes on to something new ("ok, now add dark
+    mode"): a request, not an answer."""
     reply = " ".join(reply.split())
     if not reply or len(reply) > MAX_REPLY_CHARS or not said.strip():
         return None
-    picked = _PICKED.match(reply) if len(reply) <= MAX_PICK_CHARS else None
+    picked = _PICKED.match(reply)
     if picked:
         options = [(int(n), text) for n, text in _NUMBERED.findall(said)]
         last = max((k for k, (n, _) in enumerate(options) if n == 1), default=None)
         chosen = [t for n, t in options[last or 0 :] if n == int(picked.group(1))]
-        if chosen:
+        if chosen and last is not None and _offers_options(said, options[last:]):
             return _cut(chosen[0].replace("**", ""), QUESTION_CHARS)
     text = said.strip()
-    if (
-        not _QUESTION_END.search(text)
-        or not _ANSWER_WORD.match(reply)
-        or _QUESTION_END.search(reply)
-    ):
+    answer = _ANSWER_WORD.match(reply)
+    if not _QUESTION_END.search(text) or not answer or _QUESTION_END.search(reply):
         return None
     sentences = [t for t in _SENTENCE_BREAK.split(text) if t.strip()]
-    return _cut(" ".join(sentences[-1].replace("**", "").split()), QUESTION_CHARS)
+    question = " ".join(sentences[-1].replace("**", "").split())
+    rest = _REPLY_FILLER.sub(" ", reply[answer.end() :])
+    terms, asked = _reply_terms(rest), _reply_terms(question)
+    echoed = [t for t in terms if any(t in a or (len(a) > 3 and a in t) for a in asked)]
+    if terms and len(echoed) * 2 < len(terms):
+        return None  # goes on to something the question did not ask
+    return _cut(question, QUESTION_CHARS)
+
+
+# Words a bare answer goes on with that add no topic ("yes please", "ok, go ahead, thanks").
+_REPLY_FILLER = re.compile(
+    r"\b(?:please|thanks|thank you|go ahead|do it|sounds good|great|perfect|lgtm|proceed|"
+    r"continue|that works|fine|yes|yeah|sure|ok(?:ay)?)\b",
+    re.I,
+)
+# A question that asks to choose among options ("Which would you prefer?", "您希望我：").
+_CHOOSE = re.compile(
+    r"\b(?:which|choose|prefer|pick|option|would you like|want me)\b|还是|哪|选|希望", re.I
+)
+
+
+def _reply_terms(text: str) -> set[str]:
+    """The words of a reply or a question that say its topic (three letters or more)."""
+    return {w.lower() for w in re.findall(r"\w{3,}", text)}
+
+
+def _offers_options(said: str, options: list[tuple[int, str]]) -> bool:
+    """The agent's numbered list offers options: an item is a question, or a question asking
+    to choose comes with the list; a list of things done asks nothing."""
+    if len(options) < 2:
+        return False
+    if any(_QUESTION_END.search(t) for _, t in options):
+        return True
+    return any(
+        _QUESTION_END.search(s) and _CHOOSE.search(s)
+        for s in _SENTENCE_BREAK.split(said)
+        if not _NUMBERED.match(s)
+    )
 
 
 def in_reply(request: Request) -> str:
