@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 
 from ctxtool.compaction.summarizers.span_notes import read_span
-from ctxtool.core.span_facts import _failures, answered_question, checklist_left
+from ctxtool.core.span_facts import (
+    _failures,
+    answered_question,
+    checklist_left,
+    planned_steps_left,
+)
 
 from .test_span_facts import Span
 
@@ -111,3 +116,25 @@ def test_a_reply_that_goes_on_to_something_new_answers_no_question():
     assert answered_question("ok, i hope compaction didn't hurt you", asked) is None
     assert answered_question("yes please, commit the changes", asked) == asked.split(". ")[1]
     assert answered_question("sure", asked) == "Should I commit the changes?"
+
+
+def test_a_then_after_if_since_or_until_plans_no_step_and_a_deleted_file_is_done():
+    for words in (
+        "I'll keep the old endpoint for now, since then existing clients keep working.",
+        "I'll check whether the port is free, and if it is not then kill the old server.",
+        "I'll wait for the user's answer; until then nothing changes.",
+        "Let me check the tests — if they pass, then I'd say we're done and can push.",
+    ):
+        span = Span()
+        span.user("go")
+        span.add("assistant", words)
+        assert planned_steps_left(span.messages) == [], words
+    span = Span()
+    span.user("remove the toml config")
+    span.add("assistant", "Next I'm updating the README, then I'll remove `viewer.toml`.")
+    patch = "*** Begin Patch\n*** Update File: viewer.toml\n@@\n-a\n+b\n*** End Patch"
+    span.call("apply_patch", "Success. Updated the following files:\nM viewer.toml", raw=patch)
+    span.add("assistant", "Updated; removing the TOML file next.")
+    patch = "*** Begin Patch\n*** Delete File: viewer.toml\n*** End Patch"
+    span.call("apply_patch", "Success. Updated the following files:\nD viewer.toml", raw=patch)
+    assert planned_steps_left(span.messages) == []

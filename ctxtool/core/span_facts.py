@@ -1183,20 +1183,46 @@ def planned_steps_left(messages: Sequence[Message]) -> list[str]:
     work finished; else each that no successful run since carried out and no file changed
     since is the subject of (``work_state.steps_left``)."""
     start = max((i for i, m in enumerate(messages) if is_request(m)), default=-1)
-    said = [
-        m.content or ""
-        for m in messages[start + 1 :]
+    where = [
+        i
+        for i, m in enumerate(messages[start + 1 :], start + 1)
         if m.role == "assistant" and (m.content or "").strip()
     ]
+    said = [messages[i].content or "" for i in where]
     planning = max((n for n, words in enumerate(said) if planned_steps([words])), default=None)
     if planning is None or planning < len(said) - PLAN_RECENCY:
         return []  # an older plan: the agent has gone on past it
     if any(reported_done(words) for words in said[planning:]):
         return []  # a plan the agent has since reported on is no longer ahead of it
-    steps = planned_steps(said[planning : planning + 1])
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", said[planning])
+    steps = planned_steps(["\n".join(s for s in sentences if not _NOT_A_PLAN.search(s))])
     after = {m.id for m in messages[start + 1 :]}
     changed = [c.path for c in _files_changed(messages) if c.message_id in after]
-    return steps_left(steps, said, successful_actions(messages, start), changed)
+    later = [(i, p) for i, p in _changes_by_index(messages) if i > where[planning]]
+    changed += [p for _, p in later]
+    deleted = [p for i, p in later if _deletes(messages[i], p)]
+    return steps_left(steps, said, successful_actions(messages, start), changed, deleted)
+
+
+# A "then" that sequences no plan: "if it passes, then I'd say …", "since then", "until then".
+_NOT_A_PLAN = re.compile(
+    r"\b(?:if|since|until|unless|once|when)\b[^.!?\n]*\bthen\b|\bthen,? I['\u2019]d\b|"
+    r"\bI['\u2019]d say\b",
+    re.I,
+)
+
+
+def _deletes(message: Message, path: str) -> bool:
+    """A call of the message deletes ``path``: a patch's ``*** Delete File:``, an ``rm``."""
+    name = re.split(r"[/\\]", path)[-1]
+    for call in work_calls(message):
+        patch = _patch_of(call) or ""
+        command = command_run(call) or ""
+        if "*** Delete File: " in patch and name in patch.split("*** Delete File: ", 1)[1][:300]:
+            return True
+        if re.search(r"(?:^|[;&|]\s*)(?:git\s+)?rm\b[^;&|]*" + re.escape(name), command):
+            return True
+    return False
 
 
 # The agent choosing a way and saying why: "Since no custom commands are available, I'll
