@@ -52,3 +52,12 @@ def test_a_fix_s_files_that_share_a_name_keep_their_directories():
     )
     gist = fix_gist(item)
     assert "crates/a/src/lib.rs, crates/b/src/lib.rs, util.rs" in gist, gist
+
+
+def test_a_report_said_whole_keeps_its_order():
+    from ctxtool.compaction.summarizers.span_notes import reported
+
+    report = "I set up the project with:\n- a Next.js app\n- `src/store.ts` for the state"
+    assert reported(report, 900).index("Next.js") < reported(report, 900).index("store.ts")
+    # cut short, the line quoting a path goes first
+    assert reported(report, 30).startswith("`src/store.ts`"), reported(report, 30)

@@ -220,10 +220,10 @@ def test_what_a_sub_agent_reported_is_done_work_by_name():
     ]
     done = section(summarize(messages), "Done")
     assert done == [
-        # whole while the budget has room (the first line only when short)
-        "- Task (Setup Next.js project): Created using `npx create-next-app@latest todo-app` "
-        "with TypeScript; Installed `lucide-react` for icons; I successfully created a new "
-        "Next.js TODO app project:",
+        # whole while the budget has room, in its own order (the first line only when short)
+        "- Task (Setup Next.js project): I successfully created a new Next.js TODO app "
+        "project:; Created using `npx create-next-app@latest todo-app` with TypeScript; "
+        "Installed `lucide-react` for icons",
         # the turn ended on the agent's closing report: it and the calls before are done work
         "> All done.",
         "- Task (Setup Next.js project) → ✓ ok",

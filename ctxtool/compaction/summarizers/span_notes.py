@@ -507,9 +507,11 @@ def reported(text: str, limit: int = OUTCOME_CHARS) -> str:
     within ``limit`` characters; nothing when no line names anything."""
     prose = _FENCE.sub("", text)  # code is not a report
     named = _naming_lines(prose.splitlines())
-    # Lines quoting code or a path first ("Created with `npx create-next-app todo-app`"),
-    # then the others ("a Next.js project"), each group in order.
-    named.sort(key=lambda line: not _QUOTES_A_NAME.search(line))
+    # When they must be cut: lines quoting code or a path first ("Created with `npx
+    # create-next-app todo-app`"), then the others ("a Next.js project"), each group in
+    # order. A report said whole keeps its own order (a heading before its items).
+    if sum(len(line) + 2 for line in named) > limit:
+        named.sort(key=lambda line: not _QUOTES_A_NAME.search(line))
     if not named:
         return ""  # nothing a later question could ask for by name
     kept: list[str] = []
