@@ -10,6 +10,7 @@ from ctxtool.core.span_facts import (
     answered_question,
     checklist_left,
     planned_steps_left,
+    rejected_calls,
 )
 
 from .test_span_facts import Span
@@ -138,3 +139,12 @@ def test_a_then_after_if_since_or_until_plans_no_step_and_a_deleted_file_is_done
     patch = "*** Begin Patch\n*** Delete File: viewer.toml\n*** End Patch"
     span.call("apply_patch", "Success. Updated the following files:\nD viewer.toml", raw=patch)
     assert planned_steps_left(span.messages) == []
+
+
+def test_only_the_runtime_s_refusal_is_a_rejected_call():
+    refusal = "The user doesn't want to proceed with this tool use. The tool use was rejected."
+    span = Span()
+    span.user("find where the refusal text is produced")
+    span.call("Bash", f'src/p.ts:88:  return "{refusal}"\n', exit_code=0, command="grep -rn x src/")
+    span.call("Bash", refusal, error=True, command="rm -rf build")
+    assert rejected_calls(span.messages) == [("Bash", "rm -rf build")]

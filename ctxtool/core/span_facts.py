@@ -1259,8 +1259,10 @@ def rejected_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
     calls = _calls_by_id(messages)
     out = []
     for run in _runs(messages):
-        if not _REFUSED.search(unwrapped_output(run.result.content or "")[:OPENING]):
-            continue
+        text = unwrapped_output(run.result.content or "")
+        refused = _REFUSED.search(text[:OPENING])
+        if not refused or not _REFUSAL_PREFIX.fullmatch(text[: refused.start()]):
+            continue  # not the runtime's refusal: output that quotes it (a grep for it)
         call = calls.get(run.result.tool_call_id or "")
         target = (url_of(call) or path_of(call) or command_run(call) or "") if call else ""
         out.append((run.tool, re.sub(r"^https?://", "", target)[:120]))
@@ -1268,6 +1270,8 @@ def rejected_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 
 OPENING = 300
+# What may come before the runtime's refusal in its result: nothing, or an error's mark.
+_REFUSAL_PREFIX = re.compile(r"\s*(?:<tool_use_error>|\[?error\]?:?)?\s*(?:the user )?", re.I)
 
 
 def successful_actions(messages: Sequence[Message], after: int = -1) -> list[str]:
