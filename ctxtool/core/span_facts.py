@@ -998,18 +998,25 @@ def _names_command(item: str, command: str) -> bool:
 # A comment in code the agent wrote that leaves something for later: "// Replace with your
 # deployed program ID after `anchor deploy`", "# TODO: …", "FIXME".
 _LEFT_FOR_LATER = re.compile(
-    r"^\s*(?://|#|/\*|\*|<!--|--)\s*(?P<note>(?-i:TODO|FIXME)\b[:\s].{3,150}?|"
+    r"[ \t]*(?://|#|/\*|\*|<!--|--)[ \t]*(?P<note>(?-i:TODO|FIXME)(?:\([^)]{0,30}\))?:.{3,150}?|"
     r"(?:replace|fill in|set) (?:this |it )?(?:with|to) (?:your|the real|a real|the actual)\b.{3,150}?)"
-    r"\s*(?:\*/|-->)?\s*$",
-    re.I | re.M,
+    r"[ \t]*(?:\*/|-->)?[ \t]*$",
+    re.I,
+)
+# Files whose notes are for their reader, not work left: docs, and the templates a user fills
+# in ("# Replace with your real OpenAI API key" in .env.example).
+_NOTES_FOR_READER = re.compile(
+    r"\.(?:md|mdx|markdown|rst|txt|adoc)$|\.(?:example|sample|template|dist)(?:\.\w+)?$"
+    r"|(?:^|/)[^/]*template[^/]*$",
+    re.I,
 )
 MAX_LEFT_IN_CODE = 4
 
 
 def left_in_code(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    """The comments the agent's writes left in the code for later (``_LEFT_FOR_LATER``: a
-    TODO, a value to replace with the real one), each once with its file, in order; one a
-    later edit of the file replaced is gone."""
+    """The comments the agent's writes added to the code for later (``_LEFT_FOR_LATER``: a
+    ``TODO:``, a value to replace with the real one), each once with its file, in order; one
+    a later edit of the file replaced is gone. Docs and templates are left out."""
     out: dict[tuple[str, str], None] = {}
     for m in messages:
         if m.role != "assistant":
@@ -1018,11 +1025,16 @@ def left_in_code(messages: Sequence[Message]) -> list[tuple[str, str]]:
             paths = modified_paths(call)
             if len(paths) != 1:
                 continue
+            if _NOTES_FOR_READER.search(paths[0]):
+                continue
             new, old = written_texts(call)
             for key in [k for k in out if k[0] == paths[0] and k[1] in old]:
                 del out[key]
-            for found in _LEFT_FOR_LATER.finditer(new):
-                out.setdefault((paths[0], found.group("note").strip()), None)
+            kept = set(old.splitlines())  # an edit's unchanged context is not what it left
+            for line in new.splitlines():
+                found = None if line in kept else _LEFT_FOR_LATER.match(line)
+                if found:
+                    out.setdefault((paths[0], found.group("note").strip()), None)
     return list(out)[:MAX_LEFT_IN_CODE]
 
 
