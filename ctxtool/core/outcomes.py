@@ -333,7 +333,7 @@ def _fixes(failed: Run, run: Run, next_command: bool) -> bool:
     """``run`` succeeded where ``failed`` failed: on its target, as the remedy its error named,
     or as the other way the agent said it would try (``next_command``: no other program's
     command came between)."""
-    if run.failed or repeats_error(failed.error, run.output) or still_running(run.output):
+    if run.failed or repeats_error(failed.error, run.output):
         return False
     if _answered(target_of(failed), targets_done(run)):
         return True

@@ -1357,7 +1357,6 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
     }
     runs: list[_Run] = []
     running: dict[str, tuple[int, str, str]] = {}  # a code-mode cell still running: its call
-    background: dict[str, _Run] = {}  # a command left running in a session, by its name
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id in calls:
             call = calls[m.tool_call_id]
@@ -1372,50 +1371,11 @@ def _runs(messages: Sequence[Message]) -> list[_Run]:
             if isinstance(cell, (str, int)) and str(cell) in running:
                 index, tool, command = running.pop(str(cell))
             runs.append(_Run(index, tool, command, m, _failed(m, tool, command)))
-            session = _BACKGROUND.match(m.content or "")
-            if session:
-                background[session.group(1)] = runs[-1]
-        elif m.role == "user" and background and "Exec " in (m.content or ""):
-            _background_ends(m, background, runs)
         elif is_user_shell_command(m):
             # Pi writes "$ {command}\n{output}"; the command is spaced as _command_of spaces it.
             command = " ".join((m.content or "").removeprefix("$").split("\n", 1)[0].split())
             runs.append(_Run(i, "bash", command, m, _failed(m, "bash", command)))
     return runs
-
-
-# OpenClaw's exec left running in a session, and the runtime's notice in a later user message
-# of how it ended: "System: [time] Exec failed (rapid-co, code 1) :: <its output>" (the
-# session's name cut to 8 characters).
-_BACKGROUND = re.compile(r"\A\s*Command still running \(session ([\w-]+)")
-_EXEC_ENDED = re.compile(
-    r"^[ \t]*System:[ \t]*\[[^\]\n]{6,40}\][ \t]*Exec (failed|completed|finished) "
-    r"\(([\w-]+), code (-?\d+)\)[ \t]*(?:::[ \t]*(.*))?$",
-    re.M,
-)
-
-
-# Where a line of a command's output began, in a notice that joined them with spaces:
-# "… backup/master fatal: refusing to merge …", "… 100.00 MB remote: error: GH001: …".
-_NOTICE_LINES = re.compile(r" (?=(?:remote: )?(?:error|fatal|hint|warning): |To https?://|! \[)")
-
-
-def _background_ends(m: Message, background: dict[str, _Run], runs: list[_Run]) -> None:
-    """Each command left running in the session a notice of user message ``m`` names ends as
-    the notice says: its run in ``runs`` (where it ran, so what came after it may fix it)
-    takes the notice's output as its result and fails by its exit code."""
-    for notice in _EXEC_ENDED.finditer(m.content or ""):
-        name = next((n for n in background if n.startswith(notice.group(2))), None)
-        if name is None:
-            continue
-        started = background.pop(name)
-        # the notice runs the output's lines together: each line a tool's message opens
-        lines = _NOTICE_LINES.sub("\n", notice.group(4) or "")
-        result = replace(m, content=lines, role="tool")
-        failed = notice.group(1) == "failed" or int(notice.group(3)) != 0
-        at = next((k for k, r in enumerate(runs) if r is started), None)
-        if at is not None:
-            runs[at] = replace(started, result=result, failed=failed)
 
 
 def runs_of(messages: Sequence[Message], runs: Sequence[_Run] | None = None) -> list[Run]:
@@ -1729,40 +1689,9 @@ def _failed(result: Message, tool: str, command: str = "") -> bool:
         # or in a JSON record ({"error": "invalid cron.add params: …"}) when it runs no
         # command line (a command's failure is its exit code's to say)
         return said_failed(unwrapped_output(result.content or "")) or (
-            said is not None
-            and (not _runs_a_command(tool, command) or _status_error(result.content or ""))
+            said is not None and not _runs_a_command(tool, command)
         )
     return isinstance(code, int) and code != 0
-
-
-def _status_error(text: str) -> bool:
-    """The result is a JSON record whose status says the command failed (OpenClaw's exec:
-    ``{"status": "error", "tool": "exec", "error": "… Command exited with code 1"}``)."""
-    return _status_error_text(text) is not None
-
-
-def _status_error_text(text: str) -> str | None:
-    """The error text of a JSON record whose status says it failed, its lines kept; None
-    for any other result."""
-    text = text.strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or value.get("status") not in ("error", "failed"):
-        return None
-    error = value.get("error")
-    return error if isinstance(error, str) and error.strip() else None
-
-
-# PowerShell's error record ends with the error's own name ("+ FullyQualifiedErrorId :
-# InvalidEndOfLine"), the one specific line of it (its category, "ParserError", is shared).
-_POWERSHELL_ID = re.compile(r"^\+?\s*FullyQualifiedErrorId\s*:\s*([\w.-]+)")
-# The exit code a runtime appends to a command's output ("Command exited with code 1"),
-# and a line no reader can read (a console's code page decoded wrongly) say no error.
-_EXIT_LINE = re.compile(r"\s*(?:Command )?exited with code -?\d+\s*$", re.I)
 
 
 def _runs_a_command(tool: str, command: str) -> bool:
@@ -1796,21 +1725,10 @@ def _error_line(text: str) -> str:
     """What went wrong, from the clearest kind of error line a result has: its first two
     (a compiler names the cause first) and its last (a test run or npm sums up last)."""
     text = unwrapped_output(text)
-    record = _status_error_text(text)
-    if record is not None:
-        text = record  # its error's own lines, read as a command's output below
-    else:
-        said = reported_failure(text)
-        if said is not None:
-            return said[:300]
-    lines = [
-        line.strip()[:200]
-        for line in text.splitlines()
-        if line.strip() and line.count("\ufffd") < 3 and not _EXIT_LINE.match(line)
-    ]
-    ids = [found.group(1) for line in lines if (found := _POWERSHELL_ID.match(line))]
-    if ids:
-        return f"PowerShell error {ids[-1]}"  # its own name of the error
+    said = reported_failure(text)
+    if said is not None:
+        return said[:300]
+    lines = [line.strip()[:200] for line in text.splitlines() if line.strip()]
     for pattern in _ERROR_LINES:
         errors = list(dict.fromkeys(line for line in lines if pattern.search(line)))
         if errors:

@@ -320,10 +320,6 @@ class ExtractiveSummarizer:
                 if short != items[-1].text:
                     items[-1].longer, items[-1].text = items[-1].text, short
                     items[-1].extra_first = True
-            elif (short := open_gist(items[-1].text)) != items[-1].text:
-                # an open failure in one short line first, the rest while there is room
-                items[-1].longer, items[-1].text = items[-1].text, short
-                items[-1].extra_first = True
         brought = _names_by_file(request.messages) if notes.files else {}
         settings = _settings_by_file(request.messages) if notes.files else {}
         for path, why in notes.files.items():
@@ -374,8 +370,6 @@ class ExtractiveSummarizer:
 MAX_STEPS_LEFT = 4
 GIST_COMMAND_CHARS = 60
 GIST_ERROR_CHARS = 150
-OPEN_GIST_ERROR_CHARS = 90
-OPEN_GIST_COMMAND_CHARS = GIST_COMMAND_CHARS
 GIST_FIX_CHARS = 200
 # the directories of a path in a fix's line ("/Users/a/proj/src/" of "/Users/a/proj/src/x.rs")
 _DIRECTORIES = re.compile(r"(?<![\w`])(?:[\w.@~-]*/)+(?=[\w.@-]+\.\w+\b)")
@@ -420,23 +414,6 @@ def _file_names(files: str) -> str:
     paths = files.split(", ")
     names = [_DIRECTORIES.sub("", p) for p in paths]
     return ", ".join(n if names.count(n) == 1 else p for p, n in zip(paths, names, strict=True))
-
-
-def open_gist(item: str) -> str:
-    """An open failure's item in one short line, for when the budget is short: its command
-    shortened, its error within ``GIST_ERROR_CHARS``, still open; what the agent said then
-    and the other targets' names left out (their count stays). Any other item as it is."""
-    head, sep, rest = item.partition(" — still open")
-    lead = _FAILED.match(head)
-    command = re.match(r"(- )?`([^`]+)`(?: \(shortened\))? failed: ", head)
-    if not sep or lead is None or command is None:
-        return item
-    more = _SAME_ON.search(rest)
-    opening = (command.group(1) or "") + shown_command(command.group(2), OPEN_GIST_COMMAND_CHARS)
-    error = whole_sentences(head[lead.end() :].split(" (then: ", 1)[0], OPEN_GIST_ERROR_CHARS)
-    alike = f" (the same on {more.group(1)} more)" if more else ""
-    short = f"{opening} failed: {error}{sep}{alike}"
-    return short if len(short) < len(item) else item
 
 
 RETRY_ERROR_CHARS = 60

@@ -21,7 +21,6 @@ from ...core.outcomes import (
     command_target,
     failed_turn_error,
     is_exploratory,
-    reported_failure,
     still_running,
 )
 from ...core.records import Message, call_arguments, call_name
@@ -587,9 +586,7 @@ def _errors(signals: Signals, messages: Sequence[Message]) -> list[str]:
             retries.setdefault(kind, []).append(_target_shown(f.tool, f.command))
             continue
         i = where.get(f.message_id)
-        text = (messages[i].content or "") if i is not None else ""
-        # a JSON record's error was read from its own lines (span_facts): no raw line again
-        first = _first_error(text) if reported_failure(text) is None else None
+        first = _first_error(messages[i].content or "") if i is not None else None
         error = f.error if not first or first in f.error else f"{first} … {f.error}"
         if f.fixed:
             how = f" after changing {', '.join(f.changed_between[:4])}" if f.changed_between else ""
