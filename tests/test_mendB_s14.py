@@ -4,8 +4,6 @@ session 14: summaries that said a step was done before anything was)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ctxtool.compaction.summarizers import ExtractiveSummarizer, SummaryRequest
@@ -23,6 +21,7 @@ from ctxtool.core.work_state import (
     steps_left,
 )
 from ctxtool.evaluation.keys import _import_prefix, _only_session, load_key
+from tests.test_span_scale import _best_time
 
 from .conftest import TRANSCRIPTS
 from .keyed_spans import KEYS, section
@@ -111,16 +110,6 @@ def test_pi_s_development_md_is_done_once_written(pi_messages):
 
 
 # -- blank lines are read once ---------------------------------------------------------------
-
-
-def _best_time(fn, *args) -> float:
-    """The least of three calls' CPU time in this thread (other processes do not stretch it)."""
-    best = float("inf")
-    for _ in range(3):
-        t = time.thread_time()
-        fn(*args)
-        best = min(best, time.thread_time() - t)
-    return best
 
 
 def test_fences_and_report_lines_are_found_in_linear_time_over_blank_lines():

@@ -576,7 +576,7 @@ _PICKED = re.compile(
     r"\s*(?:个|号|项)?\s*[.!。]?\Z",
     re.I,
 )
-_NUMBERED = re.compile(r"^\s*(\d{1,2})[.)、]\s+(.+?)\s*$", re.M)
+_NUMBERED = re.compile(r"^[ \t]*(\d{1,2})[.)、][ \t]+(.+?)[ \t]*$", re.M)
 _QUESTION_END = re.compile(r"[?？]\W*\Z")
 # How a reply to a yes/no or either/or question opens ("yes, in old pi link url as 666666").
 _ANSWER_WORD = re.compile(
