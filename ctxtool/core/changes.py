@@ -367,7 +367,7 @@ def _is_file(path: str) -> bool:
 
 # A line of a tool's report that gives a key of what it made ("Citekey: @kistner2025",
 # "ID: PROJ-12"): the names a later question asks for by name.
-_REPORT_KEY = re.compile(r"^[ \t]*[\w -]{2,20}:\s*`?(?P<name>@?[\w][\w:./@-]{2,60})`?\s*$", re.M)
+_REPORT_KEY = re.compile(r"^[^\S\n]*[\w -]{2,20}:\s*`?(?P<name>@?[\w][\w:./@-]{2,60})`?\s*$", re.M)
 
 
 def report_names(report: str) -> list[str]:

@@ -234,7 +234,7 @@ def request_text(text: str) -> str:
     it ("System: [time] Exec failed …", OpenClaw's) removed, a pasted JSON record after the
     words cut off (it is material, not the request)."""
     text = users_own_words(_INJECTED_BLOCK.sub("", text or ""))
-    paste = re.search(r"\n[ \t]*\{\"", text)  # [ \t]: \s* rescans every blank line
+    paste = re.search(r"\n[^\S\n]*\{\"", text)  # \s* rescanned every blank line
     if paste and paste.start() > 0:
         text = text[: paste.start()]
     return text.strip()
@@ -576,7 +576,7 @@ _PICKED = re.compile(
     r"\s*(?:个|号|项)?\s*[.!。]?\Z",
     re.I,
 )
-_NUMBERED = re.compile(r"^[ \t]*(\d{1,2})[.)、][ \t]+(.+?)[ \t]*$", re.M)
+_NUMBERED = re.compile(r"^[^\S\n]*(\d{1,2})[.)、][^\S\n]+(.+?)[^\S\n]*$", re.M)
 _QUESTION_END = re.compile(r"[?？]\W*\Z")
 # How a reply to a yes/no or either/or question opens ("yes, in old pi link url as 666666").
 _ANSWER_WORD = re.compile(

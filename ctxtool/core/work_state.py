@@ -63,7 +63,7 @@ def own_words(text: str) -> str:
     passage in quotation marks): the user's own words."""
     if not any(mark in text for mark in ("```", "~~~", ">", '"', "“")):
         return " ".join(text.split())  # nothing quoted: each step below would leave it as it is
-    text = re.sub(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1|\Z)", " ", text)
+    text = re.sub(r"(?ms)^[^\S\n]*(```|~~~).*?(^[^\S\n]*\1|\Z)", " ", text)
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
     text = re.sub(r"[\"“]([^\"”]{120,})[\"”]", " ", text)
     return " ".join(text.split())

@@ -401,9 +401,10 @@ def _outcomes(signals: Signals, messages: Sequence[Message]) -> list[str]:
     return out + [""] if starts else []
 
 
-# A fenced code block, to its closing fence or the text's end. The fences' indent is [ \t]*:
-# with \s* each line start of a run of blank lines scanned the whole run again.
-_FENCE = re.compile(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1|\Z)")
+# A fenced code block, to its closing fence or the text's end. A fence's indent is whitespace
+# but a newline ([^\S\n]*): with \s* each line start of a run of blank lines scanned the
+# whole run again.
+_FENCE = re.compile(r"(?ms)^[^\S\n]*(```|~~~).*?(^[^\S\n]*\1|\Z)")
 MAX_FINDINGS = 5
 FINDING_CHARS = 300
 # A figure: a number of two digits or more ("907-line", "10,000 USDG", "372 ms", "v6.26.0").
